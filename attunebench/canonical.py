@@ -1,0 +1,614 @@
+"""Typed readers and writers for the two canonical exchange formats (SPEC 3).
+
+Readers are lenient exactly where SPEC 3.1 says so and reject everything else
+with a message that names the file and the JSON path of the bad value, so that
+a researcher can fix a file without guessing. Pure Python: no Django.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from typing import Annotated, Any, Final
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from attunebench import catalogue as cat
+
+CONVERSATION_SCHEMA_VERSION: Final = "attunebench.conversation/1"
+RUN_SCHEMA_VERSION: Final = "attunebench.run/1"
+
+# ---------------------------------------------------------------------------
+# Problems and errors
+# ---------------------------------------------------------------------------
+
+
+class Problem(BaseModel):
+    """One thing wrong with one input, located precisely."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.source}: {self.path}" if self.path else self.source
+        return f"{where}: {self.message}"
+
+
+class CanonicalError(Exception):
+    """Raised when one or more inputs do not follow the canonical format."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+def format_location(loc: tuple[int | str, ...]) -> str:
+    """('turns', 3, 'annotations') -> 'turns[3].annotations'."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def problems_from_validation_error(source: str, error: ValidationError) -> list[Problem]:
+    problems = []
+    for err in error.errors(include_url=False):
+        message = err["msg"]
+        if err["type"] == "value_error":
+            message = str(err.get("ctx", {}).get("error", message))
+        elif err["type"] == "missing":
+            message = "required field is missing"
+        elif err["type"] == "extra_forbidden":
+            message = "unknown field"
+        elif "input" in err and "got " not in message:
+            message = f"{message}, got {_show(err['input'])}"
+        problems.append(Problem(source=source, path=format_location(tuple(err["loc"])), message=message))
+    return problems
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _fail(kind: str, expected: str, value: Any) -> PydanticCustomError:
+    return PydanticCustomError(kind, "expected {expected}, got {got}", {"expected": expected, "got": _show(value)})
+
+
+# ---------------------------------------------------------------------------
+# Lenient scalar normalisers (SPEC 3.1)
+# ---------------------------------------------------------------------------
+
+_YES_WORDS = {"yes", "y", "true", "1"}
+_NO_WORDS = {"no", "n", "false", "0"}
+_NA_WORDS = {"na", "n/a", "not applicable", "not_applicable"}
+
+
+def normalise_yes_no_na(value: Any) -> str | None:
+    """yes/no/na from the spellings SPEC 3.1 accepts; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return cat.YES if value else cat.NO
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return cat.YES if value == 1 else cat.NO
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _YES_WORDS:
+            return cat.YES
+        if word in _NO_WORDS:
+            return cat.NO
+        if word in _NA_WORDS:
+            return cat.NOT_APPLICABLE
+    raise _fail("yes_no_na", "yes/no/na", value)
+
+
+def normalise_intensity(value: Any) -> int | None:
+    """Round and clamp to 1–7; accept mild/moderate/intense and numeric strings."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise _fail("intensity", "an intensity 1-7 or mild/moderate/intense", value)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in cat.INTENSITY_WORDS:
+            return cat.INTENSITY_WORDS[word]
+        if word in {"", "none", "null"}:
+            return None
+        try:
+            value = float(word)
+        except ValueError:
+            raise _fail("intensity", "an intensity 1-7 or mild/moderate/intense", value) from None
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return int(min(7, max(1, math.floor(value + 0.5))))
+    raise _fail("intensity", "an intensity 1-7 or mild/moderate/intense", value)
+
+
+def normalise_winner(value: Any) -> str | None:
+    """'A'/'B' from A/B (any case) or response_1/response_2; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in {"a", "response_1"}:
+            return "A"
+        if word in {"b", "response_2"}:
+            return "B"
+    raise _fail("winner", "A/B or response_1/response_2", value)
+
+
+def _strict_int(low: int, high: int, what: str):
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+                value = int(value.strip())
+            else:
+                raise _fail("range", f"{what} {low}-{high}", value)
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise _fail("range", f"a whole-number {what} {low}-{high}", value)
+            value = int(value)
+        if not low <= value <= high:
+            raise _fail("range", f"{what} {low}-{high}", value)
+        return value
+
+    return check
+
+
+def _clamped_total(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _fail("range", "a PANAS total (number) or null", value)
+    return int(min(cat.PANAS_TOTAL_MAX, max(cat.PANAS_TOTAL_MIN, round(value))))
+
+
+def _non_empty_text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _fail("text", "a non-empty string", value)
+    return value
+
+
+def _iso_timestamp(value: Any) -> str:
+    if isinstance(value, str):
+        try:
+            datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            return value.strip()
+        except ValueError:
+            pass
+    raise _fail("timestamp", "an ISO 8601 timestamp", value)
+
+
+def parse_timestamp(value: str) -> datetime:
+    """An ISO timestamp as an aware datetime (naive ones are taken as UTC)."""
+    moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def format_timestamp(moment: datetime) -> str:
+    """The one spelling of a timestamp that exports use, so exports are byte-stable."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+YesNoNa = Annotated[str | None, BeforeValidator(normalise_yes_no_na)]
+Intensity = Annotated[int | None, BeforeValidator(normalise_intensity)]
+Winner = Annotated[str | None, BeforeValidator(normalise_winner)]
+Rating17 = Annotated[int, BeforeValidator(_strict_int(1, 7, "a rating"))]
+PanasTotal = Annotated[int | None, BeforeValidator(_clamped_total)]
+Text = Annotated[str, BeforeValidator(_non_empty_text)]
+Timestamp = Annotated[str, BeforeValidator(_iso_timestamp)]
+
+# ---------------------------------------------------------------------------
+# Shared pieces
+# ---------------------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Open(BaseModel):
+    """Sections whose reference format allows further keys (kept on round trip)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class EmotionTag(_Strict):
+    emotion: Text
+    intensity: Intensity = None
+
+    @field_validator("emotion")
+    @classmethod
+    def _catalogue_spelling(cls, value: str) -> str:
+        return cat.canonical_panas_item(value) or value.strip()
+
+
+class Panas(_Strict):
+    totalPositiveAffect: PanasTotal = None
+    totalNegativeAffect: PanasTotal = None
+    items: dict[str, Rating17] = Field(default_factory=dict)
+
+    @field_validator("items", mode="before")
+    @classmethod
+    def _known_items(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        out: dict[str, Any] = {}
+        for key, rating in value.items():
+            item = cat.canonical_panas_item(str(key))
+            if item is None:
+                raise ValueError(f"{key!r} is not one of the 20 PANAS items")
+            if item in out:
+                raise ValueError(f"{item!r} is given twice")
+            out[item] = rating
+        return {item: out[item] for item in cat.PANAS_ITEMS if item in out}
+
+    @model_validator(mode="after")
+    def _derive_totals(self) -> "Panas":
+        for side, items, attr in (
+            ("PA", cat.POSITIVE_AFFECT_ITEMS, "totalPositiveAffect"),
+            ("NA", cat.NEGATIVE_AFFECT_ITEMS, "totalNegativeAffect"),
+        ):
+            present = [self.items[i] for i in items if i in self.items]
+            if getattr(self, attr) is None and present:
+                total = min(cat.PANAS_TOTAL_MAX, max(cat.PANAS_TOTAL_MIN, sum(present)))
+                object.__setattr__(self, attr, total)
+        return self
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.items and self.totalPositiveAffect is None and self.totalNegativeAffect is None
+
+
+class ConversationWide(_Strict):
+    """Conversation-wide answers as a model may predict them (free strings kept)."""
+
+    q1_lookingFor: list[str] = Field(default_factory=list)
+    q2_emotionClarity: str | None = None
+    q3_modelFit: str | None = None
+    q3_followUp_whatFeltOff: list[str] = Field(default_factory=list)
+    fourBranchScores: dict[str, Rating17] = Field(default_factory=dict)
+
+    @field_validator("fourBranchScores", mode="before")
+    @classmethod
+    def _known_branches(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        for key, rating in value.items():
+            branch = str(key).strip().lower()
+            if branch not in cat.FOUR_BRANCHES:
+                raise ValueError(
+                    f"{key!r} is not one of {', '.join(cat.FOUR_BRANCHES)}"
+                )
+            out[branch] = rating
+        return {b: out[b] for b in cat.FOUR_BRANCHES if b in out}
+
+
+class GroundTruthConversationWide(ConversationWide):
+    """Participants' own answers: must be catalogued options (SPEC 2.4)."""
+
+    @field_validator("q1_lookingFor")
+    @classmethod
+    def _q1(cls, values: list[str]) -> list[str]:
+        out = []
+        for value in values:
+            option = cat.match_option(value, cat.Q1_LOOKING_FOR_OPTIONS)
+            if option is None:
+                raise ValueError(f"{value!r} is not a catalogued option")
+            if option not in out:
+                out.append(option)
+        return out
+
+    @field_validator("q2_emotionClarity")
+    @classmethod
+    def _q2(cls, value: str | None) -> str | None:
+        return _catalogued(value, cat.Q2_EMOTION_CLARITY_OPTIONS, "q2_emotionClarity")
+
+    @field_validator("q3_modelFit")
+    @classmethod
+    def _q3(cls, value: str | None) -> str | None:
+        return _catalogued(value, cat.Q3_MODEL_FIT_OPTIONS, "q3_modelFit")
+
+
+def _catalogued(value: str | None, options: tuple[str, ...], name: str) -> str | None:
+    if value is None or not value.strip():
+        return None
+    option = cat.match_option(value, options)
+    if option is None:
+        raise ValueError(f"{value!r} is not a catalogued option for {name}")
+    return option
+
+
+# ---------------------------------------------------------------------------
+# Conversation file (SPEC 3.1)
+# ---------------------------------------------------------------------------
+
+
+class Metadata(_Open):
+    model: Text
+    provider: str = ""
+    timestamp: Timestamp
+    category: Text
+    subtopic: Text
+    turnCount: int | None = None
+
+
+class ParticipantProfile(_Open):
+    participant_id: Text
+    age: str | None = None
+    traits: list[str] = Field(default_factory=list)
+    goals: list[str] = Field(default_factory=list)
+    responses: dict[str, Any] = Field(default_factory=dict)
+    diagnoses: list[str] | None = None
+
+
+class BinaryJudgement(_Strict):
+    questionId: str
+    observedBehavior: YesNoNa = None
+    preferredBehavior: YesNoNa = None
+    llmValue: YesNoNa = None
+
+    @field_validator("questionId")
+    @classmethod
+    def _known_question(cls, value: str) -> str:
+        if value not in cat.BINARY_QUESTIONS_BY_ID:
+            raise ValueError(f"{value!r} is not one of the 36 behaviour question ids")
+        return value
+
+
+class AlternateResponses(_Strict):
+    llmImproved: str = ""
+    humanEdited: str = ""
+
+
+def _response_label(value: Any) -> str:
+    if isinstance(value, str) and value.strip().lower() in cat.RESPONSE_LABELS:
+        return value.strip().lower()
+    raise _fail("choice", "original/alternate/human", value)
+
+
+ResponseLabel = Annotated[str, BeforeValidator(_response_label)]
+
+
+class PairwiseComparison(_Strict):
+    questionId: str
+    responseA: ResponseLabel
+    responseB: ResponseLabel
+    winner: Winner = None
+
+    @field_validator("questionId")
+    @classmethod
+    def _known_question(cls, value: str) -> str:
+        if not cat.is_valid_pairwise_question_id(value):
+            raise ValueError(f"{value!r} is not 'general', PW1-PW15 or 'custom:<text>'")
+        return value
+
+    @model_validator(mode="after")
+    def _distinct(self) -> "PairwiseComparison":
+        if self.responseA == self.responseB:
+            raise ValueError(f"responseA and responseB are both {self.responseA!r}")
+        return self
+
+
+class Annotations(_Strict):
+    binaryJudgements: list[BinaryJudgement] = Field(default_factory=list)
+    alternateResponses: AlternateResponses | None = None
+    pairwiseComparisons: list[PairwiseComparison] = Field(default_factory=list)
+    selectedPairwiseQuestions: list[str] = Field(default_factory=list)
+
+    @field_validator("binaryJudgements")
+    @classmethod
+    def _unique_questions(cls, values: list[BinaryJudgement]) -> list[BinaryJudgement]:
+        seen: set[str] = set()
+        for value in values:
+            if value.questionId in seen:
+                raise ValueError(f"question {value.questionId} is answered twice")
+            seen.add(value.questionId)
+        return values
+
+
+class Turn(_Strict):
+    turnNumber: Annotated[int, Field(ge=1)]
+    userMessage: str
+    llmResponse: str
+    moodShiftTags: list[EmotionTag] = Field(default_factory=list)
+    annotations: Annotations = Field(default_factory=Annotations)
+
+
+class ConversationFile(_Strict):
+    conversationId: Text
+    metadata: Metadata
+    participant_profile: ParticipantProfile | None = None
+    prePanas: Panas | None = None
+    postPanas: Panas | None = None
+    conversationWideQuestions: GroundTruthConversationWide | None = None
+    turns: list[Turn] = Field(default_factory=list)
+
+    @field_validator("turns")
+    @classmethod
+    def _ordered_unique(cls, turns: list[Turn]) -> list[Turn]:
+        seen: set[int] = set()
+        for turn in turns:
+            if turn.turnNumber in seen:
+                raise ValueError(f"turn number {turn.turnNumber} appears twice")
+            seen.add(turn.turnNumber)
+        return sorted(turns, key=lambda t: t.turnNumber)
+
+    @model_validator(mode="after")
+    def _turn_count(self) -> "ConversationFile":
+        if self.metadata.turnCount is None:
+            self.metadata.turnCount = len(self.turns)
+        return self
+
+
+# ---------------------------------------------------------------------------
+# Evaluated-model run output (SPEC 3.2)
+# ---------------------------------------------------------------------------
+
+BinaryAnswers = dict[str, YesNoNa]
+
+
+def _selection_key(value: Any) -> str:
+    text = str(value).strip()
+    if not text.isdigit():
+        raise _fail("index", "a comparison index such as '0'", value)
+    return str(int(text))
+
+
+class RunTurn(_Strict):
+    turnNumber: Annotated[int, Field(ge=1)]
+    em_emotion_tags: list[EmotionTag] = Field(default_factory=list)
+    em_drafted_response: str | None = None
+    em_binary_om_assessment: BinaryAnswers = Field(default_factory=dict)
+    em_binary_human_prediction: BinaryAnswers = Field(default_factory=dict)
+    em_binary_om_assessment_hp: BinaryAnswers = Field(default_factory=dict)
+    em_binary_human_prediction_hp: BinaryAnswers = Field(default_factory=dict)
+    em_pairwise_selections: dict[str, Winner] = Field(default_factory=dict)
+    em_draft_judge_scores: dict[str, float | None] | None = None
+    em_draft_binary_assessment: BinaryAnswers | None = None
+
+    @field_validator("em_pairwise_selections", mode="before")
+    @classmethod
+    def _index_keys(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {_selection_key(k): v for k, v in value.items()}
+        return value
+
+    @field_validator("em_draft_judge_scores")
+    @classmethod
+    def _judge_range(cls, value: dict[str, float | None] | None) -> dict[str, float | None] | None:
+        if value is None:
+            return None
+        for key, score in value.items():
+            if key not in cat.JUDGE_DIMENSIONS:
+                raise ValueError(f"{key!r} is not a judge dimension ({', '.join(cat.JUDGE_DIMENSIONS)})")
+            if score is not None and not 1 <= score <= 7:
+                raise ValueError(f"{key}: expected a score 1-7, got {score!r}")
+        return value
+
+
+class PostConversation(_Strict):
+    panas_strategy: str
+    predicted_post_panas: Panas | None = None
+    predicted_conversation_wide: ConversationWide | None = None
+
+    @field_validator("panas_strategy")
+    @classmethod
+    def _strategy(cls, value: str) -> str:
+        if value not in cat.PANAS_STRATEGIES:
+            raise ValueError(f"expected one of {', '.join(cat.PANAS_STRATEGIES)}, got {value!r}")
+        return value
+
+
+class RunOutput(_Open):
+    conversationId: Text
+    em_model: Text
+    mode: str
+    run_timestamp: Timestamp
+    turns: list[RunTurn] = Field(default_factory=list)
+    post_conversation: PostConversation | None = None
+    api_cost: float | None = None
+    duration_seconds: float | None = None
+    prompt_version: str | None = None
+
+    @field_validator("mode")
+    @classmethod
+    def _mode(cls, value: str) -> str:
+        if value not in cat.MODES:
+            raise ValueError(f"expected one of {', '.join(cat.MODES)}, got {value!r}")
+        return value
+
+    @field_validator("turns")
+    @classmethod
+    def _ordered_unique(cls, turns: list[RunTurn]) -> list[RunTurn]:
+        seen: set[int] = set()
+        for turn in turns:
+            if turn.turnNumber in seen:
+                raise ValueError(f"turn number {turn.turnNumber} appears twice")
+            seen.add(turn.turnNumber)
+        return sorted(turns, key=lambda t: t.turnNumber)
+
+
+# ---------------------------------------------------------------------------
+# Parsing and writing
+# ---------------------------------------------------------------------------
+
+
+def _decode(source: str, raw: bytes | str) -> Any:
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError as exc:
+        raise CanonicalError([Problem(source=source, path="", message=f"not UTF-8 text ({exc.reason} at byte {exc.start})")]) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CanonicalError(
+            [Problem(source=source, path="", message=f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")]
+        ) from None
+
+
+def _validate(model: type[BaseModel], source: str, data: Any) -> Any:
+    if not isinstance(data, dict):
+        raise CanonicalError([Problem(source=source, path="", message=f"expected a JSON object at the top level, got {type(data).__name__}")])
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise CanonicalError(problems_from_validation_error(source, exc)) from None
+
+
+def parse_conversation(data: Any, source: str = "<input>") -> ConversationFile:
+    """Validate an already-decoded conversation object."""
+    return _validate(ConversationFile, source, data)
+
+
+def parse_run(data: Any, source: str = "<input>") -> RunOutput:
+    """Validate an already-decoded EM run output object."""
+    return _validate(RunOutput, source, data)
+
+
+def load_conversation(raw: bytes | str, source: str = "<input>") -> ConversationFile:
+    return parse_conversation(_decode(source, raw), source)
+
+
+def load_run(raw: bytes | str, source: str = "<input>") -> RunOutput:
+    return parse_run(_decode(source, raw), source)
+
+
+def looks_like_run(data: Any) -> bool:
+    """Run outputs carry em_model; conversation files carry metadata."""
+    return isinstance(data, dict) and "em_model" in data
+
+
+def to_canonical_dict(document: BaseModel) -> dict[str, Any]:
+    return document.model_dump(mode="json")
+
+
+def dumps_canonical(document: BaseModel | dict[str, Any]) -> str:
+    """The one byte-stable text of a document: sorted keys, 2-space indent, final newline."""
+    data = to_canonical_dict(document) if isinstance(document, BaseModel) else document
+    return json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+
+
+def dumps_line(document: BaseModel | dict[str, Any]) -> str:
+    """One JSONL line (compact, sorted keys)."""
+    data = to_canonical_dict(document) if isinstance(document, BaseModel) else document
+    return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,76 @@
+"""Finding canonical JSON documents in files, folders (any nesting) and .zip archives."""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from attunebench.canonical import (
+    CanonicalError,
+    ConversationFile,
+    Problem,
+    RunOutput,
+    load_conversation,
+    load_run,
+)
+
+
+def iter_documents(paths: Iterable[str | Path]) -> Iterator[tuple[str, bytes | None, Problem | None]]:
+    """Yield (source name, raw bytes, None) per JSON document, or (name, None, problem).
+
+    Folders are walked recursively in sorted order so that every run reads the
+    same files in the same order; .zip members ending in .json count as files.
+    """
+    for given in paths:
+        path = Path(given)
+        if not path.exists():
+            yield str(path), None, Problem(source=str(path), path="", message="no such file or folder")
+        elif path.is_dir():
+            found = False
+            for child in sorted(path.rglob("*")):
+                if child.is_file() and child.suffix.lower() in {".json", ".zip"}:
+                    found = True
+                    yield from iter_documents([child])
+            if not found:
+                yield str(path), None, Problem(source=str(path), path="", message="folder holds no .json or .zip files")
+        elif path.suffix.lower() == ".zip":
+            try:
+                with zipfile.ZipFile(path) as archive:
+                    for member in sorted(archive.namelist()):
+                        if member.lower().endswith(".json") and not member.endswith("/"):
+                            yield f"{path}!{member}", archive.read(member), None
+            except zipfile.BadZipFile:
+                yield str(path), None, Problem(source=str(path), path="", message="not a readable .zip archive")
+        else:
+            yield str(path), path.read_bytes(), None
+
+
+def read_conversations(paths: Iterable[str | Path]) -> tuple[list[tuple[str, ConversationFile]], list[Problem]]:
+    """Every conversation file found, plus every problem (nothing raised)."""
+    documents: list[tuple[str, ConversationFile]] = []
+    problems: list[Problem] = []
+    for source, raw, problem in iter_documents(paths):
+        if problem is not None:
+            problems.append(problem)
+            continue
+        try:
+            documents.append((source, load_conversation(raw, source)))
+        except CanonicalError as exc:
+            problems.extend(exc.problems)
+    return documents, problems
+
+
+def read_runs(paths: Iterable[str | Path]) -> tuple[list[tuple[str, RunOutput]], list[Problem]]:
+    """Every EM run output found, plus every problem (nothing raised)."""
+    documents: list[tuple[str, RunOutput]] = []
+    problems: list[Problem] = []
+    for source, raw, problem in iter_documents(paths):
+        if problem is not None:
+            problems.append(problem)
+            continue
+        try:
+            documents.append((source, load_run(raw, source)))
+        except CanonicalError as exc:
+            problems.extend(exc.problems)
+    return documents, problems
