@@ -1,0 +1,43 @@
+"""The ``attune`` command: a thin wrapper over Django's management commands.
+
+``attune X ...`` is ``manage.py X ...``; with no argument it lists the Attune
+commands first. Settings default to the embedded configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+ATTUNE_COMMANDS = (
+    ("demo", "install sample data, run the offline baselines, score, and serve the site"),
+    ("serve", "serve the site (development server, or gunicorn-like threaded server)"),
+    ("worker", "start a Celery worker (needs REDIS_URL)"),
+    ("import", "validate and import canonical conversation files, folders or .zip archives"),
+    ("export", "export conversations as canonical JSON, JSONL or Parquet"),
+    ("validate", "check canonical files and print every problem"),
+    ("synth", "generate schema-valid random conversations for load and scale tests"),
+    ("eval", "replay conversations against an evaluated model"),
+    ("score", "score EM run files against conversation files (no database needed)"),
+    ("analyze", "capability profile, independence, discrimination and breakdown analyses"),
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv if argv is None else argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "attune_site.settings")
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    if len(argv) < 2 or argv[1] in {"-h", "--help", "help"} and len(argv) == 2:
+        print("usage: attune COMMAND [options]   (attune COMMAND --help for details)\n")
+        print("Attune commands:")
+        for name, summary in ATTUNE_COMMANDS:
+            print(f"  {name:<10} {summary}")
+        print("\nEvery Django management command works too (attune migrate, attune createsuperuser, ...).")
+        return
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(["attune", *argv[1:]])
+
+
+if __name__ == "__main__":
+    main()
