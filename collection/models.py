@@ -1,0 +1,305 @@
+"""What a study collects: participants, consent, profiles, original models, conversations, turns and surveys.
+
+Collected data is protected from cascading deletes (PROTECT): removing a model
+or a topic must never silently remove what a participant gave us. Withdrawal
+is a status, and exports and scoring skip withdrawn data.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from attunebench import catalogue as cat
+
+
+def _choices(values: tuple[str, ...]) -> list[tuple[str, str]]:
+    return [(v, v) for v in values]
+
+
+def new_pseudonym() -> str:
+    """The only participant id that ever leaves the database (SPEC 2.5)."""
+    return "p-" + secrets.token_hex(6)
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+def new_alias() -> str:
+    return "om-" + secrets.token_hex(4)
+
+
+def new_completion_code() -> str:
+    return secrets.token_hex(4).upper()
+
+
+class Study(models.Model):
+    """Settings a researcher controls for one data-collection study."""
+
+    slug = models.SlugField(unique=True)
+    title = models.CharField(max_length=200)
+    information = models.TextField(help_text="Study information shown before consent.")
+    crisis_resources = models.TextField(
+        help_text="Where to get help if distressed; shown on the consent page and in the footer of every participant page."
+    )
+    consent_version = models.CharField(max_length=40, default="1.0")
+    open_enrolment = models.BooleanField(default=False, help_text="Allow joining without a personal study link.")
+    min_turns = models.PositiveSmallIntegerField(default=3)
+    max_turns = models.PositiveSmallIntegerField(default=12)
+    binary_sample_size = models.PositiveSmallIntegerField(
+        default=0, help_text="Behaviour questions asked per turn; 0 asks all 36."
+    )
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name_plural = "studies"
+        constraints = [
+            models.CheckConstraint(condition=Q(min_turns__gte=1), name="study_min_turns_positive"),
+            models.CheckConstraint(condition=Q(max_turns__gte=models.F("min_turns")), name="study_max_turns_ge_min"),
+            models.CheckConstraint(condition=Q(binary_sample_size__lte=36), name="study_binary_sample_le_36"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Participant(models.Model):
+    """A pseudonymous participant. The study-link token is a secret; the pseudonym is what exports show."""
+
+    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="participants", null=True, blank=True)
+    pseudonym = models.CharField(max_length=64, unique=True, default=new_pseudonym)
+    token = models.CharField(max_length=64, unique=True, default=new_token)
+    platform_id = models.CharField(
+        max_length=128, blank=True, help_text="Recruitment platform id, if any; never exported."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    withdrawn_at = models.DateTimeField(null=True, blank=True)
+    completion_code = models.CharField(max_length=16, default=new_completion_code)
+
+    class Meta:
+        indexes = [models.Index(fields=["withdrawn_at"])]
+
+    def __str__(self) -> str:
+        return self.pseudonym
+
+    @property
+    def is_withdrawn(self) -> bool:
+        return self.withdrawn_at is not None
+
+
+class Consent(models.Model):
+    participant = models.ForeignKey(Participant, on_delete=models.PROTECT, related_name="consents")
+    version = models.CharField(max_length=40)
+    consented_at = models.DateTimeField(default=timezone.now)
+    sensitive_data_consent = models.BooleanField(
+        default=False, help_text="Explicit consent to store self-reported mental-health information."
+    )
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["participant", "version"], name="consent_once_per_version")]
+
+
+class ParticipantProfile(models.Model):
+    participant = models.OneToOneField(Participant, on_delete=models.PROTECT, related_name="profile")
+    age_band = models.CharField(max_length=40, blank=True)
+    traits = models.JSONField(default=list, blank=True)
+    goals = models.JSONField(default=list, blank=True)
+    topic_attitude = models.CharField(max_length=120, blank=True)
+    responses = models.JSONField(default=dict, blank=True)
+    extra = models.JSONField(default=dict, blank=True, help_text="Further profile keys from imported files.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class SensitiveProfile(models.Model):
+    """Self-reported diagnoses, kept apart from the rest of the profile and only with explicit consent."""
+
+    participant = models.OneToOneField(Participant, on_delete=models.PROTECT, related_name="sensitive_profile")
+    diagnoses = models.JSONField(default=list, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class OriginalModel(models.Model):
+    """A model participants chat with. Its real identity never reaches a participant's browser."""
+
+    name = models.CharField(max_length=200, blank=True, help_text="Real identity (blank when imported redacted).")
+    provider = models.CharField(max_length=100, blank=True)
+    alias = models.CharField(max_length=32, unique=True, default=new_alias)
+    litellm_model = models.CharField(
+        max_length=200, blank=True, help_text="litellm model string; blank means the offline scripted model."
+    )
+    api_base = models.CharField(max_length=300, blank=True)
+    active = models.BooleanField(default=True, help_text="In the pool that new conversations are assigned from.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["name"], condition=~Q(name=""), name="original_model_unique_name")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.alias} ({self.name or 'redacted'})"
+
+    @property
+    def is_offline(self) -> bool:
+        return not self.litellm_model
+
+    @property
+    def exported_identity(self) -> str:
+        return self.name or self.alias
+
+
+class Topic(models.Model):
+    category = models.CharField(max_length=100)
+    subtopic = models.CharField(max_length=200)
+    order = models.PositiveIntegerField(default=0)
+    in_catalogue = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["order", "category", "subtopic"]
+        constraints = [models.UniqueConstraint(fields=["category", "subtopic"], name="topic_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.category}: {self.subtopic}"
+
+
+class Conversation(models.Model):
+    class Status(models.TextChoices):
+        IN_PROGRESS = "in_progress", "In progress"
+        ANNOTATING = "annotating", "Annotating"
+        COMPLETE = "complete", "Complete"
+        WITHDRAWN = "withdrawn", "Withdrawn"
+
+    class Source(models.TextChoices):
+        COLLECTED = "collected", "Collected in this app"
+        IMPORTED = "imported", "Imported from canonical files"
+
+    conversation_id = models.CharField(max_length=200, unique=True)
+    participant = models.ForeignKey(
+        Participant, on_delete=models.PROTECT, related_name="conversations", null=True, blank=True
+    )
+    original_model = models.ForeignKey(OriginalModel, on_delete=models.PROTECT, related_name="conversations")
+    topic = models.ForeignKey(Topic, on_delete=models.PROTECT, related_name="conversations")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.IN_PROGRESS)
+    source = models.CharField(max_length=20, choices=Source.choices, default=Source.COLLECTED)
+    provider = models.CharField(max_length=100, blank=True)
+    started_at = models.DateTimeField(default=timezone.now)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    metadata_extra = models.JSONField(default=dict, blank=True, help_text="Further metadata keys, kept on round trip.")
+    comment = models.TextField(blank=True, help_text="Participant's optional closing comment.")
+
+    class Meta:
+        indexes = [models.Index(fields=["status"]), models.Index(fields=["started_at"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["in_progress", "annotating", "complete", "withdrawn"]), name="conversation_status_valid"
+            ),
+            models.CheckConstraint(condition=Q(source__in=["collected", "imported"]), name="conversation_source_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return self.conversation_id
+
+
+class Turn(models.Model):
+    conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="turns")
+    turn_number = models.PositiveIntegerField()
+    user_message = models.TextField()
+    llm_response = models.TextField(blank=True)
+    selected_pairwise_questions = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    responded_at = models.DateTimeField(null=True, blank=True)
+    annotation_started_at = models.DateTimeField(null=True, blank=True)
+    annotation_completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["conversation_id", "turn_number"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "turn_number"], name="turn_number_unique_per_conversation"),
+            models.CheckConstraint(condition=Q(turn_number__gte=1), name="turn_number_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id} turn {self.turn_number}"
+
+
+class PanasSurvey(models.Model):
+    class Kind(models.TextChoices):
+        PRE = "pre", "Before the chat"
+        POST = "post", "After the chat"
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="panas_surveys")
+    kind = models.CharField(max_length=4, choices=Kind.choices)
+    total_positive = models.PositiveSmallIntegerField(null=True, blank=True)
+    total_negative = models.PositiveSmallIntegerField(null=True, blank=True)
+    completed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "kind"], name="panas_once_per_kind"),
+            models.CheckConstraint(condition=Q(kind__in=["pre", "post"]), name="panas_kind_valid"),
+            models.CheckConstraint(
+                condition=Q(total_positive__isnull=True)
+                | Q(total_positive__gte=cat.PANAS_TOTAL_MIN, total_positive__lte=cat.PANAS_TOTAL_MAX),
+                name="panas_total_positive_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(total_negative__isnull=True)
+                | Q(total_negative__gte=cat.PANAS_TOTAL_MIN, total_negative__lte=cat.PANAS_TOTAL_MAX),
+                name="panas_total_negative_range",
+            ),
+        ]
+
+
+class PanasItemResponse(models.Model):
+    survey = models.ForeignKey(PanasSurvey, on_delete=models.CASCADE, related_name="item_responses")
+    item = models.CharField(max_length=20, choices=_choices(cat.PANAS_ITEMS))
+    rating = models.PositiveSmallIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["survey", "item"], name="panas_item_once"),
+            models.CheckConstraint(condition=Q(item__in=list(cat.PANAS_ITEMS)), name="panas_item_valid"),
+            models.CheckConstraint(
+                condition=Q(rating__gte=cat.PANAS_SCALE_MIN, rating__lte=cat.PANAS_SCALE_MAX), name="panas_rating_range"
+            ),
+        ]
+
+
+class ConversationWideAnswers(models.Model):
+    conversation = models.OneToOneField(Conversation, on_delete=models.PROTECT, related_name="wide_answers")
+    looking_for = models.JSONField(default=list, blank=True)
+    emotion_clarity = models.CharField(max_length=100, blank=True, choices=_choices(cat.Q2_EMOTION_CLARITY_OPTIONS))
+    model_fit = models.CharField(max_length=100, blank=True, choices=_choices(cat.Q3_MODEL_FIT_OPTIONS))
+    what_felt_off = models.JSONField(default=list, blank=True)
+    completed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(emotion_clarity="") | Q(emotion_clarity__in=list(cat.Q2_EMOTION_CLARITY_OPTIONS)),
+                name="wide_q2_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(model_fit="") | Q(model_fit__in=list(cat.Q3_MODEL_FIT_OPTIONS)), name="wide_q3_valid"
+            ),
+        ]
+
+
+class FourBranchRating(models.Model):
+    conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="four_branch_ratings")
+    branch = models.CharField(max_length=20, choices=_choices(cat.FOUR_BRANCHES))
+    rating = models.PositiveSmallIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "branch"], name="four_branch_once"),
+            models.CheckConstraint(condition=Q(branch__in=list(cat.FOUR_BRANCHES)), name="four_branch_valid"),
+            models.CheckConstraint(
+                condition=Q(rating__gte=cat.FOUR_BRANCH_MIN, rating__lte=cat.FOUR_BRANCH_MAX),
+                name="four_branch_rating_range",
+            ),
+        ]

@@ -1,0 +1,203 @@
+"""Evaluation side: the evaluated-model registry, runs, per-conversation outputs, scores and the call cache.
+
+Runs and their outputs are derived data and may be deleted with their run;
+collected conversations are protected (PROTECT) from anything here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from attunebench import catalogue as cat
+from collection.models import Conversation
+
+
+class EvaluatedModel(models.Model):
+    """A model (or offline baseline, or human rater) that can take the EM's seat."""
+
+    class Kind(models.TextChoices):
+        OFFLINE = "offline", "Offline baseline"
+        LLM = "llm", "LLM through litellm"
+        HUMAN = "human", "Human rater"
+
+    name = models.CharField(max_length=200, unique=True, help_text="e.g. baseline:lexicon, openai/gpt-4o-mini, human:alex")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.LLM)
+    litellm_model = models.CharField(max_length=200, blank=True)
+    api_base = models.CharField(max_length=300, blank=True)
+    params = models.JSONField(default=dict, blank=True, help_text="temperature, max_tokens, seed, ...")
+    max_concurrency = models.PositiveIntegerField(default=8)
+    requests_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    input_cost_per_million = models.FloatField(null=True, blank=True, help_text="Overrides litellm's price list.")
+    output_cost_per_million = models.FloatField(null=True, blank=True)
+    active = models.BooleanField(default=True)
+    notes = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=["offline", "llm", "human"]), name="em_kind_valid"),
+            models.CheckConstraint(condition=Q(max_concurrency__gte=1), name="em_concurrency_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class DatasetVersion(models.Model):
+    """A named, immutable selection of complete, non-withdrawn conversations."""
+
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True)
+    conversations = models.ManyToManyField(Conversation, related_name="dataset_versions")
+    content_hash = models.CharField(max_length=64, blank=True)
+    conversation_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+    frozen = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class EvaluationRun(models.Model):
+    """One (EM, mode, PANAS strategy, judge, dataset selection) replay and its progress."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SCORING = "scoring", "Scoring"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    evaluated_model = models.ForeignKey(EvaluatedModel, on_delete=models.PROTECT, related_name="runs")
+    judge_model = models.ForeignKey(
+        EvaluatedModel, on_delete=models.PROTECT, related_name="judged_runs", null=True, blank=True
+    )
+    mode = models.CharField(max_length=24, choices=[(m, m) for m in cat.MODES], default="default")
+    panas_strategy = models.CharField(
+        max_length=16, choices=[(s, s) for s in cat.PANAS_STRATEGIES], default="absolute"
+    )
+    dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, null=True, blank=True)
+    selection = models.JSONField(default=dict, blank=True, help_text="Filter used when no dataset version is given.")
+    prompt_version = models.CharField(max_length=40, blank=True)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.QUEUED)
+    conversations_total = models.PositiveIntegerField(default=0)
+    conversations_done = models.PositiveIntegerField(default=0)
+    conversations_failed = models.PositiveIntegerField(default=0)
+    calls_made = models.PositiveIntegerField(default=0)
+    calls_cached = models.PositiveIntegerField(default=0)
+    calls_failed = models.PositiveIntegerField(default=0)
+    cost_usd = models.FloatField(default=0.0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(mode__in=list(cat.MODES)), name="run_mode_valid"),
+            models.CheckConstraint(
+                condition=Q(panas_strategy__in=list(cat.PANAS_STRATEGIES)), name="run_panas_strategy_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=["queued", "running", "scoring", "done", "failed", "cancelled"]),
+                name="run_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(conversations_done__lte=models.F("conversations_total")), name="run_done_le_total"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk}: {self.evaluated_model} / {self.mode}"
+
+    @property
+    def progress_percent(self) -> int:
+        if not self.conversations_total:
+            return 100 if self.status == self.Status.DONE else 0
+        finished = self.conversations_done + self.conversations_failed
+        return min(100, round(100 * finished / self.conversations_total))
+
+
+class RunConversation(models.Model):
+    """The EM's canonical output (SPEC 3.2) for one conversation of a run."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="conversation_outputs")
+    conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="run_outputs")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    output = models.JSONField(null=True, blank=True)
+    calls_made = models.PositiveIntegerField(default=0)
+    calls_cached = models.PositiveIntegerField(default=0)
+    calls_failed = models.PositiveIntegerField(default=0)
+    cost_usd = models.FloatField(default=0.0)
+    error = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "conversation"], name="run_conversation_unique"),
+            models.CheckConstraint(
+                condition=Q(status__in=["pending", "running", "done", "failed"]), name="run_conversation_status_valid"
+            ),
+        ]
+
+
+class ConversationScore(models.Model):
+    """Per-conversation metrics of one run (the scorer's conversation row)."""
+
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="conversation_scores")
+    conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="scores")
+    composite_score = models.FloatField()
+    coverage = models.FloatField()
+    metrics = models.JSONField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "conversation"], name="conversation_score_unique"),
+            models.CheckConstraint(condition=Q(coverage__gte=0, coverage__lte=1), name="conversation_score_coverage_range"),
+        ]
+
+
+class RunScore(models.Model):
+    """The aggregate row of a run (SPEC 5.4)."""
+
+    run = models.OneToOneField(EvaluationRun, on_delete=models.CASCADE, related_name="score")
+    composite_score = models.FloatField(null=True)
+    metrics = models.JSONField()
+    scored_at = models.DateTimeField(default=timezone.now)
+
+
+class ModelCallCache(models.Model):
+    """A finished model call, so that re-runs and resumed workers never pay twice."""
+
+    key = models.CharField(max_length=64, unique=True)
+    model = models.CharField(max_length=200)
+    prompt_version = models.CharField(max_length=40, blank=True)
+    response = models.TextField()
+    usage = models.JSONField(default=dict, blank=True)
+    cost_usd = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["model"])]
+
+    @staticmethod
+    def make_key(model: str, params: dict, messages: list, prompt_version: str) -> str:
+        payload = json.dumps([model, params, messages, prompt_version], sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
