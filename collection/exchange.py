@@ -1,0 +1,384 @@
+"""Moving conversations between the database and the canonical formats (SPEC 3.1).
+
+Import validates every input first and writes in one transaction, so a bad file
+means nothing is written. Export writes the one byte-stable canonical text, so
+export → import → export reproduces the same bytes.
+"""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Prefetch, Q, QuerySet
+
+from annotation.models import AlternateResponses, BinaryJudgement, MoodTag, PairwiseComparison
+from attunebench import canonical as cf
+from attunebench import catalogue as cat
+from attunebench.sources import read_conversations
+from collection.models import (
+    Conversation,
+    ConversationWideAnswers,
+    FourBranchRating,
+    OriginalModel,
+    PanasItemResponse,
+    PanasSurvey,
+    Participant,
+    ParticipantProfile,
+    SensitiveProfile,
+    Topic,
+    Turn,
+)
+
+EXPORT_FORMATS = ("json", "jsonl", "parquet")
+_REDACTED_ALIAS = re.compile(r"^om-[0-9a-f]{8}$")
+_DECLARED_METADATA = {"model", "provider", "timestamp", "category", "subtopic"}
+_DECLARED_PROFILE = {"participant_id", "age", "traits", "goals", "responses", "diagnoses"}
+
+
+@dataclass
+class ImportResult:
+    imported: list[str] = field(default_factory=list)
+    problems: list[cf.Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+# ---------------------------------------------------------------------------
+# Import
+# ---------------------------------------------------------------------------
+
+
+def import_paths(paths: Iterable[str | Path]) -> ImportResult:
+    """Validate every file first; write all of them in one transaction only if none has a problem."""
+    documents, problems = read_conversations(paths)
+    return import_documents(documents, problems)
+
+
+def import_documents(
+    documents: list[tuple[str, cf.ConversationFile]], problems: list[cf.Problem] | None = None
+) -> ImportResult:
+    problems = list(problems or [])
+    seen: dict[str, str] = {}
+    for source, doc in documents:
+        if doc.conversationId in seen:
+            problems.append(
+                cf.Problem(source=source, path="conversationId",
+                           message=f"{doc.conversationId!r} is also in {seen[doc.conversationId]}")
+            )
+        seen.setdefault(doc.conversationId, source)
+    existing = set(Conversation.objects.filter(conversation_id__in=list(seen)).values_list("conversation_id", flat=True))
+    for source, doc in documents:
+        if doc.conversationId in existing:
+            problems.append(
+                cf.Problem(source=source, path="conversationId",
+                           message=f"{doc.conversationId!r} is already in the database")
+            )
+    if problems:
+        return ImportResult(problems=problems)
+    with transaction.atomic():
+        for _, doc in documents:
+            write_conversation(doc)
+    return ImportResult(imported=[doc.conversationId for _, doc in documents])
+
+
+def _original_model(model: str, provider: str) -> OriginalModel:
+    found = OriginalModel.objects.filter(Q(alias=model) | Q(name=model)).first()
+    if found:
+        return found
+    if _REDACTED_ALIAS.match(model):
+        return OriginalModel.objects.create(name="", alias=model, provider="", active=False)
+    return OriginalModel.objects.create(name=model, provider=provider, active=False)
+
+
+def _topic(category: str, subtopic: str) -> Topic:
+    topic, _ = Topic.objects.get_or_create(
+        category=category, subtopic=subtopic,
+        defaults={"in_catalogue": (category, subtopic) in set(cat.ALL_TOPICS), "order": 10_000},
+    )
+    return topic
+
+
+def _participant(profile: cf.ParticipantProfile | None) -> Participant | None:
+    if profile is None:
+        return None
+    participant, _ = Participant.objects.get_or_create(pseudonym=profile.participant_id)
+    extra = {k: v for k, v in (profile.model_extra or {}).items() if k not in _DECLARED_PROFILE}
+    ParticipantProfile.objects.update_or_create(
+        participant=participant,
+        defaults={
+            "age_band": profile.age or "",
+            "traits": profile.traits,
+            "goals": profile.goals,
+            "responses": profile.responses,
+            "extra": extra,
+        },
+    )
+    if profile.diagnoses is not None:
+        SensitiveProfile.objects.update_or_create(participant=participant, defaults={"diagnoses": profile.diagnoses})
+    return participant
+
+
+def _write_panas(conversation: Conversation, kind: str, panas: cf.Panas | None) -> None:
+    if panas is None:
+        return
+    survey = PanasSurvey.objects.create(
+        conversation=conversation, kind=kind,
+        total_positive=panas.totalPositiveAffect, total_negative=panas.totalNegativeAffect,
+    )
+    PanasItemResponse.objects.bulk_create(
+        [PanasItemResponse(survey=survey, item=item, rating=rating) for item, rating in panas.items.items()]
+    )
+
+
+def write_conversation(doc: cf.ConversationFile) -> Conversation:
+    """Write one validated conversation (caller holds the transaction)."""
+    meta = doc.metadata
+    extra = {k: v for k, v in (meta.model_extra or {}).items() if k not in _DECLARED_METADATA}
+    extra["turnCount"] = meta.turnCount
+    conversation = Conversation.objects.create(
+        conversation_id=doc.conversationId,
+        participant=_participant(doc.participant_profile),
+        original_model=_original_model(meta.model, meta.provider),
+        topic=_topic(meta.category, meta.subtopic),
+        status=Conversation.Status.COMPLETE,
+        source=Conversation.Source.IMPORTED,
+        provider=meta.provider,
+        started_at=cf.parse_timestamp(meta.timestamp),
+        metadata_extra=extra,
+    )
+    _write_panas(conversation, "pre", doc.prePanas)
+    _write_panas(conversation, "post", doc.postPanas)
+    wide = doc.conversationWideQuestions
+    if wide is not None:
+        ConversationWideAnswers.objects.create(
+            conversation=conversation,
+            looking_for=wide.q1_lookingFor,
+            emotion_clarity=wide.q2_emotionClarity or "",
+            model_fit=wide.q3_modelFit or "",
+            what_felt_off=wide.q3_followUp_whatFeltOff,
+        )
+        FourBranchRating.objects.bulk_create(
+            [FourBranchRating(conversation=conversation, branch=b, rating=r) for b, r in wide.fourBranchScores.items()]
+        )
+    tags, judgements, comparisons, alternates = [], [], [], []
+    for t in doc.turns:
+        turn = Turn.objects.create(
+            conversation=conversation, turn_number=t.turnNumber, user_message=t.userMessage,
+            llm_response=t.llmResponse, selected_pairwise_questions=t.annotations.selectedPairwiseQuestions,
+        )
+        tags += [MoodTag(turn=turn, position=i, emotion=g.emotion, intensity=g.intensity)
+                 for i, g in enumerate(t.moodShiftTags)]
+        judgements += [
+            BinaryJudgement(turn=turn, position=i, question_id=j.questionId, observed=j.observedBehavior,
+                            preferred=j.preferredBehavior, llm_value=j.llmValue)
+            for i, j in enumerate(t.annotations.binaryJudgements)
+        ]
+        comparisons += [
+            PairwiseComparison(turn=turn, position=i, question_id=p.questionId, response_a=p.responseA,
+                               response_b=p.responseB, winner=p.winner)
+            for i, p in enumerate(t.annotations.pairwiseComparisons)
+        ]
+        if t.annotations.alternateResponses is not None:
+            alternates.append(AlternateResponses(
+                turn=turn, llm_improved=t.annotations.alternateResponses.llmImproved,
+                human_edited=t.annotations.alternateResponses.humanEdited,
+            ))
+    MoodTag.objects.bulk_create(tags)
+    BinaryJudgement.objects.bulk_create(judgements)
+    PairwiseComparison.objects.bulk_create(comparisons)
+    AlternateResponses.objects.bulk_create(alternates)
+    return conversation
+
+
+# ---------------------------------------------------------------------------
+# Export
+# ---------------------------------------------------------------------------
+
+
+def exportable_conversations() -> QuerySet[Conversation]:
+    """Conversations that may leave the database: never withdrawn ones."""
+    return Conversation.objects.exclude(status=Conversation.Status.WITHDRAWN).exclude(
+        participant__withdrawn_at__isnull=False
+    )
+
+
+def with_export_relations(queryset: QuerySet[Conversation]) -> QuerySet[Conversation]:
+    """Everything export needs, in a fixed number of queries however many conversations."""
+    return queryset.select_related(
+        "original_model", "topic", "participant__profile", "participant__sensitive_profile", "wide_answers"
+    ).prefetch_related(
+        Prefetch("turns", queryset=Turn.objects.order_by("turn_number").select_related("alternates").prefetch_related(
+            "mood_tags", "binary_judgements", "pairwise_comparisons")),
+        Prefetch("panas_surveys", queryset=PanasSurvey.objects.prefetch_related("item_responses")),
+        "four_branch_ratings",
+    ).order_by("conversation_id")
+
+
+def _panas(survey: PanasSurvey | None) -> dict[str, Any] | None:
+    if survey is None:
+        return None
+    ratings = {r.item: r.rating for r in survey.item_responses.all()}
+    return {
+        "totalPositiveAffect": survey.total_positive,
+        "totalNegativeAffect": survey.total_negative,
+        "items": {item: ratings[item] for item in cat.PANAS_ITEMS if item in ratings},
+    }
+
+
+def _profile(participant: Participant | None) -> dict[str, Any] | None:
+    if participant is None:
+        return None
+    profile = getattr(participant, "profile", None)
+    sensitive = getattr(participant, "sensitive_profile", None)
+    return {
+        **(profile.extra if profile else {}),
+        "participant_id": participant.pseudonym,
+        "age": profile.age_band or None if profile else None,
+        "traits": list(profile.traits) if profile else [],
+        "goals": list(profile.goals) if profile else [],
+        "responses": dict(profile.responses) if profile else {},
+        "diagnoses": list(sensitive.diagnoses) if sensitive else None,
+    }
+
+
+def conversation_to_dict(conversation: Conversation, include_model_identity: bool = False) -> dict[str, Any]:
+    """The canonical object of a conversation (use with_export_relations for many)."""
+    om = conversation.original_model
+    turns = list(conversation.turns.all())
+    metadata = dict(conversation.metadata_extra)
+    metadata.setdefault("turnCount", len(turns))
+    metadata.update({
+        "model": om.exported_identity if include_model_identity else om.alias,
+        "provider": conversation.provider if include_model_identity else "",
+        "timestamp": cf.format_timestamp(conversation.started_at),
+        "category": conversation.topic.category,
+        "subtopic": conversation.topic.subtopic,
+    })
+    surveys = {s.kind: s for s in conversation.panas_surveys.all()}
+    wide = getattr(conversation, "wide_answers", None)
+    wide_dict = None
+    if wide is not None:
+        ratings = {r.branch: r.rating for r in conversation.four_branch_ratings.all()}
+        wide_dict = {
+            "q1_lookingFor": list(wide.looking_for),
+            "q2_emotionClarity": wide.emotion_clarity or None,
+            "q3_modelFit": wide.model_fit or None,
+            "q3_followUp_whatFeltOff": list(wide.what_felt_off),
+            "fourBranchScores": {b: ratings[b] for b in cat.FOUR_BRANCHES if b in ratings},
+        }
+    return {
+        "conversationId": conversation.conversation_id,
+        "metadata": metadata,
+        "participant_profile": _profile(conversation.participant),
+        "prePanas": _panas(surveys.get("pre")),
+        "postPanas": _panas(surveys.get("post")),
+        "conversationWideQuestions": wide_dict,
+        "turns": [_turn_dict(t) for t in turns],
+    }
+
+
+def _turn_dict(turn: Turn) -> dict[str, Any]:
+    alternates = getattr(turn, "alternates", None)
+    return {
+        "turnNumber": turn.turn_number,
+        "userMessage": turn.user_message,
+        "llmResponse": turn.llm_response,
+        "moodShiftTags": [{"emotion": m.emotion, "intensity": m.intensity}
+                          for m in sorted(turn.mood_tags.all(), key=lambda m: m.position)],
+        "annotations": {
+            "binaryJudgements": [
+                {"questionId": j.question_id, "observedBehavior": j.observed,
+                 "preferredBehavior": j.preferred, "llmValue": j.llm_value}
+                for j in sorted(turn.binary_judgements.all(), key=lambda j: j.position)
+            ],
+            "alternateResponses": None if alternates is None else {
+                "llmImproved": alternates.llm_improved, "humanEdited": alternates.human_edited},
+            "pairwiseComparisons": [
+                {"questionId": p.question_id, "responseA": p.response_a, "responseB": p.response_b, "winner": p.winner}
+                for p in sorted(turn.pairwise_comparisons.all(), key=lambda p: p.position)
+            ],
+            "selectedPairwiseQuestions": list(turn.selected_pairwise_questions),
+        },
+    }
+
+
+def conversation_to_canonical(conversation: Conversation, include_model_identity: bool = False) -> cf.ConversationFile:
+    """The conversation as a validated canonical document (for replay and scoring)."""
+    return cf.parse_conversation(
+        conversation_to_dict(conversation, include_model_identity), source=conversation.conversation_id
+    )
+
+
+def iter_canonical(
+    queryset: QuerySet[Conversation], include_model_identity: bool = False, chunk_size: int = 200
+) -> Iterator[cf.ConversationFile]:
+    """Canonical documents in id order, loaded in chunks so memory stays flat for large exports."""
+    ids = list(queryset.order_by("conversation_id").values_list("pk", flat=True))
+    for start in range(0, len(ids), chunk_size):
+        chunk = with_export_relations(Conversation.objects.filter(pk__in=ids[start:start + chunk_size]))
+        for conversation in chunk:
+            yield conversation_to_canonical(conversation, include_model_identity)
+
+
+def export_conversations(
+    queryset: QuerySet[Conversation],
+    fmt: str,
+    out: str | Path,
+    include_model_identity: bool = False,
+    progress: Any = None,
+) -> int:
+    """Write an export; ``progress(done, total)`` is called as it goes. Returns the count written."""
+    if fmt not in EXPORT_FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
+    out = Path(out)
+    total = queryset.count()
+    documents = iter_canonical(queryset, include_model_identity)
+
+    def counted() -> Iterator[cf.ConversationFile]:
+        for done, doc in enumerate(documents, start=1):
+            yield doc
+            if progress:
+                progress(done, total)
+
+    if fmt == "json":
+        return _write_json(counted(), out)
+    if fmt == "jsonl":
+        out.parent.mkdir(parents=True, exist_ok=True)
+        count = 0
+        with out.open("w", encoding="utf-8") as handle:
+            for doc in counted():
+                handle.write(cf.dumps_line(doc) + "\n")
+                count += 1
+        return count
+    from collection.parquet_export import write_turns_parquet
+
+    return write_turns_parquet(counted(), out)
+
+
+def canonical_file_name(conversation_id: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", conversation_id)
+    return f"{safe}.json"
+
+
+def _write_json(documents: Iterable[cf.ConversationFile], out: Path) -> int:
+    count = 0
+    if out.suffix.lower() == ".zip":
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            for doc in documents:
+                archive.writestr(canonical_file_name(doc.conversationId), cf.dumps_canonical(doc))
+                count += 1
+        return count
+    out.mkdir(parents=True, exist_ok=True)
+    for doc in documents:
+        (out / canonical_file_name(doc.conversationId)).write_text(cf.dumps_canonical(doc), encoding="utf-8")
+        count += 1
+    return count

@@ -1,0 +1,26 @@
+"""attune import PATH...: validate every file first, then write all in one transaction."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from collection.exchange import import_paths
+
+
+class Command(BaseCommand):
+    help = (
+        "Import canonical conversation files (SPEC 3.1) from files, folders (searched recursively) or .zip "
+        "archives. Everything is validated first; if any file has a problem, nothing is written and every "
+        "problem is listed."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("paths", nargs="+", metavar="PATH", help="conversation .json files, folders or .zip archives")
+
+    def handle(self, *args, **options):
+        result = import_paths(options["paths"])
+        if not result.ok:
+            for problem in result.problems:
+                self.stderr.write(str(problem))
+            raise CommandError(
+                f"{len(result.problems)} problem(s) found; nothing was imported. Fix the files and run the import again."
+            )
+        self.stdout.write(self.style.SUCCESS(f"Imported {len(result.imported)} conversation(s)."))
