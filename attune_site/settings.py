@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "collection",
     "annotation",
     "scoring",
+    "research",
 ]
 
 MIDDLEWARE = [

@@ -4,4 +4,7 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("research/", include("research.urls")),
+    path("api/", include("research.api_urls")),
+    path("", include("collection.urls")),
 ]

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ResearchConfig(AppConfig):
+    name = "research"
+    default_auto_field = "django.db.models.BigAutoField"
