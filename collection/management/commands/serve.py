@@ -1,0 +1,23 @@
+"""attune serve: the site on a local port, with static files served by WhiteNoise."""
+
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = (
+        "Serve the Attune site (participant pages, researcher dashboards, API). Applies pending migrations "
+        "first. For production use gunicorn (see docker-compose.yml)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+        parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+        parser.add_argument("--no-migrate", action="store_true", help="do not apply pending migrations first")
+
+    def handle(self, *args, **options):
+        if not options["no_migrate"]:
+            call_command("migrate", interactive=False, verbosity=0)
+        address = f"{options['host']}:{options['port']}"
+        self.stdout.write(f"Attune is serving on http://{address}/  (Ctrl+C stops it)")
+        call_command("runserver", address, use_reloader=False, use_threading=True, skip_checks=True)

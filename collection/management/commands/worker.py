@@ -1,0 +1,27 @@
+"""attune worker: a Celery worker for evaluation runs and background exports."""
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+
+class Command(BaseCommand):
+    help = (
+        "Start a Celery worker that executes evaluation runs, scoring and exports. Needs REDIS_URL; "
+        "without it, tasks already run inside the process that starts them and no worker is needed."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--concurrency", type=int, default=2, help="worker processes (default 2)")
+        parser.add_argument("--loglevel", default="INFO", help="log level (default INFO)")
+        parser.add_argument("--queues", default="celery", help="comma-separated queues to consume (default celery)")
+
+    def handle(self, *args, **options):
+        if not settings.REDIS_URL:
+            raise CommandError("REDIS_URL is not set: there is no broker to take tasks from. "
+                               "Set REDIS_URL=redis://host:6379/0, or run without a worker (tasks run in-process).")
+        from attune_site.celery import app
+
+        app.worker_main([
+            "worker", f"--concurrency={options['concurrency']}", f"--loglevel={options['loglevel']}",
+            f"--queues={options['queues']}",
+        ])
