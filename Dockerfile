@@ -1,0 +1,18 @@
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 LITELLM_LOCAL_MODEL_COST_MAP=True ATTUNE_DATA_DIR=/data
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY attunebench attunebench
+COPY attune_site attune_site
+COPY collection collection
+COPY annotation annotation
+COPY scoring scoring
+COPY research research
+COPY devtools devtools
+COPY templates templates
+COPY static static
+COPY sample_data sample_data
+COPY manage.py ./
+RUN pip install --no-cache-dir . && python manage.py collectstatic --noinput
+EXPOSE 8000
+CMD ["gunicorn", "attune_site.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "120"]

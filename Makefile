@@ -1,0 +1,50 @@
+# The two set-up commands (see README): `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: demo test install install-test browser-deps bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+
+## Demo: install, migrate, load the sample data, run the offline baselines, score, serve on localhost:8000.
+demo: install
+	$(BIN)/attune demo --host $(HOST) --port $(PORT)
+
+## Browser tests use Debian's Chromium; install it when we can (root), otherwise they are skipped with a reason.
+browser-deps:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+	    echo "Installing Debian's chromium for the browser tests..."; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null) \
+	      || echo "WARNING: could not install chromium; browser tests will be skipped"; \
+	  else echo "NOTE: /usr/bin/chromium not found and not root: browser tests will be skipped"; fi; \
+	fi
+
+## The whole test suite (SQLite and in-process tasks unless DATABASE_URL / REDIS_URL are set).
+test: install-test browser-deps
+	ATTUNE_DATA_DIR=$${ATTUNE_DATA_DIR:-$(CURDIR)/data/test} $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: install-test
+	$(BIN)/python bench/score_speed.py
+	$(BIN)/python bench/replay_throughput.py
+
+clean:
+	rm -rf $(VENV) data artifacts .pytest_cache .hypothesis

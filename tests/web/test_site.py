@@ -1,0 +1,37 @@
+"""Site-wide plumbing: health check, settings defaults, the attune command."""
+
+import subprocess
+import sys
+
+import pytest
+from django.conf import settings
+
+
+@pytest.mark.django_db
+def test_healthz_answers_when_the_database_does(client):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+def test_debug_is_off_by_default():
+    assert settings.DEBUG is False
+
+
+def test_attune_help_lists_the_commands():
+    result = subprocess.run([sys.executable, "-m", "attunebench.cli"], capture_output=True, text=True, check=True)
+    for command in ("demo", "serve", "worker", "import", "export", "validate", "synth", "eval", "score", "analyze"):
+        assert f"  {command} " in result.stdout
+
+
+def test_embedded_default_without_environment(tmp_path):
+    code = (
+        "import django, os; django.setup(); from django.conf import settings as s; "
+        "print(s.DATABASES['default']['ENGINE'], s.CELERY_TASK_ALWAYS_EAGER, s.CELERY_BROKER_URL)"
+    )
+    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "attune_site.settings", "ATTUNE_DATA_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert result.stdout.split() == ["django.db.backends.sqlite3", "True", "memory://"]
+    env.update(DATABASE_URL="postgresql://u@db:5432/x", REDIS_URL="redis://r:6379/0")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert result.stdout.split() == ["django.db.backends.postgresql", "False", "redis://r:6379/0"]
