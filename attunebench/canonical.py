@@ -268,7 +268,8 @@ class Panas(_Strict):
             ("NA", cat.NEGATIVE_AFFECT_ITEMS, "totalNegativeAffect"),
         ):
             present = [self.items[i] for i in items if i in self.items]
-            if getattr(self, attr) is None and present:
+            # A total is the sum of all ten items of its side; a partial side gives no total.
+            if getattr(self, attr) is None and len(present) == len(items):
                 total = min(cat.PANAS_TOTAL_MAX, max(cat.PANAS_TOTAL_MIN, sum(present)))
                 object.__setattr__(self, attr, total)
         return self
@@ -491,6 +492,16 @@ class RunTurn(_Strict):
     def _index_keys(cls, value: Any) -> Any:
         if isinstance(value, dict):
             return {_selection_key(k): v for k, v in value.items()}
+        return value
+
+    @field_validator("em_draft_judge_scores", mode="before")
+    @classmethod
+    def _no_booleans(cls, value: Any) -> Any:
+        # A float field would silently read true as 1.0; a boolean is never a 1-7 score.
+        if isinstance(value, dict):
+            for key, score in value.items():
+                if isinstance(score, bool):
+                    raise ValueError(f"{key}: expected a score 1-7, got {_show(score)}")
         return value
 
     @field_validator("em_draft_judge_scores")

@@ -1,0 +1,99 @@
+"""``attune validate PATH...``: check canonical files without touching the database.
+
+Conversation files and EM run files may be mixed (told apart by
+:func:`attunebench.canonical.looks_like_run`); folders are walked and .zip
+archives opened. Every problem is printed, one per line, so a researcher can
+fix a whole batch in one pass; the exit code is 1 if there was any problem.
+"""
+
+from __future__ import annotations
+
+import json
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from attunebench.canonical import (
+    CanonicalError,
+    ConversationFile,
+    Problem,
+    load_conversation,
+    looks_like_run,
+    parse_conversation,
+    parse_run,
+)
+from attunebench.sources import iter_documents
+
+
+def check_paths(paths: list[str]) -> tuple[int, int, list[Problem]]:
+    """(files checked, files valid, problems) for the given files, folders and zips.
+
+    Besides the schema, ids must be unique across the inputs: two conversation
+    files with one conversationId, or two runs of one (conversation, EM, mode),
+    would silently overwrite each other on import or scoring.
+    """
+    checked = valid = 0
+    problems: list[Problem] = []
+    seen_conversations: dict[str, str] = {}
+    seen_runs: dict[tuple[str, str, str], str] = {}
+    for source, raw, problem in iter_documents(paths):
+        checked += 1
+        if problem is not None:
+            problems.append(problem)
+            continue
+        try:
+            data = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            data = None
+        try:
+            if data is None:
+                # Let the canonical reader word the decoding problem.
+                load_conversation(raw, source)
+                continue
+            if looks_like_run(data):
+                run = parse_run(data, source)
+                key = (run.conversationId, run.em_model, run.mode)
+                if key in seen_runs:
+                    raise CanonicalError([Problem(
+                        source=source, path="conversationId",
+                        message=f"a run of {key[0]!r} by {key[1]!r} in mode {key[2]!r} is also in {seen_runs[key]}",
+                    )])
+                seen_runs[key] = source
+            else:
+                conversation: ConversationFile = parse_conversation(data, source)
+                cid = conversation.conversationId
+                if cid in seen_conversations:
+                    raise CanonicalError([Problem(
+                        source=source, path="conversationId",
+                        message=f"{cid!r} is also used by {seen_conversations[cid]}",
+                    )])
+                seen_conversations[cid] = source
+        except CanonicalError as exc:
+            problems.extend(exc.problems)
+            continue
+        valid += 1
+    return checked, valid, problems
+
+
+class Command(BaseCommand):
+    help = (
+        "Check canonical conversation files and EM run files (files, folders or .zip "
+        "archives) against the AttuneBench schema. Prints every problem as "
+        "'file: json.path: message', then a summary; exits with status 1 if any problem "
+        "was found. Reads files only: the database is not used."
+    )
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("paths", nargs="+", metavar="PATH",
+                            help="a .json file, a folder (searched recursively) or a .zip archive")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        checked, valid, problems = check_paths(options["paths"])
+        for problem in problems:
+            self.stdout.write(str(problem))
+        noun = "problem" if len(problems) == 1 else "problems"
+        self.stdout.write(f"{checked} files checked, {valid} valid, {len(problems)} {noun}")
+        if problems:
+            raise SystemExit(1)
