@@ -1,0 +1,44 @@
+"""AttuneBench scoring (SPEC 5) and analyses (SPEC 6): pure Python, no Django.
+
+Public entry points:
+
+- :func:`score_documents` — conversations + runs -> the issue-3 report dict.
+- :func:`score_runs` — the same matching and scoring, but skipping (and
+  listing) runs whose conversation is missing or which duplicate another run.
+- :func:`analyze` — capability profile, independence, discrimination,
+  bootstrap and breakdowns over a report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from attunebench.canonical import ConversationFile
+from attunebench.scoring.engine import (
+    ConversationScore,
+    ScoringResult,
+    UnmatchedRunsError,
+    score_documents,
+    score_runs,
+)
+
+
+def analyze(
+    report: Mapping[str, Any],
+    conversations: Sequence[ConversationFile] | Mapping[str, ConversationFile] | None = None,
+    *,
+    seed: int = 0,
+    n_bootstrap: int = 2000,
+    alpha: float = 0.05,
+) -> dict[str, Any]:
+    """All SPEC 6 analyses; see :func:`attunebench.scoring.analysis.analyze`.
+
+    Imported lazily so that scoring alone never loads numpy or scipy.stats.
+    """
+    from attunebench.scoring.analysis import analyze as _analyze
+
+    return _analyze(report, conversations, seed=seed, n_bootstrap=n_bootstrap, alpha=alpha)
+
+
+__all__ = ["ConversationScore", "ScoringResult", "UnmatchedRunsError", "analyze", "score_documents", "score_runs"]

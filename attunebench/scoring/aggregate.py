@@ -1,0 +1,92 @@
+"""Aggregates per (EM, mode), SPEC 5.4.
+
+Works on report records only (the per-conversation dicts, including their
+``turns``), so a saved report can be re-aggregated without the source files.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from attunebench.scoring.keys import AGGREGATE_KEYS, METRIC_KEYS
+from attunebench.scoring.turn_metrics import confusion_metrics
+
+
+def mean_or_none(values: Iterable[float | None]) -> float | None:
+    """Mean of the non-null values; None when there are none."""
+    present = [v for v in values if v is not None]
+    return math.fsum(present) / len(present) if present else None
+
+
+def sample_sd(values: Sequence[float]) -> float | None:
+    """Sample standard deviation (n − 1); None for fewer than 2 values."""
+    n = len(values)
+    if n < 2:
+        return None
+    m = math.fsum(values) / n
+    return math.sqrt(math.fsum((v - m) ** 2 for v in values) / (n - 1))
+
+
+def standard_error(values: Sequence[float]) -> float | None:
+    """Sample sd / √n (SPEC 5.4); None with fewer than 2 conversations (sd undefined)."""
+    sd = sample_sd(values)
+    return None if sd is None else sd / math.sqrt(len(values))
+
+
+def pooled_binary_metrics(records: Iterable[Mapping[str, Any]], variant: str) -> dict[str, float | int]:
+    """Confusion counts pooled over every scored turn, then re-derived (SPEC 5.4)."""
+    tp = fp = tn = fn = 0
+    for record in records:
+        for turn in record["turns"]:
+            counts = turn[variant]
+            tp += counts["tp"]
+            fp += counts["fp"]
+            tn += counts["tn"]
+            fn += counts["fn"]
+    return {"tp": tp, "fp": fp, "tn": tn, "fn": fn, **confusion_metrics(tp, fp, tn, fn)}
+
+
+def z_scores(values: Sequence[float]) -> list[float]:
+    """z of each row's composite against all rows; 0 if < 2 rows or sd 0 (SPEC 5.4)."""
+    sd = sample_sd(values)
+    if sd is None or sd == 0:
+        return [0.0] * len(values)
+    m = math.fsum(values) / len(values)
+    return [(v - m) / sd for v in values]
+
+
+def aggregate_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (em_model, mode), leaderboard order (composite desc, then model, mode).
+
+    Every metric, coverage included, is the mean over conversations of the
+    per-conversation value (SPEC 5.4), nulls left out and null when all are
+    null. Coverage is averaged rather than pooled over turns so that a
+    conversation the EM failed entirely still pulls the row's coverage down.
+    """
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for record in records:
+        groups.setdefault((record["em_model"], record["mode"]), []).append(record)
+
+    rows: list[dict[str, Any]] = []
+    for (em_model, mode), members in groups.items():
+        row: dict[str, Any] = {
+            "em_model": em_model,
+            "mode": mode,
+            "n_conversations": len(members),
+            "coverage": mean_or_none(r["coverage"] for r in members),
+        }
+        for key in METRIC_KEYS:
+            row[key] = mean_or_none(r[key] for r in members)
+        row["se_composite"] = standard_error([r["composite_score"] for r in members])
+        row["z_score"] = 0.0
+        row["pooled_binary_om_metrics"] = pooled_binary_metrics(members, "binary_om")
+        row["pooled_binary_human_metrics"] = pooled_binary_metrics(members, "binary_human")
+        rows.append(row)
+
+    for row, z in zip(rows, z_scores([row["composite_score"] for row in rows]), strict=True):
+        row["z_score"] = z
+    rows.sort(key=lambda r: (-r["composite_score"], r["em_model"], r["mode"]))
+    return [{key: row[key] for key in AGGREGATE_KEYS} for row in rows]
+

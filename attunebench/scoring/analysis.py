@@ -1,0 +1,658 @@
+"""The analyses AttuneBench exists for (SPEC 6), over a scoring report.
+
+Everything takes the report produced by :func:`attunebench.scoring.score_documents`
+(``{"conversations": [...], "aggregates": [...]}``) plus, for the breakdowns,
+the ground-truth conversations. Degenerate inputs (one model, constant scores,
+too few shared conversations) never raise and never put NaN in the output:
+the affected value is None and a note says why, because a researcher reading
+the JSON must be able to tell "no difference" from "could not be tested".
+
+A "row" is one (em_model, mode) pair, as in the leaderboard.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from attunebench import catalogue as cat
+from attunebench.canonical import ConversationFile
+from attunebench.scoring.aggregate import mean_or_none
+from attunebench.scoring.composite import CAPABILITIES, capability_scores, composite_parts, hp_perspective
+from attunebench.scoring.keys import is_human
+
+ALPHA = 0.05
+CONFIDENCE = 0.95
+DEFAULT_BOOTSTRAP = 2000
+DEFAULT_SEED = 0
+MIN_ROWS_FOR_CORRELATION = 3  # two points always correlate at ±1: nothing to learn
+
+# Metrics whose power to separate rows is reported (capabilities first, then their parts).
+DISCRIMINATION_METRICS: tuple[str, ...] = (
+    "composite_score",
+    *CAPABILITIES,
+    "avg_emotion_f1",
+    "avg_emotion_va_score",
+    "avg_binary_om_accuracy",
+    "avg_binary_human_accuracy",
+    "avg_pairwise_accuracy",
+    "avg_pairwise_kendall_tau",
+    "avg_response_similarity",
+    "avg_draft_judge_score",
+    "panas_baseline_adjusted",
+    "four_branch_normalized",
+)
+# Per-turn metrics followed along the conversation (SPEC 6: behaviour accuracy drifts down).
+TURN_POSITION_METRICS: dict[str, Callable[[Mapping[str, Any]], float | None]] = {
+    "emotion_f1": lambda t: t["emotion_f1"],
+    "emotion_va_score": lambda t: t["emotion_va_score"],
+    "binary_om_accuracy": lambda t: t["binary_om"]["accuracy"],
+    "binary_human_accuracy": lambda t: t["binary_human"]["accuracy"],
+    "behaviour_accuracy": lambda t: (t["binary_om"]["accuracy"] + t["binary_human"]["accuracy"]) / 2,
+    "pairwise_accuracy": lambda t: t["pairwise_accuracy"],
+}
+GROUPS: tuple[str, str] = ("anxiety_depression", "none")
+
+
+# ---------------------------------------------------------------------------
+# Small helpers
+# ---------------------------------------------------------------------------
+
+
+def row_label(em_model: str, mode: str) -> str:
+    return f"{em_model} [{mode}]"
+
+
+def _num(value: Any) -> float | None:
+    """A JSON-safe float: numpy scalars converted, NaN/inf become None."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def conversation_values(record: Mapping[str, Any]) -> dict[str, float | None]:
+    """The per-conversation values the analyses use: report metrics plus capabilities."""
+    values: dict[str, float | None] = {k: v for k, v in record.items() if k != "turns" and isinstance(v, (int, float))}
+    values.update(capability_scores(record))
+    return values
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values (same order as given).
+
+    p_(i) adjusted = max over j ≤ i of min(1, (m − j + 1) · p_(j)) in ascending order.
+    """
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def _rows(report: Mapping[str, Any]) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
+    rows: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for record in report["conversations"]:
+        rows.setdefault((record["em_model"], record["mode"]), []).append(record)
+    return dict(sorted(rows.items()))
+
+
+# ---------------------------------------------------------------------------
+# Capability profile
+# ---------------------------------------------------------------------------
+
+
+def capability_profile(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per row: the five capability scores and the metrics each is made of (SPEC 6)."""
+    aggregates = {(a["em_model"], a["mode"]): a for a in report["aggregates"]}
+    out = []
+    for (em_model, mode), records in _rows(report).items():
+        agg = aggregates.get((em_model, mode), {})
+        caps = [capability_scores(r) for r in records]
+        parts = [composite_parts(r) for r in records]
+        human_acc = mean_or_none(r["avg_binary_human_accuracy"] for r in records)
+        human_acc_hp = mean_or_none(r["avg_binary_human_accuracy_hp"] for r in records)
+        gap, alignment = hp_perspective(human_acc, human_acc_hp)
+        out.append({
+            "em_model": em_model,
+            "mode": mode,
+            "label": row_label(em_model, mode),
+            "human_baseline": is_human(em_model),
+            "n_conversations": len(records),
+            "coverage": mean_or_none(r["coverage"] for r in records),
+            "composite_score": mean_or_none(r["composite_score"] for r in records),
+            "se_composite": agg.get("se_composite"),
+            "capabilities": {name: mean_or_none(c[name] for c in caps) for name in CAPABILITIES},
+            "components": {
+                "emotion_tracking": {
+                    "emotion_f1": mean_or_none(r["avg_emotion_f1"] for r in records),
+                    "emotion_va_score": mean_or_none(r["avg_emotion_va_score"] for r in records),
+                    "emotion_f1_intensity": mean_or_none(r["avg_emotion_f1_intensity"] for r in records),
+                    "emotion_intensity_mae": mean_or_none(r["avg_emotion_intensity_mae"] for r in records),
+                },
+                "behaviour_judgement": {
+                    "binary_om_accuracy": mean_or_none(r["avg_binary_om_accuracy"] for r in records),
+                    "binary_human_accuracy": human_acc,
+                    "binary_om_accuracy_hp": mean_or_none(r["avg_binary_om_accuracy_hp"] for r in records),
+                    "binary_human_accuracy_hp": human_acc_hp,
+                    "hp_perspective_gap": gap,
+                    "hp_perspective_alignment": alignment,
+                },
+                "preference_prediction": {
+                    "pairwise_accuracy": mean_or_none(r["avg_pairwise_accuracy"] for r in records),
+                    "pairwise_kendall_tau": mean_or_none(r["avg_pairwise_kendall_tau"] for r in records),
+                },
+                "response_quality": {
+                    "response_similarity": mean_or_none(r["avg_response_similarity"] for r in records),
+                    "response_preference_alignment": mean_or_none(
+                        r["avg_response_preference_alignment"] for r in records
+                    ),
+                    "draft_judge_score": mean_or_none(r["avg_draft_judge_score"] for r in records),
+                    "draft_binary_alignment": mean_or_none(r["avg_draft_binary_alignment"] for r in records),
+                },
+                "holistic_comprehension": {
+                    "panas": mean_or_none(p["panas"] for p in parts),
+                    "conversation_questions": mean_or_none(p["convq"] for p in parts),
+                    "four_branch_normalized": mean_or_none(p["four_branch"] for p in parts),
+                },
+            },
+        })
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Independence of capability rankings
+# ---------------------------------------------------------------------------
+
+
+def rank_independence(profile: Sequence[Mapping[str, Any]], metrics: Sequence[str] = CAPABILITIES) -> dict[str, Any]:
+    """Spearman and Kendall correlations (with p-values) of row scores between capabilities.
+
+    Rank correlations compare the *rankings* of rows, which is what SPEC 6 asks:
+    do models that track emotions well also judge behaviour well?
+    """
+    from scipy import stats
+
+    labels = [row["label"] for row in profile]
+    values = {m: [row["capabilities"][m] for row in profile] for m in metrics}
+    rankings = {
+        m: [labels[i] for i in sorted(range(len(labels)), key=lambda i: (-(values[m][i] or 0.0), labels[i]))]
+        for m in metrics
+    }
+    result: dict[str, Any] = {
+        "metrics": list(metrics),
+        "n_rows": len(profile),
+        "rankings": rankings,
+        "spearman": {"rho": {}, "p": {}},
+        "kendall": {"tau": {}, "p": {}},
+        "mean_abs_spearman": None,
+        "note": None,
+    }
+    notes = []
+    if len(profile) < MIN_ROWS_FOR_CORRELATION:
+        result["note"] = (
+            f"rank correlations need at least {MIN_ROWS_FOR_CORRELATION} (model, mode) rows; "
+            f"got {len(profile)}, so every coefficient is null"
+        )
+    off_diagonal = []
+    for a in metrics:
+        for key in ("rho", "p"):
+            result["spearman"][key][a] = {}
+        for key in ("tau", "p"):
+            result["kendall"][key][a] = {}
+        for b in metrics:
+            rho = p_s = tau = p_k = None
+            xa, xb = values[a], values[b]
+            usable = [(x, y) for x, y in zip(xa, xb, strict=True) if x is not None and y is not None]
+            if len(usable) >= MIN_ROWS_FOR_CORRELATION:
+                x = [u[0] for u in usable]
+                y = [u[1] for u in usable]
+                if len(set(x)) < 2 or len(set(y)) < 2:
+                    notes.append(f"{a} vs {b}: a capability is constant across rows, correlation undefined")
+                else:
+                    s = stats.spearmanr(x, y)
+                    k = stats.kendalltau(x, y)
+                    rho, p_s, tau, p_k = _num(s.statistic), _num(s.pvalue), _num(k.statistic), _num(k.pvalue)
+                    if a != b and rho is not None:
+                        off_diagonal.append(abs(rho))
+            result["spearman"]["rho"][a][b] = rho
+            result["spearman"]["p"][a][b] = p_s
+            result["kendall"]["tau"][a][b] = tau
+            result["kendall"]["p"][a][b] = p_k
+    if off_diagonal:
+        # each unordered pair appears twice off the diagonal; the mean is unaffected
+        result["mean_abs_spearman"] = sum(off_diagonal) / len(off_diagonal)
+    if notes and result["note"] is None:
+        result["note"] = "; ".join(sorted(set(notes)))
+    return result
+
+
+# ---------------------------------------------------------------------------
+# Discrimination: which metrics separate models
+# ---------------------------------------------------------------------------
+
+
+def paired_test(x: Sequence[float], y: Sequence[float]) -> tuple[float | None, float | None, str | None]:
+    """(statistic, p, note) of a two-sided Wilcoxon signed-rank test on paired values.
+
+    Fewer than 2 pairs: untestable (None). All differences zero: p = 1, since the
+    data show no difference at all (scipy would return NaN there).
+    """
+    from scipy import stats
+
+    if len(x) < 2:
+        return None, None, "fewer than 2 shared conversations"
+    diffs = [a - b for a, b in zip(x, y, strict=True)]
+    if all(d == 0 for d in diffs):
+        return 0.0, 1.0, "identical scores on every shared conversation"
+    result = stats.wilcoxon(x, y)
+    p = _num(result.pvalue)
+    if p is None:
+        return None, None, "test undefined for these values"
+    return _num(result.statistic), p, None
+
+
+def variance_ratio(groups: Sequence[Sequence[float]]) -> tuple[float | None, str | None]:
+    """One-way ANOVA F = MS_between / MS_within over rows' per-conversation values.
+
+    Large values mean a metric separates rows far beyond its conversation-to-
+    conversation noise. None (with a note) when fewer than 2 rows, no
+    within-row degrees of freedom, or no within-row variance.
+    """
+    groups = [list(g) for g in groups if g]
+    k = len(groups)
+    n = sum(len(g) for g in groups)
+    if k < 2:
+        return None, "needs at least 2 rows"
+    if n - k < 1:
+        return None, "needs more than one conversation in some row"
+    grand = math.fsum(v for g in groups for v in g) / n
+    means = [math.fsum(g) / len(g) for g in groups]
+    ss_between = math.fsum(len(g) * (m - grand) ** 2 for g, m in zip(groups, means, strict=True))
+    ss_within = math.fsum((v - m) ** 2 for g, m in zip(groups, means, strict=True) for v in g)
+    if ss_within == 0:
+        return None, "no within-row variance (every conversation scores the same within each row)"
+    return (ss_between / (k - 1)) / (ss_within / (n - k)), None
+
+
+def discrimination(
+    report: Mapping[str, Any], metrics: Sequence[str] = DISCRIMINATION_METRICS, alpha: float = ALPHA
+) -> dict[str, Any]:
+    """Per metric: paired Wilcoxon test for every pair of rows, Holm-corrected (SPEC 6)."""
+    rows = _rows(report)
+    per_row = {
+        key: {r["conversationId"]: conversation_values(r) for r in records} for key, records in rows.items()
+    }
+    keys = list(rows)
+    out: dict[str, Any] = {"alpha": alpha, "correction": "holm", "test": "wilcoxon signed-rank (two-sided)", "metrics": {}}
+    for metric in metrics:
+        pairs = []
+        for i in range(len(keys)):
+            for j in range(i + 1, len(keys)):
+                a, b = per_row[keys[i]], per_row[keys[j]]
+                shared = sorted(
+                    cid for cid in a.keys() & b.keys()
+                    if a[cid].get(metric) is not None and b[cid].get(metric) is not None
+                )
+                x = [a[cid][metric] for cid in shared]
+                y = [b[cid][metric] for cid in shared]
+                statistic, p, note = paired_test(x, y)
+                pairs.append({
+                    "a": row_label(*keys[i]),
+                    "b": row_label(*keys[j]),
+                    "n_shared": len(shared),
+                    "mean_difference": _num(math.fsum(u - v for u, v in zip(x, y, strict=True)) / len(x)) if x else None,
+                    "statistic": statistic,
+                    "p": p,
+                    "p_holm": None,
+                    "different": None,
+                    "note": note,
+                })
+        tested = [p for p in pairs if p["p"] is not None]
+        for pair, adjusted in zip(tested, holm([p["p"] for p in tested]), strict=True):
+            pair["p_holm"] = adjusted
+            pair["different"] = adjusted < alpha
+        n_different = sum(1 for p in tested if p["different"])
+        groups = [
+            [v[metric] for v in per_row[key].values() if v.get(metric) is not None] for key in keys
+        ]
+        ratio, ratio_note = variance_ratio(groups)
+        note = None
+        if not pairs:
+            note = "fewer than two (model, mode) rows: nothing to compare"
+        elif not tested:
+            note = "no pair of rows could be tested (too few shared conversations)"
+        out["metrics"][metric] = {
+            "n_pairs": len(pairs),
+            "n_tested": len(tested),
+            "n_different": n_different,
+            "share_different": n_different / len(tested) if tested else None,
+            "variance_ratio": _num(ratio),
+            "variance_ratio_note": ratio_note,
+            "note": note,
+            "pairs": pairs,
+        }
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Bootstrap confidence intervals
+# ---------------------------------------------------------------------------
+
+
+def bootstrap(
+    report: Mapping[str, Any],
+    n_resamples: int = DEFAULT_BOOTSTRAP,
+    seed: int = DEFAULT_SEED,
+    confidence: float = CONFIDENCE,
+) -> dict[str, Any]:
+    """Percentile CIs of each row's composite and capabilities, resampling conversations.
+
+    One resample draws conversation ids (with replacement) from the union of
+    all rows' conversations and applies the same draw to every row, so rows
+    are compared on the same resampled conversations; a row's replicate is its
+    mean over the drawn conversations it has. P(a outranks b) is the share of
+    replicates where a's composite beats b's (ties count half).
+    """
+    rows = _rows(report)
+    keys = list(rows)
+    metrics = ("composite_score", *CAPABILITIES)
+    universe = sorted({r["conversationId"] for records in rows.values() for r in records})
+    position = {cid: i for i, cid in enumerate(universe)}
+    n_u, n_rows = len(universe), len(keys)
+    out: dict[str, Any] = {
+        "seed": seed, "n_resamples": n_resamples, "confidence": confidence,
+        "resampling": "conversations, paired across rows", "rows": [], "outrank_probability": {}, "note": None,
+    }
+    if n_rows == 0 or n_u == 0 or n_resamples < 1:
+        out["note"] = "nothing to resample"
+        return out
+
+    values = np.full((len(metrics), n_rows, n_u), np.nan)
+    for r_i, key in enumerate(keys):
+        for record in rows[key]:
+            vals = conversation_values(record)
+            for m_i, metric in enumerate(metrics):
+                v = vals.get(metric)
+                if v is not None:
+                    values[m_i, r_i, position[record["conversationId"]]] = v
+
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, n_u, size=(n_resamples, n_u))
+    counts = np.bincount(
+        (np.arange(n_resamples)[:, None] * n_u + draws).ravel(), minlength=n_resamples * n_u
+    ).reshape(n_resamples, n_u).astype(float)
+    low_q, high_q = 100 * (1 - confidence) / 2, 100 * (1 + confidence) / 2
+
+    replicates = np.empty((len(metrics), n_resamples, n_rows))
+    for m_i in range(len(metrics)):
+        present = ~np.isnan(values[m_i])
+        numerator = counts @ np.where(present, values[m_i], 0.0).T
+        denominator = counts @ present.T.astype(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            replicates[m_i] = np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), np.nan)
+
+    for r_i, key in enumerate(keys):
+        entry: dict[str, Any] = {"em_model": key[0], "mode": key[1], "label": row_label(*key), "human_baseline": is_human(key[0])}
+        for m_i, metric in enumerate(metrics):
+            observed = values[m_i, r_i][~np.isnan(values[m_i, r_i])]
+            reps = replicates[m_i, :, r_i]
+            reps = reps[~np.isnan(reps)]
+            estimate = float(observed.mean()) if observed.size else None
+            if reps.size:
+                low, high = np.percentile(reps, [low_q, high_q])
+            else:
+                low = high = None
+            entry[metric] = {"estimate": _num(estimate), "low": _num(low), "high": _num(high)}
+        out["rows"].append(entry)
+
+    composite = replicates[0]
+    for i, a in enumerate(keys):
+        out["outrank_probability"][row_label(*a)] = {}
+        for j, b in enumerate(keys):
+            if i == j:
+                out["outrank_probability"][row_label(*a)][row_label(*b)] = None
+                continue
+            ok = ~np.isnan(composite[:, i]) & ~np.isnan(composite[:, j])
+            if not ok.any():
+                prob = None
+            else:
+                ci, cj = composite[ok, i], composite[ok, j]
+                prob = float(np.mean((ci > cj) + 0.5 * (ci == cj)))
+            out["outrank_probability"][row_label(*a)][row_label(*b)] = prob
+    if n_u < 10:
+        out["note"] = f"only {n_u} conversations: bootstrap intervals are rough"
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Breakdowns
+# ---------------------------------------------------------------------------
+
+
+def _conversation_info(
+    report: Mapping[str, Any], conversations: Sequence[ConversationFile] | Mapping[str, ConversationFile] | None
+) -> dict[str, dict[str, Any]]:
+    """conversationId -> category, original model, participant group, number of GT turns."""
+    info: dict[str, dict[str, Any]] = {}
+    if conversations is not None:
+        docs = conversations.values() if isinstance(conversations, Mapping) else conversations
+        for doc in docs:
+            profile = doc.participant_profile
+            info[doc.conversationId] = {
+                "category": doc.metadata.category,
+                "original_model": doc.metadata.model,
+                "participant_group": cat.participant_group(profile.diagnoses if profile else None),
+                "n_gt_turns": len(doc.turns),
+            }
+    for record in report["conversations"]:
+        details = record.get("details")
+        if details and record["conversationId"] not in info:
+            info[record["conversationId"]] = {
+                k: details.get(k) for k in ("category", "original_model", "participant_group", "n_gt_turns")
+            }
+    return info
+
+
+def _summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    caps = [capability_scores(r) for r in records]
+    return {
+        "n_conversations": len(records),
+        "composite_score": mean_or_none(r["composite_score"] for r in records),
+        **{name: mean_or_none(c[name] for c in caps) for name in CAPABILITIES},
+    }
+
+
+def breakdown_by(
+    report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]], field: str
+) -> dict[str, Any]:
+    """Per row and per value of ``field`` (category or original model), plus all rows together."""
+    per_row = []
+    overall: dict[str, list[Mapping[str, Any]]] = {}
+    missing = 0
+    for (em_model, mode), records in _rows(report).items():
+        buckets: dict[str, list[Mapping[str, Any]]] = {}
+        for r in records:
+            value = info.get(r["conversationId"], {}).get(field)
+            if value is None:
+                missing += 1
+                continue
+            buckets.setdefault(value, []).append(r)
+            overall.setdefault(value, []).append(r)
+        for value, members in sorted(buckets.items()):
+            per_row.append({"em_model": em_model, "mode": mode, field: value, **_summary(members)})
+    overall_rows = [{field: value, **_summary(members)} for value, members in overall.items()]
+    # hardest first: the lowest mean composite
+    overall_rows.sort(key=lambda r: (r["composite_score"] if r["composite_score"] is not None else math.inf, r[field]))
+    return {
+        "rows": per_row,
+        "overall": overall_rows,
+        "note": f"{missing} scored conversations had no known {field} and are left out" if missing else None,
+    }
+
+
+def _mann_whitney(x: Sequence[float], y: Sequence[float]) -> tuple[float | None, float | None, str | None]:
+    from scipy import stats
+
+    if not x or not y:
+        return None, None, "a group has no conversations"
+    if len(set(x) | set(y)) < 2:
+        return None, None, "every score is identical: no ranking to compare"
+    result = stats.mannwhitneyu(x, y, alternative="two-sided")
+    p = _num(result.pvalue)
+    return _num(result.statistic), p, None if p is not None else "test undefined for these values"
+
+
+def participant_groups(report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Diagnosed anxiety/depression vs none, per row and pooled, Mann–Whitney U on composite.
+
+    The pooled test uses one value per conversation (its mean composite over
+    rows) so that a conversation replayed by many models is not counted many times.
+    """
+    def compare(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        by_group: dict[str, list[float]] = {g: [] for g in GROUPS}
+        for r in records:
+            group = info.get(r["conversationId"], {}).get("participant_group")
+            if group in by_group:
+                by_group[group].append(r["composite_score"])
+        u, p, note = _mann_whitney(by_group[GROUPS[0]], by_group[GROUPS[1]])
+        return {
+            **{f"n_{g}": len(v) for g, v in by_group.items()},
+            **{f"composite_{g}": mean_or_none(v) for g, v in by_group.items()},
+            "mann_whitney_u": u,
+            "p": p,
+            "note": note,
+        }
+
+    per_row = [
+        {"em_model": em_model, "mode": mode, **compare(records)} for (em_model, mode), records in _rows(report).items()
+    ]
+    per_conversation: dict[str, list[float]] = {}
+    for r in report["conversations"]:
+        per_conversation.setdefault(r["conversationId"], []).append(r["composite_score"])
+    pooled_records = [
+        {"conversationId": cid, "composite_score": math.fsum(v) / len(v)} for cid, v in sorted(per_conversation.items())
+    ]
+    return {"groups": list(GROUPS), "test": "mann-whitney U (two-sided) on composite", "rows": per_row,
+            "pooled": compare(pooled_records)}
+
+
+def turn_position(report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Early vs late half of each conversation, and a per-turn-index curve, per row.
+
+    A turn at 0-based position i of n GT turns is early if (i + 0.5)/n < 0.5 and
+    late if > 0.5; the middle turn of an odd-length conversation is in neither.
+    The late − early difference is tested with a paired Wilcoxon test over
+    conversations that have both halves scored.
+    """
+    rows_out = []
+    approximated = 0
+    for (em_model, mode), records in _rows(report).items():
+        halves: dict[str, dict[str, list[float]]] = {h: {m: [] for m in TURN_POSITION_METRICS} for h in ("early", "late")}
+        paired: dict[str, tuple[list[float], list[float]]] = {m: ([], []) for m in TURN_POSITION_METRICS}
+        curve: dict[int, dict[str, list[float]]] = {}
+        for r in records:
+            n = info.get(r["conversationId"], {}).get("n_gt_turns")
+            if not n:
+                approximated += 1
+                n = max((t["turn_index"] for t in r["turns"]), default=-1) + 1
+            conv_halves: dict[str, dict[str, list[float]]] = {h: {m: [] for m in TURN_POSITION_METRICS} for h in ("early", "late")}
+            for t in r["turns"]:
+                rel = (t["turn_index"] + 0.5) / n
+                half = "early" if rel < 0.5 else "late" if rel > 0.5 else None
+                point = curve.setdefault(t["turn_index"] + 1, {m: [] for m in TURN_POSITION_METRICS})
+                for m, get in TURN_POSITION_METRICS.items():
+                    value = get(t)
+                    if value is None:
+                        continue
+                    point[m].append(value)
+                    if half:
+                        halves[half][m].append(value)
+                        conv_halves[half][m].append(value)
+            for m in TURN_POSITION_METRICS:
+                e, l_ = conv_halves["early"][m], conv_halves["late"][m]
+                if e and l_:
+                    paired[m][0].append(math.fsum(e) / len(e))
+                    paired[m][1].append(math.fsum(l_) / len(l_))
+        metrics_out = {}
+        for m in TURN_POSITION_METRICS:
+            early, late = mean_or_none(halves["early"][m]), mean_or_none(halves["late"][m])
+            _, p, note = paired_test(paired[m][1], paired[m][0])
+            metrics_out[m] = {
+                "early": early,
+                "late": late,
+                "late_minus_early": None if early is None or late is None else late - early,
+                "n_paired_conversations": len(paired[m][0]),
+                "p": p,
+                "note": note,
+            }
+        rows_out.append({
+            "em_model": em_model,
+            "mode": mode,
+            "halves": metrics_out,
+            "curve": [
+                {"turn": idx, "n": len(values["pairwise_accuracy"]),
+                 **{m: mean_or_none(v) for m, v in values.items()}}
+                for idx, values in sorted(curve.items())
+            ],
+        })
+    note = (
+        f"{approximated} conversations had no known GT turn count; their length was taken from the scored turns"
+        if approximated else None
+    )
+    return {"metrics": list(TURN_POSITION_METRICS), "rows": rows_out, "note": note}
+
+
+# ---------------------------------------------------------------------------
+# Everything
+# ---------------------------------------------------------------------------
+
+
+def analyze(
+    report: Mapping[str, Any],
+    conversations: Sequence[ConversationFile] | Mapping[str, ConversationFile] | None = None,
+    *,
+    seed: int = DEFAULT_SEED,
+    n_bootstrap: int = DEFAULT_BOOTSTRAP,
+    alpha: float = ALPHA,
+) -> dict[str, Any]:
+    """All SPEC 6 analyses over a scoring report.
+
+    ``conversations`` supplies topic category, original model, participant
+    group and turn counts for the breakdowns; without it, a report made with
+    ``include_details=True`` is used, and otherwise those breakdowns are empty
+    with a note. Deterministic for a given seed.
+    """
+    info = _conversation_info(report, conversations)
+    profile = capability_profile(report)
+    notes = []
+    if len(profile) < 2:
+        notes.append("fewer than 2 (model, mode) rows: comparisons between models are empty")
+    if not info and report["conversations"]:
+        notes.append("no conversation metadata given: category, participant-group and original-model breakdowns are empty")
+    humans = [row["label"] for row in profile if row["human_baseline"]]
+    return {
+        "rows": [row["label"] for row in profile],
+        "capability_profile": profile,
+        "independence": rank_independence(profile),
+        "discrimination": discrimination(report, alpha=alpha),
+        "bootstrap": bootstrap(report, n_resamples=n_bootstrap, seed=seed),
+        "breakdowns": {
+            "by_category": breakdown_by(report, info, "category"),
+            "by_participant_group": participant_groups(report, info),
+            "by_turn_position": turn_position(report, info),
+            "by_original_model": breakdown_by(report, info, "original_model"),
+        },
+        "human_baseline": {
+            "rows": humans,
+            "note": "human rows (em_model 'human:...') are scored exactly like models and included in every analysis"
+            if humans else "no human baseline rows",
+        },
+        "notes": notes,
+    }

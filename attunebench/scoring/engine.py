@@ -1,0 +1,392 @@
+"""Scoring whole runs: ground truth prepared once, many runs scored against it.
+
+A conversation is typically replayed by a dozen (EM, mode) pairs, so every
+ground-truth-only quantity (targets, label ranks, token sets, VA rows) is
+computed once in :func:`prepare_conversation` and reused; the per-run work is
+then mostly dictionary look-ups. This is what keeps the 200 × 10 × 12
+benchmark well under its 5 s budget without multiprocessing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from attunebench import catalogue as cat
+from attunebench.canonical import ConversationFile, Panas, Problem, RunOutput, RunTurn, Turn
+from attunebench.scoring import conversation_metrics as cm
+from attunebench.scoring import turn_metrics as tm
+from attunebench.scoring.aggregate import aggregate_rows
+from attunebench.scoring.composite import capability_scores, composite_scores, hp_perspective
+from attunebench.scoring.keys import (
+    BINARY_VARIANTS,
+    CONVERSATION_KEYS,
+    NULLABLE_TURN_AVERAGES,
+    TURN_AVERAGES,
+)
+
+# ---------------------------------------------------------------------------
+# Ground truth, prepared once per conversation
+# ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PreparedTurn:
+    number: int
+    index: int
+    emotions: dict[str, int | None]
+    va: list[tuple[int, int | None]]
+    om_targets: tuple[tuple[str, ...], tuple[str, ...]]  # (ids with target yes, ids with target no)
+    human_targets: tuple[tuple[str, ...], tuple[str, ...]]
+    preferred_targets: tuple[tuple[str, ...], tuple[str, ...]]
+    has_judgements: bool
+    comparisons: list[tm.Comparison]
+    n_labels: int
+    gt_rank: dict[str, int]
+    gt_wins: dict[str, int]
+    references: dict[str, frozenset[str]]
+
+
+@dataclass(slots=True)
+class PreparedConversation:
+    conversation: ConversationFile
+    turns: list[PreparedTurn]
+    by_number: dict[int, PreparedTurn]
+    post: cm.PanasSide | None
+    pre: cm.PanasSide | None
+    wide: Any  # GroundTruthConversationWide | None
+
+
+def _panas_side(panas: Panas | None) -> cm.PanasSide | None:
+    if panas is None or panas.is_empty:
+        return None
+    return cm.PanasSide(panas.totalPositiveAffect, panas.totalNegativeAffect, dict(panas.items))
+
+
+def prepare_turn(turn: Turn, index: int) -> PreparedTurn:
+    """Everything about one ground-truth turn that does not depend on the EM."""
+    tags = [(t.emotion, t.intensity) for t in turn.moodShiftTags]
+    ann = turn.annotations
+    judgements = ann.binaryJudgements
+    om_yes: list[str] = []
+    om_no: list[str] = []
+    human_yes: list[str] = []
+    human_no: list[str] = []
+    preferred_yes: list[str] = []
+    preferred_no: list[str] = []
+    for j in judgements:
+        qid, observed, preferred = j.questionId, j.observedBehavior, j.preferredBehavior
+        # only yes/no ground truth is scored (SPEC 5.1)
+        for target, yes, no in (
+            (tm.om_target(observed, j.llmValue), om_yes, om_no),
+            (tm.human_target(preferred, observed), human_yes, human_no),
+            (preferred, preferred_yes, preferred_no),
+        ):
+            if target == cat.YES:
+                yes.append(qid)
+            elif target == cat.NO:
+                no.append(qid)
+    comparisons = [(c.responseA, c.responseB, c.winner) for c in ann.pairwiseComparisons]
+    alternates = ann.alternateResponses
+    wins = tm.gt_wins(comparisons)
+    return PreparedTurn(
+        number=turn.turnNumber,
+        index=index,
+        emotions=tm.tag_intensities(tags),
+        va=[(tm.va_index(tm.norm_emotion(w)), i) for w, i in tags],
+        om_targets=(tuple(om_yes), tuple(om_no)),
+        human_targets=(tuple(human_yes), tuple(human_no)),
+        preferred_targets=(tuple(preferred_yes), tuple(preferred_no)),
+        has_judgements=bool(judgements),
+        comparisons=comparisons,
+        n_labels=len(wins),
+        gt_rank=tm.rank_positions(wins),
+        gt_wins=wins,
+        references={
+            cat.RESPONSE_ORIGINAL: tm.tokens(turn.llmResponse),
+            cat.RESPONSE_ALTERNATE: tm.tokens(alternates.llmImproved if alternates else None),
+            cat.RESPONSE_HUMAN: tm.tokens(alternates.humanEdited if alternates else None),
+        },
+    )
+
+
+def prepare_conversation(conversation: ConversationFile) -> PreparedConversation:
+    """Ground truth of one conversation in the shape every run of it is scored against."""
+    turns = [prepare_turn(t, i) for i, t in enumerate(conversation.turns)]
+    return PreparedConversation(
+        conversation=conversation,
+        turns=turns,
+        by_number={t.number: t for t in turns},
+        post=_panas_side(conversation.postPanas),
+        pre=_panas_side(conversation.prePanas),
+        wide=conversation.conversationWideQuestions,
+    )
+
+
+# ---------------------------------------------------------------------------
+# One turn
+# ---------------------------------------------------------------------------
+
+
+def score_turn(gt: PreparedTurn, em: RunTurn) -> dict[str, Any]:
+    """Every SPEC 5.1 metric of one EM turn against its prepared ground truth."""
+    pred_tags = [(t.emotion, t.intensity) for t in em.em_emotion_tags]
+    emo = tm.emotion_set_scores(gt.emotions, tm.tag_intensities(pred_tags))
+    va, va_intensity = tm.emotion_va_from_indices(gt.va, [(tm.va_index(tm.norm_emotion(w)), i) for w, i in pred_tags])
+
+    draft_text = em.em_drafted_response
+    # A blank draft is treated like no draft: there is no reply to compare (SPEC 5.1 "No draft").
+    draft = tm.tokens(draft_text) if draft_text is not None and draft_text.strip() else None
+    similarity = tm.response_similarity(draft, gt.references)
+    alignment = tm.preference_alignment(draft, gt.references, gt.gt_wins, similarity["overall"])
+
+    selections = em.em_pairwise_selections
+    tau = None
+    if gt.n_labels >= 2:
+        letters = tm.em_letters(len(gt.comparisons), selections)
+        if letters:
+            tau = tm.kendall_tau_from_ranks(
+                gt.gt_rank, tm.rank_positions(tm.wins_per_label(gt.comparisons, letters))
+            )
+
+    return {
+        "turnNumber": gt.number,
+        "turn_index": gt.index,
+        "emotion_precision": emo.precision,
+        "emotion_recall": emo.recall,
+        "emotion_f1": emo.f1,
+        "emotion_f1_intensity": emo.f1_intensity,
+        "emotion_hit_rate": emo.hit_rate,
+        "emotion_intensity_mae": emo.intensity_mae,
+        "emotion_va_score": va,
+        "emotion_va_intensity_score": va_intensity,
+        "binary_om": tm.binary_scores_split(*gt.om_targets, em.em_binary_om_assessment, gt.has_judgements),
+        "binary_human": tm.binary_scores_split(*gt.human_targets, em.em_binary_human_prediction, gt.has_judgements),
+        "binary_om_hp": tm.binary_scores_split(*gt.om_targets, em.em_binary_om_assessment_hp, gt.has_judgements),
+        "binary_human_hp": tm.binary_scores_split(
+            *gt.human_targets, em.em_binary_human_prediction_hp, gt.has_judgements
+        ),
+        "pairwise_accuracy": tm.pairwise_accuracy(gt.comparisons, selections),
+        "pairwise_kendall_tau": tau,
+        "response_similarity": similarity["overall"],
+        "response_similarity_original": similarity[cat.RESPONSE_ORIGINAL],
+        "response_similarity_alternate": similarity[cat.RESPONSE_ALTERNATE],
+        "response_similarity_human": similarity[cat.RESPONSE_HUMAN],
+        "response_preference_alignment": alignment,
+        "draft_judge_score": tm.draft_judge_score(em.em_draft_judge_scores),
+        "draft_binary_alignment": tm.draft_binary_alignment_split(
+            *gt.preferred_targets, em.em_draft_binary_assessment
+        ),
+    }
+
+
+_PLAIN_AVERAGES = tuple((k, v) for k, v in TURN_AVERAGES.items() if "." not in v)
+_NESTED_AVERAGES = tuple((k, *v.split(".")) for k, v in TURN_AVERAGES.items() if "." in v)
+
+
+def turn_averages(turns: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+    """Means over scored turns (SPEC 5.3): nullable metrics over non-null values only.
+
+    With no scored turn, nullable averages are None and every other one is 0.
+    """
+    out: dict[str, float | None] = {}
+    for key, source in _PLAIN_AVERAGES:
+        values = [v for t in turns if (v := t[source]) is not None]
+        out[key] = sum(values) / len(values) if values else (None if key in NULLABLE_TURN_AVERAGES else 0.0)
+    for key, outer, inner in _NESTED_AVERAGES:
+        values = [t[outer][inner] for t in turns]
+        out[key] = sum(values) / len(values) if values else 0.0
+    return {key: out[key] for key in TURN_AVERAGES}
+
+
+# ---------------------------------------------------------------------------
+# One run
+# ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ConversationScore:
+    """One scored (conversation, EM, mode): the report record plus analysis details."""
+
+    record: dict[str, Any]
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def score_run(prepared: PreparedConversation, run: RunOutput) -> ConversationScore:
+    """Score one run against its prepared conversation.
+
+    Precondition: ``run.conversationId`` is the prepared conversation's id.
+    EM turns whose number is not a GT turn are ignored; GT turns without an EM
+    turn are skipped and lower the coverage (SPEC 5.1).
+    """
+    turns = [score_turn(gt, em) for em in run.turns if (gt := prepared.by_number.get(em.turnNumber)) is not None]
+    n_gt = len(prepared.turns)
+    averages = turn_averages(turns)
+
+    post = run.post_conversation
+    predicted_panas = _panas_side(post.predicted_post_panas) if post else None
+    predicted_wide = post.predicted_conversation_wide if post else None
+    panas = cm.panas_scores(prepared.post, predicted_panas, prepared.pre)
+    wide = prepared.wide
+    four_mae, four_norm = cm.four_branch(
+        wide.fourBranchScores if wide else None, predicted_wide.fourBranchScores if predicted_wide else None
+    )
+
+    def gt_attr(name: str, default: Any) -> Any:
+        return getattr(wide, name) if wide is not None else default
+
+    def pred_attr(name: str, default: Any) -> Any:
+        return getattr(predicted_wide, name) if predicted_wide is not None else default
+
+    values: dict[str, Any] = {
+        "conversationId": run.conversationId,
+        "em_model": run.em_model,
+        "mode": run.mode,
+        "coverage": len(turns) / n_gt if n_gt else 0.0,  # SPEC 5.3: no scored turn -> coverage 0
+        **averages,
+        "panas_mae": panas["panas_mae"],
+        "panas_normalized": panas["panas_normalized"],
+        "panas_baseline_adjusted": panas["panas_baseline_adjusted"],
+        "panas_item_mae": panas["panas_item_mae"],
+        "q1_looking_for_score": cm.set_f1(gt_attr("q1_lookingFor", []), pred_attr("q1_lookingFor", [])),
+        "q2_emotion_clarity_match": cm.option_match(
+            gt_attr("q2_emotionClarity", None), pred_attr("q2_emotionClarity", None)
+        ),
+        "q3_model_fit_match": cm.option_match(gt_attr("q3_modelFit", None), pred_attr("q3_modelFit", None)),
+        "q3_model_fit_ordinal_distance": cm.q3_ordinal_distance(
+            gt_attr("q3_modelFit", None), pred_attr("q3_modelFit", None)
+        ),
+        "q3_follow_up_score": cm.fuzzy_set_f1(
+            gt_attr("q3_followUp_whatFeltOff", []), pred_attr("q3_followUp_whatFeltOff", [])
+        ),
+        "four_branch_mae": four_mae,
+        "four_branch_normalized": four_norm,
+        "turns": turns,
+    }
+    values.update(composite_scores(values))
+    record = {key: values[key] for key in CONVERSATION_KEYS}
+
+    gap, alignment = hp_perspective(record["avg_binary_human_accuracy"], record["avg_binary_human_accuracy_hp"])
+    pooled = {}
+    for variant in BINARY_VARIANTS:
+        counts = [0, 0, 0, 0]
+        for t in turns:
+            b = t[variant]
+            counts[0] += b["tp"]
+            counts[1] += b["fp"]
+            counts[2] += b["tn"]
+            counts[3] += b["fn"]
+        pooled[variant] = dict(zip(("tp", "fp", "tn", "fn"), counts, strict=True))
+    meta = prepared.conversation.metadata
+    profile = prepared.conversation.participant_profile
+    details = {
+        "n_gt_turns": n_gt,
+        "n_scored_turns": len(turns),
+        **{k: panas[k] for k in (
+            "panas_pa_error", "panas_na_error", "panas_pa_baseline_adjusted", "panas_na_baseline_adjusted",
+            "panas_item_normalized", "panas_item_baseline_adjusted",
+        )},
+        "hp_perspective_gap": gap,
+        "hp_perspective_alignment": alignment,
+        "capabilities": capability_scores(record),
+        "binary_counts": pooled,
+        "category": meta.category,
+        "original_model": meta.model,
+        "participant_group": cat.participant_group(profile.diagnoses if profile else None),
+    }
+    return ConversationScore(record=record, details=details)
+
+
+# ---------------------------------------------------------------------------
+# Many runs
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class ScoringResult:
+    """Scores of every matched run plus a problem for every run that was skipped."""
+
+    scores: list[ConversationScore]
+    skipped: list[Problem]
+
+    def report(self, include_details: bool = False) -> dict[str, Any]:
+        """The JSON-shaped report of issue 3: {"conversations": [...], "aggregates": [...]}."""
+        conversations = []
+        for score in self.scores:
+            if include_details:
+                conversations.append({**score.record, "details": score.details})
+            else:
+                conversations.append(score.record)
+        return {"conversations": conversations, "aggregates": aggregate_rows([s.record for s in self.scores])}
+
+
+def score_runs(
+    conversations: Iterable[ConversationFile],
+    runs: Iterable[RunOutput],
+    run_sources: Sequence[str] | None = None,
+) -> ScoringResult:
+    """Match runs to conversations and score each; unmatched or duplicate runs are skipped.
+
+    ``run_sources`` (parallel to ``runs``) names each run in skip messages; by
+    default a run is named by conversation id, EM and mode. When two
+    conversations share an id the first wins and runs are scored against it.
+    """
+    prepared: dict[str, PreparedConversation] = {}
+    skipped: list[Problem] = []
+    for conversation in conversations:
+        if conversation.conversationId in prepared:
+            skipped.append(Problem(
+                source=conversation.conversationId, path="conversationId",
+                message="a conversation with this id was already read; this copy is ignored",
+            ))
+            continue
+        prepared[conversation.conversationId] = prepare_conversation(conversation)
+
+    scores: list[ConversationScore] = []
+    seen: set[tuple[str, str, str]] = set()
+    for i, run in enumerate(runs):
+        source = run_sources[i] if run_sources is not None else f"{run.conversationId}/{run.em_model}/{run.mode}"
+        target = prepared.get(run.conversationId)
+        if target is None:
+            skipped.append(Problem(
+                source=source, path="conversationId",
+                message=f"no conversation {run.conversationId!r} was found; run skipped",
+            ))
+            continue
+        key = (run.conversationId, run.em_model, run.mode)
+        if key in seen:
+            skipped.append(Problem(
+                source=source, path="",
+                message=f"a run for ({run.conversationId}, {run.em_model}, {run.mode}) was already scored; duplicate skipped",
+            ))
+            continue
+        seen.add(key)
+        scores.append(score_run(target, run))
+    scores.sort(key=lambda s: (s.record["em_model"], s.record["mode"], s.record["conversationId"]))
+    return ScoringResult(scores=scores, skipped=skipped)
+
+
+class UnmatchedRunsError(ValueError):
+    """Raised by :func:`score_documents` when some runs could not be scored."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+def score_documents(
+    conversations: list[ConversationFile], runs: list[RunOutput], include_details: bool = False
+) -> dict[str, Any]:
+    """Score runs against conversations; the entry point for the database layer.
+
+    Returns ``{"conversations": [...], "aggregates": [...]}`` with exactly the
+    keys of issue 3 (plus a ``details`` object per conversation when asked).
+    Raises :class:`UnmatchedRunsError` if a run names a missing conversation or
+    duplicates another run, because a silently smaller leaderboard would mislead;
+    use :func:`score_runs` to skip such runs instead.
+    """
+    result = score_runs(conversations, runs)
+    if result.skipped:
+        raise UnmatchedRunsError(result.skipped)
+    return result.report(include_details=include_details)

@@ -1,0 +1,241 @@
+"""Reading inputs from disk and presenting a report (leaderboard table, CSV, JSON).
+
+The management commands are thin wrappers over these functions, so everything
+a researcher sees from ``attune score`` can be tested without Django.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from attunebench import catalogue as cat
+from attunebench.canonical import (
+    CanonicalError,
+    ConversationFile,
+    Problem,
+    RunOutput,
+    looks_like_run,
+    parse_conversation,
+    parse_run,
+)
+from attunebench.scoring.composite import CAPABILITY_LABELS, LEADERBOARD_CAPABILITIES, capability_scores
+from attunebench.scoring.engine import ScoringResult, score_runs
+from attunebench.scoring.keys import AGGREGATE_KEYS, POOLED_METRIC_KEYS, is_human
+from attunebench.sources import iter_documents
+
+
+@dataclass
+class LoadedInputs:
+    """Documents read from disk, the problems met, and documents of the other kind ignored."""
+
+    conversations: list[tuple[str, ConversationFile]] = field(default_factory=list)
+    runs: list[tuple[str, RunOutput]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+
+
+def _decode_json(source: str, raw: bytes) -> Any:
+    """Bytes -> JSON value, or CanonicalError naming the file (as the canonical loaders do)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CanonicalError([Problem(source=source, path="", message=f"not UTF-8 text ({exc.reason} at byte {exc.start})")]) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CanonicalError([Problem(
+            source=source, path="", message=f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        )]) from None
+
+
+def load_inputs(conversation_paths: Iterable[str | Path], run_paths: Iterable[str | Path]) -> LoadedInputs:
+    """Read conversation files and run files from files, folders (any nesting) or zips.
+
+    A run file found among the conversations (or a conversation among the runs)
+    is ignored rather than reported as malformed, so one mixed folder can be
+    given for both; the file is read once per side.
+    """
+    loaded = LoadedInputs()
+    for want_run, paths in ((False, conversation_paths), (True, run_paths)):
+        for source, raw, problem in iter_documents(paths):
+            if problem is not None:
+                if problem not in loaded.problems:  # the same folder may be given for both sides
+                    loaded.problems.append(problem)
+                continue
+            try:
+                data = _decode_json(source, raw)
+                if looks_like_run(data) != want_run:
+                    if isinstance(data, dict) and (looks_like_run(data) or "metadata" in data):
+                        loaded.ignored.append(source)
+                        continue
+                if want_run:
+                    loaded.runs.append((source, parse_run(data, source)))
+                else:
+                    loaded.conversations.append((source, parse_conversation(data, source)))
+            except CanonicalError as exc:
+                loaded.problems.extend(p for p in exc.problems if p not in loaded.problems)
+    return loaded
+
+
+def score_inputs(loaded: LoadedInputs) -> ScoringResult:
+    """Score loaded documents; runs without a conversation end up in ``skipped``."""
+    return score_runs(
+        [c for _, c in loaded.conversations],
+        [r for _, r in loaded.runs],
+        run_sources=[s for s, _ in loaded.runs],
+    )
+
+
+def problems_by_source(problems: Sequence[Problem]) -> dict[str, list[Problem]]:
+    grouped: dict[str, list[Problem]] = {}
+    for problem in problems:
+        grouped.setdefault(problem.source, []).append(problem)
+    return grouped
+
+
+def format_problems(problems: Sequence[Problem]) -> str:
+    """One block per skipped file: its name, then each problem's JSON path and message."""
+    lines = []
+    for source, items in problems_by_source(problems).items():
+        lines.append(f"skipped {source}")
+        for p in items:
+            lines.append(f"    {p.path or '(file)'}: {p.message}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# Plain-text tables
+# ---------------------------------------------------------------------------
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    """A number for a table cell; '–' for null."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "–"
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align_left: int = 1) -> str:
+    """A fixed-width table; the first ``align_left`` columns are left-aligned, the rest right."""
+    cells = [[str(h) for h in headers]] + [[c if isinstance(c, str) else fmt(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+
+    def line(row: Sequence[str]) -> str:
+        parts = [
+            cell.ljust(widths[i]) if i < align_left else cell.rjust(widths[i]) for i, cell in enumerate(row)
+        ]
+        return "  ".join(parts).rstrip()
+
+    out = [line(cells[0]), "  ".join("-" * w for w in widths)]
+    out.extend(line(row) for row in cells[1:])
+    return "\n".join(out)
+
+
+def row_capabilities(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, float]]:
+    """Mean capability scores per (em_model, mode) over the row's conversations."""
+    sums: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for record in records:
+        key = (record["em_model"], record["mode"])
+        bucket = sums.setdefault(key, {})
+        for name, value in capability_scores(record).items():
+            bucket.setdefault(name, []).append(value)
+    return {
+        key: {name: math.fsum(vals) / len(vals) for name, vals in bucket.items()} for key, bucket in sums.items()
+    }
+
+
+def leaderboard_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One dict per aggregate row with the leaderboard's columns (capabilities 0–100)."""
+    caps = row_capabilities(report["conversations"])
+    rows = []
+    for agg in report["aggregates"]:
+        key = (agg["em_model"], agg["mode"])
+        row = {
+            "em_model": agg["em_model"],
+            "mode": agg["mode"],
+            "human_baseline": is_human(agg["em_model"]),
+            "n_conversations": agg["n_conversations"],
+            "composite_score": agg["composite_score"],
+            "se_composite": agg["se_composite"],
+        }
+        for name in LEADERBOARD_CAPABILITIES:
+            value = caps.get(key, {}).get(name)
+            row[name] = None if value is None else 100 * value
+        row["coverage"] = agg["coverage"]
+        rows.append(row)
+    return rows
+
+
+def format_leaderboard(report: Mapping[str, Any]) -> str:
+    """The leaderboard printed by ``attune score``."""
+    rows = leaderboard_rows(report)
+    if not rows:
+        return "No run was scored."
+    headers = ["model", "mode", "n", "composite ± SE"] + [CAPABILITY_LABELS[c] for c in LEADERBOARD_CAPABILITIES] + ["coverage"]
+    body = []
+    for r in rows:
+        name = r["em_model"] + (" *" if r["human_baseline"] else "")
+        se = "–" if r["se_composite"] is None else f"{r['se_composite']:.2f}"
+        body.append(
+            [name, r["mode"], str(r["n_conversations"]), f"{r['composite_score']:.2f} ± {se}"]
+            + [fmt(r[c], 1) for c in LEADERBOARD_CAPABILITIES]
+            + [f"{100 * r['coverage']:.0f}%"]
+        )
+    table = render_table(headers, body, align_left=2)
+    notes = [
+        "",
+        "Capability scores are 0–100: emotion = (emotion F1 + VA)/2, behaviour = (OM + human binary accuracy)/2,",
+        "preference = pairwise accuracy, holistic = PANAS, survey and Four-Branch comprehension.",
+        "Read the capabilities, not only the composite: they are weakly coupled.",
+    ]
+    if any(r["human_baseline"] for r in rows):
+        notes.append("* human baseline (a person in the model's seat, scored exactly like a model).")
+    notes.append(cat.RESEARCH_ONLY_STATEMENT)
+    return table + "\n" + "\n".join(notes)
+
+
+# ---------------------------------------------------------------------------
+# Files
+# ---------------------------------------------------------------------------
+
+
+def write_json(data: Any, path: str | Path) -> None:
+    """Write JSON (no NaN allowed: a NaN would mean a guard is missing)."""
+    text = json.dumps(data, ensure_ascii=False, indent=2, allow_nan=False)
+    Path(path).write_text(text + "\n", encoding="utf-8")
+
+
+def aggregates_csv(report: Mapping[str, Any]) -> str:
+    """The aggregate rows as CSV: one line per (model, mode), pooled metrics flattened."""
+    caps = {(r["em_model"], r["mode"]): r for r in leaderboard_rows(report)}
+    scalar_keys = [k for k in AGGREGATE_KEYS if not k.startswith("pooled_")]
+    headers = scalar_keys + ["human_baseline"] + [f"capability_{c}" for c in LEADERBOARD_CAPABILITIES]
+    for prefix in ("pooled_binary_om", "pooled_binary_human"):
+        headers += [f"{prefix}_{k}" for k in POOLED_METRIC_KEYS]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(headers)
+    for agg in report["aggregates"]:
+        lb = caps[(agg["em_model"], agg["mode"])]
+        line: list[Any] = [agg[k] for k in scalar_keys]
+        line.append(lb["human_baseline"])
+        line += [None if lb[c] is None else lb[c] / 100 for c in LEADERBOARD_CAPABILITIES]
+        for key in ("pooled_binary_om_metrics", "pooled_binary_human_metrics"):
+            line += [agg[key][k] for k in POOLED_METRIC_KEYS]
+        writer.writerow(["" if v is None else v for v in line])
+    return buffer.getvalue()

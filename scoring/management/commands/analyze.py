@@ -1,0 +1,72 @@
+"""``attune analyze``: the SPEC 6 analyses over scored runs, no database needed."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+SKIPPED_EXIT_CODE = 2
+
+
+class Command(BaseCommand):
+    help = (
+        "Score run files against conversation files and print the analyses of SPEC 6: capability "
+        "profile per model and mode, rank independence of the capabilities (Spearman and Kendall), "
+        "how well each metric separates models (paired Wilcoxon tests, Holm-corrected), seeded "
+        "bootstrap confidence intervals, and breakdowns by topic category, participant group, turn "
+        "position and original model. Human baseline rows (em_model 'human:...') are flagged. "
+        f"Skipped inputs are named and make the command exit with status {SKIPPED_EXIT_CODE}."
+    )
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--conversations", nargs="+", required=True, metavar="PATH",
+            help="ground-truth conversation files: .json files, folders (recursive) or .zip archives",
+        )
+        parser.add_argument(
+            "--runs", nargs="+", required=True, metavar="PATH",
+            help="evaluated-model run outputs: .json files, folders (recursive) or .zip archives",
+        )
+        parser.add_argument("--json", metavar="OUT", help="write every analysis to OUT as JSON")
+        parser.add_argument(
+            "--seed", type=int, default=0,
+            help="seed of the bootstrap resampling (default 0); the same seed gives the same intervals",
+        )
+        parser.add_argument(
+            "--bootstrap", type=int, default=2000, metavar="N",
+            help="number of bootstrap resamples of the conversations (default 2000)",
+        )
+        parser.add_argument(
+            "--alpha", type=float, default=0.05,
+            help="significance level after Holm correction for the discrimination tests (default 0.05)",
+        )
+
+    def handle(self, *args: object, **options: object) -> None:
+        from attunebench.scoring.analysis import analyze
+        from attunebench.scoring.analysis_report import format_analysis
+        from attunebench.scoring.report import format_problems, load_inputs, score_inputs, write_json
+
+        if options["bootstrap"] < 1:
+            raise CommandError("--bootstrap must be at least 1")
+        if not 0 < options["alpha"] < 1:
+            raise CommandError("--alpha must be between 0 and 1")
+        loaded = load_inputs(options["conversations"], options["runs"])
+        result = score_inputs(loaded)
+        skipped = loaded.problems + result.skipped
+        if skipped:
+            self.stderr.write(format_problems(skipped))
+        report = result.report()
+        analysis = analyze(
+            report, [c for _, c in loaded.conversations],
+            seed=options["seed"], n_bootstrap=options["bootstrap"], alpha=options["alpha"],
+        )
+        self.stdout.write(format_analysis(analysis))
+        if options["json"]:
+            write_json(analysis, options["json"])
+            self.stdout.write(f"JSON analysis written to {options['json']}")
+        if skipped:
+            n_skipped = len({p.source for p in skipped})
+            raise CommandError(
+                f"{n_skipped} input(s) were skipped (listed above); the analyses cover the rest",
+                returncode=SKIPPED_EXIT_CODE,
+            )

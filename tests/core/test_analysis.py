@@ -1,0 +1,315 @@
+"""SPEC 6 analyses on constructed data whose answers are known."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from attunebench.scoring import analysis as an
+from attunebench.scoring import score_documents
+from attunebench.scoring.keys import METRIC_KEYS
+from attunebench.synth import synth_conversations, synth_runs
+
+
+def record(em_model: str, cid: str, composite: float = 50.0, *, mode: str = "default", details: dict | None = None,
+           turns: list[dict[str, Any]] | None = None, **values: float | None) -> dict[str, Any]:
+    """A report record with every metric 0.5 unless given; capabilities follow from these keys."""
+    r: dict[str, Any] = {"conversationId": cid, "em_model": em_model, "mode": mode, "coverage": 1.0}
+    r.update({k: 0.5 for k in METRIC_KEYS})
+    r.update(panas_baseline_adjusted=0.0, composite_score=composite, avg_draft_judge_score=None, **values)
+    r["turns"] = turns or []
+    if details is not None:
+        r["details"] = details
+    return r
+
+
+def report_of(records: list[dict[str, Any]]) -> dict[str, Any]:
+    from attunebench.scoring.aggregate import aggregate_rows
+
+    return {"conversations": records, "aggregates": aggregate_rows(records)}
+
+
+# ---------------------------------------------------------------------------
+# Statistics helpers
+# ---------------------------------------------------------------------------
+
+
+def test_holm_adjustment_hand_computed() -> None:
+    # ascending: 0.01*3 = 0.03; 0.03*2 = 0.06; 0.04*1 = 0.04 -> running max 0.06
+    assert an.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert an.holm([0.5, 0.9]) == [1.0, 1.0]  # capped at 1
+    assert an.holm([]) == []
+
+
+def test_variance_ratio_hand_computed() -> None:
+    # groups [1,2,3] and [4,5,6]: grand mean 3.5, means 2 and 5
+    # SS_between = 3*(1.5²) + 3*(1.5²) = 13.5 (df 1); SS_within = 2 + 2 = 4 (df 4) -> F = 13.5/1 = 13.5
+    assert an.variance_ratio([[1, 2, 3], [4, 5, 6]]) == (pytest.approx(13.5), None)
+
+
+def test_variance_ratio_degenerate_inputs_are_null_with_a_note() -> None:
+    assert an.variance_ratio([[1, 2, 3]]) == (None, "needs at least 2 rows")
+    assert an.variance_ratio([[1], [2]])[0] is None
+    value, note = an.variance_ratio([[2, 2], [5, 5]])
+    assert value is None and "no within-row variance" in note
+
+
+def test_paired_test_cases() -> None:
+    # 8 distinct positive differences: exact two-sided p = 2 / 2^8 = 0.0078125
+    x = [float(i + i) for i in range(1, 9)]
+    y = [float(i) for i in range(1, 9)]
+    statistic, p, note = an.paired_test(x, y)
+    assert p == pytest.approx(2 / 256) and note is None
+    assert an.paired_test([1.0, 2.0], [1.0, 2.0]) == (0.0, 1.0, "identical scores on every shared conversation")
+    assert an.paired_test([1.0], [2.0])[1] is None
+
+
+# ---------------------------------------------------------------------------
+# Capability profile and independence
+# ---------------------------------------------------------------------------
+
+
+def _four_models() -> list[dict[str, Any]]:
+    # emotion (F1 = VA) rises a<b<c<d; behaviour rises the same way; preference falls.
+    out = []
+    for i, name in enumerate("abcd"):
+        level = 0.2 + 0.2 * i
+        out.append(record(name, "c1", 40 + 10 * i, avg_emotion_f1=level, avg_emotion_va_score=level,
+                          avg_binary_om_accuracy=level, avg_binary_human_accuracy=level,
+                          avg_pairwise_accuracy=1 - level))
+    return out
+
+
+def test_capability_profile_values() -> None:
+    [row] = an.capability_profile(report_of([
+        record("m", "c1", 60.0, avg_emotion_f1=0.8, avg_emotion_va_score=0.6, avg_binary_human_accuracy=0.9,
+               avg_binary_human_accuracy_hp=0.6),
+        record("m", "c2", 70.0, avg_emotion_f1=0.4, avg_emotion_va_score=0.2, avg_binary_human_accuracy=0.7,
+               avg_binary_human_accuracy_hp=0.8),
+    ]))
+    # emotion tracking per conversation: (0.8 + 0.6)/2 = 0.7 and (0.4 + 0.2)/2 = 0.3 -> mean 0.5
+    assert row["capabilities"]["emotion_tracking"] == pytest.approx(0.5)
+    # human acc mean 0.8, HP wording mean 0.7 -> gap 0.1, alignment 0.7/0.8 = 0.875
+    behaviour = row["components"]["behaviour_judgement"]
+    assert behaviour["hp_perspective_gap"] == pytest.approx(0.1)
+    assert behaviour["hp_perspective_alignment"] == pytest.approx(0.875)
+    assert row["composite_score"] == 65.0 and row["n_conversations"] == 2 and not row["human_baseline"]
+
+
+def test_rank_independence_on_known_rankings() -> None:
+    profile = an.capability_profile(report_of(_four_models()))
+    ind = an.rank_independence(profile)
+    rho, tau = ind["spearman"]["rho"], ind["kendall"]["tau"]
+    assert rho["emotion_tracking"]["behaviour_judgement"] == pytest.approx(1.0)
+    assert rho["emotion_tracking"]["preference_prediction"] == pytest.approx(-1.0)
+    assert tau["behaviour_judgement"]["preference_prediction"] == pytest.approx(-1.0)
+    # Kendall exact p for a perfect ranking of 4: 2 orderings of 4! = 24 are as extreme -> 2/24
+    assert ind["kendall"]["p"]["emotion_tracking"]["behaviour_judgement"] == pytest.approx(2 / 24)
+    assert ind["rankings"]["emotion_tracking"] == ["d [default]", "c [default]", "b [default]", "a [default]"]
+    # response quality and holistic are constant across rows: undefined, with a note
+    assert rho["response_quality"]["emotion_tracking"] is None
+    assert "constant" in ind["note"]
+
+
+def test_rank_independence_needs_three_rows() -> None:
+    ind = an.rank_independence(an.capability_profile(report_of(_four_models()[:2])))
+    assert all(v is None for row in ind["spearman"]["rho"].values() for v in row.values())
+    assert "at least 3" in ind["note"]
+
+
+# ---------------------------------------------------------------------------
+# Discrimination
+# ---------------------------------------------------------------------------
+
+
+def _three_rows(n: int = 10) -> list[dict[str, Any]]:
+    records = []
+    for i in range(n):
+        base = 40.0 + 3 * (i % 4)
+        records.append(record("b", f"c{i}", base))
+        records.append(record("c", f"c{i}", base))  # identical to b everywhere
+        records.append(record("a", f"c{i}", base + i + 1))  # better than b by 1..n, all distinct
+    return records
+
+
+def test_discrimination_counts_significant_pairs_after_holm() -> None:
+    result = an.discrimination(report_of(_three_rows()), metrics=("composite_score",))
+    entry = result["metrics"]["composite_score"]
+    pairs = {(p["a"], p["b"]): p for p in entry["pairs"]}
+    ab = pairs[("a [default]", "b [default]")]
+    # 10 distinct positive differences: exact p = 2/2^10; Holm over 3 tests: sorted p's
+    # 2/1024 (x3), 2/1024 (x2 -> max with previous), 1.0 (x1) -> 6/1024, 6/1024, 1.0
+    assert ab["p"] == pytest.approx(2 / 1024)
+    assert ab["p_holm"] == pytest.approx(6 / 1024)
+    assert ab["different"] is True and ab["n_shared"] == 10 and ab["mean_difference"] == pytest.approx(5.5)
+    bc = pairs[("b [default]", "c [default]")]
+    assert bc["p"] == 1.0 and bc["different"] is False and "identical" in bc["note"]
+    assert entry["n_tested"] == 3 and entry["n_different"] == 2
+    assert entry["share_different"] == pytest.approx(2 / 3)
+    assert entry["variance_ratio"] > 1
+
+
+def test_discrimination_with_one_row_is_empty_with_a_note() -> None:
+    result = an.discrimination(report_of([record("a", "c1"), record("a", "c2")]), metrics=("composite_score",))
+    entry = result["metrics"]["composite_score"]
+    assert entry["n_pairs"] == 0 and entry["share_different"] is None
+    assert "fewer than two" in entry["note"]
+    assert entry["variance_ratio"] is None
+
+
+def test_discrimination_without_shared_conversations_is_untested() -> None:
+    result = an.discrimination(report_of([record("a", "c1"), record("b", "c2")]), metrics=("composite_score",))
+    entry = result["metrics"]["composite_score"]
+    assert entry["n_tested"] == 0 and entry["share_different"] is None
+    assert entry["pairs"][0]["note"] == "fewer than 2 shared conversations"
+
+
+# ---------------------------------------------------------------------------
+# Bootstrap
+# ---------------------------------------------------------------------------
+
+
+def test_bootstrap_is_seeded_and_brackets_the_estimate() -> None:
+    report = report_of(_three_rows())
+    first = an.bootstrap(report, n_resamples=300, seed=5)
+    assert first == an.bootstrap(report, n_resamples=300, seed=5)
+    assert first != an.bootstrap(report, n_resamples=300, seed=6)
+    for row in first["rows"]:
+        ci = row["composite_score"]
+        assert ci["low"] <= ci["estimate"] <= ci["high"]
+    a = next(r for r in first["rows"] if r["em_model"] == "a")
+    # a = base + (i+1): i%4 over i=0..9 is 0,1,2,3,0,1,2,3,0,1 (sum 13) -> mean base 40 + 3*1.3 = 43.9;
+    # mean of i+1 over 1..10 = 5.5 -> 49.4
+    assert a["composite_score"]["estimate"] == pytest.approx(49.4)
+    # constant capability values -> a degenerate interval at the value
+    assert a["behaviour_judgement"] == {"estimate": 0.5, "low": 0.5, "high": 0.5}
+
+
+def test_bootstrap_outrank_probabilities() -> None:
+    outrank = an.bootstrap(report_of(_three_rows()), n_resamples=300, seed=1)["outrank_probability"]
+    # a beats b on every conversation, so on every paired resample
+    assert outrank["a [default]"]["b [default]"] == 1.0
+    assert outrank["b [default]"]["a [default]"] == 0.0
+    # b and c are identical: every replicate ties, counted half
+    assert outrank["b [default]"]["c [default]"] == 0.5
+    assert outrank["a [default]"]["a [default]"] is None
+
+
+def test_bootstrap_of_nothing_has_a_note() -> None:
+    assert an.bootstrap({"conversations": [], "aggregates": []})["note"] == "nothing to resample"
+
+
+# ---------------------------------------------------------------------------
+# Breakdowns
+# ---------------------------------------------------------------------------
+
+
+def _details(category: str, group: str | None, om: str = "om/x", n_turns: int = 4) -> dict[str, Any]:
+    return {"category": category, "participant_group": group, "original_model": om, "n_gt_turns": n_turns}
+
+
+def test_breakdown_by_category_and_original_model() -> None:
+    report = report_of([
+        record("m", "c1", 40.0, details=_details("Romantic relationships", None, "om/a")),
+        record("m", "c2", 60.0, details=_details("Romantic relationships", None, "om/b")),
+        record("m", "c3", 90.0, details=_details("Work", None, "om/a")),
+    ])
+    info = an._conversation_info(report, None)
+    by_cat = an.breakdown_by(report, info, "category")
+    # hardest first: Romantic (40 + 60)/2 = 50 before Work 90
+    assert [(r["category"], r["composite_score"], r["n_conversations"]) for r in by_cat["overall"]] == [
+        ("Romantic relationships", 50.0, 2), ("Work", 90.0, 1)
+    ]
+    by_om = an.breakdown_by(report, info, "original_model")
+    assert {r["original_model"]: r["composite_score"] for r in by_om["overall"]} == {"om/a": 65.0, "om/b": 60.0}
+
+
+def test_participant_groups_mann_whitney() -> None:
+    records = [record("m", f"a{i}", v, details=_details("Work", "anxiety_depression")) for i, v in enumerate((80, 85, 90))]
+    records += [record("m", f"n{i}", v, details=_details("Work", "none")) for i, v in enumerate((50, 55, 60))]
+    records.append(record("m", "x", 10.0, details=_details("Work", None)))  # unknown group: left out
+    report = report_of(records)
+    out = an.participant_groups(report, an._conversation_info(report, None))
+    row = out["rows"][0]
+    # every anxiety/depression score beats every "none" score: U = 3*3 = 9;
+    # exact two-sided p = 2 * 1/C(6,3) = 2/20 = 0.1
+    assert row["mann_whitney_u"] == 9.0
+    assert row["p"] == pytest.approx(0.1)
+    assert (row["n_anxiety_depression"], row["n_none"]) == (3, 3)
+    assert row["composite_anxiety_depression"] == 85.0 and row["composite_none"] == 55.0
+    assert out["pooled"]["mann_whitney_u"] == 9.0
+
+
+def test_participant_groups_with_an_empty_group_is_null() -> None:
+    report = report_of([record("m", "a", 70.0, details=_details("Work", "anxiety_depression"))])
+    row = an.participant_groups(report, an._conversation_info(report, None))["rows"][0]
+    assert row["p"] is None and row["note"] == "a group has no conversations"
+
+
+def _turn(index: int, behaviour: float, f1: float = 0.5) -> dict[str, Any]:
+    return {"turnNumber": index + 1, "turn_index": index, "emotion_f1": f1, "emotion_va_score": 0.5,
+            "binary_om": {"accuracy": behaviour, "tp": 0, "fp": 0, "tn": 0, "fn": 0},
+            "binary_human": {"accuracy": behaviour, "tp": 0, "fp": 0, "tn": 0, "fn": 0}, "pairwise_accuracy": 1.0}
+
+
+def test_turn_position_early_late_and_curve() -> None:
+    # 4 GT turns: positions 0, 1 early; 2, 3 late. 3 GT turns: 0 early, 1 middle (neither), 2 late.
+    report = report_of([
+        record("m", "c1", turns=[_turn(0, 1.0), _turn(1, 0.8), _turn(2, 0.6), _turn(3, 0.4)],
+               details=_details("Work", None, n_turns=4)),
+        record("m", "c2", turns=[_turn(0, 0.9), _turn(1, 0.0), _turn(2, 0.5)], details=_details("Work", None, n_turns=3)),
+    ])
+    out = an.turn_position(report, an._conversation_info(report, None))
+    halves = out["rows"][0]["halves"]["behaviour_accuracy"]
+    # early: 1.0, 0.8, 0.9 -> 0.9; late: 0.6, 0.4, 0.5 -> 0.5; late − early = −0.4
+    assert halves["early"] == pytest.approx(0.9)
+    assert halves["late"] == pytest.approx(0.5)
+    assert halves["late_minus_early"] == pytest.approx(-0.4)
+    assert halves["n_paired_conversations"] == 2
+    curve = out["rows"][0]["curve"]
+    # turn 1: (1.0 + 0.9)/2; turn 2: (0.8 + 0.0)/2; turn 4 only from c1
+    assert [(p["turn"], p["n"]) for p in curve] == [(1, 2), (2, 2), (3, 2), (4, 1)]
+    assert curve[0]["behaviour_accuracy"] == pytest.approx(0.95)
+    assert curve[1]["behaviour_accuracy"] == pytest.approx(0.4)
+
+
+# ---------------------------------------------------------------------------
+# The whole analysis
+# ---------------------------------------------------------------------------
+
+
+def test_analyze_single_model_degrades_gracefully() -> None:
+    report = report_of([record("solo", "c1", 50.0), record("solo", "c2", 50.0)])
+    out = an.analyze(report, n_bootstrap=50)
+    json.dumps(out, allow_nan=False)
+    assert out["rows"] == ["solo [default]"]
+    assert any("fewer than 2" in n for n in out["notes"])
+    assert any("no conversation metadata" in n for n in out["notes"])
+    assert out["independence"]["note"].startswith("rank correlations need")
+    assert out["discrimination"]["metrics"]["composite_score"]["share_different"] is None
+
+
+def test_analyze_flags_human_baseline_rows() -> None:
+    report = report_of([record("human:ann", "c1", 80.0), record("model", "c1", 60.0)])
+    out = an.analyze(report, n_bootstrap=20)
+    assert out["human_baseline"]["rows"] == ["human:ann [default]"]
+    flags = {row["em_model"]: row["human_baseline"] for row in out["capability_profile"]}
+    assert flags == {"human:ann": True, "model": False}
+
+
+def test_analyze_on_synthetic_runs_separates_skill_levels() -> None:
+    conversations = synth_conversations(24, seed=11, min_turns=3, max_turns=6)
+    runs = []
+    for name, skill in (("weak", 0.1), ("mid", 0.5), ("strong", 0.9)):
+        runs += synth_runs(conversations, name, "default", seed=11, skill=skill)
+    report = score_documents(conversations, runs)
+    out = an.analyze(report, conversations, n_bootstrap=200, seed=3)
+    json.dumps(out, allow_nan=False)
+    assert out["independence"]["rankings"]["behaviour_judgement"] == ["strong [default]", "mid [default]", "weak [default]"]
+    assert out["discrimination"]["metrics"]["composite_score"]["share_different"] == 1.0
+    assert out["bootstrap"]["outrank_probability"]["strong [default]"]["weak [default]"] == 1.0
+    categories = {r["category"] for r in out["breakdowns"]["by_category"]["overall"]}
+    assert categories == {c.metadata.category for c in conversations}
+    assert out["breakdowns"]["by_turn_position"]["note"] is None

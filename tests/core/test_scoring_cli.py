@@ -1,0 +1,171 @@
+"""``attune score`` and ``attune analyze``: tables, JSON shape, exit codes; no database."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from attunebench.canonical import dumps_canonical, parse_conversation, parse_run
+from attunebench.synth import synth_conversations, synth_runs, write_documents
+from tests.core.test_scoring_composite import hand_conversation, hand_run
+
+ROOT = Path(__file__).resolve().parents[2]
+ATTUNE = ROOT / ".venv" / "bin" / "attune"
+
+# Keys exactly as issue 3 writes them (kept independent of attunebench.scoring.keys on purpose).
+ISSUE_CONVERSATION_KEYS = [
+    "conversationId", "em_model", "mode", "coverage",
+    "composite_score", "equal_weight_composite", "turn_level_average", "conversation_wide_average",
+    "avg_emotion_hit_rate", "avg_emotion_intensity_mae", "avg_emotion_f1", "avg_emotion_f1_intensity",
+    "avg_emotion_va_score", "avg_emotion_va_intensity_score",
+    "avg_binary_om_accuracy", "avg_binary_human_accuracy", "avg_binary_om_accuracy_hp", "avg_binary_human_accuracy_hp",
+    "avg_pairwise_accuracy", "avg_pairwise_kendall_tau", "avg_response_similarity", "avg_response_preference_alignment",
+    "avg_draft_judge_score", "avg_draft_binary_alignment",
+    "panas_mae", "panas_normalized", "panas_baseline_adjusted", "panas_item_mae",
+    "q1_looking_for_score", "q2_emotion_clarity_match", "q3_model_fit_match", "q3_model_fit_ordinal_distance",
+    "q3_follow_up_score", "four_branch_mae", "four_branch_normalized", "turns",
+]
+AVERAGED = [k for k in ISSUE_CONVERSATION_KEYS[4:] if k != "turns"]
+ISSUE_AGGREGATE_KEYS = ["em_model", "mode", "n_conversations", "coverage", *AVERAGED,
+                        "se_composite", "z_score", "pooled_binary_om_metrics", "pooled_binary_human_metrics"]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("scoring-cli")
+    conversations = synth_conversations(8, seed=21, min_turns=2, max_turns=4)
+    write_documents(conversations, root / "conversations" / "nested" / "deeper")
+    write_documents(synth_runs(conversations, "em/strong", "default", seed=21, skill=0.9), root / "runs" / "a")
+    write_documents(synth_runs(conversations, "em/weak", "verbose", seed=21, skill=0.1), root / "runs" / "b")
+    write_documents(synth_runs(conversations[:4], "human:rater1", "default", seed=21, skill=0.7), root / "runs" / "c")
+    return root / "conversations", root / "runs"
+
+
+def run_command(name: str, *args: str) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    call_command(name, *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_score_prints_a_leaderboard_and_writes_json_and_csv(dataset: tuple[Path, Path], tmp_path: Path) -> None:
+    conversations, runs = dataset
+    out, err = run_command("score", "--conversations", str(conversations), "--runs", str(runs),
+                           "--json", str(tmp_path / "r.json"), "--csv", str(tmp_path / "r.csv"))
+    assert err == ""
+    lines = out.splitlines()
+    assert lines[0].split() == ["model", "mode", "n", "composite", "±", "SE", "emotion", "behaviour", "preference",
+                                "holistic", "coverage"]
+    # strongest first; the human baseline is starred; n and coverage per row
+    body = [line.split() for line in lines[2:5]]
+    assert [row[0] for row in body] == ["em/strong", "human:rater1", "em/weak"]  # skills 0.9, 0.7, 0.1
+    assert body[1][1] == "*" and body[1][3] == "4"
+    assert body[0][:3] == ["em/strong", "default", "8"] and body[0][-1] == "100%"
+    assert "Scored 20 runs against 8 conversations; 0 input(s) skipped." in out
+
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert list(report) == ["conversations", "aggregates"]
+    assert len(report["conversations"]) == 20
+    for record in report["conversations"]:
+        assert list(record) == ISSUE_CONVERSATION_KEYS
+        assert record["turns"] and "emotion_f1" in record["turns"][0]
+    for row in report["aggregates"]:
+        assert list(row) == ISSUE_AGGREGATE_KEYS
+        assert set(row["pooled_binary_om_metrics"]) == {"tp", "fp", "tn", "fn", "accuracy", "precision", "recall", "f1", "mcc"}
+    assert [r["em_model"] for r in report["aggregates"]] == ["em/strong", "human:rater1", "em/weak"]
+
+    rows = list(csv.DictReader((tmp_path / "r.csv").open()))
+    assert [r["em_model"] for r in rows] == ["em/strong", "human:rater1", "em/weak"]
+    assert rows[1]["human_baseline"] == "True"
+    assert float(rows[1]["composite_score"]) == pytest.approx(report["aggregates"][1]["composite_score"])
+
+
+def test_score_skips_and_names_bad_inputs_with_exit_code_2(dataset: tuple[Path, Path], tmp_path: Path) -> None:
+    conversations, runs = dataset
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "broken.json").write_text("{not json")
+    orphan = hand_run()
+    orphan["conversationId"] = "nobody-has-this"
+    (extra / "orphan.json").write_text(dumps_canonical(parse_run(orphan)))
+    bad_run = hand_run()
+    bad_run["mode"] = "sideways"
+    (extra / "bad_mode.json").write_text(json.dumps(bad_run))
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(CommandError) as caught:
+        call_command("score", "--conversations", str(conversations), "--runs", str(runs), str(extra),
+                     "--json", str(tmp_path / "r.json"), stdout=out, stderr=err)
+    assert caught.value.returncode == 2
+    assert f"skipped {extra / 'broken.json'}" in err.getvalue()
+    assert "not valid JSON" in err.getvalue()
+    assert f"skipped {extra / 'orphan.json'}" in err.getvalue()
+    assert "no conversation 'nobody-has-this'" in err.getvalue()
+    assert "mode: expected one of" in err.getvalue()
+    # everything valid is still scored and written
+    assert "Scored 20 runs against 8 conversations; 3 input(s) skipped." in out.getvalue()
+    assert len(json.loads((tmp_path / "r.json").read_text())["conversations"]) == 20
+
+
+def test_score_accepts_one_mixed_folder_for_both_sides(tmp_path: Path) -> None:
+    (tmp_path / "conv.json").write_text(dumps_canonical(parse_conversation(hand_conversation())))
+    (tmp_path / "run.json").write_text(dumps_canonical(parse_run(hand_run())))
+    out, _ = run_command("score", "--conversations", str(tmp_path), "--runs", str(tmp_path), "--details",
+                         "--json", str(tmp_path / "r.out"))
+    assert "em/hand" in out and "83.87 ± –" in out  # the hand-computed composite, one conversation: no SE
+    record = json.loads((tmp_path / "r.out").read_text())["conversations"][0]
+    assert record["details"]["n_gt_turns"] == 3
+
+
+def test_analyze_prints_every_section_and_writes_json(dataset: tuple[Path, Path], tmp_path: Path) -> None:
+    conversations, runs = dataset
+    out, err = run_command("analyze", "--conversations", str(conversations), "--runs", str(runs),
+                           "--bootstrap", "200", "--seed", "4", "--json", str(tmp_path / "a.json"))
+    assert err == ""
+    for title in ("Capability profile", "Rank independence", "Discrimination", "Bootstrap 95% intervals",
+                  "By topic category", "By participant group", "By turn position", "By original model",
+                  "Human baseline"):
+        assert f"== {title}" in out
+    assert "human:rater1 [default] *" in out
+    analysis = json.loads((tmp_path / "a.json").read_text())
+    assert set(analysis) == {"rows", "capability_profile", "independence", "discrimination", "bootstrap",
+                             "breakdowns", "human_baseline", "notes"}
+    assert analysis["bootstrap"]["seed"] == 4 and analysis["bootstrap"]["n_resamples"] == 200
+    assert analysis["human_baseline"]["rows"] == ["human:rater1 [default]"]
+
+
+def test_analyze_rejects_bad_options(dataset: tuple[Path, Path]) -> None:
+    conversations, runs = dataset
+    with pytest.raises(CommandError, match="--bootstrap must be at least 1"):
+        run_command("analyze", "--conversations", str(conversations), "--runs", str(runs), "--bootstrap", "0")
+
+
+@pytest.mark.skipif(not ATTUNE.exists(), reason="the attune entry point is not installed in .venv")
+def test_attune_executable_help_and_exit_code(tmp_path: Path) -> None:
+    help_text = subprocess.run([str(ATTUNE), "score", "--help"], capture_output=True, text=True, check=True).stdout
+    for option in ("--conversations", "--runs", "--json", "--csv", "--details"):
+        assert option in help_text
+    assert "exits with status 2" in " ".join(help_text.split())
+    analyze_help = subprocess.run([str(ATTUNE), "analyze", "--help"], capture_output=True, text=True, check=True).stdout
+    for option in ("--conversations", "--runs", "--json", "--seed", "--bootstrap", "--alpha"):
+        assert option in analyze_help
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "r").mkdir()
+    (tmp_path / "c" / "conv.json").write_text(dumps_canonical(parse_conversation(hand_conversation())))
+    (tmp_path / "r" / "run.json").write_text(dumps_canonical(parse_run(hand_run())))
+    ok = subprocess.run([str(ATTUNE), "score", "--conversations", str(tmp_path / "c"), "--runs", str(tmp_path / "r")],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    (tmp_path / "r" / "junk.json").write_text("[]")
+    skipped = subprocess.run([str(ATTUNE), "score", "--conversations", str(tmp_path / "c"), "--runs", str(tmp_path / "r")],
+                             capture_output=True, text=True)
+    assert skipped.returncode == 2
+    assert f"skipped {tmp_path / 'r' / 'junk.json'}" in skipped.stderr
+    assert sys.executable  # the subprocess used the project's own interpreter via the entry point

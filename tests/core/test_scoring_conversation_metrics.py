@@ -1,0 +1,148 @@
+"""Per-conversation metrics (SPEC 5.2) against hand-computed values."""
+
+from __future__ import annotations
+
+import pytest
+
+from attunebench import catalogue as cat
+from attunebench.scoring import conversation_metrics as cm
+
+P = cm.PanasSide
+
+
+def test_panas_totals_derive_from_items_and_clamp() -> None:
+    # all ten PA items 7 -> 70; NA items all 1 -> 10
+    side = P.from_items({**{i: 7 for i in cat.POSITIVE_AFFECT_ITEMS}, **{i: 1 for i in cat.NEGATIVE_AFFECT_ITEMS}})
+    assert (side.positive, side.negative) == (70, 10)
+    # only three NA items given: 3 + 2 + 1 = 6 -> clamped up to 10; no PA item -> None
+    side = P.from_items({"Upset": 3, "afraid": 2, "Guilty": 1})
+    assert (side.positive, side.negative) == (None, 10)
+
+
+def test_panas_mae_normalized_and_baseline_adjusted() -> None:
+    pre = P(30, 40, {})
+    post = P(40, 20, {})
+    predicted = P(37, 32, {})
+    out = cm.panas_scores(post, predicted, pre)
+    # errors: PA |40-37| = 3, NA |20-32| = 12 -> MAE 7.5 -> normalised 1 - 7.5/60 = 0.875
+    assert out["panas_pa_error"] == 3 and out["panas_na_error"] == 12
+    assert out["panas_mae"] == 7.5
+    assert out["panas_normalized"] == pytest.approx(0.875)
+    # PA: naive = 1 - |40-30|/60 = 5/6; raw = 1 - 3/60 = 0.95; adj = (0.95 - 5/6)/(1/6) = 0.7
+    # NA: naive = 1 - |20-40|/60 = 2/3; raw = 1 - 12/60 = 0.8; adj = (0.8 - 2/3)/(1/3) = 0.4
+    assert out["panas_pa_baseline_adjusted"] == pytest.approx(0.7)
+    assert out["panas_na_baseline_adjusted"] == pytest.approx(0.4)
+    assert out["panas_baseline_adjusted"] == pytest.approx(0.55)
+
+
+def test_panas_baseline_adjusted_is_null_when_post_equals_pre() -> None:
+    # PA post == pre -> null; NA: naive = 1 - 10/60, raw = 1 - 0 = 1 -> adj = 1
+    out = cm.panas_scores(P(40, 30, {}), P(20, 30, {}), P(40, 40, {}))
+    assert out["panas_pa_baseline_adjusted"] is None
+    assert out["panas_na_baseline_adjusted"] == pytest.approx(1.0)
+    assert out["panas_baseline_adjusted"] == pytest.approx(1.0)
+    both_unchanged = cm.panas_scores(P(40, 30, {}), P(20, 10, {}), P(40, 30, {}))
+    assert both_unchanged["panas_baseline_adjusted"] is None
+
+
+def test_panas_baseline_adjusted_clamps_to_minus_one() -> None:
+    # post 12, pre 10: naive = 1 - 2/60 = 58/60; predicted 70: raw = max(0, 1 - 58/60) = 2/60
+    # adj = (2/60 - 58/60)/(2/60) = -28 -> clamped to -1
+    out = cm.panas_scores(P(12, None, {}), P(70, None, {}), P(10, None, {}))
+    assert out["panas_baseline_adjusted"] == -1.0
+
+
+def test_panas_missing_side_uses_forty() -> None:
+    # GT PA 52 with no predicted PA -> |52 - 40| = 12; NA missing on both ends -> side absent
+    out = cm.panas_scores(P(52, None, {}), P(None, None, {}), P(30, None, {}))
+    assert out["panas_pa_error"] == 12
+    assert out["panas_na_error"] is None
+    assert out["panas_mae"] == 12
+    assert out["panas_normalized"] == pytest.approx(0.8)
+    assert out["panas_baseline_adjusted"] is None  # needs post, predicted and pre
+
+
+def test_panas_without_any_data_is_null() -> None:
+    out = cm.panas_scores(None, None, None)
+    assert out["panas_mae"] is None and out["panas_normalized"] is None
+    assert out["panas_baseline_adjusted"] is None and out["panas_item_mae"] is None
+
+
+def test_panas_item_level() -> None:
+    post = P.from_items({"Proud": 5, "Upset": 2, "Alert": 4})
+    predicted = P.from_items({"Proud": 3, "Upset": 2})  # Alert not predicted: left out
+    pre = P.from_items({"Proud": 2, "Upset": 2, "Alert": 1})
+    out = cm.panas_scores(post, predicted, pre)
+    # item errors: Proud 2, Upset 0 -> MAE 1 -> normalised 1 - 1/6 = 5/6
+    assert out["panas_item_mae"] == 1.0
+    assert out["panas_item_normalized"] == pytest.approx(5 / 6)
+    # Proud: naive = 1 - 3/6 = 0.5, raw = 1 - 2/6 = 2/3 -> adj = (2/3 - 1/2)/(1/2) = 1/3
+    # Upset: post == pre -> null. Mean of non-null = 1/3
+    assert out["panas_item_baseline_adjusted"] == pytest.approx(1 / 3)
+
+
+def test_q1_set_f1() -> None:
+    assert cm.set_f1([], []) == 1.0
+    assert cm.set_f1(["Other"], []) == 0.0
+    assert cm.set_f1([], ["Other"]) == 0.0
+    # g = {a, b}, p = {A, c}: tp 1, P 1/2, R 1/2 -> F1 1/2 (case-insensitive)
+    assert cm.set_f1(["Just listen / let me vent", "Other"], ["just listen / let me vent ", "Specific information or advice"]) == 0.5
+    assert cm.set_f1(["Other"], ["Specific information or advice"]) == 0.0
+
+
+def test_q2_q3_match_is_trimmed_case_insensitive() -> None:
+    assert cm.option_match("Mixed or conflicted", "  mixed OR conflicted ") == 1.0
+    assert cm.option_match("Mixed or conflicted", "Implied or indirect") == 0.0
+    assert cm.option_match("Mixed or conflicted", None) == 0.0
+    assert cm.option_match(None, None) == 1.0
+
+
+def test_q3_ordinal_distance() -> None:
+    best, mostly, mixed, off = cat.Q3_MODEL_FIT_OPTIONS
+    assert cm.q3_ordinal_distance(best, off) == 3
+    assert cm.q3_ordinal_distance(mixed, mostly.upper()) == 1
+    assert cm.q3_ordinal_distance(None, None) == 0  # both unknown
+    assert cm.q3_ordinal_distance(mostly, "something else") == 3  # one unknown
+    assert cm.q3_ordinal_distance(None, mixed) == 3
+
+
+def test_q3_follow_up_fuzzy_f1() -> None:
+    gt = ["Too much advice", "Assumed things about me"]
+    predicted = ["too much advice", "Made assumptions about me", "Too formal"]
+    # predicted credits: "too much advice" exact -> 1
+    #   "made assumptions about me" vs {"assumed","things","about","me"}: shared {about, me} = 2,
+    #     union {made, assumptions, about, me, assumed, things} = 6 -> 1/3 >= 0.3 -> 1/3
+    #     vs {"too","much","advice"}: 0 -> best 1/3
+    #   "too formal" vs "too much advice": shared {too} = 1, union 4 -> 0.25 < 0.3 -> 0;
+    #     vs "assumed things about me": 0 -> 0
+    # precision = (1 + 1/3 + 0)/3 = 4/9
+    # GT credits: "too much advice" exact -> 1; "assumed things about me": best is 1/3 -> 1/3
+    # recall = (1 + 1/3)/2 = 2/3; F1 = 2 * 4/9 * 2/3 / (4/9 + 2/3) = (16/27)/(10/9) = 8/15
+    assert cm.fuzzy_set_f1(gt, predicted) == pytest.approx(8 / 15)
+
+
+def test_q3_follow_up_empty_cases() -> None:
+    assert cm.fuzzy_set_f1([], []) == 1.0
+    assert cm.fuzzy_set_f1(["Too generic"], []) == 0.0
+    assert cm.fuzzy_set_f1([], ["Too generic"]) == 0.0
+    assert cm.fuzzy_set_f1(["Too generic"], ["Repeated itself"]) == 0.0
+
+
+def test_four_branch_missing_prediction_counts_as_four() -> None:
+    gt = {"perceiving": 7, "facilitating": 2, "understanding": 5, "managing": 1}
+    predicted = {"perceiving": 6, "facilitating": 2}
+    # errors: |7-6| = 1, |2-2| = 0, |5-4| = 1 (default 4), |1-4| = 3 -> MAE 5/4 = 1.25
+    # normalised = 1 - 1.25/6 = 0.791667
+    mae, norm = cm.four_branch(gt, predicted)
+    assert mae == 1.25
+    assert norm == pytest.approx(1 - 1.25 / 6)
+
+
+def test_four_branch_without_gt_is_zero_one() -> None:
+    assert cm.four_branch({}, {"perceiving": 1}) == (0.0, 1.0)
+    assert cm.four_branch(None, None) == (0.0, 1.0)
+
+
+def test_four_branch_worst_case_is_floored() -> None:
+    # |1 - 7| = 6 -> MAE 6 -> 1 - 6/6 = 0
+    assert cm.four_branch({"managing": 1}, {"managing": 7}) == (6.0, 0.0)
