@@ -185,7 +185,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("ATTUNE_LOG_LEVEL", "WARNING")},
-    "loggers": {"attune": {"level": os.environ.get("ATTUNE_LOG_LEVEL", "INFO")}},
+    "loggers": {"attune": {"level": os.environ.get("ATTUNE_LOG_LEVEL", "WARNING")}},
 }
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
