@@ -1,0 +1,33 @@
+"""The demo command leaves a populated platform and is safe to run twice."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+from collection.models import Conversation
+from scoring.models import EvaluationRun, RunScore
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_demo_sets_everything_up_and_is_idempotent(capsys):
+    call_command("demo", "--no-serve")
+    out = capsys.readouterr().out
+    assert Conversation.objects.filter(source="imported").count() >= 12
+    runs = EvaluationRun.objects.all()
+    assert sorted((r.evaluated_model.name, r.mode) for r in runs) == sorted(
+        (m, mode) for m in ("baseline:random", "baseline:prior", "baseline:lexicon") for mode in ("default", "omniscient")
+    )
+    assert all(r.status == "done" and r.conversations_done == r.conversations_total > 0 for r in runs)
+    assert RunScore.objects.count() == 6
+    assert all(0 <= s.composite_score <= 100 for s in RunScore.objects.all())
+    user = get_user_model().objects.get(username="researcher")
+    assert user.is_staff
+    password = out.split("password: ")[1].split()[0]
+    assert user.check_password(password)
+    assert "/s/" in out and "not a certificate" in out
+
+    call_command("demo", "--no-serve")
+    out = capsys.readouterr().out
+    assert EvaluationRun.objects.count() == 6
+    assert "0 imported" in out and "already scored" in out
