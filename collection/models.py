@@ -80,6 +80,11 @@ class Participant(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     withdrawn_at = models.DateTimeField(null=True, blank=True)
     completion_code = models.CharField(max_length=16, default=new_completion_code)
+    pending_pre_panas = models.JSONField(
+        default=dict, blank=True,
+        help_text="Pre-chat PANAS ratings, held here only until the topic is chosen and the conversation "
+                  "exists; then moved into that conversation's PanasSurvey and cleared.",
+    )
 
     class Meta:
         indexes = [models.Index(fields=["withdrawn_at"])]

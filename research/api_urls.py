@@ -1,4 +1,22 @@
-from django.urls import path
+from django.urls import include, path
+from rest_framework.routers import DefaultRouter
+
+from research import api
 
 app_name = "api"
-urlpatterns: list = []
+
+router = DefaultRouter()
+router.register("conversations", api.ConversationViewSet, basename="conversation")
+router.register("models", api.EvaluatedModelViewSet, basename="model")
+router.register("dataset-versions", api.DatasetVersionViewSet, basename="dataset-version")
+router.register("exports", api.ExportJobViewSet, basename="export")
+router.register("runs", api.RunViewSet, basename="run")
+
+urlpatterns = [
+    path("schema/", api.SchemaView.as_view(), name="schema"),
+    path("docs/", api.DocsView.as_view(), name="docs"),
+    path("docs/assets/<path:path>", api.docs_asset, name="docs-asset"),
+    path("leaderboard/", api.LeaderboardView.as_view(), name="leaderboard"),
+    path("analyses/", api.AnalysesView.as_view(), name="analyses"),
+    path("", include(router.urls)),
+]

@@ -1,4 +1,30 @@
+from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from research import views
+
 app_name = "research"
-urlpatterns: list = []
+urlpatterns = [
+    path("", views.evaluation_dashboard, name="home"),
+    path("login/", auth_views.LoginView.as_view(template_name="research/login.html", redirect_authenticated_user=True,
+                                                next_page="research:home"), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(next_page="research:login"), name="logout"),
+    path("figures/<slug:name>.<str:ext>", views.figure_download, name="figure"),
+    path("collection/", views.collection_dashboard, name="collection"),
+    path("conversations/<str:conversation_id>/", views.conversation_viewer, name="conversation"),
+    path("runs/", views.run_launcher, name="runs"),
+    path("runs/estimate/", views.run_estimate, name="run_estimate"),
+    path("runs/<int:run_id>/", views.run_detail, name="run"),
+    path("runs/<int:run_id>/progress/", views.run_progress, name="run_progress"),
+    path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
+    path("runs/<int:run_id>/resume/", views.run_resume, name="run_resume"),
+    path("runs/<int:run_id>/conversations/<str:conversation_id>/", views.run_conversation_drilldown, name="drilldown"),
+    path("datasets/", views.dataset_list, name="datasets"),
+    path("datasets/<int:version_id>/", views.dataset_detail, name="dataset"),
+    path("datasets/<int:version_id>/export/", views.dataset_export, name="dataset_export"),
+    path("exports/<int:job_id>/status/", views.export_status, name="export_status"),
+    path("exports/<int:job_id>/download/", views.export_download, name="export_download"),
+    path("human/", views.human_baseline, name="human"),
+    path("rate/", views.rater_home, name="rater_home"),
+    path("rate/<int:assignment_id>/", views.rater_step, name="rate"),
+]

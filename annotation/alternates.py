@@ -1,0 +1,88 @@
+"""The model-improved rewrite of a reply, shown to the participant before they write their own.
+
+Live rewrites go through ``litellm.completion`` with the model named by
+``settings.ATTUNE_ALTERNATE_MODEL`` (or, when that is unset, the conversation's
+own original model) and only when ``ATTUNE_ALLOW_LIVE_MODELS`` is on. If the
+live call fails the failure is logged with its cause and the offline rewrite is
+used, because a participant must never be stuck on an annotation page by a
+provider outage; the offline rewrite is always available.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from django.conf import settings
+
+from collection.chat_model import uses_live_model
+from collection.models import Turn
+
+logger = logging.getLogger("attune.alternates")
+
+REWRITE_INSTRUCTIONS = (
+    "Rewrite the assistant's last reply so that it is more emotionally attuned: acknowledge the "
+    "person's feelings in their own words, avoid assumptions, keep any useful suggestion but ask "
+    "before advising, and end with one gentle open question. Under 120 words. Reply with the "
+    "rewritten reply only."
+)
+
+
+def _live_model_for(turn: Turn) -> tuple[str, str] | None:
+    """(litellm model, api base) to rewrite with, or None when the offline rewrite must be used."""
+    if not getattr(settings, "ATTUNE_ALLOW_LIVE_MODELS", False):
+        return None
+    configured = getattr(settings, "ATTUNE_ALTERNATE_MODEL", "")
+    if configured:
+        return configured, getattr(settings, "ATTUNE_ALTERNATE_API_BASE", "")
+    model = turn.conversation.original_model
+    if uses_live_model(model):
+        return model.litellm_model, model.api_base
+    return None
+
+
+def offline_rewrite(user_message: str, reply: str) -> str:
+    """A gentler, more reflective version of ``reply`` built from the participant's own words.
+
+    Deterministic, so a page refresh before saving shows the same text.
+    """
+    snippet = re.sub(r"\s+", " ", user_message).strip()
+    if len(snippet) > 90:
+        snippet = snippet[:90].rsplit(" ", 1)[0] + "..."
+    snippet = snippet.rstrip(".,;:!? ")
+    sentences = re.split(r"(?<=[.!?])\s+", reply.strip())
+    formulaic = ("thank you", "i'm glad", "i hear", "you said", "i appreciate", "that helps",
+                  "there is no rush", "there is no right")
+    kept = [s for s in sentences if s and not s.endswith("?") and not s.lower().startswith(formulaic)][:1]
+    parts = [
+        f'When you say "{snippet}", I can hear how much this matters to you.',
+        *kept,
+        "There is no right or wrong way to feel about it, and we can take it at your pace.",
+        "What would feel most helpful right now: talking it through, or thinking about a next step together?",
+    ]
+    return " ".join(parts)
+
+
+def improved_reply(turn: Turn) -> str:
+    """The rewrite for ``turn`` (live when configured, otherwise or on failure offline)."""
+    live = _live_model_for(turn)
+    if live is not None:
+        model, api_base = live
+        import litellm  # heavy: imported only for a live rewrite
+
+        messages = [
+            {"role": "system", "content": REWRITE_INSTRUCTIONS},
+            {"role": "user", "content": f"Person said:\n{turn.user_message}\n\nAssistant replied:\n{turn.llm_response}"},
+        ]
+        try:
+            response = litellm.completion(
+                model=model, messages=messages, api_base=api_base or None,
+                timeout=float(getattr(settings, "ATTUNE_CHAT_TIMEOUT_SECONDS", 60)), num_retries=0, max_retries=0,
+            )
+            text = (response.choices[0].message.content or "").strip()
+            if text:
+                return text
+            logger.warning("live rewrite for turn %s was empty; using the offline rewrite", turn.pk)
+        except Exception:  # provider failure: report it, then fall back so the participant can go on
+            logger.exception("live rewrite for turn %s failed; using the offline rewrite", turn.pk)
+    return offline_rewrite(turn.user_message, turn.llm_response)

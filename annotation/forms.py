@@ -1,0 +1,108 @@
+"""Per-turn annotation forms (SPEC 2.1–2.3), worded in the first person for the participant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from attunebench import catalogue as cat
+from annotation.models import PairwiseComparison
+from collection.forms import ParticipantForm
+
+INTENSITY_CHOICES = [("", "\u2013")] + [(str(n), str(n)) for n in range(1, 8)]
+YES_NO_NA_CHOICES = [(v, cat.YES_NO_NA_LABELS[v]) for v in cat.YES_NO_NA]
+GOLDEN_MAX_LENGTH = 4000
+
+
+class MoodForm(ParticipantForm):
+    """Zero or more of the 20 PANAS words with an optional 1–7 strength, or "no change"."""
+
+    no_change = forms.BooleanField(required=False, label="No change: my mood is about the same as before this reply")
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        for item in cat.PANAS_ITEMS:
+            self.fields[f"mood_{item}"] = forms.BooleanField(required=False, label=item)
+            self.fields[f"intensity_{item}"] = forms.ChoiceField(
+                required=False, choices=INTENSITY_CHOICES, label=f"How strongly {item.lower()}?"
+            )
+
+    def rows(self) -> list[tuple[str, forms.BoundField, forms.BoundField, str]]:
+        return [
+            (item, self[f"mood_{item}"], self[f"intensity_{item}"], cat.panas_affect(item))
+            for item in cat.PANAS_ITEMS
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        tags = []
+        for item in cat.PANAS_ITEMS:
+            intensity = data.get(f"intensity_{item}") or ""
+            if data.get(f"mood_{item}") or intensity:  # choosing a strength also chooses the word
+                tags.append((item, int(intensity) if intensity else None))
+        if not tags and not data.get("no_change"):
+            raise forms.ValidationError(
+                "Please tick at least one feeling, or tick \u201cNo change\u201d if your mood stayed about the same."
+            )
+        if tags and data.get("no_change"):
+            raise forms.ValidationError(
+                "You ticked \u201cNo change\u201d and also some feelings. Please untick one or the other."
+            )
+        data["tags"] = tags
+        return data
+
+
+class BinaryPageForm(ParticipantForm):
+    """One category's behaviour questions, each answered twice: did it happen, did I want it."""
+
+    def __init__(self, *args: Any, questions: list[cat.BinaryQuestion], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.questions = questions
+        for q in questions:
+            self.fields[f"observed_{q.id}"] = forms.ChoiceField(
+                label="Did it happen?", choices=YES_NO_NA_CHOICES, widget=forms.RadioSelect,
+                error_messages={"required": "Please say whether this happened (Yes, No or Not applicable)."},
+            )
+            self.fields[f"preferred_{q.id}"] = forms.ChoiceField(
+                label="Did you want it?", choices=YES_NO_NA_CHOICES, widget=forms.RadioSelect,
+                error_messages={"required": "Please say whether you wanted this (Yes, No or Not applicable)."},
+            )
+
+    def rows(self) -> list[tuple[cat.BinaryQuestion, forms.BoundField, forms.BoundField]]:
+        return [(q, self[f"observed_{q.id}"], self[f"preferred_{q.id}"]) for q in self.questions]
+
+    def answers(self) -> dict[str, tuple[str, str]]:
+        return {q.id: (self.cleaned_data[f"observed_{q.id}"], self.cleaned_data[f"preferred_{q.id}"]) for q in self.questions}
+
+
+class GoldenReplyForm(ParticipantForm):
+    human_edited = forms.CharField(
+        label="The reply you would have wanted", max_length=GOLDEN_MAX_LENGTH,
+        widget=forms.Textarea(attrs={"rows": 8}),
+        error_messages={"required": "Please write the reply you would have wanted. You can keep the suggested text if it already fits."},
+    )
+
+
+class ChooseQuestionsForm(ParticipantForm):
+    questions = forms.MultipleChoiceField(
+        label="Which questions would you like to answer about the replies?",
+        choices=list(cat.PAIRWISE_QUESTIONS.items()), widget=forms.CheckboxSelectMultiple,
+        error_messages={"required": "Please choose at least one question (the first one is a good start)."},
+    )
+
+
+class CompareForm(ParticipantForm):
+    """A/B choice for each pair of replies under one preference question."""
+
+    def __init__(self, *args: Any, comparisons: list[PairwiseComparison], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.comparisons = comparisons
+        for c in comparisons:
+            self.fields[f"winner_{c.position}"] = forms.ChoiceField(
+                label="Which do you prefer?", choices=[("A", "Reply A"), ("B", "Reply B")], widget=forms.RadioSelect,
+                error_messages={"required": "Please choose Reply A or Reply B."},
+            )
+
+    def winners(self) -> dict[int, str]:
+        return {c.position: self.cleaned_data[f"winner_{c.position}"] for c in self.comparisons}

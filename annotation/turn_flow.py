@@ -1,0 +1,174 @@
+"""The per-turn annotation a participant gives after each model reply (SPEC 2.1–2.3).
+
+Sub-steps, in order: mood-shift tags → behaviour questions (one page per
+category) → the improved rewrite and the participant's own "golden" reply →
+choosing pairwise questions → one comparison page per chosen question. As with
+the study steps, the sub-step is derived from stored rows: behaviour-question
+rows are created (unanswered) when the mood step is saved, and comparison rows
+(with their randomised A/B positions) when the questions are chosen, so a
+refresh shows exactly the same questions and positions.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.alternates import improved_reply
+from annotation.models import AlternateResponses, BinaryJudgement, MoodTag, PairwiseComparison
+from annotation.sampling import pages_by_category, sample_question_ids
+from attunebench import catalogue as cat
+from collection.models import Turn
+
+MOOD = "mood"
+BINARY = "binary"
+REWRITE = "rewrite"
+CHOOSE = "choose"
+COMPARE = "compare"
+FINISHED = "finished"
+
+#: Every pair of the three candidate replies is compared once per chosen question.
+REPLY_PAIRS: tuple[tuple[str, str], ...] = (
+    (cat.RESPONSE_ORIGINAL, cat.RESPONSE_ALTERNATE),
+    (cat.RESPONSE_ORIGINAL, cat.RESPONSE_HUMAN),
+    (cat.RESPONSE_ALTERNATE, cat.RESPONSE_HUMAN),
+)
+
+_positions = random.SystemRandom()
+
+
+@dataclass(frozen=True)
+class AnnotationPosition:
+    step: str
+    page: int = 0  # behaviour page or comparison question index, 0-based
+    page_count: int = 1
+
+    @property
+    def key(self) -> str:
+        """Identifies the sub-step a form was rendered for (stale or double submissions are ignored)."""
+        return f"{self.step}:{self.page}"
+
+
+def binary_pages(turn: Turn) -> list[tuple[str, list[cat.BinaryQuestion]]]:
+    asked = [j.question_id for j in turn.binary_judgements.all()]
+    return pages_by_category(asked)
+
+
+def compare_questions(turn: Turn) -> list[str]:
+    return list(turn.selected_pairwise_questions)
+
+
+def locate_annotation(turn: Turn) -> AnnotationPosition:
+    """The annotation sub-step ``turn`` is on, from stored rows only."""
+    if turn.annotation_completed_at is not None:
+        return AnnotationPosition(FINISHED)
+    judgements = {j.question_id: j for j in turn.binary_judgements.all()}
+    if not judgements:
+        return AnnotationPosition(MOOD)
+    pages = pages_by_category(list(judgements))
+    for index, (_, questions) in enumerate(pages):
+        if any(judgements[q.id].observed is None or judgements[q.id].preferred is None for q in questions):
+            return AnnotationPosition(BINARY, index, len(pages))
+    alternates = AlternateResponses.objects.filter(turn=turn).first()
+    if alternates is None or not alternates.human_edited.strip():
+        return AnnotationPosition(REWRITE)
+    selected = compare_questions(turn)
+    if not selected:
+        return AnnotationPosition(CHOOSE)
+    open_questions = set(
+        PairwiseComparison.objects.filter(turn=turn, winner__isnull=True).values_list("question_id", flat=True)
+    )
+    for index, question_id in enumerate(selected):
+        if question_id in open_questions:
+            return AnnotationPosition(COMPARE, index, len(selected))
+    return AnnotationPosition(FINISHED)
+
+
+def do_start_annotation(turn: Turn) -> None:
+    """Record when the participant first saw the annotation for this turn (for timing analyses)."""
+    Turn.objects.filter(pk=turn.pk, annotation_started_at__isnull=True).update(annotation_started_at=timezone.now())
+
+
+def do_save_mood(turn: Turn, tags: list[tuple[str, int | None]], binary_sample_size: int) -> None:
+    """Replace the turn's mood tags (empty = "no change") and set up its behaviour questions."""
+    with transaction.atomic():
+        MoodTag.objects.filter(turn=turn).delete()
+        MoodTag.objects.bulk_create(
+            [MoodTag(turn=turn, position=i, emotion=emotion, intensity=intensity) for i, (emotion, intensity) in enumerate(tags)]
+        )
+        asked = sample_question_ids(turn.conversation.conversation_id, turn.turn_number, binary_sample_size)
+        existing = set(BinaryJudgement.objects.filter(turn=turn).values_list("question_id", flat=True))
+        BinaryJudgement.objects.bulk_create(
+            [BinaryJudgement(turn=turn, position=i, question_id=qid) for i, qid in enumerate(asked) if qid not in existing]
+        )
+
+
+def do_save_binary_answers(turn: Turn, answers: dict[str, tuple[str, str]]) -> None:
+    """Store (observed, preferred) for the questions on one page."""
+    with transaction.atomic():
+        for question_id, (observed, preferred) in answers.items():
+            BinaryJudgement.objects.filter(turn=turn, question_id=question_id).update(
+                observed=observed, preferred=preferred
+            )
+
+
+def ensure_alternates(turn: Turn) -> AlternateResponses:
+    """The turn's rewrite row, generating the improved reply the first time it is needed.
+
+    Generation happens outside any transaction (a live call may take seconds);
+    the conditional update keeps the first rewrite if two requests race.
+    """
+    alternates, _ = AlternateResponses.objects.get_or_create(turn=turn)
+    if not alternates.llm_improved:
+        text = improved_reply(turn)
+        AlternateResponses.objects.filter(pk=alternates.pk, llm_improved="").update(
+            llm_improved=text, improved_generated_at=timezone.now()
+        )
+        alternates.refresh_from_db()
+    return alternates
+
+
+def do_save_golden_reply(turn: Turn, text: str) -> None:
+    AlternateResponses.objects.filter(turn=turn).update(human_edited=text)
+
+
+def do_select_pairwise_questions(turn: Turn, question_ids: list[str]) -> None:
+    """Store the chosen questions and create their comparisons with randomised A/B positions."""
+    ordered = [qid for qid in cat.PAIRWISE_QUESTION_IDS if qid in question_ids]
+    with transaction.atomic():
+        locked = Turn.objects.select_for_update().get(pk=turn.pk)
+        if locked.selected_pairwise_questions:
+            return  # already chosen: a repeat submission changes nothing
+        rows = []
+        for question_id in ordered:
+            for first, second in REPLY_PAIRS:
+                a, b = (first, second) if _positions.random() < 0.5 else (second, first)
+                rows.append(PairwiseComparison(turn=locked, position=len(rows), question_id=question_id,
+                                               response_a=a, response_b=b))
+        PairwiseComparison.objects.bulk_create(rows)
+        locked.selected_pairwise_questions = ordered
+        locked.save(update_fields=["selected_pairwise_questions"])
+
+
+def do_save_comparisons(turn: Turn, winners: dict[int, str]) -> None:
+    """Store winners by comparison position; completes the turn's annotation when none is left open."""
+    with transaction.atomic():
+        for position, winner in winners.items():
+            PairwiseComparison.objects.filter(turn=turn, position=position).update(winner=winner)
+        if not PairwiseComparison.objects.filter(turn=turn, winner__isnull=True).exists():
+            Turn.objects.filter(pk=turn.pk, annotation_completed_at__isnull=True).update(
+                annotation_completed_at=timezone.now()
+            )
+
+
+def reply_texts(turn: Turn) -> dict[str, str]:
+    """Label -> text of the three candidate replies."""
+    alternates = AlternateResponses.objects.filter(turn=turn).first()
+    return {
+        cat.RESPONSE_ORIGINAL: turn.llm_response,
+        cat.RESPONSE_ALTERNATE: alternates.llm_improved if alternates else "",
+        cat.RESPONSE_HUMAN: alternates.human_edited if alternates else "",
+    }

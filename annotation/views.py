@@ -1,0 +1,100 @@
+"""The per-turn annotation page: one URL per turn that always shows the turn's current sub-step.
+
+Each form carries the key of the sub-step it was rendered for; a submission for
+any other sub-step (double click, an old tab, the back button) changes nothing
+and simply shows the current sub-step again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+
+from annotation import turn_flow as tf
+from annotation.forms import BinaryPageForm, ChooseQuestionsForm, CompareForm, GoldenReplyForm, MoodForm
+from annotation.models import PairwiseComparison
+from attunebench import catalogue as cat
+from collection import study_flow as flow
+from collection.models import Participant, Turn
+from collection.views import page_context, render_withdrawn
+
+SECTIONS: tuple[tuple[str, str], ...] = (
+    (tf.MOOD, "Your feelings"),
+    (tf.BINARY, "What the reply did"),
+    (tf.REWRITE, "Your ideal reply"),
+    (tf.CHOOSE, "Comparing replies"),
+)
+_SECTION_OF = {tf.MOOD: tf.MOOD, tf.BINARY: tf.BINARY, tf.REWRITE: tf.REWRITE, tf.CHOOSE: tf.CHOOSE, tf.COMPARE: tf.CHOOSE}
+
+
+def _form_for(turn: Turn, where: tf.AnnotationPosition, data: Any, participant: Participant) -> tuple[Any, dict[str, Any]]:
+    """The form for the current sub-step, plus what its template needs."""
+    if where.step == tf.MOOD:
+        return MoodForm(data), {}
+    if where.step == tf.BINARY:
+        category, questions = tf.binary_pages(turn)[where.page]
+        return BinaryPageForm(data, questions=questions), {
+            "category_label": cat.BINARY_CATEGORY_LABELS[category]}
+    if where.step == tf.REWRITE:
+        alternates = tf.ensure_alternates(turn)
+        initial = {"human_edited": alternates.human_edited or alternates.llm_improved}
+        return GoldenReplyForm(data, initial=initial), {
+            "improved": alternates.llm_improved,
+            "draft_key": f"golden-{turn.conversation.conversation_id}-{turn.turn_number}"}
+    if where.step == tf.CHOOSE:
+        return ChooseQuestionsForm(data, initial={"questions": ["general"]}), {}
+    question_id = tf.compare_questions(turn)[where.page]
+    comparisons = list(PairwiseComparison.objects.filter(turn=turn, question_id=question_id).order_by("position"))
+    form = CompareForm(data, comparisons=comparisons)
+    texts = tf.reply_texts(turn)
+    pairs = [(i + 1, texts[c.response_a], texts[c.response_b], form[f"winner_{c.position}"]) for i, c in enumerate(comparisons)]
+    return form, {"question_text": cat.PAIRWISE_QUESTIONS.get(question_id, question_id), "pairs": pairs}
+
+
+def _save(turn: Turn, where: tf.AnnotationPosition, form: Any, participant: Participant) -> None:
+    if where.step == tf.MOOD:
+        tf.do_save_mood(turn, form.cleaned_data["tags"], participant.study.binary_sample_size)
+    elif where.step == tf.BINARY:
+        tf.do_save_binary_answers(turn, form.answers())
+    elif where.step == tf.REWRITE:
+        tf.do_save_golden_reply(turn, form.cleaned_data["human_edited"].strip())
+    elif where.step == tf.CHOOSE:
+        tf.do_select_pairwise_questions(turn, list(form.cleaned_data["questions"]))
+    else:
+        tf.do_save_comparisons(turn, form.winners())
+
+
+@never_cache
+def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse:
+    participant = flow.access_participant(token)
+    position = flow.locate(participant)
+    if position.step == flow.WITHDRAWN:
+        return render_withdrawn(request, participant)
+    if position.step != flow.ANNOTATE or position.turn.turn_number != turn_number:
+        return redirect(flow.step_url(participant, position))
+    turn = position.turn
+    tf.do_start_annotation(turn)
+    where = tf.locate_annotation(turn)
+    if where.step == tf.FINISHED:  # all answers stored but completion not yet stamped
+        tf.do_save_comparisons(turn, {})
+        return redirect("collection:resume", token=token)
+    if request.method == "POST" and request.POST.get("step") != where.key:
+        return redirect(request.path)  # stale or repeated submission: nothing to change
+    form, extra = _form_for(turn, where, request.POST if request.method == "POST" else None, participant)
+    if request.method == "POST" and form.is_valid():
+        _save(turn, where, form, participant)
+        return redirect(request.path)
+    section = _SECTION_OF[where.step]
+    sections = []
+    reached = True
+    for key, label in SECTIONS:
+        state = "current" if key == section else "done" if reached else "todo"
+        if key == section:
+            reached = False
+        sections.append((key, label, state))
+    return render(request, f"participant/annotate_{where.step}.html", page_context(
+        participant, flow.ANNOTATE, turn=turn, where=where, form=form, sections=sections,
+        turn_count=participant.study.min_turns, **extra))

@@ -1,0 +1,63 @@
+"""One persistent event loop per process, for synchronous callers (CLI, Celery tasks).
+
+litellm caches its async HTTP clients; reusing them from a second
+``asyncio.run`` (a new loop) fails with "Event loop is closed" — the usual
+pattern inside Celery tasks. Instead every replay in a process runs on the
+same loop, owned by a daemon thread; callers block on the result. The
+scheduler, its limits and litellm's clients therefore live exactly as long as
+the process. After a fork (Celery prefork) the child gets a fresh loop: the
+parent's thread does not exist in the child.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    """An event loop running forever in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._serve, name="attune-replay-loop", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coroutine`` on the loop and wait for its result (re-raising its error)."""
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("LoopThread.run called from its own loop: await the coroutine instead")
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        try:
+            return future.result(timeout)
+        except BaseException:
+            future.cancel()
+            raise
+
+
+_runner: LoopThread | None = None
+_lock = threading.Lock()
+
+
+def process_loop() -> LoopThread:
+    """The process's loop thread, created on first use (and again after a fork)."""
+    global _runner
+    with _lock:
+        if _runner is None or _runner.pid != os.getpid():
+            _runner = LoopThread()
+        return _runner
+
+
+def run_sync(coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+    """Run a coroutine on the process loop from synchronous code."""
+    return process_loop().run(coroutine, timeout)

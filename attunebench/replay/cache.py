@@ -1,0 +1,163 @@
+"""The model-call cache: a re-run of the same job never pays twice (issue 4 item 4).
+
+Entries are keyed by sha256 of (model, params, messages, prompt version) —
+the same formula as ``scoring.models.ModelCallCache.make_key`` so the Django
+backend and these pure backends agree on keys. Only *validated* answers are
+stored, under the key of the original request, so a re-run finds the answer
+even when it took a corrective retry to get it.
+
+Backends here are pure (no Django): in-memory for tests and the benchmark, and
+a directory of JSON files for command-line use without a database. The
+database and Redis backends live in ``scoring/replay_service.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+
+def make_key(model: str, params: dict[str, Any], messages: list[dict[str, Any]], prompt_version: str) -> str:
+    """sha256 hex of the canonical JSON of the request's identity.
+
+    ``params`` must hold only what changes the answer (temperature, max_tokens,
+    seed, ...), not where the model is served (api_base) or secrets.
+    """
+    payload = json.dumps([model, params, messages, prompt_version], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class CachedCall:
+    """A validated answer and what it cost when it was first obtained."""
+
+    model: str
+    prompt_version: str
+    response: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "CachedCall":
+        return cls(
+            model=str(data.get("model", "")),
+            prompt_version=str(data.get("prompt_version", "")),
+            response=str(data["response"]),
+            prompt_tokens=int(data.get("prompt_tokens") or 0),
+            completion_tokens=int(data.get("completion_tokens") or 0),
+            cost_usd=data.get("cost_usd"),
+        )
+
+
+class CallCache(Protocol):
+    """Async get/set so that network-backed caches do not block the event loop."""
+
+    async def get(self, key: str) -> CachedCall | None: ...
+
+    async def set(self, key: str, value: CachedCall) -> None: ...
+
+
+class NullCache:
+    """Never remembers anything (``--no-cache`` and offline baselines)."""
+
+    async def get(self, key: str) -> CachedCall | None:
+        return None
+
+    async def set(self, key: str, value: CachedCall) -> None:
+        return None
+
+
+class MemoryCache:
+    """A dict; counts hits and misses so tests can assert on them."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, CachedCall] = {}
+        self.hits = 0
+        self.misses = 0
+
+    async def get(self, key: str) -> CachedCall | None:
+        value = self._entries.get(key)
+        if value is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return value
+
+    async def set(self, key: str, value: CachedCall) -> None:
+        self._entries[key] = value
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class FileCache:
+    """One JSON file per entry under ``root/ab/<key>.json``.
+
+    Writes go to a temporary file that is renamed into place, so a killed
+    process never leaves a half-written entry and concurrent writers of the
+    same key (same answer) cannot corrupt each other. Files are small, so
+    they are read and written inline: a thread hop would cost more than the I/O.
+    """
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    async def get(self, key: str) -> CachedCall | None:
+        path = self._path(key)
+        try:
+            return CachedCall.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError):
+            return None  # a damaged entry is a miss; the next set replaces it
+
+    async def set(self, key: str, value: CachedCall) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                json.dump(value.to_dict(), stream, ensure_ascii=False)
+            os.replace(temp, path)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+
+
+class LayeredCache:
+    """A fast cache in front of a slower shared one (e.g. memory over database).
+
+    Reads try the layers in order and copy a hit into the faster layers;
+    writes go to every layer.
+    """
+
+    def __init__(self, *layers: CallCache) -> None:
+        if not layers:
+            raise ValueError("LayeredCache needs at least one layer")
+        self.layers = layers
+
+    async def get(self, key: str) -> CachedCall | None:
+        for position, layer in enumerate(self.layers):
+            value = await layer.get(key)
+            if value is not None:
+                if position:
+                    await asyncio.gather(*(faster.set(key, value) for faster in self.layers[:position]))
+                return value
+        return None
+
+    async def set(self, key: str, value: CachedCall) -> None:
+        await asyncio.gather(*(layer.set(key, value) for layer in self.layers))

@@ -1,0 +1,357 @@
+"""Model specs and model access through litellm (issue 4 item 2).
+
+``EMSpec`` is the pure description of an evaluated model or judge (what the
+Django ``EvaluatedModel`` registry row holds). ``LiteLLMBackend`` calls
+``litellm.acompletion`` with the spec's parameters and turns provider errors
+into the scheduler's transient/permanent errors.
+
+Choices made for speed and safety:
+- ``import litellm`` happens on first use (it takes seconds), and its cost map
+  is forced local (``LITELLM_LOCAL_MODEL_COST_MAP``): there is no network here.
+- litellm's own retries are off (``num_retries=0``, ``max_retries=0``): the
+  scheduler owns retries, so Retry-After and the global caps are respected.
+- Callbacks and token counting are off (the provider returns usage), and
+  prices are passed per call when the spec has them, so litellm's own
+  per-response cost lookup is cheap: both showed up in our CPU profile.
+- API keys are read from the environment only: a spec may name the variable
+  (``params.api_key_env``) but never carry a key.
+- Cost uses the spec's price override when given, else litellm's cost map; a
+  model missing from the map has a null cost rather than failing the call.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Final, Protocol
+
+from attunebench.replay.prompts import CallContext
+from attunebench.replay.scheduler import PermanentCallError, ProviderLimits, TransientCallError
+
+BASELINE_PREFIX: Final = "baseline:"
+KIND_LLM: Final = "llm"
+KIND_OFFLINE: Final = "offline"
+
+# Parameters that change the answer (part of the cache key) and are passed on.
+ANSWER_PARAMS: Final = frozenset({
+    "temperature", "max_tokens", "max_completion_tokens", "seed", "top_p", "top_k",
+    "frequency_penalty", "presence_penalty", "stop", "response_format", "reasoning_effort",
+})
+# Parameters that only change how the call is made.
+TRANSPORT_PARAMS: Final = frozenset({"timeout", "api_key_env", "api_version"})
+DEFAULT_TIMEOUT_S: Final = 120.0
+
+
+@dataclass(frozen=True)
+class EMSpec:
+    """An evaluated model (or judge) as the replay engine needs it."""
+
+    name: str
+    litellm_model: str = ""
+    kind: str = KIND_LLM
+    api_base: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    max_in_flight: int = 8
+    rpm: int | None = None
+    input_cost_per_million: float | None = None
+    output_cost_per_million: float | None = None
+
+    def __post_init__(self) -> None:
+        params = dict(self.params)
+        if "api_key" in params:
+            raise ValueError(f"{self.name}: API keys come from the environment only; use params.api_key_env")
+        unknown = set(params) - ANSWER_PARAMS - TRANSPORT_PARAMS
+        if unknown:
+            raise ValueError(f"{self.name}: unknown model parameters {sorted(unknown)}")
+        object.__setattr__(self, "params", MappingProxyType(params))
+        if self.kind == KIND_LLM and not self.litellm_model:
+            object.__setattr__(self, "litellm_model", self.name)
+        if self.kind not in (KIND_LLM, KIND_OFFLINE):
+            raise ValueError(f"{self.name}: kind must be {KIND_LLM!r} or {KIND_OFFLINE!r}")
+
+    @property
+    def is_offline(self) -> bool:
+        return self.kind == KIND_OFFLINE
+
+    @property
+    def provider(self) -> str:
+        """Scheduler key: litellm's provider prefix, qualified by api_base when set.
+
+        Two local servers both spoken to as ``openai/...`` are different
+        providers with different limits.
+        """
+        if self.is_offline:
+            return "offline"
+        prefix = self.litellm_model.split("/", 1)[0] if "/" in self.litellm_model else "openai"
+        return f"{prefix}@{self.api_base}" if self.api_base else prefix
+
+    @property
+    def limits(self) -> ProviderLimits:
+        return ProviderLimits(max_in_flight=self.max_in_flight, rpm=self.rpm)
+
+    def answer_params(self) -> dict[str, Any]:
+        """What goes into the cache key: parameters that can change the answer."""
+        return {k: v for k, v in sorted(self.params.items()) if k in ANSWER_PARAMS}
+
+    @property
+    def timeout(self) -> float:
+        return float(self.params.get("timeout", DEFAULT_TIMEOUT_S))
+
+    def api_key(self) -> str | None:
+        """The key from the environment, if the spec names a variable for it.
+
+        Without ``api_key_env`` litellm finds the provider's usual variable
+        (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...) itself. A local server reached
+        through api_base often needs no key, but the OpenAI client insists on
+        one, so a placeholder is sent there.
+        """
+        env = self.params.get("api_key_env")
+        if env:
+            value = os.environ.get(str(env))
+            if not value:
+                raise PermanentCallError(f"{self.name}: environment variable {env} is not set")
+            return value
+        if self.api_base and self.litellm_model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+            return "sk-local-no-key"
+        return None
+
+    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """Cost from the spec's own prices, or None when it has none."""
+        if self.input_cost_per_million is None and self.output_cost_per_million is None:
+            return None
+        return (prompt_tokens * (self.input_cost_per_million or 0.0)
+                + completion_tokens * (self.output_cost_per_million or 0.0)) / 1_000_000
+
+
+def spec_from_name(name: str, **overrides: Any) -> EMSpec:
+    """A spec for a bare name: ``baseline:*`` is offline, anything else a litellm model."""
+    if name.startswith(BASELINE_PREFIX):
+        return EMSpec(name=name, kind=KIND_OFFLINE, litellm_model=name, **overrides)
+    return EMSpec(name=name, litellm_model=overrides.pop("litellm_model", name), **overrides)
+
+
+@dataclass
+class Completion:
+    """One raw model answer and its accounting."""
+
+    text: str | None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+
+
+class ModelBackend(Protocol):
+    """Anything that answers a call: litellm, an offline baseline, a test double.
+
+    ``ctx`` is the structured view the messages were built from; real models
+    ignore it, offline baselines read it instead of parsing prompts.
+    ``cacheable`` is False for backends whose answers cost nothing.
+    """
+
+    cacheable: bool
+
+    async def complete(self, spec: EMSpec, messages: list[dict[str, str]], ctx: CallContext) -> Completion: ...
+
+
+_configured = False
+
+
+def _litellm() -> Any:
+    """Import and configure litellm on first use (slow import; no network)."""
+    global _configured
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    if not _configured:
+        litellm.suppress_debug_info = True
+        litellm.telemetry = False
+        litellm.drop_params = True  # e.g. seed on providers without it: dropped, not an error
+        # Not turn_off_message_logging: with no callbacks nothing logs messages,
+        # and that flag makes litellm deep-copy every request to redact it
+        # (about 1 ms of CPU per call in our profile).
+        litellm.turn_off_message_logging = False
+        litellm.disable_streaming_logging = True
+        litellm.disable_token_counter = True
+        litellm.disable_end_user_cost_tracking = True
+        litellm.logging = False
+        litellm.success_callback = []
+        litellm.failure_callback = []
+        litellm.callbacks = []
+        litellm.num_retries = 0
+        if os.environ.get("ATTUNE_LITELLM_LEAN", "1") != "0":
+            _trim_per_call_overhead()
+        _configured = True
+    return litellm
+
+
+# Every replay call carries a litellm_call_id with this prefix, so the trimming
+# below applies to our calls only and leaves any other litellm use untouched.
+CALL_ID_PREFIX: Final = "attune-replay-"
+
+
+def _trim_per_call_overhead() -> bool:
+    """Skip two per-response steps of litellm that replay calls do not use.
+
+    Measured on the fake server (bench/replay_throughput.py): of ~3.5 ms CPU
+    per call, litellm's own response pricing and its async success-logging
+    pipeline (which only feeds callbacks; we register none) take ~1 ms. We
+    price calls ourselves from the provider's token usage, so for calls whose
+    id carries ``CALL_ID_PREFIX`` both steps are skipped; every other call
+    runs litellm's original code. If a litellm upgrade renames these methods,
+    nothing is patched and calls simply cost their usual CPU.
+    ``ATTUNE_LITELLM_LEAN=0`` turns this off.
+    """
+    try:
+        from litellm.litellm_core_utils.litellm_logging import Logging
+    except ImportError:
+        return False
+    original_cost = getattr(Logging, "response_cost_calculator", None)
+    original_success = getattr(Logging, "async_success_handler", None)
+    original_claim = getattr(Logging, "claim_async_success_log", None)
+    if original_cost is None or original_success is None or getattr(Logging, "_attune_trimmed", False):
+        return False
+
+    def ours(logging_obj: Any) -> bool:
+        return str(getattr(logging_obj, "litellm_call_id", "") or "").startswith(CALL_ID_PREFIX)
+
+    def response_cost_calculator(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if ours(self):
+            return None
+        return original_cost(self, *args, **kwargs)
+
+    async def async_success_handler(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if ours(self):
+            return None
+        return await original_success(self, *args, **kwargs)
+
+    Logging.response_cost_calculator = response_cost_calculator
+    Logging.async_success_handler = async_success_handler
+    if original_claim is not None:
+        def claim_async_success_log(self: Any, *args: Any, **kwargs: Any) -> Any:
+            # "Already claimed": litellm then spawns no logging task at all for our calls.
+            if ours(self):
+                return False
+            return original_claim(self, *args, **kwargs)
+
+        Logging.claim_async_success_log = claim_async_success_log
+    Logging._attune_trimmed = True
+    return True
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds from retry-after-ms / Retry-After headers on a provider error."""
+    headers: Mapping[str, str] | None = None
+    for attribute in ("litellm_response_headers", "headers"):
+        value = getattr(exc, attribute, None)
+        if value:
+            headers = value
+            break
+    if headers is None:
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    lowered = {str(k).lower(): v for k, v in dict(headers).items()}
+    try:
+        if "retry-after-ms" in lowered:
+            return float(lowered["retry-after-ms"]) / 1000
+        if "retry-after" in lowered:
+            return float(lowered["retry-after"])
+    except (TypeError, ValueError):
+        return None  # an HTTP-date Retry-After: fall back to our own backoff
+    return None
+
+
+def classify_error(exc: BaseException) -> Exception:
+    """Map a litellm/provider exception to TransientCallError or PermanentCallError."""
+    status = getattr(exc, "status_code", None)
+    name = type(exc).__name__
+    if status == 429 or name == "RateLimitError":
+        return TransientCallError("429", str(exc)[:300], retry_after=_retry_after(exc), status=429)
+    if name in {"Timeout", "APITimeoutError", "TimeoutError"} or status == 408:
+        return TransientCallError("timeout", str(exc)[:300], status=status)
+    if isinstance(status, int) and 500 <= status < 600:
+        return TransientCallError(str(status), str(exc)[:300], retry_after=_retry_after(exc), status=status)
+    if name in {"APIConnectionError", "ServiceUnavailableError", "InternalServerError", "ConnectionError"}:
+        return TransientCallError("connection", str(exc)[:300], status=status)
+    return PermanentCallError(f"{name}: {str(exc)[:300]}")
+
+
+class LiteLLMBackend:
+    """Calls any provider litellm supports."""
+
+    cacheable = True
+
+    def __init__(self) -> None:
+        self._unpriced: set[str] = set()
+
+    async def complete(self, spec: EMSpec, messages: list[dict[str, str]], ctx: CallContext) -> Completion:
+        litellm = _litellm()
+        kwargs: dict[str, Any] = {
+            "litellm_call_id": f"{CALL_ID_PREFIX}{uuid.uuid4().hex}",
+            "model": spec.litellm_model,
+            "messages": messages,
+            "timeout": spec.timeout,
+            "num_retries": 0,
+            "max_retries": 0,
+            **spec.answer_params(),
+        }
+        if spec.api_base:
+            kwargs["api_base"] = spec.api_base
+        if spec.input_cost_per_million is not None or spec.output_cost_per_million is not None:
+            # When litellm prices responses itself (ATTUNE_LITELLM_LEAN=0), the given
+            # price spares it the slow, failing price-map lookup for unlisted models.
+            kwargs["input_cost_per_token"] = (spec.input_cost_per_million or 0.0) / 1e6
+            kwargs["output_cost_per_token"] = (spec.output_cost_per_million or 0.0) / 1e6
+        if spec.params.get("api_version"):
+            kwargs["api_version"] = spec.params["api_version"]
+        key = spec.api_key()
+        if key:
+            kwargs["api_key"] = key
+        try:
+            response = await litellm.acompletion(**kwargs)
+        except (TransientCallError, PermanentCallError):
+            raise
+        except Exception as exc:
+            raise classify_error(exc) from exc
+        choice = response.choices[0] if response.choices else None
+        text = getattr(getattr(choice, "message", None), "content", None)
+        usage = getattr(response, "usage", None)
+        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        return Completion(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                          cost_usd=self._cost(spec, response, prompt_tokens, completion_tokens))
+
+    def _cost(self, spec: EMSpec, response: Any, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """Spec price, else litellm's price list; unknown prices give None, never an error."""
+        own = spec.price(prompt_tokens, completion_tokens)
+        if own is not None:
+            return own
+        if spec.litellm_model in self._unpriced:
+            return None
+        hidden = getattr(response, "_hidden_params", None) or {}
+        if isinstance(hidden.get("response_cost"), (int, float)):
+            return float(hidden["response_cost"])
+        try:
+            prompt_cost, completion_cost = _litellm().cost_per_token(
+                model=spec.litellm_model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+            return float(prompt_cost) + float(completion_cost)
+        except Exception:
+            self._unpriced.add(spec.litellm_model)  # not in the price map: do not pay the lookup again
+            return None
+
+
+def estimate_price_per_token(spec: EMSpec) -> tuple[float | None, float | None]:
+    """(input, output) USD per token for dry-run estimates: spec override, else litellm's map."""
+    if spec.input_cost_per_million is not None or spec.output_cost_per_million is not None:
+        return ((spec.input_cost_per_million or 0.0) / 1e6, (spec.output_cost_per_million or 0.0) / 1e6)
+    if spec.is_offline:
+        return (0.0, 0.0)
+    litellm = _litellm()
+    entry = litellm.model_cost.get(spec.litellm_model) or litellm.model_cost.get(spec.litellm_model.split("/", 1)[-1])
+    if not entry:
+        return (None, None)
+    return (entry.get("input_cost_per_token"), entry.get("output_cost_per_token"))

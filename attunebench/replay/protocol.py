@@ -1,0 +1,577 @@
+"""The replay protocol (SPEC 4): one conversation against one EM → one canonical RunOutput.
+
+Per turn t the EM sees only turns <= t:
+
+1. draft      – sees the participant's message, writes its own reply;
+2. analysis   – sees the original model's (OM) reply; emotion tags and, for the
+                questions the participant answered this turn, OM assessment and
+                prediction of the participant's preference;
+3. hp_binary  – the same two answers for the first-person wording;
+4. pairwise   – predicts A/B per comparison among masked candidates;
+5. judge      – (optional, separate model) rates the draft against the golden reply.
+
+The EM's answers never stay in the thread (SPEC 4 elides them), so the thread
+after call 2 of turn t is simply the transcript of turns <= t. That makes the
+data dependencies explicit: draft → analysis per turn on the thread; calls
+3–5 of turn t hang off the thread after call 2 and run concurrently, *while*
+the thread moves on to turn t+1. After the last turn's analysis, the
+post-conversation call predicts post-PANAS (by strategy) and the
+conversation-wide answers. The sequential chain of a conversation is
+therefore 2·T + 1 calls (``critical_path_calls``).
+
+A call whose transport keeps failing (after the scheduler's retries) or whose
+reply stays unusable (after the parse retries) is recorded in
+``failed_calls``; its turn is left out of the output (the scorer's coverage
+shows it) and the run goes on. A failing judge only nulls the judge fields.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from attunebench import catalogue as cat
+from attunebench.canonical import (
+    ConversationFile,
+    RunOutput,
+    Turn,
+    format_timestamp,
+    parse_run,
+)
+from attunebench.replay import prompts as P
+from attunebench.replay.cache import CachedCall, CallCache, NullCache, make_key
+from attunebench.replay.llm import Completion, EMSpec, ModelBackend
+from attunebench.replay.parsing import (
+    AnalysisAnswer,
+    Answer,
+    BinaryAnswer,
+    DraftAnswer,
+    JudgeAnswer,
+    PairwiseAnswer,
+    ParseRetriesExhausted,
+    PostAnswer,
+    ReplyParseError,
+    ask_until_valid,
+    parse_reply,
+)
+from attunebench.replay.scheduler import PermanentCallError, RetriesExhausted, Scheduler
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """What, besides the EM, defines a run (SPEC 4 modes and PANAS strategies)."""
+
+    mode: str = "default"
+    panas_strategy: str = "absolute"
+    judge: EMSpec | None = None
+    parse_attempts: int = 3
+
+    def __post_init__(self) -> None:
+        if self.mode not in cat.MODES:
+            raise ValueError(f"mode must be one of {', '.join(cat.MODES)}, got {self.mode!r}")
+        if self.panas_strategy not in cat.PANAS_STRATEGIES:
+            raise ValueError(f"PANAS strategy must be one of {', '.join(cat.PANAS_STRATEGIES)}, got {self.panas_strategy!r}")
+        if self.parse_attempts < 1:
+            raise ValueError("parse_attempts must be >= 1")
+
+
+@dataclass
+class ReplayStats:
+    """Call accounting. ``calls_made`` counts requests actually sent (parse retries included)."""
+
+    calls_made: int = 0
+    calls_cached: int = 0
+    calls_failed: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_spent: float = 0.0  # money spent by this process on requests it sent
+    cost_unknown: bool = False  # some request had no price
+
+    def add(self, other: "ReplayStats") -> None:
+        self.calls_made += other.calls_made
+        self.calls_cached += other.calls_cached
+        self.calls_failed += other.calls_failed
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.cost_spent += other.cost_spent
+        self.cost_unknown = self.cost_unknown or other.cost_unknown
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "calls_made": self.calls_made, "calls_cached": self.calls_cached, "calls_failed": self.calls_failed,
+            "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+            "cost_spent": round(self.cost_spent, 8), "cost_unknown": self.cost_unknown,
+        }
+
+
+@dataclass(frozen=True)
+class FailedCall:
+    turn_number: int | None
+    call_type: str
+    error: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"turnNumber": self.turn_number, "call": self.call_type, "error": self.error}
+
+
+@dataclass
+class ReplayResult:
+    """One conversation's canonical output and what producing it took."""
+
+    output: RunOutput
+    stats: ReplayStats
+    failures: list[FailedCall]
+
+    @property
+    def conversation_id(self) -> str:
+        return self.output.conversationId
+
+
+class CallFailed(Exception):
+    """A logical call that could not be completed; the protocol records and moves on."""
+
+    def __init__(self, failure: FailedCall):
+        self.failure = failure
+        super().__init__(f"{failure.call_type} (turn {failure.turn_number}): {failure.error}")
+
+
+class _Ledger:
+    """Per-conversation accounting; the output's api_cost counts cached answers too."""
+
+    def __init__(self) -> None:
+        self.stats = ReplayStats()
+        self.output_cost = 0.0
+        self.output_cost_known = True
+        self.failures: list[FailedCall] = []
+        self.reasoning: dict[str, dict[str, str]] = {}
+
+    def paid(self, completions: Sequence[Completion]) -> tuple[int, int, float | None]:
+        prompt = sum(c.prompt_tokens for c in completions)
+        completion = sum(c.completion_tokens for c in completions)
+        self.stats.calls_made += len(completions)
+        self.stats.prompt_tokens += prompt
+        self.stats.completion_tokens += completion
+        costs = [c.cost_usd for c in completions]
+        if any(c is None for c in costs):
+            self.stats.cost_unknown = True
+            self.output_cost_known = False
+            return prompt, completion, None
+        total = float(sum(costs))  # type: ignore[arg-type]
+        self.stats.cost_spent += total
+        self.output_cost += total
+        return prompt, completion, total
+
+    def reused(self, cached: CachedCall) -> None:
+        self.stats.calls_cached += 1
+        if cached.cost_usd is None:
+            self.output_cost_known = False
+        else:
+            self.output_cost += cached.cost_usd
+
+
+def critical_path_calls(conversation: ConversationFile) -> int:
+    """Length of the conversation's sequential chain: draft+analysis per turn, then post."""
+    return 2 * len(conversation.turns) + 1
+
+
+def planned_calls(conversation: ConversationFile, judge: bool) -> int:
+    """How many logical calls a replay makes when nothing fails (for --dry-run and progress)."""
+    total = 1  # post-conversation
+    for turn in conversation.turns:
+        total += 2
+        if _question_ids(turn):
+            total += 1
+        if turn.annotations.pairwiseComparisons:
+            total += 1
+        if judge:
+            total += 1
+    return total
+
+
+def _question_ids(turn: Turn) -> tuple[str, ...]:
+    """The questions the participant answered on this turn, in stored order (SPEC 4 step 2)."""
+    return tuple(
+        j.questionId for j in turn.annotations.binaryJudgements
+        if j.observedBehavior is not None or j.preferredBehavior is not None or j.llmValue is not None
+    )
+
+
+def _mask(conversation_id: str, turn_number: int) -> dict[str, str]:
+    """Masked labels for the candidates; which alternate is '1' is fixed per turn, not per run.
+
+    Stable so that cache keys are reproducible; varied across turns so that an
+    EM cannot learn that one position always holds the participant's reply.
+    """
+    digest = hashlib.sha256(f"{conversation_id}:{turn_number}".encode()).digest()
+    if digest[0] % 2:
+        return {cat.RESPONSE_ORIGINAL: P.MASK_ORIGINAL, cat.RESPONSE_ALTERNATE: P.MASK_ALTERNATE_2, cat.RESPONSE_HUMAN: P.MASK_ALTERNATE_1}
+    return {cat.RESPONSE_ORIGINAL: P.MASK_ORIGINAL, cat.RESPONSE_ALTERNATE: P.MASK_ALTERNATE_1, cat.RESPONSE_HUMAN: P.MASK_ALTERNATE_2}
+
+
+def _pairwise_question_text(question_id: str) -> str:
+    if question_id in cat.PAIRWISE_QUESTIONS:
+        return cat.PAIRWISE_QUESTIONS[question_id]
+    return question_id[len(cat.CUSTOM_PAIRWISE_PREFIX):].strip()
+
+
+class ConversationView:
+    """Builds call contexts for one conversation, never reaching past turn t.
+
+    All access to the ground truth goes through here; every context carries
+    transcript turns ``[:index + 1]`` only, and annotations are used solely for
+    *which* questions and comparisons to ask, never for their answers.
+    """
+
+    def __init__(self, conversation: ConversationFile, config: ReplayConfig):
+        self.conversation = conversation
+        self.config = config
+        self.omniscient = config.mode in P.OMNISCIENT_MODES
+        pre = conversation.prePanas
+        self.pre_items: dict[str, int] = dict(pre.items) if pre is not None else {}
+        self.pre_totals = (pre.totalPositiveAffect, pre.totalNegativeAffect) if pre is not None else None
+
+    def _base(self, call_type: str, visible: tuple[P.VisibleTurn, ...], turn_number: int | None, **extra: Any) -> P.CallContext:
+        conversation = self.conversation
+        profile = None
+        background = None
+        if self.omniscient and call_type != P.JUDGE:
+            if conversation.participant_profile is not None:
+                profile = conversation.participant_profile.model_dump(mode="json", exclude_none=True)
+            background = self.pre_items or None
+        return P.CallContext(
+            call_type=call_type,
+            conversation_id=conversation.conversationId,
+            category=conversation.metadata.category,
+            subtopic=conversation.metadata.subtopic,
+            # The judge is not the EM: it never gets the EM's verbose or omniscient extras.
+            mode="default" if call_type == P.JUDGE else self.config.mode,
+            turns=visible,
+            turn_number=turn_number,
+            profile=profile,
+            background_pre_panas=background,
+            **extra,
+        )
+
+    def _visible(self, index: int, with_reply: bool) -> tuple[P.VisibleTurn, ...]:
+        turns = self.conversation.turns
+        past = tuple(P.VisibleTurn(t.turnNumber, t.userMessage, t.llmResponse) for t in turns[:index])
+        current = turns[index]
+        return past + (P.VisibleTurn(current.turnNumber, current.userMessage, current.llmResponse if with_reply else None),)
+
+    def draft(self, index: int) -> P.CallContext:
+        return self._base(P.DRAFT, self._visible(index, with_reply=False), self.conversation.turns[index].turnNumber)
+
+    def analysis(self, index: int) -> P.CallContext:
+        turn = self.conversation.turns[index]
+        return self._base(P.ANALYSIS, self._visible(index, True), turn.turnNumber, question_ids=_question_ids(turn))
+
+    def hp_binary(self, index: int) -> P.CallContext:
+        turn = self.conversation.turns[index]
+        return self._base(P.HP_BINARY, self._visible(index, True), turn.turnNumber, question_ids=_question_ids(turn))
+
+    def pairwise(self, index: int) -> P.CallContext:
+        turn = self.conversation.turns[index]
+        mask = _mask(self.conversation.conversationId, turn.turnNumber)
+        alternates = turn.annotations.alternateResponses
+        texts = {
+            cat.RESPONSE_ORIGINAL: turn.llmResponse,
+            cat.RESPONSE_ALTERNATE: alternates.llmImproved if alternates else "",
+            cat.RESPONSE_HUMAN: alternates.humanEdited if alternates else "",
+        }
+        by_mask = {mask[label]: text for label, text in texts.items()}
+        candidates = tuple(P.Candidate(label, by_mask[label]) for label in (P.MASK_ORIGINAL, P.MASK_ALTERNATE_1, P.MASK_ALTERNATE_2))
+        comparisons = tuple(
+            P.ComparisonView(i, c.questionId, _pairwise_question_text(c.questionId), mask[c.responseA], mask[c.responseB])
+            for i, c in enumerate(turn.annotations.pairwiseComparisons)
+        )
+        return self._base(P.PAIRWISE, self._visible(index, True), turn.turnNumber, candidates=candidates, comparisons=comparisons)
+
+    def judge(self, index: int, draft: str) -> P.CallContext:
+        turn = self.conversation.turns[index]
+        alternates = turn.annotations.alternateResponses
+        golden = alternates.humanEdited.strip() if alternates and alternates.humanEdited.strip() else None
+        # The judge compares the draft with the golden reply; the OM's reply to this
+        # message is not part of that comparison.
+        return self._base(P.JUDGE, self._visible(index, False), turn.turnNumber,
+                          question_ids=_question_ids(turn), draft=draft, golden=golden)
+
+    def post(self) -> P.CallContext:
+        strategy = self.config.panas_strategy
+        turns = tuple(P.VisibleTurn(t.turnNumber, t.userMessage, t.llmResponse) for t in self.conversation.turns)
+        return self._base(
+            P.POST, turns, None,
+            panas_strategy=strategy,
+            pre_panas=(self.pre_items or None) if strategy == "delta" else None,
+            pre_totals=self.pre_totals if strategy == "absolute" else None,
+        )
+
+
+def _clamp(value: int, low: int, high: int) -> int:
+    return max(low, min(high, value))
+
+
+class Replayer:
+    """Replays conversations against one EM under one configuration.
+
+    ``backend`` answers the EM's calls and ``judge_backend`` the judge's. The
+    scheduler and cache may be shared with other replayers in the same event
+    loop (several runs sharing provider limits). ``totals`` is updated live
+    for progress lines.
+    """
+
+    def __init__(
+        self,
+        em: EMSpec,
+        backend: ModelBackend,
+        config: ReplayConfig = ReplayConfig(),
+        *,
+        judge_backend: ModelBackend | None = None,
+        scheduler: Scheduler | None = None,
+        cache: CallCache | None = None,
+        on_result: Callable[[ReplayResult], None] | None = None,
+    ) -> None:
+        self.em = em
+        self.backend = backend
+        self.config = config
+        self.judge_backend = judge_backend if judge_backend is not None else backend
+        self.scheduler = scheduler or Scheduler()
+        self.cache: CallCache = cache if cache is not None else NullCache()
+        self.on_result = on_result
+        self.totals = ReplayStats()
+        self.conversations_done = 0
+        for spec in (em, config.judge):
+            if spec is not None and spec.provider not in self.scheduler.limits:
+                self.scheduler.limits[spec.provider] = spec.limits
+
+    # -- one logical call -------------------------------------------------
+
+    async def _call(self, spec: EMSpec, backend: ModelBackend, ctx: P.CallContext, ledger: _Ledger) -> Answer:
+        messages = P.build_messages(ctx)
+        key = make_key(spec.litellm_model, spec.answer_params(), messages, P.PROMPT_VERSION) if backend.cacheable else None
+        if key is not None:
+            cached = await self.cache.get(key)
+            if cached is not None:
+                try:
+                    answer = parse_reply(ctx, cached.response)
+                except ReplyParseError:
+                    answer = None  # stored under an older validator: ask again
+                if answer is not None:
+                    ledger.reused(cached)
+                    self.totals.calls_cached += 1
+                    return answer
+
+        async def send(current: list[dict[str, str]]) -> Completion:
+            return await self.scheduler.submit(spec.provider, lambda: backend.complete(spec, current, ctx))
+
+        failure: str
+        try:
+            parsed = await ask_until_valid(messages, send, lambda c: c.text, lambda text: parse_reply(ctx, text), self.config.parse_attempts)
+        except ParseRetriesExhausted as exc:
+            self._account(ledger, exc.completions)
+            failure = f"unusable reply after {len(exc.completions)} attempts: {exc.errors[-1] if exc.errors else ''}"
+        except RetriesExhausted as exc:
+            failure = str(exc)
+        except PermanentCallError as exc:
+            failure = f"permanent error: {exc}"
+        else:
+            prompt, completion, cost = self._account(ledger, parsed.completions)
+            if key is not None:
+                await self.cache.set(key, CachedCall(
+                    model=spec.litellm_model, prompt_version=P.PROMPT_VERSION, response=parsed.text,
+                    prompt_tokens=prompt, completion_tokens=completion, cost_usd=cost,
+                ))
+            return parsed.value
+        ledger.stats.calls_failed += 1
+        self.totals.calls_failed += 1
+        raise CallFailed(FailedCall(ctx.turn_number, ctx.call_type, failure))
+
+    def _account(self, ledger: _Ledger, completions: Sequence[Completion]) -> tuple[int, int, float | None]:
+        before = (ledger.stats.calls_made, ledger.stats.prompt_tokens, ledger.stats.completion_tokens, ledger.stats.cost_spent)
+        result = ledger.paid(completions)
+        self.totals.calls_made += ledger.stats.calls_made - before[0]
+        self.totals.prompt_tokens += ledger.stats.prompt_tokens - before[1]
+        self.totals.completion_tokens += ledger.stats.completion_tokens - before[2]
+        self.totals.cost_spent += ledger.stats.cost_spent - before[3]
+        self.totals.cost_unknown = self.totals.cost_unknown or ledger.stats.cost_unknown
+        return result
+
+    # -- one turn -----------------------------------------------------------
+
+    async def _off_thread(self, view: ConversationView, index: int, draft: DraftAnswer, analysis: AnalysisAnswer,
+                          ledger: _Ledger) -> dict[str, Any] | None:
+        """Calls 3–5 of a turn, concurrently; returns the finished turn or None if it must be left out."""
+        turn = view.conversation.turns[index]
+        em, judge = self.em, self.config.judge
+        jobs: dict[str, Any] = {}
+        if _question_ids(turn):
+            jobs[P.HP_BINARY] = self._call(em, self.backend, view.hp_binary(index), ledger)
+        if turn.annotations.pairwiseComparisons:
+            jobs[P.PAIRWISE] = self._call(em, self.backend, view.pairwise(index), ledger)
+        if judge is not None:
+            jobs[P.JUDGE] = self._call(judge, self.judge_backend, view.judge(index, draft.response), ledger)
+        results = dict(zip(jobs, await asyncio.gather(*jobs.values(), return_exceptions=True)))
+        keep = True
+        for name, result in results.items():
+            if isinstance(result, CallFailed):
+                ledger.failures.append(result.failure)
+                if name != P.JUDGE:
+                    keep = False
+            elif isinstance(result, BaseException):
+                raise result
+        if not keep:
+            return None
+        hp = results.get(P.HP_BINARY)
+        pairwise = results.get(P.PAIRWISE)
+        judged = results.get(P.JUDGE)
+        reasoning = {P.DRAFT: draft.reasoning, P.ANALYSIS: analysis.reasoning}
+        if isinstance(hp, BinaryAnswer):
+            reasoning[P.HP_BINARY] = hp.reasoning
+        if isinstance(pairwise, PairwiseAnswer):
+            reasoning[P.PAIRWISE] = pairwise.reasoning
+        if self.config.mode in P.VERBOSE_MODES:
+            ledger.reasoning[str(turn.turnNumber)] = {k: v for k, v in reasoning.items() if v}
+        return {
+            "turnNumber": turn.turnNumber,
+            "em_emotion_tags": analysis.emotion_tags,
+            "em_drafted_response": draft.response,
+            "em_binary_om_assessment": analysis.om,
+            "em_binary_human_prediction": analysis.human,
+            "em_binary_om_assessment_hp": hp.om if isinstance(hp, BinaryAnswer) else {},
+            "em_binary_human_prediction_hp": hp.human if isinstance(hp, BinaryAnswer) else {},
+            "em_pairwise_selections": pairwise.selections if isinstance(pairwise, PairwiseAnswer) else {},
+            "em_draft_judge_scores": judged.scores if isinstance(judged, JudgeAnswer) else None,
+            "em_draft_binary_assessment": judged.binary if isinstance(judged, JudgeAnswer) else None,
+        }
+
+    # -- one conversation -------------------------------------------------------
+
+    async def replay(self, conversation: ConversationFile) -> ReplayResult:
+        """Replay one conversation; never raises for model failures (they are recorded)."""
+        started = datetime.now(timezone.utc)
+        clock = time.perf_counter()
+        view = ConversationView(conversation, self.config)
+        ledger = _Ledger()
+        pending: list[asyncio.Task[dict[str, Any] | None]] = []
+        try:
+            for index in range(len(conversation.turns)):
+                try:
+                    draft = await self._call(self.em, self.backend, view.draft(index), ledger)
+                    analysis = await self._call(self.em, self.backend, view.analysis(index), ledger)
+                except CallFailed as exc:
+                    ledger.failures.append(exc.failure)
+                    continue  # the thread holds only the transcript, so turn t+1 can go on
+                assert isinstance(draft, DraftAnswer) and isinstance(analysis, AnalysisAnswer)
+                pending.append(asyncio.ensure_future(self._off_thread(view, index, draft, analysis, ledger)))
+            post = None
+            try:
+                post = await self._call(self.em, self.backend, view.post(), ledger)
+            except CallFailed as exc:
+                ledger.failures.append(exc.failure)
+            turns = [t for t in await asyncio.gather(*pending) if t is not None]
+        except BaseException:
+            for task in pending:
+                task.cancel()
+            raise
+        output = self._output(conversation, view, turns, post, ledger, started, time.perf_counter() - clock)
+        result = ReplayResult(output=output, stats=ledger.stats, failures=ledger.failures)
+        self.conversations_done += 1
+        if self.on_result is not None:
+            self.on_result(result)
+        return result
+
+    def _output(self, conversation: ConversationFile, view: ConversationView, turns: list[dict[str, Any]],
+                post: Answer | None, ledger: _Ledger, started: datetime, seconds: float) -> RunOutput:
+        post_conversation = None
+        if isinstance(post, PostAnswer):
+            if post.is_change:
+                # delta / blind_delta: post = pre + change, clamped (SPEC 4); an item
+                # without a pre rating starts from the scale midpoint.
+                items = {item: _clamp((view.pre_items.get(item, 4)) + change, cat.PANAS_SCALE_MIN, cat.PANAS_SCALE_MAX)
+                         for item, change in post.panas.items()}
+            else:
+                items = dict(post.panas)
+            post_conversation = {
+                "panas_strategy": self.config.panas_strategy,
+                "predicted_post_panas": {"items": items},
+                "predicted_conversation_wide": post.conversation_wide,
+            }
+            if post.reasoning and self.config.mode in P.VERBOSE_MODES:
+                ledger.reasoning["post"] = {P.POST: post.reasoning}
+        document: dict[str, Any] = {
+            "conversationId": conversation.conversationId,
+            "em_model": self.em.name,
+            "mode": self.config.mode,
+            "run_timestamp": format_timestamp(started),
+            "turns": turns,
+            "post_conversation": post_conversation,
+            "api_cost": round(ledger.output_cost, 8) if ledger.output_cost_known else None,
+            "duration_seconds": round(seconds, 3),
+            "prompt_version": P.PROMPT_VERSION,
+            "judge_model": self.config.judge.name if self.config.judge else None,
+            "failed_calls": [f.to_dict() for f in ledger.failures],
+            "usage": ledger.stats.to_dict(),
+        }
+        if self.config.mode in P.VERBOSE_MODES:
+            document["em_reasoning"] = ledger.reasoning
+        return parse_run(document, f"replay of {conversation.conversationId}")
+
+    async def replay_many(self, conversations: Iterable[ConversationFile], max_in_flight: int | None = None) -> list[ReplayResult]:
+        """Replay conversations concurrently; results in input order.
+
+        ``max_in_flight`` bounds conversations in progress (memory), not calls:
+        the scheduler bounds calls. The default keeps enough conversations
+        open to saturate the scheduler's global cap.
+        """
+        items = list(conversations)
+        limit = max_in_flight or max(4, 2 * self.scheduler.max_concurrency)
+        gate = asyncio.Semaphore(limit)
+
+        async def one(conversation: ConversationFile) -> ReplayResult:
+            async with gate:
+                return await self.replay(conversation)
+
+        return list(await asyncio.gather(*(one(c) for c in items)))
+
+
+def estimate_tokens(messages: list[dict[str, str]]) -> int:
+    """Rough prompt size (4 characters per token) for dry-run cost estimates."""
+    return math.ceil(sum(len(m["content"]) for m in messages) / 4)
+
+
+# Typical answer sizes in tokens, per call type, for dry-run estimates.
+EXPECTED_OUTPUT_TOKENS: dict[str, int] = {
+    P.DRAFT: 120, P.ANALYSIS: 160, P.HP_BINARY: 120, P.PAIRWISE: 40, P.JUDGE: 120, P.POST: 260,
+}
+
+
+def dry_run_plan(conversations: Iterable[ConversationFile], config: ReplayConfig) -> list[tuple[str, str, int, int]]:
+    """(role, call type, prompt tokens, expected output tokens) for every call a replay would make.
+
+    The thread holds no EM answers, so every prompt is known in advance —
+    except the judge's, which embeds the draft: it is sized with an empty draft
+    plus the expected draft length.
+    """
+    plan: list[tuple[str, str, int, int]] = []
+    for conversation in conversations:
+        view = ConversationView(conversation, config)
+        for index, turn in enumerate(conversation.turns):
+            contexts = [view.draft(index), view.analysis(index)]
+            if _question_ids(turn):
+                contexts.append(view.hp_binary(index))
+            if turn.annotations.pairwiseComparisons:
+                contexts.append(view.pairwise(index))
+            for ctx in contexts:
+                plan.append(("em", ctx.call_type, estimate_tokens(P.build_messages(ctx)), EXPECTED_OUTPUT_TOKENS[ctx.call_type]))
+            if config.judge is not None:
+                judge_ctx = view.judge(index, "")
+                plan.append(("judge", P.JUDGE, estimate_tokens(P.build_messages(judge_ctx)) + EXPECTED_OUTPUT_TOKENS[P.DRAFT],
+                             EXPECTED_OUTPUT_TOKENS[P.JUDGE]))
+        ctx = view.post()
+        plan.append(("em", P.POST, estimate_tokens(P.build_messages(ctx)), EXPECTED_OUTPUT_TOKENS[P.POST]))
+    return plan

@@ -1,0 +1,109 @@
+"""Evaluating a set of conversations end to end: backends, outputs on disk, dry-run estimates.
+
+The thin layer the ``attune eval`` command, the Celery tasks and the
+benchmark share. Pure: no Django.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from attunebench.canonical import ConversationFile, dumps_canonical
+from attunebench.replay.cache import CallCache
+from attunebench.replay.llm import EMSpec, LiteLLMBackend, ModelBackend, estimate_price_per_token
+from attunebench.replay.protocol import ReplayConfig, Replayer, ReplayResult, dry_run_plan
+from attunebench.replay.scheduler import Scheduler
+
+_llm_backend: LiteLLMBackend | None = None
+
+
+def make_backend(spec: EMSpec, dataset: Sequence[ConversationFile] = ()) -> ModelBackend:
+    """The backend answering ``spec``'s calls; ``dataset`` feeds ``baseline:prior``."""
+    global _llm_backend
+    if spec.is_offline:
+        from attunebench.replay.baselines import make_baseline
+
+        return make_baseline(spec.name, dataset)
+    if _llm_backend is None:
+        _llm_backend = LiteLLMBackend()
+    return _llm_backend
+
+
+def make_replayer(
+    em: EMSpec,
+    config: ReplayConfig,
+    *,
+    dataset: Sequence[ConversationFile] = (),
+    concurrency: int = 16,
+    cache: CallCache | None = None,
+    scheduler: Scheduler | None = None,
+    on_result: Callable[[ReplayResult], None] | None = None,
+) -> Replayer:
+    """A replayer with backends for the EM and the judge, sharing one scheduler."""
+    scheduler = scheduler or Scheduler(max_concurrency=concurrency)
+    judge_backend = make_backend(config.judge, dataset) if config.judge is not None else None
+    return Replayer(em, make_backend(em, dataset), config, judge_backend=judge_backend,
+                    scheduler=scheduler, cache=cache, on_result=on_result)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "x"
+
+
+def output_filename(result: ReplayResult) -> str:
+    """``<em>__<mode>__<conversation>.json``: one file per (conversation, EM, mode)."""
+    output = result.output
+    return f"{_slug(output.em_model)}__{output.mode}__{_slug(output.conversationId)}.json"
+
+
+def write_outputs(results: Sequence[ReplayResult], out_dir: str | Path) -> list[Path]:
+    """Canonical, byte-stable run files (SPEC 3.2) in ``out_dir``."""
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for result in results:
+        path = folder / output_filename(result)
+        path.write_text(dumps_canonical(result.output), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+@dataclass(frozen=True)
+class DryRunEstimate:
+    calls: int
+    em_calls: int
+    judge_calls: int
+    prompt_tokens: int
+    output_tokens: int
+    cost_usd: float | None  # None when a model's price is unknown
+
+    def describe(self) -> str:
+        cost = f"${self.cost_usd:.4f}" if self.cost_usd is not None else "unknown (model not in the price list; set input/output prices)"
+        return (f"{self.calls} calls ({self.em_calls} EM, {self.judge_calls} judge), "
+                f"~{self.prompt_tokens} prompt tokens, ~{self.output_tokens} output tokens, estimated cost {cost}")
+
+
+def estimate(conversations: Sequence[ConversationFile], em: EMSpec, config: ReplayConfig) -> DryRunEstimate:
+    """Calls and cost a replay would make, computed from the real prompts, without calling anything."""
+    plan = dry_run_plan(conversations, config)
+    prices = {"em": estimate_price_per_token(em)}
+    if config.judge is not None:
+        prices["judge"] = estimate_price_per_token(config.judge)
+    cost: float | None = 0.0
+    for role, _call, prompt, output in plan:
+        price_in, price_out = prices[role]
+        if price_in is None or price_out is None or cost is None:
+            cost = None
+        else:
+            cost += prompt * price_in + output * price_out
+    return DryRunEstimate(
+        calls=len(plan),
+        em_calls=sum(1 for p in plan if p[0] == "em"),
+        judge_calls=sum(1 for p in plan if p[0] == "judge"),
+        prompt_tokens=sum(p[2] for p in plan),
+        output_tokens=sum(p[3] for p in plan),
+        cost_usd=cost,
+    )

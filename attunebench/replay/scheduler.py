@@ -1,0 +1,220 @@
+"""Async call scheduler: global and per-provider limits, backoff with jitter (issue 4 item 3).
+
+Every model call of a replay goes through ``Scheduler.submit``. Slots are
+taken in the order provider in-flight cap → provider requests-per-minute →
+global cap, so a saturated provider never holds global slots that calls to
+other providers could use. Transient failures (429, 5xx, timeouts, dropped
+connections) are retried with exponential backoff and "equal jitter"; a
+``Retry-After`` from the provider is a floor on the wait and also pauses the
+whole provider, because a 429 means every call to it would fail until then.
+Slots are released while waiting, so backoff never idles capacity.
+
+Requests per minute are enforced by a pluggable ``RateLimiter``: the local
+token bucket here holds within one process; ``scoring.replay_service`` has a
+Redis limiter for several workers sharing one provider budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
+
+
+class TransientCallError(Exception):
+    """A failure that may pass on the next try (429, 5xx, timeout, connection)."""
+
+    def __init__(self, kind: str, message: str = "", retry_after: float | None = None, status: int | None = None):
+        self.kind = kind
+        self.retry_after = retry_after
+        self.status = status
+        super().__init__(message or kind)
+
+
+class PermanentCallError(Exception):
+    """A failure that retrying cannot fix (bad request, authentication, unknown model)."""
+
+
+class RetriesExhausted(Exception):
+    """The last transient error, after ``max_attempts`` tries."""
+
+    def __init__(self, last: TransientCallError, attempts: int):
+        self.last = last
+        self.attempts = attempts
+        super().__init__(f"gave up after {attempts} attempts: {last.kind}: {last}")
+
+
+@dataclass(frozen=True)
+class ProviderLimits:
+    """Caps for one provider; ``rpm`` None means no per-minute limit."""
+
+    max_in_flight: int = 8
+    rpm: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_in_flight < 1:
+            raise ValueError("max_in_flight must be >= 1")
+        if self.rpm is not None and self.rpm < 1:
+            raise ValueError("rpm must be >= 1 or None")
+
+
+class RateLimiter(Protocol):
+    async def acquire(self, key: str, rpm: int) -> None:
+        """Return when one more request under ``key`` fits in ``rpm``."""
+
+
+class TokenBucketLimiter:
+    """In-process token bucket per key.
+
+    Capacity is a tenth of a minute's budget (at least 1), refilled at rpm/60
+    per second: bursts stay small, which is what providers' sub-minute
+    enforcement tolerates, and the long-run rate is exactly ``rpm``.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._state: dict[str, tuple[float, float]] = {}  # key -> (tokens, last time)
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def acquire(self, key: str, rpm: int) -> None:
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        capacity = max(1.0, math.ceil(rpm / 10))
+        rate = rpm / 60.0
+        async with lock:  # FIFO: waiters are served in arrival order
+            while True:
+                now = self._clock()
+                tokens, last = self._state.get(key, (capacity, now))
+                tokens = min(capacity, tokens + (now - last) * rate)
+                if tokens >= 1:
+                    self._state[key] = (tokens - 1, now)
+                    return
+                self._state[key] = (tokens, now)
+                await asyncio.sleep((1 - tokens) / rate)
+
+
+@dataclass
+class SchedulerStats:
+    """Counters for progress lines and tests."""
+
+    submitted: int = 0
+    attempts: int = 0
+    retries: int = 0
+    gave_up: int = 0
+    errors: Counter = field(default_factory=Counter)
+    backoff_seconds: float = 0.0
+
+
+class Scheduler:
+    """Runs call coroutines under limits, retrying transient failures.
+
+    One scheduler serves one event loop; its semaphores are created lazily so
+    it can be built outside the loop that will use it.
+    """
+
+    def __init__(
+        self,
+        max_concurrency: int = 32,
+        default_limits: ProviderLimits = ProviderLimits(max_in_flight=1_000_000),
+        limits: dict[str, ProviderLimits] | None = None,
+        max_attempts: int = 6,
+        base_delay: float = 0.5,
+        max_delay: float = 60.0,
+        attempt_timeout: float | None = None,
+        rate_limiter: RateLimiter | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be >= 1")
+        self.max_concurrency = max_concurrency
+        self.default_limits = default_limits
+        self.limits = dict(limits or {})
+        self.max_attempts = max(1, max_attempts)
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self.attempt_timeout = attempt_timeout
+        self.rate_limiter: RateLimiter = rate_limiter or TokenBucketLimiter()
+        self.rng = rng or random.Random()
+        self.stats = SchedulerStats()
+        self._global: asyncio.Semaphore | None = None
+        self._providers: dict[str, asyncio.Semaphore] = {}
+        self._not_before: dict[str, float] = {}
+        self.in_flight = 0
+        self.peak_in_flight = 0
+
+    def set_limits(self, provider: str, limits: ProviderLimits) -> None:
+        """Register caps before the first call to ``provider``."""
+        if provider in self._providers:
+            raise RuntimeError(f"limits for {provider!r} are already in use")
+        self.limits[provider] = limits
+
+    def backoff_delay(self, retry: int, retry_after: float | None) -> float:
+        """Exponential backoff with equal jitter; ``Retry-After`` is a floor."""
+        ceiling = min(self.max_delay, self.base_delay * (2 ** retry))
+        delay = ceiling / 2 + self.rng.uniform(0, ceiling / 2)
+        if retry_after is not None and retry_after > 0:
+            delay = max(delay, min(retry_after, self.max_delay * 5))
+        return delay
+
+    def _semaphores(self, provider: str) -> tuple[asyncio.Semaphore, asyncio.Semaphore, ProviderLimits]:
+        if self._global is None:
+            self._global = asyncio.Semaphore(self.max_concurrency)
+        limits = self.limits.get(provider, self.default_limits)
+        semaphore = self._providers.get(provider)
+        if semaphore is None:
+            semaphore = self._providers[provider] = asyncio.Semaphore(limits.max_in_flight)
+        return self._global, semaphore, limits
+
+    async def _wait_for_cooldown(self, provider: str) -> None:
+        while True:
+            remaining = self._not_before.get(provider, 0.0) - time.monotonic()
+            if remaining <= 0:
+                return
+            await asyncio.sleep(remaining)
+
+    async def submit(self, provider: str, call: Callable[[], Awaitable[T]]) -> T:
+        """Run ``call()`` once it fits under the limits; retry transient errors.
+
+        Raises ``RetriesExhausted`` after ``max_attempts`` transient failures;
+        a ``PermanentCallError`` (or any other exception) propagates at once.
+        """
+        global_slots, provider_slots, limits = self._semaphores(provider)
+        self.stats.submitted += 1
+        retry = 0
+        while True:
+            await self._wait_for_cooldown(provider)
+            async with provider_slots:
+                if limits.rpm is not None:
+                    await self.rate_limiter.acquire(provider, limits.rpm)
+                async with global_slots:
+                    self.stats.attempts += 1
+                    self.in_flight += 1
+                    self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+                    try:
+                        if self.attempt_timeout is not None:
+                            return await asyncio.wait_for(call(), self.attempt_timeout)
+                        return await call()
+                    except asyncio.TimeoutError:
+                        error = TransientCallError("timeout", f"no answer within {self.attempt_timeout}s")
+                    except TransientCallError as exc:
+                        error = exc
+                    finally:
+                        self.in_flight -= 1
+            # Outside every slot from here on: waiting must not hold capacity.
+            self.stats.errors[error.kind] += 1
+            if retry + 1 >= self.max_attempts:
+                self.stats.gave_up += 1
+                raise RetriesExhausted(error, retry + 1)
+            delay = self.backoff_delay(retry, error.retry_after)
+            if error.retry_after:
+                self._not_before[provider] = max(self._not_before.get(provider, 0.0), time.monotonic() + error.retry_after)
+            self.stats.retries += 1
+            self.stats.backoff_seconds += delay
+            retry += 1
+            await asyncio.sleep(delay)

@@ -1,0 +1,169 @@
+"""Django admin for collected data.
+
+Collected data is evidence: researchers (the research group) get view access
+only, and admins edit through here only to fix mistakes. Derived values
+(counts, identities) are read-only so nobody can mistype them.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest
+
+from collection import models as m
+
+
+class TurnInline(admin.TabularInline):
+    model = m.Turn
+    extra = 0
+    fields = ("turn_number", "user_message", "llm_response", "annotation_started_at", "annotation_completed_at")
+    readonly_fields = fields
+    show_change_link = True
+    can_delete = False
+
+
+@admin.register(m.Study)
+class StudyAdmin(admin.ModelAdmin):
+    list_display = ("title", "slug", "consent_version", "open_enrolment", "min_turns", "max_turns", "active", "participant_count")
+    list_filter = ("active", "open_enrolment", "consent_version")
+    search_fields = ("title", "slug")
+    prepopulated_fields = {"slug": ("title",)}
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).annotate(_participants=Count("participants"))
+
+    @admin.display(description="participants", ordering="_participants")
+    def participant_count(self, obj: m.Study) -> int:
+        return obj._participants
+
+
+class ConsentInline(admin.TabularInline):
+    model = m.Consent
+    extra = 0
+    readonly_fields = ("version", "consented_at", "sensitive_data_consent")
+    can_delete = False
+
+
+@admin.register(m.Participant)
+class ParticipantAdmin(admin.ModelAdmin):
+    list_display = ("pseudonym", "study", "created_at", "withdrawn_at", "conversation_count")
+    list_filter = ("study", ("withdrawn_at", admin.EmptyFieldListFilter), "created_at")
+    search_fields = ("pseudonym", "platform_id")
+    readonly_fields = ("pseudonym", "token", "created_at", "completion_code")
+    inlines = [ConsentInline]
+    date_hierarchy = "created_at"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).select_related("study").annotate(_conversations=Count("conversations"))
+
+    @admin.display(description="conversations", ordering="_conversations")
+    def conversation_count(self, obj: m.Participant) -> int:
+        return obj._conversations
+
+
+@admin.register(m.Consent)
+class ConsentAdmin(admin.ModelAdmin):
+    list_display = ("participant", "version", "consented_at", "sensitive_data_consent")
+    list_filter = ("version", "sensitive_data_consent")
+    search_fields = ("participant__pseudonym",)
+    readonly_fields = ("consented_at",)
+
+
+@admin.register(m.ParticipantProfile)
+class ParticipantProfileAdmin(admin.ModelAdmin):
+    list_display = ("participant", "age_band", "topic_attitude", "updated_at")
+    list_filter = ("age_band", "topic_attitude")
+    search_fields = ("participant__pseudonym",)
+    readonly_fields = ("updated_at",)
+
+
+@admin.register(m.SensitiveProfile)
+class SensitiveProfileAdmin(admin.ModelAdmin):
+    list_display = ("participant", "diagnoses", "updated_at")
+    search_fields = ("participant__pseudonym",)
+    readonly_fields = ("updated_at",)
+
+
+@admin.register(m.OriginalModel)
+class OriginalModelAdmin(admin.ModelAdmin):
+    list_display = ("alias", "name", "provider", "litellm_model", "active", "conversation_count")
+    list_filter = ("active", "provider")
+    search_fields = ("alias", "name", "provider", "litellm_model")
+    readonly_fields = ("alias",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).annotate(_conversations=Count("conversations"))
+
+    @admin.display(description="conversations", ordering="_conversations")
+    def conversation_count(self, obj: m.OriginalModel) -> int:
+        return obj._conversations
+
+
+@admin.register(m.Topic)
+class TopicAdmin(admin.ModelAdmin):
+    list_display = ("category", "subtopic", "order", "in_catalogue")
+    list_filter = ("category", "in_catalogue")
+    search_fields = ("category", "subtopic")
+
+
+@admin.register(m.Conversation)
+class ConversationAdmin(admin.ModelAdmin):
+    list_display = ("conversation_id", "status", "source", "topic", "original_model", "participant", "started_at", "completed_at", "turn_count")
+    list_filter = ("status", "source", "topic__category", "original_model", "started_at")
+    search_fields = ("conversation_id", "participant__pseudonym", "topic__subtopic", "original_model__alias", "original_model__name")
+    readonly_fields = ("conversation_id", "source", "started_at", "turn_count")
+    list_select_related = ("topic", "original_model", "participant")
+    date_hierarchy = "started_at"
+    inlines = [TurnInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).annotate(_turns=Count("turns"))
+
+    @admin.display(description="turns", ordering="_turns")
+    def turn_count(self, obj: m.Conversation) -> int:
+        return obj._turns
+
+
+@admin.register(m.Turn)
+class TurnAdmin(admin.ModelAdmin):
+    list_display = ("conversation", "turn_number", "created_at", "annotation_started_at", "annotation_completed_at")
+    list_filter = ("conversation__topic__category", ("annotation_completed_at", admin.EmptyFieldListFilter))
+    search_fields = ("conversation__conversation_id", "user_message", "llm_response")
+    readonly_fields = ("created_at", "responded_at", "annotation_started_at", "annotation_completed_at")
+    list_select_related = ("conversation",)
+
+
+class PanasItemInline(admin.TabularInline):
+    model = m.PanasItemResponse
+    extra = 0
+
+
+@admin.register(m.PanasSurvey)
+class PanasSurveyAdmin(admin.ModelAdmin):
+    list_display = ("conversation", "kind", "total_positive", "total_negative", "completed_at")
+    list_filter = ("kind",)
+    search_fields = ("conversation__conversation_id",)
+    list_select_related = ("conversation",)
+    inlines = [PanasItemInline]
+
+
+@admin.register(m.PanasItemResponse)
+class PanasItemResponseAdmin(admin.ModelAdmin):
+    list_display = ("survey", "item", "rating")
+    list_filter = ("item", "survey__kind")
+    search_fields = ("survey__conversation__conversation_id",)
+
+
+@admin.register(m.ConversationWideAnswers)
+class ConversationWideAnswersAdmin(admin.ModelAdmin):
+    list_display = ("conversation", "emotion_clarity", "model_fit", "completed_at")
+    list_filter = ("emotion_clarity", "model_fit")
+    search_fields = ("conversation__conversation_id",)
+
+
+@admin.register(m.FourBranchRating)
+class FourBranchRatingAdmin(admin.ModelAdmin):
+    list_display = ("conversation", "branch", "rating")
+    list_filter = ("branch", "rating")
+    search_fields = ("conversation__conversation_id",)

@@ -1,0 +1,336 @@
+"""Replies from the original model a participant chats with.
+
+Live replies stream through ``litellm.acompletion`` when the original model has
+a litellm model string *and* ``settings.ATTUNE_ALLOW_LIVE_MODELS`` is on; every
+other case uses the offline scripted model below, so a demo or a test never
+spends money or needs a network. Failures are raised as :class:`ChatModelError`
+(logged with the cause, never swallowed); the participant only ever sees its
+calm, name-free message, because the real model identity must not reach a
+participant's browser (SPEC 3.1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import re
+import threading
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from collection.models import Conversation, OriginalModel, Topic, Turn
+
+logger = logging.getLogger("attune.chat")
+
+#: The only name participants ever see for the model they chat with.
+PARTICIPANT_FACING_NAME = "Model"
+
+CALM_FAILURE_MESSAGE = (
+    "The reply could not be fetched just now. Your message is saved. "
+    "Please try again in a moment."
+)
+
+
+class ChatModelError(Exception):
+    """A reply could not be produced. ``str()`` is safe to show a participant (no model names)."""
+
+    def __init__(self, message: str = CALM_FAILURE_MESSAGE):
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class ReplyRequest:
+    """Everything needed to produce one reply, detached from the ORM so it can cross threads."""
+
+    model_key: str
+    litellm_model: str
+    api_base: str
+    messages: list[dict[str, str]]
+    category: str
+    subtopic: str
+    turn_number: int
+
+    @property
+    def user_message(self) -> str:
+        return self.messages[-1]["content"] if self.messages else ""
+
+
+def uses_live_model(model: OriginalModel) -> bool:
+    """Live only when the model names a provider model and the site allows spending on it."""
+    return bool(model.litellm_model) and bool(getattr(settings, "ATTUNE_ALLOW_LIVE_MODELS", False))
+
+
+def system_prompt(topic: Topic) -> str:
+    return (
+        "You are a warm, careful conversational companion in a research study about emotional "
+        "support. The person chose to talk about: "
+        f"{topic.category} - {topic.subtopic}. Listen closely, respond to what they actually said, "
+        "keep replies short (under 150 words), do not diagnose, and if they mention being in danger "
+        "encourage them to contact local emergency services or a crisis line."
+    )
+
+
+def build_request(conversation: Conversation, turn: Turn) -> ReplyRequest:
+    """The thread the model sees for ``turn``: earlier turns in order, then this message only."""
+    earlier = conversation.turns.filter(turn_number__lt=turn.turn_number).order_by("turn_number")
+    messages: list[dict[str, str]] = [{"role": "system", "content": system_prompt(conversation.topic)}]
+    for previous in earlier:
+        messages.append({"role": "user", "content": previous.user_message})
+        messages.append({"role": "assistant", "content": previous.llm_response})
+    messages.append({"role": "user", "content": turn.user_message})
+    model = conversation.original_model
+    live = uses_live_model(model)
+    return ReplyRequest(
+        model_key=model.alias,
+        litellm_model=model.litellm_model if live else "",
+        api_base=model.api_base if live else "",
+        messages=messages,
+        category=conversation.topic.category,
+        subtopic=conversation.topic.subtopic,
+        turn_number=turn.turn_number,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Streaming
+# ---------------------------------------------------------------------------
+
+
+async def astream_reply(request: ReplyRequest) -> AsyncIterator[str]:
+    """Chunks of the reply as they arrive; raises ChatModelError on any provider failure."""
+    if not request.litellm_model:
+        async for chunk in _offline_stream(request):
+            yield chunk
+        return
+    import litellm  # heavy: imported only when a live model is used
+
+    timeout = float(getattr(settings, "ATTUNE_CHAT_TIMEOUT_SECONDS", 60))
+    received = False
+    try:
+        response = await litellm.acompletion(
+            model=request.litellm_model,
+            messages=request.messages,
+            api_base=request.api_base or None,
+            stream=True,
+            timeout=timeout,
+            num_retries=0,
+            max_retries=0,
+        )
+        async for part in response:
+            choices = getattr(part, "choices", None) or []
+            text = getattr(choices[0].delta, "content", None) if choices else None
+            if text:
+                received = True
+                yield text
+    except ChatModelError:
+        raise
+    except Exception as exc:  # any provider, network or parsing failure
+        logger.warning("original model %s failed on turn %s: %r", request.model_key, request.turn_number, exc)
+        raise ChatModelError() from exc
+    if not received:
+        logger.warning("original model %s sent an empty reply on turn %s", request.model_key, request.turn_number)
+        raise ChatModelError()
+
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+_END = object()
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    """One long-lived event loop per process, on its own daemon thread.
+
+    litellm caches its async HTTP clients per event loop; a loop per reply would
+    leave those clients bound to closed loops. WSGI worker threads hand their
+    streams to this loop instead.
+    """
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="attune-chat-loop", daemon=True).start()
+            _loop = loop
+        return _loop
+
+
+async def _next_chunk(agen: AsyncIterator[str]) -> object:
+    try:
+        return await agen.__anext__()
+    except StopAsyncIteration:
+        return _END
+
+
+def stream_reply(request: ReplyRequest) -> Iterator[str]:
+    """The async stream driven from synchronous code (a WSGI streaming response).
+
+    Closing this generator early (the participant's browser went away) closes
+    the provider stream too.
+    """
+    loop = _background_loop()
+    agen = astream_reply(request)
+    try:
+        while True:
+            chunk = asyncio.run_coroutine_threadsafe(_next_chunk(agen), loop).result()
+            if chunk is _END:
+                return
+            yield chunk  # type: ignore[misc]
+    finally:
+        asyncio.run_coroutine_threadsafe(agen.aclose(), loop).result()
+
+
+# ---------------------------------------------------------------------------
+# Offline scripted model
+# ---------------------------------------------------------------------------
+
+_FEELING_WORDS = (
+    "overwhelmed", "anxious", "worried", "scared", "afraid", "nervous", "stressed", "exhausted",
+    "tired", "sad", "upset", "hurt", "lonely", "angry", "frustrated", "annoyed", "guilty",
+    "ashamed", "embarrassed", "confused", "lost", "stuck", "jealous", "disappointed", "numb",
+    "hopeless", "excited", "happy", "proud", "hopeful", "relieved", "grateful", "determined",
+)
+
+_TOPIC_LINES: dict[str, tuple[str, ...]] = {
+    "Romantic relationships": (
+        "Relationships touch such a tender part of us, so it makes sense this is weighing on you.",
+        "When someone we are close to is involved, even small moments can carry a lot of feeling.",
+    ),
+    "Family": (
+        "Family can be where we feel the most and say the least, which makes this hard to untangle.",
+        "With family there is often a long history behind one moment, and that history counts too.",
+    ),
+    "Friendship": (
+        "Friendships matter a great deal, and changes in them can hurt more than people expect.",
+        "It can be lonely when a friendship doesn't feel the way it used to.",
+    ),
+    "Work": (
+        "Work takes up so much of our time and energy that it is hard to leave it at the door.",
+        "Pressure at work can spill into everything else, including how we rest.",
+    ),
+    "Study": (
+        "Studying can feel like it says something about who we are, which raises the stakes.",
+        "There is a lot of pressure in study, and much of it is invisible to other people.",
+    ),
+    "Money": (
+        "Money worries have a way of following us around, even at quiet moments.",
+        "Money stress is very real, and it is not a sign of failing at anything.",
+    ),
+    "Health": (
+        "Health worries can make everything feel uncertain, and uncertainty is tiring.",
+        "When our body or health is involved, it is natural to feel unsettled.",
+    ),
+    "Grief": (
+        "Grief does not follow a timetable, and there is no right way to feel it.",
+        "Loss can show up in unexpected moments, and every one of those moments is valid.",
+    ),
+    "Identity": (
+        "Questions about who we are and where we belong go deep, and they deserve time.",
+        "Working out where you fit can be unsettling and meaningful at the same time.",
+    ),
+    "Hobbies": (
+        "Things we do for enjoyment can carry real feelings too, including pressure and doubt.",
+        "It matters when something that used to feel good starts to feel different.",
+    ),
+}
+_GENERAL_LINES = (
+    "What you are describing sounds like a lot to carry.",
+    "It makes sense that this has been on your mind.",
+    "You are being very honest about this, and that takes courage.",
+    "It sounds like you have been thinking about this carefully.",
+    "There is no rush here; we can go at whatever pace feels right.",
+    "Whatever you are feeling about it is allowed.",
+)
+_OPENERS_WITH_FEELING = (
+    "It sounds like you're feeling {feeling}, and that is completely understandable.",
+    "Thank you for telling me you feel {feeling}. That sounds hard.",
+    "Feeling {feeling} about this makes a lot of sense to me.",
+)
+_OPENERS = (
+    "Thank you for sharing that with me.",
+    "I'm glad you told me about this.",
+    "I hear you, and I'm here to listen.",
+)
+_FOLLOW_UP_OPENERS = (
+    "Thank you for saying more.",
+    "That helps me understand a bit better.",
+    "I appreciate you going into that.",
+)
+_REFLECTIVE_CLOSERS = (
+    "What part of it feels heaviest for you right now?",
+    "When you think about it, what stands out most?",
+    "How has this been affecting you day to day?",
+    "What would feel most helpful to talk through next?",
+)
+_PRACTICAL_CLOSERS = (
+    "Would it help to think about one small step that could make the next few days a little easier?",
+    "Is there someone you trust who could share some of this with you?",
+    "If you had a little more room to breathe, what would you want to do first?",
+    "Would it help to look at the options you have, one at a time?",
+)
+
+
+def _pick(options: tuple[str, ...], seed: int, salt: int) -> str:
+    return options[(seed + salt) % len(options)]
+
+
+def _detected_feeling(message: str) -> str | None:
+    words = re.findall(r"[a-z]+", message.lower())
+    for word in _FEELING_WORDS:
+        if word in words:
+            return word
+    return None
+
+
+def _echo(message: str) -> str:
+    """A short phrase from the participant's own first sentence (a whole clause), to reflect back."""
+    first = re.split(r"(?<=[.!?])\s+", message.strip(), maxsplit=1)[0]
+    for clause in re.split(r",|;| and | but | because ", first):
+        words = clause.split()
+        if 3 <= len(words) <= 12:
+            return " ".join(words).rstrip(".,;:!?")
+    return ""
+
+
+def offline_reply(request: ReplyRequest) -> str:
+    """A sensible, varied, topic-aware supportive reply, deterministic for the same input.
+
+    Two styles (reflective, practical) are derived from the model key so that a
+    pool of offline models does not answer identically.
+    """
+    digest = hashlib.sha256(
+        f"{request.model_key}|{request.turn_number}|{request.user_message}".encode()
+    ).digest()
+    seed = int.from_bytes(digest[:4], "big")
+    practical = int(hashlib.sha256(request.model_key.encode()).hexdigest(), 16) % 2 == 1
+    feeling = _detected_feeling(request.user_message)
+    if feeling:
+        opener = _pick(_OPENERS_WITH_FEELING, seed, 0).format(feeling=feeling)
+    elif request.turn_number > 1:
+        opener = _pick(_FOLLOW_UP_OPENERS, seed, 1)
+    else:
+        opener = _pick(_OPENERS, seed, 2)
+    if request.turn_number == 1:
+        middle = _pick(_TOPIC_LINES.get(request.category, _GENERAL_LINES), seed, 3)
+    else:  # later turns: a general line that changes with the turn, so replies do not repeat
+        middle = _GENERAL_LINES[(seed % 2 + request.turn_number) % len(_GENERAL_LINES)]
+    detail = _echo(request.user_message)
+    if detail and seed % 3 != 0:
+        middle = f'You said "{detail}", and I want to make sure I understand that. {middle}'
+    closer = _pick(_PRACTICAL_CLOSERS if practical else _REFLECTIVE_CLOSERS, seed, request.turn_number)
+    return f"{opener} {middle} {closer}"
+
+
+async def _offline_stream(request: ReplyRequest) -> AsyncIterator[str]:
+    """The offline reply in small pieces, paced like a real stream (pace set by a setting)."""
+    if getattr(settings, "ATTUNE_OFFLINE_MODEL_FAILS", False):
+        logger.warning("offline model failing on purpose (ATTUNE_OFFLINE_MODEL_FAILS) on turn %s", request.turn_number)
+        raise ChatModelError()
+    delay = float(getattr(settings, "ATTUNE_OFFLINE_STREAM_DELAY", 0.03))
+    words = offline_reply(request).split(" ")
+    for start in range(0, len(words), 3):
+        piece = " ".join(words[start:start + 3])
+        yield piece if start == 0 else " " + piece
+        if delay:
+            await asyncio.sleep(delay)

@@ -1,0 +1,194 @@
+"""Participant forms. Every option string comes from the catalogue, so a stored answer is the catalogued string.
+
+Error messages are written for people who may be tired or upset: they say what
+is missing and how to fix it, in plain words.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from attunebench import catalogue as cat
+from collection.models import Topic
+
+SCALE_CHOICES = [(str(n), str(n)) for n in range(cat.PANAS_SCALE_MIN, cat.PANAS_SCALE_MAX + 1)]
+MESSAGE_MAX_LENGTH = 4000
+
+
+def _options(values: tuple[str, ...]) -> list[tuple[str, str]]:
+    return [(v, v) for v in values]
+
+
+class ParticipantForm(forms.Form):
+    """Base of every participant form: knows where the first problem is, for the error summary link."""
+
+    @property
+    def first_error_field(self) -> str:
+        for name in self.fields:
+            if name in self.errors:
+                return self.add_prefix(name)
+        return ""
+
+
+def scale_field(label: str, missing: str) -> forms.ChoiceField:
+    """A required 1–7 radio scale."""
+    return forms.ChoiceField(
+        label=label, choices=SCALE_CHOICES, widget=forms.RadioSelect,
+        error_messages={"required": missing, "invalid_choice": missing},
+    )
+
+
+class ConsentForm(ParticipantForm):
+    agree = forms.BooleanField(
+        label="I have read the information above and I agree to take part.",
+        error_messages={"required": "To take part, please tick this box. If you would rather not, you can simply close this page."},
+    )
+    sensitive = forms.BooleanField(
+        required=False,
+        label="Optional: I agree that mental-health information I choose to share (for example a diagnosis) may be stored for this research.",
+    )
+
+
+class ProfileForm(ParticipantForm):
+    age_band = forms.ChoiceField(
+        label="Your age", choices=_options(cat.AGE_BANDS), widget=forms.RadioSelect,
+        error_messages={"required": "Please choose an age range, or \u201cPrefer not to say\u201d."},
+    )
+    traits = forms.MultipleChoiceField(
+        label="Which words describe you? (optional, choose any)", required=False,
+        choices=_options(cat.TRAIT_OPTIONS), widget=forms.CheckboxSelectMultiple,
+    )
+    goals = forms.MultipleChoiceField(
+        label="What would you like from today's chat? (optional, choose any)", required=False,
+        choices=_options(cat.GOAL_OPTIONS), widget=forms.CheckboxSelectMultiple,
+    )
+    diagnoses = forms.MultipleChoiceField(
+        label="Have you ever been diagnosed with any of these? (optional, choose any)", required=False,
+        choices=_options(cat.DIAGNOSIS_OPTIONS), widget=forms.CheckboxSelectMultiple,
+    )
+
+    def __init__(self, *args: Any, ask_diagnoses: bool, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.ask_diagnoses = ask_diagnoses
+        if not ask_diagnoses:
+            del self.fields["diagnoses"]
+
+    def clean_diagnoses(self) -> list[str]:
+        chosen = self.cleaned_data.get("diagnoses") or []
+        exclusive = [c for c in chosen if c in (cat.DIAGNOSIS_NONE, cat.DIAGNOSIS_PREFER_NOT_TO_SAY)]
+        if exclusive and len(chosen) > 1:
+            raise forms.ValidationError(
+                f"\u201c{exclusive[0]}\u201d cannot be combined with other answers. Please untick one of them."
+            )
+        return chosen
+
+
+class PanasForm(ParticipantForm):
+    """The 20 PANAS items on a 1–7 scale, all required (SPEC 2.1)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        for item in cat.PANAS_ITEMS:
+            self.fields[item] = scale_field(item, f"Please choose how {item.lower()} you feel, from 1 to 7.")
+
+    def ratings(self) -> dict[str, int]:
+        return {item: int(self.cleaned_data[item]) for item in cat.PANAS_ITEMS}
+
+
+class TopicChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj: Topic) -> str:
+        return obj.subtopic
+
+
+class TopicForm(ParticipantForm):
+    topic = TopicChoiceField(
+        queryset=Topic.objects.filter(in_catalogue=True), widget=forms.RadioSelect, empty_label=None,
+        label="Choose a topic",
+        error_messages={"required": "Please choose one topic to talk about.",
+                        "invalid_choice": "Please choose one of the topics listed."},
+    )
+    attitude = forms.ChoiceField(
+        label="How do you feel about talking about this topic?", choices=_options(cat.TOPIC_ATTITUDE_OPTIONS),
+        widget=forms.RadioSelect,
+        error_messages={"required": "Please say how you feel about talking about this topic."},
+    )
+
+    def grouped_topics(self) -> list[tuple[str, list[Any]]]:
+        """Radio buttons grouped by category, in catalogue order."""
+        by_id = {str(radio.data["value"]): radio for radio in self["topic"]}
+        groups: dict[str, list[Any]] = {}
+        for topic in self.fields["topic"].queryset:
+            radio = by_id.get(str(topic.pk))
+            if radio is not None:
+                groups.setdefault(topic.category, []).append(radio)
+        return list(groups.items())
+
+
+class MessageForm(ParticipantForm):
+    message = forms.CharField(
+        label="Your message", max_length=MESSAGE_MAX_LENGTH,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        error_messages={
+            "required": "Please write a message before sending.",
+            "max_length": f"Please keep your message under {MESSAGE_MAX_LENGTH} characters "
+                          "(it is %(show_value)d). You could send the rest in your next message.",
+        },
+    )
+    turn_number = forms.IntegerField(widget=forms.HiddenInput, min_value=1)
+
+
+class SurveyForm(ParticipantForm):
+    """Post-chat questions Q1–Q3, the follow-up, four-branch ratings and a comment (SPEC 2.4)."""
+
+    looking_for = forms.MultipleChoiceField(
+        label=cat.Q1_PROMPT, choices=_options(cat.Q1_LOOKING_FOR_OPTIONS), widget=forms.CheckboxSelectMultiple,
+        error_messages={"required": "Please choose at least one answer (you can choose \u201cOther\u201d)."},
+    )
+    emotion_clarity = forms.ChoiceField(
+        label=cat.Q2_PROMPT, choices=_options(cat.Q2_EMOTION_CLARITY_OPTIONS), widget=forms.RadioSelect,
+        error_messages={"required": "Please choose the answer closest to your experience."},
+    )
+    model_fit = forms.ChoiceField(
+        label=cat.Q3_PROMPT, choices=_options(cat.Q3_MODEL_FIT_OPTIONS), widget=forms.RadioSelect,
+        error_messages={"required": "Please choose the answer closest to your experience."},
+    )
+    felt_off = forms.MultipleChoiceField(
+        label=cat.Q3_FOLLOW_UP_PROMPT, required=False,
+        choices=_options(cat.Q3_WHAT_FELT_OFF_SUGGESTIONS), widget=forms.CheckboxSelectMultiple,
+    )
+    felt_off_other = forms.CharField(
+        label="Anything else that felt off? Write one thing per line (optional).", required=False,
+        max_length=2000, widget=forms.Textarea(attrs={"rows": 3}),
+    )
+    comment = forms.CharField(
+        label="Anything else you would like to tell the researchers? (optional)", required=False,
+        max_length=4000, widget=forms.Textarea(attrs={"rows": 4}),
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        for branch in cat.FOUR_BRANCHES:
+            self.fields[f"branch_{branch}"] = scale_field(
+                cat.FOUR_BRANCH_PROMPTS[branch], "Please choose a number from 1 (not at all well) to 7 (extremely well)."
+            )
+
+    def branch_fields(self) -> list[forms.BoundField]:
+        return [self[f"branch_{b}"] for b in cat.FOUR_BRANCHES]
+
+    def answers(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        felt_off = list(data["felt_off"])
+        for line in data["felt_off_other"].splitlines():
+            line = line.strip()
+            if line and line not in felt_off:
+                felt_off.append(line)
+        return {
+            "looking_for": [o for o in cat.Q1_LOOKING_FOR_OPTIONS if o in data["looking_for"]],
+            "emotion_clarity": data["emotion_clarity"],
+            "model_fit": data["model_fit"],
+            "what_felt_off": felt_off,
+            "branches": {b: int(data[f"branch_{b}"]) for b in cat.FOUR_BRANCHES},
+            "comment": data["comment"].strip(),
+        }

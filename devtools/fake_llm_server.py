@@ -1,0 +1,468 @@
+"""A local fake OpenAI-compatible chat-completions server for tests and benchmarks.
+
+It stands in for a provider so that the replay engine can be exercised through
+litellm end to end without keys or network (issue 4 item 7). It recognises the
+call type from the ``TASK:`` line our prompts end with, and answers
+schema-valid JSON for that call (right question ids, comparison indices,
+PANAS keys, reasoning in verbose modes). Faults are injectable:
+
+- latency (fixed plus jitter), to measure scheduling efficiency;
+- an error rate spread over 429 (with Retry-After), 500, 503 and timeouts
+  (the server holds the request open past the client's timeout);
+- a malformed-reply rate (prose or truncated JSON: needs a retry) and a messy
+  rate (fenced, raw newlines, trailing commas: the lenient parser copes);
+- a script of forced outcomes consumed in order, for deterministic tests.
+
+Every request is counted (``GET /stats``, reset with ``POST /stats/reset``) so
+a test can assert that a cached re-run made zero calls. ``POST /control``
+changes the configuration while running.
+
+Run: ``python -m devtools.fake_llm_server --port 8799 --latency-ms 200``
+(``--port 0`` picks a free port; the chosen URL is printed on a line starting
+with ``FAKE_LLM_SERVER_READY``). In-process: ``FakeLLMServer(...).start()``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import math
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from aiohttp import web
+
+from attunebench import catalogue as cat
+from attunebench.replay import prompts as P
+
+READY_PREFIX = "FAKE_LLM_SERVER_READY"
+ERROR_KINDS = ("429", "500", "503", "timeout")
+SCRIPT_OUTCOMES = ERROR_KINDS + ("malformed", "ok")
+
+_QUESTION_LINE = re.compile(r"^- (B\d+):", re.MULTILINE)
+_COMPARISON_LINE = re.compile(r"^Comparison (\d+):", re.MULTILINE)
+
+
+@dataclass
+class FakeConfig:
+    """Behaviour of the fake server; every field can be changed via POST /control."""
+
+    latency_ms: float = 0.0
+    jitter_ms: float = 0.0
+    error_rate: float = 0.0
+    error_kinds: list[str] = field(default_factory=lambda: ["429", "500", "timeout"])
+    retry_after_s: float = 1.0
+    timeout_hang_s: float = 30.0
+    malformed_rate: float = 0.0
+    messy_rate: float = 0.0
+    seed: int = 0
+    script: list[str] = field(default_factory=list)
+
+    def update(self, changes: dict[str, Any]) -> None:
+        known = {f.name for f in fields(self)}
+        for key, value in changes.items():
+            if key not in known:
+                raise ValueError(f"unknown setting {key!r}")
+            setattr(self, key, value)
+        for kind in self.error_kinds:
+            if kind not in ERROR_KINDS:
+                raise ValueError(f"unknown error kind {kind!r}")
+        for outcome in self.script:
+            if outcome not in SCRIPT_OUTCOMES:
+                raise ValueError(f"unknown script outcome {outcome!r}")
+
+
+@dataclass
+class FakeStats:
+    requests: int = 0
+    completions: int = 0
+    by_call_type: Counter = field(default_factory=Counter)
+    errors: Counter = field(default_factory=Counter)
+    malformed: int = 0
+    messy: int = 0
+    # sha256 of each request's messages (json, sorted keys) -> times asked; lets a test
+    # prove that no call of a finished conversation was sent twice.
+    digests: Counter = field(default_factory=Counter)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["by_call_type"] = dict(self.by_call_type)
+        data["errors"] = dict(self.errors)
+        del data["digests"]
+        return data
+
+
+# ---------------------------------------------------------------------------
+# Answers
+# ---------------------------------------------------------------------------
+
+
+def _binary(rng: random.Random, ids: list[str], allow_na: bool = True) -> dict[str, str]:
+    choices = ("yes", "no", "na") if allow_na else ("yes", "no")
+    weights = (0.5, 0.42, 0.08) if allow_na else (0.55, 0.45)
+    return {qid: rng.choices(choices, weights)[0] for qid in ids}
+
+
+def request_digest(messages: list[dict[str, Any]]) -> str:
+    """The key under which the server counts a request (see FakeStats.digests)."""
+    return hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()
+
+
+def answer_for(messages: list[dict[str, Any]], rng: random.Random) -> tuple[str | None, dict[str, Any]]:
+    """(call type, schema-valid answer object) for a request built by our prompts."""
+    call_type = P.call_type_of(messages)
+    last = P.task_text(messages)
+    task = last[last.rfind(P.TASK_MARKER):]
+    verbose = '"reasoning"' in task
+    ids = _QUESTION_LINE.findall(task)
+    answer: dict[str, Any]
+    if call_type == P.DRAFT:
+        answer = {P.KEY_RESPONSE: rng.choice((
+            "That sounds like a lot to carry. What feels heaviest right now?",
+            "It makes sense you feel this way. Would it help to talk through what happened?",
+            "Thank you for telling me. I'm here to listen, take your time.",
+        ))}
+    elif call_type == P.ANALYSIS:
+        tags = [{"emotion": item, "intensity": rng.randint(1, 7)} for item in rng.sample(cat.PANAS_ITEMS, rng.randint(0, 2))]
+        answer = {P.KEY_TAGS: tags}
+        if ids:
+            answer[P.KEY_OM] = _binary(rng, ids)
+            answer[P.KEY_HUMAN] = _binary(rng, ids)
+    elif call_type == P.HP_BINARY:
+        answer = {P.KEY_OM: _binary(rng, ids), P.KEY_HUMAN: _binary(rng, ids)}
+    elif call_type == P.PAIRWISE:
+        answer = {P.KEY_SELECTIONS: {i: rng.choice("AB") for i in _COMPARISON_LINE.findall(task)}}
+    elif call_type == P.JUDGE:
+        answer = {P.KEY_SCORES: {dim: rng.randint(1, 7) for dim in cat.JUDGE_DIMENSIONS}}
+        if ids:
+            answer[P.KEY_DRAFT_BINARY] = _binary(rng, ids, allow_na=False)
+    elif call_type == P.POST:
+        if f'"{P.KEY_PANAS_CHANGE}"' in task:
+            panas = {P.KEY_PANAS_CHANGE: {i: rng.randint(-2, 2) for i in cat.PANAS_ITEMS}}
+        else:
+            panas = {P.KEY_POST_PANAS: {i: rng.randint(1, 7) for i in cat.PANAS_ITEMS}}
+        answer = {
+            **panas,
+            "q1_lookingFor": rng.sample(cat.Q1_LOOKING_FOR_OPTIONS, rng.randint(1, 2)),
+            "q2_emotionClarity": rng.choice(cat.Q2_EMOTION_CLARITY_OPTIONS),
+            "q3_modelFit": rng.choice(cat.Q3_MODEL_FIT_OPTIONS),
+            "q3_followUp_whatFeltOff": rng.sample(cat.Q3_WHAT_FELT_OFF_SUGGESTIONS, rng.randint(0, 2)),
+            "fourBranchScores": {b: rng.randint(1, 7) for b in cat.FOUR_BRANCHES},
+        }
+    else:
+        answer = {P.KEY_RESPONSE: "I am a fake model and did not recognise the task."}
+    if verbose:
+        answer = {P.KEY_REASONING: "The participant's words and the reply's tone suggest these answers.", **answer}
+    return call_type, answer
+
+
+def _malformed(text: str, rng: random.Random) -> str:
+    """A reply no lenient parser can use: prose only, or JSON cut off mid-way."""
+    if rng.random() < 0.5:
+        return "I'm sorry, I can't provide that in JSON right now."
+    return text[: max(1, len(text) // 2)]
+
+
+def _messy(answer: dict[str, Any], rng: random.Random) -> str:
+    """A reply the lenient parser must repair (SPEC 4): fences, raw newlines, trailing commas."""
+    kind = rng.choice(("fenced", "newline", "trailing_comma", "prose_around"))
+    text = json.dumps(answer, ensure_ascii=False)
+    if kind == "fenced":
+        return f"Here is my answer:\n```json\n{json.dumps(answer, indent=2)}\n```\nLet me know if you need more."
+    if kind == "newline":
+        return text.replace(". ", ".\n", 1) if ". " in text else text.replace('": "', '": "line one\nline two ', 1)
+    if kind == "trailing_comma":
+        return text[:-1] + ",}"
+    return f"Sure. {text} Hope this helps."
+
+
+# ---------------------------------------------------------------------------
+# Server
+# ---------------------------------------------------------------------------
+
+
+class _App:
+    def __init__(self, config: FakeConfig) -> None:
+        self.config = config
+        self.stats = FakeStats()
+        self.rng = random.Random(config.seed)
+
+    def _next_outcome(self) -> str:
+        config = self.config
+        if config.script:
+            return config.script.pop(0)
+        if config.error_rate and self.rng.random() < config.error_rate:
+            return self.rng.choice(config.error_kinds)
+        if config.malformed_rate and self.rng.random() < config.malformed_rate:
+            return "malformed"
+        if config.messy_rate and self.rng.random() < config.messy_rate:
+            return "messy"
+        return "ok"
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.stats.requests += 1
+        outcome = self._next_outcome()
+        config = self.config
+        delay = config.latency_ms + (self.rng.uniform(0, config.jitter_ms) if config.jitter_ms else 0.0)
+        if delay:
+            await asyncio.sleep(delay / 1000)
+        if outcome in ERROR_KINDS:
+            self.stats.errors[outcome] += 1
+            if outcome == "timeout":
+                await asyncio.sleep(config.timeout_hang_s)
+                return web.json_response({"error": {"message": "late", "type": "timeout"}}, status=504)
+            if outcome == "429":
+                headers = {
+                    "Retry-After": str(max(1, math.ceil(config.retry_after_s))),
+                    "retry-after-ms": str(int(config.retry_after_s * 1000)),
+                }
+                return web.json_response(
+                    {"error": {"message": "Rate limit reached (fake)", "type": "rate_limit_error", "code": "rate_limit_exceeded"}},
+                    status=429, headers=headers,
+                )
+            return web.json_response(
+                {"error": {"message": f"Fake server error {outcome}", "type": "server_error"}}, status=int(outcome)
+            )
+        messages = body.get("messages") or []
+        digest = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).digest()
+        self.stats.digests[request_digest(messages)] += 1
+        answer_rng = random.Random(int.from_bytes(digest[:8], "big") ^ config.seed)
+        call_type, answer = answer_for(messages, answer_rng)
+        self.stats.by_call_type[call_type or "unknown"] += 1
+        text = json.dumps(answer, ensure_ascii=False)
+        if outcome == "malformed":
+            self.stats.malformed += 1
+            text = _malformed(text, self.rng)
+        elif outcome == "messy":
+            self.stats.messy += 1
+            text = _messy(answer, self.rng)
+        self.stats.completions += 1
+        prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
+        usage = {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": len(text) // 4 + 1}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        return web.json_response({
+            "id": f"chatcmpl-fake-{self.stats.requests}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "fake"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": usage,
+        })
+
+    async def get_stats(self, request: web.Request) -> web.Response:
+        return web.json_response(self.stats.to_dict())
+
+    async def get_digests(self, request: web.Request) -> web.Response:
+        return web.json_response(dict(self.stats.digests))
+
+    async def reset_stats(self, request: web.Request) -> web.Response:
+        self.stats = FakeStats()
+        return web.json_response({"ok": True})
+
+    async def control(self, request: web.Request) -> web.Response:
+        try:
+            self.config.update(await request.json())
+        except ValueError as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        return web.json_response(asdict(self.config))
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "fake-em", "object": "model"}]})
+
+
+def make_app(config: FakeConfig | None = None) -> tuple[web.Application, _App]:
+    state = _App(config or FakeConfig())
+    app = web.Application(client_max_size=32 * 1024 * 1024)
+    for prefix in ("", "/v1"):
+        app.router.add_post(f"{prefix}/chat/completions", state.completions)
+        app.router.add_get(f"{prefix}/models", state.models)
+    app.router.add_get("/stats", state.get_stats)
+    app.router.add_get("/stats/digests", state.get_digests)
+    app.router.add_post("/stats/reset", state.reset_stats)
+    app.router.add_post("/control", state.control)
+    return app, state
+
+
+class FakeLLMServer:
+    """The server on its own event loop in a daemon thread (a test fixture).
+
+    Its own loop keeps it independent of whatever loop the code under test
+    uses, including ``asyncio.run`` calls that open and close loops.
+    """
+
+    def __init__(self, config: FakeConfig | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.config = config or FakeConfig()
+        self.host = host
+        self.port = port
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._state: _App | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL for litellm's ``api_base`` (OpenAI style, ends in /v1)."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    def start(self) -> "FakeLLMServer":
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def serve() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            try:
+                app, self._state = make_app(self.config)
+                self._runner = web.AppRunner(app, access_log=None)
+                loop.run_until_complete(self._runner.setup())
+                site = web.TCPSite(self._runner, self.host, self.port)
+                loop.run_until_complete(site.start())
+                self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            except BaseException as exc:  # reported to the starting thread
+                failure.append(exc)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self._runner.cleanup())
+            loop.close()
+
+        self._thread = threading.Thread(target=serve, name="fake-llm-server", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        if failure:
+            raise failure[0]
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def stats(self) -> dict[str, Any]:
+        assert self._state is not None, "server not started"
+        return self._state.stats.to_dict()
+
+    def digests(self) -> dict[str, int]:
+        assert self._state is not None, "server not started"
+        return dict(self._state.stats.digests)
+
+    def reset(self) -> None:
+        assert self._state is not None, "server not started"
+        self._state.stats = FakeStats()
+
+    def configure(self, **changes: Any) -> None:
+        """Change behaviour while running (applied on the server's loop)."""
+        assert self._loop is not None, "server not started"
+        done = threading.Event()
+        errors: list[Exception] = []
+
+        def apply() -> None:
+            try:
+                self.config.update(changes)
+            except ValueError as exc:
+                errors.append(exc)
+            done.set()
+
+        self._loop.call_soon_threadsafe(apply)
+        done.wait(5)
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> "FakeLLMServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_subprocess(*args: str, python: str | None = None) -> tuple[subprocess.Popen[str], str]:
+    """Start the server in a child process on a free port; returns (process, base URL).
+
+    Used where the server's CPU must not count against the client (the
+    benchmark) or must outlive a worker (Celery tests).
+    """
+    process = subprocess.Popen(
+        [python or sys.executable, "-m", "devtools.fake_llm_server", "--port", "0", *args],
+        stdout=subprocess.PIPE, text=True,
+    )
+    assert process.stdout is not None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        if line.startswith(READY_PREFIX):
+            return process, line.split()[1]
+    process.kill()
+    raise RuntimeError("fake LLM server did not start")
+
+
+def http_json(url: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    """GET (or POST ``payload`` to) a control URL of a running server, stdlib only."""
+    import urllib.request
+
+    data = None if payload is None else json.dumps(payload).encode()
+    request = urllib.request.Request(url, data=data, method="GET" if payload is None else "POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def root_url(api_base: str) -> str:
+    """http://host:port from an api_base ending in /v1 (where /stats and /control live)."""
+    return api_base[:-3] if api_base.endswith("/v1") else api_base.rstrip("/")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8799)
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--jitter-ms", type=float, default=0.0)
+    parser.add_argument("--error-rate", type=float, default=0.0)
+    parser.add_argument("--error-kinds", default="429,500,timeout", help=f"comma-separated from {','.join(ERROR_KINDS)}")
+    parser.add_argument("--retry-after-s", type=float, default=1.0)
+    parser.add_argument("--timeout-hang-s", type=float, default=30.0)
+    parser.add_argument("--malformed-rate", type=float, default=0.0)
+    parser.add_argument("--messy-rate", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0)
+    options = parser.parse_args(argv)
+    config = FakeConfig()
+    config.update({
+        "latency_ms": options.latency_ms, "jitter_ms": options.jitter_ms, "error_rate": options.error_rate,
+        "error_kinds": [k.strip() for k in options.error_kinds.split(",") if k.strip()],
+        "retry_after_s": options.retry_after_s, "timeout_hang_s": options.timeout_hang_s,
+        "malformed_rate": options.malformed_rate, "messy_rate": options.messy_rate, "seed": options.seed,
+    })
+
+    async def serve() -> None:
+        app, _ = make_app(config)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, options.host, options.port)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        print(f"{READY_PREFIX} http://{options.host}:{port}/v1", flush=True)
+        await asyncio.Event().wait()
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,322 @@
+"""Dataset versions (frozen selections) and their background exports with datasheets.
+
+A dataset version is what a paper cites: a name, a fixed list of complete,
+non-withdrawn conversations and a sha256 over their canonical JSON, so anyone
+holding an export can check it is the version they think it is. The content
+hash covers the canonical text of every conversation in id order, which is the
+same text the JSON export writes, so the hash can be recomputed from an export.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import tempfile
+import zipfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+from django.utils.text import slugify
+
+from attunebench import canonical as cf
+from attunebench import catalogue as cat
+from collection.exchange import EXPORT_FORMATS, exportable_conversations, export_conversations, iter_canonical
+from collection.models import Consent, Conversation, SensitiveProfile, Turn
+from research.models import ExportJob
+from scoring.models import DatasetVersion
+
+logger = logging.getLogger("attune.research")
+
+DATA_FILE_NAMES = {"json": "conversations", "jsonl": "conversations.jsonl", "parquet": "turns.parquet"}
+
+
+class DatasetError(ValueError):
+    """A dataset request that cannot be honoured; the message is shown to the researcher."""
+
+
+def complete_conversations() -> QuerySet[Conversation]:
+    """Every conversation that may enter a dataset version: complete and not withdrawn."""
+    return exportable_conversations().filter(status=Conversation.Status.COMPLETE)
+
+
+def selection_queryset(
+    topic_categories: list[str] | None = None,
+    dataset_version: DatasetVersion | None = None,
+) -> QuerySet[Conversation]:
+    """The conversations a selection names: a saved version, or all complete ones, optionally by topic.
+
+    Conversations of a version whose participant withdrew since are dropped here
+    too: withdrawal wins over immutability (SPEC: exports and scoring skip withdrawn data).
+    """
+    if dataset_version is not None:
+        queryset = exportable_conversations().filter(dataset_versions=dataset_version)
+    else:
+        queryset = complete_conversations()
+    if topic_categories:
+        queryset = queryset.filter(topic__category__in=topic_categories)
+    return queryset.order_by("conversation_id")
+
+
+def content_hash(queryset: QuerySet[Conversation]) -> str:
+    """sha256 over the canonical JSON of the conversations, in conversation-id order."""
+    digest = hashlib.sha256()
+    for document in iter_canonical(queryset, include_model_identity=True):
+        digest.update(cf.dumps_canonical(document).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def check_version_name(name: str) -> str:
+    cleaned = name.strip()
+    if not cleaned:
+        raise DatasetError("A dataset version needs a name.")
+    if DatasetVersion.objects.filter(name=cleaned).exists():
+        raise DatasetError(f"A dataset version named {cleaned!r} already exists; versions are immutable, pick a new name.")
+    return cleaned
+
+
+def do_freeze_dataset_version(
+    name: str,
+    description: str = "",
+    topic_categories: list[str] | None = None,
+    user: Any = None,
+) -> DatasetVersion:
+    """Create a frozen version of the complete, non-withdrawn conversations (optionally one topic set)."""
+    cleaned = check_version_name(name)
+    queryset = selection_queryset(topic_categories)
+    ids = list(queryset.values_list("pk", flat=True))
+    if not ids:
+        raise DatasetError("No complete, non-withdrawn conversations match this selection.")
+    digest = content_hash(Conversation.objects.filter(pk__in=ids))
+    with transaction.atomic():
+        version = DatasetVersion.objects.create(
+            name=cleaned,
+            description=description,
+            content_hash=digest,
+            conversation_count=len(ids),
+            created_by=user if getattr(user, "is_authenticated", False) else None,
+            frozen=True,
+        )
+        version.conversations.add(*ids)
+    return version
+
+
+# ---------------------------------------------------------------------------
+# Datasheet
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Datasheet:
+    """What a reader of an export needs before opening the data (a 'datasheet for datasets')."""
+
+    data: dict[str, Any]
+
+    def as_json(self) -> str:
+        return json.dumps(self.data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+    def as_markdown(self) -> str:
+        d = self.data
+        lines = [
+            f"# Datasheet: {d['dataset_version']}",
+            "",
+            f"> {d['research_only_statement']}",
+            "",
+            f"- Content hash (sha256 over canonical JSON, conversation-id order): `{d['content_hash']}`",
+            f"- Created: {d['created_at']} by {d['created_by'] or 'unknown'}",
+            f"- Exported: {d['exported_at']} as `{d['format']}`",
+            f"- Schema version: {d['schema_version']}",
+            f"- Consent version(s): {', '.join(d['consent_versions']) or 'not recorded (imported data)'}",
+            f"- Original-model identities: {'real names' if d['include_model_identity'] else 'aliases only'}",
+            "",
+            "## Counts",
+            "",
+            f"- Conversations: {d['counts']['conversations']}"
+            + (f" ({d['counts']['withdrawn_since_freeze']} withdrawn since the version was frozen and left out)"
+               if d['counts']['withdrawn_since_freeze'] else ""),
+            f"- Turns: {d['counts']['turns']}",
+            f"- Participants: {d['counts']['participants']}",
+            "",
+        ]
+        for title, key in (("Topic categories", "topic_distribution"), ("Participant groups", "participant_group_distribution"),
+                           ("Original models", "original_model_distribution")):
+            lines += [f"## {title}", "", "| value | conversations |", "|---|---|"]
+            lines += [f"| {k} | {v} |" for k, v in d[key].items()]
+            lines.append("")
+        lines += [
+            "## Notes",
+            "",
+            "Participant ids are pseudonyms. Self-reported diagnoses are present only where the participant gave "
+            "explicit consent for sensitive data. Participant groups follow SPEC 6: `anxiety_depression` (diagnosed "
+            "anxiety or depression), `none`, and `unknown` (not said, other diagnoses, or no profile).",
+            "",
+        ]
+        return "\n".join(lines)
+
+
+def build_datasheet(version: DatasetVersion, fmt: str, include_model_identity: bool) -> Datasheet:
+    """Counts and distributions of the conversations an export of ``version`` contains."""
+    queryset = selection_queryset(dataset_version=version)
+    rows = list(queryset.values_list("pk", "topic__category", "original_model__alias", "original_model__name", "participant_id"))
+    pks = [r[0] for r in rows]
+    participant_ids = {r[4] for r in rows if r[4] is not None}
+    diagnoses = dict(SensitiveProfile.objects.filter(participant_id__in=participant_ids).values_list("participant_id", "diagnoses"))
+    groups = Counter(cat.participant_group(diagnoses.get(r[4])) or "unknown" for r in rows)
+    identity = (lambda r: r[3] or r[2]) if include_model_identity else (lambda r: r[2])
+    consent_versions = sorted(set(Consent.objects.filter(participant_id__in=participant_ids).values_list("version", flat=True)))
+    data = {
+        "dataset_version": version.name,
+        "description": version.description,
+        "content_hash": version.content_hash,
+        "created_at": version.created_at.isoformat(),
+        "created_by": version.created_by.get_username() if version.created_by else None,
+        "exported_at": timezone.now().isoformat(),
+        "format": fmt,
+        "include_model_identity": include_model_identity,
+        "schema_version": cf.CONVERSATION_SCHEMA_VERSION,
+        "consent_versions": consent_versions,
+        "research_only_statement": cat.RESEARCH_ONLY_STATEMENT,
+        "counts": {
+            "conversations": len(pks),
+            "frozen_conversations": version.conversation_count,
+            "withdrawn_since_freeze": max(0, version.conversation_count - len(pks)),
+            "turns": Turn.objects.filter(conversation_id__in=pks).count(),
+            "participants": len(participant_ids),
+        },
+        "topic_distribution": dict(sorted(Counter(r[1] for r in rows).items())),
+        "participant_group_distribution": dict(sorted(groups.items())),
+        "original_model_distribution": dict(sorted(Counter(identity(r) for r in rows).items())),
+    }
+    return Datasheet(data)
+
+
+# ---------------------------------------------------------------------------
+# Export jobs
+# ---------------------------------------------------------------------------
+
+
+def export_root() -> Path:
+    return Path(settings.ATTUNE_EXPORT_DIR)
+
+
+def do_request_export(version: DatasetVersion, fmt: str, user: Any = None, include_model_identity: bool = True) -> ExportJob:
+    """Record an export job and enqueue it once the transaction commits (the request returns at once)."""
+    if fmt not in EXPORT_FORMATS:
+        raise DatasetError(f"Unknown export format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}.")
+    if not version.frozen:
+        raise DatasetError("Only frozen dataset versions can be exported.")
+    job = ExportJob.objects.create(
+        dataset_version=version, fmt=fmt, include_model_identity=include_model_identity,
+        created_by=user if getattr(user, "is_authenticated", False) else None,
+        progress_total=version.conversation_count,
+    )
+    from research.tasks import export_dataset_version
+
+    transaction.on_commit(lambda: export_dataset_version.delay(job.pk))
+    return job
+
+
+def run_export_job(job_id: int) -> ExportJob | None:
+    """The body of the export task: claim the job, write the bundle, record the outcome.
+
+    The claim is a conditional update, so a redelivered task (acks_late) never
+    writes the same job twice. Returns None when another worker has it.
+    """
+    claimed = ExportJob.objects.filter(pk=job_id, status=ExportJob.Status.QUEUED).update(
+        status=ExportJob.Status.RUNNING, started_at=timezone.now()
+    )
+    if claimed != 1:
+        return None
+    job = ExportJob.objects.select_related("dataset_version").get(pk=job_id)
+    try:
+        relative = _write_bundle(job)
+    except Exception as exc:  # noqa: BLE001 - any failure is recorded on the job and shown to the researcher
+        ExportJob.objects.filter(pk=job_id).update(
+            status=ExportJob.Status.FAILED, error=f"{type(exc).__name__}: {exc}", finished_at=timezone.now()
+        )
+        logger.exception("export job %s failed", job_id)
+        job.refresh_from_db()
+        return job
+    path = export_root() / relative
+    ExportJob.objects.filter(pk=job_id).update(
+        status=ExportJob.Status.DONE, file_path=str(relative), file_size=path.stat().st_size,
+        file_sha256=_file_sha256(path), finished_at=timezone.now(),
+    )
+    job.refresh_from_db()
+    return job
+
+
+def bundle_name(job: ExportJob) -> str:
+    return f"{slugify(job.dataset_version.name) or 'dataset'}-export{job.pk}-{job.fmt}.zip"
+
+
+def _write_bundle(job: ExportJob) -> Path:
+    """One zip per export: the data in the chosen format plus DATASHEET.md and datasheet.json."""
+    version = job.dataset_version
+    queryset = selection_queryset(dataset_version=version)
+    total = queryset.count()
+    ExportJob.objects.filter(pk=job.pk).update(progress_total=total, progress_done=0)
+    step = max(1, total // 50)
+
+    def progress(done: int, of: int) -> None:
+        if done == of or done % step == 0:
+            ExportJob.objects.filter(pk=job.pk).update(progress_done=min(done, total))
+
+    relative = Path(bundle_name(job))
+    final = export_root() / relative
+    final.parent.mkdir(parents=True, exist_ok=True)
+    datasheet = build_datasheet(version, job.fmt, job.include_model_identity)
+    with tempfile.TemporaryDirectory(dir=final.parent) as work:
+        work_dir = Path(work)
+        partial = work_dir / relative.name
+        if job.fmt == "json":
+            # The JSON export is itself a zip of one canonical file per conversation; the datasheet joins it.
+            export_conversations(queryset, "json", partial, job.include_model_identity, progress)
+            with zipfile.ZipFile(partial, "a", compression=zipfile.ZIP_DEFLATED) as bundle:
+                bundle.writestr("DATASHEET.md", datasheet.as_markdown())
+                bundle.writestr("datasheet.json", datasheet.as_json())
+        else:
+            data_file = work_dir / DATA_FILE_NAMES[job.fmt]
+            export_conversations(queryset, job.fmt, data_file, job.include_model_identity, progress)
+            # Parquet is already compressed; deflating it again only costs time.
+            compression = zipfile.ZIP_STORED if job.fmt == "parquet" else zipfile.ZIP_DEFLATED
+            with zipfile.ZipFile(partial, "w", compression=compression) as bundle:
+                bundle.write(data_file, DATA_FILE_NAMES[job.fmt])
+                bundle.writestr("DATASHEET.md", datasheet.as_markdown())
+                bundle.writestr("datasheet.json", datasheet.as_json())
+        shutil.move(str(partial), final)
+    return relative
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def access_export_file(job: ExportJob) -> Path:
+    """The finished file of a job, refusing paths that escape the export directory."""
+    if job.status != ExportJob.Status.DONE or not job.file_path:
+        raise DatasetError("This export is not ready.")
+    root = export_root().resolve()
+    path = (root / job.file_path).resolve()
+    if root not in path.parents or not path.is_file():
+        raise DatasetError("The export file is missing; request a new export.")
+    return path
+
+
+def version_summary(version: DatasetVersion) -> dict[str, Any]:
+    """Topic distribution of a version, for its list row (one grouped query)."""
+    counts = Counter(
+        selection_queryset(dataset_version=version).values_list("topic__category", flat=True)
+    )
+    return {"topics": dict(sorted(counts.items()))}

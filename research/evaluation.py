@@ -1,0 +1,243 @@
+"""The evaluation dashboard's data: which runs form the leaderboard, their report and analyses.
+
+The database holds one ConversationScore per (run, conversation) whose
+``metrics`` is the scorer's per-conversation record (SPEC 5). This module turns
+the chosen runs back into the scorer's report shape and hands it to
+``attunebench.scoring.analysis.analyze``, so the dashboard, the API and the
+``attune analyze`` command all compute SPEC 6 the same way. Conversation
+metadata (topic, original model, participant group, turn count) comes from the
+database, not from the stored scores, so breakdowns also work for scores
+stored without details.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.cache import cache
+from django.db.models import Count, Max, Q
+
+from attunebench import catalogue as cat
+from attunebench.scoring.aggregate import aggregate_rows, mean_or_none, standard_error
+from attunebench.scoring.composite import LEADERBOARD_CAPABILITIES
+from attunebench.scoring.keys import CONVERSATION_KEYS
+from collection.models import Conversation, SensitiveProfile
+from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun
+
+N_BOOTSTRAP = 1000
+Z_95 = 1.959964
+
+CAPABILITY_TITLES: dict[str, str] = {
+    "emotion_tracking": "Emotion tracking",
+    "behaviour_judgement": "Behaviour judgement",
+    "preference_prediction": "Preference prediction",
+    "response_quality": "Response quality",
+    "holistic_comprehension": "Holistic comprehension",
+}
+SORT_KEYS = ("composite", "label", "n", "coverage", "cost", *LEADERBOARD_CAPABILITIES)
+
+
+@dataclass
+class EvaluationData:
+    """Everything the dashboard draws, computed once per set of scored runs."""
+
+    runs: list[EvaluationRun]
+    report: dict[str, Any]
+    analysis: dict[str, Any] | None
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def run_by_label(self) -> dict[str, EvaluationRun]:
+        from attunebench.scoring.analysis import row_label
+
+        return {row_label(r.evaluated_model.name, r.mode): r for r in self.runs}
+
+
+def leaderboard_runs(dataset_version_id: int | None = None) -> list[EvaluationRun]:
+    """One run per (EM, mode): the newest with scores.
+
+    Model runs count once finished (done); human-baseline runs count as soon as
+    a conversation is scored, because raters finish conversations one by one.
+    Restricting to a dataset version compares models on the same conversations.
+    """
+    queryset = (
+        EvaluationRun.objects.select_related("evaluated_model", "judge_model", "dataset_version")
+        .annotate(n_scores=Count("conversation_scores"))
+        .filter(n_scores__gt=0)
+        .filter(Q(status=EvaluationRun.Status.DONE) | Q(evaluated_model__kind=EvaluatedModel.Kind.HUMAN))
+        .order_by("-created_at", "-pk")
+    )
+    if dataset_version_id:
+        queryset = queryset.filter(dataset_version_id=dataset_version_id)
+    chosen: dict[tuple[str, str], EvaluationRun] = {}
+    for run in queryset:
+        chosen.setdefault((run.evaluated_model.name, run.mode), run)
+    return sorted(chosen.values(), key=lambda r: (r.evaluated_model.name, r.mode))
+
+
+def conversation_info(conversation_pks: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """pk -> conversationId, category, original model, participant group, GT turn count."""
+    rows = (
+        Conversation.objects.filter(pk__in=list(conversation_pks))
+        .annotate(n_turns=Count("turns"))
+        .values_list("pk", "conversation_id", "topic__category", "original_model__alias", "original_model__name",
+                     "participant_id", "n_turns")
+    )
+    rows = list(rows)
+    diagnoses = dict(
+        SensitiveProfile.objects.filter(participant_id__in={r[5] for r in rows if r[5]}).values_list("participant_id", "diagnoses")
+    )
+    return {
+        pk: {
+            "conversationId": cid,
+            "category": category,
+            "original_model": name or alias,
+            "participant_group": cat.participant_group(diagnoses.get(participant)),
+            "n_gt_turns": n_turns,
+        }
+        for pk, cid, category, alias, name, participant, n_turns in rows
+    }
+
+
+def stored_record(metrics: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The scorer's record inside a stored ConversationScore.metrics (top level, or under 'record')."""
+    record = metrics.get("record") if isinstance(metrics.get("record"), Mapping) else metrics
+    return record
+
+
+def build_report(runs: Sequence[EvaluationRun]) -> tuple[dict[str, Any], list[str]]:
+    """The scorer's report over the runs' stored scores, each record carrying DB details.
+
+    A stored record missing keys the scorer defines is skipped with a message
+    rather than crashing the dashboard: it was written by an older scorer.
+    """
+    run_by_pk = {r.pk: r for r in runs}
+    scores = list(
+        ConversationScore.objects.filter(run__in=runs).values_list("run_id", "conversation_id", "metrics")
+    )
+    info = conversation_info({s[1] for s in scores})
+    records: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    required = set(CONVERSATION_KEYS) - {"conversationId", "em_model", "mode"}
+    for run_pk, conversation_pk, metrics in scores:
+        run = run_by_pk[run_pk]
+        meta = info.get(conversation_pk, {})
+        record = dict(stored_record(metrics or {}))
+        missing = required - record.keys()
+        if missing:
+            skipped.append(f"run {run_pk}, conversation {meta.get('conversationId')}: stored score lacks {', '.join(sorted(missing))}")
+            continue
+        record["conversationId"] = meta.get("conversationId", str(conversation_pk))
+        record["em_model"] = run.evaluated_model.name
+        record["mode"] = run.mode
+        details = dict(record.get("details") or {})
+        details.update({k: meta.get(k) for k in ("category", "original_model", "participant_group", "n_gt_turns")})
+        record["details"] = details
+        records.append(record)
+    records.sort(key=lambda r: (r["em_model"], r["mode"], r["conversationId"]))
+    return {"conversations": records, "aggregates": aggregate_rows(records)}, skipped
+
+
+def _cache_key(runs: Sequence[EvaluationRun]) -> str:
+    stamps = (
+        ConversationScore.objects.filter(run__in=runs)
+        .values("run_id").annotate(n=Count("id"), last=Max("id")).order_by("run_id")
+    )
+    text = "|".join(f"{s['run_id']}:{s['n']}:{s['last']}" for s in stamps)
+    return "research:evaluation:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def evaluation_data(dataset_version_id: int | None = None, n_bootstrap: int = N_BOOTSTRAP) -> EvaluationData:
+    """Report and SPEC 6 analyses of the leaderboard runs, cached until any score changes."""
+    runs = leaderboard_runs(dataset_version_id)
+    if not runs:
+        return EvaluationData(runs=[], report={"conversations": [], "aggregates": []}, analysis=None)
+    key = _cache_key(runs) + f":{n_bootstrap}"
+    cached = cache.get(key)
+    if cached is None:
+        from attunebench.scoring.analysis import analyze  # numpy/scipy: loaded only when a dashboard needs them
+
+        report, skipped = build_report(runs)
+        analysis = analyze(report, n_bootstrap=n_bootstrap) if report["conversations"] else None
+        cached = {"report": report, "analysis": analysis, "skipped": skipped}
+        cache.set(key, cached, timeout=600)
+    return EvaluationData(runs=runs, report=cached["report"], analysis=cached["analysis"], skipped=cached["skipped"])
+
+
+# ---------------------------------------------------------------------------
+# Leaderboard
+# ---------------------------------------------------------------------------
+
+
+def _normal_ci(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """mean ± 1.96·SE with SE = sample sd/√n (SPEC 5.4); None with fewer than 2 values."""
+    se = standard_error(values)
+    if se is None:
+        return None, None
+    m = math.fsum(values) / len(values)
+    return m - Z_95 * se, m + Z_95 * se
+
+
+def leaderboard_rows(
+    data: EvaluationData, weighting: str = "spec", sort: str = "composite", descending: bool = True
+) -> list[dict[str, Any]]:
+    """Rows of the leaderboard, one per (EM, mode).
+
+    ``weighting='spec'`` shows the SPEC 5.3 composite with a percentile
+    bootstrap CI over conversations; ``'equal'`` shows the equal-weight
+    composite with a normal CI from its standard error.
+    """
+    if data.analysis is None:
+        return []
+    runs = data.run_by_label
+    bootstrap_rows = {r["label"]: r for r in data.analysis["bootstrap"]["rows"]}
+    by_row: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for record in data.report["conversations"]:
+        by_row.setdefault((record["em_model"], record["mode"]), []).append(record)
+    rows = []
+    for profile in data.analysis["capability_profile"]:
+        label = profile["label"]
+        run = runs.get(label)
+        records = by_row.get((profile["em_model"], profile["mode"]), [])
+        if weighting == "equal":
+            values = [r["equal_weight_composite"] for r in records]
+            estimate = mean_or_none(values)
+            low, high = _normal_ci(values)
+        else:
+            ci = bootstrap_rows.get(label, {}).get("composite_score", {})
+            estimate, low, high = ci.get("estimate"), ci.get("low"), ci.get("high")
+        rows.append({
+            "label": label,
+            "em_model": profile["em_model"],
+            "mode": profile["mode"],
+            "human": profile["human_baseline"],
+            "run": run,
+            "n": profile["n_conversations"],
+            "composite": estimate,
+            "ci_low": low,
+            "ci_high": high,
+            "capabilities": {c: profile["capabilities"].get(c) for c in LEADERBOARD_CAPABILITIES},
+            "coverage": profile["coverage"],
+            "cost": run.cost_usd if run else None,
+        })
+    sort = sort if sort in SORT_KEYS else "composite"
+
+    def key(row: dict[str, Any]) -> Any:
+        value = row["capabilities"].get(sort) if sort in LEADERBOARD_CAPABILITIES else row.get(sort)
+        if sort == "label":
+            return value
+        return -math.inf if value is None else value
+
+    rows.sort(key=key, reverse=descending)
+    for rank, row in enumerate(rows, start=1):
+        row["rank"] = rank
+    return rows
+
+
+def capability_columns() -> list[tuple[str, str]]:
+    """(key, short column title); the full name is the column's tooltip and the chart's panel title."""
+    return [(c, CAPABILITY_TITLES[c].split(" ")[0]) for c in LEADERBOARD_CAPABILITIES]

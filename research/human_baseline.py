@@ -1,0 +1,394 @@
+"""Human baseline (SPEC 6): a person takes the evaluated model's seat, turn by turn.
+
+A rater sees exactly what an EM sees (SPEC 4): for turn t, the earlier turns'
+messages and replies, then the participant's message alone (to draft a reply),
+then the original reply with the candidate replies masked, and the behaviour
+questions the participant answered. Never the participant's annotations and
+never a later turn. Answers are written into a RunConversation of the run of
+EvaluatedModel ``human:<username>`` in the SPEC 3.2 shape, so the scorer and
+every analysis treat the person like any model.
+
+A person answers the behaviour questions once; their answers stand for both
+the third-person and the participant-perspective wording (the two wordings
+exist to probe models' sensitivity to phrasing, not people's).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import F
+from django.http import Http404
+from django.utils import timezone
+
+from attunebench import canonical as cf
+from attunebench import catalogue as cat
+from attunebench.scoring.keys import HUMAN_PREFIX
+from collection.models import Conversation, PanasSurvey, Turn
+from research.models import HumanAssignment
+from research.roles import is_researcher
+from research.scoring_bridge import do_score_run
+from scoring.models import EvaluatedModel, EvaluationRun, RunConversation
+
+HUMAN_MODE = "default"
+HUMAN_PANAS_STRATEGY = "absolute"  # the rater sees pre-PANAS totals and predicts the 20 post items
+
+
+class HumanBaselineError(ValueError):
+    """A request the rater or researcher must correct; the message is shown to them."""
+
+
+def human_model_name(user: AbstractBaseUser) -> str:
+    return f"{HUMAN_PREFIX}{user.get_username()}"
+
+
+def human_model(user: AbstractBaseUser) -> EvaluatedModel:
+    model, _ = EvaluatedModel.objects.get_or_create(
+        name=human_model_name(user),
+        defaults={"kind": EvaluatedModel.Kind.HUMAN, "notes": "Human baseline rater (SPEC 6)."},
+    )
+    return model
+
+
+def human_run(user: AbstractBaseUser) -> EvaluationRun:
+    """The one run that collects a rater's conversations (newest if several exist)."""
+    model = human_model(user)
+    run = EvaluationRun.objects.filter(evaluated_model=model, mode=HUMAN_MODE).order_by("-created_at").first()
+    if run is None:
+        run = EvaluationRun.objects.create(
+            evaluated_model=model, mode=HUMAN_MODE, panas_strategy=HUMAN_PANAS_STRATEGY,
+            status=EvaluationRun.Status.RUNNING, started_at=timezone.now(),
+            selection={"human_baseline": True}, prompt_version="human",
+        )
+    return run
+
+
+def do_assign(conversation: Conversation, rater: AbstractBaseUser, assigned_by: AbstractBaseUser | None) -> HumanAssignment:
+    """Assign a complete conversation to a rater; assigning twice returns the existing assignment."""
+    if conversation.status != Conversation.Status.COMPLETE:
+        raise HumanBaselineError("Only complete conversations can be rated.")
+    if not conversation.turns.exists():
+        raise HumanBaselineError("This conversation has no turns.")
+    with transaction.atomic():
+        existing = HumanAssignment.objects.filter(rater=rater, conversation=conversation).first()
+        if existing:
+            return existing
+        run = human_run(rater)
+        run_conversation = RunConversation.objects.create(
+            run=run, conversation=conversation, status=RunConversation.Status.RUNNING,
+            output=_empty_output(conversation, rater),
+        )
+        EvaluationRun.objects.filter(pk=run.pk).update(
+            conversations_total=F("conversations_total") + 1, status=EvaluationRun.Status.RUNNING, finished_at=None
+        )
+        return HumanAssignment.objects.create(
+            rater=rater, conversation=conversation, run_conversation=run_conversation, assigned_by=assigned_by,
+        )
+
+
+def _empty_output(conversation: Conversation, rater: AbstractBaseUser) -> dict[str, Any]:
+    return {
+        "conversationId": conversation.conversation_id,
+        "em_model": human_model_name(rater),
+        "mode": HUMAN_MODE,
+        "run_timestamp": cf.format_timestamp(timezone.now()),
+        "turns": [],
+        "post_conversation": None,
+        "api_cost": 0.0,
+        "duration_seconds": None,
+        "prompt_version": "human",
+    }
+
+
+def access_assignment(user: AbstractBaseUser, assignment_id: int) -> HumanAssignment:
+    """The assignment if it is the user's own (researchers may look at any, read-only in the view)."""
+    try:
+        assignment = HumanAssignment.objects.select_related("conversation", "run_conversation", "rater").get(pk=assignment_id)
+    except HumanAssignment.DoesNotExist:
+        raise Http404("No such assignment.") from None
+    if assignment.rater_id != user.pk and not is_researcher(user):
+        raise PermissionDenied("This conversation is assigned to someone else.")
+    return assignment
+
+
+# ---------------------------------------------------------------------------
+# What the rater sees
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class RaterStep:
+    """One screen of the rater's replay."""
+
+    stage: str  # "draft", "analysis", "post" or "done"
+    turn_number: int | None
+    total_turns: int
+    history: list[Turn]
+    current: Turn | None
+    replies: list[tuple[str, str]]  # (masked label, text) in display order
+    comparisons: list[dict[str, Any]]
+    questions: list[cat.BinaryQuestion]
+    draft: str | None
+    pre_panas: PanasSurvey | None
+
+
+def masked_labels(conversation_id: str, turn_number: int) -> dict[str, str]:
+    """original → 'original'; alternate and human → 'alternate1'/'alternate2' in a fixed per-turn order.
+
+    The order is derived from a hash so reloading shows the same masking while
+    the participant's own reply is not always in the same slot (SPEC 4 masking).
+    """
+    flip = hashlib.sha256(f"{conversation_id}:{turn_number}".encode()).digest()[0] % 2 == 1
+    first, second = (cat.RESPONSE_HUMAN, cat.RESPONSE_ALTERNATE) if flip else (cat.RESPONSE_ALTERNATE, cat.RESPONSE_HUMAN)
+    return {cat.RESPONSE_ORIGINAL: "original", first: "alternate1", second: "alternate2"}
+
+
+def _output_turn(output: dict[str, Any], turn_number: int) -> dict[str, Any] | None:
+    for turn in output.get("turns", []):
+        if turn.get("turnNumber") == turn_number:
+            return turn
+    return None
+
+
+def current_step(assignment: HumanAssignment) -> RaterStep:
+    """The screen the rater is on, derived from what is stored (so reloads and new devices agree)."""
+    turns = list(assignment.conversation.turns.order_by("turn_number"))
+    output = assignment.run_conversation.output if assignment.run_conversation else {}
+    pre = assignment.conversation.panas_surveys.filter(kind=PanasSurvey.Kind.PRE).first()
+    if assignment.is_complete:
+        return RaterStep("done", None, len(turns), turns, None, [], [], [], None, pre)
+    if assignment.turns_done >= len(turns):
+        return RaterStep("post", None, len(turns), turns, None, [], [], [], None, pre)
+    current = turns[assignment.turns_done]
+    history = turns[: assignment.turns_done]
+    stored = _output_turn(output or {}, current.turn_number)
+    if stored is None:
+        return RaterStep("draft", current.turn_number, len(turns), history, current, [], [], [], None, pre)
+    labels = masked_labels(assignment.conversation.conversation_id, current.turn_number)
+    alternates = getattr(current, "alternates", None)
+    texts = {
+        cat.RESPONSE_ORIGINAL: current.llm_response,
+        cat.RESPONSE_ALTERNATE: alternates.llm_improved if alternates else "",
+        cat.RESPONSE_HUMAN: alternates.human_edited if alternates else "",
+    }
+    replies = sorted(((labels[k], v) for k, v in texts.items() if v), key=lambda p: p[0])
+    comparisons = [
+        {
+            "index": i,
+            "question": cat.PAIRWISE_QUESTIONS.get(c.question_id, c.question_id.removeprefix(cat.CUSTOM_PAIRWISE_PREFIX)),
+            "a": labels[c.response_a],
+            "b": labels[c.response_b],
+        }
+        for i, c in enumerate(current.pairwise_comparisons.order_by("position"))
+    ]
+    asked = [j.question_id for j in current.binary_judgements.order_by("position")]
+    questions = [cat.BINARY_QUESTIONS_BY_ID[q] for q in asked if q in cat.BINARY_QUESTIONS_BY_ID]
+    return RaterStep("analysis", current.turn_number, len(turns), history, current, replies, comparisons, questions,
+                     stored.get("em_drafted_response"), pre)
+
+
+# ---------------------------------------------------------------------------
+# Recording answers
+# ---------------------------------------------------------------------------
+
+
+def _lock(assignment: HumanAssignment) -> tuple[HumanAssignment, RunConversation]:
+    locked = HumanAssignment.objects.select_for_update().get(pk=assignment.pk)
+    if locked.is_complete:
+        raise HumanBaselineError("This conversation is already finished.")
+    run_conversation = RunConversation.objects.select_for_update().get(pk=locked.run_conversation_id)
+    return locked, run_conversation
+
+
+def do_record_draft(assignment: HumanAssignment, turn_number: int, draft: str) -> None:
+    """Stage 1 of a turn: the reply the rater would give, written before seeing the original reply."""
+    with transaction.atomic():
+        locked, rc = _lock(assignment)
+        expected = _expected_turn(locked)
+        if turn_number != expected:
+            raise HumanBaselineError(f"You are on turn {expected}; this answer was for turn {turn_number}.")
+        output = dict(rc.output)
+        if _output_turn(output, turn_number) is not None:
+            raise HumanBaselineError("The draft for this turn is already saved.")
+        output["turns"] = [*output["turns"], {"turnNumber": turn_number, "em_drafted_response": draft.strip() or None}]
+        rc.output = output
+        rc.save(update_fields=["output", "updated_at"])
+
+
+def do_record_analysis(
+    assignment: HumanAssignment,
+    turn_number: int,
+    emotion_tags: list[dict[str, Any]],
+    om_answers: dict[str, str],
+    participant_answers: dict[str, str],
+    pairwise: dict[str, str],
+) -> None:
+    """Stage 2 of a turn: emotion tags, behaviour answers and pairwise picks; then the next turn opens."""
+    with transaction.atomic():
+        locked, rc = _lock(assignment)
+        if turn_number != _expected_turn(locked):
+            raise HumanBaselineError(f"You are on turn {_expected_turn(locked)}; this answer was for turn {turn_number}.")
+        output = dict(rc.output)
+        turns = [dict(t) for t in output["turns"]]
+        stored = next((t for t in turns if t["turnNumber"] == turn_number), None)
+        if stored is None:
+            raise HumanBaselineError("Write your own reply for this turn first.")
+        stored.update({
+            "em_emotion_tags": emotion_tags,
+            "em_binary_om_assessment": om_answers,
+            "em_binary_human_prediction": participant_answers,
+            "em_binary_om_assessment_hp": dict(om_answers),
+            "em_binary_human_prediction_hp": dict(participant_answers),
+            "em_pairwise_selections": pairwise,
+        })
+        cf.RunTurn.model_validate(stored)  # refuse anything the canonical reader would reject
+        output["turns"] = turns
+        rc.output = output
+        rc.save(update_fields=["output", "updated_at"])
+        locked.turns_done = F("turns_done") + 1
+        locked.save(update_fields=["turns_done"])
+
+
+def do_record_post(
+    assignment: HumanAssignment,
+    panas_items: dict[str, int],
+    looking_for: list[str],
+    emotion_clarity: str | None,
+    model_fit: str | None,
+    what_felt_off: list[str],
+    four_branch: dict[str, int],
+) -> None:
+    """Post-conversation predictions; completes the assignment and scores it like a model's run."""
+    with transaction.atomic():
+        locked, rc = _lock(assignment)
+        total = locked.conversation.turns.count()
+        if locked.turns_done < total:
+            raise HumanBaselineError("Finish every turn before the post-conversation questions.")
+        output = dict(rc.output)
+        output["post_conversation"] = {
+            "panas_strategy": HUMAN_PANAS_STRATEGY,
+            "predicted_post_panas": {"totalPositiveAffect": None, "totalNegativeAffect": None, "items": panas_items},
+            "predicted_conversation_wide": {
+                "q1_lookingFor": looking_for, "q2_emotionClarity": emotion_clarity, "q3_modelFit": model_fit,
+                "q3_followUp_whatFeltOff": what_felt_off, "fourBranchScores": four_branch,
+            },
+        }
+        output["duration_seconds"] = (timezone.now() - locked.assigned_at).total_seconds()
+        output["run_timestamp"] = cf.format_timestamp(timezone.now())
+        output = cf.to_canonical_dict(cf.parse_run(output, source=f"human assignment {locked.pk}"))
+        rc.output = output
+        rc.status = RunConversation.Status.DONE
+        rc.save(update_fields=["output", "status", "updated_at"])
+        locked.completed_at = timezone.now()
+        locked.save(update_fields=["completed_at"])
+        run_id = rc.run_id
+        EvaluationRun.objects.filter(pk=run_id).update(conversations_done=F("conversations_done") + 1)
+        transaction.on_commit(lambda: _after_completion(run_id))
+
+
+def _after_completion(run_id: int) -> None:
+    do_score_run(run_id)
+    run = EvaluationRun.objects.get(pk=run_id)
+    if run.conversations_done >= run.conversations_total:
+        EvaluationRun.objects.filter(pk=run_id).update(status=EvaluationRun.Status.DONE, finished_at=timezone.now())
+
+
+def _expected_turn(assignment: HumanAssignment) -> int:
+    numbers = list(assignment.conversation.turns.order_by("turn_number").values_list("turn_number", flat=True))
+    if assignment.turns_done >= len(numbers):
+        raise HumanBaselineError("Every turn is done; answer the post-conversation questions.")
+    return numbers[assignment.turns_done]
+
+
+# ---------------------------------------------------------------------------
+# Agreement between raters
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Agreement:
+    raters: list[str]
+    conversations: int
+    binary_alpha: float | None
+    binary_units: int
+    emotion_alpha: float | None
+    emotion_units: int
+    note: str | None
+
+
+def _alpha(matrix: list[list[float]]) -> float | None:
+    """Nominal Krippendorff's alpha; None when undefined (one value everywhere, or no pairable unit)."""
+    import krippendorff
+    import numpy as np
+
+    data = np.array(matrix, dtype=float)
+    pairable = (~np.isnan(data)).sum(axis=0) >= 2
+    if data.shape[0] < 2 or not pairable.any():
+        return None
+    data = data[:, pairable]
+    values = data[~np.isnan(data)]
+    if np.unique(values).size < 2:
+        return None  # alpha = 1 − Do/De is undefined when De = 0 (a single value is ever used)
+    result = float(krippendorff.alpha(reliability_data=data, level_of_measurement="nominal"))
+    return result if math.isfinite(result) else None
+
+
+def rater_agreement() -> Agreement:
+    """Krippendorff's alpha between human raters on the binary answers and on the emotion tags.
+
+    Binary units are (conversation, turn, question, OM-or-participant) with
+    values yes/no/na; emotion units are (conversation, turn, PANAS word) for
+    every word any rater tagged, valued 1 if the rater tagged it and 0 if they
+    tagged others that turn. Only conversations with two or more finished
+    raters count.
+    """
+    done = (
+        RunConversation.objects.filter(
+            run__evaluated_model__kind=EvaluatedModel.Kind.HUMAN, status=RunConversation.Status.DONE
+        ).select_related("run__evaluated_model")
+    )
+    by_conversation: dict[int, dict[str, dict[str, Any]]] = {}
+    for rc in done:
+        by_conversation.setdefault(rc.conversation_id, {})[rc.run.evaluated_model.name] = rc.output
+    shared = {cid: outs for cid, outs in by_conversation.items() if len(outs) >= 2}
+    raters = sorted({name for outs in shared.values() for name in outs})
+    if len(raters) < 2:
+        return Agreement(raters, 0, None, 0, None, 0,
+                         "Agreement needs at least two raters who finished the same conversation.")
+    codes = {cat.YES: 0.0, cat.NO: 1.0, cat.NOT_APPLICABLE: 2.0}
+    binary_units: dict[tuple, dict[str, float]] = {}
+    emotion_units: dict[tuple, dict[str, float]] = {}
+    for cid, outputs in shared.items():
+        for rater, output in outputs.items():
+            for turn in output.get("turns", []):
+                n = turn["turnNumber"]
+                for variant in ("em_binary_om_assessment", "em_binary_human_prediction"):
+                    for qid, answer in (turn.get(variant) or {}).items():
+                        if answer in codes:
+                            binary_units.setdefault((cid, n, qid, variant), {})[rater] = codes[answer]
+        turn_numbers = {t["turnNumber"] for o in outputs.values() for t in o.get("turns", [])}
+        for n in turn_numbers:
+            tagged = {
+                rater: {t["emotion"].strip().lower() for t in (_output_turn(o, n) or {}).get("em_emotion_tags", [])}
+                for rater, o in outputs.items() if _output_turn(o, n) is not None
+            }
+            for word in set().union(*tagged.values()):
+                for rater, words in tagged.items():
+                    emotion_units.setdefault((cid, n, word), {})[rater] = 1.0 if word in words else 0.0
+
+    def matrix(units: dict[tuple, dict[str, float]]) -> list[list[float]]:
+        keys = sorted(units)
+        return [[units[k].get(r, math.nan) for k in keys] for r in raters]
+
+    binary_alpha = _alpha(matrix(binary_units)) if binary_units else None
+    emotion_alpha = _alpha(matrix(emotion_units)) if emotion_units else None
+    note = None
+    if binary_alpha is None or emotion_alpha is None:
+        note = "An alpha is empty when its units have fewer than two ratings or every rating is the same value."
+    return Agreement(raters, len(shared), binary_alpha, len(binary_units), emotion_alpha, len(emotion_units), note)

@@ -1,0 +1,68 @@
+"""Roles: who may see what.
+
+- participant: holds a study link only; never a Django user with staff rights,
+  so every researcher page and API endpoint refuses them.
+- researcher: ``is_staff`` and a member of the ``research`` group, which grants
+  read access to collected data and write access to evaluation and export
+  bookkeeping (never to participants' answers).
+- admin: ``is_superuser``, everything, including Django admin edits of data.
+
+The group's permissions are defined here once, applied by a data migration and
+re-applied by ``do_make_researcher`` so a fresh database and a running one agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+RESEARCH_GROUP = "research"
+
+# (app_label, model, actions): what the research group may do in Django admin.
+RESEARCH_GROUP_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    *[("collection", model, ("view",)) for model in (
+        "study", "participant", "consent", "participantprofile", "originalmodel", "topic",
+        "conversation", "turn", "panassurvey", "panasitemresponse", "conversationwideanswers", "fourbranchrating",
+    )],
+    *[("annotation", model, ("view",)) for model in (
+        "moodtag", "binaryjudgement", "alternateresponses", "pairwisecomparison",
+    )],
+    ("scoring", "evaluatedmodel", ("view", "add", "change")),
+    ("scoring", "datasetversion", ("view", "add")),
+    ("scoring", "evaluationrun", ("view", "add", "change")),
+    ("scoring", "runconversation", ("view",)),
+    ("scoring", "conversationscore", ("view",)),
+    ("scoring", "runscore", ("view",)),
+    ("scoring", "modelcallcache", ("view",)),
+    ("research", "exportjob", ("view", "add")),
+    ("research", "humanassignment", ("view", "add", "change", "delete")),
+)
+
+
+def apply_research_group(group_model: Any, permission_model: Any) -> Any:
+    """Create or update the research group; models are passed in so migrations can use historical ones."""
+    group, _ = group_model.objects.get_or_create(name=RESEARCH_GROUP)
+    wanted = []
+    for app_label, model, actions in RESEARCH_GROUP_PERMISSIONS:
+        for action in actions:
+            perm = permission_model.objects.filter(
+                content_type__app_label=app_label, codename=f"{action}_{model}"
+            ).first()
+            if perm is not None:
+                wanted.append(perm)
+    group.permissions.set(wanted)
+    return group
+
+
+def is_researcher(user: Any) -> bool:
+    """Staff (or superuser) accounts are researchers; the check every researcher view and API uses."""
+    return bool(user and user.is_authenticated and user.is_active and (user.is_staff or user.is_superuser))
+
+
+def do_make_researcher(user: Any) -> None:
+    """Give a user researcher rights: staff flag plus the research group."""
+    from django.contrib.auth.models import Group, Permission
+
+    group = apply_research_group(Group, Permission)
+    user.is_staff = True
+    user.save(update_fields=["is_staff"])
+    user.groups.add(group)

@@ -1,0 +1,211 @@
+"""DRF serializers of the research API: the shapes documented in the OpenAPI schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+from rest_framework.exceptions import NotFound
+
+from attunebench import catalogue as cat
+from collection.exchange import EXPORT_FORMATS
+from collection.models import Conversation
+from research.models import ExportJob
+from scoring.models import ConversationScore, DatasetVersion, EvaluatedModel, EvaluationRun
+
+
+# Text the database can store (no NUL) with at least one visible character: the schema states exactly what is accepted.
+NAME_PATTERN = r"^[^\x00]*[^\x00\s][^\x00]*$"
+NO_NUL_PATTERN = r"^[^\x00]*$"
+
+
+class ConversationSummarySerializer(serializers.ModelSerializer):
+    category = serializers.CharField(source="topic.category")
+    subtopic = serializers.CharField(source="topic.subtopic")
+    original_model_alias = serializers.CharField(source="original_model.alias")
+    original_model = serializers.CharField(source="original_model.exported_identity")
+    participant = serializers.CharField(source="participant.pseudonym", allow_null=True, default=None)
+    turn_count = serializers.IntegerField(source="n_turns")
+
+    class Meta:
+        model = Conversation
+        fields = ["conversation_id", "status", "source", "category", "subtopic", "original_model_alias",
+                  "original_model", "participant", "turn_count", "started_at", "completed_at"]
+
+
+class CanonicalConversationSerializer(serializers.Serializer):
+    """The SPEC 3.1 conversation file, exactly as exports write it."""
+
+    conversationId = serializers.CharField()
+    metadata = serializers.DictField()
+    participant_profile = serializers.DictField(allow_null=True)
+    prePanas = serializers.DictField(allow_null=True)
+    postPanas = serializers.DictField(allow_null=True)
+    conversationWideQuestions = serializers.DictField(allow_null=True)
+    turns = serializers.ListField(child=serializers.DictField())
+
+
+class EvaluatedModelSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = EvaluatedModel
+        fields = ["id", "name", "kind", "litellm_model", "api_base", "params", "max_concurrency", "requests_per_minute",
+                  "input_cost_per_million", "output_cost_per_million", "active", "notes", "created_at"]
+        read_only_fields = ["id", "created_at"]
+
+
+class DatasetVersionSerializer(serializers.ModelSerializer):
+    created_by = serializers.CharField(source="created_by.get_username", read_only=True, allow_null=True, default=None)
+
+    class Meta:
+        model = DatasetVersion
+        fields = ["id", "name", "description", "content_hash", "conversation_count", "frozen", "created_at", "created_by"]
+        read_only_fields = fields
+
+
+class DatasetVersionCreateSerializer(serializers.Serializer):
+    name = serializers.RegexField(NAME_PATTERN, max_length=200, help_text="Unique; must contain a non-space character.")
+    description = serializers.RegexField(NO_NUL_PATTERN, required=False, allow_blank=True, default="")
+    topic_categories = serializers.ListField(
+        child=serializers.ChoiceField(choices=list(cat.TOPIC_CATEGORIES)), required=False, default=list
+    )
+
+
+class ExportJobSerializer(serializers.ModelSerializer):
+    dataset_version = serializers.PrimaryKeyRelatedField(read_only=True)
+    progress_percent = serializers.IntegerField(read_only=True)
+    download_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ExportJob
+        fields = ["id", "dataset_version", "fmt", "include_model_identity", "status", "progress_done", "progress_total",
+                  "progress_percent", "file_size", "file_sha256", "error", "created_at", "started_at", "finished_at",
+                  "download_url"]
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.URLField(allow_null=True))
+    def get_download_url(self, job: ExportJob) -> str | None:
+        if job.status != ExportJob.Status.DONE:
+            return None
+        path = reverse("api:export-download", args=[job.pk])
+        request = self.context.get("request")
+        return request.build_absolute_uri(path) if request else path
+
+
+class ExportRequestSerializer(serializers.Serializer):
+    fmt = serializers.ChoiceField(choices=list(EXPORT_FORMATS))
+    include_model_identity = serializers.BooleanField(required=False, default=True)
+
+
+class RunSerializer(serializers.ModelSerializer):
+    evaluated_model = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    judge_model = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    progress_percent = serializers.IntegerField(read_only=True)
+    composite_score = serializers.SerializerMethodField()
+
+    class Meta:
+        model = EvaluationRun
+        fields = ["id", "evaluated_model", "judge_model", "mode", "panas_strategy", "dataset_version", "selection",
+                  "prompt_version", "status", "conversations_total", "conversations_done", "conversations_failed",
+                  "calls_made", "calls_cached", "calls_failed", "cost_usd", "progress_percent", "composite_score",
+                  "error", "created_at", "started_at", "finished_at"]
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_composite_score(self, run: EvaluationRun) -> float | None:
+        score = getattr(run, "score", None)
+        return score.composite_score if score is not None else None
+
+
+@extend_schema_field({"type": "array", "items": {"$ref": "#/components/schemas/ModeEnum"}, "minItems": 1})
+class ModesField(serializers.ListField):
+    """Replay modes; the schema points at the run's own ModeEnum so modes have one name in the schema."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=serializers.ChoiceField(choices=list(cat.MODES)), min_length=1, **kwargs)
+
+
+class RunCreateSerializer(serializers.Serializer):
+    models = serializers.ListField(child=serializers.RegexField(NAME_PATTERN, trim_whitespace=False), min_length=1,
+                                   help_text="Evaluated-model names.")
+    modes = ModesField()
+    panas_strategy = serializers.ChoiceField(choices=list(cat.PANAS_STRATEGIES), default="absolute")
+    judge = serializers.RegexField(NAME_PATTERN, trim_whitespace=False, required=False, allow_null=True, default=None)
+    dataset_version = serializers.IntegerField(required=False, allow_null=True, default=None)
+    topic_categories = serializers.ListField(
+        child=serializers.ChoiceField(choices=list(cat.TOPIC_CATEGORIES)), required=False, default=list
+    )
+    dry_run = serializers.BooleanField(required=False, default=False,
+                                       help_text="Only estimate calls and cost; nothing is started.")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        names = list(dict.fromkeys(attrs["models"]))
+        found = {m.name: m for m in EvaluatedModel.objects.filter(name__in=names, active=True)}
+        missing = [n for n in names if n not in found]
+        if missing:
+            raise NotFound(f"unknown or inactive evaluated models: {', '.join(missing)}")
+        attrs["models"] = [found[n] for n in names]
+        attrs["modes"] = list(dict.fromkeys(attrs["modes"]))
+        if attrs.get("judge"):
+            judge = EvaluatedModel.objects.filter(name=attrs["judge"], active=True).first()
+            if judge is None:
+                raise NotFound(f"unknown or inactive judge model: {attrs['judge']}")
+            attrs["judge"] = judge
+        if attrs.get("dataset_version") is not None:
+            version = DatasetVersion.objects.filter(pk=attrs["dataset_version"], frozen=True).first()
+            if version is None:
+                raise NotFound(f"no frozen dataset version with id {attrs['dataset_version']}")
+            attrs["dataset_version"] = version
+        return attrs
+
+
+class EstimateSerializer(serializers.Serializer):
+    conversations = serializers.IntegerField()
+    turns = serializers.IntegerField()
+    runs = serializers.IntegerField()
+    calls = serializers.IntegerField()
+    cost_usd = serializers.FloatField()
+    per_run = serializers.ListField(child=serializers.DictField())
+    notes = serializers.ListField(child=serializers.CharField())
+
+
+class ConversationScoreSerializer(serializers.ModelSerializer):
+    conversation = serializers.SlugRelatedField(slug_field="conversation_id", read_only=True)
+
+    class Meta:
+        model = ConversationScore
+        fields = ["conversation", "composite_score", "coverage", "metrics"]
+        read_only_fields = fields
+
+
+class LeaderboardRowSerializer(serializers.Serializer):
+    rank = serializers.IntegerField()
+    label = serializers.CharField()
+    em_model = serializers.CharField()
+    mode = serializers.CharField()
+    human = serializers.BooleanField()
+    run = serializers.IntegerField(source="run.pk", allow_null=True, default=None)
+    n = serializers.IntegerField()
+    composite = serializers.FloatField(allow_null=True)
+    ci_low = serializers.FloatField(allow_null=True)
+    ci_high = serializers.FloatField(allow_null=True)
+    capabilities = serializers.DictField(child=serializers.FloatField(allow_null=True))
+    coverage = serializers.FloatField(allow_null=True)
+    cost = serializers.FloatField(allow_null=True)
+
+
+class LeaderboardSerializer(serializers.Serializer):
+    weighting = serializers.CharField()
+    research_only_statement = serializers.CharField()
+    rows = LeaderboardRowSerializer(many=True)
+
+
+class AnalysesSerializer(serializers.Serializer):
+    research_only_statement = serializers.CharField()
+    runs = serializers.ListField(child=serializers.IntegerField())
+    analysis = serializers.DictField(allow_null=True, help_text="attunebench.scoring.analysis.analyze output (SPEC 6).")
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField()

@@ -1,0 +1,54 @@
+"""Small formatting filters for research templates (numbers, p-values, dictionary look-ups)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def num(value: Any, digits: int = 2) -> str:
+    """A number with fixed decimals, or an en dash for missing values."""
+    if value is None or value == "":
+        return "–"
+    try:
+        return f"{float(value):.{int(digits)}f}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@register.filter
+def pval(value: Any) -> str:
+    """p-values as researchers write them: '< 0.001' below the third decimal."""
+    if value is None:
+        return "–"
+    value = float(value)
+    return "< 0.001" if value < 0.001 else f"{value:.3f}"
+
+
+@register.filter
+def get(mapping: Any, key: Any) -> Any:
+    if mapping is None:
+        return None
+    try:
+        return mapping.get(key)
+    except AttributeError:
+        return None
+
+
+@register.filter
+def usd(value: Any) -> str:
+    if value is None:
+        return "–"
+    return f"${float(value):,.4f}" if float(value) < 1 else f"${float(value):,.2f}"
+
+
+@register.filter
+def duration(seconds: Any) -> str:
+    if seconds is None:
+        return "–"
+    seconds = float(seconds)
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"

@@ -1,0 +1,384 @@
+"""Researcher pages and the human-baseline rater screens. Views parse and authorise, services do the work."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.db.models import Count
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from attunebench import catalogue as cat
+from collection.models import Conversation
+from research import collection_stats, drilldown, launcher
+from research.access import login_required_403, researcher_required
+from research.datasets import (
+    DatasetError,
+    access_export_file,
+    build_datasheet,
+    do_freeze_dataset_version,
+    do_request_export,
+    version_summary,
+)
+from research.evaluation import SORT_KEYS, capability_columns, evaluation_data, leaderboard_rows
+from research.figures import TURN_METRIC_TITLES, figure
+from research.forms import AnalysisForm, AssignForm, DatasetVersionForm, DraftForm, ExportForm, LaunchForm, PostForm
+from research.human_baseline import (
+    HumanBaselineError,
+    access_assignment,
+    current_step,
+    do_assign,
+    do_record_analysis,
+    do_record_draft,
+    do_record_post,
+    rater_agreement,
+)
+from research.models import ExportJob, HumanAssignment
+from scoring.models import DatasetVersion, EvaluationRun, RunConversation
+
+ACTIVE_RUN_STATUSES = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING, EvaluationRun.Status.SCORING)
+
+
+def _dataset_filter(request: HttpRequest) -> int | None:
+    from research.api import id_param
+
+    return id_param(request.GET.get("dataset"))
+
+
+# ---------------------------------------------------------------------------
+# Evaluation dashboard
+# ---------------------------------------------------------------------------
+
+
+@researcher_required
+@require_GET
+def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
+    weighting = "equal" if request.GET.get("weighting") == "equal" else "spec"
+    sort = request.GET.get("sort", "composite")
+    descending = request.GET.get("dir", "desc") != "asc"
+    metric = request.GET.get("metric", "behaviour_accuracy")
+    dataset = _dataset_filter(request)
+    data = evaluation_data(dataset)
+    rows = leaderboard_rows(data, weighting=weighting, sort=sort, descending=descending)
+    figures = {}
+    if data.analysis:
+        figures = {name: figure(name, data, weighting=weighting, metric=metric) for name in (
+            "leaderboard", "capability_profile", "independence", "discrimination", "by_topic", "by_group", "turn_position")}
+    context = {
+        "data": data,
+        "rows": rows,
+        "weighting": weighting,
+        "sort": sort if sort in SORT_KEYS else "composite",
+        "descending": descending,
+        "capability_columns": capability_columns(),
+        "sort_columns": [("label", "Model"), ("composite", "Composite" if weighting == "spec" else "Equal-weight"),
+                         *capability_columns(), ("n", "Conv."), ("coverage", "Coverage"), ("cost", "Cost")],
+        "figures": figures,
+        "analysis": data.analysis,
+        "metric": metric if metric in TURN_METRIC_TITLES else "behaviour_accuracy",
+        "turn_metrics": TURN_METRIC_TITLES,
+        "datasets": DatasetVersion.objects.filter(frozen=True).order_by("-created_at"),
+        "dataset": dataset,
+        "query": request.GET.urlencode(),
+    }
+    template = "research/_leaderboard.html" if request.htmx and request.GET.get("part") == "leaderboard" else "research/evaluation.html"
+    return render(request, template, context)
+
+
+@researcher_required
+@require_GET
+def figure_download(request: HttpRequest, name: str, ext: str) -> HttpResponse:
+    data = evaluation_data(_dataset_filter(request))
+    if data.analysis is None:
+        raise Http404("No scored runs yet.")
+    try:
+        chart = figure(name, data, weighting=request.GET.get("weighting", "spec"), metric=request.GET.get("metric", "behaviour_accuracy"))
+    except KeyError:
+        raise Http404("No such figure.") from None
+    if ext == "csv":
+        response = HttpResponse(chart.csv(), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="attunebench-{name}.csv"'
+        return response
+    if not chart.svg:
+        raise Http404("This figure is a table; download its CSV.")
+    response = HttpResponse(str(chart.svg), content_type="image/svg+xml; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="attunebench-{name}.svg"'
+    return response
+
+
+@researcher_required
+@require_GET
+def run_conversation_drilldown(request: HttpRequest, run_id: int, conversation_id: str) -> HttpResponse:
+    run = get_object_or_404(EvaluationRun.objects.select_related("evaluated_model"), pk=run_id)
+    conversation = get_object_or_404(Conversation.objects.select_related("topic", "original_model"), conversation_id=conversation_id)
+    context = drilldown.drilldown(run, conversation)
+    return render(request, "research/drilldown.html", context)
+
+
+@researcher_required
+@require_GET
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(EvaluationRun.objects.select_related("evaluated_model", "judge_model", "dataset_version"), pk=run_id)
+    scores = run.conversation_scores.select_related("conversation__topic").order_by("-composite_score")
+    return render(request, "research/run_detail.html", {"run": run, "scores": scores[:500], "active_statuses": ACTIVE_RUN_STATUSES})
+
+
+# ---------------------------------------------------------------------------
+# Collection dashboard
+# ---------------------------------------------------------------------------
+
+
+@researcher_required
+@require_GET
+def collection_dashboard(request: HttpRequest) -> HttpResponse:
+    status = request.GET.get("status") or None
+    category = request.GET.get("category") or None
+    return render(request, "research/collection.html", {
+        "stats": collection_stats.collection_stats(),
+        "conversations": collection_stats.recent_conversations(status, category),
+        "status": status,
+        "category": category,
+        "statuses": Conversation.Status.choices,
+        "categories": cat.TOPIC_CATEGORIES,
+    })
+
+
+@researcher_required
+@require_GET
+def conversation_viewer(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    conversation = get_object_or_404(
+        Conversation.objects.select_related("topic", "original_model", "participant", "wide_answers"),
+        conversation_id=conversation_id,
+    )
+    surveys = {s.kind: s for s in conversation.panas_surveys.prefetch_related("item_responses")}
+    return render(request, "research/conversation.html", {
+        "conversation": conversation,
+        "turns": collection_stats.conversation_transcript(conversation),
+        "pre": surveys.get("pre"),
+        "post": surveys.get("post"),
+        "wide": getattr(conversation, "wide_answers", None),
+        "branches": conversation.four_branch_ratings.all(),
+        "runs": RunConversation.objects.filter(conversation=conversation, status=RunConversation.Status.DONE)
+        .select_related("run__evaluated_model").order_by("run__evaluated_model__name"),
+    })
+
+
+# ---------------------------------------------------------------------------
+# Run launcher
+# ---------------------------------------------------------------------------
+
+
+def _launch_request(form: LaunchForm) -> launcher.LaunchRequest:
+    d = form.cleaned_data
+    return launcher.LaunchRequest(
+        models=list(d["models"]), modes=list(d["modes"]), panas_strategy=d["panas_strategy"], judge=d["judge"],
+        dataset_version=d["dataset_version"], topic_categories=list(d["topic_categories"]),
+    )
+
+
+@researcher_required
+def run_launcher(request: HttpRequest) -> HttpResponse:
+    launcher.ensure_offline_baselines()
+    form = LaunchForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            runs = launcher.do_launch_runs(_launch_request(form), request.user)
+        except launcher.LauncherError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"Started {len(runs)} run(s).")
+            return redirect(reverse("research:runs"))
+    runs = EvaluationRun.objects.select_related("evaluated_model", "dataset_version").order_by("-created_at")[:50]
+    return render(request, "research/runs.html", {
+        "form": form, "runs": runs, "active_statuses": ACTIVE_RUN_STATUSES,
+        "replay_available": _replay_available(),
+    })
+
+
+def _replay_available() -> str | None:
+    try:
+        launcher.replay_service()
+    except launcher.ReplayServiceUnavailable as exc:
+        return str(exc)
+    return None
+
+
+@researcher_required
+@require_POST
+def run_estimate(request: HttpRequest) -> HttpResponse:
+    form = LaunchForm(request.POST)
+    estimate = error = None
+    if form.is_valid():
+        request_ = _launch_request(form)
+        try:
+            launcher.check_launch(request_)
+            estimate = launcher.estimate(request_)
+        except launcher.LauncherError as exc:
+            error = str(exc)
+    return render(request, "research/_estimate.html", {"form": form, "estimate": estimate, "error": error})
+
+
+@researcher_required
+@require_GET
+def run_progress(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(EvaluationRun.objects.select_related("evaluated_model"), pk=run_id)
+    # A finished run's fragment carries no hx-trigger, so swapping it in ends the polling.
+    return render(request, "research/_run_progress.html", {"run": run, "active_statuses": ACTIVE_RUN_STATUSES})
+
+
+@researcher_required
+@require_POST
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(EvaluationRun, pk=run_id)
+    try:
+        launcher.do_cancel_run(run)
+        messages.success(request, f"Run {run.pk} cancelled.")
+    except launcher.LauncherError as exc:
+        messages.error(request, str(exc))
+    return redirect(request.POST.get("next") or reverse("research:runs"))
+
+
+@researcher_required
+@require_POST
+def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(EvaluationRun, pk=run_id)
+    try:
+        launcher.do_resume_run(run)
+        messages.success(request, f"Run {run.pk} resumed.")
+    except launcher.LauncherError as exc:
+        messages.error(request, str(exc))
+    return redirect(request.POST.get("next") or reverse("research:runs"))
+
+
+# ---------------------------------------------------------------------------
+# Dataset versions and exports
+# ---------------------------------------------------------------------------
+
+
+@researcher_required
+def dataset_list(request: HttpRequest) -> HttpResponse:
+    form = DatasetVersionForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        d = form.cleaned_data
+        try:
+            version = do_freeze_dataset_version(d["name"], d["description"], list(d["topic_categories"]), request.user)
+        except DatasetError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Froze {version.name}: {version.conversation_count} conversations.")
+            return redirect("research:dataset", version_id=version.pk)
+    versions = DatasetVersion.objects.select_related("created_by").annotate(n_exports=Count("export_jobs")).order_by("-created_at")
+    return render(request, "research/datasets.html", {"form": form, "versions": versions})
+
+
+@researcher_required
+@require_GET
+def dataset_detail(request: HttpRequest, version_id: int) -> HttpResponse:
+    version = get_object_or_404(DatasetVersion.objects.select_related("created_by"), pk=version_id)
+    return render(request, "research/dataset_detail.html", {
+        "version": version,
+        "datasheet": build_datasheet(version, "preview", True).data,
+        "summary": version_summary(version),
+        "export_form": ExportForm(),
+        "jobs": version.export_jobs.select_related("created_by").order_by("-created_at"),
+    })
+
+
+@researcher_required
+@require_POST
+def dataset_export(request: HttpRequest, version_id: int) -> HttpResponse:
+    version = get_object_or_404(DatasetVersion, pk=version_id)
+    form = ExportForm(request.POST)
+    if form.is_valid():
+        try:
+            do_request_export(version, form.cleaned_data["fmt"], request.user, form.cleaned_data["include_model_identity"])
+            messages.success(request, "Export started; the download link appears here when it is ready.")
+        except DatasetError as exc:
+            messages.error(request, str(exc))
+    else:
+        messages.error(request, "Choose an export format.")
+    return redirect("research:dataset", version_id=version.pk)
+
+
+@researcher_required
+@require_GET
+def export_status(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = get_object_or_404(ExportJob.objects.select_related("dataset_version"), pk=job_id)
+    return render(request, "research/_export_job.html", {"job": job})
+
+
+@researcher_required
+@require_GET
+def export_download(request: HttpRequest, job_id: int) -> FileResponse:
+    job = get_object_or_404(ExportJob.objects.select_related("dataset_version"), pk=job_id)
+    try:
+        path = access_export_file(job)
+    except DatasetError as exc:
+        raise Http404(str(exc)) from None
+    return FileResponse(path.open("rb"), as_attachment=True, filename=path.name, content_type="application/zip")
+
+
+# ---------------------------------------------------------------------------
+# Human baseline
+# ---------------------------------------------------------------------------
+
+
+@researcher_required
+def human_baseline(request: HttpRequest) -> HttpResponse:
+    form = AssignForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            assignment = do_assign(form.cleaned_data["conversation"], form.cleaned_data["rater"], request.user)
+            messages.success(request, f"Assigned {assignment.conversation} to {assignment.rater}.")
+            return redirect("research:human")
+        except HumanBaselineError as exc:
+            form.add_error(None, str(exc))
+    assignments = HumanAssignment.objects.select_related("rater", "conversation", "assigned_by").annotate(
+        n_turns=Count("conversation__turns"))
+    return render(request, "research/human.html", {
+        "form": form, "assignments": assignments, "agreement": rater_agreement(),
+    })
+
+
+@login_required_403
+@require_GET
+def rater_home(request: HttpRequest) -> HttpResponse:
+    assignments = (
+        HumanAssignment.objects.filter(rater=request.user)
+        .select_related("conversation__topic").annotate(n_turns=Count("conversation__turns"))
+    )
+    return render(request, "research/rater_home.html", {"assignments": assignments})
+
+
+@login_required_403
+def rater_step(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    assignment = access_assignment(request.user, assignment_id)
+    own = assignment.rater_id == request.user.pk
+    step = current_step(assignment)
+    form: DraftForm | AnalysisForm | PostForm | None = None
+    if step.stage == "draft":
+        form = DraftForm(request.POST or None, initial={"turn_number": step.turn_number})
+    elif step.stage == "analysis":
+        form = AnalysisForm(request.POST or None, step=step, initial={"turn_number": step.turn_number})
+    elif step.stage == "post":
+        form = PostForm(request.POST or None)
+    if request.method == "POST":
+        if not own:
+            raise Http404("Only the assigned rater can answer.")
+        if form is not None and form.is_valid():
+            try:
+                if isinstance(form, DraftForm):
+                    do_record_draft(assignment, form.cleaned_data["turn_number"], form.cleaned_data["draft"])
+                elif isinstance(form, AnalysisForm):
+                    do_record_analysis(assignment, form.cleaned_data["turn_number"], **form.answers())
+                else:
+                    do_record_post(assignment, **form.answers())
+                return redirect("research:rate", assignment_id=assignment.pk)
+            except HumanBaselineError as exc:
+                messages.error(request, str(exc))
+                return redirect("research:rate", assignment_id=assignment.pk)
+    return render(request, "research/rater_step.html", {
+        "assignment": assignment, "step": step, "form": form, "own": own,
+        "progress": round(100 * (assignment.turns_done + (1 if assignment.is_complete else 0)) / (step.total_turns + 1)),
+    })

@@ -1,0 +1,95 @@
+"""Django admin for the evaluation side: registry, runs and their derived scores.
+
+Scores and outputs are produced by the replay and scoring engines; they are
+read-only here so a hand edit can never make a leaderboard disagree with its data.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from scoring import models as m
+
+
+@admin.register(m.EvaluatedModel)
+class EvaluatedModelAdmin(admin.ModelAdmin):
+    list_display = ("name", "kind", "litellm_model", "max_concurrency", "input_cost_per_million", "output_cost_per_million", "active")
+    list_filter = ("kind", "active")
+    search_fields = ("name", "litellm_model", "notes")
+    readonly_fields = ("created_at",)
+
+
+@admin.register(m.DatasetVersion)
+class DatasetVersionAdmin(admin.ModelAdmin):
+    list_display = ("name", "conversation_count", "frozen", "content_hash", "created_at", "created_by")
+    list_filter = ("frozen", "created_at")
+    search_fields = ("name", "description", "content_hash")
+    readonly_fields = ("content_hash", "conversation_count", "created_at", "created_by", "frozen")
+    filter_horizontal = ("conversations",)
+
+    def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
+        # A frozen version is immutable (SPEC: named immutable selection), including its members.
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None and obj.frozen:
+            fields += ["name", "conversations"]
+        return fields
+
+
+class RunConversationInline(admin.TabularInline):
+    model = m.RunConversation
+    extra = 0
+    fields = ("conversation", "status", "calls_made", "calls_cached", "calls_failed", "cost_usd", "error")
+    readonly_fields = fields
+    can_delete = False
+    show_change_link = True
+
+
+@admin.register(m.EvaluationRun)
+class EvaluationRunAdmin(admin.ModelAdmin):
+    list_display = ("id", "evaluated_model", "mode", "panas_strategy", "judge_model", "dataset_version", "status",
+                    "progress", "calls_made", "calls_cached", "calls_failed", "cost_usd", "created_at")
+    list_filter = ("status", "mode", "panas_strategy", "evaluated_model__kind", "evaluated_model")
+    search_fields = ("evaluated_model__name", "error", "prompt_version")
+    readonly_fields = ("conversations_total", "conversations_done", "conversations_failed", "calls_made", "calls_cached",
+                       "calls_failed", "cost_usd", "started_at", "finished_at", "created_at", "created_by", "progress")
+    list_select_related = ("evaluated_model", "judge_model", "dataset_version")
+    date_hierarchy = "created_at"
+
+    @admin.display(description="progress")
+    def progress(self, obj: m.EvaluationRun) -> str:
+        return f"{obj.progress_percent}%"
+
+
+@admin.register(m.RunConversation)
+class RunConversationAdmin(admin.ModelAdmin):
+    list_display = ("run", "conversation", "status", "calls_made", "calls_cached", "calls_failed", "cost_usd", "updated_at")
+    list_filter = ("status", "run__evaluated_model", "run__mode")
+    search_fields = ("conversation__conversation_id", "run__evaluated_model__name", "error")
+    readonly_fields = ("calls_made", "calls_cached", "calls_failed", "cost_usd", "updated_at")
+    list_select_related = ("run__evaluated_model", "conversation")
+
+
+@admin.register(m.ConversationScore)
+class ConversationScoreAdmin(admin.ModelAdmin):
+    list_display = ("run", "conversation", "composite_score", "coverage")
+    list_filter = ("run__evaluated_model", "run__mode", "conversation__topic__category")
+    search_fields = ("conversation__conversation_id", "run__evaluated_model__name")
+    readonly_fields = ("run", "conversation", "composite_score", "coverage", "metrics")
+    list_select_related = ("run__evaluated_model", "conversation")
+
+
+@admin.register(m.RunScore)
+class RunScoreAdmin(admin.ModelAdmin):
+    list_display = ("run", "composite_score", "scored_at")
+    list_filter = ("run__evaluated_model", "run__mode")
+    search_fields = ("run__evaluated_model__name",)
+    readonly_fields = ("run", "composite_score", "metrics", "scored_at")
+    list_select_related = ("run__evaluated_model",)
+
+
+@admin.register(m.ModelCallCache)
+class ModelCallCacheAdmin(admin.ModelAdmin):
+    list_display = ("key", "model", "prompt_version", "cost_usd", "created_at")
+    list_filter = ("model", "prompt_version")
+    search_fields = ("key", "model")
+    readonly_fields = ("key", "model", "prompt_version", "response", "usage", "cost_usd", "created_at")

@@ -1,0 +1,214 @@
+"""``attune eval``: replay conversations against an evaluated model, write run files, score them.
+
+In-process by default: conversations from files (or the database), calls
+through one event loop with a live progress line, a call cache on disk so a
+re-run pays nothing twice, canonical run files (SPEC 3.2) in --out, and the
+leaderboard of the scoring library at the end. With REDIS_URL set and
+--from-db, the run is created in the database and fanned out to Celery
+workers instead; the command follows its progress and writes the files when
+it is done. ``--dry-run`` counts the calls and estimates the cost from the
+real prompts without calling anything.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from attunebench import catalogue as cat
+
+
+class Command(BaseCommand):
+    help = (
+        "Replay conversations turn by turn against an evaluated model (SPEC 4), write one canonical run "
+        "file per conversation and score them. Offline baselines (baseline:random, baseline:prior, "
+        "baseline:lexicon) need no keys; live models need ATTUNE_ALLOW_LIVE_MODELS=1 unless served on "
+        "this machine (--api-base on localhost). API keys are read from the environment only."
+    )
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--model", required=True, help="registry name, baseline:NAME, or a litellm model such as openai/gpt-4o-mini")
+        parser.add_argument("--mode", default="default", choices=cat.MODES)
+        parser.add_argument("--panas-strategy", default="absolute", choices=cat.PANAS_STRATEGIES)
+        parser.add_argument("--judge", help="judge model (registry name, baseline:NAME or litellm model); off by default")
+        source = parser.add_mutually_exclusive_group(required=True)
+        source.add_argument("--conversations", nargs="+", metavar="PATH", help="conversation files, folders or .zip archives")
+        source.add_argument("--from-db", action="store_true", help="complete, non-withdrawn conversations in the database")
+        parser.add_argument("--concurrency", type=int, default=16, help="calls in flight at once (default 16)")
+        parser.add_argument("--out", help="folder for the run files (default: <data dir>/runs/<model>__<mode>)")
+        parser.add_argument("--dry-run", action="store_true", help="print the number of calls and the estimated cost, call nothing")
+        parser.add_argument("--api-base", help="OpenAI-compatible base URL for a model not in the registry")
+        parser.add_argument("--temperature", type=float)
+        parser.add_argument("--max-tokens", type=int)
+        parser.add_argument("--seed", type=int)
+        parser.add_argument("--no-cache", action="store_true", help="do not read or write the call cache")
+        parser.add_argument("--cache-dir", help="call cache folder (default: <data dir>/call-cache)")
+        parser.add_argument("--in-process", action="store_true", help="run here even when REDIS_URL points at Celery workers")
+
+    # -- model specs ---------------------------------------------------------
+
+    def _spec(self, name: str, options: dict[str, Any]) -> Any:
+        from attunebench.replay.llm import EMSpec, spec_from_name
+        from scoring.replay_service import ReplayRefused, _is_loopback, em_spec
+
+        params = {k: options[k] for k in ("temperature", "max_tokens", "seed") if options.get(k) is not None}
+        registered = None
+        try:
+            from scoring.models import EvaluatedModel
+
+            registered = EvaluatedModel.objects.filter(name=name).first()
+        except Exception:  # noqa: BLE001 - a fresh install without a migrated database still evaluates files
+            registered = None
+        try:
+            if registered is not None and not (params or options.get("api_base")):
+                return em_spec(registered)
+        except ReplayRefused as exc:
+            raise CommandError(str(exc)) from None
+        spec = spec_from_name(name) if name.startswith("baseline:") else EMSpec(
+            name=name, litellm_model=name, api_base=options.get("api_base"), params=params)
+        if not spec.is_offline and not settings.ATTUNE_ALLOW_LIVE_MODELS and not (spec.api_base and _is_loopback(spec.api_base)):
+            raise CommandError(f"{name} is a live model: set ATTUNE_ALLOW_LIVE_MODELS=1 to allow paid calls")
+        if spec.is_offline and name not in ("baseline:random", "baseline:prior", "baseline:lexicon"):
+            raise CommandError(f"unknown baseline {name!r}; choose baseline:random, baseline:prior or baseline:lexicon")
+        return spec
+
+    # -- conversations ---------------------------------------------------------
+
+    def _conversations(self, options: dict[str, Any]) -> list[Any]:
+        if options["from_db"]:
+            from collection.exchange import iter_canonical
+            from collection.models import Conversation
+            from scoring.replay_service import exportable_conversations
+
+            queryset = exportable_conversations().filter(status=Conversation.Status.COMPLETE)
+            return list(iter_canonical(queryset, include_model_identity=True))
+        from attunebench.sources import read_conversations
+
+        found, problems = read_conversations(options["conversations"])
+        for problem in problems:
+            self.stderr.write(f"skipped: {problem}")
+        return [doc for _, doc in found]
+
+    # -- main ------------------------------------------------------------------
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from attunebench.replay.protocol import ReplayConfig
+
+        if options["concurrency"] < 1:
+            raise CommandError("--concurrency must be at least 1")
+        em = self._spec(options["model"], options)
+        judge = self._spec(options["judge"], {**options, "api_base": None, "temperature": None, "max_tokens": None, "seed": None}) if options["judge"] else None
+        config = ReplayConfig(mode=options["mode"], panas_strategy=options["panas_strategy"], judge=judge)
+        conversations = self._conversations(options)
+        if not conversations:
+            raise CommandError("no conversations to replay")
+
+        if options["dry_run"]:
+            from attunebench.replay.run import estimate
+
+            plan = estimate(conversations, em, config)
+            self.stdout.write(f"Dry run of {em.name} ({config.mode}, {config.panas_strategy}) on {len(conversations)} conversations:")
+            self.stdout.write(plan.describe())
+            return
+
+        out = Path(options["out"] or Path(settings.ATTUNE_RUNS_DIR) / f"{_slug(em.name)}__{config.mode}")
+        if settings.REDIS_URL and options["from_db"] and not options["in_process"]:
+            runs = self._through_celery(em, options, conversations)
+        else:
+            runs = self._in_process(em, config, conversations, options, out)
+            out = None  # already written
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            from attunebench.canonical import dumps_canonical
+            for run in runs:
+                (out / f"{_slug(run.em_model)}__{run.mode}__{_slug(run.conversationId)}.json").write_text(
+                    dumps_canonical(run), encoding="utf-8")
+        self._score(conversations, runs)
+
+    def _in_process(self, em: Any, config: Any, conversations: list[Any], options: dict[str, Any], out: Path) -> list[Any]:
+        import asyncio
+
+        from attunebench.replay.aio import run_sync
+        from attunebench.replay.cache import FileCache, LayeredCache, MemoryCache, NullCache
+        from attunebench.replay.run import make_replayer, write_outputs
+
+        if options["no_cache"]:
+            cache: Any = NullCache()
+        else:
+            cache = LayeredCache(MemoryCache(), FileCache(options["cache_dir"] or Path(settings.DATA_DIR) / "call-cache"))
+        replayer = make_replayer(em, config, dataset=conversations, concurrency=options["concurrency"], cache=cache)
+        total = len(conversations)
+        started = time.perf_counter()
+        interactive = sys.stderr.isatty()
+
+        def line() -> str:
+            t = replayer.totals
+            cost = f"${t.cost_spent:.4f}" + ("+?" if t.cost_unknown else "")
+            return (f"conversations {replayer.conversations_done}/{total} | calls {t.calls_made} made, "
+                    f"{t.calls_cached} cached, {t.calls_failed} failed | cost {cost} | {time.perf_counter() - started:.1f}s")
+
+        async def main() -> list[Any]:
+            # A live line on a terminal; a line every 10 s in logs (the final line goes to stdout).
+            work = asyncio.ensure_future(replayer.replay_many(conversations))
+            last_logged = time.perf_counter()
+            while not work.done():
+                await asyncio.wait([work], timeout=0.5)
+                if interactive:
+                    self.stderr.write("\r" + line(), ending="")
+                elif not work.done() and time.perf_counter() - last_logged >= 10:
+                    self.stderr.write(line())
+                    last_logged = time.perf_counter()
+            return work.result()
+
+        results = run_sync(main())
+        if interactive:
+            self.stderr.write("")
+        self.stdout.write(line())
+        paths = write_outputs(results, out)
+        failed = sum(len(r.failures) for r in results)
+        self.stdout.write(f"Wrote {len(paths)} run files to {out}" + (f" ({failed} failed calls listed in them)" if failed else ""))
+        return [r.output for r in results]
+
+    def _through_celery(self, em: Any, options: dict[str, Any], conversations: list[Any]) -> list[Any]:
+        from attunebench import canonical as cf
+        from scoring import replay_service
+        from scoring.models import EvaluationRun, RunConversation
+
+        run = replay_service.do_create_run(
+            em.name, options["mode"], options["panas_strategy"], options["judge"],
+            conversation_ids=[c.conversationId for c in conversations],
+        )
+        replay_service.start_run(run.pk)
+        self.stderr.write(f"Run {run.pk} queued for Celery workers (start one with `attune worker`).")
+        while True:
+            progress = replay_service.run_progress(run.pk)
+            self.stderr.write(
+                f"\rrun {run.pk} {progress['status']}: conversations {progress['conversations_done']}/"
+                f"{progress['conversations_total']} ({progress['conversations_failed']} failed) | calls "
+                f"{progress['calls_made']} made, {progress['calls_cached']} cached, {progress['calls_failed']} failed | "
+                f"cost ${progress['cost_usd']:.4f}", ending="")
+            if progress["status"] in (EvaluationRun.Status.DONE, EvaluationRun.Status.FAILED, EvaluationRun.Status.CANCELLED):
+                break
+            time.sleep(1.0)
+        self.stderr.write("")
+        outputs = RunConversation.objects.filter(run=run, status=RunConversation.Status.DONE).values_list("output", flat=True)
+        return [cf.parse_run(output) for output in outputs]
+
+    def _score(self, conversations: list[Any], runs: list[Any]) -> None:
+        from attunebench.scoring.engine import score_runs
+        from attunebench.scoring.report import format_leaderboard
+
+        result = score_runs(conversations, runs)
+        self.stdout.write(format_leaderboard(result.report()))
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "x"

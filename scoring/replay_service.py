@@ -1,0 +1,531 @@
+"""The replay service: evaluation runs stored in the database, replayed in-process or by Celery workers.
+
+This is the Django side of issue 4. The replay protocol itself is pure
+(``attunebench.replay``); here live the pieces that need the database or Redis:
+
+- ``em_spec``                the registry row (EvaluatedModel) as an EMSpec
+- ``DatabaseCallCache``      ModelCallCache rows as the call cache (durable)
+- ``RedisCallCache``         the same entries in Redis when REDIS_URL is set (fast, shared)
+- ``RedisRateLimiter``       requests-per-minute shared by every worker of a provider
+- ``do_prepare_run``         one RunConversation row per selected conversation
+- ``do_replay_conversation`` claim, replay, store and count one conversation (idempotent)
+- ``score_run``              score finished outputs into ConversationScore / RunScore
+- ``start_run`` / ``resume_run`` / ``cancel_run``  what the research launcher calls
+
+Checkpointing is per conversation (RunConversation.status/output) and per call
+(the call cache): a killed worker's conversation is redelivered (acks_late)
+and replays from the cache without paying again; finished conversations are
+skipped outright.
+
+Live models (kind "llm") are refused unless ATTUNE_ALLOW_LIVE_MODELS is set or
+the model is served from this machine (api_base on a loopback address), so a
+demo can never spend money.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlparse
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, QuerySet
+from django.utils import timezone
+
+from attunebench import canonical as cf
+from attunebench.replay.aio import run_sync
+from attunebench.replay.cache import CachedCall, CallCache, LayeredCache, MemoryCache
+from attunebench.replay.llm import KIND_LLM, KIND_OFFLINE, EMSpec
+from attunebench.replay.prompts import PROMPT_VERSION
+from attunebench.replay.protocol import ReplayConfig, ReplayResult, planned_calls
+from attunebench.replay.run import make_replayer
+from attunebench.replay.scheduler import Scheduler
+from collection.exchange import conversation_to_canonical, exportable_conversations, with_export_relations
+from collection.models import Conversation
+from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation, RunScore
+
+logger = logging.getLogger("attune.replay")
+
+REDIS_CACHE_PREFIX = "attune:call:"
+REDIS_RPM_PREFIX = "attune:rpm:"
+# Calls in flight per worker process, across every conversation it replays.
+WORKER_CONCURRENCY = int(os.environ.get("ATTUNE_REPLAY_CONCURRENCY", "32"))
+
+ACTIVE_STATUSES = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING, EvaluationRun.Status.SCORING)
+
+
+class ReplayRefused(ValueError):
+    """A run that cannot be replayed as configured (human rater, live model not allowed, ...)."""
+
+
+# ---------------------------------------------------------------------------
+# Registry → spec
+# ---------------------------------------------------------------------------
+
+
+def _is_loopback(api_base: str) -> bool:
+    host = urlparse(api_base).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def em_spec(model: EvaluatedModel) -> EMSpec:
+    """The pure spec of a registry row; refuses what cannot (or may not) be replayed."""
+    if model.kind == EvaluatedModel.Kind.HUMAN:
+        raise ReplayRefused(f"{model.name} is a human rater: humans take part through assignments, not replay")
+    if model.kind == EvaluatedModel.Kind.OFFLINE:
+        return EMSpec(name=model.name, kind=KIND_OFFLINE, litellm_model=model.name)
+    if not settings.ATTUNE_ALLOW_LIVE_MODELS and not (model.api_base and _is_loopback(model.api_base)):
+        raise ReplayRefused(
+            f"{model.name} is a live model and ATTUNE_ALLOW_LIVE_MODELS is not set; set it to allow paid calls"
+        )
+    return EMSpec(
+        name=model.name, kind=KIND_LLM, litellm_model=model.litellm_model or model.name,
+        api_base=model.api_base or None, params=dict(model.params or {}),
+        max_in_flight=model.max_concurrency, rpm=model.requests_per_minute,
+        input_cost_per_million=model.input_cost_per_million, output_cost_per_million=model.output_cost_per_million,
+    )
+
+
+def spec_for_name(name: str) -> EMSpec:
+    """A spec by registry name; ``baseline:*`` works without a registry row."""
+    model = EvaluatedModel.objects.filter(name=name).first()
+    if model is not None:
+        return em_spec(model)
+    if name.startswith("baseline:"):
+        return EMSpec(name=name, kind=KIND_OFFLINE, litellm_model=name)
+    return EMSpec(name=name, litellm_model=name)
+
+
+def run_config(run: EvaluationRun) -> ReplayConfig:
+    judge = em_spec(run.judge_model) if run.judge_model_id else None
+    return ReplayConfig(mode=run.mode, panas_strategy=run.panas_strategy, judge=judge)
+
+
+# ---------------------------------------------------------------------------
+# Caches and limits backed by the database and Redis
+# ---------------------------------------------------------------------------
+
+
+class DatabaseCallCache:
+    """ModelCallCache rows. ORM calls run in a small thread pool: the replay loop must not block.
+
+    SQLite allows one writer at a time (and a shared in-memory test database
+    none concurrently), so it gets a single thread; other databases get a few.
+    """
+
+    def __init__(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from django.db import connection
+
+        workers = 1 if connection.vendor == "sqlite" else 4
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attune-call-cache")
+
+    async def _run(self, function: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self._reconnecting, function, *args)
+
+    @staticmethod
+    def _reconnecting(function: Any, *args: Any) -> Any:
+        """Run an ORM call; once, on a dropped connection, reconnect and try again.
+
+        These pool threads live as long as the worker, outside the request/task
+        cycle in which Django normally recycles connections.
+        """
+        from django.db import InterfaceError, OperationalError, connection
+
+        try:
+            return function(*args)
+        except (OperationalError, InterfaceError):
+            connection.close()
+            return function(*args)
+
+    @staticmethod
+    def _get(key: str) -> CachedCall | None:
+        row = ModelCallCache.objects.filter(key=key).values("model", "prompt_version", "response", "usage", "cost_usd").first()
+        if row is None:
+            return None
+        usage = row["usage"] or {}
+        return CachedCall(model=row["model"], prompt_version=row["prompt_version"], response=row["response"],
+                          prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                          completion_tokens=int(usage.get("completion_tokens") or 0), cost_usd=row["cost_usd"])
+
+    @staticmethod
+    def _set(key: str, value: CachedCall) -> None:
+        # ignore_conflicts: two workers finishing the same call store it once, neither fails.
+        ModelCallCache.objects.bulk_create([ModelCallCache(
+            key=key, model=value.model[:200], prompt_version=value.prompt_version[:40], response=value.response,
+            usage={"prompt_tokens": value.prompt_tokens, "completion_tokens": value.completion_tokens},
+            cost_usd=value.cost_usd,
+        )], ignore_conflicts=True)
+
+    async def get(self, key: str) -> CachedCall | None:
+        return await self._run(self._get, key)
+
+    async def set(self, key: str, value: CachedCall) -> None:
+        await self._run(self._set, key, value)
+
+
+class RedisCallCache:
+    """Cache entries in Redis, shared by every worker; the client is bound to the process loop."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._client: Any = None
+
+    def _redis(self) -> Any:
+        if self._client is None:
+            import redis.asyncio as aioredis
+
+            self._client = aioredis.Redis.from_url(self.url)
+        return self._client
+
+    async def get(self, key: str) -> CachedCall | None:
+        raw = await self._redis().get(REDIS_CACHE_PREFIX + key)
+        if raw is None:
+            return None
+        try:
+            return CachedCall.from_dict(json.loads(raw))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    async def set(self, key: str, value: CachedCall) -> None:
+        await self._redis().set(REDIS_CACHE_PREFIX + key, json.dumps(value.to_dict()), nx=True)
+
+
+class RedisRateLimiter:
+    """Requests per minute per provider across processes: a counter per provider and minute.
+
+    A fixed one-minute window (INCR + EXPIRE) is simple and exact over each
+    minute; it allows a burst at a window boundary, which providers' own
+    minute windows tolerate. Waiters poll until the next window opens.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._client: Any = None
+
+    async def acquire(self, key: str, rpm: int) -> None:
+        if self._client is None:
+            import redis.asyncio as aioredis
+
+            self._client = aioredis.Redis.from_url(self.url)
+        while True:
+            now = time.time()
+            window = int(now // 60)
+            name = f"{REDIS_RPM_PREFIX}{key}:{window}"
+            count = await self._client.incr(name)
+            if count == 1:
+                await self._client.expire(name, 120)
+            if count <= rpm:
+                return
+            await asyncio.sleep((window + 1) * 60 - now + 0.01)
+
+
+_process_lock = threading.Lock()
+_process_state: dict[str, Any] = {}
+
+
+def _process_scheduler() -> Scheduler:
+    """One scheduler per worker process: provider caps hold across the conversations it runs."""
+    with _process_lock:
+        if _process_state.get("pid") != os.getpid():
+            _process_state.clear()
+            _process_state["pid"] = os.getpid()
+        if "scheduler" not in _process_state:
+            limiter = RedisRateLimiter(settings.REDIS_URL) if settings.REDIS_URL else None
+            _process_state["scheduler"] = Scheduler(max_concurrency=WORKER_CONCURRENCY, rate_limiter=limiter)
+        return _process_state["scheduler"]
+
+
+def build_cache() -> CallCache:
+    """Memory over Redis (when configured) over the database: fast reads, durable writes."""
+    with _process_lock:
+        if _process_state.get("pid") != os.getpid():
+            _process_state.clear()
+            _process_state["pid"] = os.getpid()
+        if "cache" not in _process_state:
+            layers: list[CallCache] = [MemoryCache()]
+            if settings.REDIS_URL:
+                layers.append(RedisCallCache(settings.REDIS_URL))
+            layers.append(DatabaseCallCache())
+            _process_state["cache"] = LayeredCache(*layers)
+        return _process_state["cache"]
+
+
+# ---------------------------------------------------------------------------
+# Conversations of a run
+# ---------------------------------------------------------------------------
+
+
+def run_selection(run: EvaluationRun) -> QuerySet[Conversation]:
+    """The conversations a run names: its dataset version or its saved selection filter."""
+    categories = list((run.selection or {}).get("topic_categories") or [])
+    try:
+        from research.datasets import selection_queryset
+    except ImportError:  # the research app is optional for replay
+        queryset = exportable_conversations()
+        if run.dataset_version_id:
+            queryset = queryset.filter(dataset_versions=run.dataset_version_id)
+        else:
+            queryset = queryset.filter(status=Conversation.Status.COMPLETE)
+        if categories:
+            queryset = queryset.filter(topic__category__in=categories)
+        return queryset.order_by("conversation_id")
+    return selection_queryset(categories or None, run.dataset_version)
+
+
+def load_canonical(conversation_pks: Sequence[int]) -> dict[int, cf.ConversationFile]:
+    """Canonical documents by primary key, in a fixed number of queries."""
+    rows = with_export_relations(Conversation.objects.filter(pk__in=list(conversation_pks)))
+    return {c.pk: conversation_to_canonical(c, include_model_identity=True) for c in rows}
+
+
+def _dataset_for(run: EvaluationRun) -> list[cf.ConversationFile]:
+    """The run's conversations, for baseline:prior's leave-one-out tallies (cached per process and run)."""
+    key = f"dataset:{run.pk}"
+    with _process_lock:
+        cached = _process_state.get(key)
+    if cached is not None:
+        return cached
+    pks = list(RunConversation.objects.filter(run=run).values_list("conversation_id", flat=True))
+    documents = list(load_canonical(pks).values())
+    with _process_lock:
+        _process_state[key] = documents
+    return documents
+
+
+def do_prepare_run(run_id: int) -> list[int]:
+    """Create the run's RunConversation rows (once) and mark it running; returns ids still to do."""
+    with transaction.atomic():
+        run = EvaluationRun.objects.select_for_update().get(pk=run_id)
+        existing = set(RunConversation.objects.filter(run=run).values_list("conversation_id", flat=True))
+        if not existing:
+            pks = list(run_selection(run).values_list("pk", flat=True))
+            RunConversation.objects.bulk_create(
+                [RunConversation(run=run, conversation_id=pk) for pk in pks], ignore_conflicts=True
+            )
+        total = RunConversation.objects.filter(run=run).count()
+        run.conversations_total = total
+        run.prompt_version = PROMPT_VERSION
+        run.status = EvaluationRun.Status.RUNNING
+        run.started_at = run.started_at or timezone.now()
+        run.finished_at = None
+        run.error = ""
+        run.save(update_fields=["conversations_total", "prompt_version", "status", "started_at", "finished_at", "error"])
+    return list(
+        RunConversation.objects.filter(run_id=run_id).exclude(status=RunConversation.Status.DONE)
+        .order_by("pk").values_list("pk", flat=True)
+    )
+
+
+def _claim(run_conversation_id: int) -> RunConversation | None:
+    """Mark a conversation running unless it is already done (idempotent redelivery)."""
+    # PENDING or RUNNING (a redelivery after a worker died) may go; DONE and FAILED are
+    # final until resume_run puts failed ones back to PENDING.
+    changed = RunConversation.objects.filter(
+        pk=run_conversation_id, status__in=[RunConversation.Status.PENDING, RunConversation.Status.RUNNING]
+    ).update(status=RunConversation.Status.RUNNING)
+    if not changed:
+        return None
+    return RunConversation.objects.select_related("run", "run__evaluated_model", "run__judge_model").get(pk=run_conversation_id)
+
+
+def _store(item: RunConversation, result: ReplayResult) -> bool:
+    """Write the output and add its counts to the run, exactly once per conversation."""
+    output = result.output
+    usable = bool(output.turns) or output.post_conversation is not None
+    status = RunConversation.Status.DONE if usable else RunConversation.Status.FAILED
+    stats = result.stats
+    cost = output.api_cost or 0.0
+    errors = "; ".join(f"turn {f.turn_number} {f.call_type}: {f.error}" for f in result.failures)
+    with transaction.atomic():
+        # Only the delivery that moves RUNNING → final counts; a duplicate finds nothing to move.
+        moved = RunConversation.objects.filter(pk=item.pk, status=RunConversation.Status.RUNNING).update(
+            status=status, output=cf.to_canonical_dict(output), calls_made=stats.calls_made,
+            calls_cached=stats.calls_cached, calls_failed=stats.calls_failed, cost_usd=cost, error=errors[:5000],
+        )
+        if moved:
+            EvaluationRun.objects.filter(pk=item.run_id).update(
+                conversations_done=F("conversations_done") + (1 if usable else 0),
+                conversations_failed=F("conversations_failed") + (0 if usable else 1),
+                calls_made=F("calls_made") + stats.calls_made,
+                calls_cached=F("calls_cached") + stats.calls_cached,
+                calls_failed=F("calls_failed") + stats.calls_failed,
+                cost_usd=F("cost_usd") + stats.cost_spent,
+            )
+    return bool(moved)
+
+
+def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
+    """Replay one conversation of a run and store its output; safe to call twice.
+
+    Returns a small JSON-able summary (it travels through the Celery result
+    backend into the chord callback).
+    """
+    item = _claim(run_conversation_id)
+    if item is None:
+        return {"run_conversation": run_conversation_id, "skipped": "already finished"}
+    run = item.run
+    if run.status == EvaluationRun.Status.CANCELLED:
+        RunConversation.objects.filter(pk=item.pk, status=RunConversation.Status.RUNNING).update(
+            status=RunConversation.Status.PENDING)
+        return {"run_conversation": run_conversation_id, "skipped": "run cancelled"}
+    try:
+        spec = em_spec(run.evaluated_model)
+        config = run_config(run)
+        conversation = load_canonical([item.conversation_id])[item.conversation_id]
+        dataset = _dataset_for(run) if spec.name == "baseline:prior" else []
+    except Exception as exc:  # configuration problems fail this conversation, visibly
+        moved = RunConversation.objects.filter(pk=item.pk, status=RunConversation.Status.RUNNING).update(
+            status=RunConversation.Status.FAILED, error=str(exc)[:5000])
+        if moved:
+            EvaluationRun.objects.filter(pk=run.pk).update(
+                conversations_failed=F("conversations_failed") + 1, error=str(exc)[:2000])
+        return {"run_conversation": run_conversation_id, "failed": str(exc)}
+    replayer = make_replayer(spec, config, dataset=dataset, scheduler=_process_scheduler(), cache=build_cache())
+    result = run_sync(replayer.replay(conversation))
+    stored = _store(item, result)
+    logger.info("run %s conversation %s: %s calls made, %s cached, %s failed", run.pk,
+                conversation.conversationId, result.stats.calls_made, result.stats.calls_cached, result.stats.calls_failed)
+    return {"run_conversation": run_conversation_id, "stored": stored, **result.stats.to_dict()}
+
+
+# ---------------------------------------------------------------------------
+# Scoring and run life cycle
+# ---------------------------------------------------------------------------
+
+
+def score_run(run_id: int) -> int:
+    """(Re)score every finished conversation of a run into ConversationScore / RunScore rows."""
+    from attunebench.scoring.aggregate import aggregate_rows
+    from attunebench.scoring.engine import score_runs
+
+    run = EvaluationRun.objects.get(pk=run_id)
+    outputs = list(
+        RunConversation.objects.filter(run=run, status=RunConversation.Status.DONE, output__isnull=False)
+        .values_list("conversation_id", "output")
+    )
+    if not outputs:
+        return 0
+    documents = load_canonical([pk for pk, _ in outputs])
+    runs = [cf.parse_run(output, source=f"run {run_id}/{documents[pk].conversationId}") for pk, output in outputs]
+    result = score_runs(documents.values(), runs)
+    pk_by_id = {doc.conversationId: pk for pk, doc in documents.items()}
+    with transaction.atomic():
+        for score in result.scores:
+            record = score.record
+            ConversationScore.objects.update_or_create(
+                run=run, conversation_id=pk_by_id[record["conversationId"]],
+                defaults={"composite_score": record["composite_score"], "coverage": record["coverage"],
+                          "metrics": {**record, "details": score.details}},
+            )
+        aggregates = aggregate_rows([s.record for s in result.scores])
+        if aggregates:
+            RunScore.objects.update_or_create(
+                run=run, defaults={"composite_score": aggregates[0]["composite_score"], "metrics": aggregates[0],
+                                   "scored_at": timezone.now()},
+            )
+    return len(result.scores)
+
+
+def do_finalize_run(run_id: int) -> str:
+    """Score a run whose conversations have all been attempted; returns the final status."""
+    moved = EvaluationRun.objects.filter(pk=run_id, status=EvaluationRun.Status.RUNNING).update(
+        status=EvaluationRun.Status.SCORING)
+    if not moved:
+        return EvaluationRun.objects.get(pk=run_id).status  # cancelled, or finalized by a duplicate
+    try:
+        score_run(run_id)
+    except Exception as exc:
+        EvaluationRun.objects.filter(pk=run_id).update(status=EvaluationRun.Status.FAILED, error=f"scoring failed: {exc}"[:2000],
+                                                       finished_at=timezone.now())
+        raise
+    run = EvaluationRun.objects.get(pk=run_id)
+    final = EvaluationRun.Status.DONE if run.conversations_done else EvaluationRun.Status.FAILED
+    EvaluationRun.objects.filter(pk=run_id).update(status=final, finished_at=timezone.now())
+    return final
+
+
+def start_run(run_id: int) -> None:
+    """Prepare a queued run and hand it to Celery (eager, in-process, without REDIS_URL)."""
+    from scoring.tasks import dispatch_run
+
+    pending = do_prepare_run(run_id)
+    dispatch_run(run_id, pending)
+
+
+def resume_run(run_id: int) -> None:
+    """Continue a cancelled or failed run: finished conversations are kept, cached calls are free."""
+    RunConversation.objects.filter(run_id=run_id, status=RunConversation.Status.FAILED).update(
+        status=RunConversation.Status.PENDING)
+    run = EvaluationRun.objects.get(pk=run_id)
+    failed = RunConversation.objects.filter(run_id=run_id).exclude(status=RunConversation.Status.DONE).count()
+    EvaluationRun.objects.filter(pk=run_id).update(conversations_failed=max(0, run.conversations_failed - failed))
+    start_run(run_id)
+
+
+def cancel_run(run_id: int) -> bool:
+    """Stop a run: conversations not yet started are skipped by the workers."""
+    changed = EvaluationRun.objects.filter(pk=run_id, status__in=ACTIVE_STATUSES).update(
+        status=EvaluationRun.Status.CANCELLED, finished_at=timezone.now())
+    return bool(changed)
+
+
+def estimate_calls(model: EvaluatedModel, mode: str, conversations: QuerySet[Conversation], judge: EvaluatedModel | None) -> int:
+    """Exact call count of a replay (no failures): the launcher's dry run."""
+    documents = load_canonical(list(conversations.values_list("pk", flat=True))).values()
+    return sum(planned_calls(doc, judge=judge is not None) for doc in documents)
+
+
+def run_progress(run_id: int) -> dict[str, Any]:
+    """Status and counters of a run, as the dashboard and the CLI show them."""
+    run = EvaluationRun.objects.get(pk=run_id)
+    return {
+        "status": run.status, "conversations_total": run.conversations_total,
+        "conversations_done": run.conversations_done, "conversations_failed": run.conversations_failed,
+        "calls_made": run.calls_made, "calls_cached": run.calls_cached, "calls_failed": run.calls_failed,
+        "cost_usd": run.cost_usd, "percent": run.progress_percent,
+    }
+
+
+def do_create_run(
+    model_name: str,
+    mode: str,
+    panas_strategy: str = "absolute",
+    judge_name: str | None = None,
+    conversation_ids: Sequence[str] | None = None,
+) -> EvaluationRun:
+    """A queued run over the given conversations (default: all complete ones), registering baselines on demand."""
+    def registry(name: str) -> EvaluatedModel:
+        kind = EvaluatedModel.Kind.OFFLINE if name.startswith("baseline:") else EvaluatedModel.Kind.LLM
+        model, _ = EvaluatedModel.objects.get_or_create(name=name, defaults={"kind": kind, "litellm_model": "" if kind == EvaluatedModel.Kind.OFFLINE else name})
+        return model
+
+    ReplayConfig(mode=mode, panas_strategy=panas_strategy)  # validates both
+    selection: dict[str, Any] = {"status": "complete"}
+    if conversation_ids is not None:
+        selection = {"conversation_ids": list(conversation_ids)}
+    with transaction.atomic():
+        run = EvaluationRun.objects.create(
+            evaluated_model=registry(model_name), judge_model=registry(judge_name) if judge_name else None,
+            mode=mode, panas_strategy=panas_strategy, selection=selection, prompt_version=PROMPT_VERSION,
+        )
+        if conversation_ids is not None:
+            pks = list(Conversation.objects.filter(conversation_id__in=list(conversation_ids)).values_list("pk", flat=True))
+            RunConversation.objects.bulk_create([RunConversation(run=run, conversation_id=pk) for pk in pks])
+            run.conversations_total = len(pks)
+            run.save(update_fields=["conversations_total"])
+    return run

@@ -1,0 +1,190 @@
+"""The replay engine through litellm against the local fake OpenAI-compatible server.
+
+No real provider is ever reached: every spec points litellm at the fake
+server's api_base on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from attunebench.replay import prompts as P
+from attunebench.replay.aio import run_sync
+from attunebench.replay.cache import FileCache, MemoryCache
+from attunebench.replay.llm import EMSpec, LiteLLMBackend
+from attunebench.replay.protocol import ReplayConfig, Replayer, planned_calls
+from attunebench.replay.scheduler import RetriesExhausted, Scheduler
+from devtools.fake_llm_server import FakeConfig, FakeLLMServer, http_json, root_url
+from devtools.replay_fixtures import marked_conversation
+
+
+@pytest.fixture(scope="module")
+def server():
+    with FakeLLMServer(FakeConfig(timeout_hang_s=3.0)) as running:
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def clean_server(server):
+    server.configure(script=[], error_rate=0.0, malformed_rate=0.0, messy_rate=0.0, latency_ms=0.0, retry_after_s=1.0)
+    server.reset()
+    yield
+
+
+def em(server, **overrides) -> EMSpec:
+    params = {"temperature": 0, "seed": 1, "timeout": overrides.pop("timeout", 10.0)}
+    return EMSpec(name="fake/em", litellm_model="openai/fake-em", api_base=server.url, params=params, **overrides)
+
+
+def one_call(server, spec: EMSpec, scheduler: Scheduler):
+    ctx = P.CallContext(call_type=P.DRAFT, conversation_id="c1", category="Work", subtopic="Stress and burnout",
+                        mode="default", turns=(P.VisibleTurn(1, "I had a rough day at work.", None),), turn_number=1)
+    backend = LiteLLMBackend()
+    return run_sync(scheduler.submit(spec.provider, lambda: backend.complete(spec, P.build_messages(ctx), ctx)))
+
+
+def test_injected_429_500_and_timeout_are_retried_until_success(server):
+    server.configure(script=["429", "500", "timeout"], retry_after_s=0.4)
+    scheduler = Scheduler(base_delay=0.01, max_delay=0.05, max_attempts=5)
+    clock = time.perf_counter()
+    completion = one_call(server, em(server, timeout=0.5), scheduler)
+    elapsed = time.perf_counter() - clock
+    assert '"response"' in completion.text
+    stats = server.stats()
+    assert stats["requests"] == 4 and stats["completions"] == 1
+    assert stats["errors"] == {"429": 1, "500": 1, "timeout": 1}
+    assert dict(scheduler.stats.errors) == {"429": 1, "500": 1, "timeout": 1}
+    # The 429's Retry-After (0.4 s) is honoured although our own backoff would be ~0.01 s,
+    # and the timeout took the client's 0.5 s.
+    assert elapsed >= 0.4 + 0.5
+
+
+def test_persistent_errors_give_up_after_max_attempts(server):
+    server.configure(error_rate=1.0, error_kinds=["503"])
+    scheduler = Scheduler(base_delay=0.001, max_attempts=3)
+    with pytest.raises(RetriesExhausted):
+        one_call(server, em(server), scheduler)
+    assert server.stats()["requests"] == 3
+
+
+def test_a_whole_replay_survives_a_dead_provider(server):
+    server.configure(error_rate=1.0, error_kinds=["500"])
+    conversation = marked_conversation(turns=2)
+    replayer = Replayer(em(server), LiteLLMBackend(), ReplayConfig(), scheduler=Scheduler(base_delay=0.001, max_attempts=2))
+    result = run_sync(replayer.replay(conversation))
+    assert result.output.turns == [] and result.output.post_conversation is None
+    failed = result.output.model_dump()["failed_calls"]
+    assert {f["call"] for f in failed} == {P.DRAFT, P.POST}
+    assert all("gave up after 2 attempts" in f["error"] for f in failed)
+
+
+def test_malformed_replies_are_retried_and_messy_ones_repaired(server):
+    conversation = marked_conversation(turns=2)
+    server.configure(script=["malformed", "malformed"], messy_rate=1.0)
+    replayer = Replayer(em(server), LiteLLMBackend(), ReplayConfig(mode="verbose"), scheduler=Scheduler())
+    result = run_sync(replayer.replay(conversation))
+    stats = server.stats()
+    planned = planned_calls(conversation, judge=False)
+    assert result.failures == []
+    assert [t.turnNumber for t in result.output.turns] == [1, 2]
+    assert stats["malformed"] == 2 and stats["messy"] == planned
+    assert stats["requests"] == planned + 2  # exactly one extra request per malformed reply
+
+
+def test_rerun_with_the_same_cache_makes_zero_calls(server, tmp_path):
+    conversation = marked_conversation(turns=3)
+    spec = em(server, input_cost_per_million=1.0, output_cost_per_million=2.0)
+    judge = EMSpec(name="fake/judge", litellm_model="openai/fake-judge", api_base=server.url)
+    config = ReplayConfig(judge=judge, panas_strategy="delta")
+    cache = FileCache(tmp_path / "calls")
+
+    first = run_sync(Replayer(spec, LiteLLMBackend(), config, cache=cache).replay(conversation))
+    made = server.stats()["requests"]
+    assert made == planned_calls(conversation, judge=True)
+    server.reset()
+
+    # A new replayer and backend, as a new process would have, reading the same cache.
+    replayer = Replayer(spec, LiteLLMBackend(), config, cache=FileCache(tmp_path / "calls"))
+    second = run_sync(replayer.replay(conversation))
+    assert server.stats()["requests"] == 0
+    assert replayer.totals.calls_made == 0 and replayer.totals.calls_cached == made
+    drop = {"run_timestamp", "duration_seconds", "usage"}
+    assert first.output.model_dump(exclude=drop) == second.output.model_dump(exclude=drop)
+    # The judge has no price: the output's cost is unknown (null), never a crash.
+    assert first.output.api_cost is None
+
+
+def test_cost_is_accounted_from_spec_prices(server):
+    conversation = marked_conversation(turns=1)
+    spec = em(server, input_cost_per_million=1.0, output_cost_per_million=2.0)
+    cache = MemoryCache()
+    replayer = Replayer(spec, LiteLLMBackend(), ReplayConfig(), cache=cache)
+    result = run_sync(replayer.replay(conversation))
+    usage = result.output.model_dump()["usage"]
+    expected = (usage["prompt_tokens"] * 1.0 + usage["completion_tokens"] * 2.0) / 1e6
+    assert result.output.api_cost == pytest.approx(expected)
+    assert replayer.totals.cost_spent == pytest.approx(expected)
+    # Cached answers keep their cost in the output, but cost nothing new.
+    again = Replayer(spec, LiteLLMBackend(), ReplayConfig(), cache=cache)
+    rerun = run_sync(again.replay(conversation))
+    assert rerun.output.api_cost == pytest.approx(expected) and again.totals.cost_spent == 0
+
+
+def test_unpriced_models_give_null_cost_without_failing(server):
+    result = run_sync(Replayer(em(server), LiteLLMBackend(), ReplayConfig()).replay(marked_conversation(turns=1)))
+    assert result.failures == [] and result.output.api_cost is None
+
+
+def test_separate_event_loops_do_not_break_litellm_clients(server):
+    # The "Event loop is closed" pitfall: replays in a sync context share one process loop.
+    conversation = marked_conversation(turns=1)
+    backend = LiteLLMBackend()
+    for _ in range(2):
+        result = run_sync(Replayer(em(server), backend, ReplayConfig()).replay(conversation))
+        assert result.failures == []
+
+
+def test_server_control_and_stats_over_http(server):
+    base = root_url(server.url)
+    assert http_json(f"{base}/stats")["requests"] == 0
+    http_json(f"{base}/control", {"latency_ms": 50})
+    clock = time.perf_counter()
+    one_call(server, em(server), Scheduler())
+    assert time.perf_counter() - clock >= 0.05
+    assert http_json(f"{base}/stats")["by_call_type"] == {"draft": 1}
+    http_json(f"{base}/stats/reset", {})
+    assert http_json(f"{base}/stats")["requests"] == 0
+
+
+def test_concurrent_replays_respect_the_global_cap(server):
+    server.configure(latency_ms=30)
+    conversations = [marked_conversation(turns=2, conversation_id=f"c{i}") for i in range(6)]
+    scheduler = Scheduler(max_concurrency=4)
+    replayer = Replayer(em(server, max_in_flight=100), LiteLLMBackend(), ReplayConfig(), scheduler=scheduler)
+    results = run_sync(replayer.replay_many(conversations))
+    assert [r.conversation_id for r in results] == [f"c{i}" for i in range(6)]
+    assert scheduler.peak_in_flight == 4
+    assert server.stats()["requests"] == sum(planned_calls(c, judge=False) for c in conversations)
+
+
+def test_litellm_overhead_trimming_applies_to_replay_calls_only(server):
+    from attunebench.replay.llm import CALL_ID_PREFIX, _litellm
+
+    litellm = _litellm()
+
+    async def direct(call_id: str):
+        return await litellm.acompletion(
+            model="openai/fake-em", api_base=server.url, api_key="sk-local", litellm_call_id=call_id,
+            messages=[{"role": "user", "content": "hello"}], input_cost_per_token=1e-6, output_cost_per_token=2e-6,
+        )
+
+    theirs = run_sync(direct("someone-else-1"))
+    ours = run_sync(direct(f"{CALL_ID_PREFIX}1"))
+    # Other litellm users keep litellm's own pricing; replay calls are priced by us instead.
+    assert theirs._hidden_params["response_cost"] == pytest.approx(
+        theirs.usage.prompt_tokens * 1e-6 + theirs.usage.completion_tokens * 2e-6)
+    assert ours._hidden_params["response_cost"] is None
+    completion = one_call(server, em(server, input_cost_per_million=1.0, output_cost_per_million=2.0), Scheduler())
+    assert completion.cost_usd == pytest.approx((completion.prompt_tokens + 2 * completion.completion_tokens) / 1e6)

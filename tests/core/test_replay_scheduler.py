@@ -1,0 +1,170 @@
+"""The call scheduler: caps, requests per minute, backoff with jitter honouring Retry-After."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+import pytest
+
+from attunebench.replay.scheduler import (
+    PermanentCallError,
+    ProviderLimits,
+    RetriesExhausted,
+    Scheduler,
+    TokenBucketLimiter,
+    TransientCallError,
+)
+
+
+def test_global_and_provider_caps_hold():
+    scheduler = Scheduler(max_concurrency=5, limits={"slow": ProviderLimits(max_in_flight=2)})
+    state = {"all": 0, "slow": 0, "peak_all": 0, "peak_slow": 0}
+
+    async def call(provider):
+        state["all"] += 1
+        state[provider] = state.get(provider, 0) + 1
+        state["peak_all"] = max(state["peak_all"], state["all"])
+        if provider == "slow":
+            state["peak_slow"] = max(state["peak_slow"], state["slow"])
+        await asyncio.sleep(0.02)
+        state["all"] -= 1
+        state[provider] -= 1
+        return provider
+
+    async def main():
+        jobs = [scheduler.submit(p, lambda p=p: call(p)) for p in ["slow"] * 10 + ["fast"] * 10]
+        return await asyncio.gather(*jobs)
+
+    assert asyncio.run(main()) == ["slow"] * 10 + ["fast"] * 10
+    assert state["peak_slow"] == 2
+    assert state["peak_all"] == 5
+
+
+def test_a_saturated_provider_does_not_hold_global_slots():
+    # Provider caps are taken before the global cap: 10 waiting "slow" calls must not
+    # stop "fast" calls from using the remaining global capacity.
+    scheduler = Scheduler(max_concurrency=3, limits={"slow": ProviderLimits(max_in_flight=1)})
+
+    async def main():
+        slow = [asyncio.ensure_future(scheduler.submit("slow", lambda: asyncio.sleep(0.2))) for _ in range(5)]
+        await asyncio.sleep(0.01)
+        clock = time.perf_counter()
+        await asyncio.gather(*(scheduler.submit("fast", lambda: asyncio.sleep(0.05)) for _ in range(4)))
+        fast_elapsed = time.perf_counter() - clock
+        for job in slow:
+            job.cancel()
+        await asyncio.gather(*slow, return_exceptions=True)
+        return fast_elapsed
+
+    # 4 fast calls on 2 free global slots: two rounds of 50 ms, not blocked behind 1 s of slow calls.
+    assert asyncio.run(main()) < 0.18
+
+
+def test_transient_errors_are_retried_with_growing_jittered_delays():
+    scheduler = Scheduler(base_delay=0.01, max_delay=1.0, max_attempts=5, rng=random.Random(3))
+    attempts = []
+
+    async def flaky():
+        attempts.append(time.perf_counter())
+        if len(attempts) < 4:
+            raise TransientCallError(["500", "timeout", "connection"][len(attempts) - 1])
+        return "ok"
+
+    assert asyncio.run(scheduler.submit("p", flaky)) == "ok"
+    gaps = [b - a for a, b in zip(attempts, attempts[1:])]
+    # Equal jitter: retry n waits between half and all of base * 2**n.
+    for n, gap in enumerate(gaps):
+        assert 0.01 * 2 ** n / 2 - 0.002 <= gap <= 0.01 * 2 ** n + 0.02
+    assert scheduler.stats.retries == 3
+    assert dict(scheduler.stats.errors) == {"500": 1, "timeout": 1, "connection": 1}
+
+
+def test_backoff_delay_bounds_and_retry_after_floor():
+    scheduler = Scheduler(base_delay=0.5, max_delay=8.0, rng=random.Random(0))
+    for retry in range(8):
+        ceiling = min(8.0, 0.5 * 2 ** retry)
+        delay = scheduler.backoff_delay(retry, None)
+        assert ceiling / 2 <= delay <= ceiling
+    assert scheduler.backoff_delay(0, 3.0) == 3.0  # Retry-After dominates a short backoff
+    assert scheduler.backoff_delay(5, 0.1) >= 4.0  # and never shortens a long one
+
+
+def test_retry_after_pauses_the_whole_provider():
+    scheduler = Scheduler(base_delay=0.001, max_attempts=3)
+    starts: list[float] = []
+
+    async def rate_limited_once():
+        starts.append(time.perf_counter())
+        if len(starts) == 1:
+            raise TransientCallError("429", retry_after=0.3)
+        return "ok"
+
+    async def other():
+        await asyncio.sleep(0.02)  # arrives during the cooldown
+        clock = time.perf_counter()
+        await scheduler.submit("p", lambda: asyncio.sleep(0))
+        return time.perf_counter() - clock
+
+    async def main():
+        return await asyncio.gather(scheduler.submit("p", rate_limited_once), other())
+
+    first, waited = asyncio.run(main())
+    assert first == "ok"
+    assert starts[1] - starts[0] >= 0.3
+    assert waited >= 0.25  # the second call also respected the provider's Retry-After
+
+
+def test_retries_are_bounded_and_permanent_errors_are_not_retried():
+    scheduler = Scheduler(base_delay=0.001, max_attempts=3)
+    calls = []
+
+    async def always_busy():
+        calls.append(1)
+        raise TransientCallError("503")
+
+    with pytest.raises(RetriesExhausted, match="3 attempts"):
+        asyncio.run(scheduler.submit("p", always_busy))
+    assert len(calls) == 3 and scheduler.stats.gave_up == 1
+
+    async def bad_request():
+        calls.append(2)
+        raise PermanentCallError("invalid model")
+
+    with pytest.raises(PermanentCallError):
+        asyncio.run(Scheduler().submit("p", bad_request))
+    assert calls.count(2) == 1
+
+
+def test_attempt_timeout_is_a_transient_error():
+    scheduler = Scheduler(attempt_timeout=0.05, base_delay=0.001, max_attempts=2)
+    with pytest.raises(RetriesExhausted, match="timeout"):
+        asyncio.run(scheduler.submit("p", lambda: asyncio.sleep(1)))
+    assert scheduler.stats.errors["timeout"] == 2
+
+
+def test_requests_per_minute_are_spread_out():
+    # 600 rpm = 10 per second; the bucket holds 60 (a tenth of a minute) so the
+    # first 60 go at once and the next 10 take about one second.
+    limiter = TokenBucketLimiter()
+
+    async def main():
+        clock = time.perf_counter()
+        for _ in range(70):
+            await limiter.acquire("p", 600)
+        return time.perf_counter() - clock
+
+    elapsed = asyncio.run(main())
+    assert 0.9 <= elapsed <= 1.4
+
+
+def test_rpm_limit_applies_through_the_scheduler():
+    scheduler = Scheduler(limits={"p": ProviderLimits(max_in_flight=50, rpm=60)})  # bucket of 6, 1/s
+
+    async def main():
+        clock = time.perf_counter()
+        await asyncio.gather(*(scheduler.submit("p", lambda: asyncio.sleep(0)) for _ in range(8)))
+        return time.perf_counter() - clock
+
+    assert 1.7 <= asyncio.run(main()) <= 2.6

@@ -1,0 +1,868 @@
+"""The participant study flow through Django's test client: every step, its errors, idempotency and privacy.
+
+Real code all the way down (offline scripted models, the real services, the
+real export); the only stand-in is a local OpenAI-compatible server for the
+live-model path.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from django.core.management import call_command
+from django.test import Client
+from django.utils.html import escape
+
+from annotation import turn_flow as tf
+from annotation.models import AlternateResponses, BinaryJudgement, MoodTag, PairwiseComparison
+from annotation.sampling import pages_by_category, sample_question_ids
+from attunebench import canonical as cf
+from attunebench import catalogue as cat
+from collection import study_flow as flow
+from collection.assignment import NoModelAvailable, choose_original_model, conversation_counts
+from collection.chat_model import _TOPIC_LINES, ReplyRequest, offline_reply
+from collection.exchange import exportable_conversations
+from collection.models import (
+    Consent,
+    Conversation,
+    OriginalModel,
+    PanasSurvey,
+    Participant,
+    ParticipantProfile,
+    SensitiveProfile,
+    Study,
+    Topic,
+    Turn,
+)
+from collection.setup import OFFLINE_MODEL_NAMES, ensure_defaults
+
+
+@pytest.fixture(autouse=True)
+def _quick_and_clean(settings):
+    settings.ATTUNE_OFFLINE_STREAM_DELAY = 0
+    cache.clear()  # rate-limit windows and reply locks start empty in every test
+
+
+class Walker:
+    """Drives one participant through the pages like a browser would, recording every response."""
+
+    def __init__(self, client: Client, participant: Participant):
+        self.client = client
+        self.participant = participant
+        self.token = participant.token
+        self.responses: list[Any] = []
+
+    def url(self, suffix: str = "") -> str:
+        return f"/s/{self.token}/{suffix}"
+
+    def get(self, path: str, **extra: Any):
+        response = self.client.get(path, **extra)
+        self.responses.append(response)
+        return response
+
+    def post(self, path: str, data: dict | None = None, **extra: Any):
+        response = self.client.post(path, data or {}, **extra)
+        self.responses.append(response)
+        return response
+
+    def current(self) -> str:
+        """Where the study link sends the participant now."""
+        response = self.get(self.url())
+        assert response.status_code == 302
+        return response.url
+
+    def body(self, response) -> str:
+        if getattr(response, "streaming", False):
+            content = b"".join(response.streaming_content)
+            response.streamed_body = content
+            return content.decode()
+        return response.content.decode()
+
+    # --- steps -----------------------------------------------------------------
+    def consent(self, sensitive: bool = True):
+        return self.post(self.url("consent/"), {"agree": "on", **({"sensitive": "on"} if sensitive else {})})
+
+    def profile(self, **data: Any):
+        return self.post(self.url("about-you/"), {"age_band": "35-44", **data})
+
+    def pre_panas(self, rating: int = 3):
+        return self.post(self.url("feelings-before/"), {item: str(rating) for item in cat.PANAS_ITEMS})
+
+    def topic(self, subtopic: str = "Exam pressure"):
+        topic = Topic.objects.get(subtopic=subtopic)
+        return self.post(self.url("topic/"), {"topic": topic.pk, "attitude": cat.TOPIC_ATTITUDE_OPTIONS[0]})
+
+    def to_chat(self, subtopic: str = "Exam pressure") -> Conversation:
+        self.consent()
+        self.profile()
+        self.pre_panas()
+        self.topic(subtopic)
+        return Conversation.objects.get(participant=self.participant)
+
+    def send(self, text: str, turn_number: int, as_json: bool = True):
+        extra = {"HTTP_ACCEPT": "application/json"} if as_json else {}
+        return self.post(self.url("chat/send/"), {"message": text, "turn_number": turn_number}, **extra)
+
+    def reply(self, turn_number: int) -> list[dict]:
+        response = self.post(self.url(f"chat/reply/{turn_number}/"), HTTP_ACCEPT="application/x-ndjson")
+        assert response.status_code == 200
+        assert response["Content-Type"] == "application/x-ndjson"
+        return [json.loads(line) for line in self.body(response).splitlines() if line]
+
+    def annotate(self, turn_number: int, moods: dict | None = None, questions: tuple[str, ...] = ("general",)) -> None:
+        """Answer every annotation sub-step of a turn through the page."""
+        url = self.url(f"turn/{turn_number}/")
+        page = self.get(url)
+        assert page.status_code == 200
+        self.post(url, {"step": "mood:0", **(moods if moods is not None else {"no_change": "on"})})
+        while True:
+            page = self.get(url)
+            html = self.body(page)
+            ids = sorted(set(re.findall(r'name="observed_(B\d+)"', html)))
+            if not ids:
+                break
+            step = re.search(r'name="step" value="([^"]+)"', html).group(1)
+            data = {"step": step}
+            for qid in ids:
+                data[f"observed_{qid}"] = "yes"
+                data[f"preferred_{qid}"] = "no"
+            assert self.post(url, data).status_code == 302
+        assert self.post(url, {"step": "rewrite:0", "human_edited": f"My ideal reply {turn_number}"}).status_code == 302
+        assert self.post(url, {"step": "choose:0", "questions": list(questions)}).status_code == 302
+        for index in range(len(questions)):
+            html = self.body(self.get(url))
+            names = set(re.findall(r'name="(winner_\d+)"', html))
+            assert self.post(url, {"step": f"compare:{index}", **{n: "B" for n in names}}).status_code == 302
+
+    def turn(self, turn_number: int, text: str | None = None) -> None:
+        assert self.send(text or f"Message number {turn_number}: I feel worried.", turn_number).status_code == 200
+        assert self.reply(turn_number)[-1]["type"] == "done"
+        self.annotate(turn_number)
+
+    def finish(self) -> None:
+        self.post(self.url("chat/finish/"))
+        self.post(self.url("feelings-after/"), {item: "5" for item in cat.PANAS_ITEMS})
+        self.post(self.url("your-view/"), {
+            "looking_for": [cat.Q1_LOOKING_FOR_OPTIONS[1]], "emotion_clarity": cat.Q2_EMOTION_CLARITY_OPTIONS[0],
+            "model_fit": cat.Q3_MODEL_FIT_OPTIONS[0], **{f"branch_{b}": "6" for b in cat.FOUR_BRANCHES},
+        })
+
+
+@pytest.fixture
+def walker(client, participant) -> Walker:
+    return Walker(client, participant)
+
+
+def answered_turn(conversation: Conversation, text: str = "I feel so tired of all this.") -> Turn:
+    """A turn with its offline reply, created through the same actions the pages use."""
+    from collection.chat_model import build_request
+
+    turn, _ = flow.do_add_message(conversation, flow.next_turn_number(conversation), text)
+    flow.do_save_reply(turn, offline_reply(build_request(conversation, turn)))
+    return Turn.objects.get(pk=turn.pk)
+
+
+# ---------------------------------------------------------------------------
+# Steps and their errors
+# ---------------------------------------------------------------------------
+
+
+def test_study_link_starts_at_consent_and_shows_help(walker, study):
+    assert walker.current().endswith("/consent/")
+    page = walker.get(walker.url("consent/"))
+    html = walker.body(page)
+    assert study.crisis_resources[:40] in html
+    assert escape(cat.RESEARCH_ONLY_STATEMENT) in html
+    assert "Withdraw from the study" in html
+    assert 'name="csrfmiddlewaretoken"' in html
+    assert page["Cache-Control"].startswith("max-age=0")
+
+
+def test_consent_without_the_box_is_refused_in_words(walker):
+    page = walker.post(walker.url("consent/"), {"sensitive": "on"})
+    assert page.status_code == 200
+    html = walker.body(page)
+    assert "To take part, please tick this box" in html
+    assert 'name="sensitive" id="id_sensitive" checked' in html  # the rest is kept
+    assert not Consent.objects.exists()
+
+
+def test_consent_stores_version_time_and_separate_sensitive_choice(walker, study):
+    assert walker.consent(sensitive=False).status_code == 302
+    consent = Consent.objects.get(participant=walker.participant)
+    assert consent.version == study.consent_version
+    assert consent.consented_at is not None
+    assert consent.sensitive_data_consent is False
+    assert walker.current().endswith("/about-you/")
+
+
+def test_profile_without_sensitive_consent_never_asks_or_stores_diagnoses(walker):
+    walker.consent(sensitive=False)
+    html = walker.body(walker.get(walker.url("about-you/")))
+    assert "diagnosed" not in html
+    walker.profile(diagnoses=["Depression"], traits=["Practical"])
+    assert ParticipantProfile.objects.get(participant=walker.participant).traits == ["Practical"]
+    assert not SensitiveProfile.objects.exists()
+
+
+def test_profile_errors_are_next_to_the_field_and_keep_other_answers(walker):
+    walker.consent(sensitive=True)
+    page = walker.post(walker.url("about-you/"), {"traits": ["Anxious"], "diagnoses": ["None", "Anxiety"]})
+    html = walker.body(page)
+    assert page.status_code == 200
+    assert "Please choose an age range" in html
+    assert "“None” cannot be combined with other answers" in html
+    assert re.search(r'value="Anxious"[^>]*checked', html)
+    assert not ParticipantProfile.objects.exists()
+    walker.profile(diagnoses=["Anxiety", "Depression"])
+    assert SensitiveProfile.objects.get(participant=walker.participant).diagnoses == ["Anxiety", "Depression"]
+
+
+def test_panas_requires_all_twenty_items_and_names_the_missing_one(walker):
+    walker.consent()
+    walker.profile()
+    data = {item: "4" for item in cat.PANAS_ITEMS if item != "Jittery"}
+    page = walker.post(walker.url("feelings-before/"), data)
+    html = walker.body(page)
+    assert page.status_code == 200
+    assert "Please choose how jittery you feel, from 1 to 7." in html
+    assert html.count("checked") == 19  # everything else kept
+    walker.participant.refresh_from_db()
+    assert walker.participant.pending_pre_panas == {}
+    assert walker.pre_panas(rating=2).status_code == 302
+    walker.participant.refresh_from_db()
+    assert walker.participant.pending_pre_panas == {item: 2 for item in cat.PANAS_ITEMS}
+
+
+def test_topic_page_groups_all_fifty_topics_by_category(walker):
+    walker.consent()
+    walker.profile()
+    walker.pre_panas()
+    html = walker.body(walker.get(walker.url("topic/")))
+    for category, subtopics in cat.TOPICS.items():
+        assert f"<legend>{category}</legend>" in html
+        for subtopic in subtopics:
+            assert escape(subtopic) in html
+
+
+def test_choosing_a_topic_starts_the_conversation_and_moves_the_pre_panas(walker, study):
+    conversation = walker.to_chat("Losing a pet")
+    assert conversation.topic.category == "Grief"
+    assert conversation.status == Conversation.Status.IN_PROGRESS
+    assert conversation.original_model.name in OFFLINE_MODEL_NAMES
+    pre = PanasSurvey.objects.get(conversation=conversation, kind="pre")
+    assert (pre.total_positive, pre.total_negative) == (30, 30)
+    walker.participant.refresh_from_db()
+    assert walker.participant.pending_pre_panas == {}
+    profile = ParticipantProfile.objects.get(participant=walker.participant)
+    assert profile.topic_attitude == cat.TOPIC_ATTITUDE_OPTIONS[0]
+    assert conversation.metadata_extra == {"study": study.slug}
+    assert walker.current().endswith("/chat/")
+
+
+def test_chat_page_shows_only_model_as_the_name(walker):
+    conversation = walker.to_chat()
+    answered_turn(conversation)
+    conversation.turns.update(annotation_completed_at=conversation.started_at)
+    html = walker.body(walker.get(walker.url("chat/")))
+    assert '<p class="bubble-who">Model</p>' in html
+    assert conversation.original_model.name not in html
+    assert conversation.original_model.alias not in html
+
+
+# ---------------------------------------------------------------------------
+# Chat: save first, stream, fail calmly, retry
+# ---------------------------------------------------------------------------
+
+
+def test_message_is_saved_before_the_model_is_called_and_survives_a_failure(walker, settings):
+    walker.to_chat()
+    settings.ATTUNE_OFFLINE_MODEL_FAILS = True
+    sent = walker.send("My manager shouted at me today.", 1)
+    assert sent.status_code == 200
+    assert sent.json()["reply_url"] == walker.url("chat/reply/1/")
+    turn = Turn.objects.get(conversation__participant=walker.participant)
+    assert (turn.user_message, turn.llm_response) == ("My manager shouted at me today.", "")
+
+    events = walker.reply(1)
+    assert events == [{"type": "error", "message": events[0]["message"]}]
+    assert "Your message is saved" in events[0]["message"]
+    assert Turn.objects.get(pk=turn.pk).llm_response == ""
+
+    # without JavaScript the failure lands on the chat page with a calm message and a retry button
+    fallback = walker.post(walker.url("chat/reply/1/"))
+    assert fallback.status_code == 302 and fallback.url.endswith("/chat/?reply=failed")
+    html = walker.body(walker.get(fallback.url))
+    assert "Your message is saved" in html and "Try again" in html and "My manager shouted at me today." in html
+
+    settings.ATTUNE_OFFLINE_MODEL_FAILS = False
+    events = walker.reply(1)
+    assert [e["type"] for e in events][-1] == "done"
+    reply = "".join(e["text"] for e in events if e["type"] == "delta")
+    assert Turn.objects.get(pk=turn.pk).llm_response == reply.strip()
+    assert len([e for e in events if e["type"] == "delta"]) > 3  # it really streamed in pieces
+    assert walker.current().endswith("/turn/1/")
+
+
+def test_a_second_reply_request_resends_the_saved_reply_without_calling_again(walker):
+    walker.to_chat()
+    walker.send("hello there, I am sad", 1)
+    first = walker.reply(1)
+    saved = Turn.objects.get(conversation__participant=walker.participant).llm_response
+    again = walker.reply(1)
+    assert again == [{"type": "delta", "text": saved}, {"type": "done", "next": walker.url()}]
+    assert "".join(e["text"] for e in first if e["type"] == "delta").strip() == saved
+
+
+def test_reply_in_progress_elsewhere_reports_busy_instead_of_a_second_call(walker):
+    conversation = walker.to_chat()
+    walker.send("hi", 1)
+    turn = conversation.turns.get()
+    cache.add(f"attune:reply-lock:{turn.pk}", 1, timeout=60)
+    assert walker.reply(1) == [{"type": "busy"}]
+
+
+def test_double_send_creates_one_turn(walker):
+    walker.to_chat()
+    first = walker.send("Same words twice", 1)
+    second = walker.send("Same words twice", 1)
+    assert first.json() == second.json()
+    assert Turn.objects.filter(conversation__participant=walker.participant).count() == 1
+
+
+def test_send_without_javascript_redirects_to_the_chat_with_a_get_reply_button(walker):
+    walker.to_chat()
+    sent = walker.send("No script here", 1, as_json=False)
+    assert sent.status_code == 302 and sent.url.endswith("/chat/")
+    html = walker.body(walker.get(sent.url))
+    assert "Get the reply" in html and "No script here" in html
+    assert walker.post(walker.url("chat/reply/1/")).url == walker.url()
+    assert walker.current().endswith("/turn/1/")
+
+
+def test_empty_or_overlong_message_is_refused_in_words(walker):
+    walker.to_chat()
+    empty = walker.send("   ", 1)
+    assert empty.status_code == 400 and empty.json()["error"] == "Please write a message before sending."
+    too_long = walker.send("x" * 4001, 1, as_json=False)
+    assert too_long.status_code == 400
+    assert "Please keep your message under 4000 characters" in walker.body(too_long)
+    assert "x" * 4001 in walker.body(too_long)  # the words are kept in the box
+    assert not Turn.objects.exists()
+
+
+def test_no_new_message_before_the_reply_is_annotated(walker):
+    walker.to_chat()
+    walker.turn_number = 1
+    walker.send("first", 1)
+    walker.reply(1)
+    refused = walker.send("second", 2)
+    assert refused.status_code == 409 and refused.json()["redirect"] == walker.url()
+    assert walker.current().endswith("/turn/1/")
+    assert Turn.objects.count() == 1
+
+
+def test_chat_messages_are_rate_limited_per_participant(walker, settings, client, study):
+    settings.ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE = 1
+    walker.to_chat()
+    walker.turn(1)
+    refused = walker.send("Sorry, one more thing", 2, as_json=False)
+    assert refused.status_code == 429
+    html = walker.body(refused)
+    assert "You are sending messages very quickly" in html and "Sorry, one more thing" in html
+    assert walker.send("Sorry, one more thing", 2).json()["error"].startswith("You are sending messages")
+    assert Turn.objects.count() == 1
+    # another participant is not affected by this participant's limit
+    other = Walker(Client(), flow.do_enrol(study))
+    other.to_chat()
+    assert other.send("Hello", 1).status_code == 200
+
+
+def test_finishing_needs_the_minimum_number_of_turns(walker):
+    walker.to_chat()
+    walker.turn(1)
+    walker.turn(2)
+    assert "Finish the chat" not in walker.body(walker.get(walker.url("chat/")))
+    walker.post(walker.url("chat/finish/"))
+    assert walker.current().endswith("/chat/")
+    walker.turn(3)
+    assert "Finish the chat" in walker.body(walker.get(walker.url("chat/")))
+    walker.post(walker.url("chat/finish/"))
+    assert walker.current().endswith("/feelings-after/")
+
+
+def test_chat_stops_taking_messages_at_the_maximum(walker, study):
+    Study.objects.filter(pk=study.pk).update(min_turns=1, max_turns=1)
+    walker.to_chat()
+    walker.turn(1)
+    html = walker.body(walker.get(walker.url("chat/")))
+    assert "You have reached the most messages" in html and 'name="message"' not in html
+    assert walker.send("more", 2).status_code == 400
+
+
+# ---------------------------------------------------------------------------
+# Per-turn annotation
+# ---------------------------------------------------------------------------
+
+
+def test_mood_step_needs_a_feeling_or_no_change_and_not_both(walker):
+    conversation = walker.to_chat()
+    turn = answered_turn(conversation)
+    url = walker.url("turn/1/")
+    neither = walker.body(walker.post(url, {"step": "mood:0"}))
+    assert "Please tick at least one feeling, or tick “No change”" in neither
+    both = walker.post(url, {"step": "mood:0", "no_change": "on", "mood_Upset": "on"})
+    assert "Please untick one or the other" in walker.body(both)
+    assert not BinaryJudgement.objects.filter(turn=turn).exists()
+    # a strength alone counts as choosing the word; a tick without strength stores no intensity
+    walker.post(url, {"step": "mood:0", "intensity_Upset": "4", "mood_Alert": "on"})
+    assert list(MoodTag.objects.filter(turn=turn).values_list("emotion", "intensity")) == [("Alert", None), ("Upset", 4)]
+
+
+def test_no_change_is_stored_as_an_empty_tag_list(walker):
+    conversation = walker.to_chat()
+    turn = answered_turn(conversation)
+    walker.post(walker.url("turn/1/"), {"step": "mood:0", "no_change": "on"})
+    assert not MoodTag.objects.filter(turn=turn).exists()
+    assert BinaryJudgement.objects.filter(turn=turn).count() == 36
+
+
+def test_behaviour_questions_are_first_person_grouped_paged_and_each_answered_twice(walker):
+    conversation = walker.to_chat()
+    turn = answered_turn(conversation)
+    url = walker.url("turn/1/")
+    walker.post(url, {"step": "mood:0", "no_change": "on"})
+    html = walker.body(walker.get(url))
+    assert "Noticing feelings" in html and "Page 1 of 5" in html
+    first_page = [q for q in cat.BINARY_QUESTIONS if q.category == cat.BRANCH_PERCEIVING]
+    for q in first_page:
+        assert escape(q.first_person) in html
+    assert "Did it happen?" in html and "Did you want it?" in html
+    page = walker.post(url, {"step": "binary:0", "observed_B1": "yes"})
+    html = walker.body(page)
+    assert "Please say whether you wanted this" in html and "Please say whether this happened" in html
+    assert "answers are missing" in html
+    assert BinaryJudgement.objects.get(turn=turn, question_id="B1").observed is None
+
+
+def test_binary_questions_can_be_sampled_per_turn_deterministically(walker, study):
+    Study.objects.filter(pk=study.pk).update(binary_sample_size=5)
+    conversation = walker.to_chat()
+    turn = answered_turn(conversation)
+    walker.post(walker.url("turn/1/"), {"step": "mood:0", "no_change": "on"})
+    asked = list(BinaryJudgement.objects.filter(turn=turn).order_by("position").values_list("question_id", flat=True))
+    assert asked == sample_question_ids(conversation.conversation_id, 1, 5)
+    assert len(asked) == 5
+    assert sample_question_ids(conversation.conversation_id, 1, 5) == asked  # same again
+    assert sum(len(qs) for _, qs in pages_by_category(asked)) == 5
+
+
+def test_sampling_keeps_catalogue_order_and_all_when_k_is_zero():
+    assert sample_question_ids("c", 1, 0) == list(cat.BINARY_QUESTION_IDS)
+    assert sample_question_ids("c", 1, 36) == list(cat.BINARY_QUESTION_IDS)
+    picked = sample_question_ids("conv-x", 3, 10)
+    assert picked == [q for q in cat.BINARY_QUESTION_IDS if q in picked]
+    assert len({tuple(sample_question_ids(f"conv-{i}", 1, 10)) for i in range(10)}) > 1
+
+
+def test_rewrite_is_shown_and_the_golden_reply_is_prefilled_and_required(walker):
+    conversation = walker.to_chat()
+    turn = answered_turn(conversation, "I keep crying at work and I feel ashamed.")
+    url = walker.url("turn/1/")
+    walker.post(url, {"step": "mood:0", "no_change": "on"})
+    for index, (_, questions) in enumerate(tf.binary_pages(turn)):
+        data = {"step": f"binary:{index}"}
+        for q in questions:
+            data[f"observed_{q.id}"] = "na"
+            data[f"preferred_{q.id}"] = "na"
+        walker.post(url, data)
+    html = walker.body(walker.get(url))
+    improved = AlternateResponses.objects.get(turn=turn).llm_improved
+    assert improved and "I keep crying at work" in improved
+    assert html.count(escape(improved)) == 2  # shown, and prefilled in the editable box
+    refused = walker.post(url, {"step": "rewrite:0", "human_edited": "  "})
+    assert "Please write the reply you would have wanted" in walker.body(refused)
+    walker.post(url, {"step": "rewrite:0", "human_edited": "  I hear you. That sounds exhausting.  "})
+    assert AlternateResponses.objects.get(turn=turn).human_edited == "I hear you. That sounds exhausting."
+
+
+def test_pairwise_choice_creates_three_pairs_per_question_with_stored_positions(walker):
+    conversation = walker.to_chat()
+    walker.send("I feel lost", 1)
+    walker.reply(1)
+    turn = conversation.turns.get()
+    url = walker.url("turn/1/")
+    walker.post(url, {"step": "mood:0", "no_change": "on"})
+    for index, (_, questions) in enumerate(tf.binary_pages(turn)):
+        walker.post(url, {"step": f"binary:{index}", **{f"{k}_{q.id}": "yes" for q in questions for k in ("observed", "preferred")}})
+    walker.post(url, {"step": "rewrite:0", "human_edited": "Mine"})
+    refused = walker.post(url, {"step": "choose:0"})
+    assert "Please choose at least one question" in walker.body(refused)
+    walker.post(url, {"step": "choose:0", "questions": ["PW15", "general", "PW4"]})
+    turn.refresh_from_db()
+    assert turn.selected_pairwise_questions == ["general", "PW4", "PW15"]
+    rows = list(PairwiseComparison.objects.filter(turn=turn).order_by("position"))
+    assert len(rows) == 9
+    assert [r.question_id for r in rows] == ["general"] * 3 + ["PW4"] * 3 + ["PW15"] * 3
+    assert {frozenset((r.response_a, r.response_b)) for r in rows} == {
+        frozenset(p) for p in tf.REPLY_PAIRS}
+    # the page shows the texts in exactly the stored positions
+    html = walker.body(walker.get(url))
+    texts = tf.reply_texts(turn)
+    shown = {}
+    for chunk in html.split('<fieldset class="pair')[1:]:
+        position = int(re.search(r'name="winner_(\d+)"', chunk).group(1))
+        shown[position] = [t.strip() for t in re.findall(r'<div class="bubble-text">(.*?)</div>', chunk, re.S)]
+    assert shown == {r.position: [escape(texts[r.response_a]), escape(texts[r.response_b])] for r in rows[:3]}
+    # a repeated choice changes nothing
+    walker.post(url, {"step": "choose:0", "questions": ["general"]})
+    assert PairwiseComparison.objects.filter(turn=turn).count() == 9
+    missing = walker.post(url, {"step": "compare:0", "winner_0": "A"})
+    assert "Please choose Reply A or Reply B" in walker.body(missing)
+    walker.post(url, {"step": "compare:0", "winner_0": "A", "winner_1": "B", "winner_2": "A"})
+    assert [r.winner for r in PairwiseComparison.objects.filter(turn=turn).order_by("position")][:4] == ["A", "B", "A", None]
+
+
+def test_positions_are_randomised_in_both_orders(walker):
+    conversation = walker.to_chat()
+    turn = answered_turn(conversation)
+    tf.do_select_pairwise_questions(turn, list(cat.PAIRWISE_QUESTION_IDS))
+    orders = set(PairwiseComparison.objects.filter(turn=turn).values_list("response_a", "response_b"))
+    assert len(PairwiseComparison.objects.filter(turn=turn)) == 48
+    # 16 draws per pair: the chance of one orientation only is 2 * 3 / 2**16
+    assert orders == {p for pair in tf.REPLY_PAIRS for p in (pair, pair[::-1])}
+
+
+def test_stale_or_repeated_annotation_submission_changes_nothing(walker):
+    conversation = walker.to_chat()
+    turn = answered_turn(conversation)
+    url = walker.url("turn/1/")
+    walker.post(url, {"step": "mood:0", "mood_Upset": "on", "intensity_Upset": "3"})
+    again = walker.post(url, {"step": "mood:0", "mood_Proud": "on"})  # double click / back button
+    assert again.status_code == 302 and again.url == url
+    assert list(MoodTag.objects.filter(turn=turn).values_list("emotion", flat=True)) == ["Upset"]
+    assert turn.annotation_started_at is None
+    assert Turn.objects.get(pk=turn.pk).annotation_started_at is not None
+
+
+def test_a_whole_conversation_exports_as_a_valid_canonical_file(walker, tmp_path):
+    walker.to_chat()
+    for n in (1, 2, 3):
+        walker.turn(n)
+    walker.finish()
+    page = walker.get(walker.current())
+    assert walker.participant.completion_code in walker.body(page)
+    conversation = Conversation.objects.get()
+    assert conversation.status == Conversation.Status.COMPLETE and conversation.completed_at
+    out = tmp_path / "out"
+    call_command("export", "--out", str(out))
+    (path,) = list(out.glob("*.json"))
+    doc = cf.load_conversation(path.read_bytes(), source=path.name)
+    assert [t.userMessage for t in doc.turns] == [f"Message number {n}: I feel worried." for n in (1, 2, 3)]
+    assert all(len(t.annotations.binaryJudgements) == 36 for t in doc.turns)
+    assert all(t.annotations.alternateResponses.humanEdited == f"My ideal reply {t.turnNumber}" for t in doc.turns)
+    assert doc.conversationWideQuestions.fourBranchScores == {b: 6 for b in cat.FOUR_BRANCHES}
+    assert doc.postPanas.totalPositiveAffect == 50
+    assert doc.metadata.model == conversation.original_model.alias
+
+
+# ---------------------------------------------------------------------------
+# Resume, idempotency, privacy
+# ---------------------------------------------------------------------------
+
+
+def test_every_step_resumes_from_the_study_link_after_a_closed_tab(study):
+    participant = flow.do_enrol(study)
+    expected = ["/consent/", "/about-you/", "/feelings-before/", "/topic/", "/chat/"]
+    w = Walker(Client(), participant)
+    steps = [w.consent, w.profile, w.pre_panas, w.topic]
+    for index, suffix in enumerate(expected):
+        fresh = Walker(Client(), participant)  # a new browser: no cookies, only the link
+        assert fresh.current().endswith(suffix)
+        if index < len(steps):
+            steps[index]()
+
+
+def test_pages_of_other_steps_redirect_to_the_current_one(walker):
+    walker.consent()
+    for suffix in ("consent/", "feelings-before/", "topic/", "chat/", "your-view/", "thank-you/", "turn/1/"):
+        response = walker.get(walker.url(suffix))
+        assert response.status_code == 302 and response.url.endswith("/about-you/"), suffix
+    assert walker.consent().status_code == 302  # a repeated consent is harmless
+    assert Consent.objects.count() == 1
+
+
+def test_double_submitted_topic_creates_one_conversation(walker):
+    walker.consent()
+    walker.profile()
+    walker.pre_panas()
+    walker.topic()
+    walker.topic("Losing a pet")
+    assert Conversation.objects.count() == 1
+    assert Conversation.objects.get().topic.subtopic == "Exam pressure"
+    assert PanasSurvey.objects.count() == 1
+
+
+def test_double_submitted_survey_and_panas_do_not_duplicate(walker):
+    walker.to_chat()
+    for n in (1, 2, 3):
+        walker.turn(n)
+    walker.finish()
+    walker.finish()
+    conversation = Conversation.objects.get()
+    assert conversation.panas_surveys.count() == 2
+    assert conversation.four_branch_ratings.count() == 4
+
+
+def test_unknown_tokens_and_other_ids_are_404(walker, client, study):
+    other = Walker(Client(), flow.do_enrol(study))
+    conversation = other.to_chat()
+    answered_turn(conversation)
+    guesses = [
+        "/s/not-a-token/", "/s/not-a-token/consent/", "/s/not-a-token/chat/", "/s/not-a-token/turn/1/",
+        "/s/not-a-token/withdraw/", f"/s/{other.participant.pseudonym}/", f"/s/{conversation.conversation_id}/",
+        f"/s/{other.participant.token[:-1]}/",
+    ]
+    for url in guesses:
+        assert client.get(url).status_code == 404, url
+    assert client.post("/s/not-a-token/chat/reply/1/").status_code == 404
+    # my own token never reaches someone else's turn: turn numbers are only looked up in my conversation
+    walker.to_chat()
+    assert client.post(walker.url("chat/reply/1/")).status_code == 404
+    assert client.get("/join/no-such-study/").status_code == 404
+
+
+def test_closed_enrolment_and_participants_without_a_study_are_404(client, study):
+    Study.objects.filter(pk=study.pk).update(open_enrolment=False)
+    assert client.get(f"/join/{study.slug}/").status_code == 404
+    orphan = Participant.objects.create(study=None)
+    assert client.get(f"/s/{orphan.token}/").status_code == 404
+
+
+def test_open_enrolment_creates_one_participant_per_browser(client, study):
+    page = client.get(f"/join/{study.slug}/")
+    assert page.status_code == 200 and b"Start" in page.content
+    first = client.post(f"/join/{study.slug}/")
+    second = client.post(f"/join/{study.slug}/")
+    assert first.url == second.url
+    assert Participant.objects.count() == 1
+    assert Client().post(f"/join/{study.slug}/").url != first.url
+
+
+def test_forms_require_csrf(participant):
+    strict = Client(enforce_csrf_checks=True)
+    assert strict.post(f"/s/{participant.token}/consent/", {"agree": "on"}).status_code == 403
+    assert strict.post(f"/s/{participant.token}/withdraw/", {"confirm": "yes"}).status_code == 403
+    participant.refresh_from_db()
+    assert participant.withdrawn_at is None
+
+
+def test_withdrawal_asks_first_then_excludes_everything_from_export(walker, study, tmp_path):
+    conversation = walker.to_chat()
+    answered_turn(conversation)
+    keeper = Walker(Client(), flow.do_enrol(study))
+    keeper.to_chat()
+    confirm = walker.get(walker.url("withdraw/"))
+    assert "Withdraw from the study?" in walker.body(confirm)
+    walker.participant.refresh_from_db()
+    assert walker.participant.withdrawn_at is None
+    assert walker.post(walker.url("withdraw/"), {"confirm": "no"}).url == walker.url()
+    walker.post(walker.url("withdraw/"), {"confirm": "yes"})
+    walker.participant.refresh_from_db()
+    assert walker.participant.withdrawn_at is not None
+    assert Conversation.objects.get(pk=conversation.pk).status == Conversation.Status.WITHDRAWN
+    assert list(exportable_conversations()) == [Conversation.objects.get(participant=keeper.participant)]
+    for suffix in ("", "chat/", "turn/1/", "withdraw/"):
+        assert "You have withdrawn" in walker.body(walker.get(walker.url(suffix)))
+    assert walker.send("still here?", 2).status_code == 409
+    out = tmp_path / "export"
+    call_command("export", "--out", str(out))
+    exported = [cf.load_conversation(p.read_bytes()).conversationId for p in out.glob("*.json")]
+    assert conversation.conversation_id not in exported and len(exported) == 1
+
+
+# ---------------------------------------------------------------------------
+# Balancing rule
+# ---------------------------------------------------------------------------
+
+
+def test_balancing_picks_the_model_with_fewest_conversations_in_the_category(demo_defaults, study):
+    listener, guide = demo_defaults.models
+    third = OriginalModel.objects.create(name="offline-third", litellm_model="")
+    exam = Topic.objects.get(subtopic="Exam pressure")
+    pet = Topic.objects.get(subtopic="Losing a pet")
+
+    def conversation(model: OriginalModel, topic: Topic, status: str = Conversation.Status.COMPLETE) -> None:
+        Conversation.objects.create(conversation_id=f"conv-{Conversation.objects.count()}", original_model=model,
+                                    topic=topic, status=status)
+
+    conversation(listener, exam)
+    conversation(guide, exam)
+    conversation(third, pet)  # another category does not count
+    conversation(third, pet)
+    conversation(third, exam, Conversation.Status.WITHDRAWN)  # withdrawn does not count
+    assert conversation_counts("Study") == {listener.pk: 1, guide.pk: 1, third.pk: 0}
+    assert choose_original_model(exam) == third
+    conversation(third, exam)
+    conversation(third, exam)
+    # listener and guide now tie on 1: ties are broken at random, so both get picked
+    picks = {choose_original_model(exam).pk for _ in range(60)}
+    assert picks == {listener.pk, guide.pk}
+    OriginalModel.objects.filter(pk__in=[listener.pk]).update(active=False)
+    assert choose_original_model(exam) == guide  # inactive models are not in the pool
+    OriginalModel.objects.update(active=False)
+    with pytest.raises(NoModelAvailable):
+        choose_original_model(exam)
+
+
+def test_an_empty_pool_gives_a_calm_page_and_keeps_the_answers(walker):
+    OriginalModel.objects.update(active=False)
+    walker.consent()
+    walker.profile()
+    walker.pre_panas()
+    page = walker.topic()
+    assert page.status_code == 503 and "Your answers so far are saved" in walker.body(page)
+    walker.participant.refresh_from_db()
+    assert len(walker.participant.pending_pre_panas) == 20
+
+
+# ---------------------------------------------------------------------------
+# Live model path (local fake provider) and the never-leak scan
+# ---------------------------------------------------------------------------
+
+SECRET_MODEL = "acme-frontier-9000"
+
+
+def test_live_model_streams_through_litellm_and_never_leaks_its_name(walker, settings, fake_openai_server):
+    settings.ATTUNE_ALLOW_LIVE_MODELS = True
+    OriginalModel.objects.update(active=False)
+    OriginalModel.objects.create(name=SECRET_MODEL, provider="acme", litellm_model=f"openai/{SECRET_MODEL}",
+                                 api_base=fake_openai_server.api_base)
+    walker.to_chat()
+    walker.send("I can't stop worrying about the test results.", 1)
+    fake_openai_server.fail_next = 1
+    failed = walker.reply(1)
+    assert failed[-1]["type"] == "error"
+    events = walker.reply(1)
+    assert "".join(e["text"] for e in events if e["type"] == "delta") == fake_openai_server.reply
+    sent = fake_openai_server.requests[-1]
+    assert sent["model"] == SECRET_MODEL and sent["stream"] is True
+    assert sent["messages"][0]["role"] == "system" and sent["messages"][-1]["content"].startswith("I can't stop")
+    walker.annotate(1)
+    assert AlternateResponses.objects.get().llm_improved == fake_openai_server.rewrite  # live rewrite too
+    assert leaks(walker.responses, [SECRET_MODEL, "acme"]) == []
+
+
+def test_live_rewrite_failure_falls_back_to_the_offline_rewrite(walker, settings, fake_openai_server):
+    settings.ATTUNE_ALLOW_LIVE_MODELS = True
+    OriginalModel.objects.update(active=False)
+    OriginalModel.objects.create(name=SECRET_MODEL, litellm_model=f"openai/{SECRET_MODEL}",
+                                 api_base=fake_openai_server.api_base)
+    conversation = walker.to_chat()
+    walker.send("Everything hurts today and I am tired.", 1)
+    walker.reply(1)
+    turn = conversation.turns.get()
+    fake_openai_server.fail_next = 1
+    alternates = tf.ensure_alternates(turn)
+    assert alternates.llm_improved.startswith('When you say "Everything hurts today and I am tired"')
+
+
+def test_live_models_stay_off_unless_allowed(walker, fake_openai_server):
+    OriginalModel.objects.update(active=False)
+    OriginalModel.objects.create(name=SECRET_MODEL, litellm_model=f"openai/{SECRET_MODEL}",
+                                 api_base=fake_openai_server.api_base)
+    walker.to_chat()
+    walker.send("hello, I feel nervous", 1)
+    assert walker.reply(1)[-1]["type"] == "done"
+    assert fake_openai_server.requests == []  # the offline model answered
+
+
+def leaks(responses: list[Any], secrets: list[str]) -> list[str]:
+    found = []
+    for response in responses:
+        if getattr(response, "streaming", False):
+            body = getattr(response, "streamed_body", b"")
+        else:
+            body = response.content
+        text = body.decode("utf-8", "replace").lower()
+        text += "\n" + "\n".join(f"{k}: {v}" for k, v in response.items()).lower()
+        found += [f"{s!r} in {response.request['PATH_INFO']}" for s in secrets if s.lower() in text]
+    return found
+
+
+def test_no_participant_response_ever_contains_a_real_model_name(walker, settings):
+    conversation = walker.to_chat()
+    # include error paths: a failed reply, a refused message and invalid forms
+    settings.ATTUNE_OFFLINE_MODEL_FAILS = True
+    walker.send("I feel upset about my exam.", 1)
+    walker.reply(1)
+    settings.ATTUNE_OFFLINE_MODEL_FAILS = False
+    walker.reply(1)
+    walker.post(walker.url("turn/1/"), {"step": "mood:0"})
+    walker.annotate(1, moods={"mood_Upset": "on", "intensity_Upset": "6"}, questions=("general", "PW2"))
+    walker.send("", 2)
+    for n in (2, 3):
+        walker.turn(n)
+    walker.post(walker.url("chat/finish/"))
+    walker.post(walker.url("feelings-after/"), {})
+    walker.finish()
+    walker.get(walker.current())
+    walker.get(walker.url("withdraw/"))
+    secrets = [m.name for m in OriginalModel.objects.exclude(name="")] + [m.alias for m in OriginalModel.objects.all()]
+    assert conversation.original_model.name in secrets and len(walker.responses) > 60
+    assert leaks(walker.responses, secrets + ["offline-scripted", "litellm"]) == []
+
+
+# ---------------------------------------------------------------------------
+# Setup, invitations, offline model
+# ---------------------------------------------------------------------------
+
+
+def test_ensure_defaults_is_idempotent(db):
+    first = ensure_defaults()
+    second = ensure_defaults()
+    assert first.study == second.study and first.study.open_enrolment
+    assert [m.pk for m in first.models] == [m.pk for m in second.models]
+    assert all(m.is_offline and m.active for m in second.models)
+    assert Topic.objects.filter(in_catalogue=True).count() == 50
+    assert second.topics_created == 0
+
+
+def test_topics_exist_after_migrations_alone(db):
+    assert Topic.objects.count() == 50
+    assert list(Topic.objects.values_list("category", "subtopic")[:2]) == list(cat.ALL_TOPICS[:2])
+
+
+def test_invite_command_prints_working_links(study, client, capsys):
+    call_command("invite", "--study", study.slug, "--count", "3", "--base-url", "https://attune.example.org/")
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 3
+    for line in lines:
+        pseudonym, link = line.split("\t")
+        assert link.startswith("https://attune.example.org/s/")
+        assert Participant.objects.get(pseudonym=pseudonym).study == study
+        assert client.get(link.removeprefix("https://attune.example.org")).status_code == 302
+
+
+def test_invite_command_rejects_unknown_study(db):
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="no study with slug 'nope'"):
+        call_command("invite", "--study", "nope", "--count", "1")
+
+
+def test_offline_model_replies_are_varied_and_topic_aware():
+    def reply(key: str, n: int, text: str, category: str = "Money") -> str:
+        return offline_reply(ReplyRequest(key, "", "", [{"role": "user", "content": text}], category, "Debt worries", n))
+
+    texts = [reply("om-1", n, f"Message {n} about my debts, I feel anxious") for n in (1, 2, 3, 4)]
+    assert len(set(texts)) == 4
+    assert "anxious" in texts[0]
+    assert any(line in reply("om-1", 1, "It's hard") for line in _TOPIC_LINES["Money"])
+    assert reply("om-1", 1, "same") == reply("om-1", 1, "same")
+    assert len({reply(k, 2, "Work is a lot, I'm stressed") for k in ("om-a", "om-b", "om-c", "om-d")}) > 1

@@ -1,0 +1,131 @@
+"""The replay service with the database: runs, checkpoints, the call cache and scoring (Celery eager).
+
+The same chord that workers run is executed in-process here (no REDIS_URL);
+tests/web/test_replay_celery.py runs it through real workers.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+
+from attunebench.replay.cache import make_key
+from attunebench.synth import synth_conversations
+from collection.exchange import import_documents
+from devtools.fake_llm_server import FakeConfig, FakeLLMServer
+from scoring import replay_service
+from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation, RunScore
+
+
+def import_synth(n: int, seed: int = 3) -> list[str]:
+    docs = synth_conversations(n, seed=seed, min_turns=2, max_turns=3)
+    result = import_documents([(d.conversationId, d) for d in docs])
+    assert result.ok, result.problems
+    return result.imported
+
+
+@pytest.mark.django_db
+def test_a_baseline_run_replays_scores_and_counts_progress():
+    ids = import_synth(4)
+    run = replay_service.do_create_run("baseline:lexicon", "verbose", "delta", judge_name="baseline:random")
+    replay_service.start_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == EvaluationRun.Status.DONE
+    assert (run.conversations_total, run.conversations_done, run.conversations_failed) == (4, 4, 0)
+    assert run.calls_made > 0 and run.calls_failed == 0 and run.cost_usd == 0
+    assert run.prompt_version and run.started_at and run.finished_at
+    outputs = RunConversation.objects.filter(run=run)
+    assert sorted(o.output["conversationId"] for o in outputs) == sorted(ids)
+    assert all(o.status == RunConversation.Status.DONE and o.output["mode"] == "verbose" for o in outputs)
+    assert ConversationScore.objects.filter(run=run).count() == 4
+    assert RunScore.objects.get(run=run).metrics["em_model"] == "baseline:lexicon"
+    assert EvaluatedModel.objects.get(name="baseline:lexicon").kind == EvaluatedModel.Kind.OFFLINE
+
+
+@pytest.mark.django_db
+def test_replaying_a_finished_conversation_again_changes_nothing():
+    import_synth(2)
+    run = replay_service.do_create_run("baseline:random", "default")
+    replay_service.start_run(run.pk)
+    run.refresh_from_db()
+    before = (run.calls_made, run.conversations_done)
+    item = RunConversation.objects.filter(run=run).first()
+    assert replay_service.do_replay_conversation(item.pk)["skipped"] == "already finished"
+    run.refresh_from_db()
+    assert (run.calls_made, run.conversations_done) == before
+
+
+@pytest.mark.django_db
+def test_cancelled_runs_skip_their_remaining_conversations_and_resume_later():
+    import_synth(3)
+    run = replay_service.do_create_run("baseline:prior", "default")
+    pending = replay_service.do_prepare_run(run.pk)
+    assert replay_service.cancel_run(run.pk)
+    assert replay_service.do_replay_conversation(pending[0])["skipped"] == "run cancelled"
+    assert RunConversation.objects.get(pk=pending[0]).status == RunConversation.Status.PENDING
+    replay_service.resume_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == EvaluationRun.Status.DONE and run.conversations_done == 3
+
+
+@pytest.mark.django_db
+def test_live_models_are_refused_unless_allowed_or_local(settings):
+    settings.ATTUNE_ALLOW_LIVE_MODELS = False
+    remote = EvaluatedModel.objects.create(name="openai/gpt-4o-mini", litellm_model="openai/gpt-4o-mini")
+    with pytest.raises(replay_service.ReplayRefused, match="ATTUNE_ALLOW_LIVE_MODELS"):
+        replay_service.em_spec(remote)
+    local = EvaluatedModel.objects.create(name="local", litellm_model="openai/local", api_base="http://127.0.0.1:9/v1",
+                                          params={"temperature": 0}, max_concurrency=3, requests_per_minute=100,
+                                          input_cost_per_million=1.0)
+    spec = replay_service.em_spec(local)
+    assert (spec.max_in_flight, spec.rpm, spec.input_cost_per_million, dict(spec.params)) == (3, 100, 1.0, {"temperature": 0})
+    human = EvaluatedModel.objects.create(name="human:alex", kind=EvaluatedModel.Kind.HUMAN)
+    with pytest.raises(replay_service.ReplayRefused, match="human"):
+        replay_service.em_spec(human)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_llm_run_uses_the_database_cache_and_a_rerun_pays_nothing():
+    import_synth(2)
+    with FakeLLMServer(FakeConfig()) as server:
+        EvaluatedModel.objects.create(name="fake-em", litellm_model="openai/fake-em", api_base=server.url,
+                                      params={"temperature": 0}, input_cost_per_million=2.0, output_cost_per_million=8.0)
+        first = replay_service.do_create_run("fake-em", "default")
+        replay_service.start_run(first.pk)
+        first.refresh_from_db()
+        made = server.stats()["requests"]
+        assert first.status == EvaluationRun.Status.DONE and first.calls_made == made > 0
+        assert first.cost_usd > 0
+        assert ModelCallCache.objects.count() == made
+        entry = ModelCallCache.objects.first()
+        # The pure cache key and the model's key formula agree.
+        assert make_key("m", {"a": 1}, [{"role": "user", "content": "x"}], "v") == ModelCallCache.make_key(
+            "m", {"a": 1}, [{"role": "user", "content": "x"}], "v")
+        assert entry.model == "openai/fake-em" and entry.usage["prompt_tokens"] > 0
+
+        server.reset()
+        # A fresh process would start with an empty memory layer: drop it.
+        replay_service._process_state.clear()
+        second = replay_service.do_create_run("fake-em", "default")
+        replay_service.start_run(second.pk)
+        second.refresh_from_db()
+        assert server.stats()["requests"] == 0
+        assert second.calls_made == 0 and second.calls_cached == made and second.status == EvaluationRun.Status.DONE
+
+
+@pytest.mark.django_db
+def test_eval_command_from_db_writes_files_and_scores(tmp_path, capsys):
+    import_synth(3)
+    call_command("eval", "--model", "baseline:lexicon", "--from-db", "--out", str(tmp_path), "--no-cache")
+    out = capsys.readouterr().out
+    assert len(list(tmp_path.glob("*.json"))) == 3
+    assert "baseline:lexicon" in out and "composite" in out
+
+
+@pytest.mark.django_db
+def test_eval_command_dry_run_calls_nothing(tmp_path, capsys):
+    import_synth(2)
+    call_command("eval", "--model", "baseline:prior", "--from-db", "--judge", "baseline:lexicon", "--dry-run", "--out", str(tmp_path))
+    out = capsys.readouterr().out
+    assert "calls (" in out and "estimated cost $0.0000" in out
+    assert not list(tmp_path.glob("*.json"))

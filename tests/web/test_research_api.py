@@ -1,0 +1,149 @@
+"""The research REST API: schema without warnings, behaviour of the endpoints, and a schemathesis run."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("export_dir")]
+
+
+def generate_schema() -> tuple[dict, list[str]]:
+    """The OpenAPI schema and every warning or error drf-spectacular emitted while building it."""
+    from drf_spectacular.drainage import GENERATOR_STATS
+    from drf_spectacular.generators import SchemaGenerator
+
+    GENERATOR_STATS.reset()
+    GENERATOR_STATS.enable_trace_lineno()
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    problems = [f"{k}" for k in list(GENERATOR_STATS._warn_cache) + list(GENERATOR_STATS._error_cache)]
+    return schema, problems
+
+
+def test_schema_generates_without_warnings_and_validates():
+    from drf_spectacular.validation import validate_schema
+
+    schema, problems = generate_schema()
+    assert problems == []
+    validate_schema(schema)
+    paths = set(schema["paths"])
+    for expected in ("/api/conversations/", "/api/conversations/{conversation_id}/", "/api/models/",
+                     "/api/dataset-versions/", "/api/dataset-versions/{id}/exports/", "/api/exports/{id}/download/",
+                     "/api/runs/", "/api/runs/{id}/cancel/", "/api/runs/{id}/resume/", "/api/runs/{id}/scores/",
+                     "/api/leaderboard/", "/api/analyses/"):
+        assert expected in paths
+
+
+@pytest.fixture
+def api(researcher) -> Client:
+    client = Client()
+    client.force_login(researcher)
+    return client
+
+
+def test_conversations_are_paginated_and_filterable(api, sample_conversations):
+    page = api.get("/api/conversations/?limit=5").json()
+    assert page["count"] == 15 and len(page["results"]) == 5 and page["next"]
+    grief = api.get("/api/conversations/?category=Grief").json()
+    assert {c["category"] for c in grief["results"]} == {"Grief"} and grief["count"] == 2
+    one = api.get(f"/api/conversations/{grief['results'][0]['conversation_id']}/").json()
+    assert one["conversationId"] == grief["results"][0]["conversation_id"] and one["turns"]
+
+
+def test_dataset_version_and_export_through_the_api(api, sample_conversations, django_capture_on_commit_callbacks):
+    created = api.post("/api/dataset-versions/", {"name": "api-v1", "topic_categories": ["Grief", "Work"]},
+                       content_type="application/json")
+    assert created.status_code == 201
+    version = created.json()
+    assert version["conversation_count"] == 4 and len(version["content_hash"]) == 64
+    again = api.post("/api/dataset-versions/", {"name": "api-v1"}, content_type="application/json")
+    assert again.status_code == 409 and "immutable" in again.json()["detail"]
+    with django_capture_on_commit_callbacks(execute=True):
+        job = api.post(f"/api/dataset-versions/{version['id']}/exports/", {"fmt": "parquet"},
+                       content_type="application/json")
+    assert job.status_code == 202
+    status = api.get(f"/api/exports/{job.json()['id']}/").json()
+    assert status["status"] == "done" and status["download_url"].endswith("/download/")
+    download = api.get(status["download_url"])
+    assert download.status_code == 200 and download["Content-Type"] == "application/zip"
+
+
+def test_runs_leaderboard_and_analyses(api, scored_runs):
+    runs = api.get("/api/runs/?model=synth:strong").json()
+    assert runs["count"] == 1 and runs["results"][0]["progress_percent"] == 100
+    scores = api.get(f"/api/runs/{scored_runs[0].pk}/scores/?limit=3").json()
+    assert scores["count"] == 15 and len(scores["results"]) == 3
+    board = api.get("/api/leaderboard/").json()
+    assert [r["em_model"] for r in board["rows"]] == ["synth:strong", "synth:middling", "synth:weak"]
+    assert all(r["ci_low"] <= r["composite"] <= r["ci_high"] for r in board["rows"])
+    assert "not a certificate" in board["research_only_statement"]
+    equal = api.get("/api/leaderboard/?weighting=equal").json()
+    assert equal["weighting"] == "equal" and equal["rows"][0]["composite"] != board["rows"][0]["composite"]
+    analyses = api.get("/api/analyses/").json()
+    assert set(analyses["analysis"]["breakdowns"]) >= {"by_category", "by_participant_group", "by_turn_position"}
+
+
+def test_run_dry_run_estimates_without_creating_runs(api, scored_runs):
+    from scoring.models import EvaluatedModel, EvaluationRun
+
+    assert EvaluatedModel.objects.get(name="baseline:lexicon").kind == EvaluatedModel.Kind.OFFLINE  # from the migration
+    before = EvaluationRun.objects.count()
+    response = api.post("/api/runs/", {"models": ["baseline:lexicon"], "modes": ["default", "verbose"], "dry_run": True},
+                        content_type="application/json")
+    assert response.status_code == 200
+    estimate = response.json()
+    # SPEC 4: per turn draft + analysis + HP binary (+ pairwise when compared), plus one post call per conversation
+    assert estimate["runs"] == 2 and estimate["conversations"] == 15 and estimate["cost_usd"] == 0
+    assert estimate["calls"] >= 2 * (3 * 65 + 15)
+    assert EvaluationRun.objects.count() == before
+    unknown = api.post("/api/runs/", {"models": ["nobody"], "modes": ["default"]}, content_type="application/json")
+    assert unknown.status_code == 404 and "nobody" in unknown.json()["detail"]
+
+
+def test_cancel_of_a_finished_run_is_a_conflict(api, scored_runs):
+    response = api.post(f"/api/runs/{scored_runs[0].pk}/cancel/")
+    assert response.status_code in (409, 503)
+
+
+# ---------------------------------------------------------------------------
+# schemathesis against a live server
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_api_conforms_to_its_schema_on_a_live_server(live_server, researcher, sample_conversations):
+    """Every operation, a few generated requests each, validated against the schema (status, types, bodies).
+
+    Driven through schemathesis' Python API with Hypothesis directly: its pytest
+    plugin does not load under this pytest version. Examples are bounded so the
+    run stays well under a minute.
+    """
+    import schemathesis
+    from hypothesis import HealthCheck, given, settings
+    from rest_framework.authtoken.models import Token
+
+    from schemathesis.specs.openapi.checks import ignored_auth
+
+    from research.datasets import do_freeze_dataset_version
+
+    do_freeze_dataset_version("st-v1", user=researcher)
+    token = Token.objects.create(user=researcher)
+    schema = schemathesis.openapi.from_dict(generate_schema()[0])
+    headers = {"Authorization": f"Token {token.key}"}
+    checked = []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+
+        @settings(max_examples=5, deadline=None, database=None, derandomize=True,
+                  suppress_health_check=list(HealthCheck))
+        @given(case=operation.as_strategy())
+        def check(case):
+            # ignored_auth replaces one security scheme (the session cookie) while our token still
+            # authenticates, so it reports a false failure; refusal without valid credentials is proven
+            # for every endpoint by the permission matrix in test_research_permissions.py.
+            case.call_and_validate(base_url=live_server.url, headers=headers, excluded_checks=[ignored_auth])
+
+        check()
+        checked.append(operation.label)
+    assert len(checked) >= 17

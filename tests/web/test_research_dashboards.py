@@ -1,0 +1,110 @@
+"""Collection and evaluation dashboards: numbers, sorting, toggles, figures and their CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.db import connection
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def client_(researcher) -> Client:
+    client = Client()
+    client.force_login(researcher)
+    return client
+
+
+def test_collection_stats_count_statuses_topics_models_and_timing(sample_conversations):
+    from django.utils import timezone
+
+    from collection.models import Conversation, Turn
+    from research.collection_stats import collection_stats
+
+    now = timezone.now()
+    turns = list(Turn.objects.order_by("pk")[:3])
+    for seconds, turn in zip((30, 60, 240), turns, strict=True):
+        turn.annotation_started_at, turn.annotation_completed_at = now, now + timedelta(seconds=seconds)
+        turn.save()
+    withdrawn = Conversation.objects.order_by("conversation_id").first()
+    withdrawn.status = Conversation.Status.WITHDRAWN
+    withdrawn.save()
+    stats = collection_stats()
+    assert stats.total == 15
+    assert dict((v, n) for v, _, n in stats.by_status) == {"in_progress": 0, "annotating": 0, "complete": 14, "withdrawn": 1}
+    assert sum(n for _, n, _ in stats.by_category) == 15
+    assert sorted(m["conversations"] for m in stats.by_model) == [5, 5, 5]
+    assert stats.median_annotation_seconds == 60 and stats.annotation_timings == 3
+    assert stats.turns_annotated == stats.turns_total == 65
+    assert stats.withdrawn_conversations == 1
+
+
+def test_collection_dashboard_query_count_does_not_grow_with_conversations(client_, sample_conversations):
+    with CaptureQueriesContext(connection) as queries:
+        assert client_.get("/research/collection/").status_code == 200
+    # fixed: session/user, grouped counts, the newest-50 list with its joins
+    assert len(queries) <= 16
+
+
+def test_leaderboard_sorts_and_toggles_weighting(client_, scored_runs):
+    from research.evaluation import evaluation_data, leaderboard_rows
+
+    data = evaluation_data()
+    spec = leaderboard_rows(data)
+    assert [r["em_model"] for r in spec] == ["synth:strong", "synth:middling", "synth:weak"]
+    ascending = leaderboard_rows(data, sort="composite", descending=False)
+    assert [r["em_model"] for r in ascending] == ["synth:weak", "synth:middling", "synth:strong"]
+    by_name = leaderboard_rows(data, sort="label", descending=False)
+    assert [r["label"] for r in by_name] == sorted(r["label"] for r in spec)
+    equal = leaderboard_rows(data, weighting="equal")
+    for row in spec + equal:
+        assert row["ci_low"] < row["composite"] < row["ci_high"]
+    assert {r["em_model"]: r["composite"] for r in equal} != {r["em_model"]: r["composite"] for r in spec}
+    page = client_.get("/research/?weighting=equal").content.decode()
+    assert "Equal-weight composite = mean of turn-level" in page and "Research use only" in page
+
+
+def test_every_figure_downloads_the_data_it_draws(client_, scored_runs):
+    from research.evaluation import evaluation_data
+    from research.figures import FIGURES, figure
+
+    data = evaluation_data()
+    for name in FIGURES:
+        response = client_.get(f"/research/figures/{name}.csv")
+        assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+        rows = list(csv.reader(io.StringIO(response.content.decode())))
+        assert rows == list(csv.reader(io.StringIO(figure(name, data).csv())))
+        assert len(rows) >= 2, name
+        chart = figure(name, data)
+        if chart.svg:
+            assert str(chart.svg).startswith("<svg") and "<text" in str(chart.svg)  # labels drawn, not hover-only
+    assert client_.get("/research/figures/nope.csv").status_code == 404
+
+
+def test_capability_profile_svg_writes_every_value(scored_runs):
+    from research.evaluation import evaluation_data
+    from research.figures import figure
+
+    chart = figure("capability_profile", evaluation_data())
+    svg = str(chart.svg)
+    for row in chart.table[1:]:
+        for value in row[1:6]:
+            assert f"{value:.2f}" in svg
+
+
+def test_drilldown_marks_predictions_against_the_participant(client_, scored_runs):
+    run = scored_runs[0]
+    page = client_.get(f"/research/runs/{run.pk}/conversations/conv-grief-02/").content.decode()
+    assert "Turn 1" in page and "Turn 3" in page and "Turn 4" not in page
+    assert "✓" in page and "After the conversation" in page
+
+
+def test_dashboard_explains_when_nothing_is_scored(client_, sample_conversations):
+    page = client_.get("/research/").content.decode()
+    assert "No scored runs yet" in page

@@ -1,0 +1,132 @@
+"""Dataset versions and background exports, including 2,000 generated conversations."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+
+import pytest
+from django.test import Client
+
+from attunebench import canonical as cf
+from attunebench import catalogue as cat
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("export_dir")]
+
+
+def test_freezing_hashes_the_canonical_json_in_id_order(sample_conversations, researcher):
+    from collection.exchange import iter_canonical
+    from collection.models import Conversation
+    from research.datasets import do_freeze_dataset_version
+
+    version = do_freeze_dataset_version("v1", "all sample", user=researcher)
+    expected = hashlib.sha256()
+    for document in iter_canonical(Conversation.objects.all(), include_model_identity=True):
+        expected.update(cf.dumps_canonical(document).encode())
+    assert version.frozen and version.conversation_count == 15
+    assert version.content_hash == expected.hexdigest()
+    grief = do_freeze_dataset_version("grief", topic_categories=["Grief"], user=researcher)
+    assert grief.conversation_count == 2 and grief.content_hash != version.content_hash
+
+
+def test_versions_are_immutable_and_skip_incomplete_or_withdrawn(sample_conversations, researcher):
+    from collection.models import Conversation
+    from research.datasets import DatasetError, do_freeze_dataset_version
+
+    first = Conversation.objects.order_by("conversation_id").first()
+    first.status = Conversation.Status.ANNOTATING
+    first.save()
+    version = do_freeze_dataset_version("v1", user=researcher)
+    assert version.conversation_count == 14
+    with pytest.raises(DatasetError, match="already exists"):
+        do_freeze_dataset_version("v1", user=researcher)
+    with pytest.raises(DatasetError, match="No complete"):
+        do_freeze_dataset_version("empty", topic_categories=["Hobbies"], user=researcher)
+
+
+def test_withdrawal_after_freezing_removes_the_conversation_from_exports(sample_conversations, researcher):
+    from django.utils import timezone
+
+    from collection.models import Conversation
+    from research.datasets import build_datasheet, do_freeze_dataset_version, selection_queryset
+
+    version = do_freeze_dataset_version("v1", user=researcher)
+    participant = Conversation.objects.order_by("conversation_id").first().participant
+    participant.withdrawn_at = timezone.now()
+    participant.save()
+    assert selection_queryset(dataset_version=version).count() == 14
+    sheet = build_datasheet(version, "jsonl", True).data
+    assert sheet["counts"]["conversations"] == 14 and sheet["counts"]["withdrawn_since_freeze"] == 1
+
+
+def test_export_page_starts_a_job_and_offers_the_download(sample_conversations, researcher,
+                                                          django_capture_on_commit_callbacks):
+    from research.datasets import do_freeze_dataset_version
+    from research.models import ExportJob
+
+    version = do_freeze_dataset_version("v1", user=researcher)
+    client = Client()
+    client.force_login(researcher)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(f"/research/datasets/{version.pk}/export/", {"fmt": "json", "include_model_identity": "on"})
+    assert response.status_code == 302
+    job = ExportJob.objects.get()
+    assert job.status == ExportJob.Status.DONE
+    fragment = client.get(f"/research/exports/{job.pk}/status/").content.decode()
+    assert f"/research/exports/{job.pk}/download/" in fragment and "hx-trigger" not in fragment
+    body = b"".join(client.get(f"/research/exports/{job.pk}/download/").streaming_content)
+    with zipfile.ZipFile(io.BytesIO(body)) as bundle:
+        names = bundle.namelist()
+        assert "DATASHEET.md" in names and "datasheet.json" in names
+        documents = [cf.load_conversation(bundle.read(n), n) for n in names if n.endswith(".json") and n != "datasheet.json"]
+        assert len(documents) == 15
+        assert cat.RESEARCH_ONLY_STATEMENT in bundle.read("DATASHEET.md").decode()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_export_of_2000_generated_conversations_completes_in_the_background_and_validates(researcher):
+    """2,000 synthetic conversations → frozen version → JSONL export as a Celery job → every line validates."""
+    import pyarrow.parquet as pq
+
+    from attunebench.synth import synth_conversations
+    from collection.exchange import import_documents
+    from research.datasets import do_freeze_dataset_version, do_request_export, export_root
+    from research.models import ExportJob
+
+    for start in range(0, 2000, 500):
+        documents = synth_conversations(500, seed=11, start=start)
+        result = import_documents([(d.conversationId, d) for d in documents])
+        assert result.ok, result.problems[:3]
+    version = do_freeze_dataset_version("synthetic-2000", user=researcher)
+    assert version.conversation_count == 2000
+
+    # transaction=True: on_commit fires as soon as the job row is committed, as in production;
+    # with no REDIS_URL Celery runs the task eagerly, exactly the code a worker runs.
+    job = do_request_export(version, "jsonl", researcher)
+    job.refresh_from_db()
+    assert job.status == ExportJob.Status.DONE, job.error
+    assert job.progress_done == job.progress_total == 2000
+
+    path = export_root() / job.file_path
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == job.file_sha256
+    with zipfile.ZipFile(path) as bundle:
+        lines = bundle.read("conversations.jsonl").decode().splitlines()
+        sheet = json.loads(bundle.read("datasheet.json"))
+    assert len(lines) == 2000
+    ids = [cf.parse_conversation(json.loads(line), f"line {i}").conversationId for i, line in enumerate(lines, 1)]
+    assert ids == sorted(ids) and len(set(ids)) == 2000
+    assert sheet["counts"]["conversations"] == 2000
+    assert sum(sheet["topic_distribution"].values()) == 2000
+    assert sum(sheet["participant_group_distribution"].values()) == 2000
+    assert sheet["schema_version"] == cf.CONVERSATION_SCHEMA_VERSION
+    assert sheet["content_hash"] == version.content_hash
+
+    parquet = do_request_export(version, "parquet", researcher)
+    parquet.refresh_from_db()
+    assert parquet.status == ExportJob.Status.DONE, parquet.error
+    with zipfile.ZipFile(export_root() / parquet.file_path) as bundle:
+        table = pq.read_table(io.BytesIO(bundle.read("turns.parquet")))
+    assert len(set(table.column("conversation_id").to_pylist())) == 2000
