@@ -126,7 +126,7 @@ WHITENOISE_USE_FINDERS = True
 MEDIA_ROOT = DATA_DIR / "media"
 MEDIA_URL = "/media/"
 
-LOGIN_URL = "/accounts/login/"
+LOGIN_URL = "/research/login/"
 LOGIN_REDIRECT_URL = "/research/"
 
 SESSION_COOKIE_HTTPONLY = True

@@ -6,7 +6,6 @@ from attune_site.health import healthz
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
-    path("accounts/", include("django.contrib.auth.urls")),
     path("research/", include("research.urls")),
     path("api/", include("research.api_urls")),
     path("", include("collection.urls")),

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 def turn():
     conversation = Conversation.objects.create(
         conversation_id="c", original_model=OriginalModel.objects.create(name="m"),
-        topic=Topic.objects.create(category="Work", subtopic="Stress and burnout"),
+        topic=Topic.objects.get_or_create(category="Work", subtopic="Stress and burnout")[0],
     )
     return Turn.objects.create(conversation=conversation, turn_number=1, user_message="hi", llm_response="hello")
 

@@ -22,7 +22,7 @@ def test_demo_sets_everything_up_and_is_idempotent(capsys):
     assert RunScore.objects.count() == 6
     assert all(0 <= s.composite_score <= 100 for s in RunScore.objects.all())
     user = get_user_model().objects.get(username="researcher")
-    assert user.is_staff
+    assert user.is_staff and user.groups.filter(name="research").exists()
     password = out.split("password: ")[1].split()[0]
     assert user.check_password(password)
     assert "/s/" in out and "not a certificate" in out

@@ -11,7 +11,6 @@ import time
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
@@ -20,6 +19,7 @@ from attunebench.sources import read_conversations
 from collection.exchange import import_documents
 from collection.models import Conversation, Participant
 from collection.setup import ensure_defaults
+from research.roles import do_make_researcher
 
 BASELINES = ("baseline:random", "baseline:prior", "baseline:lexicon")
 DEMO_MODES = ("default", "omniscient")
@@ -112,10 +112,7 @@ class Command(BaseCommand):
         """A staff account in the research group, with a fresh password printed on every demo start."""
         password = secrets.token_urlsafe(9)
         user, _ = get_user_model().objects.get_or_create(username=RESEARCHER_USERNAME)
-        user.is_staff = True
         user.set_password(password)
         user.save()
-        group = Group.objects.filter(name="research").first()
-        if group is not None:
-            user.groups.add(group)
+        do_make_researcher(user)
         return password
