@@ -410,6 +410,16 @@ class PairwiseComparison(_Strict):
         return self
 
 
+def _ordered_unique_turns(turns: list[Any]) -> list[Any]:
+    """Turns sorted by number; a number given twice is an error, never silently merged."""
+    seen: set[int] = set()
+    for turn in turns:
+        if turn.turnNumber in seen:
+            raise ValueError(f"turn number {turn.turnNumber} appears twice")
+        seen.add(turn.turnNumber)
+    return sorted(turns, key=lambda t: t.turnNumber)
+
+
 class Annotations(_Strict):
     binaryJudgements: list[BinaryJudgement] = Field(default_factory=list)
     alternateResponses: AlternateResponses | None = None
@@ -447,12 +457,7 @@ class ConversationFile(_Strict):
     @field_validator("turns")
     @classmethod
     def _ordered_unique(cls, turns: list[Turn]) -> list[Turn]:
-        seen: set[int] = set()
-        for turn in turns:
-            if turn.turnNumber in seen:
-                raise ValueError(f"turn number {turn.turnNumber} appears twice")
-            seen.add(turn.turnNumber)
-        return sorted(turns, key=lambda t: t.turnNumber)
+        return _ordered_unique_turns(turns)
 
     @model_validator(mode="after")
     def _turn_count(self) -> "ConversationFile":
@@ -551,12 +556,7 @@ class RunOutput(_Open):
     @field_validator("turns")
     @classmethod
     def _ordered_unique(cls, turns: list[RunTurn]) -> list[RunTurn]:
-        seen: set[int] = set()
-        for turn in turns:
-            if turn.turnNumber in seen:
-                raise ValueError(f"turn number {turn.turnNumber} appears twice")
-            seen.add(turn.turnNumber)
-        return sorted(turns, key=lambda t: t.turnNumber)
+        return _ordered_unique_turns(turns)
 
 
 # ---------------------------------------------------------------------------

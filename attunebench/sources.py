@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from attunebench.canonical import (
     CanonicalError,
@@ -14,6 +15,8 @@ from attunebench.canonical import (
     load_conversation,
     load_run,
 )
+
+T = TypeVar("T")
 
 
 def iter_documents(paths: Iterable[str | Path]) -> Iterator[tuple[str, bytes | None, Problem | None]]:
@@ -46,31 +49,25 @@ def iter_documents(paths: Iterable[str | Path]) -> Iterator[tuple[str, bytes | N
             yield str(path), path.read_bytes(), None
 
 
-def read_conversations(paths: Iterable[str | Path]) -> tuple[list[tuple[str, ConversationFile]], list[Problem]]:
-    """Every conversation file found, plus every problem (nothing raised)."""
-    documents: list[tuple[str, ConversationFile]] = []
+def _read_all(paths: Iterable[str | Path], load: Callable[[bytes, str], T]) -> tuple[list[tuple[str, T]], list[Problem]]:
+    documents: list[tuple[str, T]] = []
     problems: list[Problem] = []
     for source, raw, problem in iter_documents(paths):
         if problem is not None:
             problems.append(problem)
             continue
         try:
-            documents.append((source, load_conversation(raw, source)))
+            documents.append((source, load(raw, source)))
         except CanonicalError as exc:
             problems.extend(exc.problems)
     return documents, problems
+
+
+def read_conversations(paths: Iterable[str | Path]) -> tuple[list[tuple[str, ConversationFile]], list[Problem]]:
+    """Every conversation file found, plus every problem (nothing raised)."""
+    return _read_all(paths, load_conversation)
 
 
 def read_runs(paths: Iterable[str | Path]) -> tuple[list[tuple[str, RunOutput]], list[Problem]]:
     """Every EM run output found, plus every problem (nothing raised)."""
-    documents: list[tuple[str, RunOutput]] = []
-    problems: list[Problem] = []
-    for source, raw, problem in iter_documents(paths):
-        if problem is not None:
-            problems.append(problem)
-            continue
-        try:
-            documents.append((source, load_run(raw, source)))
-        except CanonicalError as exc:
-            problems.extend(exc.problems)
-    return documents, problems
+    return _read_all(paths, load_run)
