@@ -96,5 +96,4 @@ def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse
             reached = False
         sections.append((key, label, state))
     return render(request, f"participant/annotate_{where.step}.html", page_context(
-        participant, flow.ANNOTATE, turn=turn, where=where, form=form, sections=sections,
-        turn_count=participant.study.min_turns, **extra))
+        participant, flow.ANNOTATE, turn=turn, where=where, form=form, sections=sections, **extra))

@@ -178,6 +178,14 @@ ATTUNE_ALLOW_LIVE_MODELS = _flag("ATTUNE_ALLOW_LIVE_MODELS")
 ATTUNE_EXPORT_DIR = DATA_DIR / "exports"
 ATTUNE_RUNS_DIR = DATA_DIR / "runs"
 ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE = int(os.environ.get("ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE", "12"))
+ATTUNE_CHAT_TIMEOUT_SECONDS = float(os.environ.get("ATTUNE_CHAT_TIMEOUT_SECONDS", "60"))
+# Seconds between streamed lines of the offline scripted model (0 in tests that need speed).
+ATTUNE_OFFLINE_STREAM_DELAY = float(os.environ.get("ATTUNE_OFFLINE_STREAM_DELAY", "0.03"))
+# Test switch: the offline model fails on purpose, to exercise the participant's retry path.
+ATTUNE_OFFLINE_MODEL_FAILS = False
+# Model for the "improved reply" rewrite; blank uses the conversation's own model when live.
+ATTUNE_ALTERNATE_MODEL = os.environ.get("ATTUNE_ALTERNATE_MODEL", "")
+ATTUNE_ALTERNATE_API_BASE = os.environ.get("ATTUNE_ALTERNATE_API_BASE", "")
 
 LOGGING = {
     "version": 1,

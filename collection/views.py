@@ -173,8 +173,7 @@ def _chat_context(participant: Participant, conversation: Conversation, form: Me
     return page_context(
         participant, flow.CHAT,
         conversation=conversation, turns=turns, pending=pending, form=form, failed=failed, notice=notice,
-        answered=answered, can_finish=answered >= study.min_turns and pending is None,
-        remaining_before_finish=max(0, study.min_turns - answered), full=full,
+        answered=answered, can_finish=answered >= study.min_turns and pending is None, full=full,
         reply_url=reverse("collection:chat_reply", kwargs={"token": participant.token, "turn_number": pending.turn_number}) if pending else "",
         draft_key=f"chat-{conversation.conversation_id}-{flow.next_turn_number(conversation)}",
     )
@@ -273,14 +272,18 @@ def chat_reply(request: HttpRequest, token: str, turn_number: int) -> HttpRespon
     """Produce (or re-send) the model's reply to one saved message, streaming when the client can read it."""
     participant = flow.access_participant(token)
     position = flow.locate(participant)
+    streaming = "application/x-ndjson" in request.headers.get("Accept", "")
     if position.step == flow.WITHDRAWN:
+        if streaming:  # the chat script follows this to the withdrawn page
+            return StreamingHttpResponse(iter([_event({"type": "redirect", "next": reverse(
+                "collection:resume", kwargs={"token": token})})]), content_type="application/x-ndjson")
         return render_withdrawn(request, participant)
     conversation = position.conversation
     if conversation is None or position.step not in (flow.CHAT, flow.ANNOTATE):
         raise Http404("No such message.")
     turn = get_object_or_404(Turn, conversation=conversation, turn_number=turn_number)
     events = _reply_events(participant, conversation, turn)
-    if "application/x-ndjson" in request.headers.get("Accept", ""):
+    if streaming:
         response = StreamingHttpResponse(events, content_type="application/x-ndjson")
         response["X-Accel-Buffering"] = "no"  # let reverse proxies pass chunks through at once
         return response

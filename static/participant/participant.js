@@ -144,7 +144,8 @@
         var buffer = "";
         function handle(line) {
           if (!line.trim()) return;
-          var event = JSON.parse(line);
+          var event;
+          try { event = JSON.parse(line); } catch (e) { fail(); return; }
           if (event.type === "delta") { body.textContent += event.text; }
           else if (event.type === "done") {
             finished = true;
@@ -155,6 +156,7 @@
             link.href = event.next;
             link.focus();
           } else if (event.type === "error") { fail(event.message); }
+          else if (event.type === "redirect") { finished = true; window.location.href = event.next; }
           else if (event.type === "busy") { finished = true; setTimeout(function () { window.location.reload(); }, 1500); }
         }
         function pump() {

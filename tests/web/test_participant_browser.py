@@ -96,12 +96,21 @@ def page(browser, live_server):
     context.close()
 
 
+UNLABELLED_CONTROLS = """() => [...document.querySelectorAll('input:not([type=hidden]), select, textarea, button')]
+    .filter(el => !(el.labels && el.labels.length) && !el.getAttribute('aria-label') && !(el.tagName === 'BUTTON' && el.textContent.trim()))
+    .map(el => el.name || el.id || el.outerHTML.slice(0, 60))"""
+
+
 def shot(page: Page, name: str) -> None:
-    """Full-page screenshots at desktop and narrow-phone width."""
+    """Full-page screenshots at desktop and 360 px, plus two checks every step must pass:
+    every control has a label, and nothing scrolls sideways at 320 px."""
     SHOT_DIR.mkdir(parents=True, exist_ok=True)
+    assert page.evaluate(UNLABELLED_CONTROLS) == [], name
     page.screenshot(path=str(SHOT_DIR / f"{name}-1280.png"), full_page=True)
     page.set_viewport_size(NARROW)
     page.screenshot(path=str(SHOT_DIR / f"{name}-360.png"), full_page=True)
+    page.set_viewport_size({"width": 320, "height": 700})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 320, f"{name} scrolls sideways at 320 px"
     page.set_viewport_size(DESKTOP)
 
 

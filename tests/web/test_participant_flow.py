@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -866,3 +865,13 @@ def test_offline_model_replies_are_varied_and_topic_aware():
     assert any(line in reply("om-1", 1, "It's hard") for line in _TOPIC_LINES["Money"])
     assert reply("om-1", 1, "same") == reply("om-1", 1, "same")
     assert len({reply(k, 2, "Work is a lot, I'm stressed") for k in ("om-a", "om-b", "om-c", "om-d")}) > 1
+
+
+def test_a_reply_request_after_withdrawal_sends_the_script_to_the_withdrawn_page(walker):
+    conversation = walker.to_chat()
+    walker.send("one last thing", 1)
+    flow.do_withdraw(walker.participant)
+    events = walker.reply(1)
+    assert events == [{"type": "redirect", "next": walker.url()}]
+    assert Turn.objects.get(conversation=conversation).llm_response == ""
+    assert "You have withdrawn" in walker.body(walker.post(walker.url("chat/reply/1/")))
