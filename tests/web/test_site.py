@@ -35,3 +35,15 @@ def test_embedded_default_without_environment(tmp_path):
     env.update(DATABASE_URL="postgresql://u@db:5432/x", REDIS_URL="redis://r:6379/0")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert result.stdout.split() == ["django.db.backends.postgresql", "False", "redis://r:6379/0"]
+
+
+@pytest.mark.django_db
+def test_landing_page_points_participants_and_researchers_onwards(client):
+    from collection.setup import ensure_defaults
+
+    study = ensure_defaults().study
+    body = client.get("/").content.decode()
+    assert f"/join/{study.slug}/" in body
+    assert "/research/" in body and "not a certificate" in body
+    for model in ensure_defaults().models:
+        assert model.name not in body
