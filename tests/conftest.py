@@ -8,3 +8,25 @@ when DATABASE_URL is set, as .ci/run does).
 import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _tasks_in_process_unless_marked_celery(request):
+    """Only tests marked ``celery`` hand tasks to a real worker.
+
+    Every other test runs Celery tasks in the calling process, as the embedded
+    default does, so the suite behaves the same whether or not REDIS_URL is set.
+    """
+    if request.node.get_closest_marker("celery"):
+        yield
+        return
+    from attune_site.celery import app
+
+    saved = (app.conf.task_always_eager, app.conf.task_eager_propagates)
+    app.conf.task_always_eager, app.conf.task_eager_propagates = True, True
+    try:
+        yield
+    finally:
+        app.conf.task_always_eager, app.conf.task_eager_propagates = saved

@@ -7,7 +7,8 @@ any conversations collected meanwhile) and only does what is missing.
 from __future__ import annotations
 
 import secrets
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -24,6 +25,19 @@ from research.roles import do_make_researcher
 BASELINES = ("baseline:random", "baseline:prior", "baseline:lexicon")
 DEMO_MODES = ("default", "omniscient")
 RESEARCHER_USERNAME = "researcher"
+
+
+@contextmanager
+def tasks_in_process() -> Iterator[None]:
+    """Offline baselines cost nothing and take seconds: the demo never waits for a worker."""
+    from attune_site.celery import app
+
+    saved = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    try:
+        yield
+    finally:
+        app.conf.task_always_eager = saved
 
 
 class Command(BaseCommand):
@@ -90,18 +104,9 @@ class Command(BaseCommand):
             return
         self.step(f"Replaying {complete} conversations with {model} / {mode}")
         run = do_create_run(model, mode)
-        start_run(run.pk)
+        with tasks_in_process():
+            start_run(run.pk)
         progress = run_progress(run.pk)
-        waited = 0.0
-        while progress["status"] not in {"done", "failed", "cancelled"}:
-            if waited > 1800:
-                raise CommandError(f"run {run.pk} did not finish in 30 minutes; is `attune worker` running?")
-            if waited == 0 and settings.REDIS_URL:
-                self.stdout.write("  (REDIS_URL is set: waiting for `attune worker` to take the tasks)")
-            time.sleep(1)
-            waited += 1
-            progress = run_progress(run.pk)
-            self.stdout.write(f"\r  {progress['percent']}% of {progress['conversations_total']} conversations", ending="")
         self.stdout.write(
             f"  run {run.pk}: {progress['status']}, {progress['conversations_done']}/{progress['conversations_total']} "
             f"conversations, {progress['calls_made']} calls ({progress['calls_cached']} cached, "
