@@ -21,6 +21,7 @@ Choices made for speed and safety:
 
 from __future__ import annotations
 
+import itertools
 import os
 import uuid
 from collections.abc import Mapping
@@ -189,7 +190,11 @@ def _litellm() -> Any:
 
 # Every replay call carries a litellm_call_id with this prefix, so the trimming
 # below applies to our calls only and leaves any other litellm use untouched.
+# Ids are a random base plus a counter: cheap, without a uuid4
+# (an os.urandom call) per request; litellm only needs them unique within a process.
 CALL_ID_PREFIX: Final = "attune-replay-"
+_CALL_ID_BASE: Final = uuid.uuid4().hex[:12]
+_call_numbers = itertools.count(1)
 
 
 def _trim_per_call_overhead() -> bool:
@@ -291,7 +296,7 @@ class LiteLLMBackend:
     async def complete(self, spec: EMSpec, messages: list[dict[str, str]], ctx: CallContext) -> Completion:
         litellm = _litellm()
         kwargs: dict[str, Any] = {
-            "litellm_call_id": f"{CALL_ID_PREFIX}{uuid.uuid4().hex}",
+            "litellm_call_id": f"{CALL_ID_PREFIX}{_CALL_ID_BASE}-{next(_call_numbers)}",
             "model": spec.litellm_model,
             "messages": messages,
             "timeout": spec.timeout,

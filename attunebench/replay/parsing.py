@@ -75,9 +75,10 @@ def repair_json_text(text: str) -> str:
 
 
 def _loads_object(candidate: str) -> dict[str, Any] | None:
-    for attempt in (candidate, repair_json_text(candidate)):
+    """The object in ``candidate``, repairing it only if it does not parse as it is."""
+    for repair in (False, True):
         try:
-            value = json.loads(attempt)
+            value = json.loads(repair_json_text(candidate) if repair else candidate)
         except (json.JSONDecodeError, ValueError):
             continue
         if isinstance(value, dict):

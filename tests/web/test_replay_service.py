@@ -7,6 +7,7 @@ tests/web/test_replay_celery.py runs it through real workers.
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 
 from attunebench.replay.cache import make_key
@@ -15,6 +16,23 @@ from collection.exchange import import_documents
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer
 from scoring import replay_service
 from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation, RunScore
+
+
+@pytest.fixture(autouse=True)
+def empty_call_caches():
+    """Each test starts with empty caches: the process's memory layer and, if configured, Redis.
+
+    (tests/conftest.py already runs Celery tasks in-process for unmarked tests.)
+    """
+    replay_service._process_state.clear()
+    if settings.REDIS_URL:
+        import redis
+
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        for key in client.scan_iter(f"{replay_service.REDIS_CACHE_PREFIX}*"):
+            client.delete(key)
+    yield
+    replay_service._process_state.clear()
 
 
 def import_synth(n: int, seed: int = 3) -> list[str]:
@@ -116,7 +134,7 @@ def test_llm_run_uses_the_database_cache_and_a_rerun_pays_nothing():
 @pytest.mark.django_db
 def test_eval_command_from_db_writes_files_and_scores(tmp_path, capsys):
     import_synth(3)
-    call_command("eval", "--model", "baseline:lexicon", "--from-db", "--out", str(tmp_path), "--no-cache")
+    call_command("eval", "--model", "baseline:lexicon", "--from-db", "--out", str(tmp_path), "--no-cache", "--in-process")
     out = capsys.readouterr().out
     assert len(list(tmp_path.glob("*.json"))) == 3
     assert "baseline:lexicon" in out and "composite" in out
