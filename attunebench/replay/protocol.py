@@ -243,7 +243,9 @@ class ConversationView:
         if self.omniscient and call_type != P.JUDGE:
             if conversation.participant_profile is not None:
                 profile = conversation.participant_profile.model_dump(mode="json", exclude_none=True)
-            background = self.pre_items or None
+            # blind_delta means the pre-chat mood is hidden, whatever the mode shows otherwise.
+            if self.config.panas_strategy != "blind_delta":
+                background = self.pre_items or None
         return P.CallContext(
             call_type=call_type,
             conversation_id=conversation.conversationId,

@@ -126,6 +126,17 @@ def test_omniscient_modes_show_profile_and_pre_panas_on_the_first_turn_only():
         assert "Background" not in draft.messages[2]["content"]
 
 
+def test_blind_delta_hides_the_pre_chat_mood_even_in_omniscient_mode():
+    conversation = marked_conversation(turns=2)
+    recorder = RecordingBackend(RandomBaseline(seed=1))
+    replay(conversation, recorder, mode="omniscient", panas_strategy="blind_delta")
+    assert recorder.calls
+    for call in recorder.calls:
+        assert "Nervous 6" not in call.text
+    first_turn = [c for c in recorder.calls if c.call_type == P.DRAFT][1].messages[1]["content"]
+    assert "Anxious" in first_turn and "Mood before the chat: not recorded." in first_turn
+
+
 def test_verbose_modes_require_and_keep_reasoning():
     conversation = marked_conversation(turns=2)
     recorder = RecordingBackend(RandomBaseline(seed=1))
