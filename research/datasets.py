@@ -28,8 +28,9 @@ from django.utils.text import slugify
 
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
-from collection.exchange import EXPORT_FORMATS, exportable_conversations, export_conversations, iter_canonical
+from collection.exchange import EXPORT_FORMATS, export_conversations, iter_canonical
 from collection.models import Consent, Conversation, SensitiveProfile, Turn
+from scoring.selection import selection_queryset
 from research.models import ExportJob
 from scoring.models import DatasetVersion
 
@@ -40,29 +41,6 @@ DATA_FILE_NAMES = {"json": "conversations", "jsonl": "conversations.jsonl", "par
 
 class DatasetError(ValueError):
     """A dataset request that cannot be honoured; the message is shown to the researcher."""
-
-
-def complete_conversations() -> QuerySet[Conversation]:
-    """Every conversation that may enter a dataset version: complete and not withdrawn."""
-    return exportable_conversations().filter(status=Conversation.Status.COMPLETE)
-
-
-def selection_queryset(
-    topic_categories: list[str] | None = None,
-    dataset_version: DatasetVersion | None = None,
-) -> QuerySet[Conversation]:
-    """The conversations a selection names: a saved version, or all complete ones, optionally by topic.
-
-    Conversations of a version whose participant withdrew since are dropped here
-    too: withdrawal wins over immutability (SPEC: exports and scoring skip withdrawn data).
-    """
-    if dataset_version is not None:
-        queryset = exportable_conversations().filter(dataset_versions=dataset_version)
-    else:
-        queryset = complete_conversations()
-    if topic_categories:
-        queryset = queryset.filter(topic__category__in=topic_categories)
-    return queryset.order_by("conversation_id")
 
 
 def content_hash(queryset: QuerySet[Conversation]) -> str:

@@ -2,15 +2,15 @@
 
 Model runs are scored by the replay service when they finish; a human run
 grows one conversation at a time, so each finished conversation is scored
-here through the very same function (``scoring.replay_service.score_run``),
-which stores ConversationScore / RunScore rows in the shape every dashboard reads.
+through the very same function, which stores ConversationScore / RunScore rows
+in the shape every dashboard reads.
 """
 
 from __future__ import annotations
 
-from research.launcher import replay_service
+from scoring.run_scoring import score_run
 
 
 def do_score_run(run_id: int) -> int:
     """(Re)score every finished conversation of a run; returns how many were scored."""
-    return int(replay_service().score_run(run_id))
+    return score_run(run_id)

@@ -9,7 +9,7 @@ This is the Django side of issue 4. The replay protocol itself is pure
 - ``RedisRateLimiter``       requests-per-minute shared by every worker of a provider
 - ``do_prepare_run``         one RunConversation row per selected conversation
 - ``do_replay_conversation`` claim, replay, store and count one conversation (idempotent)
-- ``score_run``              score finished outputs into ConversationScore / RunScore
+- ``score_run``              (from scoring.run_scoring) scores a finished run when it ends
 - ``start_run`` / ``resume_run`` / ``cancel_run``  what the research launcher calls
 
 Checkpointing is per conversation (RunConversation.status/output) and per call
@@ -48,9 +48,11 @@ from attunebench.replay.prompts import PROMPT_VERSION
 from attunebench.replay.protocol import ReplayConfig, ReplayResult, planned_calls
 from attunebench.replay.run import make_replayer
 from attunebench.replay.scheduler import Scheduler
-from collection.exchange import conversation_to_canonical, exportable_conversations, with_export_relations
+from collection.exchange import conversation_to_canonical, with_export_relations
 from collection.models import Conversation
-from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation, RunScore
+from scoring.models import EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation
+from scoring.run_scoring import score_run
+from scoring.selection import selection_queryset
 
 logger = logging.getLogger("attune.replay")
 
@@ -273,17 +275,6 @@ def build_cache() -> CallCache:
 def run_selection(run: EvaluationRun) -> QuerySet[Conversation]:
     """The conversations a run names: its dataset version or its saved selection filter."""
     categories = list((run.selection or {}).get("topic_categories") or [])
-    try:
-        from research.datasets import selection_queryset
-    except ImportError:  # the research app is optional for replay
-        queryset = exportable_conversations()
-        if run.dataset_version_id:
-            queryset = queryset.filter(dataset_versions=run.dataset_version_id)
-        else:
-            queryset = queryset.filter(status=Conversation.Status.COMPLETE)
-        if categories:
-            queryset = queryset.filter(topic__category__in=categories)
-        return queryset.order_by("conversation_id")
     return selection_queryset(categories or None, run.dataset_version)
 
 
@@ -406,39 +397,6 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 # Scoring and run life cycle
 # ---------------------------------------------------------------------------
-
-
-def score_run(run_id: int) -> int:
-    """(Re)score every finished conversation of a run into ConversationScore / RunScore rows."""
-    from attunebench.scoring.aggregate import aggregate_rows
-    from attunebench.scoring.engine import score_runs
-
-    run = EvaluationRun.objects.get(pk=run_id)
-    outputs = list(
-        RunConversation.objects.filter(run=run, status=RunConversation.Status.DONE, output__isnull=False)
-        .values_list("conversation_id", "output")
-    )
-    if not outputs:
-        return 0
-    documents = load_canonical([pk for pk, _ in outputs])
-    runs = [cf.parse_run(output, source=f"run {run_id}/{documents[pk].conversationId}") for pk, output in outputs]
-    result = score_runs(documents.values(), runs)
-    pk_by_id = {doc.conversationId: pk for pk, doc in documents.items()}
-    with transaction.atomic():
-        for score in result.scores:
-            record = score.record
-            ConversationScore.objects.update_or_create(
-                run=run, conversation_id=pk_by_id[record["conversationId"]],
-                defaults={"composite_score": record["composite_score"], "coverage": record["coverage"],
-                          "metrics": {**record, "details": score.details}},
-            )
-        aggregates = aggregate_rows([s.record for s in result.scores])
-        if aggregates:
-            RunScore.objects.update_or_create(
-                run=run, defaults={"composite_score": aggregates[0]["composite_score"], "metrics": aggregates[0],
-                                   "scored_at": timezone.now()},
-            )
-    return len(result.scores)
 
 
 def do_finalize_run(run_id: int) -> str:

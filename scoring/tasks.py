@@ -51,11 +51,12 @@ def finalize_run(results: Sequence[dict[str, Any]] | None, run_id: int) -> str:
     return replay_service.do_finalize_run(run_id)
 
 
+@shared_task(acks_late=True, name="scoring.score_run")
 def score_run(run_id: int) -> int:
-    """Scoring hook of a run (the scoring library through ``replay_service.score_run``)."""
-    from scoring import replay_service
+    """(Re)score a stored run, e.g. after a participant withdraws or the scorer changes; idempotent."""
+    from scoring.run_scoring import score_run as do_score_run
 
-    return replay_service.score_run(run_id)
+    return do_score_run(run_id)
 
 
 def dispatch_run(run_id: int, run_conversation_ids: Sequence[int]) -> Any:

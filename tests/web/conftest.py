@@ -165,7 +165,7 @@ def make_scored_run(em_name: str, mode: str = "default", skill: float = 0.5, see
     from attunebench import canonical as cf
     from attunebench.synth import synth_run
     from collection.exchange import iter_canonical
-    from research.datasets import complete_conversations
+    from scoring.selection import complete_conversations
     from research.scoring_bridge import do_score_run
     from scoring.models import EvaluatedModel, EvaluationRun, RunConversation
 

@@ -60,7 +60,7 @@ def log_in(page: Page, username: str, password: str) -> None:
 def baseline_runs_or_synthetic() -> str:
     """Real offline baselines through the replay service when it exists; otherwise synthetic EMs."""
     from research import launcher
-    from research.datasets import complete_conversations
+    from scoring.selection import complete_conversations
     from scoring.models import EvaluatedModel
 
     try:

@@ -83,11 +83,9 @@ class Command(BaseCommand):
     def _conversations(self, options: dict[str, Any]) -> list[Any]:
         if options["from_db"]:
             from collection.exchange import iter_canonical
-            from collection.models import Conversation
-            from scoring.replay_service import exportable_conversations
+            from scoring.selection import complete_conversations
 
-            queryset = exportable_conversations().filter(status=Conversation.Status.COMPLETE)
-            return list(iter_canonical(queryset, include_model_identity=True))
+            return list(iter_canonical(complete_conversations(), include_model_identity=True))
         from attunebench.sources import read_conversations
 
         found, problems = read_conversations(options["conversations"])

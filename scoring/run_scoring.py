@@ -1,0 +1,55 @@
+"""Scoring a stored evaluation run into ConversationScore / RunScore rows (issue 3, database side).
+
+One function serves model runs (at the end of a replay), human-baseline runs
+(after each rated conversation) and explicit re-scoring. It is idempotent: the
+rows always reflect exactly the run's current finished, non-withdrawn outputs,
+so scoring twice, or after a participant withdraws, leaves no stale numbers.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from attunebench import canonical as cf
+from attunebench.scoring.aggregate import aggregate_rows
+from attunebench.scoring.engine import score_runs
+from collection.exchange import conversation_to_canonical, exportable_conversations, with_export_relations
+from scoring.models import ConversationScore, EvaluationRun, RunConversation, RunScore
+
+
+def score_run(run_id: int) -> int:
+    """(Re)score every finished conversation of a run; returns how many conversations were scored."""
+    run = EvaluationRun.objects.get(pk=run_id)
+    outputs = dict(
+        RunConversation.objects.filter(
+            run=run, status=RunConversation.Status.DONE, output__isnull=False,
+            conversation__in=exportable_conversations(),
+        ).values_list("conversation_id", "output")
+    )
+    conversations = with_export_relations(exportable_conversations().filter(pk__in=list(outputs)))
+    documents = {c.pk: conversation_to_canonical(c, include_model_identity=True) for c in conversations}
+    runs = [cf.parse_run(outputs[pk], source=f"run {run_id}/{doc.conversationId}") for pk, doc in documents.items()]
+    result = score_runs(documents.values(), runs)
+    pk_by_id = {doc.conversationId: pk for pk, doc in documents.items()}
+    with transaction.atomic():
+        scored_pks = []
+        for score in result.scores:
+            record = score.record
+            pk = pk_by_id[record["conversationId"]]
+            scored_pks.append(pk)
+            ConversationScore.objects.update_or_create(
+                run=run, conversation_id=pk,
+                defaults={"composite_score": record["composite_score"], "coverage": record["coverage"],
+                          "metrics": {**record, "details": score.details}},
+            )
+        ConversationScore.objects.filter(run=run).exclude(conversation_id__in=scored_pks).delete()
+        aggregates = aggregate_rows([s.record for s in result.scores])
+        if aggregates:
+            RunScore.objects.update_or_create(
+                run=run, defaults={"composite_score": aggregates[0]["composite_score"], "metrics": aggregates[0],
+                                   "scored_at": timezone.now()},
+            )
+        else:
+            RunScore.objects.filter(run=run).delete()
+    return len(result.scores)

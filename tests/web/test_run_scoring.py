@@ -1,0 +1,52 @@
+"""Scoring a stored run: the Celery task stores scores and re-scores idempotently."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+from django.utils import timezone
+
+from collection.exchange import import_paths
+from collection.models import Conversation, Participant
+from scoring import tasks
+from scoring.models import ConversationScore, RunScore
+from scoring.replay_service import do_create_run, start_run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def scored_lexicon_run():
+    assert import_paths([settings.BASE_DIR / "sample_data"]).ok
+    run = do_create_run("baseline:lexicon", "default")
+    start_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == "done"
+    return run
+
+
+def _snapshot(run):
+    rows = {s.conversation.conversation_id: (s.composite_score, s.coverage) for s in
+            ConversationScore.objects.filter(run=run).select_related("conversation")}
+    return rows, RunScore.objects.get(run=run).metrics
+
+
+def test_the_task_rescoring_a_run_changes_nothing(scored_lexicon_run):
+    before = _snapshot(scored_lexicon_run)
+    assert len(before[0]) == Conversation.objects.count() == before[1]["n_conversations"]
+    assert tasks.score_run.delay(scored_lexicon_run.pk).get() == len(before[0])
+    assert _snapshot(scored_lexicon_run) == before
+
+
+def test_rescoring_after_a_withdrawal_drops_that_conversation(scored_lexicon_run):
+    rows, aggregate = _snapshot(scored_lexicon_run)
+    conversation = Conversation.objects.filter(participant__isnull=False).order_by("conversation_id").first()
+    Participant.objects.filter(pk=conversation.participant_id).update(withdrawn_at=timezone.now())
+
+    tasks.score_run.delay(scored_lexicon_run.pk).get()
+
+    new_rows, new_aggregate = _snapshot(scored_lexicon_run)
+    assert set(new_rows) == set(rows) - {conversation.conversation_id}
+    assert new_aggregate["n_conversations"] == aggregate["n_conversations"] - 1
+    remaining = [rows[c][0] for c in new_rows]
+    assert new_aggregate["composite_score"] == pytest.approx(sum(remaining) / len(remaining))
