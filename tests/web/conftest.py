@@ -2,7 +2,31 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--no-first-run", "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's headless Chromium through Playwright, one per test module.
+
+    Module scope keeps Playwright's event loop out of the non-browser tests that follow.
+    """
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed (make test installs it when run as root)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
 
 
 @pytest.fixture

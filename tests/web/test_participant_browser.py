@@ -22,7 +22,7 @@ import pytest
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 from django.core.management import call_command  # noqa: E402
-from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Page, expect  # noqa: E402
 
 from annotation.models import BinaryJudgement, MoodTag, PairwiseComparison  # noqa: E402
 from attunebench import canonical as cf  # noqa: E402
@@ -34,22 +34,9 @@ from collection.setup import OFFLINE_MODEL_NAMES, ensure_defaults  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--no-first-run", "--disable-sync",
-]
 SHOT_DIR = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots" / "participant"
 DESKTOP = {"width": 1280, "height": 900}
 NARROW = {"width": 360, "height": 780}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Browser:
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 @dataclass
