@@ -314,7 +314,9 @@ def offline_reply(request: ReplyRequest) -> str:
     if request.turn_number == 1:
         middle = _pick(_TOPIC_LINES.get(request.category, _GENERAL_LINES), seed, 3)
     else:  # later turns: a general line that changes with the turn, so replies do not repeat
-        middle = _GENERAL_LINES[(seed % 2 + request.turn_number) % len(_GENERAL_LINES)]
+        # A per-conversation offset plus the turn number: consecutive turns never share a line.
+        offset = int(hashlib.sha256(f"{request.model_key}|{request.subtopic}".encode()).hexdigest(), 16)
+        middle = _GENERAL_LINES[(offset + request.turn_number) % len(_GENERAL_LINES)]
     detail = _echo(request.user_message)
     if detail and seed % 3 != 0:
         middle = f'You said "{detail}", and I want to make sure I understand that. {middle}'

@@ -875,3 +875,16 @@ def test_a_reply_request_after_withdrawal_sends_the_script_to_the_withdrawn_page
     assert events == [{"type": "redirect", "next": walker.url()}]
     assert Turn.objects.get(conversation=conversation).llm_response == ""
     assert "You have withdrawn" in walker.body(walker.post(walker.url("chat/reply/1/")))
+
+
+def test_offline_model_never_repeats_its_general_line_on_consecutive_turns():
+    from collection.chat_model import _GENERAL_LINES, ReplyRequest, offline_reply
+
+    for subtopic in ("Exam pressure", "A recent break-up", "Debt worries"):
+        replies = [
+            offline_reply(ReplyRequest(model_key="m", litellm_model="", api_base="", category="Study", subtopic=subtopic, turn_number=n,
+                                       messages=[{"role": "user", "content": f"Message number {n} about it."}]))
+            for n in range(2, 8)
+        ]
+        used = [next(line for line in _GENERAL_LINES if line in reply) for reply in replies]
+        assert all(a != b for a, b in zip(used, used[1:]))
