@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -30,7 +31,7 @@ from attunebench.replay.llm import Completion, EMSpec
 BASELINE_NAMES: Final[tuple[str, ...]] = ("baseline:random", "baseline:prior", "baseline:lexicon")
 
 
-class BaselineBackend:
+class BaselineBackend(ABC):
     """Answers every call type locally; subclasses supply the per-call answers."""
 
     cacheable = False  # answers are free and instant: caching them only costs storage
@@ -49,23 +50,29 @@ class BaselineBackend:
         }[ctx.call_type]
         return handler(ctx)
 
+    @abstractmethod
     def draft(self, ctx: P.CallContext) -> dict[str, Any]:
-        raise NotImplementedError
+        """The answer object for a draft call."""
 
+    @abstractmethod
     def analysis(self, ctx: P.CallContext) -> dict[str, Any]:
-        raise NotImplementedError
+        """The answer object for a analysis call."""
 
+    @abstractmethod
     def hp_binary(self, ctx: P.CallContext) -> dict[str, Any]:
-        raise NotImplementedError
+        """The answer object for a hp_binary call."""
 
+    @abstractmethod
     def pairwise(self, ctx: P.CallContext) -> dict[str, Any]:
-        raise NotImplementedError
+        """The answer object for a pairwise call."""
 
+    @abstractmethod
     def judge(self, ctx: P.CallContext) -> dict[str, Any]:
-        raise NotImplementedError
+        """The answer object for a judge call."""
 
+    @abstractmethod
     def post(self, ctx: P.CallContext) -> dict[str, Any]:
-        raise NotImplementedError
+        """The answer object for a post call."""
 
 
 def _post_shape(ctx: P.CallContext, panas: dict[str, int], wide: dict[str, Any]) -> dict[str, Any]:
