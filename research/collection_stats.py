@@ -10,6 +10,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Count, F, Q, QuerySet
 
 from annotation.models import BinaryJudgement, MoodTag, PairwiseComparison
@@ -31,6 +32,17 @@ class CollectionStats:
     withdrawn_conversations: int
 
 
+def reply_source(model: OriginalModel, collected: int) -> str:
+    """Where this model's replies to participants come from, so demo data is never mistaken for real."""
+    if not collected:
+        return "imported conversations only"
+    if not model.litellm_model:
+        return "offline scripted model (demo)"
+    if not settings.ATTUNE_ALLOW_LIVE_MODELS:
+        return "offline scripted model (demo: live models are switched off)"
+    return f"live: {model.litellm_model}"
+
+
 def collection_stats() -> CollectionStats:
     """Counts by status, topic category and original model, annotation progress and withdrawals."""
     status_counts = dict(Conversation.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
@@ -47,13 +59,14 @@ def collection_stats() -> CollectionStats:
         OriginalModel.objects.annotate(
             n=Count("conversations"),
             complete=Count("conversations", filter=Q(conversations__status=Conversation.Status.COMPLETE)),
+            collected=Count("conversations", filter=Q(conversations__source=Conversation.Source.COLLECTED)),
         )
         .filter(n__gt=0)
         .order_by("-n", "alias")
     )
     by_model = [
         {"alias": m.alias, "identity": m.name or "(redacted)", "provider": m.provider, "active": m.active,
-         "conversations": m.n, "complete": m.complete}
+         "conversations": m.n, "complete": m.complete, "replies": reply_source(m, m.collected)}
         for m in model_rows
     ]
 

@@ -108,3 +108,21 @@ def test_drilldown_marks_predictions_against_the_participant(client_, scored_run
 def test_dashboard_explains_when_nothing_is_scored(client_, sample_conversations):
     page = client_.get("/research/").content.decode()
     assert "No scored runs yet" in page
+
+
+def test_collection_dashboard_marks_offline_demo_models(client_, sample_conversations, participant, settings):
+    from collection.models import Conversation, Topic
+    from collection.setup import ensure_defaults
+
+    offline = ensure_defaults().models[0]
+    Conversation.objects.create(conversation_id="collected-1", participant=participant, original_model=offline,
+                                topic=Topic.objects.first())
+    body = client_.get("/research/collection/").content.decode()
+    assert "offline scripted model (demo)" in body
+    assert "imported conversations only" in body
+    offline.litellm_model = "openai/some-model"
+    offline.save()
+    settings.ATTUNE_ALLOW_LIVE_MODELS = False
+    assert "live models are switched off" in client_.get("/research/collection/").content.decode()
+    settings.ATTUNE_ALLOW_LIVE_MODELS = True
+    assert "live: openai/some-model" in client_.get("/research/collection/").content.decode()
