@@ -27,7 +27,9 @@ def test_demo_sets_everything_up_and_is_idempotent(capsys):
     assert user.check_password(password)
     assert "/s/" in out and "not a certificate" in out
 
+    link = out.split("Participant study link: ")[1].split()[0]
     call_command("demo", "--no-serve")
     out = capsys.readouterr().out
+    assert out.split("Participant study link: ")[1].split()[0] == link  # the same unused invitation
     assert EvaluationRun.objects.count() == 6
     assert "0 imported" in out and "already scored" in out

@@ -63,7 +63,7 @@ class Command(BaseCommand):
             for mode in options["modes"]:
                 self.run_baseline(model, mode)
         password = self.researcher_login()
-        participant = Participant.objects.create(study=defaults.study)
+        participant = self.unused_participant(defaults.study)
 
         base = f"http://{'localhost' if options['host'] in {'127.0.0.1', '0.0.0.0'} else options['host']}:{options['port']}"
         self.stdout.write("")
@@ -112,6 +112,13 @@ class Command(BaseCommand):
             f"conversations, {progress['calls_made']} calls ({progress['calls_cached']} cached, "
             f"{progress['calls_failed']} failed)"
         )
+
+    def unused_participant(self, study) -> Participant:
+        """The demo's printed study link: an invited participant who has not started, reused across runs."""
+        unused = Participant.objects.filter(
+            study=study, consents__isnull=True, conversations__isnull=True, withdrawn_at__isnull=True
+        ).order_by("created_at").first()
+        return unused or Participant.objects.create(study=study)
 
     def researcher_login(self) -> str:
         """A staff account in the research group, with a fresh password printed on every demo start."""
