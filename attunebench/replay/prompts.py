@@ -182,7 +182,7 @@ def _background(ctx: CallContext) -> str:
         lines.append("Mood before the chat (each feeling rated 1 = not at all to 7 = extremely):")
         lines.append(_panas_lines(ctx.background_pre_panas))
     else:
-        lines.append("Mood before the chat: not recorded.")
+        lines.append("Mood before the chat: not available.")
     return "\n".join(lines)
 
 

@@ -134,7 +134,7 @@ def test_blind_delta_hides_the_pre_chat_mood_even_in_omniscient_mode():
     for call in recorder.calls:
         assert "Nervous 6" not in call.text
     first_turn = [c for c in recorder.calls if c.call_type == P.DRAFT][1].messages[1]["content"]
-    assert "Anxious" in first_turn and "Mood before the chat: not recorded." in first_turn
+    assert "Anxious" in first_turn and "Mood before the chat: not available." in first_turn
 
 
 def test_verbose_modes_require_and_keep_reasoning():
