@@ -7,6 +7,7 @@ from django.db.models import Count
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from attunebench import catalogue as cat
@@ -227,28 +228,30 @@ def run_progress(request: HttpRequest, run_id: int) -> HttpResponse:
     return render(request, "research/_run_progress.html", {"run": run, "active_statuses": ACTIVE_RUN_STATUSES})
 
 
+def _run_action(request: HttpRequest, run_id: int, action, done: str) -> HttpResponse:
+    """Cancel or resume, then go back where the researcher was (only ever to a page of this site)."""
+    run = get_object_or_404(EvaluationRun, pk=run_id)
+    try:
+        action(run)
+        messages.success(request, f"Run {run.pk} {done}.")
+    except launcher.LauncherError as exc:
+        messages.error(request, str(exc))
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        target = reverse("research:runs")
+    return redirect(target)
+
+
 @researcher_required
 @require_POST
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(EvaluationRun, pk=run_id)
-    try:
-        launcher.do_cancel_run(run)
-        messages.success(request, f"Run {run.pk} cancelled.")
-    except launcher.LauncherError as exc:
-        messages.error(request, str(exc))
-    return redirect(request.POST.get("next") or reverse("research:runs"))
+    return _run_action(request, run_id, launcher.do_cancel_run, "cancelled")
 
 
 @researcher_required
 @require_POST
 def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(EvaluationRun, pk=run_id)
-    try:
-        launcher.do_resume_run(run)
-        messages.success(request, f"Run {run.pk} resumed.")
-    except launcher.LauncherError as exc:
-        messages.error(request, str(exc))
-    return redirect(request.POST.get("next") or reverse("research:runs"))
+    return _run_action(request, run_id, launcher.do_resume_run, "resumed")
 
 
 # ---------------------------------------------------------------------------

@@ -53,11 +53,13 @@ def test_active_run_polls_and_can_be_cancelled_then_resumed(client_, sample_conv
     run = EvaluationRun.objects.create(evaluated_model=lexicon(), mode="default", conversations_total=15)
     fragment = client_.get(f"/research/runs/{run.pk}/progress/").content.decode()
     assert 'hx-trigger="every 1s"' in fragment and 'data-percent="0"' in fragment
-    client_.post(f"/research/runs/{run.pk}/cancel/")
+    response = client_.post(f"/research/runs/{run.pk}/cancel/", {"next": "https://elsewhere.example/phish"})
+    assert response.status_code == 302 and response["Location"] == "/research/runs/"  # never off-site
     run.refresh_from_db()
     assert run.status == EvaluationRun.Status.CANCELLED
     with django_capture_on_commit_callbacks(execute=True):
-        client_.post(f"/research/runs/{run.pk}/resume/")
+        response = client_.post(f"/research/runs/{run.pk}/resume/", {"next": f"/research/runs/{run.pk}/"})
+    assert response["Location"] == f"/research/runs/{run.pk}/"
     run.refresh_from_db()
     assert run.status == EvaluationRun.Status.DONE and run.progress_percent == 100
 
