@@ -107,7 +107,7 @@ class EMSpec:
         Without ``api_key_env`` litellm finds the provider's usual variable
         (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...) itself. A local server reached
         through api_base often needs no key, but the OpenAI client insists on
-        one, so a placeholder is sent there.
+        one, so a dummy key is sent there.
         """
         env = self.params.get("api_key_env")
         if env:
