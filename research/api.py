@@ -228,7 +228,7 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
     @extend_schema(summary="Launch runs (one per model and mode), or estimate them with dry_run",
                    request=RunCreateSerializer,
                    responses={201: RunSerializer(many=True), 200: EstimateSerializer, 400: INVALID,
-                              409: CONFLICT, 503: ErrorSerializer, **DENIED, **NOT_FOUND})
+                              409: CONFLICT, **DENIED, **NOT_FOUND})
     def create(self, request: Request, *args: object, **kwargs: object) -> Response:
         payload = RunCreateSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
@@ -241,20 +241,18 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
             if d["dry_run"]:
                 return Response(asdict(launcher.estimate(launch)))
             runs = launcher.do_launch_runs(launch, request.user)
-        except launcher.ReplayServiceUnavailable as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
         except launcher.LauncherError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(RunSerializer(runs, many=True).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(summary="Cancel a queued or running run", request=None,
-                   responses={200: RunSerializer, 409: CONFLICT, 503: ErrorSerializer, **DENIED, **NOT_FOUND})
+                   responses={200: RunSerializer, 409: CONFLICT, **DENIED, **NOT_FOUND})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         return self._relay(launcher.do_cancel_run, self.get_object())
 
     @extend_schema(summary="Resume a cancelled or failed run", request=None,
-                   responses={200: RunSerializer, 409: CONFLICT, 503: ErrorSerializer, **DENIED, **NOT_FOUND})
+                   responses={200: RunSerializer, 409: CONFLICT, **DENIED, **NOT_FOUND})
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, pk: str | None = None) -> Response:
         return self._relay(launcher.do_resume_run, self.get_object())
@@ -262,8 +260,6 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
     def _relay(self, operation: object, run: EvaluationRun) -> Response:
         try:
             run = operation(run)  # type: ignore[operator]
-        except launcher.ReplayServiceUnavailable as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
         except launcher.LauncherError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         run.refresh_from_db()

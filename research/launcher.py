@@ -9,7 +9,6 @@ leaderboard, which is per (EM, mode), maps one row to one run.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +19,7 @@ from django.db.models.functions import Length
 
 from collection.models import Conversation, Turn
 from research.datasets import selection_queryset
+from scoring import replay_service
 from scoring.models import DatasetVersion, EvaluatedModel, EvaluationRun
 
 # SPEC 4 per turn: draft, analysis, HP-perspective binary, pairwise (when the turn has comparisons),
@@ -32,20 +32,6 @@ CHARS_PER_TOKEN = 4
 
 class LauncherError(ValueError):
     """A launch request that cannot go ahead; the message is shown to the researcher."""
-
-
-class ReplayServiceUnavailable(LauncherError):
-    """The replay engine is not installed in this build, so runs cannot start."""
-
-
-def replay_service() -> Any:
-    """The replay engineer's service module (imported lazily: it pulls in the replay engine)."""
-    try:
-        return importlib.import_module("scoring.replay_service")
-    except ImportError as exc:
-        raise ReplayServiceUnavailable(
-            f"The replay service (scoring.replay_service) is not available: {exc}. Runs cannot be started."
-        ) from exc
 
 
 OFFLINE_BASELINES: dict[str, str] = {
@@ -115,13 +101,9 @@ def estimate(request: LaunchRequest) -> Estimate:
 
     Calls follow SPEC 4 exactly; tokens are approximated (the thread grows with
     each turn, about four characters per token) so the cost is an upper-range
-    guide, not a quote. Prefers the replay service's own estimator when it has one.
+    guide, not a quote. The call count is the replay protocol's own (the same
+    for every model and mode), counted once.
     """
-    service = None
-    try:
-        service = replay_service()
-    except ReplayServiceUnavailable:
-        pass
     queryset = request.conversations()
     pks = list(queryset.values_list("pk", flat=True))
     turn_rows = list(
@@ -131,32 +113,22 @@ def estimate(request: LaunchRequest) -> Estimate:
         .values_list("conversation_id", "n_comparisons", "chars")
     )
     judge = 1 if request.judge else 0
-    calls_per_pair = 0
     input_tokens = 0
     running: dict[int, int] = {}
     for conversation_id, n_comparisons, chars in turn_rows:
         running[conversation_id] = running.get(conversation_id, 0) + (chars or 0)
+        # Weight each turn's prompt size by roughly how many calls see it.
         turn_calls = CALLS_PER_TURN_FIXED + (1 if n_comparisons else 0) + judge
-        calls_per_pair += turn_calls
         input_tokens += turn_calls * (PROMPT_OVERHEAD_TOKENS + running[conversation_id] // CHARS_PER_TOKEN)
-    calls_per_pair += len(pks)  # post-conversation
     input_tokens += len(pks) * (PROMPT_OVERHEAD_TOKENS + sum(running.values()) // max(1, CHARS_PER_TOKEN * max(1, len(pks))))
-    output_tokens = calls_per_pair * OUTPUT_TOKENS_PER_CALL
+    calls = replay_service.estimate_calls(queryset, judge=request.judge is not None)
+    output_tokens = calls * OUTPUT_TOKENS_PER_CALL
     notes: list[str] = []
     per_run = []
     total_cost = 0.0
-    exact: dict[tuple[str, str], int] = {}
     for model in request.models:
         price = _model_price(model)
         for mode in request.modes:
-            calls = calls_per_pair
-            if service is not None and hasattr(service, "estimate_calls") and model.kind != EvaluatedModel.Kind.HUMAN:
-                # The replay service counts the protocol's calls exactly; ask once per (model, mode).
-                key = (model.name, mode)
-                if key not in exact:
-                    exact[key] = int(service.estimate_calls(model=model, mode=mode, conversations=queryset,
-                                                            judge=request.judge))
-                calls = exact[key]
             if price is None:
                 cost = None
                 notes.append(f"{model.name}: no price known (set input/output cost in the registry); cost not estimated")
@@ -194,7 +166,6 @@ def check_launch(request: LaunchRequest) -> None:
 def do_launch_runs(request: LaunchRequest, user: Any = None) -> list[EvaluationRun]:
     """Create one run per (EM, mode) and hand each to the replay service after commit."""
     check_launch(request)
-    service = replay_service()
     total = request.conversations().count()
     runs = []
     with transaction.atomic():
@@ -207,7 +178,7 @@ def do_launch_runs(request: LaunchRequest, user: Any = None) -> list[EvaluationR
                     created_by=user if getattr(user, "is_authenticated", False) else None,
                 ))
         run_ids = [r.pk for r in runs]
-        transaction.on_commit(lambda: [service.start_run(run_id) for run_id in run_ids])
+        transaction.on_commit(lambda: [replay_service.start_run(run_id) for run_id in run_ids])
     return runs
 
 
@@ -215,7 +186,7 @@ def do_cancel_run(run: EvaluationRun) -> EvaluationRun:
     """Ask the replay service to stop a queued or running run."""
     if run.status not in (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING, EvaluationRun.Status.SCORING):
         raise LauncherError(f"Run {run.pk} is {run.get_status_display().lower()}; only queued or running runs can be cancelled.")
-    if not replay_service().cancel_run(run.pk):
+    if not replay_service.cancel_run(run.pk):
         raise LauncherError(f"Run {run.pk} finished before it could be cancelled.")
     run.refresh_from_db()
     return run
@@ -225,6 +196,5 @@ def do_resume_run(run: EvaluationRun) -> EvaluationRun:
     """Continue a cancelled or failed run; finished conversations are kept and cached calls are free."""
     if run.status not in (EvaluationRun.Status.CANCELLED, EvaluationRun.Status.FAILED):
         raise LauncherError(f"Run {run.pk} is {run.get_status_display().lower()}; only cancelled or failed runs can be resumed.")
-    service = replay_service()
-    transaction.on_commit(lambda: service.resume_run(run.pk))
+    transaction.on_commit(lambda: replay_service.resume_run(run.pk))
     return run

@@ -193,16 +193,7 @@ def run_launcher(request: HttpRequest) -> HttpResponse:
     runs = EvaluationRun.objects.select_related("evaluated_model", "dataset_version").order_by("-created_at")[:50]
     return render(request, "research/runs.html", {
         "form": form, "runs": runs, "active_statuses": ACTIVE_RUN_STATUSES,
-        "replay_available": _replay_available(),
     })
-
-
-def _replay_available() -> str | None:
-    try:
-        launcher.replay_service()
-    except launcher.ReplayServiceUnavailable as exc:
-        return str(exc)
-    return None
 
 
 @researcher_required

@@ -442,10 +442,13 @@ def cancel_run(run_id: int) -> bool:
     return bool(changed)
 
 
-def estimate_calls(model: EvaluatedModel, mode: str, conversations: QuerySet[Conversation], judge: EvaluatedModel | None) -> int:
-    """Exact call count of a replay (no failures): the launcher's dry run."""
+def estimate_calls(conversations: QuerySet[Conversation], judge: bool) -> int:
+    """Exact call count of one replay of these conversations when nothing fails (the launcher's dry run).
+
+    It depends on the conversations and the judge only, not on the model or the mode.
+    """
     documents = load_canonical(list(conversations.values_list("pk", flat=True))).values()
-    return sum(planned_calls(doc, judge=judge is not None) for doc in documents)
+    return sum(planned_calls(doc, judge=judge) for doc in documents)
 
 
 def run_progress(run_id: int) -> dict[str, Any]:

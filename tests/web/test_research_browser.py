@@ -16,7 +16,6 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 from playwright.sync_api import Page, expect  # noqa: E402
 
-from tests.web.conftest import make_scored_run  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("export_dir")]
 
@@ -45,18 +44,11 @@ def log_in(page: Page, username: str, password: str) -> None:
 
 
 def baseline_runs_or_synthetic() -> str:
-    """Real offline baselines through the replay service when it exists; otherwise synthetic EMs."""
+    """Real offline baselines through the replay service."""
     from research import launcher
     from scoring.selection import complete_conversations
     from scoring.models import EvaluatedModel
 
-    try:
-        launcher.replay_service()
-    except launcher.ReplayServiceUnavailable:
-        make_scored_run("synth:strong", "default", skill=0.85)
-        make_scored_run("synth:middling", "default", skill=0.5)
-        make_scored_run("synth:weak", "verbose", skill=0.15)
-        return "synthetic"
     names = ["baseline:random", "baseline:prior", "baseline:lexicon"]
     models = [EvaluatedModel.objects.get_or_create(name=n, defaults={"kind": EvaluatedModel.Kind.OFFLINE})[0] for n in names]
     request = launcher.LaunchRequest(models=models, modes=["default", "verbose"], panas_strategy="absolute", judge=None,
@@ -145,13 +137,8 @@ def test_dashboards_with_sample_data_and_baseline_runs(page, live_server, resear
 
 def test_launching_baseline_lexicon_shows_progress_to_100_and_a_leaderboard_row(page, live_server, researcher,
                                                                                  sample_conversations):
-    from research import launcher
     from scoring.models import EvaluationRun
 
-    try:
-        launcher.replay_service()
-    except launcher.ReplayServiceUnavailable as exc:
-        pytest.skip(str(exc))
     log_in(page, "rita", "researcher-pass-123")
     page.goto("/research/runs/")
     page.get_by_label("baseline:lexicon").check()
