@@ -33,7 +33,7 @@ from attunebench.scoring.keys import HUMAN_PREFIX
 from collection.models import Conversation, PanasSurvey, Turn
 from research.models import HumanAssignment
 from research.roles import is_researcher
-from research.scoring_bridge import do_score_run
+from scoring.run_scoring import score_run as do_score_run
 from scoring.models import EvaluatedModel, EvaluationRun, RunConversation
 
 HUMAN_MODE = "default"

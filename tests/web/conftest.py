@@ -190,7 +190,7 @@ def make_scored_run(em_name: str, mode: str = "default", skill: float = 0.5, see
     from attunebench.synth import synth_run
     from collection.exchange import iter_canonical
     from scoring.selection import complete_conversations
-    from research.scoring_bridge import do_score_run
+    from scoring.run_scoring import score_run as do_score_run
     from scoring.models import EvaluatedModel, EvaluationRun, RunConversation
 
     kind = EvaluatedModel.Kind.OFFLINE if em_name.startswith("baseline:") else EvaluatedModel.Kind.LLM

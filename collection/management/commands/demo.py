@@ -16,13 +16,13 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from attunebench.catalogue import RESEARCH_ONLY_STATEMENT
+from attunebench.replay.baselines import BASELINE_NAMES
 from attunebench.sources import read_conversations
 from collection.exchange import import_documents
 from collection.models import Conversation, Participant
 from collection.setup import ensure_defaults
 from research.roles import do_make_researcher
 
-BASELINES = ("baseline:random", "baseline:prior", "baseline:lexicon")
 DEMO_MODES = ("default", "omniscient")
 RESEARCHER_USERNAME = "researcher"
 
@@ -59,7 +59,7 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         defaults = ensure_defaults()
         self.load_sample_data(options["sample_data"])
-        for model in BASELINES:
+        for model in BASELINE_NAMES:
             for mode in options["modes"]:
                 self.run_baseline(model, mode)
         password = self.researcher_login()
