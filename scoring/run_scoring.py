@@ -22,11 +22,10 @@ def score_run(run_id: int) -> int:
     """(Re)score every finished conversation of a run; returns how many conversations were scored."""
     run = EvaluationRun.objects.get(pk=run_id)
     outputs = dict(
-        RunConversation.objects.filter(
-            run=run, status=RunConversation.Status.DONE, output__isnull=False,
-            conversation__in=exportable_conversations(),
-        ).values_list("conversation_id", "output")
+        RunConversation.objects.filter(run=run, status=RunConversation.Status.DONE, output__isnull=False)
+        .values_list("conversation_id", "output")
     )
+    # Withdrawn conversations drop out here, so their outputs are never scored.
     conversations = with_export_relations(exportable_conversations().filter(pk__in=list(outputs)))
     documents = {c.pk: conversation_to_canonical(c, include_model_identity=True) for c in conversations}
     runs = [cf.parse_run(outputs[pk], source=f"run {run_id}/{doc.conversationId}") for pk, doc in documents.items()]
