@@ -22,10 +22,29 @@ import random
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 T = TypeVar("T")
+
+# Set by Scheduler.submit while a call runs; see provider_answered().
+_answered: ContextVar[Callable[[], None] | None] = ContextVar("attune_provider_answered", default=None)
+
+
+def provider_answered() -> None:
+    """Tell the scheduler that the provider has answered the request in flight.
+
+    The transport calls this when response headers arrive. The call's slots are
+    freed then, not after the client has parsed and post-processed the answer:
+    the caps bound requests at the provider, and the client-side work of one
+    call should not keep the next request from being sent. Outside a scheduled
+    call (or for backends that never call it) it does nothing and the slots
+    are freed when the call returns.
+    """
+    release = _answered.get()
+    if release is not None:
+        release()
 
 
 class TransientCallError(Exception):
@@ -178,6 +197,20 @@ class Scheduler:
                 return
             await asyncio.sleep(remaining)
 
+    def _releaser(self, provider_slots: asyncio.Semaphore, global_slots: asyncio.Semaphore) -> Callable[[], None]:
+        """Frees one attempt's slots exactly once, early (provider_answered) or when it ends."""
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.in_flight -= 1
+                global_slots.release()
+                provider_slots.release()
+
+        return release
+
     async def submit(self, provider: str, call: Callable[[], Awaitable[T]]) -> T:
         """Run ``call()`` once it fits under the limits; retry transient errors.
 
@@ -189,23 +222,30 @@ class Scheduler:
         retry = 0
         while True:
             await self._wait_for_cooldown(provider)
-            async with provider_slots:
+            await provider_slots.acquire()
+            try:
                 if limits.rpm is not None:
                     await self.rate_limiter.acquire(provider, limits.rpm)
-                async with global_slots:
-                    self.stats.attempts += 1
-                    self.in_flight += 1
-                    self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-                    try:
-                        if self.attempt_timeout is not None:
-                            return await asyncio.wait_for(call(), self.attempt_timeout)
-                        return await call()
-                    except asyncio.TimeoutError:
-                        error = TransientCallError("timeout", f"no answer within {self.attempt_timeout}s")
-                    except TransientCallError as exc:
-                        error = exc
-                    finally:
-                        self.in_flight -= 1
+                await global_slots.acquire()
+            except BaseException:
+                provider_slots.release()
+                raise
+            self.stats.attempts += 1
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            release = self._releaser(provider_slots, global_slots)
+            token = _answered.set(release)
+            try:
+                if self.attempt_timeout is not None:
+                    return await asyncio.wait_for(call(), self.attempt_timeout)
+                return await call()
+            except asyncio.TimeoutError:
+                error = TransientCallError("timeout", f"no answer within {self.attempt_timeout}s")
+            except TransientCallError as exc:
+                error = exc
+            finally:
+                _answered.reset(token)
+                release()
             # Outside every slot from here on: waiting must not hold capacity.
             self.stats.errors[error.kind] += 1
             if retry + 1 >= self.max_attempts:
