@@ -21,16 +21,22 @@ Choices made for speed and safety:
 
 from __future__ import annotations
 
+import asyncio
+import atexit
+import gc
 import itertools
 import os
+import sys
 import uuid
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import lru_cache, partial
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Protocol
 
 from attunebench.replay.prompts import CallContext
-from attunebench.replay.scheduler import PermanentCallError, ProviderLimits, TransientCallError
+from attunebench.replay.scheduler import PermanentCallError, ProviderLimits, TransientCallError, provider_answered
 
 BASELINE_PREFIX: Final = "baseline:"
 KIND_LLM: Final = "llm"
@@ -158,12 +164,19 @@ class ModelBackend(Protocol):
 
 
 _configured = False
+_lean = False  # litellm's own per-response pricing and logging are skipped for our calls
+OPENAI_HTTP_HANDLER_ENV: Final = "EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER"
 
 
 def _litellm() -> Any:
     """Import and configure litellm on first use (slow import; no network)."""
-    global _configured
+    global _configured, _lean
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    # OpenAI and OpenAI-compatible providers through litellm's own HTTP handler
+    # (the one every other provider uses) rather than the OpenAI SDK: the SDK
+    # costs ~1 ms of CPU per call in request building and response parsing. An
+    # explicit EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER=false keeps the SDK path.
+    os.environ.setdefault(OPENAI_HTTP_HANDLER_ENV, "true")
     import litellm
 
     if not _configured:
@@ -183,9 +196,34 @@ def _litellm() -> Any:
         litellm.callbacks = []
         litellm.num_retries = 0
         if os.environ.get("ATTUNE_LITELLM_LEAN", "1") != "0":
-            _trim_per_call_overhead()
+            _lean = _trim_per_call_overhead()
+        if os.environ.get("ATTUNE_GC_TUNING", "1") != "0":
+            _tune_gc()
         _configured = True
     return litellm
+
+
+GC_THRESHOLD0: Final = 50_000
+
+
+def _tune_gc() -> None:
+    """Make the cyclic garbage collector cheap for a process that replays.
+
+    litellm's import leaves ~400,000 long-lived objects, and each call
+    allocates thousands of short-lived ones (refcounting frees nearly all of
+    them). With the default threshold (700 allocations) the collector runs
+    every few calls and now and then walks the whole heap: ~0.35 ms of CPU
+    per call on the fake server (bench/replay_throughput.py, 15% of a call).
+    Freezing what exists after the import takes it out of every later
+    collection, and a higher first-generation threshold makes collections
+    rare; objects in reference cycles are still collected, a little later.
+    ``ATTUNE_GC_TUNING=0`` leaves the collector alone.
+    """
+    gc.collect()
+    gc.freeze()
+    threshold0, threshold1, threshold2 = gc.get_threshold()
+    if 0 < threshold0 < GC_THRESHOLD0:
+        gc.set_threshold(GC_THRESHOLD0, threshold1, threshold2)
 
 
 # Every replay call carries a litellm_call_id with this prefix, so the trimming
@@ -198,7 +236,7 @@ _call_numbers = itertools.count(1)
 
 
 def _trim_per_call_overhead() -> bool:
-    """Skip two per-response steps of litellm that replay calls do not use.
+    """Skip two per-response steps of litellm that replay calls do not use; True if they are skipped.
 
     Measured on the fake server (bench/replay_throughput.py): of ~3.5 ms CPU
     per call, litellm's own response pricing and its async success-logging
@@ -216,7 +254,9 @@ def _trim_per_call_overhead() -> bool:
     original_cost = getattr(Logging, "response_cost_calculator", None)
     original_success = getattr(Logging, "async_success_handler", None)
     original_claim = getattr(Logging, "claim_async_success_log", None)
-    if original_cost is None or original_success is None or getattr(Logging, "_attune_trimmed", False):
+    if getattr(Logging, "_attune_trimmed", False):
+        return True
+    if original_cost is None or original_success is None:
         return False
 
     def ours(logging_obj: Any) -> bool:
@@ -244,6 +284,132 @@ def _trim_per_call_overhead() -> bool:
         Logging.claim_async_success_log = claim_async_success_log
     Logging._attune_trimmed = True
     return True
+
+
+# Per event loop, two things that make a replay call cheaper (measured with
+# bench/replay_throughput.py; each is ~10% of a call's CPU):
+# - one aiohttp session, handed to litellm as ``shared_session``. litellm's own
+#   session carries a connection-pool tracing hook (it warns when a request
+#   waits over a second for a pooled connection); our scheduler already caps
+#   requests in flight, so the pool never queues and the hook never fires.
+# - a default executor that runs litellm's synchronous request set-up inline.
+#   ``acompletion`` hands ``completion()`` to a worker thread only to build the
+#   request; with the GIL that thread gains nothing and costs two thread
+#   switches and a loop wake-up per call. Only calls whose id carries
+#   INLINE_CALL_ID_PREFIX run inline, and only providers whose set-up does no
+#   blocking I/O get that id; everything else still runs on threads.
+# Loops are long-lived here (aio.py: one per process), like litellm's own
+# loop-bound client cache.
+INLINE_CALL_ID_PREFIX: Final = f"{CALL_ID_PREFIX}inline-"
+# API-key HTTP providers: litellm's set-up for them only transforms the request.
+# Providers that mint or refresh credentials during set-up (azure AD, vertex_ai,
+# bedrock, sagemaker, watsonx, ...) are left out and keep their worker thread.
+INLINE_SETUP_PROVIDERS: Final = frozenset({
+    "openai", "hosted_vllm", "anthropic", "ollama", "ollama_chat", "groq", "mistral", "deepseek",
+    "together_ai", "fireworks_ai", "openrouter", "xai", "gemini", "deepinfra", "cerebras", "lm_studio",
+})
+
+
+class InlineSetupExecutor(ThreadPoolExecutor):
+    """A thread pool that runs litellm's set-up of marked replay calls in the caller."""
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        if not _inline_setup(fn):
+            return super().submit(fn, *args, **kwargs)
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # as a worker thread would: the awaiting caller re-raises it
+            future.set_exception(exc)
+        return future
+
+
+def _inline_setup(fn: Any) -> bool:
+    """Is ``fn`` litellm's ``partial(context.run, partial(completion, ...))`` for a marked call?"""
+    if not isinstance(fn, partial) or not fn.args or not isinstance(fn.args[0], partial):
+        return False
+    return str(fn.args[0].keywords.get("litellm_call_id", "")).startswith(INLINE_CALL_ID_PREFIX)
+
+
+@lru_cache(maxsize=1)
+def _answered_response_class() -> Any:
+    import aiohttp
+
+    class AnsweredResponse(aiohttp.ClientResponse):
+        """Frees the scheduler's slots as soon as the provider's answer starts arriving."""
+
+        async def start(self, connection: Any) -> Any:
+            response = await super().start(connection)
+            provider_answered()
+            return response
+
+    return AnsweredResponse
+
+
+@dataclass
+class _LoopResources:
+    session: Any
+
+
+_loop_resources: dict[asyncio.AbstractEventLoop, _LoopResources] = {}
+
+
+def _resources() -> _LoopResources:
+    """This loop's session and executor, set up on first use."""
+    import aiohttp
+
+    loop = asyncio.get_running_loop()
+    resources = _loop_resources.get(loop)
+    if resources is not None and not resources.session.closed:
+        return resources
+    for known in [known for known in _loop_resources if known.is_closed()]:
+        del _loop_resources[known]
+    litellm = _litellm()
+    trust_env = bool(getattr(litellm, "aiohttp_trust_env", False)) or \
+        os.environ.get("AIOHTTP_TRUST_ENV", "").lower() in {"1", "true", "yes"}
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=15, ttl_dns_cache=300),
+        response_class=_answered_response_class(),
+        cookie_jar=aiohttp.DummyCookieJar(),  # providers' cookies are never needed
+        trust_env=trust_env,  # proxies from the environment only when litellm is told to use them
+    )
+    if not isinstance(getattr(loop, "_default_executor", None), InlineSetupExecutor):
+        loop.set_default_executor(InlineSetupExecutor(thread_name_prefix="attune-litellm"))
+    if not _loop_resources:
+        atexit.register(_close_sessions_at_exit)
+    resources = _loop_resources[loop] = _LoopResources(session=session)
+    return resources
+
+
+def _close_sessions_at_exit() -> None:
+    """Close the sessions of loops still running (the process loop's daemon thread).
+
+    Otherwise aiohttp reports unclosed sessions while the interpreter shuts down.
+    """
+    for loop, resources in list(_loop_resources.items()):
+        if loop.is_running() and not resources.session.closed:
+            try:
+                asyncio.run_coroutine_threadsafe(resources.session.close(), loop).result(timeout=5)
+            except (TimeoutError, RuntimeError) as exc:
+                print(f"attune: could not close an HTTP session at exit: {exc}", file=sys.stderr)
+
+
+@lru_cache(maxsize=256)
+def _setup_runs_inline(litellm_model: str) -> bool:
+    """Does litellm route this model to a provider in INLINE_SETUP_PROVIDERS?
+
+    Asked of litellm, not read off the prefix: a bare "gemini-..." goes to vertex_ai.
+    """
+    try:
+        provider = _litellm().get_llm_provider(model=litellm_model)[1]
+    except Exception:
+        return False
+    return provider in INLINE_SETUP_PROVIDERS
+
+
+def _call_id(spec: EMSpec) -> str:
+    prefix = INLINE_CALL_ID_PREFIX if _setup_runs_inline(spec.litellm_model) else CALL_ID_PREFIX
+    return f"{prefix}{_CALL_ID_BASE}-{next(_call_numbers)}"
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -296,19 +462,22 @@ class LiteLLMBackend:
     async def complete(self, spec: EMSpec, messages: list[dict[str, str]], ctx: CallContext) -> Completion:
         litellm = _litellm()
         kwargs: dict[str, Any] = {
-            "litellm_call_id": f"{CALL_ID_PREFIX}{_CALL_ID_BASE}-{next(_call_numbers)}",
+            "litellm_call_id": _call_id(spec),
             "model": spec.litellm_model,
             "messages": messages,
             "timeout": spec.timeout,
             "num_retries": 0,
             "max_retries": 0,
+            "shared_session": _resources().session,
             **spec.answer_params(),
         }
         if spec.api_base:
             kwargs["api_base"] = spec.api_base
-        if spec.input_cost_per_million is not None or spec.output_cost_per_million is not None:
-            # When litellm prices responses itself (ATTUNE_LITELLM_LEAN=0), the given
+        if not _lean and (spec.input_cost_per_million is not None or spec.output_cost_per_million is not None):
+            # Only when litellm prices responses itself (ATTUNE_LITELLM_LEAN=0): the given
             # price spares it the slow, failing price-map lookup for unlisted models.
+            # Otherwise we price the call and these would only make litellm build
+            # a per-call price entry nobody reads.
             kwargs["input_cost_per_token"] = (spec.input_cost_per_million or 0.0) / 1e6
             kwargs["output_cost_per_token"] = (spec.output_cost_per_million or 0.0) / 1e6
         if spec.params.get("api_version"):
