@@ -89,6 +89,10 @@ class FakeStats:
     errors: Counter = field(default_factory=Counter)
     malformed: int = 0
     messy: int = 0
+    # Chat requests being answered right now, and the most at once since the last reset:
+    # what a provider would see of a client's concurrency.
+    in_flight: int = 0
+    peak_in_flight: int = 0
     # sha256 of each request's messages (json, sorted keys) -> times asked; lets a test
     # prove that no call of a finished conversation was sent twice.
     digests: Counter = field(default_factory=Counter)
@@ -209,6 +213,15 @@ class _App:
         return "ok"
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
+        stats = self.stats
+        stats.in_flight += 1
+        stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
+        try:
+            return await self._answer(request)
+        finally:
+            stats.in_flight -= 1
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.stats.requests += 1
         outcome = self._next_outcome()

@@ -6,7 +6,8 @@ This is the Django side of issue 4. The replay protocol itself is pure
 - ``em_spec``                the registry row (EvaluatedModel) as an EMSpec
 - ``DatabaseCallCache``      ModelCallCache rows as the call cache (durable)
 - ``RedisCallCache``         the same entries in Redis when REDIS_URL is set (fast, shared)
-- ``RedisRateLimiter``       requests-per-minute shared by every worker of a provider
+- ``redis_limits``           requests per minute and requests in flight per provider, shared by
+                             every worker through Redis
 - ``do_prepare_run``         one RunConversation row per selected conversation
 - ``do_replay_conversation`` claim, replay, store and count one conversation (idempotent)
 - ``score_run``              (from scoring.run_scoring) scores a finished run when it ends
@@ -30,7 +31,6 @@ import json
 import logging
 import os
 import threading
-import time
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlparse
@@ -51,13 +51,13 @@ from attunebench.replay.scheduler import Scheduler
 from collection.exchange import conversation_to_canonical, with_export_relations
 from collection.models import Conversation
 from scoring.models import EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation
+from scoring.redis_limits import RedisInFlightSlots, RedisRateLimiter
 from scoring.run_scoring import score_run
 from scoring.selection import selection_queryset
 
 logger = logging.getLogger("attune.replay")
 
 REDIS_CACHE_PREFIX = "attune:call:"
-REDIS_RPM_PREFIX = "attune:rpm:"
 # Calls in flight per worker process, across every conversation it replays.
 WORKER_CONCURRENCY = int(os.environ.get("ATTUNE_REPLAY_CONCURRENCY", "32"))
 
@@ -207,35 +207,6 @@ class RedisCallCache:
         await self._redis().set(REDIS_CACHE_PREFIX + key, json.dumps(value.to_dict()), nx=True)
 
 
-class RedisRateLimiter:
-    """Requests per minute per provider across processes: a counter per provider and minute.
-
-    A fixed one-minute window (INCR + EXPIRE) is simple and exact over each
-    minute; it allows a burst at a window boundary, which providers' own
-    minute windows tolerate. Waiters poll until the next window opens.
-    """
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self._client: Any = None
-
-    async def acquire(self, key: str, rpm: int) -> None:
-        if self._client is None:
-            import redis.asyncio as aioredis
-
-            self._client = aioredis.Redis.from_url(self.url)
-        while True:
-            now = time.time()
-            window = int(now // 60)
-            name = f"{REDIS_RPM_PREFIX}{key}:{window}"
-            count = await self._client.incr(name)
-            if count == 1:
-                await self._client.expire(name, 120)
-            if count <= rpm:
-                return
-            await asyncio.sleep((window + 1) * 60 - now + 0.01)
-
-
 _process_lock = threading.Lock()
 _process_state: dict[str, Any] = {}
 
@@ -247,8 +218,12 @@ def _process_scheduler() -> Scheduler:
             _process_state.clear()
             _process_state["pid"] = os.getpid()
         if "scheduler" not in _process_state:
-            limiter = RedisRateLimiter(settings.REDIS_URL) if settings.REDIS_URL else None
-            _process_state["scheduler"] = Scheduler(max_concurrency=WORKER_CONCURRENCY, rate_limiter=limiter)
+            redis_url = settings.REDIS_URL
+            _process_state["scheduler"] = Scheduler(
+                max_concurrency=WORKER_CONCURRENCY,
+                rate_limiter=RedisRateLimiter(redis_url) if redis_url else None,
+                shared_slots=RedisInFlightSlots(redis_url) if redis_url else None,
+            )
         return _process_state["scheduler"]
 
 

@@ -11,12 +11,15 @@ Slots are released while waiting, so backoff never idles capacity.
 
 Requests per minute are enforced by a pluggable ``RateLimiter``: the local
 token bucket here holds within one process; ``scoring.replay_service`` has a
-Redis limiter for several workers sharing one provider budget.
+Redis limiter for several workers sharing one provider budget. In the same
+way a ``SharedSlots`` (Redis there) makes a provider's in-flight cap hold
+across every worker process, not per process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import random
 import time
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 # Set by Scheduler.submit while a call runs; see provider_answered().
 _answered: ContextVar[Callable[[], None] | None] = ContextVar("attune_provider_answered", default=None)
@@ -118,6 +122,16 @@ class TokenBucketLimiter:
                 await asyncio.sleep((1 - tokens) / rate)
 
 
+class SharedSlots(Protocol):
+    """In-flight slots of a provider shared by several processes."""
+
+    async def acquire(self, key: str, limit: int) -> str:
+        """Wait until fewer than ``limit`` calls to ``key`` are in flight anywhere; return a token."""
+
+    async def release(self, key: str, token: str) -> None:
+        """Give back the slot ``acquire`` returned."""
+
+
 @dataclass
 class SchedulerStats:
     """Counters for progress lines and tests."""
@@ -147,6 +161,7 @@ class Scheduler:
         max_delay: float = 60.0,
         attempt_timeout: float | None = None,
         rate_limiter: RateLimiter | None = None,
+        shared_slots: SharedSlots | None = None,
         rng: random.Random | None = None,
     ) -> None:
         if max_concurrency < 1:
@@ -159,6 +174,8 @@ class Scheduler:
         self.max_delay = max_delay
         self.attempt_timeout = attempt_timeout
         self.rate_limiter: RateLimiter = rate_limiter or TokenBucketLimiter()
+        self.shared_slots = shared_slots
+        self._releasing: set[asyncio.Task[None]] = set()
         self.rng = rng or random.Random()
         self.stats = SchedulerStats()
         self._global: asyncio.Semaphore | None = None
@@ -197,7 +214,8 @@ class Scheduler:
                 return
             await asyncio.sleep(remaining)
 
-    def _releaser(self, provider_slots: asyncio.Semaphore, global_slots: asyncio.Semaphore) -> Callable[[], None]:
+    def _releaser(self, provider: str, provider_slots: asyncio.Semaphore, global_slots: asyncio.Semaphore,
+                  shared: str | None) -> Callable[[], None]:
         """Frees one attempt's slots exactly once, early (provider_answered) or when it ends."""
         released = False
 
@@ -208,8 +226,26 @@ class Scheduler:
                 self.in_flight -= 1
                 global_slots.release()
                 provider_slots.release()
+                if shared is not None:
+                    self._release_shared(provider, shared)
 
         return release
+
+    def _release_shared(self, provider: str, token: str) -> None:
+        """Give a shared slot back in the background (release() runs in synchronous code).
+
+        If that fails (the store is down), the store's lease frees the slot later;
+        the failure is logged, never raised into the call that already finished.
+        """
+        assert self.shared_slots is not None
+        task = asyncio.get_running_loop().create_task(self.shared_slots.release(provider, token))
+        self._releasing.add(task)
+        task.add_done_callback(self._released)
+
+    def _released(self, task: asyncio.Task[None]) -> None:
+        self._releasing.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("could not release a shared in-flight slot (its lease will free it): %s", task.exception())
 
     async def submit(self, provider: str, call: Callable[[], Awaitable[T]]) -> T:
         """Run ``call()`` once it fits under the limits; retry transient errors.
@@ -223,17 +259,22 @@ class Scheduler:
         while True:
             await self._wait_for_cooldown(provider)
             await provider_slots.acquire()
+            shared: str | None = None
             try:
                 if limits.rpm is not None:
                     await self.rate_limiter.acquire(provider, limits.rpm)
+                if self.shared_slots is not None:
+                    shared = await self.shared_slots.acquire(provider, limits.max_in_flight)
                 await global_slots.acquire()
             except BaseException:
+                if shared is not None:
+                    self._release_shared(provider, shared)
                 provider_slots.release()
                 raise
             self.stats.attempts += 1
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-            release = self._releaser(provider_slots, global_slots)
+            release = self._releaser(provider, provider_slots, global_slots, shared)
             token = _answered.set(release)
             try:
                 if self.attempt_timeout is not None:

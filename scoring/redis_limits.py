@@ -1,0 +1,152 @@
+"""Provider limits shared by every worker process, kept in Redis.
+
+The replay scheduler (``attunebench.replay.scheduler``) holds a provider's
+caps within one process. Several Celery workers, on one machine or many,
+replay the same run at once, so the caps a researcher sets on an evaluated
+model (requests per minute, requests in flight) must hold across all of
+them: these two classes are the scheduler's ``RateLimiter`` and
+``SharedSlots`` for that case. They need only Redis, not Django.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from typing import Any
+
+REDIS_RPM_PREFIX = "attune:rpm:"
+REDIS_SLOTS_PREFIX = "attune:inflight:"
+# Longer than any call may take (the default call timeout is 120 s): a slot
+# whose worker died mid-call is free again after this.
+DEFAULT_LEASE_S = 180.0
+
+
+def _client(url: str) -> Any:
+    import redis.asyncio as aioredis
+
+    return aioredis.Redis.from_url(url)
+
+
+class RedisRateLimiter:
+    """Requests per minute per provider across processes: a counter per provider and minute.
+
+    A fixed one-minute window (INCR + EXPIRE) is simple and exact over each
+    minute; it allows a burst at a window boundary, which providers' own
+    minute windows tolerate. Waiters poll until the next window opens.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._redis: Any = None
+
+    async def acquire(self, key: str, rpm: int) -> None:
+        if self._redis is None:
+            self._redis = _client(self.url)
+        while True:
+            now = time.time()
+            window = int(now // 60)
+            name = f"{REDIS_RPM_PREFIX}{key}:{window}"
+            count = await self._redis.incr(name)
+            if count == 1:
+                await self._redis.expire(name, 120)
+            if count <= rpm:
+                return
+            await asyncio.sleep((window + 1) * 60 - now + 0.01)
+
+
+REDIS_ALIVE_PREFIX = "attune:alive:"
+DEFAULT_HEARTBEAT_S = 5.0
+
+# Atomically: drop expired leases and slots whose owner process stopped
+# heartbeating, then take a slot if fewer than ARGV[1] are held. Members are
+# "<owner>:<token>". Redis's own clock, so workers on machines with skewed
+# clocks agree. (Reads the owners' heartbeat keys: standalone Redis, not Cluster.)
+_TAKE_SLOT = """
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t)
+for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local owner = string.match(member, '^([^:]+):')
+  if owner and redis.call('EXISTS', ARGV[4] .. owner) == 0 then
+    redis.call('ZREM', KEYS[1], member)
+  end
+end
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('ZADD', KEYS[1], t + tonumber(ARGV[2]), ARGV[3])
+  redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2])) + 60)
+  return 1
+end
+return 0
+"""
+
+_COUNT_HELD = """
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
+return redis.call('ZCOUNT', KEYS[1], '(' .. t, '+inf')
+"""
+
+
+class RedisInFlightSlots:
+    """A provider's in-flight cap across every worker process: slots in a sorted set.
+
+    Each call holds a member "<owner>:<token>" scored with a lease expiry. The
+    owning process keeps a heartbeat key alive (every ``heartbeat_s``, expiring
+    after three beats); a worker killed mid-call stops beating, and the next
+    process that asks for a slot drops the dead worker's slots. The lease is a
+    last resort (longer than any call's timeout). Waiters poll with jitter:
+    they only wait when the provider is saturated, where a few milliseconds
+    more cost nothing against the model's latency.
+    """
+
+    def __init__(self, url: str, lease_s: float = DEFAULT_LEASE_S, poll_s: float = 0.02,
+                 heartbeat_s: float = DEFAULT_HEARTBEAT_S) -> None:
+        self.url = url
+        self.lease_s = lease_s
+        self.poll_s = poll_s
+        self.heartbeat_s = heartbeat_s
+        self.owner = uuid.uuid4().hex
+        self._redis: Any = None
+        self._take: Any = None
+        self._count: Any = None
+        self._heartbeat: asyncio.Task[None] | None = None
+
+    def _connect(self) -> None:
+        if self._redis is None:
+            self._redis = _client(self.url)
+            self._take = self._redis.register_script(_TAKE_SLOT)
+            self._count = self._redis.register_script(_COUNT_HELD)
+
+    async def _beat(self) -> None:
+        await self._redis.set(REDIS_ALIVE_PREFIX + self.owner, 1, px=int(self.heartbeat_s * 3000))
+
+    async def _keep_beating(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            await self._beat()
+
+    async def _alive(self) -> None:
+        """Heartbeat on before the first slot is taken, then in the background for this process."""
+        if self._heartbeat is None or self._heartbeat.done():
+            await self._beat()
+            self._heartbeat = asyncio.get_running_loop().create_task(self._keep_beating())
+
+    async def acquire(self, key: str, limit: int) -> str:
+        self._connect()
+        await self._alive()
+        token = f"{self.owner}:{uuid.uuid4().hex}"
+        while True:
+            if await self._take(keys=[REDIS_SLOTS_PREFIX + key],
+                                args=[limit, self.lease_s, token, REDIS_ALIVE_PREFIX]):
+                return token
+            await asyncio.sleep(self.poll_s * (0.5 + random.random()))
+
+    async def release(self, key: str, token: str) -> None:
+        self._connect()
+        await self._redis.zrem(REDIS_SLOTS_PREFIX + key, token)
+
+    async def held(self, key: str) -> int:
+        """Slots held now (leases not yet expired; a dead owner's count until someone asks)."""
+        self._connect()
+        return int(await self._count(keys=[REDIS_SLOTS_PREFIX + key]))

@@ -1,0 +1,183 @@
+"""Provider caps hold across worker processes through Redis (scoring.redis_limits).
+
+Two real processes call the fake OpenAI-compatible server through litellm, as
+two Celery workers replaying one run would; the server counts how many
+requests it is answering at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from devtools.fake_llm_server import FakeConfig, FakeLLMServer
+from scoring.redis_limits import REDIS_SLOTS_PREFIX, RedisInFlightSlots, RedisRateLimiter
+
+pytestmark = pytest.mark.skipif(not settings.REDIS_URL, reason="needs REDIS_URL (a real Redis)")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+WORKER = textwrap.dedent("""
+    import asyncio
+    import sys
+
+    from attunebench.replay import prompts as P
+    from attunebench.replay.aio import run_sync
+    from attunebench.replay.llm import EMSpec, LiteLLMBackend
+    from attunebench.replay.scheduler import Scheduler
+    from scoring.redis_limits import RedisInFlightSlots
+
+    redis_url, api_base, cap, calls, shared = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    spec = EMSpec(name="fake/em", litellm_model="openai/fake-em", api_base=api_base, max_in_flight=cap)
+    scheduler = Scheduler(max_concurrency=100, limits={spec.provider: spec.limits},
+                          shared_slots=RedisInFlightSlots(redis_url) if shared == "shared" else None)
+    backend = LiteLLMBackend()
+
+    async def one(i):
+        ctx = P.CallContext(call_type=P.DRAFT, conversation_id=f"c{i}", category="Work", subtopic="Stress and burnout",
+                            mode="default", turns=(P.VisibleTurn(1, f"Message {i}", None),), turn_number=1)
+        return await scheduler.submit(spec.provider, lambda: backend.complete(spec, P.build_messages(ctx), ctx))
+
+    async def main():
+        return await asyncio.gather(*(one(i) for i in range(calls)))
+
+    answers = run_sync(main())
+    print("answered", sum(1 for a in answers if a.text))
+""")
+
+
+def _run_workers(server: FakeLLMServer, tmp_path: Path, shared: str, workers: int = 2, cap: int = 3, calls: int = 6):
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    processes = [
+        subprocess.Popen([sys.executable, str(script), settings.REDIS_URL, server.url, str(cap), str(calls), shared],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(workers)
+    ]
+    outputs = [p.communicate(timeout=120) for p in processes]
+    for process, (out, err) in zip(processes, outputs):
+        assert process.returncode == 0, err
+        assert f"answered {calls}" in out, (out, err)
+    return server.stats()
+
+
+def _forget(key: str) -> None:
+    import redis
+
+    redis.Redis.from_url(settings.REDIS_URL).delete(REDIS_SLOTS_PREFIX + key)
+
+
+def test_in_flight_cap_holds_across_worker_processes(tmp_path):
+    with FakeLLMServer(FakeConfig(latency_ms=300)) as server:
+        provider = f"openai@{server.url}"
+        _forget(provider)
+        clock = time.perf_counter()
+        stats = _run_workers(server, tmp_path, "shared")
+        elapsed = time.perf_counter() - clock
+        assert stats["requests"] == 12
+        # Cap 3 for the provider, whichever worker sends: never more at the provider.
+        assert stats["peak_in_flight"] == 3
+        assert elapsed >= 4 * 0.3  # 12 calls, 3 at a time, 0.3 s each
+
+        # Every slot was given back.
+        assert asyncio.run(RedisInFlightSlots(settings.REDIS_URL).held(provider)) == 0
+
+        # Without the shared slots each process applies the cap on its own: twice as many.
+        server.reset()
+        assert _run_workers(server, tmp_path, "local")["peak_in_flight"] == 6
+
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from attunebench.replay.aio import run_sync
+    from scoring.redis_limits import RedisInFlightSlots
+
+    slots = RedisInFlightSlots(sys.argv[1], heartbeat_s=0.2)
+
+    async def take_two():
+        for _ in range(2):
+            await slots.acquire(sys.argv[2], 2)
+
+    run_sync(take_two())
+    print("held", flush=True)
+    time.sleep(600)
+""")
+
+
+def test_a_killed_workers_slots_come_back_when_its_heartbeat_stops(tmp_path):
+    key = f"test-dead-{time.time_ns()}"
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER)
+    holder = subprocess.Popen([sys.executable, str(script), settings.REDIS_URL, key], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+
+        async def blocked_while_alive():
+            survivor = RedisInFlightSlots(settings.REDIS_URL, poll_s=0.01)
+            assert await survivor.held(key) == 2
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(survivor.acquire(key, 2), timeout=1.0)  # the holder is alive: no slot
+
+        asyncio.run(blocked_while_alive())
+        holder.kill()  # SIGKILL: no chance to give the slots back
+        holder.wait()
+
+        async def after_death():
+            survivor = RedisInFlightSlots(settings.REDIS_URL, poll_s=0.01)
+            clock = time.perf_counter()
+            token = await asyncio.wait_for(survivor.acquire(key, 2), timeout=5)
+            waited = time.perf_counter() - clock
+            held = await survivor.held(key)
+            await survivor.release(key, token)
+            return waited, held
+
+        waited, held = asyncio.run(after_death())
+    finally:
+        holder.kill()
+        _forget(key)
+    assert waited < 2  # three missed heartbeats (0.6 s), not the 180 s lease
+    assert held == 1  # the dead worker's two slots were dropped; only the survivor's counts
+
+
+def test_slots_come_back_when_their_lease_ends():
+    key = f"test-lease-{time.time_ns()}"
+
+    async def scenario():
+        slots = RedisInFlightSlots(settings.REDIS_URL, lease_s=0.5, poll_s=0.01)
+        await slots.acquire(key, 1)  # never released: only the lease frees it
+        clock = time.perf_counter()
+        token = await asyncio.wait_for(slots.acquire(key, 1), timeout=5)
+        waited = time.perf_counter() - clock
+        await slots.release(key, token)
+        return waited
+
+    try:
+        waited = asyncio.run(scenario())
+    finally:
+        _forget(key)
+    assert 0.3 <= waited < 3
+
+
+def test_requests_per_minute_are_shared_across_limiters():
+    key = f"test-rpm-{time.time_ns()}"
+    # Start well inside a minute window so the test never straddles two windows.
+    if 60 - time.time() % 60 < 5:
+        time.sleep(60 - time.time() % 60 + 0.1)
+
+    async def scenario():
+        first, second = RedisRateLimiter(settings.REDIS_URL), RedisRateLimiter(settings.REDIS_URL)
+        for limiter in (first, second, first):
+            await asyncio.wait_for(limiter.acquire(key, 3), timeout=1)
+        # The budget of 3 is used up, whichever process asks next.
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(second.acquire(key, 3), timeout=0.5)
+
+    asyncio.run(scenario())
