@@ -11,15 +11,20 @@ them: these two classes are the scheduler's ``RateLimiter`` and
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 import uuid
 from typing import Any
 
+log = logging.getLogger("attune.replay")
+
 REDIS_RPM_PREFIX = "attune:rpm:"
 REDIS_SLOTS_PREFIX = "attune:inflight:"
-# Longer than any call may take (the default call timeout is 120 s): a slot
-# whose worker died mid-call is free again after this.
+# A slot whose release was lost (Redis unreachable at that moment) is free
+# again after this. A dead worker's slots come back sooner, through its
+# heartbeat. Longer than the default call timeout (120 s), so a live call
+# keeps its slot; a call allowed to run longer could briefly exceed the cap.
 DEFAULT_LEASE_S = 180.0
 
 
@@ -95,7 +100,7 @@ class RedisInFlightSlots:
     owning process keeps a heartbeat key alive (every ``heartbeat_s``, expiring
     after three beats); a worker killed mid-call stops beating, and the next
     process that asks for a slot drops the dead worker's slots. The lease is a
-    last resort (longer than any call's timeout). Waiters poll with jitter:
+    last resort, for a release that never reached Redis. Waiters poll with jitter:
     they only wait when the provider is saturated, where a few milliseconds
     more cost nothing against the model's latency.
     """
@@ -124,7 +129,11 @@ class RedisInFlightSlots:
     async def _keep_beating(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_s)
-            await self._beat()
+            try:
+                await self._beat()
+            except Exception as exc:  # Redis away for a moment: say so and keep beating
+                log.warning("in-flight slots: heartbeat to Redis failed (%s); other workers may take this "
+                            "worker's slots if it stays down", exc)
 
     async def _alive(self) -> None:
         """Heartbeat on before the first slot is taken, then in the background for this process."""

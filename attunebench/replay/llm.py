@@ -11,8 +11,13 @@ Choices made for speed and safety:
 - litellm's own retries are off (``num_retries=0``, ``max_retries=0``): the
   scheduler owns retries, so Retry-After and the global caps are respected.
 - Callbacks and token counting are off (the provider returns usage), and
-  prices are passed per call when the spec has them, so litellm's own
-  per-response cost lookup is cheap: both showed up in our CPU profile.
+  litellm's own per-response pricing and logging are skipped for our calls
+  (``_trim_per_call_overhead``): both showed up in our CPU profile.
+- OpenAI-compatible providers go through litellm's own HTTP handler rather
+  than the OpenAI SDK; one aiohttp session per event loop without litellm's
+  pool tracing; litellm's request set-up runs inline for key-based providers;
+  the garbage collector is tuned once litellm is imported. Each is measured
+  where it is made (bench/replay_throughput.py).
 - API keys are read from the environment only: a spec may name the variable
   (``params.api_key_env``) but never carry a key.
 - Cost uses the spec's price override when given, else litellm's cost map; a
@@ -346,24 +351,19 @@ def _answered_response_class() -> Any:
     return AnsweredResponse
 
 
-@dataclass
-class _LoopResources:
-    session: Any
+_loop_sessions: dict[asyncio.AbstractEventLoop, Any] = {}
 
 
-_loop_resources: dict[asyncio.AbstractEventLoop, _LoopResources] = {}
-
-
-def _resources() -> _LoopResources:
-    """This loop's session and executor, set up on first use."""
+def _loop_session() -> Any:
+    """This loop's aiohttp session (and its inline set-up executor), made on first use."""
+    loop = asyncio.get_running_loop()
+    session = _loop_sessions.get(loop)
+    if session is not None and not session.closed:
+        return session
     import aiohttp
 
-    loop = asyncio.get_running_loop()
-    resources = _loop_resources.get(loop)
-    if resources is not None and not resources.session.closed:
-        return resources
-    for known in [known for known in _loop_resources if known.is_closed()]:
-        del _loop_resources[known]
+    for known in [known for known in _loop_sessions if known.is_closed()]:
+        del _loop_sessions[known]
     litellm = _litellm()
     trust_env = bool(getattr(litellm, "aiohttp_trust_env", False)) or \
         os.environ.get("AIOHTTP_TRUST_ENV", "").lower() in {"1", "true", "yes"}
@@ -375,10 +375,10 @@ def _resources() -> _LoopResources:
     )
     if not isinstance(getattr(loop, "_default_executor", None), InlineSetupExecutor):
         loop.set_default_executor(InlineSetupExecutor(thread_name_prefix="attune-litellm"))
-    if not _loop_resources:
+    if not _loop_sessions:
         atexit.register(_close_sessions_at_exit)
-    resources = _loop_resources[loop] = _LoopResources(session=session)
-    return resources
+    _loop_sessions[loop] = session
+    return session
 
 
 def _close_sessions_at_exit() -> None:
@@ -386,10 +386,10 @@ def _close_sessions_at_exit() -> None:
 
     Otherwise aiohttp reports unclosed sessions while the interpreter shuts down.
     """
-    for loop, resources in list(_loop_resources.items()):
-        if loop.is_running() and not resources.session.closed:
+    for loop, session in list(_loop_sessions.items()):
+        if loop.is_running() and not session.closed:
             try:
-                asyncio.run_coroutine_threadsafe(resources.session.close(), loop).result(timeout=5)
+                asyncio.run_coroutine_threadsafe(session.close(), loop).result(timeout=5)
             except (TimeoutError, RuntimeError) as exc:
                 print(f"attune: could not close an HTTP session at exit: {exc}", file=sys.stderr)
 
@@ -468,7 +468,7 @@ class LiteLLMBackend:
             "timeout": spec.timeout,
             "num_retries": 0,
             "max_retries": 0,
-            "shared_session": _resources().session,
+            "shared_session": _loop_session(),
             **spec.answer_params(),
         }
         if spec.api_base:

@@ -10,9 +10,9 @@ whole provider, because a 429 means every call to it would fail until then.
 Slots are released while waiting, so backoff never idles capacity.
 
 Requests per minute are enforced by a pluggable ``RateLimiter``: the local
-token bucket here holds within one process; ``scoring.replay_service`` has a
+token bucket here holds within one process; ``scoring.redis_limits`` has a
 Redis limiter for several workers sharing one provider budget. In the same
-way a ``SharedSlots`` (Redis there) makes a provider's in-flight cap hold
+way a ``SharedSlots`` (Redis there too) makes a provider's in-flight cap hold
 across every worker process, not per process.
 """
 
