@@ -31,8 +31,17 @@ class EvaluatedModel(models.Model):
     litellm_model = models.CharField(max_length=200, blank=True)
     api_base = models.CharField(max_length=300, blank=True)
     params = models.JSONField(default=dict, blank=True, help_text="temperature, max_tokens, seed, ...")
-    max_concurrency = models.PositiveIntegerField(default=8)
-    requests_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    max_concurrency = models.PositiveIntegerField(
+        default=8,
+        help_text="Requests in flight at once to this model's provider (litellm prefix and API base), "
+                  "summed over all workers when Redis is configured. Models at one provider share the cap, "
+                  "and an EM with its judge there gets the lower value. A change applies to conversations "
+                  "replayed after it; no worker restart is needed.",
+    )
+    requests_per_minute = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Requests per minute to this model's provider, shared like the in-flight cap. Empty: no limit.",
+    )
     input_cost_per_million = models.FloatField(null=True, blank=True, help_text="Overrides litellm's price list.")
     output_cost_per_million = models.FloatField(null=True, blank=True)
     active = models.BooleanField(default=True)

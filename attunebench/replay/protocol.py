@@ -60,7 +60,7 @@ from attunebench.replay.parsing import (
     ask_until_valid,
     parse_reply,
 )
-from attunebench.replay.scheduler import PermanentCallError, RetriesExhausted, Scheduler
+from attunebench.replay.scheduler import PermanentCallError, ProviderLimits, RetriesExhausted, Scheduler
 
 
 @dataclass(frozen=True)
@@ -318,6 +318,25 @@ def _clamp(value: int, low: int, high: int) -> int:
     return max(low, min(high, value))
 
 
+def provider_limits(specs: Iterable[EMSpec | None]) -> dict[str, ProviderLimits]:
+    """The caps each provider gets when these models are replayed together.
+
+    An EM and its judge at the same provider share one cap, so the tighter of
+    their values applies to both.
+    """
+    merged: dict[str, ProviderLimits] = {}
+    for spec in specs:
+        if spec is None:
+            continue
+        limits, seen = spec.limits, merged.get(spec.provider)
+        if seen is not None:
+            rpms = [r for r in (seen.rpm, limits.rpm) if r is not None]
+            limits = ProviderLimits(max_in_flight=min(seen.max_in_flight, limits.max_in_flight),
+                                    rpm=min(rpms) if rpms else None)
+        merged[spec.provider] = limits
+    return merged
+
+
 class Replayer:
     """Replays conversations against one EM under one configuration.
 
@@ -347,9 +366,8 @@ class Replayer:
         self.on_result = on_result
         self.totals = ReplayStats()
         self.conversations_done = 0
-        for spec in (em, config.judge):
-            if spec is not None and spec.provider not in self.scheduler.limits:
-                self.scheduler.limits[spec.provider] = spec.limits
+        for provider, limits in provider_limits([em, config.judge]).items():
+            self.scheduler.use_limits(provider, limits)
 
     # -- one logical call -------------------------------------------------
 

@@ -179,15 +179,20 @@ class Scheduler:
         self.rng = rng or random.Random()
         self.stats = SchedulerStats()
         self._global: asyncio.Semaphore | None = None
-        self._providers: dict[str, asyncio.Semaphore] = {}
+        self._providers: dict[str, tuple[int, asyncio.Semaphore]] = {}  # provider -> (cap it was made for, slots)
         self._not_before: dict[str, float] = {}
         self.in_flight = 0
         self.peak_in_flight = 0
 
-    def set_limits(self, provider: str, limits: ProviderLimits) -> None:
-        """Register caps before the first call to ``provider``."""
-        if provider in self._providers:
-            raise RuntimeError(f"limits for {provider!r} are already in use")
+    def use_limits(self, provider: str, limits: ProviderLimits) -> None:
+        """Caps for calls to ``provider`` from now on.
+
+        A worker's scheduler outlives the runs it serves, so a cap changed in
+        the registry must apply to the next conversation without a restart.
+        Calls already admitted keep their slots: until they finish, a lowered
+        in-flight cap can be exceeded by this process (the shared Redis slots
+        apply the new cap at once).
+        """
         self.limits[provider] = limits
 
     def backoff_delay(self, retry: int, retry_after: float | None) -> float:
@@ -202,9 +207,11 @@ class Scheduler:
         if self._global is None:
             self._global = asyncio.Semaphore(self.max_concurrency)
         limits = self.limits.get(provider, self.default_limits)
-        semaphore = self._providers.get(provider)
-        if semaphore is None:
-            semaphore = self._providers[provider] = asyncio.Semaphore(limits.max_in_flight)
+        cap, semaphore = self._providers.get(provider, (0, None))
+        if semaphore is None or cap != limits.max_in_flight:
+            # A new cap gets fresh slots; holders of the old ones release into those.
+            semaphore = asyncio.Semaphore(limits.max_in_flight)
+            self._providers[provider] = (limits.max_in_flight, semaphore)
         return self._global, semaphore, limits
 
     async def _wait_for_cooldown(self, provider: str) -> None:

@@ -307,3 +307,24 @@ def test_spec_rejects_keys_in_parameters():
     assert spec_from_name("baseline:lexicon").is_offline
     assert spec_from_name("openai/gpt-4o-mini").provider == "openai"
     assert EMSpec(name="x", litellm_model="openai/x", api_base="http://h:1/v1").provider == "openai@http://h:1/v1"
+
+
+def test_each_run_registers_its_models_caps_and_a_shared_provider_gets_the_tighter_one():
+    from attunebench.replay.scheduler import ProviderLimits, Scheduler
+
+    scheduler = Scheduler()  # one per worker process, shared by the runs it serves
+    em = EMSpec(name="a/em", litellm_model="openai/em", api_base="http://127.0.0.1:9/v1", max_in_flight=6, rpm=600)
+    judge = EMSpec(name="a/judge", litellm_model="openai/judge", api_base="http://127.0.0.1:9/v1", max_in_flight=10, rpm=None)
+    other = EMSpec(name="b/judge", litellm_model="anthropic/claude", max_in_flight=3)
+    backend = RandomBaseline(seed=1)
+
+    Replayer(em, backend, ReplayConfig(judge=judge), scheduler=scheduler)
+    assert scheduler.limits[em.provider] == ProviderLimits(max_in_flight=6, rpm=600)
+
+    Replayer(em, backend, ReplayConfig(judge=other), scheduler=scheduler)
+    assert scheduler.limits[other.provider] == ProviderLimits(max_in_flight=3)
+
+    # The registry row was edited (cap lowered): the next run applies it without a restart.
+    lowered = EMSpec(name="a/em", litellm_model="openai/em", api_base="http://127.0.0.1:9/v1", max_in_flight=2)
+    Replayer(lowered, backend, ReplayConfig(), scheduler=scheduler)
+    assert scheduler.limits[em.provider] == ProviderLimits(max_in_flight=2)

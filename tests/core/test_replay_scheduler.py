@@ -242,3 +242,31 @@ def test_a_cancelled_waiter_gives_back_its_provider_slot():
         return await _parallelism(scheduler, "p")
 
     assert asyncio.run(main()) == 2  # both "p" slots are free again
+
+
+def test_a_changed_cap_applies_to_later_calls_without_a_new_scheduler():
+    # A worker's scheduler lives across runs: lowering or raising a provider's cap
+    # in the registry must take effect for the next calls.
+    scheduler = Scheduler(max_concurrency=20, limits={"p": ProviderLimits(max_in_flight=4)})
+    state = {"now": 0, "peak": 0}
+
+    async def call():
+        state["now"] += 1
+        state["peak"] = max(state["peak"], state["now"])
+        await asyncio.sleep(0.01)
+        state["now"] -= 1
+
+    async def batch():
+        state["peak"] = 0
+        await asyncio.gather(*(scheduler.submit("p", call) for _ in range(12)))
+        return state["peak"]
+
+    async def main():
+        peaks = [await batch()]
+        scheduler.use_limits("p", ProviderLimits(max_in_flight=2))
+        peaks.append(await batch())
+        scheduler.use_limits("p", ProviderLimits(max_in_flight=6))
+        peaks.append(await batch())
+        return peaks
+
+    assert asyncio.run(main()) == [4, 2, 6]

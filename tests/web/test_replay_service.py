@@ -131,6 +131,31 @@ def test_llm_run_uses_the_database_cache_and_a_rerun_pays_nothing():
         assert second.calls_made == 0 and second.calls_cached == made and second.status == EvaluationRun.Status.DONE
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_cap_edited_in_the_registry_applies_to_the_next_run_in_the_same_worker():
+    # The worker's scheduler outlives runs; an admin lowering max_concurrency after
+    # a burst of 429s must not have to restart the workers.
+    import_synth(2)
+    with FakeLLMServer(FakeConfig(latency_ms=60)) as server:
+        em = EvaluatedModel.objects.create(name="fake-em", litellm_model="openai/fake-em", api_base=server.url,
+                                           max_concurrency=3)
+        EvaluatedModel.objects.create(name="fake-judge", litellm_model="openai/fake-judge", api_base=server.url,
+                                      max_concurrency=3)
+        first = replay_service.do_create_run("fake-em", "default", judge_name="fake-judge")
+        replay_service.start_run(first.pk)
+        # Calls 3-5 of a turn (HP binary, pairwise, judge) run side by side.
+        assert server.stats()["peak_in_flight"] == 3
+
+        EvaluatedModel.objects.filter(pk=em.pk).update(max_concurrency=1)  # the judge shares the provider
+        server.reset()
+        second = replay_service.do_create_run("fake-em", "verbose", judge_name="fake-judge")
+        replay_service.start_run(second.pk)
+        stats = server.stats()
+        assert stats["requests"] > 0 and stats["peak_in_flight"] == 1
+        first.refresh_from_db(), second.refresh_from_db()
+        assert first.status == second.status == EvaluationRun.Status.DONE
+
+
 @pytest.mark.django_db
 def test_eval_command_from_db_writes_files_and_scores(tmp_path, capsys):
     import_synth(3)
