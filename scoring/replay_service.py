@@ -312,7 +312,7 @@ def _claim(run_conversation_id: int) -> RunConversation | None:
 def _store(item: RunConversation, result: ReplayResult) -> bool:
     """Write the output and add its counts to the run, exactly once per conversation."""
     output = result.output
-    usable = bool(output.turns) or output.post_conversation is not None
+    usable = result.scoreable
     status = RunConversation.Status.DONE if usable else RunConversation.Status.FAILED
     stats = result.stats
     cost = output.api_cost or 0.0

@@ -141,7 +141,7 @@ class PairwiseAnswer:
 
 @dataclass(frozen=True)
 class JudgeAnswer:
-    scores: dict[str, float]
+    scores: dict[str, float] | None  # None: no golden reply to rate against
     binary: dict[str, str] | None
     reasoning: str | None = None
 
@@ -258,7 +258,8 @@ def parse_draft(obj: dict[str, Any], verbose: bool) -> DraftAnswer:
 
 
 def parse_analysis(obj: dict[str, Any], ids: tuple[str, ...], verbose: bool) -> AnalysisAnswer:
-    tags = _emotion_tags(obj.get(P.KEY_TAGS, []))
+    # A missing list is not "no feelings": it would score as a prediction, so it is asked again.
+    tags = _emotion_tags(_section(obj, P.KEY_TAGS))
     om = _binary(_section(obj, P.KEY_OM), ids, P.KEY_OM) if ids else {}
     human = _binary(_section(obj, P.KEY_HUMAN), ids, P.KEY_HUMAN) if ids else {}
     return AnalysisAnswer(emotion_tags=tags, om=om, human=human, reasoning=_reasoning(obj, verbose))
@@ -294,16 +295,20 @@ def parse_pairwise(obj: dict[str, Any], indices: tuple[int, ...], verbose: bool)
     return PairwiseAnswer(selections=out, reasoning=_reasoning(obj, verbose))
 
 
-def parse_judge(obj: dict[str, Any], ids: tuple[str, ...], verbose: bool) -> JudgeAnswer:
-    raw = _section(obj, P.KEY_SCORES)
-    if not isinstance(raw, dict):
-        raise ReplyParseError(f'"{P.KEY_SCORES}" must be an object of 1-7 ratings')
-    scores = {}
-    for dimension in cat.JUDGE_DIMENSIONS:
-        if dimension not in raw:
-            raise ReplyParseError(f'"{P.KEY_SCORES}" has no {dimension}')
-        scores[dimension] = _number(raw[dimension], 1, 7, f"{P.KEY_SCORES}.{dimension}")
-    binary = _binary(_section(obj, P.KEY_DRAFT_BINARY), ids, P.KEY_DRAFT_BINARY) if ids else None
+def parse_judge(obj: dict[str, Any], ids: tuple[str, ...], verbose: bool, rated: bool = True) -> JudgeAnswer:
+    """``rated``: ratings were asked for (there is a golden reply to rate against)."""
+    scores: dict[str, float] | None = None
+    if rated:
+        raw = _section(obj, P.KEY_SCORES)
+        if not isinstance(raw, dict):
+            raise ReplyParseError(f'"{P.KEY_SCORES}" must be an object of 1-7 ratings')
+        scores = {}
+        for dimension in cat.JUDGE_DIMENSIONS:
+            if dimension not in raw:
+                raise ReplyParseError(f'"{P.KEY_SCORES}" has no {dimension}')
+            scores[dimension] = _number(raw[dimension], 1, 7, f"{P.KEY_SCORES}.{dimension}")
+    # SPEC 3.2: the judge's answers about the draft are yes or no, never na.
+    binary = _binary(_section(obj, P.KEY_DRAFT_BINARY), ids, P.KEY_DRAFT_BINARY, allow_na=False) if ids else None
     return JudgeAnswer(scores=scores, binary=binary, reasoning=_reasoning(obj, verbose))
 
 
@@ -323,7 +328,7 @@ def parse_post(obj: dict[str, Any], strategy: str, verbose: bool) -> PostAnswer:
     if missing:
         raise ReplyParseError(f'"{key}" is missing {", ".join(missing)}')
 
-    looking = obj.get("q1_lookingFor", [])
+    looking = _section(obj, "q1_lookingFor")
     if isinstance(looking, str):
         looking = [looking]
     if not isinstance(looking, list):
@@ -351,8 +356,8 @@ def parse_post(obj: dict[str, Any], strategy: str, verbose: bool) -> PostAnswer:
         branches[branch] = int(math.floor(_number(by_lower[branch], 1, 7, f"fourBranchScores.{branch}") + 0.5))
     wide = {
         "q1_lookingFor": q1,
-        "q2_emotionClarity": _option(obj.get("q2_emotionClarity"), cat.Q2_EMOTION_CLARITY_OPTIONS, "q2_emotionClarity"),
-        "q3_modelFit": _option(obj.get("q3_modelFit"), cat.Q3_MODEL_FIT_OPTIONS, "q3_modelFit"),
+        "q2_emotionClarity": _option(_section(obj, "q2_emotionClarity"), cat.Q2_EMOTION_CLARITY_OPTIONS, "q2_emotionClarity"),
+        "q3_modelFit": _option(_section(obj, "q3_modelFit"), cat.Q3_MODEL_FIT_OPTIONS, "q3_modelFit"),
         "q3_followUp_whatFeltOff": [str(v).strip() for v in felt_off if str(v).strip()],
         "fourBranchScores": branches,
     }
@@ -372,7 +377,7 @@ def parse_reply(ctx: P.CallContext, text: str | None) -> Answer:
     if ctx.call_type == P.PAIRWISE:
         return parse_pairwise(obj, tuple(c.index for c in ctx.comparisons), verbose)
     if ctx.call_type == P.JUDGE:
-        return parse_judge(obj, ctx.question_ids, verbose)
+        return parse_judge(obj, ctx.question_ids, verbose, rated=ctx.golden is not None)
     if ctx.call_type == P.POST:
         return parse_post(obj, ctx.panas_strategy or "absolute", verbose)
     raise ValueError(f"unknown call type {ctx.call_type!r}")

@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from attunebench import catalogue as cat
 
-PROMPT_VERSION: Final = "attune-replay/1"
+PROMPT_VERSION: Final = "attune-replay/2"
 
 # Call types, in protocol order.
 DRAFT: Final = "draft"
@@ -306,30 +306,29 @@ def _judge_prompt(ctx: CallContext) -> str:
         history.append(_turn_text(turn))
     current = ctx.turns[-1]
     history.append(f"Turn {current.number}\nParticipant: {current.user_message}")
-    scores = ", ".join(f'"{dim}": 1' for dim in cat.JUDGE_DIMENSIONS)
-    body = f'"{KEY_SCORES}": {{{scores}}}'
-    parts = [
-        "Conversation so far:",
-        "\n\n".join(history),
-        "",
-        "Reply the participant said they would have wanted (reference):",
-        ctx.golden if ctx.golden else "(the participant did not write one; judge the candidate on its own)",
-        "",
-        "Candidate reply to evaluate:",
-        ctx.draft or "",
-        "",
-        f"{TASK_MARKER}JUDGE",
-        "Rate the candidate from 1 (very poor) to 7 (excellent) on: overall_score (overall quality "
-        "as a reply to this participant, compared with the reference), emotional_appropriateness, "
-        "helpfulness, and tone_match (how well its tone matches what the participant wanted).",
-    ]
-    if ctx.question_ids:
+    parts = ["Conversation so far:", "\n\n".join(history), ""]
+    fields = []
+    if ctx.golden:
+        # SPEC 4 step 5: the ratings are against the participant's golden reply; without
+        # one there is nothing to rate against and only the questions are asked.
+        parts += ["Reply the participant said they would have wanted (reference):", ctx.golden, ""]
+    parts += ["Candidate reply to evaluate:", ctx.draft or "", "", f"{TASK_MARKER}JUDGE"]
+    if ctx.golden:
         parts.append(
-            f"Then answer yes or no for the candidate reply on each question (\"{KEY_DRAFT_BINARY}\"):\n"
+            "Rate the candidate from 1 (very poor) to 7 (excellent) on: overall_score (overall quality "
+            "as a reply to this participant, compared with the reference), emotional_appropriateness, "
+            "helpfulness, and tone_match (how well its tone matches what the participant wanted)."
+        )
+        scores = ", ".join(f'"{dim}": 1' for dim in cat.JUDGE_DIMENSIONS)
+        fields.append(f'"{KEY_SCORES}": {{{scores}}}')
+    if ctx.question_ids:
+        lead = "Then answer" if ctx.golden else "Answer"
+        parts.append(
+            f"{lead} yes or no for the candidate reply on each question (\"{KEY_DRAFT_BINARY}\"):\n"
             + _questions(ctx.question_ids, first_person=False)
         )
-        body += f', "{KEY_DRAFT_BINARY}": ' + "{" + ", ".join(f'"{q}": "yes|no"' for q in ctx.question_ids) + "}"
-    parts.append(f"Reply with only this JSON: {_shape(ctx, body)}")
+        fields.append(f'"{KEY_DRAFT_BINARY}": ' + "{" + ", ".join(f'"{q}": "yes|no"' for q in ctx.question_ids) + "}")
+    parts.append(f"Reply with only this JSON: {_shape(ctx, ', '.join(fields))}")
     return "\n".join(parts)
 
 

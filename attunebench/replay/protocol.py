@@ -8,7 +8,9 @@ Per turn t the EM sees only turns <= t:
                 prediction of the participant's preference;
 3. hp_binary  – the same two answers for the first-person wording;
 4. pairwise   – predicts A/B per comparison among masked candidates;
-5. judge      – (optional, separate model) rates the draft against the golden reply.
+5. judge      – (optional, separate model) rates the draft against the golden reply
+                and answers the questions about it; with no golden reply it
+                only answers the questions, and with neither it is not called.
 
 The EM's answers never stay in the thread (SPEC 4 elides them), so the thread
 after call 2 of turn t is simply the transcript of turns <= t. That makes the
@@ -23,6 +25,9 @@ A call whose transport keeps failing (after the scheduler's retries) or whose
 reply stays unusable (after the parse retries) is recorded in
 ``failed_calls``; its turn is left out of the output (the scorer's coverage
 shows it) and the run goes on. A failing judge only nulls the judge fields.
+Each failure says whether the model answered unusably (its own result: an
+output left empty by such failures is still scored, at coverage 0) or the
+provider never answered (the conversation is then retried, not scored).
 """
 
 from __future__ import annotations
@@ -110,14 +115,19 @@ class ReplayStats:
         }
 
 
+UNUSABLE_REPLY = "unusable_reply"  # the model answered, never in a usable shape: its own failure
+NO_ANSWER = "no_answer"  # the provider never answered (429s, timeouts, refused): nothing about the model
+
+
 @dataclass(frozen=True)
 class FailedCall:
     turn_number: int | None
     call_type: str
     error: str
+    kind: str = NO_ANSWER
 
     def to_dict(self) -> dict[str, Any]:
-        return {"turnNumber": self.turn_number, "call": self.call_type, "error": self.error}
+        return {"turnNumber": self.turn_number, "call": self.call_type, "error": self.error, "kind": self.kind}
 
 
 @dataclass
@@ -131,6 +141,19 @@ class ReplayResult:
     @property
     def conversation_id(self) -> str:
         return self.output.conversationId
+
+    @property
+    def scoreable(self) -> bool:
+        """Whether this output is the model's result, to be scored even if empty.
+
+        An output without turns or post answers scores 0 with coverage 0 (SPEC
+        5.3) when the model itself gave only unusable replies. When the provider
+        never answered, it says nothing about the model: the conversation has
+        failed and is replayed again on resume instead of being scored.
+        """
+        if self.output.turns or self.output.post_conversation is not None:
+            return True
+        return bool(self.failures) and all(f.kind == UNUSABLE_REPLY for f in self.failures)
 
 
 class CallFailed(Exception):
@@ -189,9 +212,24 @@ def planned_calls(conversation: ConversationFile, judge: bool) -> int:
             total += 1
         if turn.annotations.pairwiseComparisons:
             total += 1
-        if judge:
+        if judge and _judged(turn):
             total += 1
     return total
+
+
+def _golden_reply(turn: Turn) -> str | None:
+    """The participant's own rewrite of the reply (SPEC 3.1 ``humanEdited``), if they wrote one."""
+    alternates = turn.annotations.alternateResponses
+    return alternates.humanEdited.strip() if alternates and alternates.humanEdited.strip() else None
+
+
+def _judged(turn: Turn) -> bool:
+    """Whether the judge has anything to do on this turn (SPEC 4 step 5).
+
+    Its ratings are against the golden reply, so without one it only answers the
+    binary questions about the draft; with neither there is no judge call.
+    """
+    return _golden_reply(turn) is not None or bool(_question_ids(turn))
 
 
 def _question_ids(turn: Turn) -> tuple[str, ...]:
@@ -296,12 +334,10 @@ class ConversationView:
 
     def judge(self, index: int, draft: str) -> P.CallContext:
         turn = self.conversation.turns[index]
-        alternates = turn.annotations.alternateResponses
-        golden = alternates.humanEdited.strip() if alternates and alternates.humanEdited.strip() else None
         # The judge compares the draft with the golden reply; the OM's reply to this
         # message is not part of that comparison.
         return self._base(P.JUDGE, self._visible(index, False), turn.turnNumber,
-                          question_ids=_question_ids(turn), draft=draft, golden=golden)
+                          question_ids=_question_ids(turn), draft=draft, golden=_golden_reply(turn))
 
     def post(self) -> P.CallContext:
         strategy = self.config.panas_strategy
@@ -390,11 +426,13 @@ class Replayer:
             return await self.scheduler.submit(spec.provider, lambda: backend.complete(spec, current, ctx))
 
         failure: str
+        kind = NO_ANSWER
         try:
             parsed = await ask_until_valid(messages, send, lambda c: c.text, lambda text: parse_reply(ctx, text), self.config.parse_attempts)
         except ParseRetriesExhausted as exc:
             self._account(ledger, exc.completions)
             failure = f"unusable reply after {len(exc.completions)} attempts: {exc.errors[-1] if exc.errors else ''}"
+            kind = UNUSABLE_REPLY
         except RetriesExhausted as exc:
             failure = str(exc)
         except PermanentCallError as exc:
@@ -409,7 +447,7 @@ class Replayer:
             return parsed.value
         ledger.stats.calls_failed += 1
         self.totals.calls_failed += 1
-        raise CallFailed(FailedCall(ctx.turn_number, ctx.call_type, failure))
+        raise CallFailed(FailedCall(ctx.turn_number, ctx.call_type, failure, kind))
 
     def _account(self, ledger: _Ledger, completions: Sequence[Completion]) -> tuple[int, int, float | None]:
         before = (ledger.stats.calls_made, ledger.stats.prompt_tokens, ledger.stats.completion_tokens, ledger.stats.cost_spent)
@@ -433,7 +471,7 @@ class Replayer:
             jobs[P.HP_BINARY] = self._call(em, self.backend, view.hp_binary(index), ledger)
         if turn.annotations.pairwiseComparisons:
             jobs[P.PAIRWISE] = self._call(em, self.backend, view.pairwise(index), ledger)
-        if judge is not None:
+        if judge is not None and _judged(turn):
             jobs[P.JUDGE] = self._call(judge, self.judge_backend, view.judge(index, draft.response), ledger)
         results = dict(zip(jobs, await asyncio.gather(*jobs.values(), return_exceptions=True)))
         keep = True
@@ -588,7 +626,7 @@ def dry_run_plan(conversations: Iterable[ConversationFile], config: ReplayConfig
                 contexts.append(view.pairwise(index))
             for ctx in contexts:
                 plan.append(("em", ctx.call_type, estimate_tokens(P.build_messages(ctx)), EXPECTED_OUTPUT_TOKENS[ctx.call_type]))
-            if config.judge is not None:
+            if config.judge is not None and _judged(turn):
                 judge_ctx = view.judge(index, "")
                 plan.append(("judge", P.JUDGE, estimate_tokens(P.build_messages(judge_ctx)) + EXPECTED_OUTPUT_TOKENS[P.DRAFT],
                              EXPECTED_OUTPUT_TOKENS[P.JUDGE]))

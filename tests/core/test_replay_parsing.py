@@ -108,6 +108,29 @@ def test_judge_scores_must_cover_every_dimension_in_range():
         parse_judge({"scores": {d: 4 for d in cat.JUDGE_DIMENSIONS[:3]}}, (), False)
 
 
+def test_the_judge_answers_yes_or_no_and_rates_only_against_a_golden_reply():
+    scores = {d: 5 for d in cat.JUDGE_DIMENSIONS}
+    # SPEC 3.2 allows only yes|no in em_draft_binary_assessment.
+    with pytest.raises(ReplyParseError, match="must be yes/no, got 'n/a'"):
+        parse_judge({"scores": scores, "binary_assessment": {"B1": "n/a"}}, ("B1",), False)
+    # No golden reply: no ratings were asked for, so none are read (or needed).
+    unrated = parse_judge({"binary_assessment": {"B1": "no"}}, ("B1",), False, rated=False)
+    assert unrated.scores is None and unrated.binary == {"B1": "no"}
+
+
+def test_missing_answer_fields_are_errors_not_empty_predictions():
+    # An absent list or option would otherwise score as the model's prediction.
+    with pytest.raises(ReplyParseError, match='"emotion_tags" field is missing'):
+        parse_analysis({P.KEY_OM: {}, P.KEY_HUMAN: {}}, (), False)
+    for field in ("q1_lookingFor", "q2_emotionClarity", "q3_modelFit"):
+        answer = _post()
+        del answer[field]
+        with pytest.raises(ReplyParseError, match=f'"{field}" field is missing'):
+            parse_post(answer, "absolute", False)
+    # Saying "none" explicitly is an answer.
+    assert parse_post(_post(q2_emotionClarity=None), "absolute", False).conversation_wide["q2_emotionClarity"] is None
+
+
 def _post(**overrides):
     answer = {
         "post_panas": {item.lower(): 4 for item in cat.PANAS_ITEMS},

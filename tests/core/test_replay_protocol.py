@@ -205,7 +205,8 @@ def test_a_turn_whose_call_fails_is_left_out_and_listed():
     output = result.output
     assert [t.turnNumber for t in output.turns] == [1, 3]
     failed = output.model_dump()["failed_calls"]
-    assert failed == [{"turnNumber": 2, "call": "pairwise", "error": "permanent error: provider rejected the request"}]
+    assert failed == [{"turnNumber": 2, "call": "pairwise", "error": "permanent error: provider rejected the request",
+                       "kind": "no_answer"}]
     assert replayer.totals.calls_failed == 1
     parse_run(output.model_dump(mode="json"))  # still a valid canonical run
 
@@ -249,6 +250,29 @@ def test_judge_rates_the_draft_against_the_golden_reply():
     assert set(turn.em_draft_judge_scores) == set(cat.JUDGE_DIMENSIONS)
     assert set(turn.em_draft_binary_assessment) == {"B13", "B19", "B11"}
     assert set(turn.em_draft_binary_assessment.values()) <= {"yes", "no"}
+
+
+def test_without_a_golden_reply_the_judge_only_answers_the_questions_and_may_not_be_called():
+    conversation = marked_conversation(turns=3)
+    # Turn 2: no rewrite by the participant. Turn 3: no rewrite and no questions answered.
+    for index in (1, 2):
+        conversation.turns[index].annotations.alternateResponses = None
+        conversation.turns[index].annotations.pairwiseComparisons = []
+    conversation.turns[2].annotations.binaryJudgements = []
+    recorder = RecordingBackend(RandomBaseline(seed=3))
+    result, _ = replay(conversation, RandomBaseline(seed=1), judge=JUDGE, judge_backend=recorder)
+
+    assert [c.turn_number for c in recorder.calls] == [1, 2]
+    unrated = recorder.calls[1]
+    assert "reference" not in unrated.text and '"scores"' not in unrated.text
+    assert '"binary_assessment"' in unrated.text
+    by_turn = {t.turnNumber: t for t in result.output.turns}
+    assert set(by_turn[1].em_draft_judge_scores) == set(cat.JUDGE_DIMENSIONS)
+    assert by_turn[2].em_draft_judge_scores is None and set(by_turn[2].em_draft_binary_assessment) == {"B13", "B19", "B11"}
+    assert by_turn[3].em_draft_judge_scores is None and by_turn[3].em_draft_binary_assessment is None
+    assert not result.failures
+    # Turns 1-3: draft + analysis each; hp_binary on 1-2; pairwise on 1; judge on 1-2; post.
+    assert planned_calls(conversation, judge=True) == 6 + 2 + 1 + 2 + 1 == result.stats.calls_made
 
 
 def test_calls_three_to_five_run_concurrently_and_the_chain_is_two_per_turn():
@@ -328,3 +352,26 @@ def test_each_run_registers_its_models_caps_and_a_shared_provider_gets_the_tight
     lowered = EMSpec(name="a/em", litellm_model="openai/em", api_base="http://127.0.0.1:9/v1", max_in_flight=2)
     Replayer(lowered, backend, ReplayConfig(), scheduler=scheduler)
     assert scheduler.limits[em.provider] == ProviderLimits(max_in_flight=2)
+
+
+def test_an_output_is_scoreable_unless_the_provider_never_answered():
+    conversation = marked_conversation(turns=2)
+
+    class Garbled(RandomBaseline):
+        async def complete(self, spec, messages, ctx):
+            return Completion(text="I'd rather chat than write JSON.")
+
+    class Refused(RandomBaseline):
+        async def complete(self, spec, messages, ctx):
+            raise PermanentCallError("401 invalid api key")
+
+    garbled, _ = replay(conversation, Garbled(seed=1))
+    assert not garbled.output.turns and garbled.output.post_conversation is None
+    assert {f.kind for f in garbled.failures} == {"unusable_reply"} and garbled.scoreable
+
+    refused, _ = replay(conversation, Refused(seed=1))
+    assert {f.kind for f in refused.failures} == {"no_answer"} and not refused.scoreable
+    assert refused.output.model_dump()["failed_calls"][0]["kind"] == "no_answer"
+
+    healthy, _ = replay(conversation, RandomBaseline(seed=1))
+    assert healthy.scoreable and not healthy.failures

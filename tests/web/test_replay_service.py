@@ -156,6 +156,43 @@ def test_a_cap_edited_in_the_registry_applies_to_the_next_run_in_the_same_worker
         assert first.status == second.status == EvaluationRun.Status.DONE
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_model_that_never_answers_usably_scores_zero_but_an_unreachable_one_is_not_scored():
+    import os
+    import socket
+
+    from attunebench.replay.scheduler import Scheduler
+
+    import_synth(2)
+    # Unusable replies are the model's own result: scored, with coverage 0 (SPEC 5.3).
+    with FakeLLMServer(FakeConfig(malformed_rate=1.0)) as server:
+        EvaluatedModel.objects.create(name="garbled", litellm_model="openai/garbled", api_base=server.url)
+        garbled = replay_service.do_create_run("garbled", "default")
+        replay_service.start_run(garbled.pk)
+    garbled.refresh_from_db()
+    assert (garbled.status, garbled.conversations_done, garbled.conversations_failed) == (EvaluationRun.Status.DONE, 2, 0)
+    scores = ConversationScore.objects.filter(run=garbled)
+    assert scores.count() == 2 and all(s.coverage == 0 for s in scores)
+    assert all(f["kind"] == "unusable_reply" for o in RunConversation.objects.filter(run=garbled)
+               for f in o.output["failed_calls"])
+
+    # A provider that never answers says nothing about the model: failed, left for resume, not scored.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    EvaluatedModel.objects.create(name="unreachable", litellm_model="openai/unreachable",
+                                  api_base=f"http://127.0.0.1:{closed_port}/v1")
+    replay_service._process_state.update(pid=os.getpid(), scheduler=Scheduler(max_attempts=1))
+    unreachable = replay_service.do_create_run("unreachable", "default")
+    replay_service.start_run(unreachable.pk)
+    unreachable.refresh_from_db()
+    assert (unreachable.status, unreachable.conversations_done, unreachable.conversations_failed) == (
+        EvaluationRun.Status.FAILED, 0, 2)
+    assert not ConversationScore.objects.filter(run=unreachable).exists()
+    failed = RunConversation.objects.filter(run=unreachable).first()
+    assert failed.status == RunConversation.Status.FAILED and "draft" in failed.error
+
+
 @pytest.mark.django_db
 def test_eval_command_from_db_writes_files_and_scores(tmp_path, capsys):
     import_synth(3)

@@ -168,10 +168,21 @@ class Command(BaseCommand):
         if interactive:
             self.stderr.write("")
         self.stdout.write(line())
-        paths = write_outputs(results, out)
-        failed = sum(len(r.failures) for r in results)
+        # As in the database path: a conversation the provider never answered says nothing
+        # about the model, so it is neither written nor scored; running again retries it.
+        scoreable = [r for r in results if r.scoreable]
+        paths = write_outputs(scoreable, out)
+        failed = sum(len(r.failures) for r in scoreable)
         self.stdout.write(f"Wrote {len(paths)} run files to {out}" + (f" ({failed} failed calls listed in them)" if failed else ""))
-        return [r.output for r in results]
+        unanswered = [r for r in results if not r.scoreable]
+        if unanswered:
+            first = unanswered[0].failures[0] if unanswered[0].failures else None
+            self.stderr.write(self.style.ERROR(
+                f"{len(unanswered)} conversation(s) got no answer from the provider and were not written or scored "
+                f"({', '.join(r.conversation_id for r in unanswered[:5])}{', ...' if len(unanswered) > 5 else ''}"
+                f"{f'; first error: {first.error}' if first else ''}). Run the command again to retry them; "
+                "answers already received are cached."))
+        return [r.output for r in scoreable]
 
     def _through_celery(self, em: Any, options: dict[str, Any], conversations: list[Any]) -> list[Any]:
         from attunebench import canonical as cf
