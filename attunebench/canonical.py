@@ -238,7 +238,34 @@ class EmotionTag(_Strict):
     @field_validator("emotion")
     @classmethod
     def _catalogue_spelling(cls, value: str) -> str:
-        return cat.canonical_panas_item(value) or value.strip()
+        item = cat.canonical_panas_item(value)
+        if item is None:
+            raise _fail("emotion", "one of the 20 PANAS items (no change is an empty list)", value)
+        return item
+
+
+# SPEC 2.1: "Neutral / no change is recorded as an empty tag list"; files that spell
+# it out as a tag mean exactly that.
+_NO_CHANGE_WORDS = frozenset({"neutral", "no change", "none", "no_change"})
+
+
+def _tag_word(entry: Any) -> str | None:
+    word = entry.get("emotion") if isinstance(entry, dict) else getattr(entry, "emotion", entry)
+    return word.strip().lower() if isinstance(word, str) else None
+
+
+def _without_no_change(value: Any) -> Any:
+    if isinstance(value, list):
+        return [entry for entry in value if _tag_word(entry) not in _NO_CHANGE_WORDS]
+    return value
+
+
+def _panas_tags_only(value: Any) -> Any:
+    """SPEC 4: an EM's tags outside the 20 items are dropped, not errors."""
+    if isinstance(value, list):
+        return [entry for entry in value
+                if (word := _tag_word(entry)) is not None and cat.canonical_panas_item(word) is not None]
+    return value
 
 
 class Panas(_Strict):
@@ -444,6 +471,11 @@ class Turn(_Strict):
     moodShiftTags: list[EmotionTag] = Field(default_factory=list)
     annotations: Annotations = Field(default_factory=Annotations)
 
+    @field_validator("moodShiftTags", mode="before")
+    @classmethod
+    def _no_change_is_empty(cls, value: Any) -> Any:
+        return _without_no_change(value)
+
 
 class ConversationFile(_Strict):
     conversationId: Text
@@ -491,6 +523,11 @@ class RunTurn(_Strict):
     em_pairwise_selections: dict[str, Winner] = Field(default_factory=dict)
     em_draft_judge_scores: dict[str, float | None] | None = None
     em_draft_binary_assessment: BinaryAnswers | None = None
+
+    @field_validator("em_emotion_tags", mode="before")
+    @classmethod
+    def _known_emotions(cls, value: Any) -> Any:
+        return _panas_tags_only(value)
 
     @field_validator("em_pairwise_selections", mode="before")
     @classmethod

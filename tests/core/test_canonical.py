@@ -155,6 +155,20 @@ class TestIntensity:
         data = mutated(lambda d: d["turns"][0].update(moodShiftTags=[{"emotion": "  "}]))
         assert problems_of(data) == ["file: turns[0].moodShiftTags[0].emotion: expected a non-empty string, got '  '"]
 
+    def test_neutral_means_no_change_and_other_words_outside_panas_are_rejected(self) -> None:
+        # SPEC 2.1: "Neutral / no change is recorded as an empty tag list".
+        data = mutated(lambda d: d["turns"][0].update(moodShiftTags=[{"emotion": "Neutral"}]))
+        assert parse_conversation(data).turns[0].moodShiftTags == []
+        data = mutated(lambda d: d["turns"][0].update(moodShiftTags=[{"emotion": "Upset"}, {"emotion": "happy", "intensity": 3}]))
+        assert problems_of(data) == ["file: turns[0].moodShiftTags[1].emotion: expected one of the 20 PANAS items "
+                                     "(no change is an empty list), got 'happy'"]
+
+    def test_an_em_tag_outside_panas_is_dropped_not_an_error(self) -> None:
+        # SPEC 4 step 2: only the 20 items; anything else is dropped.
+        run = minimal_run()
+        run["turns"][0]["em_emotion_tags"] = [{"emotion": "bored"}, {"emotion": "upset", "intensity": 4}, "Neutral"]
+        assert [t.emotion for t in parse_run(run).turns[0].em_emotion_tags] == ["Upset"]
+
 
 class TestWinner:
     @pytest.mark.parametrize("raw, expected", [

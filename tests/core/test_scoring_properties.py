@@ -19,13 +19,15 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 ANSWERS = st.sampled_from(["yes", "no", "na", None])
 YES_NO = st.sampled_from(["yes", "no"])
 WORDS = st.lists(st.sampled_from(["i", "feel", "sad", "you", "should", "rest", "that", "sounds", "hard"]), max_size=6)
+# Ground truth holds PANAS items or "Neutral" (read as no change); an EM may say anything (off-list words are dropped).
+GT_EMOTIONS = st.sampled_from(list(cat.PANAS_ITEMS) + ["Neutral"])
 EMOTIONS = st.sampled_from(list(cat.PANAS_ITEMS) + ["bored", "Calm"])
 
 
 @st.composite
 def conversations(draw: st.DrawFn, perfect: bool = False, cid: str = "c") -> dict[str, Any]:
     """A conversation; ``perfect`` restricts it to inputs where a perfect EM can score 1 everywhere."""
-    emotion = st.sampled_from(cat.PANAS_ITEMS) if perfect else EMOTIONS
+    emotion = st.sampled_from(cat.PANAS_ITEMS) if perfect else GT_EMOTIONS
     intensity = st.integers(1, 7) if perfect else st.one_of(st.none(), st.integers(1, 7))
     answer = YES_NO if perfect else ANSWERS
     turns = []
