@@ -29,7 +29,12 @@ class PanasSide:
 
     @classmethod
     def from_items(cls, items: Mapping[str, int], positive: int | None = None, negative: int | None = None) -> PanasSide:
-        """Totals derived from items when missing (SPEC 5.2), clamped to 10–70 as in SPEC 3.1."""
+        """Totals derived from items when missing (SPEC 5.2), clamped to 10–70 as in SPEC 3.1.
+
+        As in the file reader (``canonical.Panas``), a total is the sum of all ten
+        items of its side: a partial side gives no total, so both ways of
+        building a side score the same survey alike.
+        """
         canonical = {}
         for key, value in items.items():
             item = cat.canonical_panas_item(key)
@@ -40,7 +45,7 @@ class PanasSide:
             if total is not None:
                 return total
             present = [canonical[n] for n in names if n in canonical]
-            if not present:
+            if len(present) < len(names):
                 return None
             return min(cat.PANAS_TOTAL_MAX, max(cat.PANAS_TOTAL_MIN, sum(present)))
 

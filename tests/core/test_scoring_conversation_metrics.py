@@ -14,9 +14,11 @@ def test_panas_totals_derive_from_items_and_clamp() -> None:
     # all ten PA items 7 -> 70; NA items all 1 -> 10
     side = P.from_items({**{i: 7 for i in cat.POSITIVE_AFFECT_ITEMS}, **{i: 1 for i in cat.NEGATIVE_AFFECT_ITEMS}})
     assert (side.positive, side.negative) == (70, 10)
-    # only three NA items given: 3 + 2 + 1 = 6 -> clamped up to 10; no PA item -> None
+    # only three NA items given: no NA total (as the file reader does); no PA item -> None
     side = P.from_items({"Upset": 3, "afraid": 2, "Guilty": 1})
-    assert (side.positive, side.negative) == (None, 10)
+    assert (side.positive, side.negative) == (None, None)
+    # a given total wins and is kept
+    assert P.from_items({"Upset": 3}, negative=25).negative == 25
 
 
 def test_panas_mae_normalized_and_baseline_adjusted() -> None:
