@@ -181,21 +181,39 @@ class DatabaseCallCache:
 
 
 class RedisCallCache:
-    """Cache entries in Redis, shared by every worker; the client is bound to the process loop."""
+    """Cache entries in Redis, shared by every worker; the client is bound to the process loop.
+
+    Redis is only the fast shared layer in front of the database, so when it
+    fails the replay goes on with the other layers: the failure is logged, and
+    a conversation is not lost for want of a cache.
+    """
 
     def __init__(self, url: str) -> None:
         self.url = url
         self._client: Any = None
+        self.failures = 0
+
+    def _failed(self, action: str, exc: Exception) -> None:
+        self.failures += 1
+        logger.warning("Redis call cache %s failed (%s: %s); going on with the database cache", action,
+                       type(exc).__name__, exc)
 
     def _redis(self) -> Any:
         if self._client is None:
             import redis.asyncio as aioredis
 
-            self._client = aioredis.Redis.from_url(self.url)
+            # Bounded waits: a Redis that hangs must not stall the replay it only speeds up.
+            self._client = aioredis.Redis.from_url(self.url, socket_connect_timeout=5, socket_timeout=5)
         return self._client
 
     async def get(self, key: str) -> CachedCall | None:
-        raw = await self._redis().get(REDIS_CACHE_PREFIX + key)
+        from redis.exceptions import RedisError
+
+        try:
+            raw = await self._redis().get(REDIS_CACHE_PREFIX + key)
+        except (RedisError, OSError) as exc:
+            self._failed("read", exc)
+            return None
         if raw is None:
             return None
         try:
@@ -204,7 +222,12 @@ class RedisCallCache:
             return None
 
     async def set(self, key: str, value: CachedCall) -> None:
-        await self._redis().set(REDIS_CACHE_PREFIX + key, json.dumps(value.to_dict()), nx=True)
+        from redis.exceptions import RedisError
+
+        try:
+            await self._redis().set(REDIS_CACHE_PREFIX + key, json.dumps(value.to_dict()), nx=True)
+        except (RedisError, OSError) as exc:
+            self._failed("write", exc)
 
 
 _process_lock = threading.Lock()

@@ -193,6 +193,32 @@ def test_a_model_that_never_answers_usably_scores_zero_but_an_unreachable_one_is
     assert failed.status == RunConversation.Status.FAILED and "draft" in failed.error
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_redis_cache_layer_is_logged_and_the_database_cache_carries_the_run(caplog):
+    import os
+    import socket
+
+    from attunebench.replay.cache import LayeredCache, MemoryCache
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    broken = replay_service.RedisCallCache(f"redis://127.0.0.1:{closed_port}/0")
+    replay_service._process_state.update(
+        pid=os.getpid(), cache=LayeredCache(MemoryCache(), broken, replay_service.DatabaseCallCache()))
+    import_synth(2)
+    with FakeLLMServer(FakeConfig()) as server, caplog.at_level("WARNING", logger="attune.replay"):
+        EvaluatedModel.objects.create(name="fake-em", litellm_model="openai/fake-em", api_base=server.url)
+        run = replay_service.do_create_run("fake-em", "default")
+        replay_service.start_run(run.pk)
+        made = server.stats()["requests"]
+    run.refresh_from_db()
+    assert run.status == EvaluationRun.Status.DONE and run.conversations_done == 2 and run.calls_failed == 0
+    assert ModelCallCache.objects.count() == made > 0  # every answer still kept durably
+    assert broken.failures >= 2 * made  # each call's read and write
+    assert "Redis call cache read failed" in caplog.text and "going on with the database cache" in caplog.text
+
+
 @pytest.mark.django_db
 def test_eval_command_from_db_writes_files_and_scores(tmp_path, capsys):
     import_synth(3)
