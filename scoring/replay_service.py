@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlparse
@@ -192,11 +193,16 @@ class RedisCallCache:
         self.url = url
         self._client: Any = None
         self.failures = 0
+        self._last_logged = -float("inf")
 
     def _failed(self, action: str, exc: Exception) -> None:
+        # One line per minute at most: an outage must be visible, not flood the log per call.
         self.failures += 1
-        logger.warning("Redis call cache %s failed (%s: %s); going on with the database cache", action,
-                       type(exc).__name__, exc)
+        now = time.monotonic()
+        if now - self._last_logged >= 60:
+            self._last_logged = now
+            logger.warning("Redis call cache %s failed (%s: %s); going on with the database cache "
+                           "(%d failures so far)", action, type(exc).__name__, exc, self.failures)
 
     def _redis(self) -> Any:
         if self._client is None:

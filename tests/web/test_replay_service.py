@@ -216,7 +216,8 @@ def test_a_failing_redis_cache_layer_is_logged_and_the_database_cache_carries_th
     assert run.status == EvaluationRun.Status.DONE and run.conversations_done == 2 and run.calls_failed == 0
     assert ModelCallCache.objects.count() == made > 0  # every answer still kept durably
     assert broken.failures >= 2 * made  # each call's read and write
-    assert "Redis call cache read failed" in caplog.text and "going on with the database cache" in caplog.text
+    # Reported once (at most a line a minute), not once per call.
+    assert caplog.text.count("Redis call cache read failed") == 1 and "going on with the database cache" in caplog.text
 
 
 @pytest.mark.django_db
