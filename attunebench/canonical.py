@@ -250,22 +250,9 @@ _NO_CHANGE_WORDS = frozenset({"neutral", "no change", "none", "no_change"})
 
 
 def _tag_word(entry: Any) -> str | None:
-    word = entry.get("emotion") if isinstance(entry, dict) else getattr(entry, "emotion", entry)
+    """The lower-cased emotion word of a raw tag entry, or None if it has none to read."""
+    word = entry.get("emotion") if isinstance(entry, dict) else entry
     return word.strip().lower() if isinstance(word, str) else None
-
-
-def _without_no_change(value: Any) -> Any:
-    if isinstance(value, list):
-        return [entry for entry in value if _tag_word(entry) not in _NO_CHANGE_WORDS]
-    return value
-
-
-def _panas_tags_only(value: Any) -> Any:
-    """SPEC 4: an EM's tags outside the 20 items are dropped, not errors."""
-    if isinstance(value, list):
-        return [entry for entry in value
-                if (word := _tag_word(entry)) is not None and cat.canonical_panas_item(word) is not None]
-    return value
 
 
 class Panas(_Strict):
@@ -474,7 +461,9 @@ class Turn(_Strict):
     @field_validator("moodShiftTags", mode="before")
     @classmethod
     def _no_change_is_empty(cls, value: Any) -> Any:
-        return _without_no_change(value)
+        if isinstance(value, list):
+            return [entry for entry in value if _tag_word(entry) not in _NO_CHANGE_WORDS]
+        return value
 
 
 class ConversationFile(_Strict):
@@ -527,7 +516,12 @@ class RunTurn(_Strict):
     @field_validator("em_emotion_tags", mode="before")
     @classmethod
     def _known_emotions(cls, value: Any) -> Any:
-        return _panas_tags_only(value)
+        # SPEC 4: an EM's words outside the 20 items are dropped, not errors; a malformed
+        # entry (no word to read) is still left for validation to reject.
+        if isinstance(value, list):
+            return [entry for entry in value
+                    if (word := _tag_word(entry)) is None or cat.canonical_panas_item(word) is not None]
+        return value
 
     @field_validator("em_pairwise_selections", mode="before")
     @classmethod

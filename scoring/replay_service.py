@@ -192,6 +192,7 @@ class RedisCallCache:
     def __init__(self, url: str) -> None:
         self.url = url
         self._client: Any = None
+        self._errors: tuple[type[BaseException], ...] = ()
         self.failures = 0
         self._last_logged = -float("inf")
 
@@ -206,18 +207,19 @@ class RedisCallCache:
 
     def _redis(self) -> Any:
         if self._client is None:
-            import redis.asyncio as aioredis
+            import redis.asyncio as aioredis  # ~90 ms: only once Redis is actually used
+            from redis.exceptions import RedisError
 
             # Bounded waits: a Redis that hangs must not stall the replay it only speeds up.
             self._client = aioredis.Redis.from_url(self.url, socket_connect_timeout=5, socket_timeout=5)
+            self._errors = (RedisError, OSError)
         return self._client
 
     async def get(self, key: str) -> CachedCall | None:
-        from redis.exceptions import RedisError
-
+        client = self._redis()
         try:
-            raw = await self._redis().get(REDIS_CACHE_PREFIX + key)
-        except (RedisError, OSError) as exc:
+            raw = await client.get(REDIS_CACHE_PREFIX + key)
+        except self._errors as exc:
             self._failed("read", exc)
             return None
         if raw is None:
@@ -228,11 +230,10 @@ class RedisCallCache:
             return None
 
     async def set(self, key: str, value: CachedCall) -> None:
-        from redis.exceptions import RedisError
-
+        client = self._redis()
         try:
-            await self._redis().set(REDIS_CACHE_PREFIX + key, json.dumps(value.to_dict()), nx=True)
-        except (RedisError, OSError) as exc:
+            await client.set(REDIS_CACHE_PREFIX + key, json.dumps(value.to_dict()), nx=True)
+        except self._errors as exc:
             self._failed("write", exc)
 
 

@@ -377,7 +377,7 @@ def parse_reply(ctx: P.CallContext, text: str | None) -> Answer:
     if ctx.call_type == P.PAIRWISE:
         return parse_pairwise(obj, tuple(c.index for c in ctx.comparisons), verbose)
     if ctx.call_type == P.JUDGE:
-        return parse_judge(obj, ctx.question_ids, verbose, rated=ctx.golden is not None)
+        return parse_judge(obj, ctx.question_ids, verbose, rated=bool(ctx.golden))
     if ctx.call_type == P.POST:
         return parse_post(obj, ctx.panas_strategy or "absolute", verbose)
     raise ValueError(f"unknown call type {ctx.call_type!r}")

@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='evaluatedmodel',
             name='max_concurrency',
-            field=models.PositiveIntegerField(default=8, help_text="Requests in flight at once to this model's provider (litellm prefix and API base), summed over all workers when Redis is configured. Models at one provider share the cap, and an EM with its judge there gets the lower value. A change applies to conversations replayed after it; no worker restart is needed."),
+            field=models.PositiveIntegerField(default=8, help_text="Requests in flight at once to this model's provider (litellm prefix and API base), summed over all workers when Redis is configured. Models at one provider share one cap, so give them the same value: an EM with its judge there gets the lower one, and when runs of different models overlap, the conversation started last sets it. A change applies to conversations replayed after it; no worker restart is needed."),
         ),
         migrations.AlterField(
             model_name='evaluatedmodel',

@@ -6,6 +6,9 @@ tests/web/test_replay_celery.py runs it through real workers.
 
 from __future__ import annotations
 
+import os
+import socket
+
 import pytest
 from django.conf import settings
 from django.core.management import call_command
@@ -33,6 +36,18 @@ def empty_call_caches():
             client.delete(key)
     yield
     replay_service._process_state.clear()
+
+
+def unused_port() -> int:
+    """A local port nothing listens on: connections to it are refused at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def in_this_worker(**parts) -> None:
+    """Give this process's replay state (scheduler, cache) the parts a test needs."""
+    replay_service._process_state.update(pid=os.getpid(), **parts)
 
 
 def import_synth(n: int, seed: int = 3) -> list[str]:
@@ -158,9 +173,6 @@ def test_a_cap_edited_in_the_registry_applies_to_the_next_run_in_the_same_worker
 
 @pytest.mark.django_db(transaction=True)
 def test_a_model_that_never_answers_usably_scores_zero_but_an_unreachable_one_is_not_scored():
-    import os
-    import socket
-
     from attunebench.replay.scheduler import Scheduler
 
     import_synth(2)
@@ -177,12 +189,10 @@ def test_a_model_that_never_answers_usably_scores_zero_but_an_unreachable_one_is
                for f in o.output["failed_calls"])
 
     # A provider that never answers says nothing about the model: failed, left for resume, not scored.
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed_port = probe.getsockname()[1]
+    closed_port = unused_port()
     EvaluatedModel.objects.create(name="unreachable", litellm_model="openai/unreachable",
                                   api_base=f"http://127.0.0.1:{closed_port}/v1")
-    replay_service._process_state.update(pid=os.getpid(), scheduler=Scheduler(max_attempts=1))
+    in_this_worker(scheduler=Scheduler(max_attempts=1))
     unreachable = replay_service.do_create_run("unreachable", "default")
     replay_service.start_run(unreachable.pk)
     unreachable.refresh_from_db()
@@ -195,17 +205,11 @@ def test_a_model_that_never_answers_usably_scores_zero_but_an_unreachable_one_is
 
 @pytest.mark.django_db(transaction=True)
 def test_a_failing_redis_cache_layer_is_logged_and_the_database_cache_carries_the_run(caplog):
-    import os
-    import socket
-
     from attunebench.replay.cache import LayeredCache, MemoryCache
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed_port = probe.getsockname()[1]
+    closed_port = unused_port()
     broken = replay_service.RedisCallCache(f"redis://127.0.0.1:{closed_port}/0")
-    replay_service._process_state.update(
-        pid=os.getpid(), cache=LayeredCache(MemoryCache(), broken, replay_service.DatabaseCallCache()))
+    in_this_worker(cache=LayeredCache(MemoryCache(), broken, replay_service.DatabaseCallCache()))
     import_synth(2)
     with FakeLLMServer(FakeConfig()) as server, caplog.at_level("WARNING", logger="attune.replay"):
         EvaluatedModel.objects.create(name="fake-em", litellm_model="openai/fake-em", api_base=server.url)
