@@ -168,6 +168,10 @@ class TestIntensity:
         run = minimal_run()
         run["turns"][0]["em_emotion_tags"] = [{"emotion": "bored"}, {"emotion": "upset", "intensity": 4}, "Neutral"]
         assert [t.emotion for t in parse_run(run).turns[0].em_emotion_tags] == ["Upset"]
+        # An entry with no word to read is malformed, not an off-list word: still an error.
+        run["turns"][0]["em_emotion_tags"] = [{"intensity": 4}]
+        with pytest.raises(CanonicalError, match=r"em_emotion_tags\[0\]\.emotion"):
+            parse_run(run)
 
 
 class TestWinner:
