@@ -57,8 +57,10 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "django_htmx",
+    "attune_site",
     "collection",
     "annotation",
+    "datasets",
     "scoring",
     "research",
 ]

@@ -11,7 +11,7 @@ Usage: .venv/bin/python bench/score_speed.py [--conversations 200] [--turns 10] 
 The last line is machine-readable:
 ``conversations_per_s=<float> total_s=<float> peak_mb=<float>`` where a
 "conversation" is one scored (conversation, model, mode) run, total_s is the
-wall time of :func:`attunebench.scoring.score_documents` for the whole set and
+wall time of :func:`attunebench.metrics.score_documents` for the whole set and
 peak_mb is the peak memory traced while scoring it (inputs excluded).
 """
 
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from attunebench import catalogue as cat  # noqa: E402
 from attunebench.canonical import ConversationFile, RunOutput, parse_conversation, parse_run  # noqa: E402
-from attunebench.scoring import score_documents  # noqa: E402
+from attunebench.metrics import score_documents  # noqa: E402
 
 MODELS = ("bench/model-a", "bench/model-b", "bench/model-c")
 MODES = cat.MODES  # 3 models × 4 modes = 12 runs per conversation

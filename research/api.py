@@ -25,13 +25,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from attunebench.catalogue import RESEARCH_ONLY_STATEMENT, TOPIC_CATEGORIES
-from collection.exchange import conversation_to_dict, with_export_relations
+from datasets.exchange import conversation_to_dict, with_export_relations
 from collection.models import Conversation
 from research import launcher
 from research.access import IsResearcher
-from research.datasets import DatasetError, access_export_file, do_freeze_dataset_version, do_request_export
+from datasets.tasks import do_request_export
+from datasets.versions import DatasetError, access_export_file, do_freeze_dataset_version
 from research.evaluation import evaluation_data, leaderboard_rows
-from research.models import ExportJob
 from research.serializers import (
     AnalysesSerializer,
     CanonicalConversationSerializer,
@@ -48,7 +48,8 @@ from research.serializers import (
     RunCreateSerializer,
     RunSerializer,
 )
-from scoring.models import DatasetVersion, EvaluatedModel, EvaluationRun
+from datasets.models import DatasetVersion, ExportJob
+from scoring.models import EvaluatedModel, EvaluationRun
 
 DENIED = {401: OpenApiResponse(ErrorSerializer, description="Not logged in."),
           403: OpenApiResponse(ErrorSerializer, description="Not a researcher.")}

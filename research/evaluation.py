@@ -3,7 +3,7 @@
 The database holds one ConversationScore per (run, conversation) whose
 ``metrics`` is the scorer's per-conversation record (SPEC 5). This module turns
 the chosen runs back into the scorer's report shape and hands it to
-``attunebench.scoring.analysis.analyze``, so the dashboard, the API and the
+``attunebench.metrics.analysis.analyze``, so the dashboard, the API and the
 ``attune analyze`` command all compute SPEC 6 the same way. Conversation
 metadata (topic, original model, participant group, turn count) comes from the
 database, not from the stored scores, so breakdowns also work for scores
@@ -22,9 +22,9 @@ from django.core.cache import cache
 from django.db.models import Count, Max, Q
 
 from attunebench import catalogue as cat
-from attunebench.scoring.aggregate import aggregate_rows, mean_or_none, standard_error
-from attunebench.scoring.composite import LEADERBOARD_CAPABILITIES
-from attunebench.scoring.keys import CONVERSATION_KEYS
+from attunebench.metrics.aggregate import aggregate_rows, mean_or_none, standard_error
+from attunebench.metrics.composite import LEADERBOARD_CAPABILITIES
+from attunebench.metrics.keys import CONVERSATION_KEYS
 from collection.models import Conversation, SensitiveProfile
 from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun
 
@@ -52,7 +52,7 @@ class EvaluationData:
 
     @property
     def run_by_label(self) -> dict[str, EvaluationRun]:
-        from attunebench.scoring.analysis import row_label
+        from attunebench.metrics.analysis import row_label
 
         return {row_label(r.evaluated_model.name, r.mode): r for r in self.runs}
 
@@ -159,7 +159,7 @@ def evaluation_data(dataset_version_id: int | None = None, n_bootstrap: int = N_
     key = _cache_key(runs) + f":{n_bootstrap}"
     cached = cache.get(key)
     if cached is None:
-        from attunebench.scoring.analysis import analyze  # numpy/scipy: loaded only when a dashboard needs them
+        from attunebench.metrics.analysis import analyze  # numpy/scipy: loaded only when a dashboard needs them
 
         report, skipped = build_report(runs)
         analysis = analyze(report, n_bootstrap=n_bootstrap) if report["conversations"] else None

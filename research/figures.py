@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from attunebench.scoring.composite import CAPABILITIES
+from attunebench.metrics.composite import CAPABILITIES
 from research.charts import Chart, bar_panels, heatmap, line_chart, table_chart
 from research.evaluation import CAPABILITY_TITLES, EvaluationData, leaderboard_rows
 

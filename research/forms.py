@@ -8,10 +8,11 @@ from django import forms
 from django.contrib.auth import get_user_model
 
 from attunebench import catalogue as cat
-from collection.exchange import EXPORT_FORMATS
+from datasets.exchange import EXPORT_FORMATS
 from collection.models import Conversation
 from research.human_baseline import RaterStep
-from scoring.models import DatasetVersion, EvaluatedModel
+from datasets.models import DatasetVersion
+from scoring.models import EvaluatedModel
 
 INTENSITY_CHOICES = [("", "–")] + [(str(i), str(i)) for i in range(cat.PANAS_SCALE_MIN, cat.PANAS_SCALE_MAX + 1)]
 YES_NO_NA_CHOICES = [(v, cat.YES_NO_NA_LABELS[v]) for v in cat.YES_NO_NA]

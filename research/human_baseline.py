@@ -29,11 +29,11 @@ from django.utils import timezone
 
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
-from attunebench.scoring.keys import HUMAN_PREFIX
+from attunebench.metrics.keys import HUMAN_PREFIX
 from collection.models import Conversation, PanasSurvey, Turn
 from research.models import HumanAssignment
 from research.roles import is_researcher
-from scoring.run_scoring import score_run as do_score_run
+from scoring.run_scoring import do_score_evaluation_run
 from scoring.models import EvaluatedModel, EvaluationRun, RunConversation
 
 HUMAN_MODE = "default"
@@ -293,7 +293,7 @@ def do_record_post(
 
 
 def _after_completion(run_id: int) -> None:
-    do_score_run(run_id)
+    do_score_evaluation_run(run_id)
     run = EvaluationRun.objects.get(pk=run_id)
     if run.conversations_done >= run.conversations_total:
         EvaluationRun.objects.filter(pk=run_id).update(status=EvaluationRun.Status.DONE, finished_at=timezone.now())

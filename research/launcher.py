@@ -18,9 +18,10 @@ from django.db.models import Count, QuerySet
 from django.db.models.functions import Length
 
 from collection.models import Conversation, Turn
-from research.datasets import selection_queryset
-from scoring import replay_service
-from scoring.models import DatasetVersion, EvaluatedModel, EvaluationRun
+from datasets.versions import selection_queryset
+from scoring import replay_service, run_control
+from datasets.models import DatasetVersion
+from scoring.models import EvaluatedModel, EvaluationRun
 
 # SPEC 4 per turn: draft, analysis, HP-perspective binary, pairwise (when the turn has comparisons),
 # judge (when a judge is chosen); plus one post-conversation call per conversation.
@@ -178,7 +179,7 @@ def do_launch_runs(request: LaunchRequest, user: Any = None) -> list[EvaluationR
                     created_by=user if getattr(user, "is_authenticated", False) else None,
                 ))
         run_ids = [r.pk for r in runs]
-        transaction.on_commit(lambda: [replay_service.start_run(run_id) for run_id in run_ids])
+        transaction.on_commit(lambda: [run_control.start_run(run_id) for run_id in run_ids])
     return runs
 
 
@@ -186,7 +187,7 @@ def do_cancel_run(run: EvaluationRun) -> EvaluationRun:
     """Ask the replay service to stop a queued or running run."""
     if run.status not in (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING, EvaluationRun.Status.SCORING):
         raise LauncherError(f"Run {run.pk} is {run.get_status_display().lower()}; only queued or running runs can be cancelled.")
-    if not replay_service.cancel_run(run.pk):
+    if not run_control.cancel_run(run.pk):
         raise LauncherError(f"Run {run.pk} finished before it could be cancelled.")
     run.refresh_from_db()
     return run
@@ -196,5 +197,5 @@ def do_resume_run(run: EvaluationRun) -> EvaluationRun:
     """Continue a cancelled or failed run; finished conversations are kept and cached calls are free."""
     if run.status not in (EvaluationRun.Status.CANCELLED, EvaluationRun.Status.FAILED):
         raise LauncherError(f"Run {run.pk} is {run.get_status_display().lower()}; only cancelled or failed runs can be resumed.")
-    transaction.on_commit(lambda: replay_service.resume_run(run.pk))
+    transaction.on_commit(lambda: run_control.resume_run(run.pk))
     return run

@@ -27,13 +27,13 @@ RESEARCH_GROUP_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "moodtag", "binaryjudgement", "alternateresponses", "pairwisecomparison",
     )],
     ("scoring", "evaluatedmodel", ("view", "add", "change")),
-    ("scoring", "datasetversion", ("view", "add")),
+    ("datasets", "datasetversion", ("view", "add")),
     ("scoring", "evaluationrun", ("view", "add", "change")),
     ("scoring", "runconversation", ("view",)),
     ("scoring", "conversationscore", ("view",)),
     ("scoring", "runscore", ("view",)),
     ("scoring", "modelcallcache", ("view",)),
-    ("research", "exportjob", ("view", "add")),
+    ("datasets", "exportjob", ("view", "add")),
     ("research", "humanassignment", ("view", "add", "change", "delete")),
 )
 

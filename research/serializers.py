@@ -10,10 +10,10 @@ from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 
 from attunebench import catalogue as cat
-from collection.exchange import EXPORT_FORMATS
+from datasets.exchange import EXPORT_FORMATS
 from collection.models import Conversation
-from research.models import ExportJob
-from scoring.models import ConversationScore, DatasetVersion, EvaluatedModel, EvaluationRun
+from datasets.models import DatasetVersion, ExportJob
+from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun
 
 
 # Text the database can store (no NUL) with at least one visible character: the schema states exactly what is accepted.
@@ -204,7 +204,7 @@ class LeaderboardSerializer(serializers.Serializer):
 class AnalysesSerializer(serializers.Serializer):
     research_only_statement = serializers.CharField()
     runs = serializers.ListField(child=serializers.IntegerField())
-    analysis = serializers.DictField(allow_null=True, help_text="attunebench.scoring.analysis.analyze output (SPEC 6).")
+    analysis = serializers.DictField(allow_null=True, help_text="attunebench.metrics.analysis.analyze output (SPEC 6).")
 
 
 class ErrorSerializer(serializers.Serializer):

@@ -14,12 +14,12 @@ from attunebench import catalogue as cat
 from collection.models import Conversation
 from research import collection_stats, drilldown, launcher
 from research.access import login_required_403, researcher_required
-from research.datasets import (
+from datasets.tasks import do_request_export
+from datasets.versions import (
     DatasetError,
     access_export_file,
     build_datasheet,
     do_freeze_dataset_version,
-    do_request_export,
     version_summary,
 )
 from research.evaluation import SORT_KEYS, capability_columns, evaluation_data, leaderboard_rows
@@ -35,8 +35,9 @@ from research.human_baseline import (
     do_record_post,
     rater_agreement,
 )
-from research.models import ExportJob, HumanAssignment
-from scoring.models import DatasetVersion, EvaluationRun, RunConversation
+from datasets.models import DatasetVersion, ExportJob
+from research.models import HumanAssignment
+from scoring.models import EvaluationRun, RunConversation
 
 ACTIVE_RUN_STATUSES = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING, EvaluationRun.Status.SCORING)
 

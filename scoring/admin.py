@@ -19,22 +19,6 @@ class EvaluatedModelAdmin(admin.ModelAdmin):
     readonly_fields = ("created_at",)
 
 
-@admin.register(m.DatasetVersion)
-class DatasetVersionAdmin(admin.ModelAdmin):
-    list_display = ("name", "conversation_count", "frozen", "content_hash", "created_at", "created_by")
-    list_filter = ("frozen", "created_at")
-    search_fields = ("name", "description", "content_hash")
-    readonly_fields = ("content_hash", "conversation_count", "created_at", "created_by", "frozen")
-    filter_horizontal = ("conversations",)
-
-    def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
-        # A frozen version is immutable (SPEC: named immutable selection), including its members.
-        fields = list(super().get_readonly_fields(request, obj))
-        if obj is not None and obj.frozen:
-            fields += ["name", "conversations"]
-        return fields
-
-
 class RunConversationInline(admin.TabularInline):
     model = m.RunConversation
     extra = 0

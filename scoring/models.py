@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from attunebench import catalogue as cat
 from collection.models import Conversation
+from datasets.models import DatasetVersion
 
 
 class EvaluatedModel(models.Model):
@@ -55,22 +56,6 @@ class EvaluatedModel(models.Model):
             models.CheckConstraint(condition=Q(kind__in=["offline", "llm", "human"]), name="em_kind_valid"),
             models.CheckConstraint(condition=Q(max_concurrency__gte=1), name="em_concurrency_positive"),
         ]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class DatasetVersion(models.Model):
-    """A named, immutable selection of complete, non-withdrawn conversations."""
-
-    name = models.CharField(max_length=200, unique=True)
-    description = models.TextField(blank=True)
-    conversations = models.ManyToManyField(Conversation, related_name="dataset_versions")
-    content_hash = models.CharField(max_length=64, blank=True)
-    conversation_count = models.PositiveIntegerField(default=0)
-    created_at = models.DateTimeField(default=timezone.now)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
-    frozen = models.BooleanField(default=False)
 
     def __str__(self) -> str:
         return self.name

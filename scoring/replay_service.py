@@ -10,8 +10,8 @@ This is the Django side of issue 4. The replay protocol itself is pure
                              every worker through Redis
 - ``do_prepare_run``         one RunConversation row per selected conversation
 - ``do_replay_conversation`` claim, replay, store and count one conversation (idempotent)
-- ``score_run``              (from scoring.run_scoring) scores a finished run when it ends
-- ``start_run`` / ``resume_run`` / ``cancel_run``  what the research launcher calls
+- ``do_score_evaluation_run`` (from scoring.run_scoring) scores a finished run when it ends
+- ``scoring.run_control`` starts, resumes and cancels runs (what the research launcher calls)
 
 Checkpointing is per conversation (RunConversation.status/output) and per call
 (the call cache): a killed worker's conversation is redelivered (acks_late)
@@ -49,12 +49,12 @@ from attunebench.replay.prompts import PROMPT_VERSION
 from attunebench.replay.protocol import ReplayConfig, ReplayResult, planned_calls
 from attunebench.replay.run import make_replayer
 from attunebench.replay.scheduler import Scheduler
-from collection.exchange import conversation_to_canonical, with_export_relations
+from datasets.exchange import conversation_to_canonical, with_export_relations
 from collection.models import Conversation
 from scoring.models import EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation
 from scoring.redis_limits import RedisInFlightSlots, RedisRateLimiter
-from scoring.run_scoring import score_run
-from scoring.selection import selection_queryset
+from scoring.run_scoring import do_score_evaluation_run
+from datasets.selection import selection_queryset
 
 logger = logging.getLogger("attune.replay")
 
@@ -411,7 +411,7 @@ def do_finalize_run(run_id: int) -> str:
     if not moved:
         return EvaluationRun.objects.get(pk=run_id).status  # cancelled, or finalized by a duplicate
     try:
-        score_run(run_id)
+        do_score_evaluation_run(run_id)
     except Exception as exc:
         EvaluationRun.objects.filter(pk=run_id).update(status=EvaluationRun.Status.FAILED, error=f"scoring failed: {exc}"[:2000],
                                                        finished_at=timezone.now())
@@ -420,31 +420,6 @@ def do_finalize_run(run_id: int) -> str:
     final = EvaluationRun.Status.DONE if run.conversations_done else EvaluationRun.Status.FAILED
     EvaluationRun.objects.filter(pk=run_id).update(status=final, finished_at=timezone.now())
     return final
-
-
-def start_run(run_id: int) -> None:
-    """Prepare a queued run and hand it to Celery (eager, in-process, without REDIS_URL)."""
-    from scoring.tasks import dispatch_run
-
-    pending = do_prepare_run(run_id)
-    dispatch_run(run_id, pending)
-
-
-def resume_run(run_id: int) -> None:
-    """Continue a cancelled or failed run: finished conversations are kept, cached calls are free."""
-    RunConversation.objects.filter(run_id=run_id, status=RunConversation.Status.FAILED).update(
-        status=RunConversation.Status.PENDING)
-    run = EvaluationRun.objects.get(pk=run_id)
-    failed = RunConversation.objects.filter(run_id=run_id).exclude(status=RunConversation.Status.DONE).count()
-    EvaluationRun.objects.filter(pk=run_id).update(conversations_failed=max(0, run.conversations_failed - failed))
-    start_run(run_id)
-
-
-def cancel_run(run_id: int) -> bool:
-    """Stop a run: conversations not yet started are skipped by the workers."""
-    changed = EvaluationRun.objects.filter(pk=run_id, status__in=ACTIVE_STATUSES).update(
-        status=EvaluationRun.Status.CANCELLED, finished_at=timezone.now())
-    return bool(changed)
 
 
 def estimate_calls(conversations: QuerySet[Conversation], judge: bool) -> int:

@@ -12,13 +12,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from attunebench import canonical as cf
-from attunebench.scoring.aggregate import aggregate_rows
-from attunebench.scoring.engine import score_runs
-from collection.exchange import conversation_to_canonical, exportable_conversations, with_export_relations
+from attunebench.metrics.aggregate import aggregate_rows
+from attunebench.metrics.engine import score_runs
+from datasets.exchange import conversation_to_canonical, exportable_conversations, with_export_relations
 from scoring.models import ConversationScore, EvaluationRun, RunConversation, RunScore
 
 
-def score_run(run_id: int) -> int:
+def do_score_evaluation_run(run_id: int) -> int:
     """(Re)score every finished conversation of a run; returns how many conversations were scored."""
     run = EvaluationRun.objects.get(pk=run_id)
     outputs = dict(

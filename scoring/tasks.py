@@ -21,6 +21,9 @@ from typing import Any
 from celery import chord, shared_task
 from django.db import InterfaceError, OperationalError
 
+from scoring import replay_service
+from scoring.run_scoring import do_score_evaluation_run
+
 logger = logging.getLogger("attune.replay")
 
 
@@ -28,8 +31,6 @@ logger = logging.getLogger("attune.replay")
              max_retries=5, ignore_result=False)
 def replay_conversation(self: Any, run_conversation_id: int) -> dict[str, Any]:
     """Replay and store one conversation of a run (checkpoint = its RunConversation row)."""
-    from scoring import replay_service
-
     try:
         return replay_service.do_replay_conversation(run_conversation_id)
     except (OperationalError, InterfaceError) as exc:
@@ -46,17 +47,13 @@ def replay_conversation(self: Any, run_conversation_id: int) -> dict[str, Any]:
 @shared_task(acks_late=True, name="scoring.finalize_run")
 def finalize_run(results: Sequence[dict[str, Any]] | None, run_id: int) -> str:
     """Chord callback: every conversation has been attempted; score the run."""
-    from scoring import replay_service
-
     return replay_service.do_finalize_run(run_id)
 
 
-@shared_task(acks_late=True, name="scoring.score_run")
-def score_run(run_id: int) -> int:
+@shared_task(acks_late=True, name="scoring.rescore_run")
+def rescore_run(run_id: int) -> int:
     """(Re)score a stored run, e.g. after a participant withdraws or the scorer changes; idempotent."""
-    from scoring.run_scoring import score_run as do_score_run
-
-    return do_score_run(run_id)
+    return do_score_evaluation_run(run_id)
 
 
 def dispatch_run(run_id: int, run_conversation_ids: Sequence[int]) -> Any:

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from attunebench.scoring import analysis as an
-from attunebench.scoring import score_documents
-from attunebench.scoring.keys import METRIC_KEYS
+from attunebench.metrics import analysis as an
+from attunebench.metrics import score_documents
+from attunebench.metrics.keys import METRIC_KEYS
 from attunebench.synth import synth_conversations, synth_runs
 
 
@@ -26,7 +26,7 @@ def record(em_model: str, cid: str, composite: float = 50.0, *, mode: str = "def
 
 
 def report_of(records: list[dict[str, Any]]) -> dict[str, Any]:
-    from attunebench.scoring.aggregate import aggregate_rows
+    from attunebench.metrics.aggregate import aggregate_rows
 
     return {"conversations": records, "aggregates": aggregate_rows(records)}
 

@@ -14,7 +14,7 @@ from attunebench.replay.baselines import BASELINE_NAMES, LexiconBaseline, PriorB
 from attunebench.replay.llm import spec_from_name
 from attunebench.replay.protocol import ReplayConfig, Replayer
 from attunebench.replay.run import make_replayer, write_outputs
-from attunebench.scoring import score_documents
+from attunebench.metrics import score_documents
 from attunebench.sources import read_conversations
 from attunebench.synth import synth_conversations
 from devtools.replay_fixtures import RecordingBackend, context_json, marked_conversation, user_marker

@@ -20,7 +20,7 @@ from tests.core.test_scoring_composite import hand_conversation, hand_run
 ROOT = Path(__file__).resolve().parents[2]
 ATTUNE = ROOT / ".venv" / "bin" / "attune"
 
-# Keys exactly as issue 3 writes them (kept independent of attunebench.scoring.keys on purpose).
+# Keys exactly as issue 3 writes them (kept independent of attunebench.metrics.keys on purpose).
 ISSUE_CONVERSATION_KEYS = [
     "conversationId", "em_model", "mode", "coverage",
     "composite_score", "equal_weight_composite", "turn_level_average", "conversation_wide_average",

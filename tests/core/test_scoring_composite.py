@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from attunebench.canonical import parse_conversation, parse_run
-from attunebench.scoring import UnmatchedRunsError, score_documents, score_runs
-from attunebench.scoring.aggregate import aggregate_rows, z_scores
-from attunebench.scoring.composite import capability_scores
-from attunebench.scoring.keys import AGGREGATE_KEYS, CONVERSATION_KEYS, METRIC_KEYS, TURN_KEYS
+from attunebench.metrics import UnmatchedRunsError, score_documents, score_runs
+from attunebench.metrics.aggregate import aggregate_rows, z_scores
+from attunebench.metrics.composite import capability_scores
+from attunebench.metrics.keys import AGGREGATE_KEYS, CONVERSATION_KEYS, METRIC_KEYS, TURN_KEYS
 
 
 def hand_conversation() -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from attunebench import catalogue as cat
-from attunebench.scoring import conversation_metrics as cm
+from attunebench.metrics import conversation_metrics as cm
 
 P = cm.PanasSide
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from attunebench import catalogue as cat
 from attunebench.canonical import parse_conversation, parse_run
-from attunebench.scoring import score_documents
-from attunebench.scoring.keys import METRIC_KEYS
+from attunebench.metrics import score_documents
+from attunebench.metrics.keys import METRIC_KEYS
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

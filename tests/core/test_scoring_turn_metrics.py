@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from attunebench.scoring import turn_metrics as tm
+from attunebench.metrics import turn_metrics as tm
 
 # ---------------------------------------------------------------------------
 # Emotion F1, F1×I, hit rate, intensity MAE

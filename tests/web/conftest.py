@@ -171,7 +171,7 @@ def sample_conversations(db):
     """The 15 synthetic conversations of sample_data/, imported through the canonical importer."""
     from pathlib import Path
 
-    from collection.exchange import import_paths
+    from datasets.exchange import import_paths
 
     result = import_paths([Path(__file__).resolve().parents[2] / "sample_data"])
     assert result.ok, result.problems
@@ -188,9 +188,9 @@ def make_scored_run(em_name: str, mode: str = "default", skill: float = 0.5, see
 
     from attunebench import canonical as cf
     from attunebench.synth import synth_run
-    from collection.exchange import iter_canonical
-    from scoring.selection import complete_conversations
-    from scoring.run_scoring import score_run as do_score_run
+    from datasets.exchange import iter_canonical
+    from datasets.selection import complete_conversations
+    from scoring.run_scoring import do_score_evaluation_run
     from scoring.models import EvaluatedModel, EvaluationRun, RunConversation
 
     kind = EvaluatedModel.Kind.OFFLINE if em_name.startswith("baseline:") else EvaluatedModel.Kind.LLM
@@ -208,7 +208,7 @@ def make_scored_run(em_name: str, mode: str = "default", skill: float = 0.5, see
             run=run, conversation_id=pks[document.conversationId], status=RunConversation.Status.DONE,
             output=cf.to_canonical_dict(output),
         )
-    do_score_run(run.pk)
+    do_score_evaluation_run(run.pk)
     return run
 
 

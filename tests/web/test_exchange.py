@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from attunebench import canonical as cf
-from collection.exchange import export_conversations, exportable_conversations, import_paths
+from datasets.exchange import export_conversations, exportable_conversations, import_paths
 from collection.models import Conversation, OriginalModel, Participant, SensitiveProfile
 from tests.documents import conversation_dict
 

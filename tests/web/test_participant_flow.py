@@ -25,7 +25,7 @@ from attunebench import catalogue as cat
 from collection import study_flow as flow
 from collection.assignment import NoModelAvailable, choose_original_model, conversation_counts
 from collection.chat_model import _TOPIC_LINES, ReplyRequest, offline_reply
-from collection.exchange import exportable_conversations
+from datasets.exchange import exportable_conversations
 from collection.models import (
     Consent,
     Conversation,

@@ -28,7 +28,7 @@ from django.db import connection
 from attunebench.replay import prompts as P
 from attunebench.replay.protocol import ConversationView, ReplayConfig, planned_calls
 from attunebench.synth import synth_conversations
-from collection.exchange import import_documents
+from datasets.exchange import import_documents
 from devtools.fake_llm_server import http_json, request_digest, root_url, start_subprocess
 from scoring import replay_service
 from scoring.models import EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation, RunScore
@@ -151,7 +151,7 @@ def test_a_run_goes_through_a_real_worker_and_is_scored(fake_server, workers):
     docs = import_synth(4, turns=3, seed=21)
     register_fake(fake_server)
     run = replay_service.do_create_run("fake-em", "verbose", "delta", judge_name="baseline:lexicon")
-    replay_service.start_run(run.pk)  # enqueued on Redis; nothing runs in this process
+    run_control.start_run(run.pk)  # enqueued on Redis; nothing runs in this process
     assert run_status(run.pk) == EvaluationRun.Status.RUNNING
     workers.start("w1")
     wait_for(lambda: run_status(run.pk) in ("done", "failed"), 120, "the run to finish")
@@ -174,7 +174,7 @@ def test_a_killed_worker_is_resumed_without_repeating_finished_work(fake_server,
     docs = import_synth(6, turns=3, seed=33)
     register_fake(fake_server)
     run = replay_service.do_create_run("fake-em", "default", "absolute")
-    replay_service.start_run(run.pk)
+    run_control.start_run(run.pk)
     first = workers.start("w1")
 
     def mid_run() -> bool:

@@ -17,7 +17,7 @@ def attune(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
     env |= {"ATTUNE_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT)}
     for key in [k for k in env if k.endswith("_API_KEY")]:
         del env[key]
-    return subprocess.run([sys.executable, "-m", "attunebench.cli", "eval", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "attune_site.cli", "eval", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=240)
 
 

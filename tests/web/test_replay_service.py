@@ -15,9 +15,9 @@ from django.core.management import call_command
 
 from attunebench.replay.cache import make_key
 from attunebench.synth import synth_conversations
-from collection.exchange import import_documents
+from datasets.exchange import import_documents
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer
-from scoring import replay_service
+from scoring import replay_service, run_control
 from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation, RunScore
 
 
@@ -61,7 +61,7 @@ def import_synth(n: int, seed: int = 3) -> list[str]:
 def test_a_baseline_run_replays_scores_and_counts_progress():
     ids = import_synth(4)
     run = replay_service.do_create_run("baseline:lexicon", "verbose", "delta", judge_name="baseline:random")
-    replay_service.start_run(run.pk)
+    run_control.start_run(run.pk)
     run.refresh_from_db()
     assert run.status == EvaluationRun.Status.DONE
     assert (run.conversations_total, run.conversations_done, run.conversations_failed) == (4, 4, 0)
@@ -79,7 +79,7 @@ def test_a_baseline_run_replays_scores_and_counts_progress():
 def test_replaying_a_finished_conversation_again_changes_nothing():
     import_synth(2)
     run = replay_service.do_create_run("baseline:random", "default")
-    replay_service.start_run(run.pk)
+    run_control.start_run(run.pk)
     run.refresh_from_db()
     before = (run.calls_made, run.conversations_done)
     item = RunConversation.objects.filter(run=run).first()
@@ -93,10 +93,10 @@ def test_cancelled_runs_skip_their_remaining_conversations_and_resume_later():
     import_synth(3)
     run = replay_service.do_create_run("baseline:prior", "default")
     pending = replay_service.do_prepare_run(run.pk)
-    assert replay_service.cancel_run(run.pk)
+    assert run_control.cancel_run(run.pk)
     assert replay_service.do_replay_conversation(pending[0])["skipped"] == "run cancelled"
     assert RunConversation.objects.get(pk=pending[0]).status == RunConversation.Status.PENDING
-    replay_service.resume_run(run.pk)
+    run_control.resume_run(run.pk)
     run.refresh_from_db()
     assert run.status == EvaluationRun.Status.DONE and run.conversations_done == 3
 
@@ -124,7 +124,7 @@ def test_llm_run_uses_the_database_cache_and_a_rerun_pays_nothing():
         EvaluatedModel.objects.create(name="fake-em", litellm_model="openai/fake-em", api_base=server.url,
                                       params={"temperature": 0}, input_cost_per_million=2.0, output_cost_per_million=8.0)
         first = replay_service.do_create_run("fake-em", "default")
-        replay_service.start_run(first.pk)
+        run_control.start_run(first.pk)
         first.refresh_from_db()
         made = server.stats()["requests"]
         assert first.status == EvaluationRun.Status.DONE and first.calls_made == made > 0
@@ -140,7 +140,7 @@ def test_llm_run_uses_the_database_cache_and_a_rerun_pays_nothing():
         # A fresh process would start with an empty memory layer: drop it.
         replay_service._process_state.clear()
         second = replay_service.do_create_run("fake-em", "default")
-        replay_service.start_run(second.pk)
+        run_control.start_run(second.pk)
         second.refresh_from_db()
         assert server.stats()["requests"] == 0
         assert second.calls_made == 0 and second.calls_cached == made and second.status == EvaluationRun.Status.DONE
@@ -157,14 +157,14 @@ def test_a_cap_edited_in_the_registry_applies_to_the_next_run_in_the_same_worker
         EvaluatedModel.objects.create(name="fake-judge", litellm_model="openai/fake-judge", api_base=server.url,
                                       max_concurrency=3)
         first = replay_service.do_create_run("fake-em", "default", judge_name="fake-judge")
-        replay_service.start_run(first.pk)
+        run_control.start_run(first.pk)
         # Calls 3-5 of a turn (HP binary, pairwise, judge) run side by side.
         assert server.stats()["peak_in_flight"] == 3
 
         EvaluatedModel.objects.filter(pk=em.pk).update(max_concurrency=1)  # the judge shares the provider
         server.reset()
         second = replay_service.do_create_run("fake-em", "verbose", judge_name="fake-judge")
-        replay_service.start_run(second.pk)
+        run_control.start_run(second.pk)
         stats = server.stats()
         assert stats["requests"] > 0 and stats["peak_in_flight"] == 1
         first.refresh_from_db(), second.refresh_from_db()
@@ -180,7 +180,7 @@ def test_a_model_that_never_answers_usably_scores_zero_but_an_unreachable_one_is
     with FakeLLMServer(FakeConfig(malformed_rate=1.0)) as server:
         EvaluatedModel.objects.create(name="garbled", litellm_model="openai/garbled", api_base=server.url)
         garbled = replay_service.do_create_run("garbled", "default")
-        replay_service.start_run(garbled.pk)
+        run_control.start_run(garbled.pk)
     garbled.refresh_from_db()
     assert (garbled.status, garbled.conversations_done, garbled.conversations_failed) == (EvaluationRun.Status.DONE, 2, 0)
     scores = ConversationScore.objects.filter(run=garbled)
@@ -194,7 +194,7 @@ def test_a_model_that_never_answers_usably_scores_zero_but_an_unreachable_one_is
                                   api_base=f"http://127.0.0.1:{closed_port}/v1")
     in_this_worker(scheduler=Scheduler(max_attempts=1))
     unreachable = replay_service.do_create_run("unreachable", "default")
-    replay_service.start_run(unreachable.pk)
+    run_control.start_run(unreachable.pk)
     unreachable.refresh_from_db()
     assert (unreachable.status, unreachable.conversations_done, unreachable.conversations_failed) == (
         EvaluationRun.Status.FAILED, 0, 2)
@@ -214,7 +214,7 @@ def test_a_failing_redis_cache_layer_is_logged_and_the_database_cache_carries_th
     with FakeLLMServer(FakeConfig()) as server, caplog.at_level("WARNING", logger="attune.replay"):
         EvaluatedModel.objects.create(name="fake-em", litellm_model="openai/fake-em", api_base=server.url)
         run = replay_service.do_create_run("fake-em", "default")
-        replay_service.start_run(run.pk)
+        run_control.start_run(run.pk)
         made = server.stats()["requests"]
     run.refresh_from_db()
     assert run.status == EvaluationRun.Status.DONE and run.conversations_done == 2 and run.calls_failed == 0

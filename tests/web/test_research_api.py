@@ -125,7 +125,7 @@ def test_api_conforms_to_its_schema_on_a_live_server(live_server, researcher, sa
 
     from schemathesis.specs.openapi.checks import ignored_auth
 
-    from research.datasets import do_freeze_dataset_version
+    from datasets.versions import do_freeze_dataset_version
 
     do_freeze_dataset_version("st-v1", user=researcher)
     token = Token.objects.create(user=researcher)

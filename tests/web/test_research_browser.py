@@ -46,7 +46,7 @@ def log_in(page: Page, username: str, password: str) -> None:
 def baseline_runs_or_synthetic() -> str:
     """Real offline baselines through the replay service."""
     from research import launcher
-    from scoring.selection import complete_conversations
+    from datasets.selection import complete_conversations
     from scoring.models import EvaluatedModel
 
     names = ["baseline:random", "baseline:prior", "baseline:lexicon"]
@@ -84,7 +84,7 @@ def test_dashboards_with_sample_data_and_baseline_runs(page, live_server, resear
                                                        django_user_model):
     """Screenshots of every researcher page populated with the sample data and several scored runs."""
     from collection.models import Conversation
-    from research.datasets import do_freeze_dataset_version
+    from datasets.versions import do_freeze_dataset_version
     from research.human_baseline import do_assign
     from scoring.models import EvaluationRun
 

@@ -17,9 +17,9 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("export_dir")]
 
 
 def test_freezing_hashes_the_canonical_json_in_id_order(sample_conversations, researcher):
-    from collection.exchange import iter_canonical
+    from datasets.exchange import iter_canonical
     from collection.models import Conversation
-    from research.datasets import do_freeze_dataset_version
+    from datasets.versions import do_freeze_dataset_version
 
     version = do_freeze_dataset_version("v1", "all sample", user=researcher)
     expected = hashlib.sha256()
@@ -33,7 +33,7 @@ def test_freezing_hashes_the_canonical_json_in_id_order(sample_conversations, re
 
 def test_versions_are_immutable_and_skip_incomplete_or_withdrawn(sample_conversations, researcher):
     from collection.models import Conversation
-    from research.datasets import DatasetError, do_freeze_dataset_version
+    from datasets.versions import DatasetError, do_freeze_dataset_version
 
     first = Conversation.objects.order_by("conversation_id").first()
     first.status = Conversation.Status.ANNOTATING
@@ -50,7 +50,7 @@ def test_withdrawal_after_freezing_removes_the_conversation_from_exports(sample_
     from django.utils import timezone
 
     from collection.models import Conversation
-    from research.datasets import build_datasheet, do_freeze_dataset_version, selection_queryset
+    from datasets.versions import build_datasheet, do_freeze_dataset_version, selection_queryset
 
     version = do_freeze_dataset_version("v1", user=researcher)
     participant = Conversation.objects.order_by("conversation_id").first().participant
@@ -63,8 +63,8 @@ def test_withdrawal_after_freezing_removes_the_conversation_from_exports(sample_
 
 def test_export_page_starts_a_job_and_offers_the_download(sample_conversations, researcher,
                                                           django_capture_on_commit_callbacks):
-    from research.datasets import do_freeze_dataset_version
-    from research.models import ExportJob
+    from datasets.versions import do_freeze_dataset_version
+    from datasets.models import ExportJob
 
     version = do_freeze_dataset_version("v1", user=researcher)
     client = Client()
@@ -92,9 +92,10 @@ def test_export_of_2000_generated_conversations_completes_in_the_background_and_
     import pyarrow.parquet as pq
 
     from attunebench.synth import synth_conversations
-    from collection.exchange import import_documents
-    from research.datasets import do_freeze_dataset_version, do_request_export, export_root
-    from research.models import ExportJob
+    from datasets.exchange import import_documents
+    from datasets.tasks import do_request_export
+    from datasets.versions import do_freeze_dataset_version, export_root
+    from datasets.models import ExportJob
 
     for start in range(0, 2000, 500):
         documents = synth_conversations(500, seed=11, start=start)

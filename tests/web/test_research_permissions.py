@@ -23,9 +23,9 @@ STAFF = {RESEARCHER, ADMIN}
 def world(scored_runs, researcher, site_admin, rater, study):
     """Scored runs, a frozen dataset version with a finished export, and a human-baseline assignment."""
     from collection.models import Conversation
-    from research.datasets import do_freeze_dataset_version, run_export_job
+    from datasets.versions import do_freeze_dataset_version, run_export_job
     from research.human_baseline import do_assign
-    from research.models import ExportJob
+    from datasets.models import ExportJob
 
     version = do_freeze_dataset_version("perm-v1", user=researcher)
     job = ExportJob.objects.create(dataset_version=version, fmt="jsonl", progress_total=version.conversation_count)
@@ -124,7 +124,8 @@ def test_researcher_pages_admit_only_staff(persona, world, request):
 @pytest.mark.parametrize("persona", PERSONAS)
 def test_researcher_actions_refuse_everyone_but_staff(persona, world, request):
     from research.models import HumanAssignment
-    from scoring.models import DatasetVersion, EvaluationRun
+    from datasets.models import DatasetVersion
+    from scoring.models import EvaluationRun
 
     client = client_for(persona, request)
     before = (EvaluationRun.objects.count(), DatasetVersion.objects.count(), HumanAssignment.objects.count())

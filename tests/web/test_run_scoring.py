@@ -6,11 +6,12 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from collection.exchange import import_paths
+from datasets.exchange import import_paths
 from collection.models import Conversation, Participant
 from scoring import tasks
 from scoring.models import ConversationScore, RunScore
-from scoring.replay_service import do_create_run, start_run
+from scoring.replay_service import do_create_run
+from scoring.run_control import start_run
 
 pytestmark = pytest.mark.django_db
 
@@ -34,7 +35,7 @@ def _snapshot(run):
 def test_the_task_rescoring_a_run_changes_nothing(scored_lexicon_run):
     before = _snapshot(scored_lexicon_run)
     assert len(before[0]) == Conversation.objects.count() == before[1]["n_conversations"]
-    assert tasks.score_run.delay(scored_lexicon_run.pk).get() == len(before[0])
+    assert tasks.rescore_run.delay(scored_lexicon_run.pk).get() == len(before[0])
     assert _snapshot(scored_lexicon_run) == before
 
 
@@ -43,7 +44,7 @@ def test_rescoring_after_a_withdrawal_drops_that_conversation(scored_lexicon_run
     conversation = Conversation.objects.filter(participant__isnull=False).order_by("conversation_id").first()
     Participant.objects.filter(pk=conversation.participant_id).update(withdrawn_at=timezone.now())
 
-    tasks.score_run.delay(scored_lexicon_run.pk).get()
+    tasks.rescore_run.delay(scored_lexicon_run.pk).get()
 
     new_rows, new_aggregate = _snapshot(scored_lexicon_run)
     assert set(new_rows) == set(rows) - {conversation.conversation_id}

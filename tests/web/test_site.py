@@ -19,7 +19,7 @@ def test_debug_is_off_by_default():
 
 
 def test_attune_help_lists_the_commands():
-    result = subprocess.run([sys.executable, "-m", "attunebench.cli"], capture_output=True, text=True, check=True)
+    result = subprocess.run([sys.executable, "-m", "attune_site.cli"], capture_output=True, text=True, check=True)
     for command in ("demo", "serve", "worker", "import", "export", "validate", "synth", "eval", "score", "analyze"):
         assert f"  {command} " in result.stdout
 

@@ -42,9 +42,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: object, **options: object) -> None:
-        from attunebench.scoring.analysis import analyze
-        from attunebench.scoring.analysis_report import format_analysis
-        from attunebench.scoring.report import format_problems, load_inputs, score_inputs, write_json
+        from attunebench.metrics.analysis import analyze
+        from attunebench.metrics.analysis_report import format_analysis
+        from attunebench.metrics.report import format_problems, load_inputs, score_inputs, write_json
 
         if options["bootstrap"] < 1:
             raise CommandError("--bootstrap must be at least 1")

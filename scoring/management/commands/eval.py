@@ -82,8 +82,8 @@ class Command(BaseCommand):
 
     def _conversations(self, options: dict[str, Any]) -> list[Any]:
         if options["from_db"]:
-            from collection.exchange import iter_canonical
-            from scoring.selection import complete_conversations
+            from datasets.exchange import iter_canonical
+            from datasets.selection import complete_conversations
 
             return list(iter_canonical(complete_conversations(), include_model_identity=True))
         from attunebench.sources import read_conversations
@@ -186,14 +186,14 @@ class Command(BaseCommand):
 
     def _through_celery(self, em: Any, options: dict[str, Any], conversations: list[Any]) -> list[Any]:
         from attunebench import canonical as cf
-        from scoring import replay_service
+        from scoring import replay_service, run_control
         from scoring.models import EvaluationRun, RunConversation
 
         run = replay_service.do_create_run(
             em.name, options["mode"], options["panas_strategy"], options["judge"],
             conversation_ids=[c.conversationId for c in conversations],
         )
-        replay_service.start_run(run.pk)
+        run_control.start_run(run.pk)
         self.stderr.write(f"Run {run.pk} queued for Celery workers (start one with `attune worker`).")
         while True:
             progress = replay_service.run_progress(run.pk)
@@ -210,8 +210,8 @@ class Command(BaseCommand):
         return [cf.parse_run(output) for output in outputs]
 
     def _score(self, conversations: list[Any], runs: list[Any]) -> None:
-        from attunebench.scoring.engine import score_runs
-        from attunebench.scoring.report import format_leaderboard
+        from attunebench.metrics.engine import score_runs
+        from attunebench.metrics.report import format_leaderboard
 
         result = score_runs(conversations, runs)
         self.stdout.write(format_leaderboard(result.report()))

@@ -1,6 +1,6 @@
 """``attune score``: score EM run files against conversation files, no database needed.
 
-A thin wrapper: reading, scoring and formatting live in ``attunebench.scoring``.
+A thin wrapper: reading, scoring and formatting live in ``attunebench.metrics``.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: object, **options: object) -> None:
-        from attunebench.scoring.report import (
+        from attunebench.metrics.report import (
             aggregates_csv,
             format_leaderboard,
             format_problems,

@@ -1,6 +1,6 @@
 """The analyses AttuneBench exists for (SPEC 6), over a scoring report.
 
-Everything takes the report produced by :func:`attunebench.scoring.score_documents`
+Everything takes the report produced by :func:`attunebench.metrics.score_documents`
 (``{"conversations": [...], "aggregates": [...]}``) plus, for the breakdowns,
 the ground-truth conversations. Degenerate inputs (one model, constant scores,
 too few shared conversations) never raise and never put NaN in the output:
@@ -20,9 +20,9 @@ import numpy as np
 
 from attunebench import catalogue as cat
 from attunebench.canonical import ConversationFile
-from attunebench.scoring.aggregate import mean_or_none
-from attunebench.scoring.composite import CAPABILITIES, capability_scores, composite_parts, hp_perspective
-from attunebench.scoring.keys import is_human
+from attunebench.metrics.aggregate import mean_or_none
+from attunebench.metrics.composite import CAPABILITIES, capability_scores, composite_parts, hp_perspective
+from attunebench.metrics.keys import is_human
 
 ALPHA = 0.05
 CONFIDENCE = 0.95

@@ -25,9 +25,9 @@ from attunebench.canonical import (
     parse_conversation,
     parse_run,
 )
-from attunebench.scoring.composite import CAPABILITY_LABELS, LEADERBOARD_CAPABILITIES, capability_scores
-from attunebench.scoring.engine import ScoringResult, score_runs
-from attunebench.scoring.keys import AGGREGATE_KEYS, POOLED_METRIC_KEYS, is_human
+from attunebench.metrics.composite import CAPABILITY_LABELS, LEADERBOARD_CAPABILITIES, capability_scores
+from attunebench.metrics.engine import ScoringResult, score_runs
+from attunebench.metrics.keys import AGGREGATE_KEYS, POOLED_METRIC_KEYS, is_human
 from attunebench.sources import iter_documents
 
 

@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from collection.exchange import import_paths
+from datasets.exchange import import_paths
 
 
 class Command(BaseCommand):

@@ -10,8 +10,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from attunebench.scoring.keys import AGGREGATE_KEYS, METRIC_KEYS
-from attunebench.scoring.turn_metrics import confusion_metrics
+from attunebench.metrics.keys import AGGREGATE_KEYS, METRIC_KEYS
+from attunebench.metrics.turn_metrics import confusion_metrics
 
 
 def mean_or_none(values: Iterable[float | None]) -> float | None:

@@ -358,7 +358,7 @@ def export_conversations(
                 handle.write(cf.dumps_line(doc) + "\n")
                 count += 1
         return count
-    from collection.parquet_export import write_turns_parquet
+    from datasets.parquet_export import write_turns_parquet
 
     return write_turns_parquet(counted(), out)
 

@@ -15,11 +15,11 @@ from typing import Any
 
 from attunebench import catalogue as cat
 from attunebench.canonical import ConversationFile, Panas, Problem, RunOutput, RunTurn, Turn
-from attunebench.scoring import conversation_metrics as cm
-from attunebench.scoring import turn_metrics as tm
-from attunebench.scoring.aggregate import aggregate_rows
-from attunebench.scoring.composite import capability_scores, composite_scores, hp_perspective
-from attunebench.scoring.keys import (
+from attunebench.metrics import conversation_metrics as cm
+from attunebench.metrics import turn_metrics as tm
+from attunebench.metrics.aggregate import aggregate_rows
+from attunebench.metrics.composite import capability_scores, composite_scores, hp_perspective
+from attunebench.metrics.keys import (
     BINARY_VARIANTS,
     CONVERSATION_KEYS,
     NULLABLE_TURN_AVERAGES,
@@ -213,7 +213,7 @@ class ConversationScore:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-def score_run(prepared: PreparedConversation, run: RunOutput) -> ConversationScore:
+def score_conversation_output(prepared: PreparedConversation, run: RunOutput) -> ConversationScore:
     """Score one run against its prepared conversation.
 
     Precondition: ``run.conversationId`` is the prepared conversation's id.
@@ -362,7 +362,7 @@ def score_runs(
             ))
             continue
         seen.add(key)
-        scores.append(score_run(target, run))
+        scores.append(score_conversation_output(target, run))
     scores.sort(key=lambda s: (s.record["em_model"], s.record["mode"], s.record["conversationId"]))
     return ScoringResult(scores=scores, skipped=skipped)
 

@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 from attunebench.catalogue import RESEARCH_ONLY_STATEMENT
 from attunebench.replay.baselines import BASELINE_NAMES
 from attunebench.sources import read_conversations
-from collection.exchange import import_documents
+from datasets.exchange import import_documents
 from collection.models import Conversation, Participant
 from collection.setup import ensure_defaults
 from research.roles import do_make_researcher
@@ -93,7 +93,8 @@ class Command(BaseCommand):
 
     def run_baseline(self, model: str, mode: str) -> None:
         from scoring.models import EvaluationRun
-        from scoring.replay_service import do_create_run, run_progress, start_run
+        from scoring.replay_service import do_create_run, run_progress
+        from scoring.run_control import start_run
 
         done = EvaluationRun.objects.filter(
             evaluated_model__name=model, mode=mode, status=EvaluationRun.Status.DONE

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from attunebench.canonical import ConversationFile
-from attunebench.scoring.engine import (
+from attunebench.metrics.engine import (
     ConversationScore,
     ScoringResult,
     UnmatchedRunsError,
@@ -32,11 +32,11 @@ def analyze(
     n_bootstrap: int = 2000,
     alpha: float = 0.05,
 ) -> dict[str, Any]:
-    """All SPEC 6 analyses; see :func:`attunebench.scoring.analysis.analyze`.
+    """All SPEC 6 analyses; see :func:`attunebench.metrics.analysis.analyze`.
 
     Imported lazily so that scoring alone never loads numpy or scipy.stats.
     """
-    from attunebench.scoring.analysis import analyze as _analyze
+    from attunebench.metrics.analysis import analyze as _analyze
 
     return _analyze(report, conversations, seed=seed, n_bootstrap=n_bootstrap, alpha=alpha)
 

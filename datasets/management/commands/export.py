@@ -4,7 +4,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from collection.exchange import EXPORT_FORMATS, export_conversations, exportable_conversations
+from datasets.exchange import EXPORT_FORMATS, export_conversations, exportable_conversations
 
 
 class Command(BaseCommand):

@@ -1,12 +1,12 @@
-"""Plain-text rendering of :func:`attunebench.scoring.analysis.analyze` output."""
+"""Plain-text rendering of :func:`attunebench.metrics.analysis.analyze` output."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from attunebench.scoring.composite import CAPABILITIES, CAPABILITY_LABELS
-from attunebench.scoring.report import fmt, render_table
+from attunebench.metrics.composite import CAPABILITIES, CAPABILITY_LABELS
+from attunebench.metrics.report import fmt, render_table
 
 MAX_MATRIX_ROWS = 8  # beyond this the outrank matrix is too wide to read; adjacent pairs are shown
 

@@ -28,11 +28,10 @@ from django.utils.text import slugify
 
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
-from collection.exchange import EXPORT_FORMATS, export_conversations, iter_canonical
+from datasets.exchange import EXPORT_FORMATS, export_conversations, iter_canonical
 from collection.models import Consent, Conversation, SensitiveProfile, Turn
-from scoring.selection import selection_queryset
-from research.models import ExportJob
-from scoring.models import DatasetVersion
+from datasets.selection import selection_queryset
+from datasets.models import DatasetVersion, ExportJob
 
 logger = logging.getLogger("attune.research")
 
@@ -182,23 +181,6 @@ def build_datasheet(version: DatasetVersion, fmt: str, include_model_identity: b
 
 def export_root() -> Path:
     return Path(settings.ATTUNE_EXPORT_DIR)
-
-
-def do_request_export(version: DatasetVersion, fmt: str, user: Any = None, include_model_identity: bool = True) -> ExportJob:
-    """Record an export job and enqueue it once the transaction commits (the request returns at once)."""
-    if fmt not in EXPORT_FORMATS:
-        raise DatasetError(f"Unknown export format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}.")
-    if not version.frozen:
-        raise DatasetError("Only frozen dataset versions can be exported.")
-    job = ExportJob.objects.create(
-        dataset_version=version, fmt=fmt, include_model_identity=include_model_identity,
-        created_by=user if getattr(user, "is_authenticated", False) else None,
-        progress_total=version.conversation_count,
-    )
-    from research.tasks import export_dataset_version
-
-    transaction.on_commit(lambda: export_dataset_version.delay(job.pk))
-    return job
 
 
 def run_export_job(job_id: int) -> ExportJob | None:

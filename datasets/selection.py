@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from collection.exchange import exportable_conversations
+from datasets.exchange import exportable_conversations
 from collection.models import Conversation
-from scoring.models import DatasetVersion
+from datasets.models import DatasetVersion
 
 
 def complete_conversations() -> QuerySet[Conversation]:

@@ -1,7 +1,7 @@
 """Per-conversation (post-conversation) metrics, SPEC 5.2.
 
 Inputs are plain values (totals, item dicts, lists of strings) so that tests
-can state them directly; :mod:`attunebench.scoring.engine` unpacks the
+can state them directly; :mod:`attunebench.metrics.engine` unpacks the
 canonical models into them.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from attunebench import catalogue as cat
-from attunebench.scoring.turn_metrics import jaccard, tokens
+from attunebench.metrics.turn_metrics import jaccard, tokens
 
 _PANAS_TOTAL_RANGE = 60.0  # totals run 10-70 (SPEC 2.1)
 _PANAS_ITEM_RANGE = 6.0  # items run 1-7

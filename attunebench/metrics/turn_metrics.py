@@ -2,7 +2,7 @@
 
 Every function takes already-decoded values (strings, ints, dicts) rather than
 pydantic models so that the same code serves the hand-checked unit tests and
-the fast path in :mod:`attunebench.scoring.engine`, which pre-normalises the
+the fast path in :mod:`attunebench.metrics.engine`, which pre-normalises the
 ground-truth side of a conversation once and scores many runs against it.
 """
 

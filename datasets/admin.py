@@ -1,0 +1,33 @@
+"""Django admin for dataset versions and export jobs; both are immutable records once made."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from datasets.models import DatasetVersion, ExportJob
+
+
+@admin.register(DatasetVersion)
+class DatasetVersionAdmin(admin.ModelAdmin):
+    list_display = ("name", "conversation_count", "frozen", "content_hash", "created_at", "created_by")
+    list_filter = ("frozen", "created_at")
+    search_fields = ("name", "description", "content_hash")
+    readonly_fields = ("content_hash", "conversation_count", "created_at", "created_by", "frozen")
+    filter_horizontal = ("conversations",)
+
+    def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
+        # A frozen version is immutable (SPEC: named immutable selection), including its members.
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None and obj.frozen:
+            fields += ["name", "conversations"]
+        return fields
+
+
+@admin.register(ExportJob)
+class ExportJobAdmin(admin.ModelAdmin):
+    list_display = ("id", "dataset_version", "fmt", "status", "progress_percent", "file_size", "created_by", "created_at", "finished_at")
+    list_filter = ("status", "fmt")
+    search_fields = ("dataset_version__name", "file_path", "error")
+    readonly_fields = ("status", "progress_done", "progress_total", "file_path", "file_size", "file_sha256",
+                       "error", "created_by", "created_at", "started_at", "finished_at")
+    list_select_related = ("dataset_version", "created_by")
