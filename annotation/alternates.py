@@ -51,8 +51,16 @@ def offline_rewrite(user_message: str, reply: str) -> str:
         snippet = snippet[:90].rsplit(" ", 1)[0] + "..."
     snippet = snippet.rstrip(".,;:!? ")
     sentences = re.split(r"(?<=[.!?])\s+", reply.strip())
-    formulaic = ("thank you", "i'm glad", "i hear", "you said", "i appreciate", "that helps",
-                  "there is no rush", "there is no right")
+    formulaic = (
+        "thank you",
+        "i'm glad",
+        "i hear",
+        "you said",
+        "i appreciate",
+        "that helps",
+        "there is no rush",
+        "there is no right",
+    )
     kept = [s for s in sentences if s and not s.endswith("?") and not s.lower().startswith(formulaic)][:1]
     parts = [
         f'When you say "{snippet}", I can hear how much this matters to you.',
@@ -72,12 +80,19 @@ def improved_reply(turn: Turn) -> str:
 
         messages = [
             {"role": "system", "content": REWRITE_INSTRUCTIONS},
-            {"role": "user", "content": f"Person said:\n{turn.user_message}\n\nAssistant replied:\n{turn.llm_response}"},
+            {
+                "role": "user",
+                "content": f"Person said:\n{turn.user_message}\n\nAssistant replied:\n{turn.llm_response}",
+            },
         ]
         try:
             response = litellm.completion(
-                model=model, messages=messages, api_base=api_base or None,
-                timeout=float(getattr(settings, "ATTUNE_CHAT_TIMEOUT_SECONDS", 60)), num_retries=0, max_retries=0,
+                model=model,
+                messages=messages,
+                api_base=api_base or None,
+                timeout=float(getattr(settings, "ATTUNE_CHAT_TIMEOUT_SECONDS", 60)),
+                num_retries=0,
+                max_retries=0,
             )
             text = (response.choices[0].message.content or "").strip()
             if text:

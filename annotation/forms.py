@@ -6,8 +6,8 @@ from typing import Any
 
 from django import forms
 
-from attunebench import catalogue as cat
 from annotation.models import PairwiseComparison
+from attunebench import catalogue as cat
 from collection.forms import ParticipantForm
 
 INTENSITY_CHOICES = [("", "\u2013")] + [(str(n), str(n)) for n in range(1, 8)]
@@ -30,8 +30,7 @@ class MoodForm(ParticipantForm):
 
     def rows(self) -> list[tuple[str, forms.BoundField, forms.BoundField, str]]:
         return [
-            (item, self[f"mood_{item}"], self[f"intensity_{item}"], cat.panas_affect(item))
-            for item in cat.PANAS_ITEMS
+            (item, self[f"mood_{item}"], self[f"intensity_{item}"], cat.panas_affect(item)) for item in cat.PANAS_ITEMS
         ]
 
     def clean(self) -> dict[str, Any]:
@@ -61,11 +60,15 @@ class BinaryPageForm(ParticipantForm):
         self.questions = questions
         for q in questions:
             self.fields[f"observed_{q.id}"] = forms.ChoiceField(
-                label="Did it happen?", choices=YES_NO_NA_CHOICES, widget=forms.RadioSelect,
+                label="Did it happen?",
+                choices=YES_NO_NA_CHOICES,
+                widget=forms.RadioSelect,
                 error_messages={"required": "Please say whether this happened (Yes, No or Not applicable)."},
             )
             self.fields[f"preferred_{q.id}"] = forms.ChoiceField(
-                label="Did you want it?", choices=YES_NO_NA_CHOICES, widget=forms.RadioSelect,
+                label="Did you want it?",
+                choices=YES_NO_NA_CHOICES,
+                widget=forms.RadioSelect,
                 error_messages={"required": "Please say whether you wanted this (Yes, No or Not applicable)."},
             )
 
@@ -73,21 +76,28 @@ class BinaryPageForm(ParticipantForm):
         return [(q, self[f"observed_{q.id}"], self[f"preferred_{q.id}"]) for q in self.questions]
 
     def answers(self) -> dict[str, tuple[str, str]]:
-        return {q.id: (self.cleaned_data[f"observed_{q.id}"], self.cleaned_data[f"preferred_{q.id}"]) for q in self.questions}
+        return {
+            q.id: (self.cleaned_data[f"observed_{q.id}"], self.cleaned_data[f"preferred_{q.id}"])
+            for q in self.questions
+        }
 
 
 class GoldenReplyForm(ParticipantForm):
     human_edited = forms.CharField(
-        label="The reply you would have wanted", max_length=GOLDEN_MAX_LENGTH,
+        label="The reply you would have wanted",
+        max_length=GOLDEN_MAX_LENGTH,
         widget=forms.Textarea(attrs={"rows": 8}),
-        error_messages={"required": "Please write the reply you would have wanted. You can keep the suggested text if it already fits."},
+        error_messages={
+            "required": "Please write the reply you would have wanted. You can keep the suggested text if it already fits."
+        },
     )
 
 
 class ChooseQuestionsForm(ParticipantForm):
     questions = forms.MultipleChoiceField(
         label="Which questions would you like to answer about the replies?",
-        choices=list(cat.PAIRWISE_QUESTIONS.items()), widget=forms.CheckboxSelectMultiple,
+        choices=list(cat.PAIRWISE_QUESTIONS.items()),
+        widget=forms.CheckboxSelectMultiple,
         error_messages={"required": "Please choose at least one question (the first one is a good start)."},
     )
 
@@ -100,7 +110,9 @@ class CompareForm(ParticipantForm):
         self.comparisons = comparisons
         for c in comparisons:
             self.fields[f"winner_{c.position}"] = forms.ChoiceField(
-                label="Which do you prefer?", choices=[("A", "Reply A"), ("B", "Reply B")], widget=forms.RadioSelect,
+                label="Which do you prefer?",
+                choices=[("A", "Reply A"), ("B", "Reply B")],
+                widget=forms.RadioSelect,
                 error_messages={"required": "Please choose Reply A or Reply B."},
             )
 

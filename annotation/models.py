@@ -53,10 +53,12 @@ class BinaryJudgement(models.Model):
                 condition=Q(observed__isnull=True) | Q(observed__in=list(cat.YES_NO_NA)), name="binary_observed_valid"
             ),
             models.CheckConstraint(
-                condition=Q(preferred__isnull=True) | Q(preferred__in=list(cat.YES_NO_NA)), name="binary_preferred_valid"
+                condition=Q(preferred__isnull=True) | Q(preferred__in=list(cat.YES_NO_NA)),
+                name="binary_preferred_valid",
             ),
             models.CheckConstraint(
-                condition=Q(llm_value__isnull=True) | Q(llm_value__in=list(cat.YES_NO_NA)), name="binary_llm_value_valid"
+                condition=Q(llm_value__isnull=True) | Q(llm_value__in=list(cat.YES_NO_NA)),
+                name="binary_llm_value_valid",
             ),
         ]
 

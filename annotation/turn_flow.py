@@ -97,12 +97,19 @@ def do_save_mood(turn: Turn, tags: list[tuple[str, int | None]], binary_sample_s
     with transaction.atomic():
         MoodTag.objects.filter(turn=turn).delete()
         MoodTag.objects.bulk_create(
-            [MoodTag(turn=turn, position=i, emotion=emotion, intensity=intensity) for i, (emotion, intensity) in enumerate(tags)]
+            [
+                MoodTag(turn=turn, position=i, emotion=emotion, intensity=intensity)
+                for i, (emotion, intensity) in enumerate(tags)
+            ]
         )
         asked = sample_question_ids(turn.conversation.conversation_id, turn.turn_number, binary_sample_size)
         existing = set(BinaryJudgement.objects.filter(turn=turn).values_list("question_id", flat=True))
         BinaryJudgement.objects.bulk_create(
-            [BinaryJudgement(turn=turn, position=i, question_id=qid) for i, qid in enumerate(asked) if qid not in existing]
+            [
+                BinaryJudgement(turn=turn, position=i, question_id=qid)
+                for i, qid in enumerate(asked)
+                if qid not in existing
+            ]
         )
 
 
@@ -146,8 +153,11 @@ def do_select_pairwise_questions(turn: Turn, question_ids: list[str]) -> None:
         for question_id in ordered:
             for first, second in REPLY_PAIRS:
                 a, b = (first, second) if _positions.random() < 0.5 else (second, first)
-                rows.append(PairwiseComparison(turn=locked, position=len(rows), question_id=question_id,
-                                               response_a=a, response_b=b))
+                rows.append(
+                    PairwiseComparison(
+                        turn=locked, position=len(rows), question_id=question_id, response_a=a, response_b=b
+                    )
+                )
         PairwiseComparison.objects.bulk_create(rows)
         locked.selected_pairwise_questions = ordered
         locked.save(update_fields=["selected_pairwise_questions"])

@@ -27,30 +27,41 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     (tf.REWRITE, "Your ideal reply"),
     (tf.CHOOSE, "Comparing replies"),
 )
-_SECTION_OF = {tf.MOOD: tf.MOOD, tf.BINARY: tf.BINARY, tf.REWRITE: tf.REWRITE, tf.CHOOSE: tf.CHOOSE, tf.COMPARE: tf.CHOOSE}
+_SECTION_OF = {
+    tf.MOOD: tf.MOOD,
+    tf.BINARY: tf.BINARY,
+    tf.REWRITE: tf.REWRITE,
+    tf.CHOOSE: tf.CHOOSE,
+    tf.COMPARE: tf.CHOOSE,
+}
 
 
-def _form_for(turn: Turn, where: tf.AnnotationPosition, data: Any, participant: Participant) -> tuple[Any, dict[str, Any]]:
+def _form_for(
+    turn: Turn, where: tf.AnnotationPosition, data: Any, participant: Participant
+) -> tuple[Any, dict[str, Any]]:
     """The form for the current sub-step, plus what its template needs."""
     if where.step == tf.MOOD:
         return MoodForm(data), {}
     if where.step == tf.BINARY:
         category, questions = tf.binary_pages(turn)[where.page]
-        return BinaryPageForm(data, questions=questions), {
-            "category_label": cat.BINARY_CATEGORY_LABELS[category]}
+        return BinaryPageForm(data, questions=questions), {"category_label": cat.BINARY_CATEGORY_LABELS[category]}
     if where.step == tf.REWRITE:
         alternates = tf.ensure_alternates(turn)
         initial = {"human_edited": alternates.human_edited or alternates.llm_improved}
         return GoldenReplyForm(data, initial=initial), {
             "improved": alternates.llm_improved,
-            "draft_key": f"golden-{turn.conversation.conversation_id}-{turn.turn_number}"}
+            "draft_key": f"golden-{turn.conversation.conversation_id}-{turn.turn_number}",
+        }
     if where.step == tf.CHOOSE:
         return ChooseQuestionsForm(data, initial={"questions": ["general"]}), {}
     question_id = tf.compare_questions(turn)[where.page]
     comparisons = list(PairwiseComparison.objects.filter(turn=turn, question_id=question_id).order_by("position"))
     form = CompareForm(data, comparisons=comparisons)
     texts = tf.reply_texts(turn)
-    pairs = [(i + 1, texts[c.response_a], texts[c.response_b], form[f"winner_{c.position}"]) for i, c in enumerate(comparisons)]
+    pairs = [
+        (i + 1, texts[c.response_a], texts[c.response_b], form[f"winner_{c.position}"])
+        for i, c in enumerate(comparisons)
+    ]
     return form, {"question_text": cat.PAIRWISE_QUESTIONS.get(question_id, question_id), "pairs": pairs}
 
 
@@ -95,5 +106,8 @@ def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse
         if key == section:
             reached = False
         sections.append((key, label, state))
-    return render(request, f"participant/annotate_{where.step}.html", page_context(
-        participant, flow.ANNOTATE, turn=turn, where=where, form=form, sections=sections, **extra))
+    return render(
+        request,
+        f"participant/annotate_{where.step}.html",
+        page_context(participant, flow.ANNOTATE, turn=turn, where=where, form=form, sections=sections, **extra),
+    )

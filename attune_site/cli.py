@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv if argv is None else argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "attune_site.settings")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    if len(argv) < 2 or argv[1] in {"-h", "--help", "help"} and len(argv) == 2:
+    if len(argv) < 2 or (argv[1] in {"-h", "--help", "help"} and len(argv) == 2):
         print("usage: attune COMMAND [options]   (attune COMMAND --help for details)\n")
         print("Attune commands:")
         for name, summary in ATTUNE_COMMANDS:

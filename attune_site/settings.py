@@ -43,7 +43,11 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
-ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ATTUNE_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h.strip()]
+ALLOWED_HOSTS = [
+    h.strip()
+    for h in os.environ.get("ATTUNE_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
+    if h.strip()
+]
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("ATTUNE_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 
 INSTALLED_APPS = [
@@ -98,9 +102,7 @@ TEMPLATES = [
 
 SQLITE_PATH = DATA_DIR / "attune.sqlite3"
 DATABASES = {
-    "default": dj_database_url.parse(
-        os.environ["DATABASE_URL"], conn_max_age=60, conn_health_checks=True
-    )
+    "default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60, conn_health_checks=True)
     if os.environ.get("DATABASE_URL")
     else {
         "ENGINE": "django.db.backends.sqlite3",

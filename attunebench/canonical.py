@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, Final
 
 from pydantic import (
@@ -198,14 +198,14 @@ def _iso_timestamp(value: Any) -> str:
 def parse_timestamp(value: str) -> datetime:
     """An ISO timestamp as an aware datetime (naive ones are taken as UTC)."""
     moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def format_timestamp(moment: datetime) -> str:
     """The one spelling of a timestamp that exports use, so exports are byte-stable."""
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 YesNoNa = Annotated[str | None, BeforeValidator(normalise_yes_no_na)]
@@ -276,7 +276,7 @@ class Panas(_Strict):
         return {item: out[item] for item in cat.PANAS_ITEMS if item in out}
 
     @model_validator(mode="after")
-    def _derive_totals(self) -> "Panas":
+    def _derive_totals(self) -> Panas:
         for side, items, attr in (
             ("PA", cat.POSITIVE_AFFECT_ITEMS, "totalPositiveAffect"),
             ("NA", cat.NEGATIVE_AFFECT_ITEMS, "totalNegativeAffect"),
@@ -311,9 +311,7 @@ class ConversationWide(_Strict):
         for key, rating in value.items():
             branch = str(key).strip().lower()
             if branch not in cat.FOUR_BRANCHES:
-                raise ValueError(
-                    f"{key!r} is not one of {', '.join(cat.FOUR_BRANCHES)}"
-                )
+                raise ValueError(f"{key!r} is not one of {', '.join(cat.FOUR_BRANCHES)}")
             out[branch] = rating
         return {b: out[b] for b in cat.FOUR_BRANCHES if b in out}
 
@@ -418,7 +416,7 @@ class PairwiseComparison(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _distinct(self) -> "PairwiseComparison":
+    def _distinct(self) -> PairwiseComparison:
         if self.responseA == self.responseB:
             raise ValueError(f"responseA and responseB are both {self.responseA!r}")
         return self
@@ -481,7 +479,7 @@ class ConversationFile(_Strict):
         return _ordered_unique_turns(turns)
 
     @model_validator(mode="after")
-    def _turn_count(self) -> "ConversationFile":
+    def _turn_count(self) -> ConversationFile:
         if self.metadata.turnCount is None:
             self.metadata.turnCount = len(self.turns)
         return self
@@ -519,8 +517,11 @@ class RunTurn(_Strict):
         # SPEC 4: an EM's words outside the 20 items are dropped, not errors; a malformed
         # entry (no word to read) is still left for validation to reject.
         if isinstance(value, list):
-            return [entry for entry in value
-                    if (word := _tag_word(entry)) is None or cat.canonical_panas_item(word) is not None]
+            return [
+                entry
+                for entry in value
+                if (word := _tag_word(entry)) is None or cat.canonical_panas_item(word) is not None
+            ]
         return value
 
     @field_validator("em_pairwise_selections", mode="before")
@@ -599,18 +600,32 @@ def _decode(source: str, raw: bytes | str) -> Any:
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
     except UnicodeDecodeError as exc:
-        raise CanonicalError([Problem(source=source, path="", message=f"not UTF-8 text ({exc.reason} at byte {exc.start})")]) from None
+        raise CanonicalError(
+            [Problem(source=source, path="", message=f"not UTF-8 text ({exc.reason} at byte {exc.start})")]
+        ) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CanonicalError(
-            [Problem(source=source, path="", message=f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")]
+            [
+                Problem(
+                    source=source, path="", message=f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+                )
+            ]
         ) from None
 
 
 def _validate(model: type[BaseModel], source: str, data: Any) -> Any:
     if not isinstance(data, dict):
-        raise CanonicalError([Problem(source=source, path="", message=f"expected a JSON object at the top level, got {type(data).__name__}")])
+        raise CanonicalError(
+            [
+                Problem(
+                    source=source,
+                    path="",
+                    message=f"expected a JSON object at the top level, got {type(data).__name__}",
+                )
+            ]
+        )
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -22,24 +22,53 @@ PANAS_TOTAL_MAX: Final = 70
 PANAS_TOTAL_MIDPOINT: Final = 40
 
 POSITIVE_AFFECT_ITEMS: Final[tuple[str, ...]] = (
-    "Proud", "Alert", "Inspired", "Determined", "Attentive",
-    "Active", "Excited", "Strong", "Enthusiastic", "Interested",
+    "Proud",
+    "Alert",
+    "Inspired",
+    "Determined",
+    "Attentive",
+    "Active",
+    "Excited",
+    "Strong",
+    "Enthusiastic",
+    "Interested",
 )
 NEGATIVE_AFFECT_ITEMS: Final[tuple[str, ...]] = (
-    "Irritable", "Ashamed", "Nervous", "Jittery", "Distressed",
-    "Afraid", "Upset", "Guilty", "Scared", "Hostile",
+    "Irritable",
+    "Ashamed",
+    "Nervous",
+    "Jittery",
+    "Distressed",
+    "Afraid",
+    "Upset",
+    "Guilty",
+    "Scared",
+    "Hostile",
 )
 PANAS_ITEMS: Final[tuple[str, ...]] = POSITIVE_AFFECT_ITEMS + NEGATIVE_AFFECT_ITEMS
 
 # (valence, arousal), both 0–1, keyed by lower-case item.
 VALENCE_AROUSAL: Final[dict[str, tuple[float, float]]] = {
-    "afraid": (0.073, 0.84), "scared": (0.083, 0.82), "nervous": (0.188, 0.72),
-    "jittery": (0.196, 0.788), "distressed": (0.125, 0.75), "upset": (0.167, 0.65),
-    "guilty": (0.15, 0.6), "ashamed": (0.13, 0.62), "hostile": (0.2, 0.7),
-    "irritable": (0.22, 0.68), "interested": (0.65, 0.6), "excited": (0.8, 0.85),
-    "strong": (0.75, 0.7), "enthusiastic": (0.82, 0.78), "proud": (0.85, 0.65),
-    "alert": (0.7, 0.75), "inspired": (0.9, 0.7), "determined": (0.78, 0.72),
-    "attentive": (0.68, 0.6), "active": (0.72, 0.8),
+    "afraid": (0.073, 0.84),
+    "scared": (0.083, 0.82),
+    "nervous": (0.188, 0.72),
+    "jittery": (0.196, 0.788),
+    "distressed": (0.125, 0.75),
+    "upset": (0.167, 0.65),
+    "guilty": (0.15, 0.6),
+    "ashamed": (0.13, 0.62),
+    "hostile": (0.2, 0.7),
+    "irritable": (0.22, 0.68),
+    "interested": (0.65, 0.6),
+    "excited": (0.8, 0.85),
+    "strong": (0.75, 0.7),
+    "enthusiastic": (0.82, 0.78),
+    "proud": (0.85, 0.65),
+    "alert": (0.7, 0.75),
+    "inspired": (0.9, 0.7),
+    "determined": (0.78, 0.72),
+    "attentive": (0.68, 0.6),
+    "active": (0.72, 0.8),
 }
 
 _ITEM_BY_LOWER: Final[dict[str, str]] = {item.lower(): item for item in PANAS_ITEMS}
@@ -81,8 +110,11 @@ BRANCH_USING: Final = "using"
 BRANCH_REGULATING: Final = "regulating"
 BRANCH_COGNITIVE_FRAMING: Final = "cognitive_framing"
 BINARY_CATEGORIES: Final[tuple[str, ...]] = (
-    BRANCH_PERCEIVING, BRANCH_UNDERSTANDING, BRANCH_USING,
-    BRANCH_REGULATING, BRANCH_COGNITIVE_FRAMING,
+    BRANCH_PERCEIVING,
+    BRANCH_UNDERSTANDING,
+    BRANCH_USING,
+    BRANCH_REGULATING,
+    BRANCH_COGNITIVE_FRAMING,
 )
 BINARY_CATEGORY_LABELS: Final[dict[str, str]] = {
     BRANCH_PERCEIVING: "Noticing feelings",
@@ -105,118 +137,223 @@ class BinaryQuestion:
 
 BINARY_QUESTIONS: Final[tuple[BinaryQuestion, ...]] = (
     # perceiving
-    BinaryQuestion("B1", BRANCH_PERCEIVING,
-                   "Did the reply acknowledge the emotional content of the participant's message?",
-                   "Did the reply pick up on the feelings in what I wrote?"),
-    BinaryQuestion("B2", BRANCH_PERCEIVING,
-                   "Did every claim the reply made about the participant's feelings match what they had expressed?",
-                   "When the reply said how I felt, was it right about what I had expressed?"),
-    BinaryQuestion("B3", BRANCH_PERCEIVING,
-                   "Did the reply reflect a specific detail from the participant's message that shows it understood?",
-                   "Did the reply mention a specific detail I shared, in a way that showed it understood?"),
-    BinaryQuestion("B108", BRANCH_PERCEIVING,
-                   "Did the reply reuse the participant's own emotion words instead of substituting a different label?",
-                   "Did the reply use my own words for my feelings, rather than swapping in a different label?"),
-    BinaryQuestion("B109", BRANCH_PERCEIVING,
-                   "When several emotions were present, did the reply focus on the most central one?",
-                   "If I had several feelings at once, did the reply focus on the one that mattered most?"),
+    BinaryQuestion(
+        "B1",
+        BRANCH_PERCEIVING,
+        "Did the reply acknowledge the emotional content of the participant's message?",
+        "Did the reply pick up on the feelings in what I wrote?",
+    ),
+    BinaryQuestion(
+        "B2",
+        BRANCH_PERCEIVING,
+        "Did every claim the reply made about the participant's feelings match what they had expressed?",
+        "When the reply said how I felt, was it right about what I had expressed?",
+    ),
+    BinaryQuestion(
+        "B3",
+        BRANCH_PERCEIVING,
+        "Did the reply reflect a specific detail from the participant's message that shows it understood?",
+        "Did the reply mention a specific detail I shared, in a way that showed it understood?",
+    ),
+    BinaryQuestion(
+        "B108",
+        BRANCH_PERCEIVING,
+        "Did the reply reuse the participant's own emotion words instead of substituting a different label?",
+        "Did the reply use my own words for my feelings, rather than swapping in a different label?",
+    ),
+    BinaryQuestion(
+        "B109",
+        BRANCH_PERCEIVING,
+        "When several emotions were present, did the reply focus on the most central one?",
+        "If I had several feelings at once, did the reply focus on the one that mattered most?",
+    ),
     # understanding
-    BinaryQuestion("B4", BRANCH_UNDERSTANDING,
-                   "Did the reply acknowledge more than one feeling, or how strong the feeling was?",
-                   "Did the reply recognise that I had more than one feeling, or how strong it was?"),
-    BinaryQuestion("B5", BRANCH_UNDERSTANDING,
-                   "Did the reply acknowledge that the participant's feelings changed during the conversation?",
-                   "Did the reply notice that my feelings had changed as we talked?"),
-    BinaryQuestion("B6", BRANCH_UNDERSTANDING,
-                   "Did the reply infer or assume things beyond what the participant actually said?",
-                   "Did the reply assume things about me that I had not said?"),
-    BinaryQuestion("B7", BRANCH_UNDERSTANDING,
-                   "Did the reply hedge its guesses about the participant's state (for example 'it sounds like...')?",
-                   "Did the reply say its guesses about how I felt tentatively (like \"it sounds like...\")?"),
-    BinaryQuestion("B206", BRANCH_UNDERSTANDING,
-                   "Did the reply sound too formal or clinical for the participant's tone?",
-                   "Did the reply sound too formal or clinical for the way I was talking?"),
-    BinaryQuestion("B207", BRANCH_UNDERSTANDING,
-                   "Did the reply repeat emotional language excessively?",
-                   "Did the reply repeat emotional words at me too much?"),
+    BinaryQuestion(
+        "B4",
+        BRANCH_UNDERSTANDING,
+        "Did the reply acknowledge more than one feeling, or how strong the feeling was?",
+        "Did the reply recognise that I had more than one feeling, or how strong it was?",
+    ),
+    BinaryQuestion(
+        "B5",
+        BRANCH_UNDERSTANDING,
+        "Did the reply acknowledge that the participant's feelings changed during the conversation?",
+        "Did the reply notice that my feelings had changed as we talked?",
+    ),
+    BinaryQuestion(
+        "B6",
+        BRANCH_UNDERSTANDING,
+        "Did the reply infer or assume things beyond what the participant actually said?",
+        "Did the reply assume things about me that I had not said?",
+    ),
+    BinaryQuestion(
+        "B7",
+        BRANCH_UNDERSTANDING,
+        "Did the reply hedge its guesses about the participant's state (for example 'it sounds like...')?",
+        'Did the reply say its guesses about how I felt tentatively (like "it sounds like...")?',
+    ),
+    BinaryQuestion(
+        "B206",
+        BRANCH_UNDERSTANDING,
+        "Did the reply sound too formal or clinical for the participant's tone?",
+        "Did the reply sound too formal or clinical for the way I was talking?",
+    ),
+    BinaryQuestion(
+        "B207",
+        BRANCH_UNDERSTANDING,
+        "Did the reply repeat emotional language excessively?",
+        "Did the reply repeat emotional words at me too much?",
+    ),
     # using (facilitating)
-    BinaryQuestion("B8", BRANCH_USING,
-                   "Did the tone of the reply fit the moment?",
-                   "Did the tone of the reply fit how I was feeling at that moment?"),
-    BinaryQuestion("B9", BRANCH_USING,
-                   "Did the reply match the seriousness of the situation?",
-                   "Did the reply take my situation as seriously as it deserved, no more and no less?"),
-    BinaryQuestion("B10", BRANCH_USING,
-                   "Was the emotional intensity of the reply appropriate?",
-                   "Was the reply's emotional intensity about right for me?"),
-    BinaryQuestion("B11", BRANCH_USING,
-                   "Did the reply try to guide or direct the participant?",
-                   "Did the reply try to guide me or tell me what to do?"),
-    BinaryQuestion("B12", BRANCH_USING,
-                   "Did the reply give explanations or reasoning?",
-                   "Did the reply explain things to me or give reasons?"),
-    BinaryQuestion("B13", BRANCH_USING,
-                   "Did the reply ask a follow-up question?",
-                   "Did the reply ask me a follow-up question?"),
-    BinaryQuestion("B14", BRANCH_USING,
-                   "Did the reply make a moral judgement?",
-                   "Did the reply judge what I or others did as right or wrong?"),
-    BinaryQuestion("B15", BRANCH_USING,
-                   "Did the reply reflect back a detail in a way that showed understanding?",
-                   "Did the reply repeat back something I said in a way that showed it understood me?"),
-    BinaryQuestion("B310", BRANCH_USING,
-                   "Did the reply give advice that was not tied to the participant's situation?",
-                   "Did the reply give advice that didn't fit my actual situation?"),
-    BinaryQuestion("B311", BRANCH_USING,
-                   "Did the reply drift to a generic topic?",
-                   "Did the reply drift away from my situation into something generic?"),
-    BinaryQuestion("B313", BRANCH_USING,
-                   "Did the reply give advice before asking any clarifying question?",
-                   "Did the reply give advice before asking me anything to understand better?"),
-    BinaryQuestion("B315", BRANCH_USING,
-                   "Did the reply introduce a new topic the participant had not raised?",
-                   "Did the reply bring up a new topic I hadn't mentioned?"),
-    BinaryQuestion("B316", BRANCH_USING,
-                   "Did the reply acknowledge the constraints or difficulties of an action it suggested?",
-                   "When it suggested something, did the reply recognise what might make that hard for me?"),
+    BinaryQuestion(
+        "B8",
+        BRANCH_USING,
+        "Did the tone of the reply fit the moment?",
+        "Did the tone of the reply fit how I was feeling at that moment?",
+    ),
+    BinaryQuestion(
+        "B9",
+        BRANCH_USING,
+        "Did the reply match the seriousness of the situation?",
+        "Did the reply take my situation as seriously as it deserved, no more and no less?",
+    ),
+    BinaryQuestion(
+        "B10",
+        BRANCH_USING,
+        "Was the emotional intensity of the reply appropriate?",
+        "Was the reply's emotional intensity about right for me?",
+    ),
+    BinaryQuestion(
+        "B11",
+        BRANCH_USING,
+        "Did the reply try to guide or direct the participant?",
+        "Did the reply try to guide me or tell me what to do?",
+    ),
+    BinaryQuestion(
+        "B12",
+        BRANCH_USING,
+        "Did the reply give explanations or reasoning?",
+        "Did the reply explain things to me or give reasons?",
+    ),
+    BinaryQuestion(
+        "B13", BRANCH_USING, "Did the reply ask a follow-up question?", "Did the reply ask me a follow-up question?"
+    ),
+    BinaryQuestion(
+        "B14",
+        BRANCH_USING,
+        "Did the reply make a moral judgement?",
+        "Did the reply judge what I or others did as right or wrong?",
+    ),
+    BinaryQuestion(
+        "B15",
+        BRANCH_USING,
+        "Did the reply reflect back a detail in a way that showed understanding?",
+        "Did the reply repeat back something I said in a way that showed it understood me?",
+    ),
+    BinaryQuestion(
+        "B310",
+        BRANCH_USING,
+        "Did the reply give advice that was not tied to the participant's situation?",
+        "Did the reply give advice that didn't fit my actual situation?",
+    ),
+    BinaryQuestion(
+        "B311",
+        BRANCH_USING,
+        "Did the reply drift to a generic topic?",
+        "Did the reply drift away from my situation into something generic?",
+    ),
+    BinaryQuestion(
+        "B313",
+        BRANCH_USING,
+        "Did the reply give advice before asking any clarifying question?",
+        "Did the reply give advice before asking me anything to understand better?",
+    ),
+    BinaryQuestion(
+        "B315",
+        BRANCH_USING,
+        "Did the reply introduce a new topic the participant had not raised?",
+        "Did the reply bring up a new topic I hadn't mentioned?",
+    ),
+    BinaryQuestion(
+        "B316",
+        BRANCH_USING,
+        "Did the reply acknowledge the constraints or difficulties of an action it suggested?",
+        "When it suggested something, did the reply recognise what might make that hard for me?",
+    ),
     # regulating (managing)
-    BinaryQuestion("B16", BRANCH_REGULATING,
-                   "Did the reply adjust after the participant reacted or clarified?",
-                   "Did the reply adjust after I reacted or explained more?"),
-    BinaryQuestion("B17", BRANCH_REGULATING,
-                   "Did the reply identify indicators of risk?",
-                   "Did the reply notice signs that I might be at risk?"),
-    BinaryQuestion("B18", BRANCH_REGULATING,
-                   "Did the reply give safety or emergency framing when it was needed?",
-                   "Did the reply point me to safety or emergency help when that was needed?"),
-    BinaryQuestion("B19", BRANCH_REGULATING,
-                   "Did the reply validate the participant's emotional experience?",
-                   "Did the reply make me feel my feelings were valid?"),
-    BinaryQuestion("B20", BRANCH_REGULATING,
-                   "Did the reply use language that could escalate emotion, such as catastrophising or alarm?",
-                   "Did the reply use language that could make me more upset or alarmed?"),
-    BinaryQuestion("B406", BRANCH_REGULATING,
-                   "Did the reply correct an earlier assumption of its own?",
-                   "Did the reply correct something it had wrongly assumed about me earlier?"),
-    BinaryQuestion("B408", BRANCH_REGULATING,
-                   "Did the reply repeat advice it had already given?",
-                   "Did the reply repeat advice it had already given me?"),
+    BinaryQuestion(
+        "B16",
+        BRANCH_REGULATING,
+        "Did the reply adjust after the participant reacted or clarified?",
+        "Did the reply adjust after I reacted or explained more?",
+    ),
+    BinaryQuestion(
+        "B17",
+        BRANCH_REGULATING,
+        "Did the reply identify indicators of risk?",
+        "Did the reply notice signs that I might be at risk?",
+    ),
+    BinaryQuestion(
+        "B18",
+        BRANCH_REGULATING,
+        "Did the reply give safety or emergency framing when it was needed?",
+        "Did the reply point me to safety or emergency help when that was needed?",
+    ),
+    BinaryQuestion(
+        "B19",
+        BRANCH_REGULATING,
+        "Did the reply validate the participant's emotional experience?",
+        "Did the reply make me feel my feelings were valid?",
+    ),
+    BinaryQuestion(
+        "B20",
+        BRANCH_REGULATING,
+        "Did the reply use language that could escalate emotion, such as catastrophising or alarm?",
+        "Did the reply use language that could make me more upset or alarmed?",
+    ),
+    BinaryQuestion(
+        "B406",
+        BRANCH_REGULATING,
+        "Did the reply correct an earlier assumption of its own?",
+        "Did the reply correct something it had wrongly assumed about me earlier?",
+    ),
+    BinaryQuestion(
+        "B408",
+        BRANCH_REGULATING,
+        "Did the reply repeat advice it had already given?",
+        "Did the reply repeat advice it had already given me?",
+    ),
     # cognitive framing
-    BinaryQuestion("B501", BRANCH_COGNITIVE_FRAMING,
-                   "Did the reply invite the participant to reflect on their own view or feelings?",
-                   "Did the reply invite me to reflect on my own view or feelings?"),
-    BinaryQuestion("B502", BRANCH_COGNITIVE_FRAMING,
-                   "Did the reply suggest how another person might see the situation?",
-                   "Did the reply suggest how someone else might see my situation?"),
-    BinaryQuestion("B503", BRANCH_COGNITIVE_FRAMING,
-                   "Did the reply offer several possible interpretations instead of one?",
-                   "Did the reply offer me more than one way of looking at what happened?"),
-    BinaryQuestion("B504", BRANCH_COGNITIVE_FRAMING,
-                   "Did the reply acknowledge that the situation may be complex?",
-                   "Did the reply recognise that my situation might be complicated?"),
-    BinaryQuestion("B505", BRANCH_COGNITIVE_FRAMING,
-                   "Did the reply ask a question that needs reflection rather than a factual answer?",
-                   "Did the reply ask me something that made me think, rather than just ask for facts?"),
+    BinaryQuestion(
+        "B501",
+        BRANCH_COGNITIVE_FRAMING,
+        "Did the reply invite the participant to reflect on their own view or feelings?",
+        "Did the reply invite me to reflect on my own view or feelings?",
+    ),
+    BinaryQuestion(
+        "B502",
+        BRANCH_COGNITIVE_FRAMING,
+        "Did the reply suggest how another person might see the situation?",
+        "Did the reply suggest how someone else might see my situation?",
+    ),
+    BinaryQuestion(
+        "B503",
+        BRANCH_COGNITIVE_FRAMING,
+        "Did the reply offer several possible interpretations instead of one?",
+        "Did the reply offer me more than one way of looking at what happened?",
+    ),
+    BinaryQuestion(
+        "B504",
+        BRANCH_COGNITIVE_FRAMING,
+        "Did the reply acknowledge that the situation may be complex?",
+        "Did the reply recognise that my situation might be complicated?",
+    ),
+    BinaryQuestion(
+        "B505",
+        BRANCH_COGNITIVE_FRAMING,
+        "Did the reply ask a question that needs reflection rather than a factual answer?",
+        "Did the reply ask me something that made me think, rather than just ask for facts?",
+    ),
 )
 BINARY_QUESTION_IDS: Final[tuple[str, ...]] = tuple(q.id for q in BINARY_QUESTIONS)
 BINARY_QUESTIONS_BY_ID: Final[dict[str, BinaryQuestion]] = {q.id: q for q in BINARY_QUESTIONS}
@@ -263,9 +400,7 @@ def is_valid_pairwise_question_id(question_id: str) -> bool:
     """A catalogued id, or a free-text question stored as ``custom:<text>``."""
     if question_id in PAIRWISE_QUESTIONS:
         return True
-    return question_id.startswith(CUSTOM_PAIRWISE_PREFIX) and bool(
-        question_id[len(CUSTOM_PAIRWISE_PREFIX):].strip()
-    )
+    return question_id.startswith(CUSTOM_PAIRWISE_PREFIX) and bool(question_id[len(CUSTOM_PAIRWISE_PREFIX) :].strip())
 
 
 # ---------------------------------------------------------------------------
@@ -339,15 +474,33 @@ def match_option(value: str, options: tuple[str, ...]) -> str | None:
 # ---------------------------------------------------------------------------
 
 AGE_BANDS: Final[tuple[str, ...]] = (
-    "18-24", "25-34", "35-44", "45-54", "55-64", "65+", "Prefer not to say",
+    "18-24",
+    "25-34",
+    "35-44",
+    "45-54",
+    "55-64",
+    "65+",
+    "Prefer not to say",
 )
 TRAIT_OPTIONS: Final[tuple[str, ...]] = (
-    "Introverted", "Extroverted", "Analytical", "Emotional", "Practical",
-    "Anxious", "Optimistic", "Reserved", "Direct", "Sensitive",
+    "Introverted",
+    "Extroverted",
+    "Analytical",
+    "Emotional",
+    "Practical",
+    "Anxious",
+    "Optimistic",
+    "Reserved",
+    "Direct",
+    "Sensitive",
 )
 GOAL_OPTIONS: Final[tuple[str, ...]] = (
-    "Feel heard", "Understand my feelings", "Get practical advice",
-    "Make a decision", "Calm down", "Explore a new perspective",
+    "Feel heard",
+    "Understand my feelings",
+    "Get practical advice",
+    "Make a decision",
+    "Calm down",
+    "Explore a new perspective",
 )
 TOPIC_ATTITUDE_OPTIONS: Final[tuple[str, ...]] = (
     "I find it easy to talk about",
@@ -357,8 +510,15 @@ TOPIC_ATTITUDE_OPTIONS: Final[tuple[str, ...]] = (
 DIAGNOSIS_NONE: Final = "None"
 DIAGNOSIS_PREFER_NOT_TO_SAY: Final = "Prefer not to say"
 DIAGNOSIS_OPTIONS: Final[tuple[str, ...]] = (
-    "Anxiety", "Depression", "Bipolar disorder", "PTSD", "ADHD",
-    "Eating disorder", "Other", DIAGNOSIS_NONE, DIAGNOSIS_PREFER_NOT_TO_SAY,
+    "Anxiety",
+    "Depression",
+    "Bipolar disorder",
+    "PTSD",
+    "ADHD",
+    "Eating disorder",
+    "Other",
+    DIAGNOSIS_NONE,
+    DIAGNOSIS_PREFER_NOT_TO_SAY,
 )
 # The participant groups compared in the analyses (SPEC 6).
 DIAGNOSED_GROUP_DIAGNOSES: Final[frozenset[str]] = frozenset({"anxiety", "depression"})
@@ -382,44 +542,74 @@ def participant_group(diagnoses: list[str] | None) -> str | None:
 
 TOPICS: Final[dict[str, tuple[str, ...]]] = {
     "Romantic relationships": (
-        "A recent break-up", "Trust and jealousy", "Dating and meeting someone",
-        "Arguments with a partner", "Long-distance relationship",
+        "A recent break-up",
+        "Trust and jealousy",
+        "Dating and meeting someone",
+        "Arguments with a partner",
+        "Long-distance relationship",
     ),
     "Family": (
-        "Conflict with parents", "Sibling relationships", "Becoming a parent",
-        "Caring for an ill relative", "Family expectations",
+        "Conflict with parents",
+        "Sibling relationships",
+        "Becoming a parent",
+        "Caring for an ill relative",
+        "Family expectations",
     ),
     "Friendship": (
-        "Drifting apart from a friend", "Feeling left out", "A friend in trouble",
-        "Making new friends", "A betrayal by a friend",
+        "Drifting apart from a friend",
+        "Feeling left out",
+        "A friend in trouble",
+        "Making new friends",
+        "A betrayal by a friend",
     ),
     "Work": (
-        "Stress and burnout", "A difficult manager", "Losing a job",
-        "Career change", "Conflict with a colleague",
+        "Stress and burnout",
+        "A difficult manager",
+        "Losing a job",
+        "Career change",
+        "Conflict with a colleague",
     ),
     "Study": (
-        "Exam pressure", "Choosing what to study", "Falling behind",
-        "Feedback that hurt", "Balancing study and work",
+        "Exam pressure",
+        "Choosing what to study",
+        "Falling behind",
+        "Feedback that hurt",
+        "Balancing study and work",
     ),
     "Money": (
-        "Debt worries", "Unexpected expenses", "Saving for the future",
-        "Money and a partner", "Affording the basics",
+        "Debt worries",
+        "Unexpected expenses",
+        "Saving for the future",
+        "Money and a partner",
+        "Affording the basics",
     ),
     "Health": (
-        "A new diagnosis", "Sleep problems", "Living with chronic pain",
-        "Waiting for test results", "Body image",
+        "A new diagnosis",
+        "Sleep problems",
+        "Living with chronic pain",
+        "Waiting for test results",
+        "Body image",
     ),
     "Grief": (
-        "Losing a parent", "Losing a pet", "Anniversary of a loss",
-        "Grieving a friendship", "Supporting someone who is grieving",
+        "Losing a parent",
+        "Losing a pet",
+        "Anniversary of a loss",
+        "Grieving a friendship",
+        "Supporting someone who is grieving",
     ),
     "Identity": (
-        "Finding my place", "Cultural belonging", "Coming out",
-        "Feeling like an impostor", "Changing values",
+        "Finding my place",
+        "Cultural belonging",
+        "Coming out",
+        "Feeling like an impostor",
+        "Changing values",
     ),
     "Hobbies": (
-        "Losing motivation for a hobby", "Performance nerves", "Creative block",
-        "Competing and losing", "Starting something new",
+        "Losing motivation for a hobby",
+        "Performance nerves",
+        "Creative block",
+        "Competing and losing",
+        "Starting something new",
     ),
 }
 TOPIC_CATEGORIES: Final[tuple[str, ...]] = tuple(TOPICS)
@@ -434,7 +624,10 @@ ALL_TOPICS: Final[tuple[tuple[str, str], ...]] = tuple(
 MODES: Final[tuple[str, ...]] = ("default", "verbose", "omniscient", "verbose_omniscient")
 PANAS_STRATEGIES: Final[tuple[str, ...]] = ("absolute", "delta", "blind_delta")
 JUDGE_DIMENSIONS: Final[tuple[str, ...]] = (
-    "overall_score", "emotional_appropriateness", "helpfulness", "tone_match",
+    "overall_score",
+    "emotional_appropriateness",
+    "helpfulness",
+    "tone_match",
 )
 
 RESEARCH_ONLY_STATEMENT: Final = (

@@ -49,7 +49,9 @@ def iter_documents(paths: Iterable[str | Path]) -> Iterator[tuple[str, bytes | N
             yield str(path), path.read_bytes(), None
 
 
-def _read_all(paths: Iterable[str | Path], load: Callable[[bytes, str], T]) -> tuple[list[tuple[str, T]], list[Problem]]:
+def _read_all(
+    paths: Iterable[str | Path], load: Callable[[bytes, str], T]
+) -> tuple[list[tuple[str, T]], list[Problem]]:
     documents: list[tuple[str, T]] = []
     problems: list[Problem] = []
     for source, raw, problem in iter_documents(paths):

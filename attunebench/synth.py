@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -39,37 +39,62 @@ SYNTH_MODELS: Final[tuple[tuple[str, str], ...]] = (
     ("om-provider-c/helper-v2", "provider-c"),
 )
 # Conversations are spread over a fixed window so timestamps are seed-determined.
-_EPOCH: Final = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+_EPOCH: Final = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 _WINDOW_MINUTES: Final = 60 * 24 * 180
 
 # Small vocabularies: enough variety that token-Jaccard similarity between
 # drafts and references spreads over (0, 1) instead of collapsing to 0 or 1.
 _OPENERS: Final = (
-    "I keep thinking about", "Honestly I'm struggling with", "Can I talk about",
-    "Something happened with", "I don't know what to do about", "Today was hard because of",
-    "I wanted to update you on", "I'm a bit lost with",
+    "I keep thinking about",
+    "Honestly I'm struggling with",
+    "Can I talk about",
+    "Something happened with",
+    "I don't know what to do about",
+    "Today was hard because of",
+    "I wanted to update you on",
+    "I'm a bit lost with",
 )
 _FEELINGS: Final = (
-    "it makes me anxious", "I feel stuck", "I'm tired of it", "part of me is relieved",
-    "I'm angry and also sad", "I can't sleep well", "I feel a bit better than yesterday",
-    "I feel guilty about it", "I'm proud I said something", "it all feels too much",
+    "it makes me anxious",
+    "I feel stuck",
+    "I'm tired of it",
+    "part of me is relieved",
+    "I'm angry and also sad",
+    "I can't sleep well",
+    "I feel a bit better than yesterday",
+    "I feel guilty about it",
+    "I'm proud I said something",
+    "it all feels too much",
 )
 _DETAILS: Final = (
-    "my sister said it was my fault", "the deadline moved again", "nobody replied to my message",
-    "I checked my bank account twice", "we argued in the car", "the doctor has not called back",
-    "I skipped the meeting", "I wrote a long text and deleted it", "my friend cancelled again",
+    "my sister said it was my fault",
+    "the deadline moved again",
+    "nobody replied to my message",
+    "I checked my bank account twice",
+    "we argued in the car",
+    "the doctor has not called back",
+    "I skipped the meeting",
+    "I wrote a long text and deleted it",
+    "my friend cancelled again",
     "I finally asked for help",
 )
 _REPLY_MOVES: Final = (
-    "That sounds really heavy to carry.", "It makes sense that you feel this way.",
-    "Thank you for telling me about it.", "One option could be to write down what you want to say.",
-    "You might try taking a short break before deciding.", "Many people find this kind of situation confusing.",
-    "It may help to talk to someone you trust.", "There is no single right answer here.",
-    "You have already done something difficult.", "Setting one small goal for tomorrow might help.",
+    "That sounds really heavy to carry.",
+    "It makes sense that you feel this way.",
+    "Thank you for telling me about it.",
+    "One option could be to write down what you want to say.",
+    "You might try taking a short break before deciding.",
+    "Many people find this kind of situation confusing.",
+    "It may help to talk to someone you trust.",
+    "There is no single right answer here.",
+    "You have already done something difficult.",
+    "Setting one small goal for tomorrow might help.",
 )
 _QUESTIONS: Final = (
-    "What feels most pressing right now?", "How did you feel when that happened?",
-    "What would a good outcome look like for you?", "Who else knows about this?",
+    "What feels most pressing right now?",
+    "How did you feel when that happened?",
+    "What would a good outcome look like for you?",
+    "Who else knows about this?",
     "What have you tried so far?",
 )
 _FELT_OFF: Final = cat.Q3_WHAT_FELT_OFF_SUGGESTIONS + ("Changed the subject", "Felt rushed")
@@ -77,8 +102,7 @@ _FELT_OFF: Final = cat.Q3_WHAT_FELT_OFF_SUGGESTIONS + ("Changed the subject", "F
 
 def _sentence(rng: random.Random, subtopic: str) -> str:
     return (
-        f"{rng.choice(_OPENERS)} {subtopic.lower()}. {rng.choice(_DETAILS).capitalize()}, "
-        f"and {rng.choice(_FEELINGS)}."
+        f"{rng.choice(_OPENERS)} {subtopic.lower()}. {rng.choice(_DETAILS).capitalize()}, and {rng.choice(_FEELINGS)}."
     )
 
 
@@ -103,10 +127,7 @@ def _tags(rng: random.Random) -> list[dict[str, Any]]:
     if rng.random() < 0.16:
         return []
     chosen = rng.sample(cat.PANAS_ITEMS, k=rng.choice((1, 1, 2, 2, 3)))
-    return [
-        {"emotion": item, "intensity": None if rng.random() < 0.08 else rng.randint(1, 7)}
-        for item in chosen
-    ]
+    return [{"emotion": item, "intensity": None if rng.random() < 0.08 else rng.randint(1, 7)} for item in chosen]
 
 
 def _yes_no_na(rng: random.Random, p_yes: float, p_na: float = 0.07) -> str | None:
@@ -128,12 +149,14 @@ def _judgements(rng: random.Random, asks: bool) -> list[dict[str, Any]]:
         observed = _yes_no_na(rng, 0.5)
         if qid == "B13":
             observed = cat.YES if asks else cat.NO  # keep the obvious one coherent with the text
-        out.append({
-            "questionId": qid,
-            "observedBehavior": observed,
-            "preferredBehavior": _yes_no_na(rng, 0.55),
-            "llmValue": _yes_no_na(rng, 0.5) if observed is None else None,
-        })
+        out.append(
+            {
+                "questionId": qid,
+                "observedBehavior": observed,
+                "preferredBehavior": _yes_no_na(rng, 0.55),
+                "llmValue": _yes_no_na(rng, 0.5) if observed is None else None,
+            }
+        )
     return out
 
 
@@ -142,12 +165,14 @@ def _pairwise(rng: random.Random) -> tuple[list[dict[str, Any]], list[str]]:
     comparisons = []
     for qid in questions:
         first, second = rng.sample(cat.RESPONSE_LABELS, k=2)
-        comparisons.append({
-            "questionId": qid,
-            "responseA": first,
-            "responseB": second,
-            "winner": None if rng.random() < 0.05 else rng.choice(cat.WINNERS),
-        })
+        comparisons.append(
+            {
+                "questionId": qid,
+                "responseA": first,
+                "responseB": second,
+                "winner": None if rng.random() < 0.05 else rng.choice(cat.WINNERS),
+            }
+        )
     return comparisons, questions
 
 
@@ -166,10 +191,18 @@ def _conversation_wide(rng: random.Random) -> dict[str, Any]:
 def _profile(rng: random.Random, seed: int, index: int) -> dict[str, Any] | None:
     if rng.random() < 0.05:
         return None  # profile withheld: the format allows null
-    diagnoses = rng.choice((
-        ["Anxiety"], ["Depression"], ["Anxiety", "Depression"], [cat.DIAGNOSIS_NONE],
-        [cat.DIAGNOSIS_NONE], [cat.DIAGNOSIS_PREFER_NOT_TO_SAY], ["ADHD"], None,
-    ))
+    diagnoses = rng.choice(
+        (
+            ["Anxiety"],
+            ["Depression"],
+            ["Anxiety", "Depression"],
+            [cat.DIAGNOSIS_NONE],
+            [cat.DIAGNOSIS_NONE],
+            [cat.DIAGNOSIS_PREFER_NOT_TO_SAY],
+            ["ADHD"],
+            None,
+        )
+    )
     return {
         "participant_id": f"synth-p{seed}-{index % 97:02d}",
         "age": rng.choice(cat.AGE_BANDS),
@@ -197,21 +230,25 @@ def synth_conversation_dict(seed: int, index: int, min_turns: int = 3, max_turns
         reply = _reply(rng, asks)
         comparisons, selected = _pairwise(rng)
         has_alternates = bool(comparisons) or rng.random() < 0.5
-        turns.append({
-            "turnNumber": number,
-            "userMessage": _sentence(rng, subtopic),
-            "llmResponse": reply,
-            "moodShiftTags": _tags(rng),
-            "annotations": {
-                "binaryJudgements": _judgements(rng, asks),
-                "alternateResponses": {
-                    "llmImproved": _reply(rng, True),
-                    "humanEdited": _reply(rng, rng.random() < 0.5),
-                } if has_alternates else None,
-                "pairwiseComparisons": comparisons,
-                "selectedPairwiseQuestions": selected,
-            },
-        })
+        turns.append(
+            {
+                "turnNumber": number,
+                "userMessage": _sentence(rng, subtopic),
+                "llmResponse": reply,
+                "moodShiftTags": _tags(rng),
+                "annotations": {
+                    "binaryJudgements": _judgements(rng, asks),
+                    "alternateResponses": {
+                        "llmImproved": _reply(rng, True),
+                        "humanEdited": _reply(rng, rng.random() < 0.5),
+                    }
+                    if has_alternates
+                    else None,
+                    "pairwiseComparisons": comparisons,
+                    "selectedPairwiseQuestions": selected,
+                },
+            }
+        )
     moment = _EPOCH + timedelta(minutes=rng.randrange(_WINDOW_MINUTES))
     return {
         "conversationId": f"synth-{seed}-{index}",
@@ -331,23 +368,26 @@ def synth_run(
         for index, comparison in enumerate(annotations["pairwiseComparisons"]):
             winner = comparison["winner"]
             selections[str(index)] = winner if winner and rng.random() < skill else rng.choice(cat.WINNERS)
-        turns.append({
-            "turnNumber": turn["turnNumber"],
-            "em_emotion_tags": _guess_tags(rng, turn["moodShiftTags"], skill),
-            "em_drafted_response": draft,
-            "em_binary_om_assessment": {q: _guess_yes_no(rng, v, skill) for q, v in observed.items()},
-            "em_binary_human_prediction": {q: _guess_yes_no(rng, v, skill) for q, v in preferred.items()},
-            "em_binary_om_assessment_hp": {q: _guess_yes_no(rng, v, skill) for q, v in observed.items()},
-            "em_binary_human_prediction_hp": {q: _guess_yes_no(rng, v, skill) for q, v in preferred.items()},
-            "em_pairwise_selections": selections,
-            "em_draft_judge_scores": {
-                dim: float(min(7, max(1, round(rng.gauss(judge_centre, 1.0)))))
-                for dim in cat.JUDGE_DIMENSIONS
-            } if with_judge else None,
-            "em_draft_binary_assessment": {
-                q: _guess_yes_no(rng, v, skill) for q, v in preferred.items()
-            } if with_judge else None,
-        })
+        turns.append(
+            {
+                "turnNumber": turn["turnNumber"],
+                "em_emotion_tags": _guess_tags(rng, turn["moodShiftTags"], skill),
+                "em_drafted_response": draft,
+                "em_binary_om_assessment": {q: _guess_yes_no(rng, v, skill) for q, v in observed.items()},
+                "em_binary_human_prediction": {q: _guess_yes_no(rng, v, skill) for q, v in preferred.items()},
+                "em_binary_om_assessment_hp": {q: _guess_yes_no(rng, v, skill) for q, v in observed.items()},
+                "em_binary_human_prediction_hp": {q: _guess_yes_no(rng, v, skill) for q, v in preferred.items()},
+                "em_pairwise_selections": selections,
+                "em_draft_judge_scores": {
+                    dim: float(min(7, max(1, round(rng.gauss(judge_centre, 1.0))))) for dim in cat.JUDGE_DIMENSIONS
+                }
+                if with_judge
+                else None,
+                "em_draft_binary_assessment": {q: _guess_yes_no(rng, v, skill) for q, v in preferred.items()}
+                if with_judge
+                else None,
+            }
+        )
     post_truth = truth["postPanas"]
     if post_truth and post_truth["items"] and rng.random() < skill:
         items = {k: min(7, max(1, v + rng.choice((-1, 0, 0, 1)))) for k, v in post_truth["items"].items()}

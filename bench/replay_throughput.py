@@ -40,27 +40,40 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from attunebench.replay.aio import run_sync  # noqa: E402
-from attunebench.replay.cache import MemoryCache  # noqa: E402
-from attunebench.replay.llm import EMSpec, LiteLLMBackend, _litellm  # noqa: E402
-from attunebench.replay.protocol import ReplayConfig, Replayer, critical_path_calls  # noqa: E402
-from attunebench.replay.scheduler import Scheduler  # noqa: E402
-from attunebench.synth import synth_conversations  # noqa: E402
-from devtools.fake_llm_server import http_json, root_url, start_subprocess  # noqa: E402
+from attunebench.replay.aio import run_sync
+from attunebench.replay.cache import MemoryCache
+from attunebench.replay.llm import EMSpec, LiteLLMBackend, _litellm
+from attunebench.replay.protocol import ReplayConfig, Replayer, critical_path_calls
+from attunebench.replay.scheduler import Scheduler
+from attunebench.synth import synth_conversations
+from devtools.fake_llm_server import http_json, root_url, start_subprocess
 
 
 def _specs(api_base: str, concurrency: int) -> tuple[EMSpec, EMSpec]:
     # Prices are given so that cost accounting runs as it would for a priced model.
-    common = dict(api_base=api_base, max_in_flight=concurrency, input_cost_per_million=0.15, output_cost_per_million=0.60)
-    em = EMSpec(name="fake/em", litellm_model="openai/fake-em", params={"temperature": 0, "seed": 7, "max_tokens": 800}, **common)
+    common = dict(
+        api_base=api_base, max_in_flight=concurrency, input_cost_per_million=0.15, output_cost_per_million=0.60
+    )
+    em = EMSpec(
+        name="fake/em",
+        litellm_model="openai/fake-em",
+        params={"temperature": 0, "seed": 7, "max_tokens": 800},
+        **common,
+    )
     judge = EMSpec(name="fake/judge", litellm_model="openai/fake-judge", params={"temperature": 0}, **common)
     return em, judge
 
 
 async def _replay(conversations, em, judge, concurrency: int) -> tuple[Replayer, float, float]:
     backend = LiteLLMBackend()
-    replayer = Replayer(em, backend, ReplayConfig(judge=judge), judge_backend=backend,
-                        scheduler=Scheduler(max_concurrency=concurrency), cache=MemoryCache())
+    replayer = Replayer(
+        em,
+        backend,
+        ReplayConfig(judge=judge),
+        judge_backend=backend,
+        scheduler=Scheduler(max_concurrency=concurrency),
+        cache=MemoryCache(),
+    )
     cpu, wall = time.process_time(), time.perf_counter()
     await replayer.replay_many(conversations)
     return replayer, time.perf_counter() - wall, time.process_time() - cpu
@@ -80,7 +93,9 @@ def main() -> None:
     process, api_base = start_subprocess("--latency-ms", str(options.latency_ms))
     control = root_url(api_base)
     try:
-        conversations = synth_conversations(options.conversations, seed=2024, min_turns=options.turns, max_turns=options.turns)
+        conversations = synth_conversations(
+            options.conversations, seed=2024, min_turns=options.turns, max_turns=options.turns
+        )
         em, judge = _specs(api_base, options.concurrency)
         _litellm()  # the import takes seconds; it is start-up, not per-call work
 
@@ -112,19 +127,35 @@ def main() -> None:
     cpu_ms = 1000 * statistics.median(c for _, c in runs) / max(1, calls)
     efficiency = bound / wall
     speedup = sequential_per_call * calls / wall
-    print(f"conversations: {len(conversations)} x {options.turns} turns, judge on, concurrency {options.concurrency}, latency {options.latency_ms:.0f} ms")
-    print(f"calls by type: {stats['by_call_type']}; engine counted {replayer.totals.calls_made} sent, "
-          f"{replayer.totals.calls_failed} failed, peak in flight {replayer.scheduler.peak_in_flight}")
+    print(
+        f"conversations: {len(conversations)} x {options.turns} turns, judge on, concurrency {options.concurrency}, latency {options.latency_ms:.0f} ms"
+    )
+    print(
+        f"calls by type: {stats['by_call_type']}; engine counted {replayer.totals.calls_made} sent, "
+        f"{replayer.totals.calls_failed} failed, peak in flight {replayer.scheduler.peak_in_flight}"
+    )
     print(f"total calls: {calls}")
-    print("timed runs: " + "; ".join(f"{w:.2f} s wall, efficiency {bound / w:.3f}, {1000 * c / max(1, calls):.2f} ms CPU/call"
-                                      for w, c in runs))
+    print(
+        "timed runs: "
+        + "; ".join(
+            f"{w:.2f} s wall, efficiency {bound / w:.3f}, {1000 * c / max(1, calls):.2f} ms CPU/call" for w, c in runs
+        )
+    )
     print(f"wall time: {wall:.2f} s (median of {len(runs)})")
-    print(f"critical-path bound: {bound:.2f} s (chain {chain} calls x {latency:.3f} s = {chain * latency:.2f} s; "
-          f"{calls} calls x {latency:.3f} s / {options.concurrency} = {calls * latency / options.concurrency:.2f} s)")
+    print(
+        f"critical-path bound: {bound:.2f} s (chain {chain} calls x {latency:.3f} s = {chain * latency:.2f} s; "
+        f"{calls} calls x {latency:.3f} s / {options.concurrency} = {calls * latency / options.concurrency:.2f} s)"
+    )
     print(f"efficiency: {efficiency:.3f} (target >= 0.8)")
-    print(f"sequential estimate: {sequential_per_call * 1000:.1f} ms/call measured one at a time -> {sequential_per_call * calls:.1f} s; speed-up {speedup:.1f}x")
-    print(f"CPU per call (client process only, median): {cpu_ms:.2f} ms (target <= 3 ms); cost per run ${replayer.totals.cost_spent:.4f}")
-    print(f"calls={calls} wall_s={wall:.3f} bound_s={bound:.3f} efficiency={efficiency:.3f} speedup={speedup:.2f} cpu_ms_per_call={cpu_ms:.3f}")
+    print(
+        f"sequential estimate: {sequential_per_call * 1000:.1f} ms/call measured one at a time -> {sequential_per_call * calls:.1f} s; speed-up {speedup:.1f}x"
+    )
+    print(
+        f"CPU per call (client process only, median): {cpu_ms:.2f} ms (target <= 3 ms); cost per run ${replayer.totals.cost_spent:.4f}"
+    )
+    print(
+        f"calls={calls} wall_s={wall:.3f} bound_s={bound:.3f} efficiency={efficiency:.3f} speedup={speedup:.2f} cpu_ms_per_call={cpu_ms:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -30,17 +30,68 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from attunebench import catalogue as cat  # noqa: E402
-from attunebench.canonical import ConversationFile, RunOutput, parse_conversation, parse_run  # noqa: E402
-from attunebench.metrics import score_documents  # noqa: E402
+from attunebench import catalogue as cat
+from attunebench.canonical import ConversationFile, RunOutput, parse_conversation, parse_run
+from attunebench.metrics import score_documents
 
 MODELS = ("bench/model-a", "bench/model-b", "bench/model-c")
 MODES = cat.MODES  # 3 models × 4 modes = 12 runs per conversation
-WORDS = (
-    "I feel really stuck with this and keep going over what happened at work last week "
-    "my partner says I should let it go but it still hurts and I am not sure what to do next "
-    "maybe talking to someone would help or maybe I just need some time to think it through"
-).split()
+WORDS = [
+    "I",
+    "feel",
+    "really",
+    "stuck",
+    "with",
+    "this",
+    "and",
+    "keep",
+    "going",
+    "over",
+    "what",
+    "happened",
+    "at",
+    "work",
+    "last",
+    "week",
+    "my",
+    "partner",
+    "says",
+    "I",
+    "should",
+    "let",
+    "it",
+    "go",
+    "but",
+    "it",
+    "still",
+    "hurts",
+    "and",
+    "I",
+    "am",
+    "not",
+    "sure",
+    "what",
+    "to",
+    "do",
+    "next",
+    "maybe",
+    "talking",
+    "to",
+    "someone",
+    "would",
+    "help",
+    "or",
+    "maybe",
+    "I",
+    "just",
+    "need",
+    "some",
+    "time",
+    "to",
+    "think",
+    "it",
+    "through",
+]
 
 
 def _text(rng: random.Random, n: int) -> str:
@@ -67,34 +118,53 @@ def make_conversation(rng: random.Random, index: int, n_turns: int) -> dict[str,
         comparisons = []
         for qid in rng.sample(cat.PAIRWISE_QUESTION_IDS, k=rng.randint(3, 5)):
             a, b = rng.sample(cat.RESPONSE_LABELS, k=2)
-            comparisons.append({"questionId": qid, "responseA": a, "responseB": b,
-                                "winner": None if rng.random() < 0.05 else rng.choice(cat.WINNERS)})
-        turns.append({
-            "turnNumber": number,
-            "userMessage": _text(rng, 25),
-            "llmResponse": _text(rng, 40),
-            "moodShiftTags": [
-                {"emotion": e, "intensity": rng.randint(1, 7) if rng.random() < 0.9 else None}
-                for e in rng.sample(cat.PANAS_ITEMS, k=rng.choice((0, 1, 2, 2, 3)))
-            ],
-            "annotations": {
-                "binaryJudgements": [
-                    {"questionId": q, "observedBehavior": _answer(rng), "preferredBehavior": _answer(rng),
-                     "llmValue": _answer(rng)}
-                    for q in cat.BINARY_QUESTION_IDS
+            comparisons.append(
+                {
+                    "questionId": qid,
+                    "responseA": a,
+                    "responseB": b,
+                    "winner": None if rng.random() < 0.05 else rng.choice(cat.WINNERS),
+                }
+            )
+        turns.append(
+            {
+                "turnNumber": number,
+                "userMessage": _text(rng, 25),
+                "llmResponse": _text(rng, 40),
+                "moodShiftTags": [
+                    {"emotion": e, "intensity": rng.randint(1, 7) if rng.random() < 0.9 else None}
+                    for e in rng.sample(cat.PANAS_ITEMS, k=rng.choice((0, 1, 2, 2, 3)))
                 ],
-                "alternateResponses": {"llmImproved": _text(rng, 40), "humanEdited": _text(rng, 35)},
-                "pairwiseComparisons": comparisons,
-                "selectedPairwiseQuestions": [c["questionId"] for c in comparisons],
-            },
-        })
+                "annotations": {
+                    "binaryJudgements": [
+                        {
+                            "questionId": q,
+                            "observedBehavior": _answer(rng),
+                            "preferredBehavior": _answer(rng),
+                            "llmValue": _answer(rng),
+                        }
+                        for q in cat.BINARY_QUESTION_IDS
+                    ],
+                    "alternateResponses": {"llmImproved": _text(rng, 40), "humanEdited": _text(rng, 35)},
+                    "pairwiseComparisons": comparisons,
+                    "selectedPairwiseQuestions": [c["questionId"] for c in comparisons],
+                },
+            }
+        )
     return {
         "conversationId": f"bench-{index:04d}",
-        "metadata": {"model": rng.choice(("om/a", "om/b", "om/c")), "provider": "bench",
-                     "timestamp": "2025-03-01T10:00:00Z", "category": category, "subtopic": subtopic,
-                     "turnCount": n_turns},
-        "participant_profile": {"participant_id": f"p{index % 50}", "diagnoses": rng.choice(
-            (["Anxiety"], ["Depression"], ["None"], None))},
+        "metadata": {
+            "model": rng.choice(("om/a", "om/b", "om/c")),
+            "provider": "bench",
+            "timestamp": "2025-03-01T10:00:00Z",
+            "category": category,
+            "subtopic": subtopic,
+            "turnCount": n_turns,
+        },
+        "participant_profile": {
+            "participant_id": f"p{index % 50}",
+            "diagnoses": rng.choice((["Anxiety"], ["Depression"], ["None"], None)),
+        },
         "prePanas": _panas(rng),
         "postPanas": _panas(rng),
         "conversationWideQuestions": {
@@ -112,25 +182,36 @@ def make_run(rng: random.Random, conversation: dict[str, Any], em_model: str, mo
     turns = []
     for turn in conversation["turns"]:
         qids = [j["questionId"] for j in turn["annotations"]["binaryJudgements"]]
-        turns.append({
-            "turnNumber": turn["turnNumber"],
-            "em_emotion_tags": [
-                {"emotion": e, "intensity": rng.randint(1, 7)}
-                for e in rng.sample(cat.PANAS_ITEMS, k=rng.choice((0, 1, 2, 3)))
-            ],
-            "em_drafted_response": _text(rng, 40),
-            **{key: {q: rng.choice(("yes", "no", "na")) for q in qids} for key in (
-                "em_binary_om_assessment", "em_binary_human_prediction",
-                "em_binary_om_assessment_hp", "em_binary_human_prediction_hp")},
-            "em_pairwise_selections": {
-                str(i): rng.choice(cat.WINNERS) for i in range(len(turn["annotations"]["pairwiseComparisons"]))
-            },
-            "em_draft_judge_scores": {d: rng.randint(1, 7) for d in cat.JUDGE_DIMENSIONS},
-            "em_draft_binary_assessment": {q: rng.choice(("yes", "no")) for q in qids},
-        })
+        turns.append(
+            {
+                "turnNumber": turn["turnNumber"],
+                "em_emotion_tags": [
+                    {"emotion": e, "intensity": rng.randint(1, 7)}
+                    for e in rng.sample(cat.PANAS_ITEMS, k=rng.choice((0, 1, 2, 3)))
+                ],
+                "em_drafted_response": _text(rng, 40),
+                **{
+                    key: {q: rng.choice(("yes", "no", "na")) for q in qids}
+                    for key in (
+                        "em_binary_om_assessment",
+                        "em_binary_human_prediction",
+                        "em_binary_om_assessment_hp",
+                        "em_binary_human_prediction_hp",
+                    )
+                },
+                "em_pairwise_selections": {
+                    str(i): rng.choice(cat.WINNERS) for i in range(len(turn["annotations"]["pairwiseComparisons"]))
+                },
+                "em_draft_judge_scores": {d: rng.randint(1, 7) for d in cat.JUDGE_DIMENSIONS},
+                "em_draft_binary_assessment": {q: rng.choice(("yes", "no")) for q in qids},
+            }
+        )
     return {
-        "conversationId": conversation["conversationId"], "em_model": em_model, "mode": mode,
-        "run_timestamp": "2025-04-01T10:00:00Z", "turns": turns,
+        "conversationId": conversation["conversationId"],
+        "em_model": em_model,
+        "mode": mode,
+        "run_timestamp": "2025-04-01T10:00:00Z",
+        "turns": turns,
         "post_conversation": {
             "panas_strategy": "absolute",
             "predicted_post_panas": _panas(rng),
@@ -142,7 +223,8 @@ def make_run(rng: random.Random, conversation: dict[str, Any], em_model: str, mo
                 "fourBranchScores": {b: rng.randint(1, 7) for b in cat.FOUR_BRANCHES},
             },
         },
-        "api_cost": None, "duration_seconds": None,
+        "api_cost": None,
+        "duration_seconds": None,
     }
 
 
@@ -178,8 +260,10 @@ def main() -> None:
 
     started = time.perf_counter()
     conversations, runs = generate(args.conversations, args.turns, args.seed)
-    print(f"generated and validated {len(conversations)} conversations × {args.turns} turns and "
-          f"{len(runs)} runs in {time.perf_counter() - started:.2f} s")
+    print(
+        f"generated and validated {len(conversations)} conversations × {args.turns} turns and "
+        f"{len(runs)} runs in {time.perf_counter() - started:.2f} s"
+    )
 
     score_documents(conversations[:1], runs[:1])  # import scipy and warm caches outside the timing
     gc.collect()
@@ -190,8 +274,10 @@ def main() -> None:
 
     started = time.perf_counter()
     size = len(json.dumps(report, allow_nan=False))
-    print(f"report: {len(report['aggregates'])} aggregate rows, JSON {size / 1e6:.1f} MB "
-          f"(serialised in {time.perf_counter() - started:.2f} s)")
+    print(
+        f"report: {len(report['aggregates'])} aggregate rows, JSON {size / 1e6:.1f} MB "
+        f"(serialised in {time.perf_counter() - started:.2f} s)"
+    )
     del report
 
     half = len(conversations) // 2
@@ -201,8 +287,10 @@ def main() -> None:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     per_s = len(runs) / total
     print(f"scored {len(runs)} runs ({len(runs) * args.turns} turns) in {total:.3f} s: {per_s:.0f} conversations/s")
-    print(f"peak traced memory while scoring: {peak_half:.1f} MB for half the set, {peak:.1f} MB for all "
-          f"(process max RSS {rss:.0f} MB incl. inputs)")
+    print(
+        f"peak traced memory while scoring: {peak_half:.1f} MB for half the set, {peak:.1f} MB for all "
+        f"(process max RSS {rss:.0f} MB incl. inputs)"
+    )
     print(f"conversations_per_s={per_s:.1f} total_s={total:.3f} peak_mb={peak:.1f}")
 
 

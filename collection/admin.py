@@ -25,7 +25,16 @@ class TurnInline(admin.TabularInline):
 
 @admin.register(m.Study)
 class StudyAdmin(admin.ModelAdmin):
-    list_display = ("title", "slug", "consent_version", "open_enrolment", "min_turns", "max_turns", "active", "participant_count")
+    list_display = (
+        "title",
+        "slug",
+        "consent_version",
+        "open_enrolment",
+        "min_turns",
+        "max_turns",
+        "active",
+        "participant_count",
+    )
     list_filter = ("active", "open_enrolment", "consent_version")
     search_fields = ("title", "slug")
     prepopulated_fields = {"slug": ("title",)}
@@ -109,9 +118,25 @@ class TopicAdmin(admin.ModelAdmin):
 
 @admin.register(m.Conversation)
 class ConversationAdmin(admin.ModelAdmin):
-    list_display = ("conversation_id", "status", "source", "topic", "original_model", "participant", "started_at", "completed_at", "turn_count")
+    list_display = (
+        "conversation_id",
+        "status",
+        "source",
+        "topic",
+        "original_model",
+        "participant",
+        "started_at",
+        "completed_at",
+        "turn_count",
+    )
     list_filter = ("status", "source", "topic__category", "original_model", "started_at")
-    search_fields = ("conversation_id", "participant__pseudonym", "topic__subtopic", "original_model__alias", "original_model__name")
+    search_fields = (
+        "conversation_id",
+        "participant__pseudonym",
+        "topic__subtopic",
+        "original_model__alias",
+        "original_model__name",
+    )
     readonly_fields = ("conversation_id", "source", "started_at", "turn_count")
     list_select_related = ("topic", "original_model", "participant")
     date_hierarchy = "started_at"

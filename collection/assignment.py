@@ -23,9 +23,7 @@ class NoModelAvailable(Exception):
 
 def conversation_counts(category: str) -> dict[int, int]:
     """Active model id -> conversations so far in ``category`` (withdrawn ones excluded)."""
-    counted = Q(conversations__topic__category=category) & ~Q(
-        conversations__status=Conversation.Status.WITHDRAWN
-    )
+    counted = Q(conversations__topic__category=category) & ~Q(conversations__status=Conversation.Status.WITHDRAWN)
     rows = OriginalModel.objects.filter(active=True).annotate(n=Count("conversations", filter=counted))
     return {row.pk: row.n for row in rows}
 

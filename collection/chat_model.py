@@ -28,10 +28,7 @@ logger = logging.getLogger("attune.chat")
 #: The only name participants ever see for the model they chat with.
 PARTICIPANT_FACING_NAME = "Model"
 
-CALM_FAILURE_MESSAGE = (
-    "The reply could not be fetched just now. Your message is saved. "
-    "Please try again in a moment."
-)
+CALM_FAILURE_MESSAGE = "The reply could not be fetched just now. Your message is saved. Please try again in a moment."
 
 
 class ChatModelError(Exception):
@@ -186,10 +183,39 @@ def stream_reply(request: ReplyRequest) -> Iterator[str]:
 # ---------------------------------------------------------------------------
 
 _FEELING_WORDS = (
-    "overwhelmed", "anxious", "worried", "scared", "afraid", "nervous", "stressed", "exhausted",
-    "tired", "sad", "upset", "hurt", "lonely", "angry", "frustrated", "annoyed", "guilty",
-    "ashamed", "embarrassed", "confused", "lost", "stuck", "jealous", "disappointed", "numb",
-    "hopeless", "excited", "happy", "proud", "hopeful", "relieved", "grateful", "determined",
+    "overwhelmed",
+    "anxious",
+    "worried",
+    "scared",
+    "afraid",
+    "nervous",
+    "stressed",
+    "exhausted",
+    "tired",
+    "sad",
+    "upset",
+    "hurt",
+    "lonely",
+    "angry",
+    "frustrated",
+    "annoyed",
+    "guilty",
+    "ashamed",
+    "embarrassed",
+    "confused",
+    "lost",
+    "stuck",
+    "jealous",
+    "disappointed",
+    "numb",
+    "hopeless",
+    "excited",
+    "happy",
+    "proud",
+    "hopeful",
+    "relieved",
+    "grateful",
+    "determined",
 )
 
 _TOPIC_LINES: dict[str, tuple[str, ...]] = {
@@ -299,9 +325,7 @@ def offline_reply(request: ReplyRequest) -> str:
     Two styles (reflective, practical) are derived from the model key so that a
     pool of offline models does not answer identically.
     """
-    digest = hashlib.sha256(
-        f"{request.model_key}|{request.turn_number}|{request.user_message}".encode()
-    ).digest()
+    digest = hashlib.sha256(f"{request.model_key}|{request.turn_number}|{request.user_message}".encode()).digest()
     seed = int.from_bytes(digest[:4], "big")
     practical = int(hashlib.sha256(request.model_key.encode()).hexdigest(), 16) % 2 == 1
     feeling = _detected_feeling(request.user_message)
@@ -332,7 +356,7 @@ async def _offline_stream(request: ReplyRequest) -> AsyncIterator[str]:
     delay = float(getattr(settings, "ATTUNE_OFFLINE_STREAM_DELAY", 0.03))
     words = offline_reply(request).split(" ")
     for start in range(0, len(words), 3):
-        piece = " ".join(words[start:start + 3])
+        piece = " ".join(words[start : start + 3])
         yield piece if start == 0 else " " + piece
         if delay:
             await asyncio.sleep(delay)

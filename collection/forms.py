@@ -35,7 +35,9 @@ class ParticipantForm(forms.Form):
 def scale_field(label: str, missing: str) -> forms.ChoiceField:
     """A required 1–7 radio scale."""
     return forms.ChoiceField(
-        label=label, choices=SCALE_CHOICES, widget=forms.RadioSelect,
+        label=label,
+        choices=SCALE_CHOICES,
+        widget=forms.RadioSelect,
         error_messages={"required": missing, "invalid_choice": missing},
     )
 
@@ -43,7 +45,9 @@ def scale_field(label: str, missing: str) -> forms.ChoiceField:
 class ConsentForm(ParticipantForm):
     agree = forms.BooleanField(
         label="I have read the information above and I agree to take part.",
-        error_messages={"required": "To take part, please tick this box. If you would rather not, you can simply close this page."},
+        error_messages={
+            "required": "To take part, please tick this box. If you would rather not, you can simply close this page."
+        },
     )
     sensitive = forms.BooleanField(
         required=False,
@@ -53,20 +57,28 @@ class ConsentForm(ParticipantForm):
 
 class ProfileForm(ParticipantForm):
     age_band = forms.ChoiceField(
-        label="Your age", choices=_options(cat.AGE_BANDS), widget=forms.RadioSelect,
+        label="Your age",
+        choices=_options(cat.AGE_BANDS),
+        widget=forms.RadioSelect,
         error_messages={"required": "Please choose an age range, or \u201cPrefer not to say\u201d."},
     )
     traits = forms.MultipleChoiceField(
-        label="Which words describe you? (optional, choose any)", required=False,
-        choices=_options(cat.TRAIT_OPTIONS), widget=forms.CheckboxSelectMultiple,
+        label="Which words describe you? (optional, choose any)",
+        required=False,
+        choices=_options(cat.TRAIT_OPTIONS),
+        widget=forms.CheckboxSelectMultiple,
     )
     goals = forms.MultipleChoiceField(
-        label="What would you like from today's chat? (optional, choose any)", required=False,
-        choices=_options(cat.GOAL_OPTIONS), widget=forms.CheckboxSelectMultiple,
+        label="What would you like from today's chat? (optional, choose any)",
+        required=False,
+        choices=_options(cat.GOAL_OPTIONS),
+        widget=forms.CheckboxSelectMultiple,
     )
     diagnoses = forms.MultipleChoiceField(
-        label="Have you ever been diagnosed with any of these? (optional, choose any)", required=False,
-        choices=_options(cat.DIAGNOSIS_OPTIONS), widget=forms.CheckboxSelectMultiple,
+        label="Have you ever been diagnosed with any of these? (optional, choose any)",
+        required=False,
+        choices=_options(cat.DIAGNOSIS_OPTIONS),
+        widget=forms.CheckboxSelectMultiple,
     )
 
     def __init__(self, *args: Any, ask_diagnoses: bool, **kwargs: Any):
@@ -104,13 +116,18 @@ class TopicChoiceField(forms.ModelChoiceField):
 
 class TopicForm(ParticipantForm):
     topic = TopicChoiceField(
-        queryset=Topic.objects.filter(in_catalogue=True), widget=forms.RadioSelect, empty_label=None,
+        queryset=Topic.objects.filter(in_catalogue=True),
+        widget=forms.RadioSelect,
+        empty_label=None,
         label="Choose a topic",
-        error_messages={"required": "Please choose one topic to talk about.",
-                        "invalid_choice": "Please choose one of the topics listed."},
+        error_messages={
+            "required": "Please choose one topic to talk about.",
+            "invalid_choice": "Please choose one of the topics listed.",
+        },
     )
     attitude = forms.ChoiceField(
-        label="How do you feel about talking about this topic?", choices=_options(cat.TOPIC_ATTITUDE_OPTIONS),
+        label="How do you feel about talking about this topic?",
+        choices=_options(cat.TOPIC_ATTITUDE_OPTIONS),
         widget=forms.RadioSelect,
         error_messages={"required": "Please say how you feel about talking about this topic."},
     )
@@ -128,12 +145,13 @@ class TopicForm(ParticipantForm):
 
 class MessageForm(ParticipantForm):
     message = forms.CharField(
-        label="Your message", max_length=MESSAGE_MAX_LENGTH,
+        label="Your message",
+        max_length=MESSAGE_MAX_LENGTH,
         widget=forms.Textarea(attrs={"rows": 4}),
         error_messages={
             "required": "Please write a message before sending.",
             "max_length": f"Please keep your message under {MESSAGE_MAX_LENGTH} characters "
-                          "(it is %(show_value)d). You could send the rest in your next message.",
+            "(it is %(show_value)d). You could send the rest in your next message.",
         },
     )
     turn_number = forms.IntegerField(widget=forms.HiddenInput, min_value=1)
@@ -143,35 +161,48 @@ class SurveyForm(ParticipantForm):
     """Post-chat questions Q1–Q3, the follow-up, four-branch ratings and a comment (SPEC 2.4)."""
 
     looking_for = forms.MultipleChoiceField(
-        label=cat.Q1_PROMPT, choices=_options(cat.Q1_LOOKING_FOR_OPTIONS), widget=forms.CheckboxSelectMultiple,
+        label=cat.Q1_PROMPT,
+        choices=_options(cat.Q1_LOOKING_FOR_OPTIONS),
+        widget=forms.CheckboxSelectMultiple,
         error_messages={"required": "Please choose at least one answer (you can choose \u201cOther\u201d)."},
     )
     emotion_clarity = forms.ChoiceField(
-        label=cat.Q2_PROMPT, choices=_options(cat.Q2_EMOTION_CLARITY_OPTIONS), widget=forms.RadioSelect,
+        label=cat.Q2_PROMPT,
+        choices=_options(cat.Q2_EMOTION_CLARITY_OPTIONS),
+        widget=forms.RadioSelect,
         error_messages={"required": "Please choose the answer closest to your experience."},
     )
     model_fit = forms.ChoiceField(
-        label=cat.Q3_PROMPT, choices=_options(cat.Q3_MODEL_FIT_OPTIONS), widget=forms.RadioSelect,
+        label=cat.Q3_PROMPT,
+        choices=_options(cat.Q3_MODEL_FIT_OPTIONS),
+        widget=forms.RadioSelect,
         error_messages={"required": "Please choose the answer closest to your experience."},
     )
     felt_off = forms.MultipleChoiceField(
-        label=cat.Q3_FOLLOW_UP_PROMPT, required=False,
-        choices=_options(cat.Q3_WHAT_FELT_OFF_SUGGESTIONS), widget=forms.CheckboxSelectMultiple,
+        label=cat.Q3_FOLLOW_UP_PROMPT,
+        required=False,
+        choices=_options(cat.Q3_WHAT_FELT_OFF_SUGGESTIONS),
+        widget=forms.CheckboxSelectMultiple,
     )
     felt_off_other = forms.CharField(
-        label="Anything else that felt off? Write one thing per line (optional).", required=False,
-        max_length=2000, widget=forms.Textarea(attrs={"rows": 3}),
+        label="Anything else that felt off? Write one thing per line (optional).",
+        required=False,
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 3}),
     )
     comment = forms.CharField(
-        label="Anything else you would like to tell the researchers? (optional)", required=False,
-        max_length=4000, widget=forms.Textarea(attrs={"rows": 4}),
+        label="Anything else you would like to tell the researchers? (optional)",
+        required=False,
+        max_length=4000,
+        widget=forms.Textarea(attrs={"rows": 4}),
     )
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         for branch in cat.FOUR_BRANCHES:
             self.fields[f"branch_{branch}"] = scale_field(
-                cat.FOUR_BRANCH_PROMPTS[branch], "Please choose a number from 1 (not at all well) to 7 (extremely well)."
+                cat.FOUR_BRANCH_PROMPTS[branch],
+                "Please choose a number from 1 (not at all well) to 7 (extremely well).",
             )
 
     def branch_fields(self) -> list[forms.BoundField]:

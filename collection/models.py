@@ -81,9 +81,10 @@ class Participant(models.Model):
     withdrawn_at = models.DateTimeField(null=True, blank=True)
     completion_code = models.CharField(max_length=16, default=new_completion_code)
     pending_pre_panas = models.JSONField(
-        default=dict, blank=True,
+        default=dict,
+        blank=True,
         help_text="Pre-chat PANAS ratings, held here only until the topic is chosen and the conversation "
-                  "exists; then moved into that conversation's PanasSurvey and cleared.",
+        "exists; then moved into that conversation's PanasSurvey and cleared.",
     )
 
     class Meta:
@@ -200,7 +201,8 @@ class Conversation(models.Model):
         indexes = [models.Index(fields=["status"]), models.Index(fields=["started_at"])]
         constraints = [
             models.CheckConstraint(
-                condition=Q(status__in=["in_progress", "annotating", "complete", "withdrawn"]), name="conversation_status_valid"
+                condition=Q(status__in=["in_progress", "annotating", "complete", "withdrawn"]),
+                name="conversation_status_valid",
             ),
             models.CheckConstraint(condition=Q(source__in=["collected", "imported"]), name="conversation_source_valid"),
         ]

@@ -53,8 +53,11 @@ def page_context(participant: Participant, step: str, **extra: Any) -> dict[str,
 
 
 def render_withdrawn(request: HttpRequest, participant: Participant) -> HttpResponse:
-    return render(request, "participant/withdrawn.html",
-                  {"participant": participant, "study": participant.study, "token": participant.token, "hide_withdraw": True})
+    return render(
+        request,
+        "participant/withdrawn.html",
+        {"participant": participant, "study": participant.study, "token": participant.token, "hide_withdraw": True},
+    )
 
 
 Handler = Callable[..., HttpResponse]
@@ -113,8 +116,11 @@ def consent(request: HttpRequest, participant: Participant, position: flow.Posit
     if request.method == "POST" and form.is_valid():
         flow.do_record_consent(participant, form.cleaned_data["sensitive"])
         return redirect("collection:resume", token=participant.token)
-    return render(request, "participant/consent.html", page_context(
-        participant, flow.CONSENT, form=form, research_only=cat.RESEARCH_ONLY_STATEMENT))
+    return render(
+        request,
+        "participant/consent.html",
+        page_context(participant, flow.CONSENT, form=form, research_only=cat.RESEARCH_ONLY_STATEMENT),
+    )
 
 
 @participant_step(flow.PROFILE)
@@ -125,27 +131,43 @@ def profile(request: HttpRequest, participant: Participant, position: flow.Posit
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         flow.do_save_profile(
-            participant, data["age_band"], list(data["traits"]), list(data["goals"]),
+            participant,
+            data["age_band"],
+            list(data["traits"]),
+            list(data["goals"]),
             list(data["diagnoses"]) if ask else None,
         )
         return redirect("collection:resume", token=participant.token)
     return render(request, "participant/profile.html", page_context(participant, flow.PROFILE, form=form))
 
 
-def _panas_page(request: HttpRequest, participant: Participant, step: str, title: str, intro: str,
-                save: Callable[[dict[str, int]], None]) -> HttpResponse:
+def _panas_page(
+    request: HttpRequest,
+    participant: Participant,
+    step: str,
+    title: str,
+    intro: str,
+    save: Callable[[dict[str, int]], None],
+) -> HttpResponse:
     form = PanasForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         save(form.ratings())
         return redirect("collection:resume", token=participant.token)
-    return render(request, "participant/panas.html", page_context(
-        participant, step, form=form, title=title, intro=intro))
+    return render(
+        request, "participant/panas.html", page_context(participant, step, form=form, title=title, intro=intro)
+    )
 
 
 @participant_step(flow.PRE_PANAS)
 def pre_panas(request: HttpRequest, participant: Participant, position: flow.Position) -> HttpResponse:
-    return _panas_page(request, participant, flow.PRE_PANAS, "How do you feel right now?", PANAS_INTRO,
-                       lambda ratings: flow.do_save_pre_panas(participant, ratings))
+    return _panas_page(
+        request,
+        participant,
+        flow.PRE_PANAS,
+        "How do you feel right now?",
+        PANAS_INTRO,
+        lambda ratings: flow.do_save_pre_panas(participant, ratings),
+    )
 
 
 @participant_step(flow.TOPIC)
@@ -161,8 +183,13 @@ def topic(request: HttpRequest, participant: Participant, position: flow.Positio
     return render(request, "participant/topic.html", page_context(participant, flow.TOPIC, form=form))
 
 
-def _chat_context(participant: Participant, conversation: Conversation, form: MessageForm | None,
-                  failed: bool = False, notice: str = "") -> dict[str, Any]:
+def _chat_context(
+    participant: Participant,
+    conversation: Conversation,
+    form: MessageForm | None,
+    failed: bool = False,
+    notice: str = "",
+) -> dict[str, Any]:
     turns = list(conversation.turns.order_by("turn_number"))
     pending = turns[-1] if turns and not turns[-1].llm_response else None
     study = participant.study
@@ -171,10 +198,22 @@ def _chat_context(participant: Participant, conversation: Conversation, form: Me
     if form is None and pending is None and not full:
         form = MessageForm(initial={"turn_number": flow.next_turn_number(conversation)})
     return page_context(
-        participant, flow.CHAT,
-        conversation=conversation, turns=turns, pending=pending, form=form, failed=failed, notice=notice,
-        answered=answered, can_finish=answered >= study.min_turns and pending is None, full=full,
-        reply_url=reverse("collection:chat_reply", kwargs={"token": participant.token, "turn_number": pending.turn_number}) if pending else "",
+        participant,
+        flow.CHAT,
+        conversation=conversation,
+        turns=turns,
+        pending=pending,
+        form=form,
+        failed=failed,
+        notice=notice,
+        answered=answered,
+        can_finish=answered >= study.min_turns and pending is None,
+        full=full,
+        reply_url=reverse(
+            "collection:chat_reply", kwargs={"token": participant.token, "turn_number": pending.turn_number}
+        )
+        if pending
+        else "",
         draft_key=f"chat-{conversation.conversation_id}-{flow.next_turn_number(conversation)}",
     )
 
@@ -228,11 +267,13 @@ def chat_send(request: HttpRequest, token: str) -> HttpResponse:
         target = reverse("collection:resume", kwargs={"token": token})
         return JsonResponse({"redirect": target}, status=409) if _wants_json(request) else redirect(target)
     if _wants_json(request):
-        return JsonResponse({
-            "turn_number": turn.turn_number,
-            "reply_url": reverse("collection:chat_reply", kwargs={"token": token, "turn_number": turn.turn_number}),
-            "has_reply": bool(turn.llm_response),
-        })
+        return JsonResponse(
+            {
+                "turn_number": turn.turn_number,
+                "reply_url": reverse("collection:chat_reply", kwargs={"token": token, "turn_number": turn.turn_number}),
+                "has_reply": bool(turn.llm_response),
+            }
+        )
     return redirect("collection:chat", token=token)
 
 
@@ -275,8 +316,10 @@ def chat_reply(request: HttpRequest, token: str, turn_number: int) -> HttpRespon
     streaming = "application/x-ndjson" in request.headers.get("Accept", "")
     if position.step == flow.WITHDRAWN:
         if streaming:  # the chat script follows this to the withdrawn page
-            return StreamingHttpResponse(iter([_event({"type": "redirect", "next": reverse(
-                "collection:resume", kwargs={"token": token})})]), content_type="application/x-ndjson")
+            return StreamingHttpResponse(
+                iter([_event({"type": "redirect", "next": reverse("collection:resume", kwargs={"token": token})})]),
+                content_type="application/x-ndjson",
+            )
         return render_withdrawn(request, participant)
     conversation = position.conversation
     if conversation is None or position.step not in (flow.CHAT, flow.ANNOTATE):
@@ -305,8 +348,14 @@ def chat_finish(request: HttpRequest, token: str) -> HttpResponse:
 
 @participant_step(flow.POST_PANAS)
 def post_panas(request: HttpRequest, participant: Participant, position: flow.Position) -> HttpResponse:
-    return _panas_page(request, participant, flow.POST_PANAS, "How do you feel now, after the chat?", PANAS_INTRO,
-                       lambda ratings: flow.do_save_post_panas(position.conversation, ratings))
+    return _panas_page(
+        request,
+        participant,
+        flow.POST_PANAS,
+        "How do you feel now, after the chat?",
+        PANAS_INTRO,
+        lambda ratings: flow.do_save_post_panas(position.conversation, ratings),
+    )
 
 
 @participant_step(flow.SURVEY)
@@ -335,5 +384,8 @@ def withdraw(request: HttpRequest, token: str) -> HttpResponse:
             return redirect("collection:withdraw", token=token)
         return redirect("collection:resume", token=token)
     position = flow.locate(participant)
-    return render(request, "participant/withdraw.html", page_context(
-        participant, position.step, back_url=flow.step_url(participant, position), hide_withdraw=True))
+    return render(
+        request,
+        "participant/withdraw.html",
+        page_context(participant, position.step, back_url=flow.step_url(participant, position), hide_withdraw=True),
+    )

@@ -25,9 +25,30 @@ class DatasetVersionAdmin(admin.ModelAdmin):
 
 @admin.register(ExportJob)
 class ExportJobAdmin(admin.ModelAdmin):
-    list_display = ("id", "dataset_version", "fmt", "status", "progress_percent", "file_size", "created_by", "created_at", "finished_at")
+    list_display = (
+        "id",
+        "dataset_version",
+        "fmt",
+        "status",
+        "progress_percent",
+        "file_size",
+        "created_by",
+        "created_at",
+        "finished_at",
+    )
     list_filter = ("status", "fmt")
     search_fields = ("dataset_version__name", "file_path", "error")
-    readonly_fields = ("status", "progress_done", "progress_total", "file_path", "file_size", "file_sha256",
-                       "error", "created_by", "created_at", "started_at", "finished_at")
+    readonly_fields = (
+        "status",
+        "progress_done",
+        "progress_total",
+        "file_path",
+        "file_size",
+        "file_sha256",
+        "error",
+        "created_by",
+        "created_at",
+        "started_at",
+        "finished_at",
+    )
     list_select_related = ("dataset_version", "created_by")

@@ -70,16 +70,22 @@ def import_documents(
     for source, doc in documents:
         if doc.conversationId in seen:
             problems.append(
-                cf.Problem(source=source, path="conversationId",
-                           message=f"{doc.conversationId!r} is also in {seen[doc.conversationId]}")
+                cf.Problem(
+                    source=source,
+                    path="conversationId",
+                    message=f"{doc.conversationId!r} is also in {seen[doc.conversationId]}",
+                )
             )
         seen.setdefault(doc.conversationId, source)
-    existing = set(Conversation.objects.filter(conversation_id__in=list(seen)).values_list("conversation_id", flat=True))
+    existing = set(
+        Conversation.objects.filter(conversation_id__in=list(seen)).values_list("conversation_id", flat=True)
+    )
     for source, doc in documents:
         if doc.conversationId in existing:
             problems.append(
-                cf.Problem(source=source, path="conversationId",
-                           message=f"{doc.conversationId!r} is already in the database")
+                cf.Problem(
+                    source=source, path="conversationId", message=f"{doc.conversationId!r} is already in the database"
+                )
             )
     if problems:
         return ImportResult(problems=problems)
@@ -100,7 +106,8 @@ def _original_model(model: str, provider: str) -> OriginalModel:
 
 def _topic(category: str, subtopic: str) -> Topic:
     topic, _ = Topic.objects.get_or_create(
-        category=category, subtopic=subtopic,
+        category=category,
+        subtopic=subtopic,
         defaults={"in_catalogue": (category, subtopic) in set(cat.ALL_TOPICS), "order": 10_000},
     )
     return topic
@@ -130,8 +137,10 @@ def _write_panas(conversation: Conversation, kind: str, panas: cf.Panas | None) 
     if panas is None:
         return
     survey = PanasSurvey.objects.create(
-        conversation=conversation, kind=kind,
-        total_positive=panas.totalPositiveAffect, total_negative=panas.totalNegativeAffect,
+        conversation=conversation,
+        kind=kind,
+        total_positive=panas.totalPositiveAffect,
+        total_negative=panas.totalNegativeAffect,
     )
     PanasItemResponse.objects.bulk_create(
         [PanasItemResponse(survey=survey, item=item, rating=rating) for item, rating in panas.items.items()]
@@ -171,26 +180,46 @@ def write_conversation(doc: cf.ConversationFile) -> Conversation:
     tags, judgements, comparisons, alternates = [], [], [], []
     for t in doc.turns:
         turn = Turn.objects.create(
-            conversation=conversation, turn_number=t.turnNumber, user_message=t.userMessage,
-            llm_response=t.llmResponse, selected_pairwise_questions=t.annotations.selectedPairwiseQuestions,
+            conversation=conversation,
+            turn_number=t.turnNumber,
+            user_message=t.userMessage,
+            llm_response=t.llmResponse,
+            selected_pairwise_questions=t.annotations.selectedPairwiseQuestions,
         )
-        tags += [MoodTag(turn=turn, position=i, emotion=g.emotion, intensity=g.intensity)
-                 for i, g in enumerate(t.moodShiftTags)]
+        tags += [
+            MoodTag(turn=turn, position=i, emotion=g.emotion, intensity=g.intensity)
+            for i, g in enumerate(t.moodShiftTags)
+        ]
         judgements += [
-            BinaryJudgement(turn=turn, position=i, question_id=j.questionId, observed=j.observedBehavior,
-                            preferred=j.preferredBehavior, llm_value=j.llmValue)
+            BinaryJudgement(
+                turn=turn,
+                position=i,
+                question_id=j.questionId,
+                observed=j.observedBehavior,
+                preferred=j.preferredBehavior,
+                llm_value=j.llmValue,
+            )
             for i, j in enumerate(t.annotations.binaryJudgements)
         ]
         comparisons += [
-            PairwiseComparison(turn=turn, position=i, question_id=p.questionId, response_a=p.responseA,
-                               response_b=p.responseB, winner=p.winner)
+            PairwiseComparison(
+                turn=turn,
+                position=i,
+                question_id=p.questionId,
+                response_a=p.responseA,
+                response_b=p.responseB,
+                winner=p.winner,
+            )
             for i, p in enumerate(t.annotations.pairwiseComparisons)
         ]
         if t.annotations.alternateResponses is not None:
-            alternates.append(AlternateResponses(
-                turn=turn, llm_improved=t.annotations.alternateResponses.llmImproved,
-                human_edited=t.annotations.alternateResponses.humanEdited,
-            ))
+            alternates.append(
+                AlternateResponses(
+                    turn=turn,
+                    llm_improved=t.annotations.alternateResponses.llmImproved,
+                    human_edited=t.annotations.alternateResponses.humanEdited,
+                )
+            )
     MoodTag.objects.bulk_create(tags)
     BinaryJudgement.objects.bulk_create(judgements)
     PairwiseComparison.objects.bulk_create(comparisons)
@@ -212,14 +241,22 @@ def exportable_conversations() -> QuerySet[Conversation]:
 
 def with_export_relations(queryset: QuerySet[Conversation]) -> QuerySet[Conversation]:
     """Everything export needs, in a fixed number of queries however many conversations."""
-    return queryset.select_related(
-        "original_model", "topic", "participant__profile", "participant__sensitive_profile", "wide_answers"
-    ).prefetch_related(
-        Prefetch("turns", queryset=Turn.objects.order_by("turn_number").select_related("alternates").prefetch_related(
-            "mood_tags", "binary_judgements", "pairwise_comparisons")),
-        Prefetch("panas_surveys", queryset=PanasSurvey.objects.prefetch_related("item_responses")),
-        "four_branch_ratings",
-    ).order_by("conversation_id")
+    return (
+        queryset.select_related(
+            "original_model", "topic", "participant__profile", "participant__sensitive_profile", "wide_answers"
+        )
+        .prefetch_related(
+            Prefetch(
+                "turns",
+                queryset=Turn.objects.order_by("turn_number")
+                .select_related("alternates")
+                .prefetch_related("mood_tags", "binary_judgements", "pairwise_comparisons"),
+            ),
+            Prefetch("panas_surveys", queryset=PanasSurvey.objects.prefetch_related("item_responses")),
+            "four_branch_ratings",
+        )
+        .order_by("conversation_id")
+    )
 
 
 def _panas(survey: PanasSurvey | None) -> dict[str, Any] | None:
@@ -255,13 +292,15 @@ def conversation_to_dict(conversation: Conversation, include_model_identity: boo
     turns = list(conversation.turns.all())
     metadata = dict(conversation.metadata_extra)
     metadata.setdefault("turnCount", len(turns))
-    metadata.update({
-        "model": om.exported_identity if include_model_identity else om.alias,
-        "provider": conversation.provider if include_model_identity else "",
-        "timestamp": cf.format_timestamp(conversation.started_at),
-        "category": conversation.topic.category,
-        "subtopic": conversation.topic.subtopic,
-    })
+    metadata.update(
+        {
+            "model": om.exported_identity if include_model_identity else om.alias,
+            "provider": conversation.provider if include_model_identity else "",
+            "timestamp": cf.format_timestamp(conversation.started_at),
+            "category": conversation.topic.category,
+            "subtopic": conversation.topic.subtopic,
+        }
+    )
     surveys = {s.kind: s for s in conversation.panas_surveys.all()}
     wide = getattr(conversation, "wide_answers", None)
     wide_dict = None
@@ -291,16 +330,23 @@ def _turn_dict(turn: Turn) -> dict[str, Any]:
         "turnNumber": turn.turn_number,
         "userMessage": turn.user_message,
         "llmResponse": turn.llm_response,
-        "moodShiftTags": [{"emotion": m.emotion, "intensity": m.intensity}
-                          for m in sorted(turn.mood_tags.all(), key=lambda m: m.position)],
+        "moodShiftTags": [
+            {"emotion": m.emotion, "intensity": m.intensity}
+            for m in sorted(turn.mood_tags.all(), key=lambda m: m.position)
+        ],
         "annotations": {
             "binaryJudgements": [
-                {"questionId": j.question_id, "observedBehavior": j.observed,
-                 "preferredBehavior": j.preferred, "llmValue": j.llm_value}
+                {
+                    "questionId": j.question_id,
+                    "observedBehavior": j.observed,
+                    "preferredBehavior": j.preferred,
+                    "llmValue": j.llm_value,
+                }
                 for j in sorted(turn.binary_judgements.all(), key=lambda j: j.position)
             ],
-            "alternateResponses": None if alternates is None else {
-                "llmImproved": alternates.llm_improved, "humanEdited": alternates.human_edited},
+            "alternateResponses": None
+            if alternates is None
+            else {"llmImproved": alternates.llm_improved, "humanEdited": alternates.human_edited},
             "pairwiseComparisons": [
                 {"questionId": p.question_id, "responseA": p.response_a, "responseB": p.response_b, "winner": p.winner}
                 for p in sorted(turn.pairwise_comparisons.all(), key=lambda p: p.position)
@@ -323,7 +369,7 @@ def iter_canonical(
     """Canonical documents in id order, loaded in chunks so memory stays flat for large exports."""
     ids = list(queryset.order_by("conversation_id").values_list("pk", flat=True))
     for start in range(0, len(ids), chunk_size):
-        chunk = with_export_relations(Conversation.objects.filter(pk__in=ids[start:start + chunk_size]))
+        chunk = with_export_relations(Conversation.objects.filter(pk__in=ids[start : start + chunk_size]))
         for conversation in chunk:
             yield conversation_to_canonical(conversation, include_model_identity)
 

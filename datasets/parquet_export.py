@@ -11,34 +11,45 @@ import pyarrow.parquet as pq
 from attunebench import canonical as cf
 
 _TAG = pa.struct([("emotion", pa.string()), ("intensity", pa.int8())])
-_JUDGEMENT = pa.struct([
-    ("questionId", pa.string()), ("observedBehavior", pa.string()),
-    ("preferredBehavior", pa.string()), ("llmValue", pa.string()),
-])
-_COMPARISON = pa.struct([
-    ("questionId", pa.string()), ("responseA", pa.string()), ("responseB", pa.string()), ("winner", pa.string()),
-])
-TURN_SCHEMA = pa.schema([
-    ("conversation_id", pa.string()),
-    ("turn_number", pa.int32()),
-    ("model", pa.string()),
-    ("category", pa.string()),
-    ("subtopic", pa.string()),
-    ("timestamp", pa.string()),
-    ("participant_id", pa.string()),
-    ("user_message", pa.string()),
-    ("llm_response", pa.string()),
-    ("mood_shift_tags", pa.list_(_TAG)),
-    ("binary_judgements", pa.list_(_JUDGEMENT)),
-    ("llm_improved", pa.string()),
-    ("human_edited", pa.string()),
-    ("pairwise_comparisons", pa.list_(_COMPARISON)),
-    ("selected_pairwise_questions", pa.list_(pa.string())),
-    ("pre_total_positive", pa.int16()),
-    ("pre_total_negative", pa.int16()),
-    ("post_total_positive", pa.int16()),
-    ("post_total_negative", pa.int16()),
-])
+_JUDGEMENT = pa.struct(
+    [
+        ("questionId", pa.string()),
+        ("observedBehavior", pa.string()),
+        ("preferredBehavior", pa.string()),
+        ("llmValue", pa.string()),
+    ]
+)
+_COMPARISON = pa.struct(
+    [
+        ("questionId", pa.string()),
+        ("responseA", pa.string()),
+        ("responseB", pa.string()),
+        ("winner", pa.string()),
+    ]
+)
+TURN_SCHEMA = pa.schema(
+    [
+        ("conversation_id", pa.string()),
+        ("turn_number", pa.int32()),
+        ("model", pa.string()),
+        ("category", pa.string()),
+        ("subtopic", pa.string()),
+        ("timestamp", pa.string()),
+        ("participant_id", pa.string()),
+        ("user_message", pa.string()),
+        ("llm_response", pa.string()),
+        ("mood_shift_tags", pa.list_(_TAG)),
+        ("binary_judgements", pa.list_(_JUDGEMENT)),
+        ("llm_improved", pa.string()),
+        ("human_edited", pa.string()),
+        ("pairwise_comparisons", pa.list_(_COMPARISON)),
+        ("selected_pairwise_questions", pa.list_(pa.string())),
+        ("pre_total_positive", pa.int16()),
+        ("pre_total_negative", pa.int16()),
+        ("post_total_positive", pa.int16()),
+        ("post_total_negative", pa.int16()),
+    ]
+)
 
 
 def _rows(doc: cf.ConversationFile) -> list[dict]:
@@ -58,18 +69,20 @@ def _rows(doc: cf.ConversationFile) -> list[dict]:
     rows = []
     for turn in doc.turns:
         alt = turn.annotations.alternateResponses
-        rows.append({
-            **shared,
-            "turn_number": turn.turnNumber,
-            "user_message": turn.userMessage,
-            "llm_response": turn.llmResponse,
-            "mood_shift_tags": [t.model_dump() for t in turn.moodShiftTags],
-            "binary_judgements": [j.model_dump() for j in turn.annotations.binaryJudgements],
-            "llm_improved": alt.llmImproved if alt else None,
-            "human_edited": alt.humanEdited if alt else None,
-            "pairwise_comparisons": [p.model_dump() for p in turn.annotations.pairwiseComparisons],
-            "selected_pairwise_questions": list(turn.annotations.selectedPairwiseQuestions),
-        })
+        rows.append(
+            {
+                **shared,
+                "turn_number": turn.turnNumber,
+                "user_message": turn.userMessage,
+                "llm_response": turn.llmResponse,
+                "mood_shift_tags": [t.model_dump() for t in turn.moodShiftTags],
+                "binary_judgements": [j.model_dump() for j in turn.annotations.binaryJudgements],
+                "llm_improved": alt.llmImproved if alt else None,
+                "human_edited": alt.humanEdited if alt else None,
+                "pairwise_comparisons": [p.model_dump() for p in turn.annotations.pairwiseComparisons],
+                "selected_pairwise_questions": list(turn.annotations.selectedPairwiseQuestions),
+            }
+        )
     return rows
 
 

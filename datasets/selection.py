@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from datasets.exchange import exportable_conversations
 from collection.models import Conversation
+from datasets.exchange import exportable_conversations
 from datasets.models import DatasetVersion
 
 

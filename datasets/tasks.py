@@ -23,14 +23,18 @@ def export_dataset_version(job_id: int) -> str | None:
     return job.file_path if job else None
 
 
-def do_request_export(version: DatasetVersion, fmt: str, user: Any = None, include_model_identity: bool = True) -> ExportJob:
+def do_request_export(
+    version: DatasetVersion, fmt: str, user: Any = None, include_model_identity: bool = True
+) -> ExportJob:
     """Record an export job and enqueue it once the transaction commits (the request returns at once)."""
     if fmt not in EXPORT_FORMATS:
         raise DatasetError(f"Unknown export format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}.")
     if not version.frozen:
         raise DatasetError("Only frozen dataset versions can be exported.")
     job = ExportJob.objects.create(
-        dataset_version=version, fmt=fmt, include_model_identity=include_model_identity,
+        dataset_version=version,
+        fmt=fmt,
+        include_model_identity=include_model_identity,
         created_by=user if getattr(user, "is_authenticated", False) else None,
         progress_total=version.conversation_count,
     )

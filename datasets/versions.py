@@ -28,10 +28,10 @@ from django.utils.text import slugify
 
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
-from datasets.exchange import EXPORT_FORMATS, export_conversations, iter_canonical
 from collection.models import Consent, Conversation, SensitiveProfile, Turn
-from datasets.selection import selection_queryset
+from datasets.exchange import export_conversations, iter_canonical
 from datasets.models import DatasetVersion, ExportJob
+from datasets.selection import selection_queryset
 
 logger = logging.getLogger("attune.research")
 
@@ -55,7 +55,9 @@ def check_version_name(name: str) -> str:
     if not cleaned:
         raise DatasetError("A dataset version needs a name.")
     if DatasetVersion.objects.filter(name=cleaned).exists():
-        raise DatasetError(f"A dataset version named {cleaned!r} already exists; versions are immutable, pick a new name.")
+        raise DatasetError(
+            f"A dataset version named {cleaned!r} already exists; versions are immutable, pick a new name."
+        )
     return cleaned
 
 
@@ -116,14 +118,20 @@ class Datasheet:
             "## Counts",
             "",
             f"- Conversations: {d['counts']['conversations']}"
-            + (f" ({d['counts']['withdrawn_since_freeze']} withdrawn since the version was frozen and left out)"
-               if d['counts']['withdrawn_since_freeze'] else ""),
+            + (
+                f" ({d['counts']['withdrawn_since_freeze']} withdrawn since the version was frozen and left out)"
+                if d["counts"]["withdrawn_since_freeze"]
+                else ""
+            ),
             f"- Turns: {d['counts']['turns']}",
             f"- Participants: {d['counts']['participants']}",
             "",
         ]
-        for title, key in (("Topic categories", "topic_distribution"), ("Participant groups", "participant_group_distribution"),
-                           ("Original models", "original_model_distribution")):
+        for title, key in (
+            ("Topic categories", "topic_distribution"),
+            ("Participant groups", "participant_group_distribution"),
+            ("Original models", "original_model_distribution"),
+        ):
             lines += [f"## {title}", "", "| value | conversations |", "|---|---|"]
             lines += [f"| {k} | {v} |" for k, v in d[key].items()]
             lines.append("")
@@ -141,13 +149,19 @@ class Datasheet:
 def build_datasheet(version: DatasetVersion, fmt: str, include_model_identity: bool) -> Datasheet:
     """Counts and distributions of the conversations an export of ``version`` contains."""
     queryset = selection_queryset(dataset_version=version)
-    rows = list(queryset.values_list("pk", "topic__category", "original_model__alias", "original_model__name", "participant_id"))
+    rows = list(
+        queryset.values_list("pk", "topic__category", "original_model__alias", "original_model__name", "participant_id")
+    )
     pks = [r[0] for r in rows]
     participant_ids = {r[4] for r in rows if r[4] is not None}
-    diagnoses = dict(SensitiveProfile.objects.filter(participant_id__in=participant_ids).values_list("participant_id", "diagnoses"))
+    diagnoses = dict(
+        SensitiveProfile.objects.filter(participant_id__in=participant_ids).values_list("participant_id", "diagnoses")
+    )
     groups = Counter(cat.participant_group(diagnoses.get(r[4])) or "unknown" for r in rows)
     identity = (lambda r: r[3] or r[2]) if include_model_identity else (lambda r: r[2])
-    consent_versions = sorted(set(Consent.objects.filter(participant_id__in=participant_ids).values_list("version", flat=True)))
+    consent_versions = sorted(
+        set(Consent.objects.filter(participant_id__in=participant_ids).values_list("version", flat=True))
+    )
     data = {
         "dataset_version": version.name,
         "description": version.description,
@@ -197,7 +211,7 @@ def run_export_job(job_id: int) -> ExportJob | None:
     job = ExportJob.objects.select_related("dataset_version").get(pk=job_id)
     try:
         relative = _write_bundle(job)
-    except Exception as exc:  # noqa: BLE001 - any failure is recorded on the job and shown to the researcher
+    except Exception as exc:
         ExportJob.objects.filter(pk=job_id).update(
             status=ExportJob.Status.FAILED, error=f"{type(exc).__name__}: {exc}", finished_at=timezone.now()
         )
@@ -206,8 +220,11 @@ def run_export_job(job_id: int) -> ExportJob | None:
         return job
     path = export_root() / relative
     ExportJob.objects.filter(pk=job_id).update(
-        status=ExportJob.Status.DONE, file_path=str(relative), file_size=path.stat().st_size,
-        file_sha256=_file_sha256(path), finished_at=timezone.now(),
+        status=ExportJob.Status.DONE,
+        file_path=str(relative),
+        file_size=path.stat().st_size,
+        file_sha256=_file_sha256(path),
+        finished_at=timezone.now(),
     )
     job.refresh_from_db()
     return job
@@ -276,7 +293,5 @@ def access_export_file(job: ExportJob) -> Path:
 
 def version_summary(version: DatasetVersion) -> dict[str, Any]:
     """Topic distribution of a version, for its list row (one grouped query)."""
-    counts = Counter(
-        selection_queryset(dataset_version=version).values_list("topic__category", flat=True)
-    )
+    counts = Counter(selection_queryset(dataset_version=version).values_list("topic__category", flat=True))
     return {"topics": dict(sorted(counts.items()))}

@@ -24,9 +24,20 @@ def main(argv: list[str] | None = None) -> None:
 
     timeout = os.environ.get("ATTUNE_VISIBILITY_TIMEOUT")
     if timeout:
-        app.conf.broker_transport_options = {**(app.conf.broker_transport_options or {}), "visibility_timeout": int(timeout)}
-    app.worker_main(["worker", "--pool=solo", "--loglevel=INFO", "--without-gossip", "--without-mingle",
-                     *(sys.argv[1:] if argv is None else argv)])
+        app.conf.broker_transport_options = {
+            **(app.conf.broker_transport_options or {}),
+            "visibility_timeout": int(timeout),
+        }
+    app.worker_main(
+        [
+            "worker",
+            "--pool=solo",
+            "--loglevel=INFO",
+            "--without-gossip",
+            "--without-mingle",
+            *(sys.argv[1:] if argv is None else argv),
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -125,18 +125,24 @@ def answer_for(messages: list[dict[str, Any]], rng: random.Random) -> tuple[str 
     """(call type, schema-valid answer object) for a request built by our prompts."""
     call_type = P.call_type_of(messages)
     last = P.task_text(messages)
-    task = last[last.rfind(P.TASK_MARKER):]
+    task = last[last.rfind(P.TASK_MARKER) :]
     verbose = '"reasoning"' in task
     ids = _QUESTION_LINE.findall(task)
     answer: dict[str, Any]
     if call_type == P.DRAFT:
-        answer = {P.KEY_RESPONSE: rng.choice((
-            "That sounds like a lot to carry. What feels heaviest right now?",
-            "It makes sense you feel this way. Would it help to talk through what happened?",
-            "Thank you for telling me. I'm here to listen, take your time.",
-        ))}
+        answer = {
+            P.KEY_RESPONSE: rng.choice(
+                (
+                    "That sounds like a lot to carry. What feels heaviest right now?",
+                    "It makes sense you feel this way. Would it help to talk through what happened?",
+                    "Thank you for telling me. I'm here to listen, take your time.",
+                )
+            )
+        }
     elif call_type == P.ANALYSIS:
-        tags = [{"emotion": item, "intensity": rng.randint(1, 7)} for item in rng.sample(cat.PANAS_ITEMS, rng.randint(0, 2))]
+        tags = [
+            {"emotion": item, "intensity": rng.randint(1, 7)} for item in rng.sample(cat.PANAS_ITEMS, rng.randint(0, 2))
+        ]
         answer = {P.KEY_TAGS: tags}
         if ids:
             answer[P.KEY_OM] = _binary(rng, ids)
@@ -240,8 +246,15 @@ class _App:
                     "retry-after-ms": str(int(config.retry_after_s * 1000)),
                 }
                 return web.json_response(
-                    {"error": {"message": "Rate limit reached (fake)", "type": "rate_limit_error", "code": "rate_limit_exceeded"}},
-                    status=429, headers=headers,
+                    {
+                        "error": {
+                            "message": "Rate limit reached (fake)",
+                            "type": "rate_limit_error",
+                            "code": "rate_limit_exceeded",
+                        }
+                    },
+                    status=429,
+                    headers=headers,
                 )
             return web.json_response(
                 {"error": {"message": f"Fake server error {outcome}", "type": "server_error"}}, status=int(outcome)
@@ -263,14 +276,16 @@ class _App:
         prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
         usage = {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": len(text) // 4 + 1}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-        return web.json_response({
-            "id": f"chatcmpl-fake-{self.stats.requests}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model", "fake"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": usage,
-        })
+        return web.json_response(
+            {
+                "id": f"chatcmpl-fake-{self.stats.requests}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "fake"),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": usage,
+            }
+        )
 
     async def get_stats(self, request: web.Request) -> web.Response:
         return web.json_response(self.stats.to_dict())
@@ -327,7 +342,7 @@ class FakeLLMServer:
         """Base URL for litellm's ``api_base`` (OpenAI style, ends in /v1)."""
         return f"http://{self.host}:{self.port}/v1"
 
-    def start(self) -> "FakeLLMServer":
+    def start(self) -> FakeLLMServer:
         ready = threading.Event()
         failure: list[BaseException] = []
 
@@ -394,7 +409,7 @@ class FakeLLMServer:
         if errors:
             raise errors[0]
 
-    def __enter__(self) -> "FakeLLMServer":
+    def __enter__(self) -> FakeLLMServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -409,7 +424,8 @@ def start_subprocess(*args: str, python: str | None = None) -> tuple[subprocess.
     """
     process = subprocess.Popen(
         [python or sys.executable, "-m", "devtools.fake_llm_server", "--port", "0", *args],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert process.stdout is not None
     deadline = time.monotonic() + 30
@@ -428,8 +444,9 @@ def http_json(url: str, payload: dict[str, Any] | None = None) -> dict[str, Any]
     import urllib.request
 
     data = None if payload is None else json.dumps(payload).encode()
-    request = urllib.request.Request(url, data=data, method="GET" if payload is None else "POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=data, method="GET" if payload is None else "POST", headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())
 
@@ -446,7 +463,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--jitter-ms", type=float, default=0.0)
     parser.add_argument("--error-rate", type=float, default=0.0)
-    parser.add_argument("--error-kinds", default="429,500,timeout", help=f"comma-separated from {','.join(ERROR_KINDS)}")
+    parser.add_argument(
+        "--error-kinds", default="429,500,timeout", help=f"comma-separated from {','.join(ERROR_KINDS)}"
+    )
     parser.add_argument("--retry-after-s", type=float, default=1.0)
     parser.add_argument("--timeout-hang-s", type=float, default=30.0)
     parser.add_argument("--malformed-rate", type=float, default=0.0)
@@ -454,12 +473,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     options = parser.parse_args(argv)
     config = FakeConfig()
-    config.update({
-        "latency_ms": options.latency_ms, "jitter_ms": options.jitter_ms, "error_rate": options.error_rate,
-        "error_kinds": [k.strip() for k in options.error_kinds.split(",") if k.strip()],
-        "retry_after_s": options.retry_after_s, "timeout_hang_s": options.timeout_hang_s,
-        "malformed_rate": options.malformed_rate, "messy_rate": options.messy_rate, "seed": options.seed,
-    })
+    config.update(
+        {
+            "latency_ms": options.latency_ms,
+            "jitter_ms": options.jitter_ms,
+            "error_rate": options.error_rate,
+            "error_kinds": [k.strip() for k in options.error_kinds.split(",") if k.strip()],
+            "retry_after_s": options.retry_after_s,
+            "timeout_hang_s": options.timeout_hang_s,
+            "malformed_rate": options.malformed_rate,
+            "messy_rate": options.messy_rate,
+            "seed": options.seed,
+        }
+    )
 
     async def serve() -> None:
         app, _ = make_app(config)

@@ -34,45 +34,66 @@ def golden_marker(turn: int) -> str:
     return f"GOLDENMARK{turn}X"
 
 
-def marked_conversation(turns: int = 4, conversation_id: str = "conv-marked", with_profile: bool = True) -> ConversationFile:
+def marked_conversation(
+    turns: int = 4, conversation_id: str = "conv-marked", with_profile: bool = True
+) -> ConversationFile:
     """A valid conversation whose every text carries a per-turn marker."""
     data: dict[str, Any] = {
         "conversationId": conversation_id,
-        "metadata": {"model": "om/secret-model", "provider": "om", "timestamp": "2025-03-01T10:00:00Z",
-                     "category": "Work", "subtopic": "Stress and burnout"},
-        "participant_profile": {"participant_id": "p-1", "age": "25-34", "traits": ["Anxious"],
-                                "goals": ["Feel heard"], "diagnoses": ["Anxiety"]} if with_profile else None,
+        "metadata": {
+            "model": "om/secret-model",
+            "provider": "om",
+            "timestamp": "2025-03-01T10:00:00Z",
+            "category": "Work",
+            "subtopic": "Stress and burnout",
+        },
+        "participant_profile": {
+            "participant_id": "p-1",
+            "age": "25-34",
+            "traits": ["Anxious"],
+            "goals": ["Feel heard"],
+            "diagnoses": ["Anxiety"],
+        }
+        if with_profile
+        else None,
         # Full pre-PANAS (totals derive only from all ten items of a side); post is partial.
-        "prePanas": {"items": {**{item: 3 for item in cat.PANAS_ITEMS}, "Proud": 2, "Nervous": 6, "Upset": 5}},
+        "prePanas": {"items": {**dict.fromkeys(cat.PANAS_ITEMS, 3), "Proud": 2, "Nervous": 6, "Upset": 5}},
         "postPanas": {"items": {"Proud": 3, "Nervous": 4, "Upset": 3, "Interested": 4}},
         "conversationWideQuestions": {
-            "q1_lookingFor": ["Just listen / let me vent"], "q2_emotionClarity": "Mixed or conflicted",
-            "q3_modelFit": "Mostly well-matched", "q3_followUp_whatFeltOff": ["Too much advice"],
+            "q1_lookingFor": ["Just listen / let me vent"],
+            "q2_emotionClarity": "Mixed or conflicted",
+            "q3_modelFit": "Mostly well-matched",
+            "q3_followUp_whatFeltOff": ["Too much advice"],
             "fourBranchScores": {"perceiving": 5, "facilitating": 4, "understanding": 5, "managing": 3},
         },
         "turns": [],
     }
     for t in range(1, turns + 1):
-        data["turns"].append({
-            "turnNumber": t,
-            "userMessage": f"I feel so anxious about work {user_marker(t)}. What should I do?",
-            "llmResponse": f"It makes sense you feel that way {reply_marker(t)}. You could try a short walk. How are you sleeping?",
-            "moodShiftTags": [{"emotion": "Nervous", "intensity": 5}] if t % 2 else [],
-            "annotations": {
-                "binaryJudgements": [
-                    {"questionId": "B13", "observedBehavior": "yes", "preferredBehavior": "yes"},
-                    {"questionId": "B19", "observedBehavior": "yes", "preferredBehavior": "no"},
-                    {"questionId": "B11", "observedBehavior": "no", "preferredBehavior": None},
-                ] + ([{"questionId": "B5", "observedBehavior": None, "preferredBehavior": None}]),
-                "alternateResponses": {"llmImproved": f"A better reply {improved_marker(t)}.",
-                                       "humanEdited": f"What I wanted to hear {golden_marker(t)}."},
-                "pairwiseComparisons": [
-                    {"questionId": "general", "responseA": "original", "responseB": "human", "winner": "B"},
-                    {"questionId": "PW4", "responseA": "alternate", "responseB": "original", "winner": "A"},
-                ],
-                "selectedPairwiseQuestions": ["general", "PW4"],
-            },
-        })
+        data["turns"].append(
+            {
+                "turnNumber": t,
+                "userMessage": f"I feel so anxious about work {user_marker(t)}. What should I do?",
+                "llmResponse": f"It makes sense you feel that way {reply_marker(t)}. You could try a short walk. How are you sleeping?",
+                "moodShiftTags": [{"emotion": "Nervous", "intensity": 5}] if t % 2 else [],
+                "annotations": {
+                    "binaryJudgements": [
+                        {"questionId": "B13", "observedBehavior": "yes", "preferredBehavior": "yes"},
+                        {"questionId": "B19", "observedBehavior": "yes", "preferredBehavior": "no"},
+                        {"questionId": "B11", "observedBehavior": "no", "preferredBehavior": None},
+                    ]
+                    + ([{"questionId": "B5", "observedBehavior": None, "preferredBehavior": None}]),
+                    "alternateResponses": {
+                        "llmImproved": f"A better reply {improved_marker(t)}.",
+                        "humanEdited": f"What I wanted to hear {golden_marker(t)}.",
+                    },
+                    "pairwiseComparisons": [
+                        {"questionId": "general", "responseA": "original", "responseB": "human", "winner": "B"},
+                        {"questionId": "PW4", "responseA": "alternate", "responseB": "original", "winner": "A"},
+                    ],
+                    "selectedPairwiseQuestions": ["general", "PW4"],
+                },
+            }
+        )
     return parse_conversation(data, conversation_id)
 
 

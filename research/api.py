@@ -25,12 +25,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from attunebench.catalogue import RESEARCH_ONLY_STATEMENT, TOPIC_CATEGORIES
-from datasets.exchange import conversation_to_dict, with_export_relations
 from collection.models import Conversation
-from research import launcher
-from research.access import IsResearcher
+from datasets.exchange import conversation_to_dict, with_export_relations
+from datasets.models import DatasetVersion, ExportJob
 from datasets.tasks import do_request_export
 from datasets.versions import DatasetError, access_export_file, do_freeze_dataset_version
+from research import launcher
+from research.access import IsResearcher
 from research.evaluation import evaluation_data, leaderboard_rows
 from research.serializers import (
     AnalysesSerializer,
@@ -48,15 +49,18 @@ from research.serializers import (
     RunCreateSerializer,
     RunSerializer,
 )
-from datasets.models import DatasetVersion, ExportJob
 from scoring.models import EvaluatedModel, EvaluationRun
 
-DENIED = {401: OpenApiResponse(ErrorSerializer, description="Not logged in."),
-          403: OpenApiResponse(ErrorSerializer, description="Not a researcher.")}
+DENIED = {
+    401: OpenApiResponse(ErrorSerializer, description="Not logged in."),
+    403: OpenApiResponse(ErrorSerializer, description="Not a researcher."),
+}
 NOT_FOUND = {404: OpenApiResponse(ErrorSerializer, description="Not found.")}
 INVALID = OpenApiResponse(OpenApiTypes.OBJECT, description="Invalid request: errors by field name.")
-CONFLICT = OpenApiResponse(ErrorSerializer, description="Valid request that the current data cannot honour "
-                                                        "(name taken, nothing matches, wrong run state).")
+CONFLICT = OpenApiResponse(
+    ErrorSerializer,
+    description="Valid request that the current data cannot honour (name taken, nothing matches, wrong run state).",
+)
 
 
 MAX_ID = 2**63 - 1
@@ -92,8 +96,10 @@ class ResearcherAPIMixin:
         ],
         responses={200: ConversationSummarySerializer(many=True), **DENIED},
     ),
-    retrieve=extend_schema(summary="A conversation in the canonical SPEC 3.1 shape",
-                           responses={200: CanonicalConversationSerializer, **DENIED, **NOT_FOUND}),
+    retrieve=extend_schema(
+        summary="A conversation in the canonical SPEC 3.1 shape",
+        responses={200: CanonicalConversationSerializer, **DENIED, **NOT_FOUND},
+    ),
 )
 class ConversationViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
     lookup_field = "conversation_id"
@@ -103,7 +109,8 @@ class ConversationViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
     def get_queryset(self) -> QuerySet[Conversation]:
         queryset = (
             Conversation.objects.select_related("topic", "original_model", "participant")
-            .annotate(n_turns=Count("turns")).order_by("conversation_id")
+            .annotate(n_turns=Count("turns"))
+            .order_by("conversation_id")
         )
         params = self.request.query_params
         if params.get("status"):
@@ -117,16 +124,21 @@ class ConversationViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
         return queryset
 
     def retrieve(self, request: Request, *args: object, **kwargs: object) -> Response:
-        conversation = get_object_or_404(with_export_relations(Conversation.objects.all()),
-                                         conversation_id=kwargs["conversation_id"])
+        conversation = get_object_or_404(
+            with_export_relations(Conversation.objects.all()), conversation_id=kwargs["conversation_id"]
+        )
         return Response(conversation_to_dict(conversation, include_model_identity=True))
 
 
 @extend_schema_view(
-    list=extend_schema(summary="Evaluated-model registry", parameters=[
-        _param("kind", "Filter by kind.", [k for k, _ in EvaluatedModel.Kind.choices])],
-        responses={200: EvaluatedModelSerializer(many=True), **DENIED}),
-    retrieve=extend_schema(summary="One evaluated model", responses={200: EvaluatedModelSerializer, **DENIED, **NOT_FOUND}),
+    list=extend_schema(
+        summary="Evaluated-model registry",
+        parameters=[_param("kind", "Filter by kind.", [k for k, _ in EvaluatedModel.Kind.choices])],
+        responses={200: EvaluatedModelSerializer(many=True), **DENIED},
+    ),
+    retrieve=extend_schema(
+        summary="One evaluated model", responses={200: EvaluatedModelSerializer, **DENIED, **NOT_FOUND}
+    ),
 )
 class EvaluatedModelViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = EvaluatedModelSerializer
@@ -140,14 +152,19 @@ class EvaluatedModelViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
 
 @extend_schema_view(
     list=extend_schema(summary="Dataset versions", responses={200: DatasetVersionSerializer(many=True), **DENIED}),
-    retrieve=extend_schema(summary="One dataset version", responses={200: DatasetVersionSerializer, **DENIED, **NOT_FOUND}),
+    retrieve=extend_schema(
+        summary="One dataset version", responses={200: DatasetVersionSerializer, **DENIED, **NOT_FOUND}
+    ),
 )
 class DatasetVersionViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = DatasetVersionSerializer
     queryset = DatasetVersion.objects.select_related("created_by").order_by("-created_at", "-pk")
 
-    @extend_schema(summary="Freeze a new dataset version", request=DatasetVersionCreateSerializer,
-                   responses={201: DatasetVersionSerializer, 400: INVALID, 409: CONFLICT, **DENIED})
+    @extend_schema(
+        summary="Freeze a new dataset version",
+        request=DatasetVersionCreateSerializer,
+        responses={201: DatasetVersionSerializer, 400: INVALID, 409: CONFLICT, **DENIED},
+    )
     def create(self, request: Request, *args: object, **kwargs: object) -> Response:
         payload = DatasetVersionCreateSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
@@ -158,26 +175,34 @@ class DatasetVersionViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewset
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(DatasetVersionSerializer(version).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(summary="Export a dataset version (background job)", request=ExportRequestSerializer,
-                   responses={202: ExportJobSerializer, 400: INVALID, 409: CONFLICT, **DENIED, **NOT_FOUND})
+    @extend_schema(
+        summary="Export a dataset version (background job)",
+        request=ExportRequestSerializer,
+        responses={202: ExportJobSerializer, 400: INVALID, 409: CONFLICT, **DENIED, **NOT_FOUND},
+    )
     @action(detail=True, methods=["post"], url_path="exports")
     def export(self, request: Request, pk: str | None = None) -> Response:
         version = self.get_object()
         payload = ExportRequestSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         try:
-            job = do_request_export(version, payload.validated_data["fmt"], request.user,
-                                    payload.validated_data["include_model_identity"])
+            job = do_request_export(
+                version, payload.validated_data["fmt"], request.user, payload.validated_data["include_model_identity"]
+            )
         except DatasetError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(ExportJobSerializer(job, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
 
 
 @extend_schema_view(
-    list=extend_schema(summary="Export jobs", parameters=[
-        _param("status", "Filter by status.", [s for s, _ in ExportJob.Status.choices]),
-        _param("dataset_version", "Filter by dataset version id.", type_=int)],
-        responses={200: ExportJobSerializer(many=True), **DENIED}),
+    list=extend_schema(
+        summary="Export jobs",
+        parameters=[
+            _param("status", "Filter by status.", [s for s, _ in ExportJob.Status.choices]),
+            _param("dataset_version", "Filter by dataset version id.", type_=int),
+        ],
+        responses={200: ExportJobSerializer(many=True), **DENIED},
+    ),
     retrieve=extend_schema(summary="Export job status", responses={200: ExportJobSerializer, **DENIED, **NOT_FOUND}),
 )
 class ExportJobViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
@@ -192,8 +217,10 @@ class ExportJobViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
             queryset = queryset.filter(dataset_version_id=version)
         return queryset
 
-    @extend_schema(summary="Download a finished export (zip)",
-                   responses={(200, "application/zip"): OpenApiTypes.BINARY, **DENIED, **NOT_FOUND})
+    @extend_schema(
+        summary="Download a finished export (zip)",
+        responses={(200, "application/zip"): OpenApiTypes.BINARY, **DENIED, **NOT_FOUND},
+    )
     @action(detail=True, methods=["get"], url_path="download", url_name="download")
     def download(self, request: Request, pk: str | None = None) -> FileResponse:
         job = self.get_object()
@@ -205,18 +232,24 @@ class ExportJobViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
 
 
 @extend_schema_view(
-    list=extend_schema(summary="Evaluation runs", parameters=[
-        _param("status", "Filter by status.", [s for s, _ in EvaluationRun.Status.choices]),
-        _param("model", "Filter by evaluated-model name."),
-        _param("mode", "Filter by mode.", ["default", "verbose", "omniscient", "verbose_omniscient"])],
-        responses={200: RunSerializer(many=True), **DENIED}),
+    list=extend_schema(
+        summary="Evaluation runs",
+        parameters=[
+            _param("status", "Filter by status.", [s for s, _ in EvaluationRun.Status.choices]),
+            _param("model", "Filter by evaluated-model name."),
+            _param("mode", "Filter by mode.", ["default", "verbose", "omniscient", "verbose_omniscient"]),
+        ],
+        responses={200: RunSerializer(many=True), **DENIED},
+    ),
     retrieve=extend_schema(summary="Run status and progress", responses={200: RunSerializer, **DENIED, **NOT_FOUND}),
 )
 class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = RunSerializer
 
     def get_queryset(self) -> QuerySet[EvaluationRun]:
-        queryset = EvaluationRun.objects.select_related("evaluated_model", "judge_model", "score").order_by("-created_at", "-pk")
+        queryset = EvaluationRun.objects.select_related("evaluated_model", "judge_model", "score").order_by(
+            "-created_at", "-pk"
+        )
         params = self.request.query_params
         if params.get("status"):
             queryset = queryset.filter(status=params["status"])
@@ -226,17 +259,30 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
             queryset = queryset.filter(mode=params["mode"])
         return queryset
 
-    @extend_schema(summary="Launch runs (one per model and mode), or estimate them with dry_run",
-                   request=RunCreateSerializer,
-                   responses={201: RunSerializer(many=True), 200: EstimateSerializer, 400: INVALID,
-                              409: CONFLICT, **DENIED, **NOT_FOUND})
+    @extend_schema(
+        summary="Launch runs (one per model and mode), or estimate them with dry_run",
+        request=RunCreateSerializer,
+        responses={
+            201: RunSerializer(many=True),
+            200: EstimateSerializer,
+            400: INVALID,
+            409: CONFLICT,
+            **DENIED,
+            **NOT_FOUND,
+        },
+    )
     def create(self, request: Request, *args: object, **kwargs: object) -> Response:
         payload = RunCreateSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         d = payload.validated_data
-        launch = launcher.LaunchRequest(models=d["models"], modes=d["modes"], panas_strategy=d["panas_strategy"],
-                                        judge=d["judge"], dataset_version=d["dataset_version"],
-                                        topic_categories=d["topic_categories"])
+        launch = launcher.LaunchRequest(
+            models=d["models"],
+            modes=d["modes"],
+            panas_strategy=d["panas_strategy"],
+            judge=d["judge"],
+            dataset_version=d["dataset_version"],
+            topic_categories=d["topic_categories"],
+        )
         try:
             launcher.check_launch(launch)
             if d["dry_run"]:
@@ -246,14 +292,20 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(RunSerializer(runs, many=True).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(summary="Cancel a queued or running run", request=None,
-                   responses={200: RunSerializer, 409: CONFLICT, **DENIED, **NOT_FOUND})
+    @extend_schema(
+        summary="Cancel a queued or running run",
+        request=None,
+        responses={200: RunSerializer, 409: CONFLICT, **DENIED, **NOT_FOUND},
+    )
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         return self._relay(launcher.do_cancel_run, self.get_object())
 
-    @extend_schema(summary="Resume a cancelled or failed run", request=None,
-                   responses={200: RunSerializer, 409: CONFLICT, **DENIED, **NOT_FOUND})
+    @extend_schema(
+        summary="Resume a cancelled or failed run",
+        request=None,
+        responses={200: RunSerializer, 409: CONFLICT, **DENIED, **NOT_FOUND},
+    )
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, pk: str | None = None) -> Response:
         return self._relay(launcher.do_resume_run, self.get_object())
@@ -266,10 +318,14 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
         run.refresh_from_db()
         return Response(RunSerializer(run).data)
 
-    @extend_schema(summary="Per-conversation scores of a run", parameters=[
-        OpenApiParameter("limit", int, OpenApiParameter.QUERY, required=False),
-        OpenApiParameter("offset", int, OpenApiParameter.QUERY, required=False)],
-        responses={200: ConversationScoreSerializer(many=True), **DENIED, **NOT_FOUND})
+    @extend_schema(
+        summary="Per-conversation scores of a run",
+        parameters=[
+            OpenApiParameter("limit", int, OpenApiParameter.QUERY, required=False),
+            OpenApiParameter("offset", int, OpenApiParameter.QUERY, required=False),
+        ],
+        responses={200: ConversationScoreSerializer(many=True), **DENIED, **NOT_FOUND},
+    )
     @action(detail=True, methods=["get"])
     def scores(self, request: Request, pk: str | None = None) -> Response:
         run = self.get_object()
@@ -279,26 +335,40 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
 
 
 class LeaderboardView(ResearcherAPIMixin, APIView):
-    @extend_schema(summary="Leaderboard per (model, mode) with 95% CIs and capability scores",
-                   parameters=[_param("weighting", "SPEC composite or equal-weight composite.", ["spec", "equal"]),
-                               _param("dataset_version", "Only runs on this dataset version.", type_=int)],
-                   responses={200: LeaderboardSerializer, **DENIED})
+    @extend_schema(
+        summary="Leaderboard per (model, mode) with 95% CIs and capability scores",
+        parameters=[
+            _param("weighting", "SPEC composite or equal-weight composite.", ["spec", "equal"]),
+            _param("dataset_version", "Only runs on this dataset version.", type_=int),
+        ],
+        responses={200: LeaderboardSerializer, **DENIED},
+    )
     def get(self, request: Request) -> Response:
         weighting = "equal" if request.query_params.get("weighting") == "equal" else "spec"
         data = evaluation_data(id_param(request.query_params.get("dataset_version")))
         rows = leaderboard_rows(data, weighting=weighting)
-        return Response(LeaderboardSerializer({"weighting": weighting, "research_only_statement": RESEARCH_ONLY_STATEMENT,
-                                               "rows": rows}).data)
+        return Response(
+            LeaderboardSerializer(
+                {"weighting": weighting, "research_only_statement": RESEARCH_ONLY_STATEMENT, "rows": rows}
+            ).data
+        )
 
 
 class AnalysesView(ResearcherAPIMixin, APIView):
-    @extend_schema(summary="SPEC 6 analyses over the leaderboard runs",
-                   parameters=[_param("dataset_version", "Only runs on this dataset version.", type_=int)],
-                   responses={200: AnalysesSerializer, **DENIED})
+    @extend_schema(
+        summary="SPEC 6 analyses over the leaderboard runs",
+        parameters=[_param("dataset_version", "Only runs on this dataset version.", type_=int)],
+        responses={200: AnalysesSerializer, **DENIED},
+    )
     def get(self, request: Request) -> Response:
         data = evaluation_data(id_param(request.query_params.get("dataset_version")))
-        return Response({"research_only_statement": RESEARCH_ONLY_STATEMENT, "runs": [r.pk for r in data.runs],
-                         "analysis": data.analysis})
+        return Response(
+            {
+                "research_only_statement": RESEARCH_ONLY_STATEMENT,
+                "runs": [r.pk for r in data.runs],
+                "analysis": data.analysis,
+            }
+        )
 
 
 # ---------------------------------------------------------------------------

@@ -57,10 +57,20 @@ class Chart:
         return buffer.getvalue()
 
 
-def _text(x: float, y: float, content: Any, size: int = 12, anchor: str = "start", fill: str = "#1d2230",
-          weight: str = "normal", extra: str = "") -> str:
-    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" fill="{fill}" '
-            f'font-weight="{weight}" {extra}>{escape(str(content))}</text>')
+def _text(
+    x: float,
+    y: float,
+    content: Any,
+    size: int = 12,
+    anchor: str = "start",
+    fill: str = "#1d2230",
+    weight: str = "normal",
+    extra: str = "",
+) -> str:
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" fill="{fill}" '
+        f'font-weight="{weight}" {extra}>{escape(str(content))}</text>'
+    )
 
 
 def _svg(width: float, height: float, body: list[str], title: str) -> SafeString:
@@ -118,7 +128,9 @@ def bar_panels(
             colour = PALETTE[i % len(PALETTE)]
             if value is not None:
                 w = bar_area * max(0.0, min(value, x_max)) / x_max
-                body.append(f'<rect x="{ox + label_w:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour}" rx="2"/>')
+                body.append(
+                    f'<rect x="{ox + label_w:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour}" rx="2"/>'
+                )
                 end = ox + label_w + w
                 if intervals is not None:
                     low, high = intervals[index][i]
@@ -126,7 +138,9 @@ def bar_panels(
                         x1 = ox + label_w + bar_area * max(0.0, low) / x_max
                         x2 = ox + label_w + bar_area * min(high, x_max) / x_max
                         mid = y + bar_h / 2
-                        body.append(f'<path d="M{x1:.1f} {mid}H{x2:.1f}M{x1:.1f} {mid - 5}V{mid + 5}M{x2:.1f} {mid - 5}V{mid + 5}" stroke="#1d2230" stroke-width="1.4"/>')
+                        body.append(
+                            f'<path d="M{x1:.1f} {mid}H{x2:.1f}M{x1:.1f} {mid - 5}V{mid + 5}M{x2:.1f} {mid - 5}V{mid + 5}" stroke="#1d2230" stroke-width="1.4"/>'
+                        )
                         end = max(end, x2)
                 body.append(_text(end + 4, y + 12, fmt(value, digits), 11))
             else:
@@ -137,7 +151,9 @@ def bar_panels(
     if intervals is not None:
         table[0] += [f"{p[0]} ci_low" for p in panels] + [f"{p[0]} ci_high" for p in panels]
         for i in range(len(labels)):
-            table[i + 1] += [intervals[k][i][0] for k in range(len(panels))] + [intervals[k][i][1] for k in range(len(panels))]
+            table[i + 1] += [intervals[k][i][0] for k in range(len(panels))] + [
+                intervals[k][i][1] for k in range(len(panels))
+            ]
     return Chart(name, title, _svg(width, height, body, title), table)
 
 
@@ -188,7 +204,11 @@ def heatmap(
     for j, col in enumerate(col_labels):
         x = label_w + j * cell_w + cell_w / 2
         words = _truncate(col, 26).split(" ")
-        lines = [" ".join(words[: (len(words) + 1) // 2]), " ".join(words[(len(words) + 1) // 2:])] if len(col) > 13 else [col]
+        lines = (
+            [" ".join(words[: (len(words) + 1) // 2]), " ".join(words[(len(words) + 1) // 2 :])]
+            if len(col) > 13
+            else [col]
+        )
         for k, line in enumerate(lines):
             body.append(_text(x, head_h - 10 - (len(lines) - 1 - k) * 14, line, 11, anchor="middle", weight="600"))
     for i, row in enumerate(row_labels):
@@ -198,10 +218,23 @@ def heatmap(
             value = values[i][j]
             colour = _diverging(value) if diverging else _sequential(value, low, high)
             x = label_w + j * cell_w
-            body.append(f'<rect x="{x:.1f}" y="{y}" width="{cell_w - 2}" height="{cell_h - 2}" fill="{colour}" rx="3"/>')
-            dark = value is not None and (abs(value) > 0.6 if diverging else (high > low and (value - low) / (high - low) > 0.55))
-            body.append(_text(x + cell_w / 2 - 1, y + cell_h / 2 + 4, fmt(value, digits), 12, anchor="middle",
-                              fill="#ffffff" if dark else "#1d2230", weight="600"))
+            body.append(
+                f'<rect x="{x:.1f}" y="{y}" width="{cell_w - 2}" height="{cell_h - 2}" fill="{colour}" rx="3"/>'
+            )
+            dark = value is not None and (
+                abs(value) > 0.6 if diverging else (high > low and (value - low) / (high - low) > 0.55)
+            )
+            body.append(
+                _text(
+                    x + cell_w / 2 - 1,
+                    y + cell_h / 2 + 4,
+                    fmt(value, digits),
+                    12,
+                    anchor="middle",
+                    fill="#ffffff" if dark else "#1d2230",
+                    weight="600",
+                )
+            )
     if note:
         body.append(_text(8, height - 10, note, 11, fill=MUTED))
     table: list[list[Any]] = [["row", *col_labels]]
@@ -246,8 +279,17 @@ def line_chart(
     for x in xs:
         body.append(_text(px(x), top + plot_h + 16, x, 11, anchor="middle", fill=MUTED))
     body.append(_text(left + plot_w / 2, height - 6, x_label, 12, anchor="middle", fill=MUTED))
-    body.append(_text(14, top + plot_h / 2, y_label, 12, anchor="middle", fill=MUTED,
-                      extra=f'transform="rotate(-90 14 {top + plot_h / 2:.1f})"'))
+    body.append(
+        _text(
+            14,
+            top + plot_h / 2,
+            y_label,
+            12,
+            anchor="middle",
+            fill=MUTED,
+            extra=f'transform="rotate(-90 14 {top + plot_h / 2:.1f})"',
+        )
+    )
     # Point values are written only for a single line: with several, labels collide, and the
     # figure's value table (shown under every line chart) carries the exact numbers instead.
     label_points = len(series) == 1 and len(xs) <= 16
@@ -266,7 +308,9 @@ def line_chart(
                     body.append(_text(x, y - 7, fmt(v), 10, anchor="middle", fill=colour, weight="600"))
         dash = DASHES[index % len(DASHES)]
         dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
-        body.append(f'<path d="M{left + plot_w + 10} {legend_y - 3}h24" stroke="{colour}" stroke-width="2.6"{dash_attr}/>')
+        body.append(
+            f'<path d="M{left + plot_w + 10} {legend_y - 3}h24" stroke="{colour}" stroke-width="2.6"{dash_attr}/>'
+        )
         last = points[-1][2] if points else None
         body.append(_text(left + plot_w + 40, legend_y + 1, f"{_truncate(label, 26)}  (last {fmt(last)})", 11))
         legend_y += 18

@@ -65,8 +65,15 @@ def collection_stats() -> CollectionStats:
         .order_by("-n", "alias")
     )
     by_model = [
-        {"alias": m.alias, "identity": m.name or "(redacted)", "provider": m.provider, "active": m.active,
-         "conversations": m.n, "complete": m.complete, "replies": reply_source(m, m.collected)}
+        {
+            "alias": m.alias,
+            "identity": m.name or "(redacted)",
+            "provider": m.provider,
+            "active": m.active,
+            "conversations": m.n,
+            "complete": m.complete,
+            "replies": reply_source(m, m.collected),
+        }
         for m in model_rows
     ]
 
@@ -99,9 +106,13 @@ def collection_stats() -> CollectionStats:
     )
 
 
-def recent_conversations(status: str | None = None, category: str | None = None, limit: int = 50) -> QuerySet[Conversation]:
+def recent_conversations(
+    status: str | None = None, category: str | None = None, limit: int = 50
+) -> QuerySet[Conversation]:
     """The newest conversations for the dashboard list, optionally filtered."""
-    queryset = Conversation.objects.select_related("topic", "original_model", "participant").annotate(n_turns=Count("turns"))
+    queryset = Conversation.objects.select_related("topic", "original_model", "participant").annotate(
+        n_turns=Count("turns")
+    )
     if status:
         queryset = queryset.filter(status=status)
     if category:
@@ -119,18 +130,26 @@ def conversation_transcript(conversation: Conversation) -> list[dict[str, Any]]:
     out = []
     for turn in turns:
         alternates = getattr(turn, "alternates", None)
-        out.append({
-            "turn": turn,
-            "tags": list(turn.mood_tags.all()),
-            "judgements": list(turn.binary_judgements.all()),
-            "comparisons": [
-                {"c": c, "winner_label": (c.response_a if c.winner == "A" else c.response_b if c.winner == "B" else None)}
-                for c in turn.pairwise_comparisons.all()
-            ],
-            "alternates": alternates,
-            "annotation_seconds": (
-                (turn.annotation_completed_at - turn.annotation_started_at).total_seconds()
-                if turn.annotation_started_at and turn.annotation_completed_at else None
-            ),
-        })
+        out.append(
+            {
+                "turn": turn,
+                "tags": list(turn.mood_tags.all()),
+                "judgements": list(turn.binary_judgements.all()),
+                "comparisons": [
+                    {
+                        "c": c,
+                        "winner_label": (
+                            c.response_a if c.winner == "A" else c.response_b if c.winner == "B" else None
+                        ),
+                    }
+                    for c in turn.pairwise_comparisons.all()
+                ],
+                "alternates": alternates,
+                "annotation_seconds": (
+                    (turn.annotation_completed_at - turn.annotation_started_at).total_seconds()
+                    if turn.annotation_started_at and turn.annotation_completed_at
+                    else None
+                ),
+            }
+        )
     return out

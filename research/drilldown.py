@@ -29,7 +29,8 @@ def drilldown(run: EvaluationRun, conversation: Conversation) -> dict[str, Any]:
         em = em_turns.get(turn.turn_number)
         gt_emotions = {t.emotion.strip().lower() for t in gt["tags"]}
         em_tags = [
-            {**t, "hit": (t.get("emotion") or "").strip().lower() in gt_emotions} for t in (em or {}).get("em_emotion_tags", [])
+            {**t, "hit": (t.get("emotion") or "").strip().lower() in gt_emotions}
+            for t in (em or {}).get("em_emotion_tags", [])
         ]
         judgements = []
         for j in gt["judgements"]:
@@ -37,20 +38,35 @@ def drilldown(run: EvaluationRun, conversation: Conversation) -> dict[str, Any]:
             hp_pred = (em or {}).get("em_binary_human_prediction", {}).get(j.question_id)
             om_target = j.observed if j.observed in (cat.YES, cat.NO) else j.llm_value
             hp_target = j.preferred if j.preferred in (cat.YES, cat.NO) else j.observed
-            judgements.append({
-                "j": j,
-                "question": cat.BINARY_QUESTIONS_BY_ID.get(j.question_id),
-                "om_pred": om_pred, "hp_pred": hp_pred,
-                "om_match": None if om_target not in (cat.YES, cat.NO) else _norm(om_pred or "no") == om_target,
-                "hp_match": None if hp_target not in (cat.YES, cat.NO) else _norm(hp_pred or "no") == hp_target,
-            })
+            judgements.append(
+                {
+                    "j": j,
+                    "question": cat.BINARY_QUESTIONS_BY_ID.get(j.question_id),
+                    "om_pred": om_pred,
+                    "hp_pred": hp_pred,
+                    "om_match": None if om_target not in (cat.YES, cat.NO) else _norm(om_pred or "no") == om_target,
+                    "hp_match": None if hp_target not in (cat.YES, cat.NO) else _norm(hp_pred or "no") == hp_target,
+                }
+            )
         selections = (em or {}).get("em_pairwise_selections", {})
         comparisons = [
-            {**c, "pred": selections.get(str(i)), "match": c["c"].winner is not None and selections.get(str(i)) == c["c"].winner}
+            {
+                **c,
+                "pred": selections.get(str(i)),
+                "match": c["c"].winner is not None and selections.get(str(i)) == c["c"].winner,
+            }
             for i, c in enumerate(gt["comparisons"])
         ]
-        rows.append({**gt, "em": em, "em_tags": em_tags, "judgement_rows": judgements, "comparison_rows": comparisons,
-                     "metrics": turn_metrics.get(turn.turn_number)})
+        rows.append(
+            {
+                **gt,
+                "em": em,
+                "em_tags": em_tags,
+                "judgement_rows": judgements,
+                "comparison_rows": comparisons,
+                "metrics": turn_metrics.get(turn.turn_number),
+            }
+        )
     post = output.get("post_conversation") or {}
     surveys = {s.kind: s for s in conversation.panas_surveys.prefetch_related("item_responses")}
     gt_post = surveys.get(PanasSurvey.Kind.POST)

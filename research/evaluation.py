@@ -84,12 +84,21 @@ def conversation_info(conversation_pks: Iterable[int]) -> dict[int, dict[str, An
     rows = (
         Conversation.objects.filter(pk__in=list(conversation_pks))
         .annotate(n_turns=Count("turns"))
-        .values_list("pk", "conversation_id", "topic__category", "original_model__alias", "original_model__name",
-                     "participant_id", "n_turns")
+        .values_list(
+            "pk",
+            "conversation_id",
+            "topic__category",
+            "original_model__alias",
+            "original_model__name",
+            "participant_id",
+            "n_turns",
+        )
     )
     rows = list(rows)
     diagnoses = dict(
-        SensitiveProfile.objects.filter(participant_id__in={r[5] for r in rows if r[5]}).values_list("participant_id", "diagnoses")
+        SensitiveProfile.objects.filter(participant_id__in={r[5] for r in rows if r[5]}).values_list(
+            "participant_id", "diagnoses"
+        )
     )
     return {
         pk: {
@@ -116,9 +125,7 @@ def build_report(runs: Sequence[EvaluationRun]) -> tuple[dict[str, Any], list[st
     rather than crashing the dashboard: it was written by an older scorer.
     """
     run_by_pk = {r.pk: r for r in runs}
-    scores = list(
-        ConversationScore.objects.filter(run__in=runs).values_list("run_id", "conversation_id", "metrics")
-    )
+    scores = list(ConversationScore.objects.filter(run__in=runs).values_list("run_id", "conversation_id", "metrics"))
     info = conversation_info({s[1] for s in scores})
     records: list[dict[str, Any]] = []
     skipped: list[str] = []
@@ -129,7 +136,9 @@ def build_report(runs: Sequence[EvaluationRun]) -> tuple[dict[str, Any], list[st
         record = dict(stored_record(metrics or {}))
         missing = required - record.keys()
         if missing:
-            skipped.append(f"run {run_pk}, conversation {meta.get('conversationId')}: stored score lacks {', '.join(sorted(missing))}")
+            skipped.append(
+                f"run {run_pk}, conversation {meta.get('conversationId')}: stored score lacks {', '.join(sorted(missing))}"
+            )
             continue
         record["conversationId"] = meta.get("conversationId", str(conversation_pk))
         record["em_model"] = run.evaluated_model.name
@@ -145,7 +154,9 @@ def build_report(runs: Sequence[EvaluationRun]) -> tuple[dict[str, Any], list[st
 def _cache_key(runs: Sequence[EvaluationRun]) -> str:
     stamps = (
         ConversationScore.objects.filter(run__in=runs)
-        .values("run_id").annotate(n=Count("id"), last=Max("id")).order_by("run_id")
+        .values("run_id")
+        .annotate(n=Count("id"), last=Max("id"))
+        .order_by("run_id")
     )
     text = "|".join(f"{s['run_id']}:{s['n']}:{s['last']}" for s in stamps)
     return "research:evaluation:" + hashlib.sha256(text.encode()).hexdigest()
@@ -210,20 +221,22 @@ def leaderboard_rows(
         else:
             ci = bootstrap_rows.get(label, {}).get("composite_score", {})
             estimate, low, high = ci.get("estimate"), ci.get("low"), ci.get("high")
-        rows.append({
-            "label": label,
-            "em_model": profile["em_model"],
-            "mode": profile["mode"],
-            "human": profile["human_baseline"],
-            "run": run,
-            "n": profile["n_conversations"],
-            "composite": estimate,
-            "ci_low": low,
-            "ci_high": high,
-            "capabilities": {c: profile["capabilities"].get(c) for c in LEADERBOARD_CAPABILITIES},
-            "coverage": profile["coverage"],
-            "cost": run.cost_usd if run else None,
-        })
+        rows.append(
+            {
+                "label": label,
+                "em_model": profile["em_model"],
+                "mode": profile["mode"],
+                "human": profile["human_baseline"],
+                "run": run,
+                "n": profile["n_conversations"],
+                "composite": estimate,
+                "ci_low": low,
+                "ci_high": high,
+                "capabilities": {c: profile["capabilities"].get(c) for c in LEADERBOARD_CAPABILITIES},
+                "coverage": profile["coverage"],
+                "cost": run.cost_usd if run else None,
+            }
+        )
     sort = sort if sort in SORT_KEYS else "composite"
 
     def key(row: dict[str, Any]) -> Any:

@@ -25,9 +25,14 @@ def leaderboard_chart(data: EvaluationData, weighting: str = "spec") -> Chart:
     rows = leaderboard_rows(data, weighting=weighting)
     title = "Composite (0–100) with 95% CI" if weighting == "spec" else "Equal-weight composite (0–100) with 95% CI"
     return bar_panels(
-        "leaderboard", title, [r["label"] for r in rows],
+        "leaderboard",
+        title,
+        [r["label"] for r in rows],
         [("composite" if weighting == "spec" else "equal-weight composite", [r["composite"] for r in rows])],
-        intervals=[[(r["ci_low"], r["ci_high"]) for r in rows]], x_max=100.0, digits=1, columns=1,
+        intervals=[[(r["ci_low"], r["ci_high"]) for r in rows]],
+        x_max=100.0,
+        digits=1,
+        columns=1,
     )
 
 
@@ -40,17 +45,30 @@ def capability_profile_chart(data: EvaluationData) -> Chart:
         [(boot.get(lab, {}).get(c, {}).get("low"), boot.get(lab, {}).get(c, {}).get("high")) for lab in labels]
         for c in CAPABILITIES
     ]
-    return bar_panels("capability_profile", "Capability profile (0–1, 95% bootstrap CI)", labels, panels, intervals, columns=3)
+    return bar_panels(
+        "capability_profile", "Capability profile (0–1, 95% bootstrap CI)", labels, panels, intervals, columns=3
+    )
 
 
 def independence_chart(data: EvaluationData) -> Chart:
-    ind = data.analysis["independence"] if data.analysis else {"metrics": list(CAPABILITIES), "spearman": {"rho": {}}, "note": None}
+    ind = (
+        data.analysis["independence"]
+        if data.analysis
+        else {"metrics": list(CAPABILITIES), "spearman": {"rho": {}}, "note": None}
+    )
     metrics = ind["metrics"]
     rho = ind["spearman"]["rho"]
     values = [[rho.get(a, {}).get(b) for b in metrics] for a in metrics]
     titles = [CAPABILITY_TITLES.get(m, m) for m in metrics]
-    return heatmap("independence", "Rank independence: Spearman ρ between capability rankings of (model, mode) rows",
-                   titles, titles, values, diverging=True, note=ind.get("note"))
+    return heatmap(
+        "independence",
+        "Rank independence: Spearman ρ between capability rankings of (model, mode) rows",
+        titles,
+        titles,
+        values,
+        diverging=True,
+        note=ind.get("note"),
+    )
 
 
 def discrimination_chart(data: EvaluationData) -> Chart:
@@ -59,9 +77,13 @@ def discrimination_chart(data: EvaluationData) -> Chart:
         [name, m["n_tested"], m["n_different"], m["share_different"], m["variance_ratio"], m["note"] or ""]
         for name, m in metrics.items()
     ]
-    return table_chart("discrimination", "Discrimination: share of (model, mode) pairs significantly different "
-                       "(paired Wilcoxon over shared conversations, Holm-corrected, α = 0.05)",
-                       ["metric", "pairs tested", "pairs different", "share different", "variance ratio F", "note"], rows)
+    return table_chart(
+        "discrimination",
+        "Discrimination: share of (model, mode) pairs significantly different "
+        "(paired Wilcoxon over shared conversations, Holm-corrected, α = 0.05)",
+        ["metric", "pairs tested", "pairs different", "share different", "variance ratio F", "note"],
+        rows,
+    )
 
 
 def by_topic_chart(data: EvaluationData) -> Chart:
@@ -72,8 +94,16 @@ def by_topic_chart(data: EvaluationData) -> Chart:
     values = [[cell.get((lab, c)) for c in categories] for lab in labels]
     overall = {r["category"]: r["composite_score"] for r in breakdown["overall"]}
     values.append([overall.get(c) for c in categories])
-    return heatmap("by_topic", "Composite by topic category (columns hardest first)", [*labels, "all rows"], categories,
-                   values, diverging=False, digits=1, note=breakdown.get("note"))
+    return heatmap(
+        "by_topic",
+        "Composite by topic category (columns hardest first)",
+        [*labels, "all rows"],
+        categories,
+        values,
+        diverging=False,
+        digits=1,
+        note=breakdown.get("note"),
+    )
 
 
 def by_group_chart(data: EvaluationData) -> Chart:
@@ -81,21 +111,56 @@ def by_group_chart(data: EvaluationData) -> Chart:
     rows = groups["rows"]
     labels = [f"{r['em_model']} [{r['mode']}]" for r in rows]
     chart = bar_panels(
-        "by_group", "Composite by participant group (0–100)", labels,
-        [("diagnosed anxiety / depression", [r["composite_anxiety_depression"] for r in rows]),
-         ("no diagnosis", [r["composite_none"] for r in rows])],
-        x_max=100.0, digits=1, columns=2,
+        "by_group",
+        "Composite by participant group (0–100)",
+        labels,
+        [
+            ("diagnosed anxiety / depression", [r["composite_anxiety_depression"] for r in rows]),
+            ("no diagnosis", [r["composite_none"] for r in rows]),
+        ],
+        x_max=100.0,
+        digits=1,
+        columns=2,
     )
-    chart.table = [["row", "n_anxiety_depression", "composite_anxiety_depression", "n_none", "composite_none",
-                    "mann_whitney_u", "p", "note"]]
+    chart.table = [
+        [
+            "row",
+            "n_anxiety_depression",
+            "composite_anxiety_depression",
+            "n_none",
+            "composite_none",
+            "mann_whitney_u",
+            "p",
+            "note",
+        ]
+    ]
     for label, r in zip(labels, rows, strict=True):
-        chart.table.append([label, r["n_anxiety_depression"], r["composite_anxiety_depression"], r["n_none"],
-                            r["composite_none"], r["mann_whitney_u"], r["p"], r["note"] or ""])
+        chart.table.append(
+            [
+                label,
+                r["n_anxiety_depression"],
+                r["composite_anxiety_depression"],
+                r["n_none"],
+                r["composite_none"],
+                r["mann_whitney_u"],
+                r["p"],
+                r["note"] or "",
+            ]
+        )
     pooled = groups.get("pooled")
     if pooled:
-        chart.table.append(["pooled (one value per conversation)", pooled["n_anxiety_depression"],
-                            pooled["composite_anxiety_depression"], pooled["n_none"], pooled["composite_none"],
-                            pooled["mann_whitney_u"], pooled["p"], pooled["note"] or ""])
+        chart.table.append(
+            [
+                "pooled (one value per conversation)",
+                pooled["n_anxiety_depression"],
+                pooled["composite_anxiety_depression"],
+                pooled["n_none"],
+                pooled["composite_none"],
+                pooled["mann_whitney_u"],
+                pooled["p"],
+                pooled["note"] or "",
+            ]
+        )
     return chart
 
 
@@ -107,8 +172,13 @@ def turn_position_chart(data: EvaluationData, metric: str = "behaviour_accuracy"
     for r in position["rows"]:
         points = {p["turn"]: p[metric] for p in r["curve"]}
         series.append((f"{r['em_model']} [{r['mode']}]", [points.get(t) for t in turns]))
-    return line_chart("turn_position", f"{TURN_METRIC_TITLES[metric]} by turn position", turns, series,
-                      y_label=TURN_METRIC_TITLES[metric].split(" (")[0])
+    return line_chart(
+        "turn_position",
+        f"{TURN_METRIC_TITLES[metric]} by turn position",
+        turns,
+        series,
+        y_label=TURN_METRIC_TITLES[metric].split(" (")[0],
+    )
 
 
 FIGURES: dict[str, Callable[..., Chart]] = {

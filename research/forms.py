@@ -8,10 +8,10 @@ from django import forms
 from django.contrib.auth import get_user_model
 
 from attunebench import catalogue as cat
-from datasets.exchange import EXPORT_FORMATS
 from collection.models import Conversation
-from research.human_baseline import RaterStep
+from datasets.exchange import EXPORT_FORMATS
 from datasets.models import DatasetVersion
+from research.human_baseline import RaterStep
 from scoring.models import EvaluatedModel
 
 INTENSITY_CHOICES = [("", "–")] + [(str(i), str(i)) for i in range(cat.PANAS_SCALE_MIN, cat.PANAS_SCALE_MAX + 1)]
@@ -25,22 +25,32 @@ def _topic_choices() -> list[tuple[str, str]]:
 class LaunchForm(forms.Form):
     models = forms.ModelMultipleChoiceField(
         queryset=EvaluatedModel.objects.filter(active=True).exclude(kind=EvaluatedModel.Kind.HUMAN),
-        widget=forms.CheckboxSelectMultiple, label="Evaluated models",
+        widget=forms.CheckboxSelectMultiple,
+        label="Evaluated models",
     )
-    modes = forms.MultipleChoiceField(choices=[(m, m) for m in cat.MODES], widget=forms.CheckboxSelectMultiple,
-                                      initial=["default"])
-    panas_strategy = forms.ChoiceField(choices=[(s, s) for s in cat.PANAS_STRATEGIES], initial="absolute",
-                                       label="PANAS strategy")
+    modes = forms.MultipleChoiceField(
+        choices=[(m, m) for m in cat.MODES], widget=forms.CheckboxSelectMultiple, initial=["default"]
+    )
+    panas_strategy = forms.ChoiceField(
+        choices=[(s, s) for s in cat.PANAS_STRATEGIES], initial="absolute", label="PANAS strategy"
+    )
     judge = forms.ModelChoiceField(
         queryset=EvaluatedModel.objects.filter(active=True).exclude(kind=EvaluatedModel.Kind.HUMAN),
-        required=False, empty_label="no judge", help_text="Optional model that rates the EM's drafts (SPEC 4 step 5).",
+        required=False,
+        empty_label="no judge",
+        help_text="Optional model that rates the EM's drafts (SPEC 4 step 5).",
     )
     dataset_version = forms.ModelChoiceField(
-        queryset=DatasetVersion.objects.filter(frozen=True).order_by("-created_at"), required=False,
-        empty_label="all complete conversations", label="Dataset",
+        queryset=DatasetVersion.objects.filter(frozen=True).order_by("-created_at"),
+        required=False,
+        empty_label="all complete conversations",
+        label="Dataset",
     )
     topic_categories = forms.MultipleChoiceField(
-        choices=_topic_choices, required=False, widget=forms.CheckboxSelectMultiple, label="Only these topic categories",
+        choices=_topic_choices,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Only these topic categories",
     )
 
 
@@ -48,15 +58,23 @@ class DatasetVersionForm(forms.Form):
     name = forms.CharField(max_length=200)
     description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
     topic_categories = forms.MultipleChoiceField(
-        choices=_topic_choices, required=False, widget=forms.CheckboxSelectMultiple,
+        choices=_topic_choices,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
         help_text="Leave empty for every complete, non-withdrawn conversation.",
     )
 
 
 class ExportForm(forms.Form):
-    fmt = forms.ChoiceField(choices=[(f, {"json": "Canonical JSON (zip)", "jsonl": "JSONL", "parquet": "Parquet"}[f])
-                                     for f in EXPORT_FORMATS], label="Format")
-    include_model_identity = forms.BooleanField(required=False, initial=True, label="Include original models' real names")
+    fmt = forms.ChoiceField(
+        choices=[
+            (f, {"json": "Canonical JSON (zip)", "jsonl": "JSONL", "parquet": "Parquet"}[f]) for f in EXPORT_FORMATS
+        ],
+        label="Format",
+    )
+    include_model_identity = forms.BooleanField(
+        required=False, initial=True, label="Include original models' real names"
+    )
 
 
 class AssignForm(forms.Form):
@@ -69,8 +87,9 @@ class AssignForm(forms.Form):
 
 class DraftForm(forms.Form):
     turn_number = forms.IntegerField(widget=forms.HiddenInput)
-    draft = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), required=False,
-                            label="The reply you would give to this message")
+    draft = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4}), required=False, label="The reply you would give to this message"
+    )
 
 
 class AnalysisForm(forms.Form):
@@ -85,10 +104,12 @@ class AnalysisForm(forms.Form):
             self.fields[f"emotion_{item}"] = forms.BooleanField(required=False, label=item)
             self.fields[f"intensity_{item}"] = forms.ChoiceField(choices=INTENSITY_CHOICES, required=False, label="")
         for q in step.questions:
-            self.fields[f"om_{q.id}"] = forms.ChoiceField(choices=YES_NO_NA_CHOICES, widget=forms.RadioSelect,
-                                                          label="Did the original reply do this?")
-            self.fields[f"hp_{q.id}"] = forms.ChoiceField(choices=YES_NO_NA_CHOICES, widget=forms.RadioSelect,
-                                                          label="Did the participant want it?")
+            self.fields[f"om_{q.id}"] = forms.ChoiceField(
+                choices=YES_NO_NA_CHOICES, widget=forms.RadioSelect, label="Did the original reply do this?"
+            )
+            self.fields[f"hp_{q.id}"] = forms.ChoiceField(
+                choices=YES_NO_NA_CHOICES, widget=forms.RadioSelect, label="Did the participant want it?"
+            )
         for c in step.comparisons:
             self.fields[f"pw_{c['index']}"] = forms.ChoiceField(
                 choices=[("A", f"A ({c['a']})"), ("B", f"B ({c['b']})")], widget=forms.RadioSelect, label=c["question"]
@@ -107,7 +128,8 @@ class AnalysisForm(forms.Form):
         data = self.cleaned_data
         tags = [
             {"emotion": item, "intensity": int(data[f"intensity_{item}"]) if data[f"intensity_{item}"] else None}
-            for item in cat.PANAS_ITEMS if data[f"emotion_{item}"]
+            for item in cat.PANAS_ITEMS
+            if data[f"emotion_{item}"]
         ]
         return {
             "emotion_tags": tags,
@@ -120,14 +142,23 @@ class AnalysisForm(forms.Form):
 class PostForm(forms.Form):
     """Post-conversation predictions (SPEC 4, strategy 'absolute': the rater sees pre-PANAS totals)."""
 
-    looking_for = forms.MultipleChoiceField(choices=[(o, o) for o in cat.Q1_LOOKING_FOR_OPTIONS],
-                                            widget=forms.CheckboxSelectMultiple, required=False, label=cat.Q1_PROMPT)
-    emotion_clarity = forms.ChoiceField(choices=[("", "–")] + [(o, o) for o in cat.Q2_EMOTION_CLARITY_OPTIONS],
-                                        required=False, label=cat.Q2_PROMPT)
-    model_fit = forms.ChoiceField(choices=[("", "–")] + [(o, o) for o in cat.Q3_MODEL_FIT_OPTIONS],
-                                  required=False, label=cat.Q3_PROMPT)
-    what_felt_off = forms.CharField(required=False, label="What felt off for the participant? (comma-separated)",
-                                    help_text="Suggestions: " + ", ".join(cat.Q3_WHAT_FELT_OFF_SUGGESTIONS))
+    looking_for = forms.MultipleChoiceField(
+        choices=[(o, o) for o in cat.Q1_LOOKING_FOR_OPTIONS],
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        label=cat.Q1_PROMPT,
+    )
+    emotion_clarity = forms.ChoiceField(
+        choices=[("", "–")] + [(o, o) for o in cat.Q2_EMOTION_CLARITY_OPTIONS], required=False, label=cat.Q2_PROMPT
+    )
+    model_fit = forms.ChoiceField(
+        choices=[("", "–")] + [(o, o) for o in cat.Q3_MODEL_FIT_OPTIONS], required=False, label=cat.Q3_PROMPT
+    )
+    what_felt_off = forms.CharField(
+        required=False,
+        label="What felt off for the participant? (comma-separated)",
+        help_text="Suggestions: " + ", ".join(cat.Q3_WHAT_FELT_OFF_SUGGESTIONS),
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -137,7 +168,8 @@ class PostForm(forms.Form):
         branch_scale = [(str(i), str(i)) for i in range(cat.FOUR_BRANCH_MIN, cat.FOUR_BRANCH_MAX + 1)]
         for branch in cat.FOUR_BRANCHES:
             self.fields[f"branch_{branch}"] = forms.ChoiceField(
-                choices=branch_scale, initial=str(cat.FOUR_BRANCH_DEFAULT_PREDICTION),
+                choices=branch_scale,
+                initial=str(cat.FOUR_BRANCH_DEFAULT_PREDICTION),
                 label=f"{branch.capitalize()}: the participant's rating of the model (1–7)",
                 help_text=cat.FOUR_BRANCH_PROMPTS[branch],
             )

@@ -33,8 +33,8 @@ from attunebench.metrics.keys import HUMAN_PREFIX
 from collection.models import Conversation, PanasSurvey, Turn
 from research.models import HumanAssignment
 from research.roles import is_researcher
-from scoring.run_scoring import do_score_evaluation_run
 from scoring.models import EvaluatedModel, EvaluationRun, RunConversation
+from scoring.run_scoring import do_score_evaluation_run
 
 HUMAN_MODE = "default"
 HUMAN_PANAS_STRATEGY = "absolute"  # the rater sees pre-PANAS totals and predicts the 20 post items
@@ -62,14 +62,20 @@ def human_run(user: AbstractBaseUser) -> EvaluationRun:
     run = EvaluationRun.objects.filter(evaluated_model=model, mode=HUMAN_MODE).order_by("-created_at").first()
     if run is None:
         run = EvaluationRun.objects.create(
-            evaluated_model=model, mode=HUMAN_MODE, panas_strategy=HUMAN_PANAS_STRATEGY,
-            status=EvaluationRun.Status.RUNNING, started_at=timezone.now(),
-            selection={"human_baseline": True}, prompt_version="human",
+            evaluated_model=model,
+            mode=HUMAN_MODE,
+            panas_strategy=HUMAN_PANAS_STRATEGY,
+            status=EvaluationRun.Status.RUNNING,
+            started_at=timezone.now(),
+            selection={"human_baseline": True},
+            prompt_version="human",
         )
     return run
 
 
-def do_assign(conversation: Conversation, rater: AbstractBaseUser, assigned_by: AbstractBaseUser | None) -> HumanAssignment:
+def do_assign(
+    conversation: Conversation, rater: AbstractBaseUser, assigned_by: AbstractBaseUser | None
+) -> HumanAssignment:
     """Assign a complete conversation to a rater; assigning twice returns the existing assignment."""
     if conversation.status != Conversation.Status.COMPLETE:
         raise HumanBaselineError("Only complete conversations can be rated.")
@@ -81,14 +87,19 @@ def do_assign(conversation: Conversation, rater: AbstractBaseUser, assigned_by: 
             return existing
         run = human_run(rater)
         run_conversation = RunConversation.objects.create(
-            run=run, conversation=conversation, status=RunConversation.Status.RUNNING,
+            run=run,
+            conversation=conversation,
+            status=RunConversation.Status.RUNNING,
             output=_empty_output(conversation, rater),
         )
         EvaluationRun.objects.filter(pk=run.pk).update(
             conversations_total=F("conversations_total") + 1, status=EvaluationRun.Status.RUNNING, finished_at=None
         )
         return HumanAssignment.objects.create(
-            rater=rater, conversation=conversation, run_conversation=run_conversation, assigned_by=assigned_by,
+            rater=rater,
+            conversation=conversation,
+            run_conversation=run_conversation,
+            assigned_by=assigned_by,
         )
 
 
@@ -109,7 +120,9 @@ def _empty_output(conversation: Conversation, rater: AbstractBaseUser) -> dict[s
 def access_assignment(user: AbstractBaseUser, assignment_id: int) -> HumanAssignment:
     """The assignment if it is the user's own (researchers may look at any, read-only in the view)."""
     try:
-        assignment = HumanAssignment.objects.select_related("conversation", "run_conversation", "rater").get(pk=assignment_id)
+        assignment = HumanAssignment.objects.select_related("conversation", "run_conversation", "rater").get(
+            pk=assignment_id
+        )
     except HumanAssignment.DoesNotExist:
         raise Http404("No such assignment.") from None
     if assignment.rater_id != user.pk and not is_researcher(user):
@@ -145,7 +158,9 @@ def masked_labels(conversation_id: str, turn_number: int) -> dict[str, str]:
     the participant's own reply is not always in the same slot (SPEC 4 masking).
     """
     flip = hashlib.sha256(f"{conversation_id}:{turn_number}".encode()).digest()[0] % 2 == 1
-    first, second = (cat.RESPONSE_HUMAN, cat.RESPONSE_ALTERNATE) if flip else (cat.RESPONSE_ALTERNATE, cat.RESPONSE_HUMAN)
+    first, second = (
+        (cat.RESPONSE_HUMAN, cat.RESPONSE_ALTERNATE) if flip else (cat.RESPONSE_ALTERNATE, cat.RESPONSE_HUMAN)
+    )
     return {cat.RESPONSE_ORIGINAL: "original", first: "alternate1", second: "alternate2"}
 
 
@@ -181,7 +196,9 @@ def current_step(assignment: HumanAssignment) -> RaterStep:
     comparisons = [
         {
             "index": i,
-            "question": cat.PAIRWISE_QUESTIONS.get(c.question_id, c.question_id.removeprefix(cat.CUSTOM_PAIRWISE_PREFIX)),
+            "question": cat.PAIRWISE_QUESTIONS.get(
+                c.question_id, c.question_id.removeprefix(cat.CUSTOM_PAIRWISE_PREFIX)
+            ),
             "a": labels[c.response_a],
             "b": labels[c.response_b],
         }
@@ -189,8 +206,18 @@ def current_step(assignment: HumanAssignment) -> RaterStep:
     ]
     asked = [j.question_id for j in current.binary_judgements.order_by("position")]
     questions = [cat.BINARY_QUESTIONS_BY_ID[q] for q in asked if q in cat.BINARY_QUESTIONS_BY_ID]
-    return RaterStep("analysis", current.turn_number, len(turns), history, current, replies, comparisons, questions,
-                     stored.get("em_drafted_response"), pre)
+    return RaterStep(
+        "analysis",
+        current.turn_number,
+        len(turns),
+        history,
+        current,
+        replies,
+        comparisons,
+        questions,
+        stored.get("em_drafted_response"),
+        pre,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -233,20 +260,24 @@ def do_record_analysis(
     with transaction.atomic():
         locked, rc = _lock(assignment)
         if turn_number != _expected_turn(locked):
-            raise HumanBaselineError(f"You are on turn {_expected_turn(locked)}; this answer was for turn {turn_number}.")
+            raise HumanBaselineError(
+                f"You are on turn {_expected_turn(locked)}; this answer was for turn {turn_number}."
+            )
         output = dict(rc.output)
         turns = [dict(t) for t in output["turns"]]
         stored = next((t for t in turns if t["turnNumber"] == turn_number), None)
         if stored is None:
             raise HumanBaselineError("Write your own reply for this turn first.")
-        stored.update({
-            "em_emotion_tags": emotion_tags,
-            "em_binary_om_assessment": om_answers,
-            "em_binary_human_prediction": participant_answers,
-            "em_binary_om_assessment_hp": dict(om_answers),
-            "em_binary_human_prediction_hp": dict(participant_answers),
-            "em_pairwise_selections": pairwise,
-        })
+        stored.update(
+            {
+                "em_emotion_tags": emotion_tags,
+                "em_binary_om_assessment": om_answers,
+                "em_binary_human_prediction": participant_answers,
+                "em_binary_om_assessment_hp": dict(om_answers),
+                "em_binary_human_prediction_hp": dict(participant_answers),
+                "em_pairwise_selections": pairwise,
+            }
+        )
         cf.RunTurn.model_validate(stored)  # refuse anything the canonical reader would reject
         output["turns"] = turns
         rc.output = output
@@ -275,8 +306,11 @@ def do_record_post(
             "panas_strategy": HUMAN_PANAS_STRATEGY,
             "predicted_post_panas": {"totalPositiveAffect": None, "totalNegativeAffect": None, "items": panas_items},
             "predicted_conversation_wide": {
-                "q1_lookingFor": looking_for, "q2_emotionClarity": emotion_clarity, "q3_modelFit": model_fit,
-                "q3_followUp_whatFeltOff": what_felt_off, "fourBranchScores": four_branch,
+                "q1_lookingFor": looking_for,
+                "q2_emotionClarity": emotion_clarity,
+                "q3_modelFit": model_fit,
+                "q3_followUp_whatFeltOff": what_felt_off,
+                "fourBranchScores": four_branch,
             },
         }
         output["duration_seconds"] = (timezone.now() - locked.assigned_at).total_seconds()
@@ -348,19 +382,18 @@ def rater_agreement() -> Agreement:
     tagged others that turn. Only conversations with two or more finished
     raters count.
     """
-    done = (
-        RunConversation.objects.filter(
-            run__evaluated_model__kind=EvaluatedModel.Kind.HUMAN, status=RunConversation.Status.DONE
-        ).select_related("run__evaluated_model")
-    )
+    done = RunConversation.objects.filter(
+        run__evaluated_model__kind=EvaluatedModel.Kind.HUMAN, status=RunConversation.Status.DONE
+    ).select_related("run__evaluated_model")
     by_conversation: dict[int, dict[str, dict[str, Any]]] = {}
     for rc in done:
         by_conversation.setdefault(rc.conversation_id, {})[rc.run.evaluated_model.name] = rc.output
     shared = {cid: outs for cid, outs in by_conversation.items() if len(outs) >= 2}
     raters = sorted({name for outs in shared.values() for name in outs})
     if len(raters) < 2:
-        return Agreement(raters, 0, None, 0, None, 0,
-                         "Agreement needs at least two raters who finished the same conversation.")
+        return Agreement(
+            raters, 0, None, 0, None, 0, "Agreement needs at least two raters who finished the same conversation."
+        )
     codes = {cat.YES: 0.0, cat.NO: 1.0, cat.NOT_APPLICABLE: 2.0}
     binary_units: dict[tuple, dict[str, float]] = {}
     emotion_units: dict[tuple, dict[str, float]] = {}
@@ -376,7 +409,8 @@ def rater_agreement() -> Agreement:
         for n in turn_numbers:
             tagged = {
                 rater: {t["emotion"].strip().lower() for t in (_output_turn(o, n) or {}).get("em_emotion_tags", [])}
-                for rater, o in outputs.items() if _output_turn(o, n) is not None
+                for rater, o in outputs.items()
+                if _output_turn(o, n) is not None
             }
             for word in set().union(*tagged.values()):
                 for rater, words in tagged.items():

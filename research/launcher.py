@@ -18,9 +18,9 @@ from django.db.models import Count, QuerySet
 from django.db.models.functions import Length
 
 from collection.models import Conversation, Turn
+from datasets.models import DatasetVersion
 from datasets.versions import selection_queryset
 from scoring import replay_service, run_control
-from datasets.models import DatasetVersion
 from scoring.models import EvaluatedModel, EvaluationRun
 
 # SPEC 4 per turn: draft, analysis, HP-perspective binary, pairwise (when the turn has comparisons),
@@ -46,8 +46,9 @@ def ensure_offline_baselines() -> None:
     """The three offline baselines are always in the registry (a migration adds them; this repairs deletions)."""
     present = set(EvaluatedModel.objects.filter(name__in=list(OFFLINE_BASELINES)).values_list("name", flat=True))
     for name in OFFLINE_BASELINES.keys() - present:
-        EvaluatedModel.objects.get_or_create(name=name, defaults={"kind": EvaluatedModel.Kind.OFFLINE,
-                                                                  "notes": OFFLINE_BASELINES[name]})
+        EvaluatedModel.objects.get_or_create(
+            name=name, defaults={"kind": EvaluatedModel.Kind.OFFLINE, "notes": OFFLINE_BASELINES[name]}
+        )
 
 
 @dataclass
@@ -90,7 +91,7 @@ def _model_price(model: EvaluatedModel) -> tuple[float, float] | None:
         import litellm
 
         info = litellm.model_cost.get(model.litellm_model or model.name)
-    except Exception:  # noqa: BLE001 - a missing price list only makes the estimate unknown
+    except Exception:
         info = None
     if not info:
         return None
@@ -121,7 +122,9 @@ def estimate(request: LaunchRequest) -> Estimate:
         # Weight each turn's prompt size by roughly how many calls see it.
         turn_calls = CALLS_PER_TURN_FIXED + (1 if n_comparisons else 0) + judge
         input_tokens += turn_calls * (PROMPT_OVERHEAD_TOKENS + running[conversation_id] // CHARS_PER_TOKEN)
-    input_tokens += len(pks) * (PROMPT_OVERHEAD_TOKENS + sum(running.values()) // max(1, CHARS_PER_TOKEN * max(1, len(pks))))
+    input_tokens += len(pks) * (
+        PROMPT_OVERHEAD_TOKENS + sum(running.values()) // max(1, CHARS_PER_TOKEN * max(1, len(pks)))
+    )
     calls = replay_service.estimate_calls(queryset, judge=request.judge is not None)
     output_tokens = calls * OUTPUT_TOKENS_PER_CALL
     notes: list[str] = []
@@ -132,7 +135,9 @@ def estimate(request: LaunchRequest) -> Estimate:
         for mode in request.modes:
             if price is None:
                 cost = None
-                notes.append(f"{model.name}: no price known (set input/output cost in the registry); cost not estimated")
+                notes.append(
+                    f"{model.name}: no price known (set input/output cost in the registry); cost not estimated"
+                )
             else:
                 cost = (input_tokens * price[0] + output_tokens * price[1]) / 1e6
                 total_cost += cost
@@ -143,14 +148,21 @@ def estimate(request: LaunchRequest) -> Estimate:
         judge_price = _model_price(request.judge)
         if judge_price and judge_price != (0.0, 0.0):
             judge_calls = sum(1 for _, n, _ in turn_rows) * len(request.models) * len(request.modes)
-            judge_cost = judge_calls * (PROMPT_OVERHEAD_TOKENS * judge_price[0] + OUTPUT_TOKENS_PER_CALL * judge_price[1]) / 1e6
+            judge_cost = (
+                judge_calls * (PROMPT_OVERHEAD_TOKENS * judge_price[0] + OUTPUT_TOKENS_PER_CALL * judge_price[1]) / 1e6
+            )
             total_cost += judge_cost
             notes.append(f"judge {request.judge.name}: about {judge_calls} calls, ${judge_cost:.2f} included")
     if any(m.kind == EvaluatedModel.Kind.HUMAN for m in request.models):
         notes.append("human raters are not replayed by the launcher; assign conversations on the human-baseline page")
     return Estimate(
-        conversations=len(pks), turns=len(turn_rows), runs=len(request.models) * len(request.modes),
-        calls=sum(r["calls"] for r in per_run), cost_usd=total_cost, per_run=per_run, notes=sorted(set(notes)),
+        conversations=len(pks),
+        turns=len(turn_rows),
+        runs=len(request.models) * len(request.modes),
+        calls=sum(r["calls"] for r in per_run),
+        cost_usd=total_cost,
+        per_run=per_run,
+        notes=sorted(set(notes)),
     )
 
 
@@ -172,12 +184,18 @@ def do_launch_runs(request: LaunchRequest, user: Any = None) -> list[EvaluationR
     with transaction.atomic():
         for model in request.models:
             for mode in request.modes:
-                runs.append(EvaluationRun.objects.create(
-                    evaluated_model=model, judge_model=request.judge, mode=mode,
-                    panas_strategy=request.panas_strategy, dataset_version=request.dataset_version,
-                    selection=request.selection(), conversations_total=total,
-                    created_by=user if getattr(user, "is_authenticated", False) else None,
-                ))
+                runs.append(
+                    EvaluationRun.objects.create(
+                        evaluated_model=model,
+                        judge_model=request.judge,
+                        mode=mode,
+                        panas_strategy=request.panas_strategy,
+                        dataset_version=request.dataset_version,
+                        selection=request.selection(),
+                        conversations_total=total,
+                        created_by=user if getattr(user, "is_authenticated", False) else None,
+                    )
+                )
         run_ids = [r.pk for r in runs]
         transaction.on_commit(lambda: [run_control.start_run(run_id) for run_id in run_ids])
     return runs
@@ -186,7 +204,9 @@ def do_launch_runs(request: LaunchRequest, user: Any = None) -> list[EvaluationR
 def do_cancel_run(run: EvaluationRun) -> EvaluationRun:
     """Ask the replay service to stop a queued or running run."""
     if run.status not in (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING, EvaluationRun.Status.SCORING):
-        raise LauncherError(f"Run {run.pk} is {run.get_status_display().lower()}; only queued or running runs can be cancelled.")
+        raise LauncherError(
+            f"Run {run.pk} is {run.get_status_display().lower()}; only queued or running runs can be cancelled."
+        )
     if not run_control.cancel_run(run.pk):
         raise LauncherError(f"Run {run.pk} finished before it could be cancelled.")
     run.refresh_from_db()
@@ -196,6 +216,8 @@ def do_cancel_run(run: EvaluationRun) -> EvaluationRun:
 def do_resume_run(run: EvaluationRun) -> EvaluationRun:
     """Continue a cancelled or failed run; finished conversations are kept and cached calls are free."""
     if run.status not in (EvaluationRun.Status.CANCELLED, EvaluationRun.Status.FAILED):
-        raise LauncherError(f"Run {run.pk} is {run.get_status_display().lower()}; only cancelled or failed runs can be resumed.")
+        raise LauncherError(
+            f"Run {run.pk} is {run.get_status_display().lower()}; only cancelled or failed runs can be resumed."
+        )
     transaction.on_commit(lambda: run_control.resume_run(run.pk))
     return run

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
 from django.utils import timezone
 
 from collection.models import Conversation
@@ -29,7 +28,9 @@ class HumanAssignment(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     assigned_at = models.DateTimeField(default=timezone.now)
-    turns_done = models.PositiveIntegerField(default=0, help_text="Turns the rater has answered; they see turn turns_done + 1.")
+    turns_done = models.PositiveIntegerField(
+        default=0, help_text="Turns the rater has answered; they see turn turns_done + 1."
+    )
     completed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

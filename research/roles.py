@@ -19,13 +19,32 @@ RESEARCH_GROUP = "research"
 
 # (app_label, model, actions): what the research group may do in Django admin.
 RESEARCH_GROUP_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    *[("collection", model, ("view",)) for model in (
-        "study", "participant", "consent", "participantprofile", "originalmodel", "topic",
-        "conversation", "turn", "panassurvey", "panasitemresponse", "conversationwideanswers", "fourbranchrating",
-    )],
-    *[("annotation", model, ("view",)) for model in (
-        "moodtag", "binaryjudgement", "alternateresponses", "pairwisecomparison",
-    )],
+    *[
+        ("collection", model, ("view",))
+        for model in (
+            "study",
+            "participant",
+            "consent",
+            "participantprofile",
+            "originalmodel",
+            "topic",
+            "conversation",
+            "turn",
+            "panassurvey",
+            "panasitemresponse",
+            "conversationwideanswers",
+            "fourbranchrating",
+        )
+    ],
+    *[
+        ("annotation", model, ("view",))
+        for model in (
+            "moodtag",
+            "binaryjudgement",
+            "alternateresponses",
+            "pairwisecomparison",
+        )
+    ],
     ("scoring", "evaluatedmodel", ("view", "add", "change")),
     ("datasets", "datasetversion", ("view", "add")),
     ("scoring", "evaluationrun", ("view", "add", "change")),

@@ -10,11 +10,10 @@ from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 
 from attunebench import catalogue as cat
-from datasets.exchange import EXPORT_FORMATS
 from collection.models import Conversation
+from datasets.exchange import EXPORT_FORMATS
 from datasets.models import DatasetVersion, ExportJob
 from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun
-
 
 # Text the database can store (no NUL) with at least one visible character: the schema states exactly what is accepted.
 NAME_PATTERN = r"^[^\x00]*[^\x00\s][^\x00]*$"
@@ -31,8 +30,19 @@ class ConversationSummarySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Conversation
-        fields = ["conversation_id", "status", "source", "category", "subtopic", "original_model_alias",
-                  "original_model", "participant", "turn_count", "started_at", "completed_at"]
+        fields = [
+            "conversation_id",
+            "status",
+            "source",
+            "category",
+            "subtopic",
+            "original_model_alias",
+            "original_model",
+            "participant",
+            "turn_count",
+            "started_at",
+            "completed_at",
+        ]
 
 
 class CanonicalConversationSerializer(serializers.Serializer):
@@ -50,8 +60,21 @@ class CanonicalConversationSerializer(serializers.Serializer):
 class EvaluatedModelSerializer(serializers.ModelSerializer):
     class Meta:
         model = EvaluatedModel
-        fields = ["id", "name", "kind", "litellm_model", "api_base", "params", "max_concurrency", "requests_per_minute",
-                  "input_cost_per_million", "output_cost_per_million", "active", "notes", "created_at"]
+        fields = [
+            "id",
+            "name",
+            "kind",
+            "litellm_model",
+            "api_base",
+            "params",
+            "max_concurrency",
+            "requests_per_minute",
+            "input_cost_per_million",
+            "output_cost_per_million",
+            "active",
+            "notes",
+            "created_at",
+        ]
         read_only_fields = ["id", "created_at"]
 
 
@@ -60,7 +83,16 @@ class DatasetVersionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = DatasetVersion
-        fields = ["id", "name", "description", "content_hash", "conversation_count", "frozen", "created_at", "created_by"]
+        fields = [
+            "id",
+            "name",
+            "description",
+            "content_hash",
+            "conversation_count",
+            "frozen",
+            "created_at",
+            "created_by",
+        ]
         read_only_fields = fields
 
 
@@ -79,9 +111,23 @@ class ExportJobSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ExportJob
-        fields = ["id", "dataset_version", "fmt", "include_model_identity", "status", "progress_done", "progress_total",
-                  "progress_percent", "file_size", "file_sha256", "error", "created_at", "started_at", "finished_at",
-                  "download_url"]
+        fields = [
+            "id",
+            "dataset_version",
+            "fmt",
+            "include_model_identity",
+            "status",
+            "progress_done",
+            "progress_total",
+            "progress_percent",
+            "file_size",
+            "file_sha256",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "download_url",
+        ]
         read_only_fields = fields
 
     @extend_schema_field(serializers.URLField(allow_null=True))
@@ -106,10 +152,30 @@ class RunSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = EvaluationRun
-        fields = ["id", "evaluated_model", "judge_model", "mode", "panas_strategy", "dataset_version", "selection",
-                  "prompt_version", "status", "conversations_total", "conversations_done", "conversations_failed",
-                  "calls_made", "calls_cached", "calls_failed", "cost_usd", "progress_percent", "composite_score",
-                  "error", "created_at", "started_at", "finished_at"]
+        fields = [
+            "id",
+            "evaluated_model",
+            "judge_model",
+            "mode",
+            "panas_strategy",
+            "dataset_version",
+            "selection",
+            "prompt_version",
+            "status",
+            "conversations_total",
+            "conversations_done",
+            "conversations_failed",
+            "calls_made",
+            "calls_cached",
+            "calls_failed",
+            "cost_usd",
+            "progress_percent",
+            "composite_score",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
         read_only_fields = fields
 
     @extend_schema_field(serializers.FloatField(allow_null=True))
@@ -127,8 +193,11 @@ class ModesField(serializers.ListField):
 
 
 class RunCreateSerializer(serializers.Serializer):
-    models = serializers.ListField(child=serializers.RegexField(NAME_PATTERN, trim_whitespace=False), min_length=1,
-                                   help_text="Evaluated-model names.")
+    models = serializers.ListField(
+        child=serializers.RegexField(NAME_PATTERN, trim_whitespace=False),
+        min_length=1,
+        help_text="Evaluated-model names.",
+    )
     modes = ModesField()
     panas_strategy = serializers.ChoiceField(choices=list(cat.PANAS_STRATEGIES), default="absolute")
     judge = serializers.RegexField(NAME_PATTERN, trim_whitespace=False, required=False, allow_null=True, default=None)
@@ -136,8 +205,9 @@ class RunCreateSerializer(serializers.Serializer):
     topic_categories = serializers.ListField(
         child=serializers.ChoiceField(choices=list(cat.TOPIC_CATEGORIES)), required=False, default=list
     )
-    dry_run = serializers.BooleanField(required=False, default=False,
-                                       help_text="Only estimate calls and cost; nothing is started.")
+    dry_run = serializers.BooleanField(
+        required=False, default=False, help_text="Only estimate calls and cost; nothing is started."
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         names = list(dict.fromkeys(attrs["models"]))

@@ -6,8 +6,13 @@ from research import views
 app_name = "research"
 urlpatterns = [
     path("", views.evaluation_dashboard, name="home"),
-    path("login/", auth_views.LoginView.as_view(template_name="research/login.html", redirect_authenticated_user=True,
-                                                next_page="research:home"), name="login"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(
+            template_name="research/login.html", redirect_authenticated_user=True, next_page="research:home"
+        ),
+        name="login",
+    ),
     path("logout/", auth_views.LogoutView.as_view(next_page="research:login"), name="logout"),
     path("figures/<slug:name>.<str:ext>", views.figure_download, name="figure"),
     path("collection/", views.collection_dashboard, name="collection"),

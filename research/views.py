@@ -12,8 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from attunebench import catalogue as cat
 from collection.models import Conversation
-from research import collection_stats, drilldown, launcher
-from research.access import login_required_403, researcher_required
+from datasets.models import DatasetVersion, ExportJob
 from datasets.tasks import do_request_export
 from datasets.versions import (
     DatasetError,
@@ -22,6 +21,8 @@ from datasets.versions import (
     do_freeze_dataset_version,
     version_summary,
 )
+from research import collection_stats, drilldown, launcher
+from research.access import login_required_403, researcher_required
 from research.evaluation import SORT_KEYS, capability_columns, evaluation_data, leaderboard_rows
 from research.figures import TURN_METRIC_TITLES, figure
 from research.forms import AnalysisForm, AssignForm, DatasetVersionForm, DraftForm, ExportForm, LaunchForm, PostForm
@@ -35,7 +36,6 @@ from research.human_baseline import (
     do_record_post,
     rater_agreement,
 )
-from datasets.models import DatasetVersion, ExportJob
 from research.models import HumanAssignment
 from scoring.models import EvaluationRun, RunConversation
 
@@ -65,8 +65,18 @@ def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
     rows = leaderboard_rows(data, weighting=weighting, sort=sort, descending=descending)
     figures = {}
     if data.analysis:
-        figures = {name: figure(name, data, weighting=weighting, metric=metric) for name in (
-            "leaderboard", "capability_profile", "independence", "discrimination", "by_topic", "by_group", "turn_position")}
+        figures = {
+            name: figure(name, data, weighting=weighting, metric=metric)
+            for name in (
+                "leaderboard",
+                "capability_profile",
+                "independence",
+                "discrimination",
+                "by_topic",
+                "by_group",
+                "turn_position",
+            )
+        }
     context = {
         "data": data,
         "rows": rows,
@@ -74,8 +84,14 @@ def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
         "sort": sort if sort in SORT_KEYS else "composite",
         "descending": descending,
         "capability_columns": capability_columns(),
-        "sort_columns": [("label", "Model"), ("composite", "Composite" if weighting == "spec" else "Equal-weight"),
-                         *capability_columns(), ("n", "Conv."), ("coverage", "Coverage"), ("cost", "Cost")],
+        "sort_columns": [
+            ("label", "Model"),
+            ("composite", "Composite" if weighting == "spec" else "Equal-weight"),
+            *capability_columns(),
+            ("n", "Conv."),
+            ("coverage", "Coverage"),
+            ("cost", "Cost"),
+        ],
         "figures": figures,
         "analysis": data.analysis,
         "metric": metric if metric in TURN_METRIC_TITLES else "behaviour_accuracy",
@@ -84,7 +100,11 @@ def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
         "dataset": dataset,
         "query": request.GET.urlencode(),
     }
-    template = "research/_leaderboard.html" if request.htmx and request.GET.get("part") == "leaderboard" else "research/evaluation.html"
+    template = (
+        "research/_leaderboard.html"
+        if request.htmx and request.GET.get("part") == "leaderboard"
+        else "research/evaluation.html"
+    )
     return render(request, template, context)
 
 
@@ -95,7 +115,12 @@ def figure_download(request: HttpRequest, name: str, ext: str) -> HttpResponse:
     if data.analysis is None:
         raise Http404("No scored runs yet.")
     try:
-        chart = figure(name, data, weighting=request.GET.get("weighting", "spec"), metric=request.GET.get("metric", "behaviour_accuracy"))
+        chart = figure(
+            name,
+            data,
+            weighting=request.GET.get("weighting", "spec"),
+            metric=request.GET.get("metric", "behaviour_accuracy"),
+        )
     except KeyError:
         raise Http404("No such figure.") from None
     if ext == "csv":
@@ -113,7 +138,9 @@ def figure_download(request: HttpRequest, name: str, ext: str) -> HttpResponse:
 @require_GET
 def run_conversation_drilldown(request: HttpRequest, run_id: int, conversation_id: str) -> HttpResponse:
     run = get_object_or_404(EvaluationRun.objects.select_related("evaluated_model"), pk=run_id)
-    conversation = get_object_or_404(Conversation.objects.select_related("topic", "original_model"), conversation_id=conversation_id)
+    conversation = get_object_or_404(
+        Conversation.objects.select_related("topic", "original_model"), conversation_id=conversation_id
+    )
     context = drilldown.drilldown(run, conversation)
     return render(request, "research/drilldown.html", context)
 
@@ -121,9 +148,15 @@ def run_conversation_drilldown(request: HttpRequest, run_id: int, conversation_i
 @researcher_required
 @require_GET
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(EvaluationRun.objects.select_related("evaluated_model", "judge_model", "dataset_version"), pk=run_id)
+    run = get_object_or_404(
+        EvaluationRun.objects.select_related("evaluated_model", "judge_model", "dataset_version"), pk=run_id
+    )
     scores = run.conversation_scores.select_related("conversation__topic").order_by("-composite_score")
-    return render(request, "research/run_detail.html", {"run": run, "scores": scores[:500], "active_statuses": ACTIVE_RUN_STATUSES})
+    return render(
+        request,
+        "research/run_detail.html",
+        {"run": run, "scores": scores[:500], "active_statuses": ACTIVE_RUN_STATUSES},
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -136,14 +169,18 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 def collection_dashboard(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status") or None
     category = request.GET.get("category") or None
-    return render(request, "research/collection.html", {
-        "stats": collection_stats.collection_stats(),
-        "conversations": collection_stats.recent_conversations(status, category),
-        "status": status,
-        "category": category,
-        "statuses": Conversation.Status.choices,
-        "categories": cat.TOPIC_CATEGORIES,
-    })
+    return render(
+        request,
+        "research/collection.html",
+        {
+            "stats": collection_stats.collection_stats(),
+            "conversations": collection_stats.recent_conversations(status, category),
+            "status": status,
+            "category": category,
+            "statuses": Conversation.Status.choices,
+            "categories": cat.TOPIC_CATEGORIES,
+        },
+    )
 
 
 @researcher_required
@@ -154,16 +191,21 @@ def conversation_viewer(request: HttpRequest, conversation_id: str) -> HttpRespo
         conversation_id=conversation_id,
     )
     surveys = {s.kind: s for s in conversation.panas_surveys.prefetch_related("item_responses")}
-    return render(request, "research/conversation.html", {
-        "conversation": conversation,
-        "turns": collection_stats.conversation_transcript(conversation),
-        "pre": surveys.get("pre"),
-        "post": surveys.get("post"),
-        "wide": getattr(conversation, "wide_answers", None),
-        "branches": conversation.four_branch_ratings.all(),
-        "runs": RunConversation.objects.filter(conversation=conversation, status=RunConversation.Status.DONE)
-        .select_related("run__evaluated_model").order_by("run__evaluated_model__name"),
-    })
+    return render(
+        request,
+        "research/conversation.html",
+        {
+            "conversation": conversation,
+            "turns": collection_stats.conversation_transcript(conversation),
+            "pre": surveys.get("pre"),
+            "post": surveys.get("post"),
+            "wide": getattr(conversation, "wide_answers", None),
+            "branches": conversation.four_branch_ratings.all(),
+            "runs": RunConversation.objects.filter(conversation=conversation, status=RunConversation.Status.DONE)
+            .select_related("run__evaluated_model")
+            .order_by("run__evaluated_model__name"),
+        },
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -174,8 +216,12 @@ def conversation_viewer(request: HttpRequest, conversation_id: str) -> HttpRespo
 def _launch_request(form: LaunchForm) -> launcher.LaunchRequest:
     d = form.cleaned_data
     return launcher.LaunchRequest(
-        models=list(d["models"]), modes=list(d["modes"]), panas_strategy=d["panas_strategy"], judge=d["judge"],
-        dataset_version=d["dataset_version"], topic_categories=list(d["topic_categories"]),
+        models=list(d["models"]),
+        modes=list(d["modes"]),
+        panas_strategy=d["panas_strategy"],
+        judge=d["judge"],
+        dataset_version=d["dataset_version"],
+        topic_categories=list(d["topic_categories"]),
     )
 
 
@@ -192,9 +238,15 @@ def run_launcher(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Started {len(runs)} run(s).")
             return redirect(reverse("research:runs"))
     runs = EvaluationRun.objects.select_related("evaluated_model", "dataset_version").order_by("-created_at")[:50]
-    return render(request, "research/runs.html", {
-        "form": form, "runs": runs, "active_statuses": ACTIVE_RUN_STATUSES,
-    })
+    return render(
+        request,
+        "research/runs.html",
+        {
+            "form": form,
+            "runs": runs,
+            "active_statuses": ACTIVE_RUN_STATUSES,
+        },
+    )
 
 
 @researcher_required
@@ -229,7 +281,9 @@ def _run_action(request: HttpRequest, run_id: int, action, done: str) -> HttpRes
     except launcher.LauncherError as exc:
         messages.error(request, str(exc))
     target = request.POST.get("next", "")
-    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+    if not url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
         target = reverse("research:runs")
     return redirect(target)
 
@@ -263,7 +317,11 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Froze {version.name}: {version.conversation_count} conversations.")
             return redirect("research:dataset", version_id=version.pk)
-    versions = DatasetVersion.objects.select_related("created_by").annotate(n_exports=Count("export_jobs")).order_by("-created_at")
+    versions = (
+        DatasetVersion.objects.select_related("created_by")
+        .annotate(n_exports=Count("export_jobs"))
+        .order_by("-created_at")
+    )
     return render(request, "research/datasets.html", {"form": form, "versions": versions})
 
 
@@ -271,13 +329,17 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 def dataset_detail(request: HttpRequest, version_id: int) -> HttpResponse:
     version = get_object_or_404(DatasetVersion.objects.select_related("created_by"), pk=version_id)
-    return render(request, "research/dataset_detail.html", {
-        "version": version,
-        "datasheet": build_datasheet(version, "preview", True).data,
-        "summary": version_summary(version),
-        "export_form": ExportForm(),
-        "jobs": version.export_jobs.select_related("created_by").order_by("-created_at"),
-    })
+    return render(
+        request,
+        "research/dataset_detail.html",
+        {
+            "version": version,
+            "datasheet": build_datasheet(version, "preview", True).data,
+            "summary": version_summary(version),
+            "export_form": ExportForm(),
+            "jobs": version.export_jobs.select_related("created_by").order_by("-created_at"),
+        },
+    )
 
 
 @researcher_required
@@ -287,7 +349,9 @@ def dataset_export(request: HttpRequest, version_id: int) -> HttpResponse:
     form = ExportForm(request.POST)
     if form.is_valid():
         try:
-            do_request_export(version, form.cleaned_data["fmt"], request.user, form.cleaned_data["include_model_identity"])
+            do_request_export(
+                version, form.cleaned_data["fmt"], request.user, form.cleaned_data["include_model_identity"]
+            )
             messages.success(request, "Export started; the download link appears here when it is ready.")
         except DatasetError as exc:
             messages.error(request, str(exc))
@@ -330,10 +394,17 @@ def human_baseline(request: HttpRequest) -> HttpResponse:
         except HumanBaselineError as exc:
             form.add_error(None, str(exc))
     assignments = HumanAssignment.objects.select_related("rater", "conversation", "assigned_by").annotate(
-        n_turns=Count("conversation__turns"))
-    return render(request, "research/human.html", {
-        "form": form, "assignments": assignments, "agreement": rater_agreement(),
-    })
+        n_turns=Count("conversation__turns")
+    )
+    return render(
+        request,
+        "research/human.html",
+        {
+            "form": form,
+            "assignments": assignments,
+            "agreement": rater_agreement(),
+        },
+    )
 
 
 @login_required_403
@@ -341,7 +412,8 @@ def human_baseline(request: HttpRequest) -> HttpResponse:
 def rater_home(request: HttpRequest) -> HttpResponse:
     assignments = (
         HumanAssignment.objects.filter(rater=request.user)
-        .select_related("conversation__topic").annotate(n_turns=Count("conversation__turns"))
+        .select_related("conversation__topic")
+        .annotate(n_turns=Count("conversation__turns"))
     )
     return render(request, "research/rater_home.html", {"assignments": assignments})
 
@@ -373,7 +445,16 @@ def rater_step(request: HttpRequest, assignment_id: int) -> HttpResponse:
             except HumanBaselineError as exc:
                 messages.error(request, str(exc))
                 return redirect("research:rate", assignment_id=assignment.pk)
-    return render(request, "research/rater_step.html", {
-        "assignment": assignment, "step": step, "form": form, "own": own,
-        "progress": round(100 * (assignment.turns_done + (1 if assignment.is_complete else 0)) / (step.total_turns + 1)),
-    })
+    return render(
+        request,
+        "research/rater_step.html",
+        {
+            "assignment": assignment,
+            "step": step,
+            "form": form,
+            "own": own,
+            "progress": round(
+                100 * (assignment.turns_done + (1 if assignment.is_complete else 0)) / (step.total_turns + 1)
+            ),
+        },
+    )

@@ -13,7 +13,15 @@ from scoring import models as m
 
 @admin.register(m.EvaluatedModel)
 class EvaluatedModelAdmin(admin.ModelAdmin):
-    list_display = ("name", "kind", "litellm_model", "max_concurrency", "input_cost_per_million", "output_cost_per_million", "active")
+    list_display = (
+        "name",
+        "kind",
+        "litellm_model",
+        "max_concurrency",
+        "input_cost_per_million",
+        "output_cost_per_million",
+        "active",
+    )
     list_filter = ("kind", "active")
     search_fields = ("name", "litellm_model", "notes")
     readonly_fields = ("created_at",)
@@ -30,12 +38,37 @@ class RunConversationInline(admin.TabularInline):
 
 @admin.register(m.EvaluationRun)
 class EvaluationRunAdmin(admin.ModelAdmin):
-    list_display = ("id", "evaluated_model", "mode", "panas_strategy", "judge_model", "dataset_version", "status",
-                    "progress", "calls_made", "calls_cached", "calls_failed", "cost_usd", "created_at")
+    list_display = (
+        "id",
+        "evaluated_model",
+        "mode",
+        "panas_strategy",
+        "judge_model",
+        "dataset_version",
+        "status",
+        "progress",
+        "calls_made",
+        "calls_cached",
+        "calls_failed",
+        "cost_usd",
+        "created_at",
+    )
     list_filter = ("status", "mode", "panas_strategy", "evaluated_model__kind", "evaluated_model")
     search_fields = ("evaluated_model__name", "error", "prompt_version")
-    readonly_fields = ("conversations_total", "conversations_done", "conversations_failed", "calls_made", "calls_cached",
-                       "calls_failed", "cost_usd", "started_at", "finished_at", "created_at", "created_by", "progress")
+    readonly_fields = (
+        "conversations_total",
+        "conversations_done",
+        "conversations_failed",
+        "calls_made",
+        "calls_cached",
+        "calls_failed",
+        "cost_usd",
+        "started_at",
+        "finished_at",
+        "created_at",
+        "created_by",
+        "progress",
+    )
     list_select_related = ("evaluated_model", "judge_model", "dataset_version")
     date_hierarchy = "created_at"
 
@@ -46,7 +79,16 @@ class EvaluationRunAdmin(admin.ModelAdmin):
 
 @admin.register(m.RunConversation)
 class RunConversationAdmin(admin.ModelAdmin):
-    list_display = ("run", "conversation", "status", "calls_made", "calls_cached", "calls_failed", "cost_usd", "updated_at")
+    list_display = (
+        "run",
+        "conversation",
+        "status",
+        "calls_made",
+        "calls_cached",
+        "calls_failed",
+        "cost_usd",
+        "updated_at",
+    )
     list_filter = ("status", "run__evaluated_model", "run__mode")
     search_fields = ("conversation__conversation_id", "run__evaluated_model__name", "error")
     readonly_fields = ("calls_made", "calls_cached", "calls_failed", "cost_usd", "updated_at")

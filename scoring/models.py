@@ -27,7 +27,9 @@ class EvaluatedModel(models.Model):
         LLM = "llm", "LLM through litellm"
         HUMAN = "human", "Human rater"
 
-    name = models.CharField(max_length=200, unique=True, help_text="e.g. baseline:lexicon, openai/gpt-4o-mini, human:alex")
+    name = models.CharField(
+        max_length=200, unique=True, help_text="e.g. baseline:lexicon, openai/gpt-4o-mini, human:alex"
+    )
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.LLM)
     litellm_model = models.CharField(max_length=200, blank=True)
     api_base = models.CharField(max_length=300, blank=True)
@@ -35,13 +37,14 @@ class EvaluatedModel(models.Model):
     max_concurrency = models.PositiveIntegerField(
         default=8,
         help_text="Requests in flight at once to this model's provider (litellm prefix and API base), "
-                  "summed over all workers when Redis is configured. Models at one provider share one cap, "
-                  "so give them the same value: an EM with its judge there gets the lower one, and when runs "
-                  "of different models overlap, the conversation started last sets it. A change applies to "
-                  "conversations replayed after it; no worker restart is needed.",
+        "summed over all workers when Redis is configured. Models at one provider share one cap, "
+        "so give them the same value: an EM with its judge there gets the lower one, and when runs "
+        "of different models overlap, the conversation started last sets it. A change applies to "
+        "conversations replayed after it; no worker restart is needed.",
     )
     requests_per_minute = models.PositiveIntegerField(
-        null=True, blank=True,
+        null=True,
+        blank=True,
         help_text="Requests per minute to this model's provider, shared like the in-flight cap. Empty: no limit.",
     )
     input_cost_per_million = models.FloatField(null=True, blank=True, help_text="Overrides litellm's price list.")
@@ -77,9 +80,7 @@ class EvaluationRun(models.Model):
         EvaluatedModel, on_delete=models.PROTECT, related_name="judged_runs", null=True, blank=True
     )
     mode = models.CharField(max_length=24, choices=[(m, m) for m in cat.MODES], default="default")
-    panas_strategy = models.CharField(
-        max_length=16, choices=[(s, s) for s in cat.PANAS_STRATEGIES], default="absolute"
-    )
+    panas_strategy = models.CharField(max_length=16, choices=[(s, s) for s in cat.PANAS_STRATEGIES], default="absolute")
     dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, null=True, blank=True)
     selection = models.JSONField(default=dict, blank=True, help_text="Filter used when no dataset version is given.")
     prompt_version = models.CharField(max_length=40, blank=True)
@@ -165,7 +166,9 @@ class ConversationScore(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["run", "conversation"], name="conversation_score_unique"),
-            models.CheckConstraint(condition=Q(coverage__gte=0, coverage__lte=1), name="conversation_score_coverage_range"),
+            models.CheckConstraint(
+                condition=Q(coverage__gte=0, coverage__lte=1), name="conversation_score_coverage_range"
+            ),
         ]
 
 

@@ -105,8 +105,9 @@ class RedisInFlightSlots:
     more cost nothing against the model's latency.
     """
 
-    def __init__(self, url: str, lease_s: float = DEFAULT_LEASE_S, poll_s: float = 0.02,
-                 heartbeat_s: float = DEFAULT_HEARTBEAT_S) -> None:
+    def __init__(
+        self, url: str, lease_s: float = DEFAULT_LEASE_S, poll_s: float = 0.02, heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    ) -> None:
         self.url = url
         self.lease_s = lease_s
         self.poll_s = poll_s
@@ -132,8 +133,11 @@ class RedisInFlightSlots:
             try:
                 await self._beat()
             except Exception as exc:  # Redis away for a moment: say so and keep beating
-                log.warning("in-flight slots: heartbeat to Redis failed (%s); other workers may take this "
-                            "worker's slots if it stays down", exc)
+                log.warning(
+                    "in-flight slots: heartbeat to Redis failed (%s); other workers may take this "
+                    "worker's slots if it stays down",
+                    exc,
+                )
 
     async def _alive(self) -> None:
         """Heartbeat on before the first slot is taken, then in the background for this process."""
@@ -146,8 +150,7 @@ class RedisInFlightSlots:
         await self._alive()
         token = f"{self.owner}:{uuid.uuid4().hex}"
         while True:
-            if await self._take(keys=[REDIS_SLOTS_PREFIX + key],
-                                args=[limit, self.lease_s, token, REDIS_ALIVE_PREFIX]):
+            if await self._take(keys=[REDIS_SLOTS_PREFIX + key], args=[limit, self.lease_s, token, REDIS_ALIVE_PREFIX]):
                 return token
             await asyncio.sleep(self.poll_s * (0.5 + random.random()))
 

@@ -49,12 +49,12 @@ from attunebench.replay.prompts import PROMPT_VERSION
 from attunebench.replay.protocol import ReplayConfig, ReplayResult, planned_calls
 from attunebench.replay.run import make_replayer
 from attunebench.replay.scheduler import Scheduler
-from datasets.exchange import conversation_to_canonical, with_export_relations
 from collection.models import Conversation
+from datasets.exchange import conversation_to_canonical, with_export_relations
+from datasets.selection import selection_queryset
 from scoring.models import EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation
 from scoring.redis_limits import RedisInFlightSlots, RedisRateLimiter
 from scoring.run_scoring import do_score_evaluation_run
-from datasets.selection import selection_queryset
 
 logger = logging.getLogger("attune.replay")
 
@@ -95,10 +95,15 @@ def em_spec(model: EvaluatedModel) -> EMSpec:
             f"{model.name} is a live model and ATTUNE_ALLOW_LIVE_MODELS is not set; set it to allow paid calls"
         )
     return EMSpec(
-        name=model.name, kind=KIND_LLM, litellm_model=model.litellm_model or model.name,
-        api_base=model.api_base or None, params=dict(model.params or {}),
-        max_in_flight=model.max_concurrency, rpm=model.requests_per_minute,
-        input_cost_per_million=model.input_cost_per_million, output_cost_per_million=model.output_cost_per_million,
+        name=model.name,
+        kind=KIND_LLM,
+        litellm_model=model.litellm_model or model.name,
+        api_base=model.api_base or None,
+        params=dict(model.params or {}),
+        max_in_flight=model.max_concurrency,
+        rpm=model.requests_per_minute,
+        input_cost_per_million=model.input_cost_per_million,
+        output_cost_per_million=model.output_cost_per_million,
     )
 
 
@@ -157,22 +162,39 @@ class DatabaseCallCache:
 
     @staticmethod
     def _get(key: str) -> CachedCall | None:
-        row = ModelCallCache.objects.filter(key=key).values("model", "prompt_version", "response", "usage", "cost_usd").first()
+        row = (
+            ModelCallCache.objects.filter(key=key)
+            .values("model", "prompt_version", "response", "usage", "cost_usd")
+            .first()
+        )
         if row is None:
             return None
         usage = row["usage"] or {}
-        return CachedCall(model=row["model"], prompt_version=row["prompt_version"], response=row["response"],
-                          prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                          completion_tokens=int(usage.get("completion_tokens") or 0), cost_usd=row["cost_usd"])
+        return CachedCall(
+            model=row["model"],
+            prompt_version=row["prompt_version"],
+            response=row["response"],
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            cost_usd=row["cost_usd"],
+        )
 
     @staticmethod
     def _set(key: str, value: CachedCall) -> None:
         # ignore_conflicts: two workers finishing the same call store it once, neither fails.
-        ModelCallCache.objects.bulk_create([ModelCallCache(
-            key=key, model=value.model[:200], prompt_version=value.prompt_version[:40], response=value.response,
-            usage={"prompt_tokens": value.prompt_tokens, "completion_tokens": value.completion_tokens},
-            cost_usd=value.cost_usd,
-        )], ignore_conflicts=True)
+        ModelCallCache.objects.bulk_create(
+            [
+                ModelCallCache(
+                    key=key,
+                    model=value.model[:200],
+                    prompt_version=value.prompt_version[:40],
+                    response=value.response,
+                    usage={"prompt_tokens": value.prompt_tokens, "completion_tokens": value.completion_tokens},
+                    cost_usd=value.cost_usd,
+                )
+            ],
+            ignore_conflicts=True,
+        )
 
     async def get(self, key: str) -> CachedCall | None:
         return await self._run(self._get, key)
@@ -202,8 +224,13 @@ class RedisCallCache:
         now = time.monotonic()
         if now - self._last_logged >= 60:
             self._last_logged = now
-            logger.warning("Redis call cache %s failed (%s: %s); going on with the database cache "
-                           "(%d failures so far)", action, type(exc).__name__, exc, self.failures)
+            logger.warning(
+                "Redis call cache %s failed (%s: %s); going on with the database cache (%d failures so far)",
+                action,
+                type(exc).__name__,
+                exc,
+                self.failures,
+            )
 
     def _redis(self) -> Any:
         if self._client is None:
@@ -320,10 +347,14 @@ def do_prepare_run(run_id: int) -> list[int]:
         run.started_at = run.started_at or timezone.now()
         run.finished_at = None
         run.error = ""
-        run.save(update_fields=["conversations_total", "prompt_version", "status", "started_at", "finished_at", "error"])
+        run.save(
+            update_fields=["conversations_total", "prompt_version", "status", "started_at", "finished_at", "error"]
+        )
     return list(
-        RunConversation.objects.filter(run_id=run_id).exclude(status=RunConversation.Status.DONE)
-        .order_by("pk").values_list("pk", flat=True)
+        RunConversation.objects.filter(run_id=run_id)
+        .exclude(status=RunConversation.Status.DONE)
+        .order_by("pk")
+        .values_list("pk", flat=True)
     )
 
 
@@ -336,7 +367,9 @@ def _claim(run_conversation_id: int) -> RunConversation | None:
     ).update(status=RunConversation.Status.RUNNING)
     if not changed:
         return None
-    return RunConversation.objects.select_related("run", "run__evaluated_model", "run__judge_model").get(pk=run_conversation_id)
+    return RunConversation.objects.select_related("run", "run__evaluated_model", "run__judge_model").get(
+        pk=run_conversation_id
+    )
 
 
 def _store(item: RunConversation, result: ReplayResult) -> bool:
@@ -350,8 +383,13 @@ def _store(item: RunConversation, result: ReplayResult) -> bool:
     with transaction.atomic():
         # Only the delivery that moves RUNNING → final counts; a duplicate finds nothing to move.
         moved = RunConversation.objects.filter(pk=item.pk, status=RunConversation.Status.RUNNING).update(
-            status=status, output=cf.to_canonical_dict(output), calls_made=stats.calls_made,
-            calls_cached=stats.calls_cached, calls_failed=stats.calls_failed, cost_usd=cost, error=errors[:5000],
+            status=status,
+            output=cf.to_canonical_dict(output),
+            calls_made=stats.calls_made,
+            calls_cached=stats.calls_cached,
+            calls_failed=stats.calls_failed,
+            cost_usd=cost,
+            error=errors[:5000],
         )
         if moved:
             EvaluationRun.objects.filter(pk=item.run_id).update(
@@ -377,7 +415,8 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
     run = item.run
     if run.status == EvaluationRun.Status.CANCELLED:
         RunConversation.objects.filter(pk=item.pk, status=RunConversation.Status.RUNNING).update(
-            status=RunConversation.Status.PENDING)
+            status=RunConversation.Status.PENDING
+        )
         return {"run_conversation": run_conversation_id, "skipped": "run cancelled"}
     try:
         spec = em_spec(run.evaluated_model)
@@ -386,16 +425,24 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
         dataset = _dataset_for(run) if spec.name == "baseline:prior" else []
     except Exception as exc:  # configuration problems fail this conversation, visibly
         moved = RunConversation.objects.filter(pk=item.pk, status=RunConversation.Status.RUNNING).update(
-            status=RunConversation.Status.FAILED, error=str(exc)[:5000])
+            status=RunConversation.Status.FAILED, error=str(exc)[:5000]
+        )
         if moved:
             EvaluationRun.objects.filter(pk=run.pk).update(
-                conversations_failed=F("conversations_failed") + 1, error=str(exc)[:2000])
+                conversations_failed=F("conversations_failed") + 1, error=str(exc)[:2000]
+            )
         return {"run_conversation": run_conversation_id, "failed": str(exc)}
     replayer = make_replayer(spec, config, dataset=dataset, scheduler=_process_scheduler(), cache=build_cache())
     result = run_sync(replayer.replay(conversation))
     stored = _store(item, result)
-    logger.info("run %s conversation %s: %s calls made, %s cached, %s failed", run.pk,
-                conversation.conversationId, result.stats.calls_made, result.stats.calls_cached, result.stats.calls_failed)
+    logger.info(
+        "run %s conversation %s: %s calls made, %s cached, %s failed",
+        run.pk,
+        conversation.conversationId,
+        result.stats.calls_made,
+        result.stats.calls_cached,
+        result.stats.calls_failed,
+    )
     return {"run_conversation": run_conversation_id, "stored": stored, **result.stats.to_dict()}
 
 
@@ -407,14 +454,16 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
 def do_finalize_run(run_id: int) -> str:
     """Score a run whose conversations have all been attempted; returns the final status."""
     moved = EvaluationRun.objects.filter(pk=run_id, status=EvaluationRun.Status.RUNNING).update(
-        status=EvaluationRun.Status.SCORING)
+        status=EvaluationRun.Status.SCORING
+    )
     if not moved:
         return EvaluationRun.objects.get(pk=run_id).status  # cancelled, or finalized by a duplicate
     try:
         do_score_evaluation_run(run_id)
     except Exception as exc:
-        EvaluationRun.objects.filter(pk=run_id).update(status=EvaluationRun.Status.FAILED, error=f"scoring failed: {exc}"[:2000],
-                                                       finished_at=timezone.now())
+        EvaluationRun.objects.filter(pk=run_id).update(
+            status=EvaluationRun.Status.FAILED, error=f"scoring failed: {exc}"[:2000], finished_at=timezone.now()
+        )
         raise
     run = EvaluationRun.objects.get(pk=run_id)
     final = EvaluationRun.Status.DONE if run.conversations_done else EvaluationRun.Status.FAILED
@@ -435,10 +484,15 @@ def run_progress(run_id: int) -> dict[str, Any]:
     """Status and counters of a run, as the dashboard and the CLI show them."""
     run = EvaluationRun.objects.get(pk=run_id)
     return {
-        "status": run.status, "conversations_total": run.conversations_total,
-        "conversations_done": run.conversations_done, "conversations_failed": run.conversations_failed,
-        "calls_made": run.calls_made, "calls_cached": run.calls_cached, "calls_failed": run.calls_failed,
-        "cost_usd": run.cost_usd, "percent": run.progress_percent,
+        "status": run.status,
+        "conversations_total": run.conversations_total,
+        "conversations_done": run.conversations_done,
+        "conversations_failed": run.conversations_failed,
+        "calls_made": run.calls_made,
+        "calls_cached": run.calls_cached,
+        "calls_failed": run.calls_failed,
+        "cost_usd": run.cost_usd,
+        "percent": run.progress_percent,
     }
 
 
@@ -450,9 +504,12 @@ def do_create_run(
     conversation_ids: Sequence[str] | None = None,
 ) -> EvaluationRun:
     """A queued run over the given conversations (default: all complete ones), registering baselines on demand."""
+
     def registry(name: str) -> EvaluatedModel:
         kind = EvaluatedModel.Kind.OFFLINE if name.startswith("baseline:") else EvaluatedModel.Kind.LLM
-        model, _ = EvaluatedModel.objects.get_or_create(name=name, defaults={"kind": kind, "litellm_model": "" if kind == EvaluatedModel.Kind.OFFLINE else name})
+        model, _ = EvaluatedModel.objects.get_or_create(
+            name=name, defaults={"kind": kind, "litellm_model": "" if kind == EvaluatedModel.Kind.OFFLINE else name}
+        )
         return model
 
     ReplayConfig(mode=mode, panas_strategy=panas_strategy)  # validates both
@@ -461,11 +518,17 @@ def do_create_run(
         selection = {"conversation_ids": list(conversation_ids)}
     with transaction.atomic():
         run = EvaluationRun.objects.create(
-            evaluated_model=registry(model_name), judge_model=registry(judge_name) if judge_name else None,
-            mode=mode, panas_strategy=panas_strategy, selection=selection, prompt_version=PROMPT_VERSION,
+            evaluated_model=registry(model_name),
+            judge_model=registry(judge_name) if judge_name else None,
+            mode=mode,
+            panas_strategy=panas_strategy,
+            selection=selection,
+            prompt_version=PROMPT_VERSION,
         )
         if conversation_ids is not None:
-            pks = list(Conversation.objects.filter(conversation_id__in=list(conversation_ids)).values_list("pk", flat=True))
+            pks = list(
+                Conversation.objects.filter(conversation_id__in=list(conversation_ids)).values_list("pk", flat=True)
+            )
             RunConversation.objects.bulk_create([RunConversation(run=run, conversation_id=pk) for pk in pks])
             run.conversations_total = len(pks)
             run.save(update_fields=["conversations_total"])

@@ -7,10 +7,11 @@ through a back door.
 
 from __future__ import annotations
 
+from django.utils import timezone
+
 from scoring.models import EvaluationRun, RunConversation
 from scoring.replay_service import ACTIVE_STATUSES, do_prepare_run
 from scoring.tasks import dispatch_run
-from django.utils import timezone
 
 
 def start_run(run_id: int) -> None:
@@ -22,7 +23,8 @@ def start_run(run_id: int) -> None:
 def resume_run(run_id: int) -> None:
     """Continue a cancelled or failed run: finished conversations are kept, cached calls are free."""
     RunConversation.objects.filter(run_id=run_id, status=RunConversation.Status.FAILED).update(
-        status=RunConversation.Status.PENDING)
+        status=RunConversation.Status.PENDING
+    )
     run = EvaluationRun.objects.get(pk=run_id)
     failed = RunConversation.objects.filter(run_id=run_id).exclude(status=RunConversation.Status.DONE).count()
     EvaluationRun.objects.filter(pk=run_id).update(conversations_failed=max(0, run.conversations_failed - failed))
@@ -32,5 +34,6 @@ def resume_run(run_id: int) -> None:
 def cancel_run(run_id: int) -> bool:
     """Stop a run: conversations not yet started are skipped by the workers."""
     changed = EvaluationRun.objects.filter(pk=run_id, status__in=ACTIVE_STATUSES).update(
-        status=EvaluationRun.Status.CANCELLED, finished_at=timezone.now())
+        status=EvaluationRun.Status.CANCELLED, finished_at=timezone.now()
+    )
     return bool(changed)

@@ -22,8 +22,9 @@ def do_score_evaluation_run(run_id: int) -> int:
     """(Re)score every finished conversation of a run; returns how many conversations were scored."""
     run = EvaluationRun.objects.get(pk=run_id)
     outputs = dict(
-        RunConversation.objects.filter(run=run, status=RunConversation.Status.DONE, output__isnull=False)
-        .values_list("conversation_id", "output")
+        RunConversation.objects.filter(run=run, status=RunConversation.Status.DONE, output__isnull=False).values_list(
+            "conversation_id", "output"
+        )
     )
     # Withdrawn conversations drop out here, so their outputs are never scored.
     conversations = with_export_relations(exportable_conversations().filter(pk__in=list(outputs)))
@@ -38,16 +39,24 @@ def do_score_evaluation_run(run_id: int) -> int:
             pk = pk_by_id[record["conversationId"]]
             scored_pks.append(pk)
             ConversationScore.objects.update_or_create(
-                run=run, conversation_id=pk,
-                defaults={"composite_score": record["composite_score"], "coverage": record["coverage"],
-                          "metrics": {**record, "details": score.details}},
+                run=run,
+                conversation_id=pk,
+                defaults={
+                    "composite_score": record["composite_score"],
+                    "coverage": record["coverage"],
+                    "metrics": {**record, "details": score.details},
+                },
             )
         ConversationScore.objects.filter(run=run).exclude(conversation_id__in=scored_pks).delete()
         aggregates = aggregate_rows([s.record for s in result.scores])
         if aggregates:
             RunScore.objects.update_or_create(
-                run=run, defaults={"composite_score": aggregates[0]["composite_score"], "metrics": aggregates[0],
-                                   "scored_at": timezone.now()},
+                run=run,
+                defaults={
+                    "composite_score": aggregates[0]["composite_score"],
+                    "metrics": aggregates[0],
+                    "scored_at": timezone.now(),
+                },
             )
         else:
             RunScore.objects.filter(run=run).delete()

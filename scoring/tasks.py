@@ -27,16 +27,22 @@ from scoring.run_scoring import do_score_evaluation_run
 logger = logging.getLogger("attune.replay")
 
 
-@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, name="scoring.replay_conversation",
-             max_retries=5, ignore_result=False)
+@shared_task(
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    name="scoring.replay_conversation",
+    max_retries=5,
+    ignore_result=False,
+)
 def replay_conversation(self: Any, run_conversation_id: int) -> dict[str, Any]:
     """Replay and store one conversation of a run (checkpoint = its RunConversation row)."""
     try:
         return replay_service.do_replay_conversation(run_conversation_id)
     except (OperationalError, InterfaceError) as exc:
         # The database dropped the connection: transient, and the replay is cached, so retry.
-        raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries))
-    except Exception as exc:  # noqa: BLE001 - one broken conversation must not block the chord
+        raise self.retry(exc=exc, countdown=min(60, 2**self.request.retries))
+    except Exception as exc:
         logger.exception("replay of run conversation %s failed", run_conversation_id)
         replay_service.RunConversation.objects.filter(
             pk=run_conversation_id, status=replay_service.RunConversation.Status.RUNNING

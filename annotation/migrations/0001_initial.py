@@ -5,68 +5,295 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('collection', '0001_initial'),
+        ("collection", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AlternateResponses',
+            name="AlternateResponses",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('llm_improved', models.TextField(blank=True)),
-                ('human_edited', models.TextField(blank=True)),
-                ('improved_generated_at', models.DateTimeField(blank=True, null=True)),
-                ('turn', models.OneToOneField(on_delete=django.db.models.deletion.PROTECT, related_name='alternates', to='collection.turn')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("llm_improved", models.TextField(blank=True)),
+                ("human_edited", models.TextField(blank=True)),
+                ("improved_generated_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "turn",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="alternates", to="collection.turn"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='BinaryJudgement',
+            name="BinaryJudgement",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('position', models.PositiveSmallIntegerField()),
-                ('question_id', models.CharField(choices=[('B1', 'B1'), ('B2', 'B2'), ('B3', 'B3'), ('B108', 'B108'), ('B109', 'B109'), ('B4', 'B4'), ('B5', 'B5'), ('B6', 'B6'), ('B7', 'B7'), ('B206', 'B206'), ('B207', 'B207'), ('B8', 'B8'), ('B9', 'B9'), ('B10', 'B10'), ('B11', 'B11'), ('B12', 'B12'), ('B13', 'B13'), ('B14', 'B14'), ('B15', 'B15'), ('B310', 'B310'), ('B311', 'B311'), ('B313', 'B313'), ('B315', 'B315'), ('B316', 'B316'), ('B16', 'B16'), ('B17', 'B17'), ('B18', 'B18'), ('B19', 'B19'), ('B20', 'B20'), ('B406', 'B406'), ('B408', 'B408'), ('B501', 'B501'), ('B502', 'B502'), ('B503', 'B503'), ('B504', 'B504'), ('B505', 'B505')], max_length=8)),
-                ('observed', models.CharField(blank=True, choices=[('yes', 'Yes'), ('no', 'No'), ('na', 'Not applicable')], max_length=3, null=True)),
-                ('preferred', models.CharField(blank=True, choices=[('yes', 'Yes'), ('no', 'No'), ('na', 'Not applicable')], max_length=3, null=True)),
-                ('llm_value', models.CharField(blank=True, choices=[('yes', 'Yes'), ('no', 'No'), ('na', 'Not applicable')], max_length=3, null=True)),
-                ('turn', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='binary_judgements', to='collection.turn')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("position", models.PositiveSmallIntegerField()),
+                (
+                    "question_id",
+                    models.CharField(
+                        choices=[
+                            ("B1", "B1"),
+                            ("B2", "B2"),
+                            ("B3", "B3"),
+                            ("B108", "B108"),
+                            ("B109", "B109"),
+                            ("B4", "B4"),
+                            ("B5", "B5"),
+                            ("B6", "B6"),
+                            ("B7", "B7"),
+                            ("B206", "B206"),
+                            ("B207", "B207"),
+                            ("B8", "B8"),
+                            ("B9", "B9"),
+                            ("B10", "B10"),
+                            ("B11", "B11"),
+                            ("B12", "B12"),
+                            ("B13", "B13"),
+                            ("B14", "B14"),
+                            ("B15", "B15"),
+                            ("B310", "B310"),
+                            ("B311", "B311"),
+                            ("B313", "B313"),
+                            ("B315", "B315"),
+                            ("B316", "B316"),
+                            ("B16", "B16"),
+                            ("B17", "B17"),
+                            ("B18", "B18"),
+                            ("B19", "B19"),
+                            ("B20", "B20"),
+                            ("B406", "B406"),
+                            ("B408", "B408"),
+                            ("B501", "B501"),
+                            ("B502", "B502"),
+                            ("B503", "B503"),
+                            ("B504", "B504"),
+                            ("B505", "B505"),
+                        ],
+                        max_length=8,
+                    ),
+                ),
+                (
+                    "observed",
+                    models.CharField(
+                        blank=True,
+                        choices=[("yes", "Yes"), ("no", "No"), ("na", "Not applicable")],
+                        max_length=3,
+                        null=True,
+                    ),
+                ),
+                (
+                    "preferred",
+                    models.CharField(
+                        blank=True,
+                        choices=[("yes", "Yes"), ("no", "No"), ("na", "Not applicable")],
+                        max_length=3,
+                        null=True,
+                    ),
+                ),
+                (
+                    "llm_value",
+                    models.CharField(
+                        blank=True,
+                        choices=[("yes", "Yes"), ("no", "No"), ("na", "Not applicable")],
+                        max_length=3,
+                        null=True,
+                    ),
+                ),
+                (
+                    "turn",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="binary_judgements",
+                        to="collection.turn",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['turn_id', 'position'],
-                'constraints': [models.UniqueConstraint(fields=('turn', 'question_id'), name='binary_question_once_per_turn'), models.CheckConstraint(condition=models.Q(('question_id__in', ['B1', 'B2', 'B3', 'B108', 'B109', 'B4', 'B5', 'B6', 'B7', 'B206', 'B207', 'B8', 'B9', 'B10', 'B11', 'B12', 'B13', 'B14', 'B15', 'B310', 'B311', 'B313', 'B315', 'B316', 'B16', 'B17', 'B18', 'B19', 'B20', 'B406', 'B408', 'B501', 'B502', 'B503', 'B504', 'B505'])), name='binary_question_id_valid'), models.CheckConstraint(condition=models.Q(('observed__isnull', True), ('observed__in', ['yes', 'no', 'na']), _connector='OR'), name='binary_observed_valid'), models.CheckConstraint(condition=models.Q(('preferred__isnull', True), ('preferred__in', ['yes', 'no', 'na']), _connector='OR'), name='binary_preferred_valid'), models.CheckConstraint(condition=models.Q(('llm_value__isnull', True), ('llm_value__in', ['yes', 'no', 'na']), _connector='OR'), name='binary_llm_value_valid')],
+                "ordering": ["turn_id", "position"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("turn", "question_id"), name="binary_question_once_per_turn"),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            (
+                                "question_id__in",
+                                [
+                                    "B1",
+                                    "B2",
+                                    "B3",
+                                    "B108",
+                                    "B109",
+                                    "B4",
+                                    "B5",
+                                    "B6",
+                                    "B7",
+                                    "B206",
+                                    "B207",
+                                    "B8",
+                                    "B9",
+                                    "B10",
+                                    "B11",
+                                    "B12",
+                                    "B13",
+                                    "B14",
+                                    "B15",
+                                    "B310",
+                                    "B311",
+                                    "B313",
+                                    "B315",
+                                    "B316",
+                                    "B16",
+                                    "B17",
+                                    "B18",
+                                    "B19",
+                                    "B20",
+                                    "B406",
+                                    "B408",
+                                    "B501",
+                                    "B502",
+                                    "B503",
+                                    "B504",
+                                    "B505",
+                                ],
+                            )
+                        ),
+                        name="binary_question_id_valid",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("observed__isnull", True), ("observed__in", ["yes", "no", "na"]), _connector="OR"
+                        ),
+                        name="binary_observed_valid",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("preferred__isnull", True), ("preferred__in", ["yes", "no", "na"]), _connector="OR"
+                        ),
+                        name="binary_preferred_valid",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("llm_value__isnull", True), ("llm_value__in", ["yes", "no", "na"]), _connector="OR"
+                        ),
+                        name="binary_llm_value_valid",
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='MoodTag',
+            name="MoodTag",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('position', models.PositiveSmallIntegerField()),
-                ('emotion', models.CharField(max_length=40)),
-                ('intensity', models.PositiveSmallIntegerField(blank=True, null=True)),
-                ('turn', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='mood_tags', to='collection.turn')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("position", models.PositiveSmallIntegerField()),
+                ("emotion", models.CharField(max_length=40)),
+                ("intensity", models.PositiveSmallIntegerField(blank=True, null=True)),
+                (
+                    "turn",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="mood_tags", to="collection.turn"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['turn_id', 'position'],
-                'constraints': [models.UniqueConstraint(fields=('turn', 'position'), name='mood_tag_position_unique'), models.CheckConstraint(condition=models.Q(('emotion', ''), _negated=True), name='mood_tag_emotion_not_empty'), models.CheckConstraint(condition=models.Q(('intensity__isnull', True), models.Q(('intensity__gte', 1), ('intensity__lte', 7)), _connector='OR'), name='mood_tag_intensity_range')],
+                "ordering": ["turn_id", "position"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("turn", "position"), name="mood_tag_position_unique"),
+                    models.CheckConstraint(
+                        condition=models.Q(("emotion", ""), _negated=True), name="mood_tag_emotion_not_empty"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("intensity__isnull", True),
+                            models.Q(("intensity__gte", 1), ("intensity__lte", 7)),
+                            _connector="OR",
+                        ),
+                        name="mood_tag_intensity_range",
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='PairwiseComparison',
+            name="PairwiseComparison",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('position', models.PositiveSmallIntegerField()),
-                ('question_id', models.CharField(max_length=300)),
-                ('response_a', models.CharField(choices=[('original', 'original'), ('alternate', 'alternate'), ('human', 'human')], max_length=10)),
-                ('response_b', models.CharField(choices=[('original', 'original'), ('alternate', 'alternate'), ('human', 'human')], max_length=10)),
-                ('winner', models.CharField(blank=True, choices=[('A', 'A'), ('B', 'B')], max_length=1, null=True)),
-                ('turn', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='pairwise_comparisons', to='collection.turn')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("position", models.PositiveSmallIntegerField()),
+                ("question_id", models.CharField(max_length=300)),
+                (
+                    "response_a",
+                    models.CharField(
+                        choices=[("original", "original"), ("alternate", "alternate"), ("human", "human")],
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "response_b",
+                    models.CharField(
+                        choices=[("original", "original"), ("alternate", "alternate"), ("human", "human")],
+                        max_length=10,
+                    ),
+                ),
+                ("winner", models.CharField(blank=True, choices=[("A", "A"), ("B", "B")], max_length=1, null=True)),
+                (
+                    "turn",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="pairwise_comparisons",
+                        to="collection.turn",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['turn_id', 'position'],
-                'constraints': [models.UniqueConstraint(fields=('turn', 'position'), name='pairwise_position_unique'), models.CheckConstraint(condition=models.Q(('response_a__in', ['original', 'alternate', 'human'])), name='pairwise_a_valid'), models.CheckConstraint(condition=models.Q(('response_b__in', ['original', 'alternate', 'human'])), name='pairwise_b_valid'), models.CheckConstraint(condition=models.Q(('response_a', models.F('response_b')), _negated=True), name='pairwise_distinct_replies'), models.CheckConstraint(condition=models.Q(('winner__isnull', True), ('winner__in', ['A', 'B']), _connector='OR'), name='pairwise_winner_valid'), models.CheckConstraint(condition=models.Q(('question_id__in', ['general', 'PW1', 'PW2', 'PW3', 'PW4', 'PW5', 'PW6', 'PW7', 'PW8', 'PW9', 'PW10', 'PW11', 'PW12', 'PW13', 'PW14', 'PW15']), ('question_id__startswith', 'custom:'), _connector='OR'), name='pairwise_question_valid')],
+                "ordering": ["turn_id", "position"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("turn", "position"), name="pairwise_position_unique"),
+                    models.CheckConstraint(
+                        condition=models.Q(("response_a__in", ["original", "alternate", "human"])),
+                        name="pairwise_a_valid",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("response_b__in", ["original", "alternate", "human"])),
+                        name="pairwise_b_valid",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("response_a", models.F("response_b")), _negated=True),
+                        name="pairwise_distinct_replies",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("winner__isnull", True), ("winner__in", ["A", "B"]), _connector="OR"),
+                        name="pairwise_winner_valid",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            (
+                                "question_id__in",
+                                [
+                                    "general",
+                                    "PW1",
+                                    "PW2",
+                                    "PW3",
+                                    "PW4",
+                                    "PW5",
+                                    "PW6",
+                                    "PW7",
+                                    "PW8",
+                                    "PW9",
+                                    "PW10",
+                                    "PW11",
+                                    "PW12",
+                                    "PW13",
+                                    "PW14",
+                                    "PW15",
+                                ],
+                            ),
+                            ("question_id__startswith", "custom:"),
+                            _connector="OR",
+                        ),
+                        name="pairwise_question_valid",
+                    ),
+                ],
             },
         ),
     ]

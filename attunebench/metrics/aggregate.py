@@ -89,4 +89,3 @@ def aggregate_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
         row["z_score"] = z
     rows.sort(key=lambda r: (-r["composite_score"], r["em_model"], r["mode"]))
     return [{key: row[key] for key in AGGREGATE_KEYS} for row in rows]
-

@@ -119,50 +119,52 @@ def capability_profile(report: Mapping[str, Any]) -> list[dict[str, Any]]:
         human_acc = mean_or_none(r["avg_binary_human_accuracy"] for r in records)
         human_acc_hp = mean_or_none(r["avg_binary_human_accuracy_hp"] for r in records)
         gap, alignment = hp_perspective(human_acc, human_acc_hp)
-        out.append({
-            "em_model": em_model,
-            "mode": mode,
-            "label": row_label(em_model, mode),
-            "human_baseline": is_human(em_model),
-            "n_conversations": len(records),
-            "coverage": mean_or_none(r["coverage"] for r in records),
-            "composite_score": mean_or_none(r["composite_score"] for r in records),
-            "se_composite": agg.get("se_composite"),
-            "capabilities": {name: mean_or_none(c[name] for c in caps) for name in CAPABILITIES},
-            "components": {
-                "emotion_tracking": {
-                    "emotion_f1": mean_or_none(r["avg_emotion_f1"] for r in records),
-                    "emotion_va_score": mean_or_none(r["avg_emotion_va_score"] for r in records),
-                    "emotion_f1_intensity": mean_or_none(r["avg_emotion_f1_intensity"] for r in records),
-                    "emotion_intensity_mae": mean_or_none(r["avg_emotion_intensity_mae"] for r in records),
+        out.append(
+            {
+                "em_model": em_model,
+                "mode": mode,
+                "label": row_label(em_model, mode),
+                "human_baseline": is_human(em_model),
+                "n_conversations": len(records),
+                "coverage": mean_or_none(r["coverage"] for r in records),
+                "composite_score": mean_or_none(r["composite_score"] for r in records),
+                "se_composite": agg.get("se_composite"),
+                "capabilities": {name: mean_or_none(c[name] for c in caps) for name in CAPABILITIES},
+                "components": {
+                    "emotion_tracking": {
+                        "emotion_f1": mean_or_none(r["avg_emotion_f1"] for r in records),
+                        "emotion_va_score": mean_or_none(r["avg_emotion_va_score"] for r in records),
+                        "emotion_f1_intensity": mean_or_none(r["avg_emotion_f1_intensity"] for r in records),
+                        "emotion_intensity_mae": mean_or_none(r["avg_emotion_intensity_mae"] for r in records),
+                    },
+                    "behaviour_judgement": {
+                        "binary_om_accuracy": mean_or_none(r["avg_binary_om_accuracy"] for r in records),
+                        "binary_human_accuracy": human_acc,
+                        "binary_om_accuracy_hp": mean_or_none(r["avg_binary_om_accuracy_hp"] for r in records),
+                        "binary_human_accuracy_hp": human_acc_hp,
+                        "hp_perspective_gap": gap,
+                        "hp_perspective_alignment": alignment,
+                    },
+                    "preference_prediction": {
+                        "pairwise_accuracy": mean_or_none(r["avg_pairwise_accuracy"] for r in records),
+                        "pairwise_kendall_tau": mean_or_none(r["avg_pairwise_kendall_tau"] for r in records),
+                    },
+                    "response_quality": {
+                        "response_similarity": mean_or_none(r["avg_response_similarity"] for r in records),
+                        "response_preference_alignment": mean_or_none(
+                            r["avg_response_preference_alignment"] for r in records
+                        ),
+                        "draft_judge_score": mean_or_none(r["avg_draft_judge_score"] for r in records),
+                        "draft_binary_alignment": mean_or_none(r["avg_draft_binary_alignment"] for r in records),
+                    },
+                    "holistic_comprehension": {
+                        "panas": mean_or_none(p["panas"] for p in parts),
+                        "conversation_questions": mean_or_none(p["convq"] for p in parts),
+                        "four_branch_normalized": mean_or_none(p["four_branch"] for p in parts),
+                    },
                 },
-                "behaviour_judgement": {
-                    "binary_om_accuracy": mean_or_none(r["avg_binary_om_accuracy"] for r in records),
-                    "binary_human_accuracy": human_acc,
-                    "binary_om_accuracy_hp": mean_or_none(r["avg_binary_om_accuracy_hp"] for r in records),
-                    "binary_human_accuracy_hp": human_acc_hp,
-                    "hp_perspective_gap": gap,
-                    "hp_perspective_alignment": alignment,
-                },
-                "preference_prediction": {
-                    "pairwise_accuracy": mean_or_none(r["avg_pairwise_accuracy"] for r in records),
-                    "pairwise_kendall_tau": mean_or_none(r["avg_pairwise_kendall_tau"] for r in records),
-                },
-                "response_quality": {
-                    "response_similarity": mean_or_none(r["avg_response_similarity"] for r in records),
-                    "response_preference_alignment": mean_or_none(
-                        r["avg_response_preference_alignment"] for r in records
-                    ),
-                    "draft_judge_score": mean_or_none(r["avg_draft_judge_score"] for r in records),
-                    "draft_binary_alignment": mean_or_none(r["avg_draft_binary_alignment"] for r in records),
-                },
-                "holistic_comprehension": {
-                    "panas": mean_or_none(p["panas"] for p in parts),
-                    "conversation_questions": mean_or_none(p["convq"] for p in parts),
-                    "four_branch_normalized": mean_or_none(p["four_branch"] for p in parts),
-                },
-            },
-        })
+            }
+        )
     return out
 
 
@@ -286,42 +288,48 @@ def discrimination(
 ) -> dict[str, Any]:
     """Per metric: paired Wilcoxon test for every pair of rows, Holm-corrected (SPEC 6)."""
     rows = _rows(report)
-    per_row = {
-        key: {r["conversationId"]: conversation_values(r) for r in records} for key, records in rows.items()
-    }
+    per_row = {key: {r["conversationId"]: conversation_values(r) for r in records} for key, records in rows.items()}
     keys = list(rows)
-    out: dict[str, Any] = {"alpha": alpha, "correction": "holm", "test": "wilcoxon signed-rank (two-sided)", "metrics": {}}
+    out: dict[str, Any] = {
+        "alpha": alpha,
+        "correction": "holm",
+        "test": "wilcoxon signed-rank (two-sided)",
+        "metrics": {},
+    }
     for metric in metrics:
         pairs = []
         for i in range(len(keys)):
             for j in range(i + 1, len(keys)):
                 a, b = per_row[keys[i]], per_row[keys[j]]
                 shared = sorted(
-                    cid for cid in a.keys() & b.keys()
+                    cid
+                    for cid in a.keys() & b.keys()
                     if a[cid].get(metric) is not None and b[cid].get(metric) is not None
                 )
                 x = [a[cid][metric] for cid in shared]
                 y = [b[cid][metric] for cid in shared]
                 statistic, p, note = paired_test(x, y)
-                pairs.append({
-                    "a": row_label(*keys[i]),
-                    "b": row_label(*keys[j]),
-                    "n_shared": len(shared),
-                    "mean_difference": _num(math.fsum(u - v for u, v in zip(x, y, strict=True)) / len(x)) if x else None,
-                    "statistic": statistic,
-                    "p": p,
-                    "p_holm": None,
-                    "different": None,
-                    "note": note,
-                })
+                pairs.append(
+                    {
+                        "a": row_label(*keys[i]),
+                        "b": row_label(*keys[j]),
+                        "n_shared": len(shared),
+                        "mean_difference": _num(math.fsum(u - v for u, v in zip(x, y, strict=True)) / len(x))
+                        if x
+                        else None,
+                        "statistic": statistic,
+                        "p": p,
+                        "p_holm": None,
+                        "different": None,
+                        "note": note,
+                    }
+                )
         tested = [p for p in pairs if p["p"] is not None]
         for pair, adjusted in zip(tested, holm([p["p"] for p in tested]), strict=True):
             pair["p_holm"] = adjusted
             pair["different"] = adjusted < alpha
         n_different = sum(1 for p in tested if p["different"])
-        groups = [
-            [v[metric] for v in per_row[key].values() if v.get(metric) is not None] for key in keys
-        ]
+        groups = [[v[metric] for v in per_row[key].values() if v.get(metric) is not None] for key in keys]
         ratio, ratio_note = variance_ratio(groups)
         note = None
         if not pairs:
@@ -367,8 +375,13 @@ def bootstrap(
     position = {cid: i for i, cid in enumerate(universe)}
     n_u, n_rows = len(universe), len(keys)
     out: dict[str, Any] = {
-        "seed": seed, "n_resamples": n_resamples, "confidence": confidence,
-        "resampling": "conversations, paired across rows", "rows": [], "outrank_probability": {}, "note": None,
+        "seed": seed,
+        "n_resamples": n_resamples,
+        "confidence": confidence,
+        "resampling": "conversations, paired across rows",
+        "rows": [],
+        "outrank_probability": {},
+        "note": None,
     }
     if n_rows == 0 or n_u == 0 or n_resamples < 1:
         out["note"] = "nothing to resample"
@@ -385,9 +398,11 @@ def bootstrap(
 
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, n_u, size=(n_resamples, n_u))
-    counts = np.bincount(
-        (np.arange(n_resamples)[:, None] * n_u + draws).ravel(), minlength=n_resamples * n_u
-    ).reshape(n_resamples, n_u).astype(float)
+    counts = (
+        np.bincount((np.arange(n_resamples)[:, None] * n_u + draws).ravel(), minlength=n_resamples * n_u)
+        .reshape(n_resamples, n_u)
+        .astype(float)
+    )
     low_q, high_q = 100 * (1 - confidence) / 2, 100 * (1 + confidence) / 2
 
     replicates = np.empty((len(metrics), n_resamples, n_rows))
@@ -399,7 +414,12 @@ def bootstrap(
             replicates[m_i] = np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), np.nan)
 
     for r_i, key in enumerate(keys):
-        entry: dict[str, Any] = {"em_model": key[0], "mode": key[1], "label": row_label(*key), "human_baseline": is_human(key[0])}
+        entry: dict[str, Any] = {
+            "em_model": key[0],
+            "mode": key[1],
+            "label": row_label(*key),
+            "human_baseline": is_human(key[0]),
+        }
         for m_i, metric in enumerate(metrics):
             observed = values[m_i, r_i][~np.isnan(values[m_i, r_i])]
             reps = replicates[m_i, :, r_i]
@@ -469,9 +489,7 @@ def _summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def breakdown_by(
-    report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]], field: str
-) -> dict[str, Any]:
+def breakdown_by(report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]], field: str) -> dict[str, Any]:
     """Per row and per value of ``field`` (category or original model), plus all rows together."""
     per_row = []
     overall: dict[str, list[Mapping[str, Any]]] = {}
@@ -515,6 +533,7 @@ def participant_groups(report: Mapping[str, Any], info: Mapping[str, Mapping[str
     The pooled test uses one value per conversation (its mean composite over
     rows) so that a conversation replayed by many models is not counted many times.
     """
+
     def compare(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         by_group: dict[str, list[float]] = {g: [] for g in GROUPS}
         for r in records:
@@ -539,8 +558,12 @@ def participant_groups(report: Mapping[str, Any], info: Mapping[str, Mapping[str
     pooled_records = [
         {"conversationId": cid, "composite_score": math.fsum(v) / len(v)} for cid, v in sorted(per_conversation.items())
     ]
-    return {"groups": list(GROUPS), "test": "mann-whitney U (two-sided) on composite", "rows": per_row,
-            "pooled": compare(pooled_records)}
+    return {
+        "groups": list(GROUPS),
+        "test": "mann-whitney U (two-sided) on composite",
+        "rows": per_row,
+        "pooled": compare(pooled_records),
+    }
 
 
 def turn_position(report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -554,7 +577,9 @@ def turn_position(report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any
     rows_out = []
     approximated = 0
     for (em_model, mode), records in _rows(report).items():
-        halves: dict[str, dict[str, list[float]]] = {h: {m: [] for m in TURN_POSITION_METRICS} for h in ("early", "late")}
+        halves: dict[str, dict[str, list[float]]] = {
+            h: {m: [] for m in TURN_POSITION_METRICS} for h in ("early", "late")
+        }
         paired: dict[str, tuple[list[float], list[float]]] = {m: ([], []) for m in TURN_POSITION_METRICS}
         curve: dict[int, dict[str, list[float]]] = {}
         for r in records:
@@ -562,7 +587,9 @@ def turn_position(report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any
             if not n:
                 approximated += 1
                 n = max((t["turn_index"] for t in r["turns"]), default=-1) + 1
-            conv_halves: dict[str, dict[str, list[float]]] = {h: {m: [] for m in TURN_POSITION_METRICS} for h in ("early", "late")}
+            conv_halves: dict[str, dict[str, list[float]]] = {
+                h: {m: [] for m in TURN_POSITION_METRICS} for h in ("early", "late")
+            }
             for t in r["turns"]:
                 rel = (t["turn_index"] + 0.5) / n
                 half = "early" if rel < 0.5 else "late" if rel > 0.5 else None
@@ -592,19 +619,25 @@ def turn_position(report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any
                 "p": p,
                 "note": note,
             }
-        rows_out.append({
-            "em_model": em_model,
-            "mode": mode,
-            "halves": metrics_out,
-            "curve": [
-                {"turn": idx, "n": len(values["pairwise_accuracy"]),
-                 **{m: mean_or_none(v) for m, v in values.items()}}
-                for idx, values in sorted(curve.items())
-            ],
-        })
+        rows_out.append(
+            {
+                "em_model": em_model,
+                "mode": mode,
+                "halves": metrics_out,
+                "curve": [
+                    {
+                        "turn": idx,
+                        "n": len(values["pairwise_accuracy"]),
+                        **{m: mean_or_none(v) for m, v in values.items()},
+                    }
+                    for idx, values in sorted(curve.items())
+                ],
+            }
+        )
     note = (
         f"{approximated} conversations had no known GT turn count; their length was taken from the scored turns"
-        if approximated else None
+        if approximated
+        else None
     )
     return {"metrics": list(TURN_POSITION_METRICS), "rows": rows_out, "note": note}
 
@@ -635,7 +668,9 @@ def analyze(
     if len(profile) < 2:
         notes.append("fewer than 2 (model, mode) rows: comparisons between models are empty")
     if not info and report["conversations"]:
-        notes.append("no conversation metadata given: category, participant-group and original-model breakdowns are empty")
+        notes.append(
+            "no conversation metadata given: category, participant-group and original-model breakdowns are empty"
+        )
     humans = [row["label"] for row in profile if row["human_baseline"]]
     return {
         "rows": [row["label"] for row in profile],
@@ -652,7 +687,8 @@ def analyze(
         "human_baseline": {
             "rows": humans,
             "note": "human rows (em_model 'human:...') are scored exactly like models and included in every analysis"
-            if humans else "no human baseline rows",
+            if humans
+            else "no human baseline rows",
         },
         "notes": notes,
     }

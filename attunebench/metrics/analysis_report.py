@@ -31,7 +31,11 @@ def format_analysis(analysis: Mapping[str, Any]) -> str:
         for row in profile:
             gap = row["components"]["behaviour_judgement"]["hp_perspective_gap"]
             rows.append(
-                [row["label"] + (" *" if row["human_baseline"] else ""), str(row["n_conversations"]), fmt(row["composite_score"], 2)]
+                [
+                    row["label"] + (" *" if row["human_baseline"] else ""),
+                    str(row["n_conversations"]),
+                    fmt(row["composite_score"], 2),
+                ]
                 + [_pct(row["capabilities"][c]) for c in CAPABILITIES]
                 + [fmt(gap, 3)]
             )
@@ -56,27 +60,34 @@ def format_analysis(analysis: Mapping[str, Any]) -> str:
     ]
     out.append(render_table([""] + short, kendall_rows))
     if ind["mean_abs_spearman"] is not None:
-        out.append(f"Mean |rho| between different capabilities: {ind['mean_abs_spearman']:.2f} over {ind['n_rows']} rows")
+        out.append(
+            f"Mean |rho| between different capabilities: {ind['mean_abs_spearman']:.2f} over {ind['n_rows']} rows"
+        )
     if ind["note"]:
         out.append(f"note: {ind['note']}")
 
     disc = analysis["discrimination"]
-    out.append(_section(
-        f"Discrimination (paired Wilcoxon over shared conversations, Holm, alpha {disc['alpha']})"
-    ))
+    out.append(_section(f"Discrimination (paired Wilcoxon over shared conversations, Holm, alpha {disc['alpha']})"))
     rows = []
     for metric, entry in disc["metrics"].items():
         share = entry["share_different"]
-        rows.append([
-            metric, f"{entry['n_different']}/{entry['n_tested']}", "–" if share is None else f"{100 * share:.0f}%",
-            fmt(entry["variance_ratio"], 2), entry["note"] or entry["variance_ratio_note"] or "",
-        ])
+        rows.append(
+            [
+                metric,
+                f"{entry['n_different']}/{entry['n_tested']}",
+                "–" if share is None else f"{100 * share:.0f}%",
+                fmt(entry["variance_ratio"], 2),
+                entry["note"] or entry["variance_ratio_note"] or "",
+            ]
+        )
     out.append(render_table(["metric", "pairs differing", "share", "between/within F", "note"], rows))
 
     boot = analysis["bootstrap"]
-    out.append(_section(
-        f"Bootstrap {int(100 * boot['confidence'])}% intervals ({boot['n_resamples']} resamples, seed {boot['seed']})"
-    ))
+    out.append(
+        _section(
+            f"Bootstrap {int(100 * boot['confidence'])}% intervals ({boot['n_resamples']} resamples, seed {boot['seed']})"
+        )
+    )
     rows = []
     for entry in boot["rows"]:
         comp = entry["composite_score"]
@@ -85,7 +96,9 @@ def format_analysis(analysis: Mapping[str, Any]) -> str:
             + [f"{_pct(entry[c]['low'])}-{_pct(entry[c]['high'])}" for c in CAPABILITIES]
         )
     if rows:
-        out.append(render_table(["model [mode]", "composite [CI]"] + [CAPABILITY_LABELS[c] for c in CAPABILITIES], rows))
+        out.append(
+            render_table(["model [mode]", "composite [CI]"] + [CAPABILITY_LABELS[c] for c in CAPABILITIES], rows)
+        )
     outrank = boot["outrank_probability"]
     order = [row["label"] for row in sorted(profile, key=lambda r: -(r["composite_score"] or 0))]
     if 1 < len(order) <= MAX_MATRIX_ROWS:
@@ -93,31 +106,55 @@ def format_analysis(analysis: Mapping[str, Any]) -> str:
         out.append(render_table([""] + order, [[a] + [fmt(outrank[a][b], 2) for b in order] for a in order]))
     elif len(order) > MAX_MATRIX_ROWS:
         out.append("P(each row outranks the next one down) on composite:")
-        out.append(render_table(
-            ["row", "next", "P"], [[a, b, fmt(outrank[a][b], 2)] for a, b in zip(order, order[1:], strict=False)]
-        ))
+        out.append(
+            render_table(
+                ["row", "next", "P"], [[a, b, fmt(outrank[a][b], 2)] for a, b in zip(order, order[1:], strict=False)]
+            )
+        )
     if boot["note"]:
         out.append(f"note: {boot['note']}")
 
     brk = analysis["breakdowns"]
     cat_ = brk["by_category"]
     out.append(_section("By topic category (all rows, hardest first)"))
-    out.append(render_table(
-        ["category", "n", "composite"] + [CAPABILITY_LABELS[c] for c in CAPABILITIES],
-        [[r["category"], str(r["n_conversations"]), fmt(r["composite_score"], 2)] + [_pct(r[c]) for c in CAPABILITIES]
-         for r in cat_["overall"]],
-    ))
+    out.append(
+        render_table(
+            ["category", "n", "composite"] + [CAPABILITY_LABELS[c] for c in CAPABILITIES],
+            [
+                [r["category"], str(r["n_conversations"]), fmt(r["composite_score"], 2)]
+                + [_pct(r[c]) for c in CAPABILITIES]
+                for r in cat_["overall"]
+            ],
+        )
+    )
     if cat_["note"]:
         out.append(f"note: {cat_['note']}")
 
     grp = brk["by_participant_group"]
     out.append(_section("By participant group: anxiety/depression vs none (Mann-Whitney U on composite)"))
-    rows = [["all rows (per conversation)", str(grp["pooled"]["n_anxiety_depression"]), str(grp["pooled"]["n_none"]),
-             fmt(grp["pooled"]["composite_anxiety_depression"], 2), fmt(grp["pooled"]["composite_none"], 2),
-             fmt(grp["pooled"]["p"], 3), grp["pooled"]["note"] or ""]]
+    rows = [
+        [
+            "all rows (per conversation)",
+            str(grp["pooled"]["n_anxiety_depression"]),
+            str(grp["pooled"]["n_none"]),
+            fmt(grp["pooled"]["composite_anxiety_depression"], 2),
+            fmt(grp["pooled"]["composite_none"], 2),
+            fmt(grp["pooled"]["p"], 3),
+            grp["pooled"]["note"] or "",
+        ]
+    ]
     for r in grp["rows"]:
-        rows.append([f"{r['em_model']} [{r['mode']}]", str(r["n_anxiety_depression"]), str(r["n_none"]),
-                     fmt(r["composite_anxiety_depression"], 2), fmt(r["composite_none"], 2), fmt(r["p"], 3), r["note"] or ""])
+        rows.append(
+            [
+                f"{r['em_model']} [{r['mode']}]",
+                str(r["n_anxiety_depression"]),
+                str(r["n_none"]),
+                fmt(r["composite_anxiety_depression"], 2),
+                fmt(r["composite_none"], 2),
+                fmt(r["p"], 3),
+                r["note"] or "",
+            ]
+        )
     out.append(render_table(["rows", "n anx/dep", "n none", "composite anx/dep", "composite none", "p", "note"], rows))
 
     pos = brk["by_turn_position"]
@@ -125,11 +162,21 @@ def format_analysis(analysis: Mapping[str, Any]) -> str:
     rows = []
     for r in pos["rows"]:
         b, e = r["halves"]["behaviour_accuracy"], r["halves"]["emotion_f1"]
-        rows.append([f"{r['em_model']} [{r['mode']}]", fmt(b["early"]), fmt(b["late"]), fmt(b["late_minus_early"]),
-                     fmt(b["p"], 3), fmt(e["early"]), fmt(e["late"]), fmt(e["p"], 3)])
-    out.append(render_table(
-        ["model [mode]", "behav early", "behav late", "late-early", "p", "F1 early", "F1 late", "p"], rows
-    ))
+        rows.append(
+            [
+                f"{r['em_model']} [{r['mode']}]",
+                fmt(b["early"]),
+                fmt(b["late"]),
+                fmt(b["late_minus_early"]),
+                fmt(b["p"], 3),
+                fmt(e["early"]),
+                fmt(e["late"]),
+                fmt(e["p"], 3),
+            ]
+        )
+    out.append(
+        render_table(["model [mode]", "behav early", "behav late", "late-early", "p", "F1 early", "F1 late", "p"], rows)
+    )
     if pos["rows"]:
         out.append("Behaviour accuracy by turn (all rows, mean of row means):")
         by_turn: dict[int, list[float]] = {}
@@ -143,11 +190,16 @@ def format_analysis(analysis: Mapping[str, Any]) -> str:
 
     om = brk["by_original_model"]
     out.append(_section("By original model (all rows)"))
-    out.append(render_table(
-        ["original model", "n", "composite"] + [CAPABILITY_LABELS[c] for c in CAPABILITIES],
-        [[r["original_model"], str(r["n_conversations"]), fmt(r["composite_score"], 2)] + [_pct(r[c]) for c in CAPABILITIES]
-         for r in om["overall"]],
-    ))
+    out.append(
+        render_table(
+            ["original model", "n", "composite"] + [CAPABILITY_LABELS[c] for c in CAPABILITIES],
+            [
+                [r["original_model"], str(r["n_conversations"]), fmt(r["composite_score"], 2)]
+                + [_pct(r[c]) for c in CAPABILITIES]
+                for r in om["overall"]
+            ],
+        )
+    )
     if om["note"]:
         out.append(f"note: {om['note']}")
 

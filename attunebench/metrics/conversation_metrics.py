@@ -28,7 +28,9 @@ class PanasSide:
     items: Mapping[str, int]
 
     @classmethod
-    def from_items(cls, items: Mapping[str, int], positive: int | None = None, negative: int | None = None) -> PanasSide:
+    def from_items(
+        cls, items: Mapping[str, int], positive: int | None = None, negative: int | None = None
+    ) -> PanasSide:
         """Totals derived from items when missing (SPEC 5.2), clamped to 10–70 as in SPEC 3.1.
 
         As in the file reader (``canonical.Panas``), a total is the sum of all ten
@@ -49,9 +51,7 @@ class PanasSide:
                 return None
             return min(cat.PANAS_TOTAL_MAX, max(cat.PANAS_TOTAL_MIN, sum(present)))
 
-        return cls(
-            derive(positive, cat.POSITIVE_AFFECT_ITEMS), derive(negative, cat.NEGATIVE_AFFECT_ITEMS), canonical
-        )
+        return cls(derive(positive, cat.POSITIVE_AFFECT_ITEMS), derive(negative, cat.NEGATIVE_AFFECT_ITEMS), canonical)
 
 
 def baseline_adjusted(post: float, predicted: float, pre: float, max_error: float) -> float | None:
@@ -205,7 +205,8 @@ def four_branch(gt: Mapping[str, int] | None, predicted: Mapping[str, int] | Non
     predicted = predicted or {}
     errors = [
         abs(rating - predicted.get(branch, cat.FOUR_BRANCH_DEFAULT_PREDICTION))
-        for branch, rating in gt.items() if rating is not None
+        for branch, rating in gt.items()
+        if rating is not None
     ]
     if not errors:
         return 0.0, 1.0

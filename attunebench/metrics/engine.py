@@ -146,9 +146,7 @@ def score_turn(gt: PreparedTurn, em: RunTurn) -> dict[str, Any]:
     if gt.n_labels >= 2:
         letters = tm.em_letters(len(gt.comparisons), selections)
         if letters:
-            tau = tm.kendall_tau_from_ranks(
-                gt.gt_rank, tm.rank_positions(tm.wins_per_label(gt.comparisons, letters))
-            )
+            tau = tm.kendall_tau_from_ranks(gt.gt_rank, tm.rank_positions(tm.wins_per_label(gt.comparisons, letters)))
 
     return {
         "turnNumber": gt.number,
@@ -175,9 +173,7 @@ def score_turn(gt: PreparedTurn, em: RunTurn) -> dict[str, Any]:
         "response_similarity_human": similarity[cat.RESPONSE_HUMAN],
         "response_preference_alignment": alignment,
         "draft_judge_score": tm.draft_judge_score(em.em_draft_judge_scores),
-        "draft_binary_alignment": tm.draft_binary_alignment_split(
-            *gt.preferred_targets, em.em_draft_binary_assessment
-        ),
+        "draft_binary_alignment": tm.draft_binary_alignment_split(*gt.preferred_targets, em.em_draft_binary_assessment),
     }
 
 
@@ -283,10 +279,17 @@ def score_conversation_output(prepared: PreparedConversation, run: RunOutput) ->
     details = {
         "n_gt_turns": n_gt,
         "n_scored_turns": len(turns),
-        **{k: panas[k] for k in (
-            "panas_pa_error", "panas_na_error", "panas_pa_baseline_adjusted", "panas_na_baseline_adjusted",
-            "panas_item_normalized", "panas_item_baseline_adjusted",
-        )},
+        **{
+            k: panas[k]
+            for k in (
+                "panas_pa_error",
+                "panas_na_error",
+                "panas_pa_baseline_adjusted",
+                "panas_na_baseline_adjusted",
+                "panas_item_normalized",
+                "panas_item_baseline_adjusted",
+            )
+        },
         "hp_perspective_gap": gap,
         "hp_perspective_alignment": alignment,
         "capabilities": capability_scores(record),
@@ -336,10 +339,13 @@ def score_runs(
     skipped: list[Problem] = []
     for conversation in conversations:
         if conversation.conversationId in prepared:
-            skipped.append(Problem(
-                source=conversation.conversationId, path="conversationId",
-                message="a conversation with this id was already read; this copy is ignored",
-            ))
+            skipped.append(
+                Problem(
+                    source=conversation.conversationId,
+                    path="conversationId",
+                    message="a conversation with this id was already read; this copy is ignored",
+                )
+            )
             continue
         prepared[conversation.conversationId] = prepare_conversation(conversation)
 
@@ -349,17 +355,23 @@ def score_runs(
         source = run_sources[i] if run_sources is not None else f"{run.conversationId}/{run.em_model}/{run.mode}"
         target = prepared.get(run.conversationId)
         if target is None:
-            skipped.append(Problem(
-                source=source, path="conversationId",
-                message=f"no conversation {run.conversationId!r} was found; run skipped",
-            ))
+            skipped.append(
+                Problem(
+                    source=source,
+                    path="conversationId",
+                    message=f"no conversation {run.conversationId!r} was found; run skipped",
+                )
+            )
             continue
         key = (run.conversationId, run.em_model, run.mode)
         if key in seen:
-            skipped.append(Problem(
-                source=source, path="",
-                message=f"a run for ({run.conversationId}, {run.em_model}, {run.mode}) was already scored; duplicate skipped",
-            ))
+            skipped.append(
+                Problem(
+                    source=source,
+                    path="",
+                    message=f"a run for ({run.conversationId}, {run.em_model}, {run.mode}) was already scored; duplicate skipped",
+                )
+            )
             continue
         seen.add(key)
         scores.append(score_conversation_output(target, run))

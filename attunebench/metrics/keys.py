@@ -28,20 +28,33 @@ TURN_AVERAGES: Final[dict[str, str]] = {
     "avg_draft_binary_alignment": "draft_binary_alignment",
 }
 # SPEC 5.3: τ, intensity MAE and the judge metrics average non-null values only, null when none.
-NULLABLE_TURN_AVERAGES: Final[frozenset[str]] = frozenset({
-    "avg_emotion_intensity_mae",
-    "avg_pairwise_kendall_tau",
-    "avg_draft_judge_score",
-    "avg_draft_binary_alignment",
-})
+NULLABLE_TURN_AVERAGES: Final[frozenset[str]] = frozenset(
+    {
+        "avg_emotion_intensity_mae",
+        "avg_pairwise_kendall_tau",
+        "avg_draft_judge_score",
+        "avg_draft_binary_alignment",
+    }
+)
 
 COMPOSITE_KEYS: Final[tuple[str, ...]] = (
-    "composite_score", "equal_weight_composite", "turn_level_average", "conversation_wide_average",
+    "composite_score",
+    "equal_weight_composite",
+    "turn_level_average",
+    "conversation_wide_average",
 )
 CONVERSATION_LEVEL_KEYS: Final[tuple[str, ...]] = (
-    "panas_mae", "panas_normalized", "panas_baseline_adjusted", "panas_item_mae",
-    "q1_looking_for_score", "q2_emotion_clarity_match", "q3_model_fit_match", "q3_model_fit_ordinal_distance",
-    "q3_follow_up_score", "four_branch_mae", "four_branch_normalized",
+    "panas_mae",
+    "panas_normalized",
+    "panas_baseline_adjusted",
+    "panas_item_mae",
+    "q1_looking_for_score",
+    "q2_emotion_clarity_match",
+    "q3_model_fit_match",
+    "q3_model_fit_ordinal_distance",
+    "q3_follow_up_score",
+    "four_branch_mae",
+    "four_branch_normalized",
 )
 # Every numeric per-conversation key that an aggregate row averages.
 METRIC_KEYS: Final[tuple[str, ...]] = COMPOSITE_KEYS + tuple(TURN_AVERAGES) + CONVERSATION_LEVEL_KEYS
@@ -59,14 +72,26 @@ BINARY_VARIANTS: Final[tuple[str, ...]] = ("binary_om", "binary_human", "binary_
 POOLED_METRIC_KEYS: Final[tuple[str, ...]] = ("tp", "fp", "tn", "fn", "accuracy", "precision", "recall", "f1", "mcc")
 
 TURN_KEYS: Final[tuple[str, ...]] = (
-    "turnNumber", "turn_index",
-    "emotion_precision", "emotion_recall", "emotion_f1", "emotion_f1_intensity", "emotion_hit_rate",
-    "emotion_intensity_mae", "emotion_va_score", "emotion_va_intensity_score",
+    "turnNumber",
+    "turn_index",
+    "emotion_precision",
+    "emotion_recall",
+    "emotion_f1",
+    "emotion_f1_intensity",
+    "emotion_hit_rate",
+    "emotion_intensity_mae",
+    "emotion_va_score",
+    "emotion_va_intensity_score",
     *BINARY_VARIANTS,
-    "pairwise_accuracy", "pairwise_kendall_tau",
-    "response_similarity", "response_similarity_original", "response_similarity_alternate",
-    "response_similarity_human", "response_preference_alignment",
-    "draft_judge_score", "draft_binary_alignment",
+    "pairwise_accuracy",
+    "pairwise_kendall_tau",
+    "response_similarity",
+    "response_similarity_original",
+    "response_similarity_alternate",
+    "response_similarity_human",
+    "response_preference_alignment",
+    "draft_judge_score",
+    "draft_binary_alignment",
 )
 
 HUMAN_PREFIX: Final = "human:"

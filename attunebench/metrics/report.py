@@ -46,13 +46,19 @@ def _decode_json(source: str, raw: bytes) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CanonicalError([Problem(source=source, path="", message=f"not UTF-8 text ({exc.reason} at byte {exc.start})")]) from None
+        raise CanonicalError(
+            [Problem(source=source, path="", message=f"not UTF-8 text ({exc.reason} at byte {exc.start})")]
+        ) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CanonicalError([Problem(
-            source=source, path="", message=f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        )]) from None
+        raise CanonicalError(
+            [
+                Problem(
+                    source=source, path="", message=f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+                )
+            ]
+        ) from None
 
 
 def load_inputs(conversation_paths: Iterable[str | Path], run_paths: Iterable[str | Path]) -> LoadedInputs:
@@ -136,9 +142,7 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align_le
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
 
     def line(row: Sequence[str]) -> str:
-        parts = [
-            cell.ljust(widths[i]) if i < align_left else cell.rjust(widths[i]) for i, cell in enumerate(row)
-        ]
+        parts = [cell.ljust(widths[i]) if i < align_left else cell.rjust(widths[i]) for i, cell in enumerate(row)]
         return "  ".join(parts).rstrip()
 
     out = [line(cells[0]), "  ".join("-" * w for w in widths)]
@@ -154,9 +158,7 @@ def row_capabilities(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, st
         bucket = sums.setdefault(key, {})
         for name, value in capability_scores(record).items():
             bucket.setdefault(name, []).append(value)
-    return {
-        key: {name: math.fsum(vals) / len(vals) for name, vals in bucket.items()} for key, bucket in sums.items()
-    }
+    return {key: {name: math.fsum(vals) / len(vals) for name, vals in bucket.items()} for key, bucket in sums.items()}
 
 
 def leaderboard_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -186,7 +188,11 @@ def format_leaderboard(report: Mapping[str, Any]) -> str:
     rows = leaderboard_rows(report)
     if not rows:
         return "No run was scored."
-    headers = ["model", "mode", "n", "composite ± SE"] + [CAPABILITY_LABELS[c] for c in LEADERBOARD_CAPABILITIES] + ["coverage"]
+    headers = (
+        ["model", "mode", "n", "composite ± SE"]
+        + [CAPABILITY_LABELS[c] for c in LEADERBOARD_CAPABILITIES]
+        + ["coverage"]
+    )
     body = []
     for r in rows:
         name = r["em_model"] + (" *" if r["human_baseline"] else "")

@@ -82,8 +82,7 @@ def tag_intensities(tags: Iterable[Tag]) -> dict[str, int | None]:
 def emotion_set_scores(gt: Mapping[str, int | None], pred: Mapping[str, int | None]) -> EmotionSetScores:
     """Emotion F1, F1×I, hit rate and intensity MAE from normalised emotion -> intensity maps."""
     n_g, n_p = len(gt), len(pred)
-    deltas = [abs(gi - pi) for word, gi in gt.items()
-              if gi is not None and (pi := pred.get(word)) is not None]
+    deltas = [abs(gi - pi) for word, gi in gt.items() if gi is not None and (pi := pred.get(word)) is not None]
     mae = sum(deltas) / len(deltas) if deltas else None  # SPEC 5.1: null if no shared emotion with both intensities
     if n_g == 0:
         # SPEC 5.1: both empty -> everything 1; g empty but p not -> everything 0.
@@ -150,7 +149,9 @@ def emotion_va_from_indices(
     sim = [[va_similarity_by_index(gi, pi) for pi, _ in pred] for gi, _ in gt]
     combined = [
         [
-            0.7 * sim[r][c] + 0.3 * (
+            0.7 * sim[r][c]
+            + 0.3
+            * (
                 1 - abs(g_int - p_int) / _INTENSITY_RANGE
                 if g_int is not None and p_int is not None
                 else 0.0  # SPEC 5.1: isim is 0 unless both intensities are known
@@ -214,7 +215,9 @@ def confusion_split(
     return tp, fp, len(no_ids) - fp, len(yes_ids) - tp
 
 
-def confusion(targets: Sequence[tuple[str, bool]], predictions: Mapping[str, str | None] | None) -> tuple[int, int, int, int]:
+def confusion(
+    targets: Sequence[tuple[str, bool]], predictions: Mapping[str, str | None] | None
+) -> tuple[int, int, int, int]:
     """(tp, fp, tn, fn); a missing or 'na' prediction counts as 'no' (SPEC 5.1)."""
     return confusion_split(*split_targets(targets), predictions)
 
@@ -280,7 +283,7 @@ def comparison_labels(comparisons: Sequence[Comparison]) -> list[str]:
 
 def wins_per_label(comparisons: Sequence[Comparison], letters: Iterable[tuple[int, str | None]]) -> dict[str, int]:
     """Wins per label given (comparison index, winning letter) pairs."""
-    wins = {label: 0 for label in comparison_labels(comparisons)}
+    wins = dict.fromkeys(comparison_labels(comparisons), 0)
     for i, letter in letters:
         if letter == "A":
             wins[comparisons[i][0]] += 1
@@ -327,7 +330,9 @@ def em_letters(n_comparisons: int, selections: Mapping[str, str | None] | None) 
     return out
 
 
-def pairwise_kendall_tau(comparisons: Sequence[Comparison], selections: Mapping[str, str | None] | None) -> float | None:
+def pairwise_kendall_tau(
+    comparisons: Sequence[Comparison], selections: Mapping[str, str | None] | None
+) -> float | None:
     """Kendall τ between GT and EM label rankings, or None (SPEC 5.1).
 
     None when fewer than 2 labels take part or the EM selected nothing for any
@@ -366,15 +371,13 @@ def token_jaccard(a: str | None, b: str | None) -> float:
     return jaccard(tokens(a), tokens(b))
 
 
-def response_similarity(
-    draft: frozenset[str] | None, references: Mapping[str, frozenset[str]]
-) -> dict[str, float]:
+def response_similarity(draft: frozenset[str] | None, references: Mapping[str, frozenset[str]]) -> dict[str, float]:
     """Jaccard of the draft with each reference label's text, plus overall = max.
 
     ``draft`` is None when the EM wrote no draft: then every value is 0 (SPEC 5.1).
     """
     if draft is None:
-        out = {label: 0.0 for label in references}
+        out = dict.fromkeys(references, 0.0)
         out["overall"] = 0.0
         return out
     out = {label: jaccard(draft, text) for label, text in references.items()}
@@ -398,8 +401,7 @@ def preference_alignment(
     if total == 0:
         return overall_similarity
     return sum(
-        (count / total) * jaccard(draft, references.get(label, frozenset()))
-        for label, count in wins.items() if count
+        (count / total) * jaccard(draft, references.get(label, frozenset())) for label, count in wins.items() if count
     )
 
 

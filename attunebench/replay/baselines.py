@@ -40,13 +40,20 @@ class BaselineBackend(ABC):
     async def complete(self, spec: EMSpec, messages: list[dict[str, str]], ctx: P.CallContext) -> Completion:
         answer = self.answer(ctx)
         if ctx.verbose:
-            answer = {P.KEY_REASONING: f"{self.description}: no language understanding, see attunebench.replay.baselines.", **answer}
+            answer = {
+                P.KEY_REASONING: f"{self.description}: no language understanding, see attunebench.replay.baselines.",
+                **answer,
+            }
         return Completion(text=json.dumps(answer, ensure_ascii=False), cost_usd=0.0)
 
     def answer(self, ctx: P.CallContext) -> dict[str, Any]:
         handler = {
-            P.DRAFT: self.draft, P.ANALYSIS: self.analysis, P.HP_BINARY: self.hp_binary,
-            P.PAIRWISE: self.pairwise, P.JUDGE: self.judge, P.POST: self.post,
+            P.DRAFT: self.draft,
+            P.ANALYSIS: self.analysis,
+            P.HP_BINARY: self.hp_binary,
+            P.PAIRWISE: self.pairwise,
+            P.JUDGE: self.judge,
+            P.POST: self.post,
         }[ctx.call_type]
         return handler(ctx)
 
@@ -113,8 +120,14 @@ class RandomBaseline(BaselineBackend):
 
     def analysis(self, ctx: P.CallContext) -> dict[str, Any]:
         rng = self._rng(ctx)
-        tags = [{"emotion": item, "intensity": rng.randint(1, 7)} for item in rng.sample(cat.PANAS_ITEMS, rng.randint(0, 2))]
-        return {P.KEY_TAGS: tags, P.KEY_OM: self._binary(rng, ctx.question_ids), P.KEY_HUMAN: self._binary(rng, ctx.question_ids)}
+        tags = [
+            {"emotion": item, "intensity": rng.randint(1, 7)} for item in rng.sample(cat.PANAS_ITEMS, rng.randint(0, 2))
+        ]
+        return {
+            P.KEY_TAGS: tags,
+            P.KEY_OM: self._binary(rng, ctx.question_ids),
+            P.KEY_HUMAN: self._binary(rng, ctx.question_ids),
+        }
 
     def hp_binary(self, ctx: P.CallContext) -> dict[str, Any]:
         rng = self._rng(ctx)
@@ -164,11 +177,11 @@ class _Tally:
     def get(self, *key: Any) -> float:
         return self.values.get(tuple(key), 0.0)
 
-    def merge(self, other: "_Tally", sign: float = 1.0) -> None:
+    def merge(self, other: _Tally, sign: float = 1.0) -> None:
         for key, amount in other.values.items():
             self.values[key] = self.values.get(key, 0.0) + sign * amount
 
-    def minus(self, other: "_Tally") -> "_Tally":
+    def minus(self, other: _Tally) -> _Tally:
         out = _Tally()
         out.values = dict(self.values)
         out.merge(other, -1.0)
@@ -269,13 +282,17 @@ class PriorBaseline(BaselineBackend):
 
     def draft(self, ctx: P.CallContext) -> dict[str, Any]:
         # A prior over labels has no words of its own: the commonest shape of a supportive reply.
-        return {P.KEY_RESPONSE: "That sounds really hard. I'm here to listen. What feels most important to you right now?"}
+        return {
+            P.KEY_RESPONSE: "That sounds really hard. I'm here to listen. What feels most important to you right now?"
+        }
 
     def analysis(self, ctx: P.CallContext) -> dict[str, Any]:
         tally = self._tally(ctx)
         turns = tally.get("turns")
         size = round(tally.get("tags_total") / turns) if turns else 0
-        ranked = sorted(cat.PANAS_ITEMS, key=lambda item: -tally.get("tag", item))  # stable: catalogue order breaks ties
+        ranked = sorted(
+            cat.PANAS_ITEMS, key=lambda item: -tally.get("tag", item)
+        )  # stable: catalogue order breaks ties
         tags = []
         for item in ranked[:size]:
             if not tally.get("tag", item):
@@ -304,7 +321,7 @@ class PriorBaseline(BaselineBackend):
         return {P.KEY_SELECTIONS: selections}
 
     def judge(self, ctx: P.CallContext) -> dict[str, Any]:
-        answer: dict[str, Any] = {P.KEY_SCORES: {d: 4 for d in cat.JUDGE_DIMENSIONS}}
+        answer: dict[str, Any] = {P.KEY_SCORES: dict.fromkeys(cat.JUDGE_DIMENSIONS, 4)}
         if ctx.question_ids:
             answer[P.KEY_DRAFT_BINARY] = {q: self._majority(self._tally(ctx), "pref", q) for q in ctx.question_ids}
         return answer
@@ -312,9 +329,15 @@ class PriorBaseline(BaselineBackend):
     def post(self, ctx: P.CallContext) -> dict[str, Any]:
         tally = self._tally(ctx)
         if (ctx.panas_strategy or "absolute") == "absolute":
-            panas = {i: round(tally.get("post", i) / tally.get("post_n", i)) if tally.get("post_n", i) else 4 for i in cat.PANAS_ITEMS}
+            panas = {
+                i: round(tally.get("post", i) / tally.get("post_n", i)) if tally.get("post_n", i) else 4
+                for i in cat.PANAS_ITEMS
+            }
         else:
-            panas = {i: round(tally.get("delta", i) / tally.get("delta_n", i)) if tally.get("delta_n", i) else 0 for i in cat.PANAS_ITEMS}
+            panas = {
+                i: round(tally.get("delta", i) / tally.get("delta_n", i)) if tally.get("delta_n", i) else 0
+                for i in cat.PANAS_ITEMS
+            }
         answered = tally.get("wide")
 
         def common(kind: str, options: Sequence[str]) -> str | None:
@@ -333,7 +356,10 @@ class PriorBaseline(BaselineBackend):
             "q2_emotionClarity": common("q2", cat.Q2_EMOTION_CLARITY_OPTIONS),
             "q3_modelFit": common("q3", cat.Q3_MODEL_FIT_OPTIONS),
             "q3_followUp_whatFeltOff": felt_off,
-            "fourBranchScores": {b: round(tally.get("fb", b) / tally.get("fb_n", b)) if tally.get("fb_n", b) else 4 for b in cat.FOUR_BRANCHES},
+            "fourBranchScores": {
+                b: round(tally.get("fb", b) / tally.get("fb_n", b)) if tally.get("fb_n", b) else 4
+                for b in cat.FOUR_BRANCHES
+            },
         }
         return _post_shape(ctx, panas, wide)
 
@@ -344,55 +370,156 @@ class PriorBaseline(BaselineBackend):
 
 # Emotion words → PANAS item. Stems match word starts ("worr" → worried, worrying).
 _EMOTION_STEMS: Final[dict[str, str]] = {
-    "anxi": "Nervous", "nervous": "Nervous", "worr": "Nervous", "panic": "Nervous", "tense": "Nervous",
-    "scared": "Scared", "terrified": "Scared", "frighten": "Scared",
-    "afraid": "Afraid", "fear": "Afraid", "dread": "Afraid",
-    "jitter": "Jittery", "restless": "Jittery", "on edge": "Jittery", "shaky": "Jittery", "can't sleep": "Jittery",
-    "stress": "Distressed", "overwhelm": "Distressed", "too much": "Distressed", "desperate": "Distressed", "struggl": "Distressed", "stuck": "Distressed",
-    "sad": "Upset", "upset": "Upset", "hurt": "Upset", "cry": "Upset", "crying": "Upset", "heartbroken": "Upset", "lonely": "Upset", "tired of": "Upset",
-    "guilt": "Guilty", "my fault": "Guilty", "blame myself": "Guilty",
-    "ashamed": "Ashamed", "shame": "Ashamed", "embarrass": "Ashamed", "humiliat": "Ashamed",
-    "angry": "Irritable", "annoy": "Irritable", "frustrat": "Irritable", "irritat": "Irritable", "fed up": "Irritable",
-    "furious": "Hostile", "hate": "Hostile", "rage": "Hostile", "resent": "Hostile",
-    "proud": "Proud", "accomplish": "Proud",
-    "excited": "Excited", "can't wait": "Excited", "thrilled": "Enthusiastic", "enthusias": "Enthusiastic", "eager": "Enthusiastic",
-    "inspired": "Inspired", "motivated": "Determined", "determined": "Determined", "going to try": "Determined",
-    "interest": "Interested", "curious": "Interested",
-    "better": "Strong", "relieved": "Strong", "stronger": "Strong", "confident": "Strong", "hopeful": "Strong", "calmer": "Strong",
-    "focused": "Attentive", "alert": "Alert", "energ": "Active", "active": "Active",
+    "anxi": "Nervous",
+    "nervous": "Nervous",
+    "worr": "Nervous",
+    "panic": "Nervous",
+    "tense": "Nervous",
+    "scared": "Scared",
+    "terrified": "Scared",
+    "frighten": "Scared",
+    "afraid": "Afraid",
+    "fear": "Afraid",
+    "dread": "Afraid",
+    "jitter": "Jittery",
+    "restless": "Jittery",
+    "on edge": "Jittery",
+    "shaky": "Jittery",
+    "can't sleep": "Jittery",
+    "stress": "Distressed",
+    "overwhelm": "Distressed",
+    "too much": "Distressed",
+    "desperate": "Distressed",
+    "struggl": "Distressed",
+    "stuck": "Distressed",
+    "sad": "Upset",
+    "upset": "Upset",
+    "hurt": "Upset",
+    "cry": "Upset",
+    "crying": "Upset",
+    "heartbroken": "Upset",
+    "lonely": "Upset",
+    "tired of": "Upset",
+    "guilt": "Guilty",
+    "my fault": "Guilty",
+    "blame myself": "Guilty",
+    "ashamed": "Ashamed",
+    "shame": "Ashamed",
+    "embarrass": "Ashamed",
+    "humiliat": "Ashamed",
+    "angry": "Irritable",
+    "annoy": "Irritable",
+    "frustrat": "Irritable",
+    "irritat": "Irritable",
+    "fed up": "Irritable",
+    "furious": "Hostile",
+    "hate": "Hostile",
+    "rage": "Hostile",
+    "resent": "Hostile",
+    "proud": "Proud",
+    "accomplish": "Proud",
+    "excited": "Excited",
+    "can't wait": "Excited",
+    "thrilled": "Enthusiastic",
+    "enthusias": "Enthusiastic",
+    "eager": "Enthusiastic",
+    "inspired": "Inspired",
+    "motivated": "Determined",
+    "determined": "Determined",
+    "going to try": "Determined",
+    "interest": "Interested",
+    "curious": "Interested",
+    "better": "Strong",
+    "relieved": "Strong",
+    "stronger": "Strong",
+    "confident": "Strong",
+    "hopeful": "Strong",
+    "calmer": "Strong",
+    "focused": "Attentive",
+    "alert": "Alert",
+    "energ": "Active",
+    "active": "Active",
 }
 # Group 1 is the stem (the lookup key); the whole match is the word as written.
-_EMOTION_RE: Final = re.compile(r"\b(" + "|".join(sorted((re.escape(s) for s in _EMOTION_STEMS), key=len, reverse=True)) + r")[\w']*", re.IGNORECASE)
-_STRONG_RE: Final = re.compile(r"\b(very|so|really|extremely|completely|totally|incredibly|too|can't stand)\b|!", re.IGNORECASE)
+_EMOTION_RE: Final = re.compile(
+    r"\b(" + "|".join(sorted((re.escape(s) for s in _EMOTION_STEMS), key=len, reverse=True)) + r")[\w']*", re.IGNORECASE
+)
+_STRONG_RE: Final = re.compile(
+    r"\b(very|so|really|extremely|completely|totally|incredibly|too|can't stand)\b|!", re.IGNORECASE
+)
 _WEAK_RE: Final = re.compile(r"\b(a bit|a little|slightly|somewhat|kind of|kinda|part of me)\b", re.IGNORECASE)
 _NEGATED_RE: Final = re.compile(r"\b(not|no longer|don't feel|never)\s+(\w+\s+)?$", re.IGNORECASE)
 
 _ADVICE_RE: Final = re.compile(
     r"\b(you should|you could|you might (?:try|want|consider)|try to|try\b|consider|make sure|start by|"
     r"it may help|it might help|remember to|set (?:one|a)|write down|take a|talk to|reach out|"
-    r"one option|i recommend|i suggest|have you tried)", re.IGNORECASE)
+    r"one option|i recommend|i suggest|have you tried)",
+    re.IGNORECASE,
+)
 _VALIDATION_RE: Final = re.compile(
     r"\b(makes sense|understandable|it's okay to|it is okay to|that's valid|valid|no wonder|of course you|"
     r"sounds (?:really |so )?(?:hard|heavy|painful|difficult|tough)|i'm sorry|that must|anyone would|"
-    r"thank you for (?:telling|sharing))", re.IGNORECASE)
-_HEDGE_RE: Final = re.compile(r"\b(it sounds like|it seems|sounds like|i imagine|maybe you|perhaps|might be|i wonder if)\b", re.IGNORECASE)
-_EXPLAIN_RE: Final = re.compile(r"\b(because|since|this is why|that's why|often|many people|research|the reason)\b", re.IGNORECASE)
-_MORAL_RE: Final = re.compile(r"\b(should have|shouldn't have|wrong of|the right thing|your fault|selfish|irresponsible)\b", re.IGNORECASE)
-_RISK_RE: Final = re.compile(r"\b(unsafe|harm|hurt yourself|danger|crisis|suicid|kill myself|end it all|self-harm|abuse)\w*", re.IGNORECASE)
-_SAFETY_RE: Final = re.compile(r"\b(emergency|hotline|helpline|crisis line|call \d+|988|samaritans|emergency services|a doctor right away)\b", re.IGNORECASE)
-_ESCALATE_RE: Final = re.compile(r"\b(terrible|disaster|catastroph\w*|awful|worst|nightmare|devastating|alarming)\b", re.IGNORECASE)
-_CLINICAL_RE: Final = re.compile(r"\b(symptom\w*|disorder|cognitive|clinical|diagnos\w*|mental health professional|therap\w*|intervention)\b", re.IGNORECASE)
-_CHANGE_RE: Final = re.compile(r"\b(now you|changed|shift\w*|earlier you|compared to before|than before|since we started)\b", re.IGNORECASE)
-_ASSUME_RE: Final = re.compile(r"\b(you must|you probably|clearly you|obviously you|you always|you never|deep down you)\b", re.IGNORECASE)
-_ADJUST_RE: Final = re.compile(r"\b(you mentioned|as you said|you said|i hear you|got it|thanks for clarifying|i see now)\b", re.IGNORECASE)
-_CONSTRAINT_RE: Final = re.compile(r"\b(might be hard|may be hard|difficult to|if you can|when you're ready|if that feels|not easy|small step)\b", re.IGNORECASE)
-_CORRECTION_RE: Final = re.compile(r"\b(i was wrong|i misunderstood|sorry, i|i got that wrong|let me correct)\b", re.IGNORECASE)
-_REFLECT_RE: Final = re.compile(r"\b(how do you feel|what do you think|what matters|what would you|how does that sit|what do you want)\b", re.IGNORECASE)
-_OTHER_VIEW_RE: Final = re.compile(r"\b(they might|from (?:their|his|her) (?:side|point|perspective)|perspective|(?:he|she|they) may feel|their side)\b", re.IGNORECASE)
-_MULTI_VIEW_RE: Final = re.compile(r"\b(or maybe|another way|alternatively|on the other hand|could also be|either)\b", re.IGNORECASE)
-_COMPLEX_RE: Final = re.compile(r"\b(complicated|complex|not simple|nuanced|mixed feelings|both things|no single right answer)\b", re.IGNORECASE)
+    r"thank you for (?:telling|sharing))",
+    re.IGNORECASE,
+)
+_HEDGE_RE: Final = re.compile(
+    r"\b(it sounds like|it seems|sounds like|i imagine|maybe you|perhaps|might be|i wonder if)\b", re.IGNORECASE
+)
+_EXPLAIN_RE: Final = re.compile(
+    r"\b(because|since|this is why|that's why|often|many people|research|the reason)\b", re.IGNORECASE
+)
+_MORAL_RE: Final = re.compile(
+    r"\b(should have|shouldn't have|wrong of|the right thing|your fault|selfish|irresponsible)\b", re.IGNORECASE
+)
+_RISK_RE: Final = re.compile(
+    r"\b(unsafe|harm|hurt yourself|danger|crisis|suicid|kill myself|end it all|self-harm|abuse)\w*", re.IGNORECASE
+)
+_SAFETY_RE: Final = re.compile(
+    r"\b(emergency|hotline|helpline|crisis line|call \d+|988|samaritans|emergency services|a doctor right away)\b",
+    re.IGNORECASE,
+)
+_ESCALATE_RE: Final = re.compile(
+    r"\b(terrible|disaster|catastroph\w*|awful|worst|nightmare|devastating|alarming)\b", re.IGNORECASE
+)
+_CLINICAL_RE: Final = re.compile(
+    r"\b(symptom\w*|disorder|cognitive|clinical|diagnos\w*|mental health professional|therap\w*|intervention)\b",
+    re.IGNORECASE,
+)
+_CHANGE_RE: Final = re.compile(
+    r"\b(now you|changed|shift\w*|earlier you|compared to before|than before|since we started)\b", re.IGNORECASE
+)
+_ASSUME_RE: Final = re.compile(
+    r"\b(you must|you probably|clearly you|obviously you|you always|you never|deep down you)\b", re.IGNORECASE
+)
+_ADJUST_RE: Final = re.compile(
+    r"\b(you mentioned|as you said|you said|i hear you|got it|thanks for clarifying|i see now)\b", re.IGNORECASE
+)
+_CONSTRAINT_RE: Final = re.compile(
+    r"\b(might be hard|may be hard|difficult to|if you can|when you're ready|if that feels|not easy|small step)\b",
+    re.IGNORECASE,
+)
+_CORRECTION_RE: Final = re.compile(
+    r"\b(i was wrong|i misunderstood|sorry, i|i got that wrong|let me correct)\b", re.IGNORECASE
+)
+_REFLECT_RE: Final = re.compile(
+    r"\b(how do you feel|what do you think|what matters|what would you|how does that sit|what do you want)\b",
+    re.IGNORECASE,
+)
+_OTHER_VIEW_RE: Final = re.compile(
+    r"\b(they might|from (?:their|his|her) (?:side|point|perspective)|perspective|(?:he|she|they) may feel|their side)\b",
+    re.IGNORECASE,
+)
+_MULTI_VIEW_RE: Final = re.compile(
+    r"\b(or maybe|another way|alternatively|on the other hand|could also be|either)\b", re.IGNORECASE
+)
+_COMPLEX_RE: Final = re.compile(
+    r"\b(complicated|complex|not simple|nuanced|mixed feelings|both things|no single right answer)\b", re.IGNORECASE
+)
 _OPEN_Q_RE: Final = re.compile(r"\b(how|what|why)\b[^?]*\?", re.IGNORECASE)
-_ADVICE_WANTED_RE: Final = re.compile(r"\b(what should i|should i|advice|what can i do|how do i|how can i|help me decide|any tips|what do i do)\b", re.IGNORECASE)
+_ADVICE_WANTED_RE: Final = re.compile(
+    r"\b(what should i|should i|advice|what can i do|how do i|how can i|help me decide|any tips|what do i do)\b",
+    re.IGNORECASE,
+)
 _WHY_RE: Final = re.compile(r"\b(why|understand)\b", re.IGNORECASE)
 _VENT_RE: Final = re.compile(r"\b(vent|just need to talk|listen|get it off my chest|talk about)\b", re.IGNORECASE)
 _URGENT_RE: Final = re.compile(r"\b(urgent|right now|emergency|tonight|asap|immediately)\b", re.IGNORECASE)
@@ -400,7 +527,39 @@ _CALM_RE: Final = re.compile(r"\b(calm|panic|breathe|can't sleep|steady|racing)\
 _OPTIONS_RE: Final = re.compile(r"\b(decide|decision|options|choose|whether to|should i)\b", re.IGNORECASE)
 _INFO_RE: Final = re.compile(r"\b(how do i|how can i|what is|information|tips|advice)\b", re.IGNORECASE)
 _WORD_RE: Final = re.compile(r"[a-z']+")
-_STOP: Final = frozenset("the a an and or but to of in on for with that this it is was i you my me your be are have has had so just".split())
+_STOP: Final = frozenset(
+    [
+        "the",
+        "a",
+        "an",
+        "and",
+        "or",
+        "but",
+        "to",
+        "of",
+        "in",
+        "on",
+        "for",
+        "with",
+        "that",
+        "this",
+        "it",
+        "is",
+        "was",
+        "i",
+        "you",
+        "my",
+        "me",
+        "your",
+        "be",
+        "are",
+        "have",
+        "has",
+        "had",
+        "so",
+        "just",
+    ]
+)
 
 _POSITIVE_ITEMS: Final = frozenset(cat.POSITIVE_AFFECT_ITEMS)
 
@@ -460,7 +619,8 @@ class _Reading:
             "B2": acknowledged and set(self.reply_emotions) <= set(self.user_emotions) | _POSITIVE_ITEMS,
             "B3": self.overlap >= 2,
             "B108": bool(set(self.reply_emotions) & set(self.user_emotions)),
-            "B109": bool(self.user_emotions) and max(self.user_emotions, key=self.user_emotions.get) in self.reply_emotions,
+            "B109": bool(self.user_emotions)
+            and max(self.user_emotions, key=self.user_emotions.get) in self.reply_emotions,
             "B4": len(self.reply_emotions) >= 2 or bool(_STRONG_RE.search(r) and self.reply_emotions),
             "B5": bool(_CHANGE_RE.search(r)) and self.turn_number > 1,
             "B6": bool(_ASSUME_RE.search(r)),
@@ -501,11 +661,28 @@ class _Reading:
         asks_advice = bool(_ADVICE_WANTED_RE.search(user))
         risky = bool(_RISK_RE.search(user))
         wants = {
-            "B11": asks_advice, "B12": bool(_WHY_RE.search(user)) or asks_advice, "B13": not asks_advice,
-            "B17": risky, "B18": risky, "B5": self.turn_number > 1, "B406": self.observed("B406"),
-            "B313": False, "B310": False, "B311": False, "B315": False, "B408": False, "B6": False,
-            "B14": False, "B20": False, "B206": False, "B207": False,
-            "B502": bool(re.search(r"\b(he|she|they|my (?:partner|friend|mum|mom|dad|boss|sister|brother))\b", user, re.IGNORECASE)),
+            "B11": asks_advice,
+            "B12": bool(_WHY_RE.search(user)) or asks_advice,
+            "B13": not asks_advice,
+            "B17": risky,
+            "B18": risky,
+            "B5": self.turn_number > 1,
+            "B406": self.observed("B406"),
+            "B313": False,
+            "B310": False,
+            "B311": False,
+            "B315": False,
+            "B408": False,
+            "B6": False,
+            "B14": False,
+            "B20": False,
+            "B206": False,
+            "B207": False,
+            "B502": bool(
+                re.search(
+                    r"\b(he|she|they|my (?:partner|friend|mum|mom|dad|boss|sister|brother))\b", user, re.IGNORECASE
+                )
+            ),
             "B503": bool(re.search(r"\b(confus|don't know|not sure|unsure)\w*", user, re.IGNORECASE)),
             "B316": asks_advice,
         }
@@ -514,8 +691,14 @@ class _Reading:
     def quality(self, question_id: str = "general") -> float:
         """A heuristic attunement score for comparing candidate replies (higher is better)."""
         score = 1.5 * self.validation + 0.4 * min(self.overlap, 5) + 0.8 * ("?" in self.reply)
-        score += 0.8 * bool(set(self.reply_emotions) & set(self.user_emotions)) + 0.5 * bool(_HEDGE_RE.search(self.reply))
-        score -= 1.5 * self.escalation + 1.0 * bool(_CLINICAL_RE.search(self.reply)) + 1.0 * bool(_MORAL_RE.search(self.reply))
+        score += 0.8 * bool(set(self.reply_emotions) & set(self.user_emotions)) + 0.5 * bool(
+            _HEDGE_RE.search(self.reply)
+        )
+        score -= (
+            1.5 * self.escalation
+            + 1.0 * bool(_CLINICAL_RE.search(self.reply))
+            + 1.0 * bool(_MORAL_RE.search(self.reply))
+        )
         score -= 0.5 * bool(_ASSUME_RE.search(self.reply)) + 0.01 * max(0, len(self.reply.split()) - 120)
         advice = len(self.advice)
         if question_id == "PW7":
@@ -543,7 +726,9 @@ class LexiconBaseline(BaselineBackend):
     def _reading(self, ctx: P.CallContext, reply: str | None = None) -> _Reading:
         current = self._current(ctx)
         earlier = [t.om_reply for t in ctx.turns[:-1] if t.om_reply]
-        return _Reading(reply if reply is not None else (current.om_reply or ""), current.user_message, earlier, current.number)
+        return _Reading(
+            reply if reply is not None else (current.om_reply or ""), current.user_message, earlier, current.number
+        )
 
     def draft(self, ctx: P.CallContext) -> dict[str, Any]:
         current = self._current(ctx)
@@ -555,8 +740,14 @@ class LexiconBaseline(BaselineBackend):
             opening = f"It sounds like you're feeling {feeling}, and that makes sense given what you've described."
         else:
             opening = "Thank you for telling me about this; it sounds like a lot to hold."
-        follow_up = ("One small step could be to write down the options you see, if that feels manageable. "
-                     "What matters most to you in deciding?") if asks_advice else "What feels hardest about it right now?"
+        follow_up = (
+            (
+                "One small step could be to write down the options you see, if that feels manageable. "
+                "What matters most to you in deciding?"
+            )
+            if asks_advice
+            else "What feels hardest about it right now?"
+        )
         return {P.KEY_RESPONSE: f"{opening} {follow_up}"}
 
     def analysis(self, ctx: P.CallContext) -> dict[str, Any]:
@@ -615,7 +806,7 @@ class LexiconBaseline(BaselineBackend):
             early.update(detect_emotions(text))
         for text in users[half:] or users[-1:]:
             late.update(detect_emotions(text))
-        changes = {item: 0 for item in cat.PANAS_ITEMS}
+        changes = dict.fromkeys(cat.PANAS_ITEMS, 0)
         for item in set(early) | set(late):
             if item in late and item not in early:
                 changes[item] = 1
@@ -631,11 +822,18 @@ class LexiconBaseline(BaselineBackend):
             panas = changes
         readings = [_Reading(r, u, replies[:i], i + 1) for i, (u, r) in enumerate(zip(users, replies))]
         all_user = " ".join(users)
-        q1 = [option for option, pattern in (
-            (cat.Q1_LOOKING_FOR_OPTIONS[0], _VENT_RE), (cat.Q1_LOOKING_FOR_OPTIONS[1], _WHY_RE),
-            (cat.Q1_LOOKING_FOR_OPTIONS[2], _OPTIONS_RE), (cat.Q1_LOOKING_FOR_OPTIONS[3], _URGENT_RE),
-            (cat.Q1_LOOKING_FOR_OPTIONS[4], _INFO_RE), (cat.Q1_LOOKING_FOR_OPTIONS[5], _CALM_RE),
-        ) if pattern.search(all_user)] or [cat.Q1_LOOKING_FOR_OPTIONS[1]]
+        q1 = [
+            option
+            for option, pattern in (
+                (cat.Q1_LOOKING_FOR_OPTIONS[0], _VENT_RE),
+                (cat.Q1_LOOKING_FOR_OPTIONS[1], _WHY_RE),
+                (cat.Q1_LOOKING_FOR_OPTIONS[2], _OPTIONS_RE),
+                (cat.Q1_LOOKING_FOR_OPTIONS[3], _URGENT_RE),
+                (cat.Q1_LOOKING_FOR_OPTIONS[4], _INFO_RE),
+                (cat.Q1_LOOKING_FOR_OPTIONS[5], _CALM_RE),
+            )
+            if pattern.search(all_user)
+        ] or [cat.Q1_LOOKING_FOR_OPTIONS[1]]
         felt = set(early) | set(late)
         if not felt:
             clarity = cat.Q2_EMOTION_CLARITY_OPTIONS[1]

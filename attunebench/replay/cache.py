@@ -48,7 +48,7 @@ class CachedCall:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "CachedCall":
+    def from_dict(cls, data: dict[str, Any]) -> CachedCall:
         return cls(
             model=str(data.get("model", "")),
             prompt_version=str(data.get("prompt_version", "")),

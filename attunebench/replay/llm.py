@@ -35,8 +35,8 @@ import sys
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from functools import lru_cache, partial
 from dataclasses import dataclass, field
+from functools import lru_cache, partial
 from types import MappingProxyType
 from typing import Any, Final, Protocol
 
@@ -48,10 +48,21 @@ KIND_LLM: Final = "llm"
 KIND_OFFLINE: Final = "offline"
 
 # Parameters that change the answer (part of the cache key) and are passed on.
-ANSWER_PARAMS: Final = frozenset({
-    "temperature", "max_tokens", "max_completion_tokens", "seed", "top_p", "top_k",
-    "frequency_penalty", "presence_penalty", "stop", "response_format", "reasoning_effort",
-})
+ANSWER_PARAMS: Final = frozenset(
+    {
+        "temperature",
+        "max_tokens",
+        "max_completion_tokens",
+        "seed",
+        "top_p",
+        "top_k",
+        "frequency_penalty",
+        "presence_penalty",
+        "stop",
+        "response_format",
+        "reasoning_effort",
+    }
+)
 # Parameters that only change how the call is made.
 TRANSPORT_PARAMS: Final = frozenset({"timeout", "api_key_env", "api_version"})
 DEFAULT_TIMEOUT_S: Final = 120.0
@@ -134,8 +145,10 @@ class EMSpec:
         """Cost from the spec's own prices, or None when it has none."""
         if self.input_cost_per_million is None and self.output_cost_per_million is None:
             return None
-        return (prompt_tokens * (self.input_cost_per_million or 0.0)
-                + completion_tokens * (self.output_cost_per_million or 0.0)) / 1_000_000
+        return (
+            prompt_tokens * (self.input_cost_per_million or 0.0)
+            + completion_tokens * (self.output_cost_per_million or 0.0)
+        ) / 1_000_000
 
 
 def spec_from_name(name: str, **overrides: Any) -> EMSpec:
@@ -280,6 +293,7 @@ def _trim_per_call_overhead() -> bool:
     Logging.response_cost_calculator = response_cost_calculator
     Logging.async_success_handler = async_success_handler
     if original_claim is not None:
+
         def claim_async_success_log(self: Any, *args: Any, **kwargs: Any) -> Any:
             # "Already claimed": litellm then spawns no logging task at all for our calls.
             if ours(self):
@@ -309,10 +323,26 @@ INLINE_CALL_ID_PREFIX: Final = f"{CALL_ID_PREFIX}inline-"
 # API-key HTTP providers: litellm's set-up for them only transforms the request.
 # Providers that mint or refresh credentials during set-up (azure AD, vertex_ai,
 # bedrock, sagemaker, watsonx, ...) are left out and keep their worker thread.
-INLINE_SETUP_PROVIDERS: Final = frozenset({
-    "openai", "hosted_vllm", "anthropic", "ollama", "ollama_chat", "groq", "mistral", "deepseek",
-    "together_ai", "fireworks_ai", "openrouter", "xai", "gemini", "deepinfra", "cerebras", "lm_studio",
-})
+INLINE_SETUP_PROVIDERS: Final = frozenset(
+    {
+        "openai",
+        "hosted_vllm",
+        "anthropic",
+        "ollama",
+        "ollama_chat",
+        "groq",
+        "mistral",
+        "deepseek",
+        "together_ai",
+        "fireworks_ai",
+        "openrouter",
+        "xai",
+        "gemini",
+        "deepinfra",
+        "cerebras",
+        "lm_studio",
+    }
+)
 
 
 class InlineSetupExecutor(ThreadPoolExecutor):
@@ -365,8 +395,9 @@ def _loop_session() -> Any:
     for known in [known for known in _loop_sessions if known.is_closed()]:
         del _loop_sessions[known]
     litellm = _litellm()
-    trust_env = bool(getattr(litellm, "aiohttp_trust_env", False)) or \
-        os.environ.get("AIOHTTP_TRUST_ENV", "").lower() in {"1", "true", "yes"}
+    trust_env = bool(getattr(litellm, "aiohttp_trust_env", False)) or os.environ.get(
+        "AIOHTTP_TRUST_ENV", ""
+    ).lower() in {"1", "true", "yes"}
     session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=15, ttl_dns_cache=300),
         response_class=_answered_response_class(),
@@ -496,8 +527,12 @@ class LiteLLMBackend:
         usage = getattr(response, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-        return Completion(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                          cost_usd=self._cost(spec, response, prompt_tokens, completion_tokens))
+        return Completion(
+            text=text,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=self._cost(spec, response, prompt_tokens, completion_tokens),
+        )
 
     def _cost(self, spec: EMSpec, response: Any, prompt_tokens: int, completion_tokens: int) -> float | None:
         """Spec price, else litellm's price list; unknown prices give None, never an error."""
@@ -511,7 +546,8 @@ class LiteLLMBackend:
             return float(hidden["response_cost"])
         try:
             prompt_cost, completion_cost = _litellm().cost_per_token(
-                model=spec.litellm_model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+                model=spec.litellm_model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+            )
             return float(prompt_cost) + float(completion_cost)
         except Exception:
             self._unpriced.add(spec.litellm_model)  # not in the price map: do not pay the lookup again

@@ -95,7 +95,7 @@ def extract_json(text: str | None) -> dict[str, Any]:
     candidates += [m.group(1).strip() for m in _FENCE.finditer(stripped)]
     first, last = stripped.find("{"), stripped.rfind("}")
     if first >= 0 and last > first:
-        candidates.append(stripped[first:last + 1])
+        candidates.append(stripped[first : last + 1])
     for candidate in candidates:
         value = _loads_object(candidate)
         if value is not None:
@@ -356,7 +356,9 @@ def parse_post(obj: dict[str, Any], strategy: str, verbose: bool) -> PostAnswer:
         branches[branch] = int(math.floor(_number(by_lower[branch], 1, 7, f"fourBranchScores.{branch}") + 0.5))
     wide = {
         "q1_lookingFor": q1,
-        "q2_emotionClarity": _option(_section(obj, "q2_emotionClarity"), cat.Q2_EMOTION_CLARITY_OPTIONS, "q2_emotionClarity"),
+        "q2_emotionClarity": _option(
+            _section(obj, "q2_emotionClarity"), cat.Q2_EMOTION_CLARITY_OPTIONS, "q2_emotionClarity"
+        ),
         "q3_modelFit": _option(_section(obj, "q3_modelFit"), cat.Q3_MODEL_FIT_OPTIONS, "q3_modelFit"),
         "q3_followUp_whatFeltOff": [str(v).strip() for v in felt_off if str(v).strip()],
         "fourBranchScores": branches,
@@ -397,7 +399,10 @@ def correction_messages(bad_reply: str | None, error: ReplyParseError) -> list[d
     """
     return [
         {"role": "assistant", "content": bad_reply or ""},
-        {"role": "user", "content": f"That answer could not be used: {error}. Reply again with only the complete JSON object."},
+        {
+            "role": "user",
+            "content": f"That answer could not be used: {error}. Reply again with only the complete JSON object.",
+        },
     ]
 
 

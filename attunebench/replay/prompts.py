@@ -132,14 +132,14 @@ class CallContext:
 
 _EM_SYSTEM = (
     "You are taking part in a research study about emotional understanding in conversations.\n"
-    "You will read a real conversation between a person (\"the participant\") and an AI assistant "
-    "(\"the original model\"), one turn at a time. You never see later turns, and you should not "
+    'You will read a real conversation between a person ("the participant") and an AI assistant '
+    '("the original model"), one turn at a time. You never see later turns, and you should not '
     "guess at them. After each step you are given a task. Answer every task with one JSON object "
     "and nothing else: no prose before or after it, no Markdown.\n"
     "The conversation topic chosen by the participant: {category} / {subtopic}."
 )
 _VERBOSE_NOTE = (
-    "\nEvery JSON answer must begin with a \"reasoning\" field: two to four sentences explaining "
+    '\nEvery JSON answer must begin with a "reasoning" field: two to four sentences explaining '
     "what in the conversation led to your answers."
 )
 _JUDGE_SYSTEM = (
@@ -251,8 +251,8 @@ def _analysis_instruction(ctx: CallContext) -> str:
     if ctx.question_ids:
         parts.append(
             "2. For each question below, say whether the original model's reply did it "
-            f"(\"{KEY_OM}\"), and predict what the participant would answer when asked whether "
-            f"they wanted it (\"{KEY_HUMAN}\"). Answer yes, no, or na (not applicable).\n"
+            f'("{KEY_OM}"), and predict what the participant would answer when asked whether '
+            f'they wanted it ("{KEY_HUMAN}"). Answer yes, no, or na (not applicable).\n'
             + _questions(ctx.question_ids, first_person=False)
         )
         binary = _binary_shape(ctx.question_ids)
@@ -268,31 +268,33 @@ def _analysis_instruction(ctx: CallContext) -> str:
 
 def _hp_binary_instruction(ctx: CallContext) -> str:
     binary = _binary_shape(ctx.question_ids)
-    return "\n".join([
-        f"{TASK_MARKER}HP_BINARY",
-        "Imagine you are the participant and have just read the original model's reply. You are "
-        "asked the questions below. For each, answer as the participant would: did the reply do it "
-        f"(\"{KEY_OM}\"), and did you want it to (\"{KEY_HUMAN}\")? Answer yes, no, or na.",
-        _questions(ctx.question_ids, first_person=True),
-        "Reply with only this JSON: " + _shape(ctx, f'"{KEY_OM}": {binary}, "{KEY_HUMAN}": {binary}'),
-    ])
+    return "\n".join(
+        [
+            f"{TASK_MARKER}HP_BINARY",
+            "Imagine you are the participant and have just read the original model's reply. You are "
+            "asked the questions below. For each, answer as the participant would: did the reply do it "
+            f'("{KEY_OM}"), and did you want it to ("{KEY_HUMAN}")? Answer yes, no, or na.',
+            _questions(ctx.question_ids, first_person=True),
+            "Reply with only this JSON: " + _shape(ctx, f'"{KEY_OM}": {binary}, "{KEY_HUMAN}": {binary}'),
+        ]
+    )
 
 
 def _pairwise_instruction(ctx: CallContext) -> str:
     lines = [
         f"{TASK_MARKER}PAIRWISE",
-        "Here are three candidate replies to the participant's latest message. \"original\" is the "
+        'Here are three candidate replies to the participant\'s latest message. "original" is the '
         "reply the original model gave; the other two are alternative replies.",
     ]
     for candidate in ctx.candidates:
         lines.append(f"[{candidate.label}]\n{candidate.text or '(empty)'}")
     lines.append(
         "The participant compared pairs of these replies. For each comparison below, predict which "
-        "reply they chose: \"A\" or \"B\"."
+        'reply they chose: "A" or "B".'
     )
     for comparison in ctx.comparisons:
         lines.append(
-            f"Comparison {comparison.index}: \"{comparison.question_text}\" "
+            f'Comparison {comparison.index}: "{comparison.question_text}" '
             f"A = [{comparison.label_a}], B = [{comparison.label_b}]"
         )
     selections = "{" + ", ".join(f'"{c.index}": "A|B"' for c in ctx.comparisons) + "}"
@@ -324,7 +326,7 @@ def _judge_prompt(ctx: CallContext) -> str:
     if ctx.question_ids:
         lead = "Then answer" if ctx.golden else "Answer"
         parts.append(
-            f"{lead} yes or no for the candidate reply on each question (\"{KEY_DRAFT_BINARY}\"):\n"
+            f'{lead} yes or no for the candidate reply on each question ("{KEY_DRAFT_BINARY}"):\n'
             + _questions(ctx.question_ids, first_person=False)
         )
         fields.append(f'"{KEY_DRAFT_BINARY}": ' + "{" + ", ".join(f'"{q}": "yes|no"' for q in ctx.question_ids) + "}")
@@ -348,16 +350,24 @@ _FOUR_BRANCH_THIRD_PERSON: Final[dict[str, str]] = {
 
 def _post_instruction(ctx: CallContext) -> str:
     strategy = ctx.panas_strategy or "absolute"
-    lines = [f"{TASK_MARKER}POST_CONVERSATION", "The conversation has ended. Predict the participant's answers to their after-chat survey."]
+    lines = [
+        f"{TASK_MARKER}POST_CONVERSATION",
+        "The conversation has ended. Predict the participant's answers to their after-chat survey.",
+    ]
     if strategy == "absolute":
-        known = [f"{side} total was {total}" for side, total in
-                 zip(("positive-feeling", "negative-feeling"), ctx.pre_totals or (None, None)) if total is not None]
+        known = [
+            f"{side} total was {total}"
+            for side, total in zip(("positive-feeling", "negative-feeling"), ctx.pre_totals or (None, None))
+            if total is not None
+        ]
         if known:
-            lines.append(f"Before the chat their {' and their '.join(known)} (each the sum of ten 1-7 ratings, range 10-70).")
+            lines.append(
+                f"Before the chat their {' and their '.join(known)} (each the sum of ten 1-7 ratings, range 10-70)."
+            )
         else:
             lines.append("Their mood before the chat was not recorded.")
         lines.append(
-            f"1. \"{KEY_POST_PANAS}\": how strongly they feel each of these after the chat, 1 (not at all) "
+            f'1. "{KEY_POST_PANAS}": how strongly they feel each of these after the chat, 1 (not at all) '
             f"to 7 (extremely): {_emotion_list()}."
         )
         panas_body = f'"{KEY_POST_PANAS}": {{' + ", ".join(f'"{i}": 1' for i in cat.PANAS_ITEMS) + "}"
@@ -370,17 +380,17 @@ def _post_instruction(ctx: CallContext) -> str:
         else:
             lines.append("Their ratings before the chat are not shown to you.")
         lines.append(
-            f"1. \"{KEY_PANAS_CHANGE}\": for each feeling, how much its rating changed from before to "
+            f'1. "{KEY_PANAS_CHANGE}": for each feeling, how much its rating changed from before to '
             f"after the chat, from {PANAS_CHANGE_MIN} to +{PANAS_CHANGE_MAX} (0 = no change): {_emotion_list()}."
         )
         panas_body = f'"{KEY_PANAS_CHANGE}": {{' + ", ".join(f'"{i}": 0' for i in cat.PANAS_ITEMS) + "}"
     lines += [
-        f"2. \"q1_lookingFor\": what were they looking for (one or more of): {_options(cat.Q1_LOOKING_FOR_OPTIONS)}.",
-        f"3. \"q2_emotionClarity\": how clear were their emotions (one of): {_options(cat.Q2_EMOTION_CLARITY_OPTIONS)}.",
-        f"4. \"q3_modelFit\": how well did the original model match their needs (one of): {_options(cat.Q3_MODEL_FIT_OPTIONS)}.",
-        "5. \"q3_followUp_whatFeltOff\": short phrases for what felt off in the original model's replies "
+        f'2. "q1_lookingFor": what were they looking for (one or more of): {_options(cat.Q1_LOOKING_FOR_OPTIONS)}.',
+        f'3. "q2_emotionClarity": how clear were their emotions (one of): {_options(cat.Q2_EMOTION_CLARITY_OPTIONS)}.',
+        f'4. "q3_modelFit": how well did the original model match their needs (one of): {_options(cat.Q3_MODEL_FIT_OPTIONS)}.',
+        '5. "q3_followUp_whatFeltOff": short phrases for what felt off in the original model\'s replies '
         f"(empty list if nothing), for example: {_options(cat.Q3_WHAT_FELT_OFF_SUGGESTIONS[:5])}.",
-        "6. \"fourBranchScores\": their 1-7 ratings of the original model: "
+        '6. "fourBranchScores": their 1-7 ratings of the original model: '
         + "; ".join(f"{branch} ({_FOUR_BRANCH_THIRD_PERSON[branch]})" for branch in cat.FOUR_BRANCHES)
         + ".",
     ]
@@ -439,7 +449,7 @@ def call_type_of(messages: list[dict[str, Any]]) -> str | None:
     position = content.rfind(TASK_MARKER)
     if position < 0:
         return None
-    words = content[position + len(TASK_MARKER):].split(None, 1)
+    words = content[position + len(TASK_MARKER) :].split(None, 1)
     word = words[0].lower() if words else ""
     if word == "post_conversation":
         return POST

@@ -38,7 +38,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from attunebench import catalogue as cat
@@ -81,7 +81,9 @@ class ReplayConfig:
         if self.mode not in cat.MODES:
             raise ValueError(f"mode must be one of {', '.join(cat.MODES)}, got {self.mode!r}")
         if self.panas_strategy not in cat.PANAS_STRATEGIES:
-            raise ValueError(f"PANAS strategy must be one of {', '.join(cat.PANAS_STRATEGIES)}, got {self.panas_strategy!r}")
+            raise ValueError(
+                f"PANAS strategy must be one of {', '.join(cat.PANAS_STRATEGIES)}, got {self.panas_strategy!r}"
+            )
         if self.parse_attempts < 1:
             raise ValueError("parse_attempts must be >= 1")
 
@@ -98,7 +100,7 @@ class ReplayStats:
     cost_spent: float = 0.0  # money spent by this process on requests it sent
     cost_unknown: bool = False  # some request had no price
 
-    def add(self, other: "ReplayStats") -> None:
+    def add(self, other: ReplayStats) -> None:
         self.calls_made += other.calls_made
         self.calls_cached += other.calls_cached
         self.calls_failed += other.calls_failed
@@ -109,9 +111,13 @@ class ReplayStats:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "calls_made": self.calls_made, "calls_cached": self.calls_cached, "calls_failed": self.calls_failed,
-            "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-            "cost_spent": round(self.cost_spent, 8), "cost_unknown": self.cost_unknown,
+            "calls_made": self.calls_made,
+            "calls_cached": self.calls_cached,
+            "calls_failed": self.calls_failed,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_spent": round(self.cost_spent, 8),
+            "cost_unknown": self.cost_unknown,
         }
 
 
@@ -235,7 +241,8 @@ def _judged(turn: Turn) -> bool:
 def _question_ids(turn: Turn) -> tuple[str, ...]:
     """The questions the participant answered on this turn, in stored order (SPEC 4 step 2)."""
     return tuple(
-        j.questionId for j in turn.annotations.binaryJudgements
+        j.questionId
+        for j in turn.annotations.binaryJudgements
         if j.observedBehavior is not None or j.preferredBehavior is not None or j.llmValue is not None
     )
 
@@ -248,14 +255,22 @@ def _mask(conversation_id: str, turn_number: int) -> dict[str, str]:
     """
     digest = hashlib.sha256(f"{conversation_id}:{turn_number}".encode()).digest()
     if digest[0] % 2:
-        return {cat.RESPONSE_ORIGINAL: P.MASK_ORIGINAL, cat.RESPONSE_ALTERNATE: P.MASK_ALTERNATE_2, cat.RESPONSE_HUMAN: P.MASK_ALTERNATE_1}
-    return {cat.RESPONSE_ORIGINAL: P.MASK_ORIGINAL, cat.RESPONSE_ALTERNATE: P.MASK_ALTERNATE_1, cat.RESPONSE_HUMAN: P.MASK_ALTERNATE_2}
+        return {
+            cat.RESPONSE_ORIGINAL: P.MASK_ORIGINAL,
+            cat.RESPONSE_ALTERNATE: P.MASK_ALTERNATE_2,
+            cat.RESPONSE_HUMAN: P.MASK_ALTERNATE_1,
+        }
+    return {
+        cat.RESPONSE_ORIGINAL: P.MASK_ORIGINAL,
+        cat.RESPONSE_ALTERNATE: P.MASK_ALTERNATE_1,
+        cat.RESPONSE_HUMAN: P.MASK_ALTERNATE_2,
+    }
 
 
 def _pairwise_question_text(question_id: str) -> str:
     if question_id in cat.PAIRWISE_QUESTIONS:
         return cat.PAIRWISE_QUESTIONS[question_id]
-    return question_id[len(cat.CUSTOM_PAIRWISE_PREFIX):].strip()
+    return question_id[len(cat.CUSTOM_PAIRWISE_PREFIX) :].strip()
 
 
 class ConversationView:
@@ -274,7 +289,9 @@ class ConversationView:
         self.pre_items: dict[str, int] = dict(pre.items) if pre is not None else {}
         self.pre_totals = (pre.totalPositiveAffect, pre.totalNegativeAffect) if pre is not None else None
 
-    def _base(self, call_type: str, visible: tuple[P.VisibleTurn, ...], turn_number: int | None, **extra: Any) -> P.CallContext:
+    def _base(
+        self, call_type: str, visible: tuple[P.VisibleTurn, ...], turn_number: int | None, **extra: Any
+    ) -> P.CallContext:
         conversation = self.conversation
         profile = None
         background = None
@@ -302,7 +319,9 @@ class ConversationView:
         turns = self.conversation.turns
         past = tuple(P.VisibleTurn(t.turnNumber, t.userMessage, t.llmResponse) for t in turns[:index])
         current = turns[index]
-        return past + (P.VisibleTurn(current.turnNumber, current.userMessage, current.llmResponse if with_reply else None),)
+        return past + (
+            P.VisibleTurn(current.turnNumber, current.userMessage, current.llmResponse if with_reply else None),
+        )
 
     def draft(self, index: int) -> P.CallContext:
         return self._base(P.DRAFT, self._visible(index, with_reply=False), self.conversation.turns[index].turnNumber)
@@ -325,25 +344,39 @@ class ConversationView:
             cat.RESPONSE_HUMAN: alternates.humanEdited if alternates else "",
         }
         by_mask = {mask[label]: text for label, text in texts.items()}
-        candidates = tuple(P.Candidate(label, by_mask[label]) for label in (P.MASK_ORIGINAL, P.MASK_ALTERNATE_1, P.MASK_ALTERNATE_2))
+        candidates = tuple(
+            P.Candidate(label, by_mask[label]) for label in (P.MASK_ORIGINAL, P.MASK_ALTERNATE_1, P.MASK_ALTERNATE_2)
+        )
         comparisons = tuple(
-            P.ComparisonView(i, c.questionId, _pairwise_question_text(c.questionId), mask[c.responseA], mask[c.responseB])
+            P.ComparisonView(
+                i, c.questionId, _pairwise_question_text(c.questionId), mask[c.responseA], mask[c.responseB]
+            )
             for i, c in enumerate(turn.annotations.pairwiseComparisons)
         )
-        return self._base(P.PAIRWISE, self._visible(index, True), turn.turnNumber, candidates=candidates, comparisons=comparisons)
+        return self._base(
+            P.PAIRWISE, self._visible(index, True), turn.turnNumber, candidates=candidates, comparisons=comparisons
+        )
 
     def judge(self, index: int, draft: str) -> P.CallContext:
         turn = self.conversation.turns[index]
         # The judge compares the draft with the golden reply; the OM's reply to this
         # message is not part of that comparison.
-        return self._base(P.JUDGE, self._visible(index, False), turn.turnNumber,
-                          question_ids=_question_ids(turn), draft=draft, golden=_golden_reply(turn))
+        return self._base(
+            P.JUDGE,
+            self._visible(index, False),
+            turn.turnNumber,
+            question_ids=_question_ids(turn),
+            draft=draft,
+            golden=_golden_reply(turn),
+        )
 
     def post(self) -> P.CallContext:
         strategy = self.config.panas_strategy
         turns = tuple(P.VisibleTurn(t.turnNumber, t.userMessage, t.llmResponse) for t in self.conversation.turns)
         return self._base(
-            P.POST, turns, None,
+            P.POST,
+            turns,
+            None,
             panas_strategy=strategy,
             pre_panas=(self.pre_items or None) if strategy == "delta" else None,
             pre_totals=self.pre_totals if strategy == "absolute" else None,
@@ -367,8 +400,9 @@ def provider_limits(specs: Iterable[EMSpec | None]) -> dict[str, ProviderLimits]
         limits, seen = spec.limits, merged.get(spec.provider)
         if seen is not None:
             rpms = [r for r in (seen.rpm, limits.rpm) if r is not None]
-            limits = ProviderLimits(max_in_flight=min(seen.max_in_flight, limits.max_in_flight),
-                                    rpm=min(rpms) if rpms else None)
+            limits = ProviderLimits(
+                max_in_flight=min(seen.max_in_flight, limits.max_in_flight), rpm=min(rpms) if rpms else None
+            )
         merged[spec.provider] = limits
     return merged
 
@@ -409,7 +443,11 @@ class Replayer:
 
     async def _call(self, spec: EMSpec, backend: ModelBackend, ctx: P.CallContext, ledger: _Ledger) -> Answer:
         messages = P.build_messages(ctx)
-        key = make_key(spec.litellm_model, spec.answer_params(), messages, P.PROMPT_VERSION) if backend.cacheable else None
+        key = (
+            make_key(spec.litellm_model, spec.answer_params(), messages, P.PROMPT_VERSION)
+            if backend.cacheable
+            else None
+        )
         if key is not None:
             cached = await self.cache.get(key)
             if cached is not None:
@@ -428,7 +466,9 @@ class Replayer:
         failure: str
         kind = NO_ANSWER
         try:
-            parsed = await ask_until_valid(messages, send, lambda c: c.text, lambda text: parse_reply(ctx, text), self.config.parse_attempts)
+            parsed = await ask_until_valid(
+                messages, send, lambda c: c.text, lambda text: parse_reply(ctx, text), self.config.parse_attempts
+            )
         except ParseRetriesExhausted as exc:
             self._account(ledger, exc.completions)
             failure = f"unusable reply after {len(exc.completions)} attempts: {exc.errors[-1] if exc.errors else ''}"
@@ -440,17 +480,29 @@ class Replayer:
         else:
             prompt, completion, cost = self._account(ledger, parsed.completions)
             if key is not None:
-                await self.cache.set(key, CachedCall(
-                    model=spec.litellm_model, prompt_version=P.PROMPT_VERSION, response=parsed.text,
-                    prompt_tokens=prompt, completion_tokens=completion, cost_usd=cost,
-                ))
+                await self.cache.set(
+                    key,
+                    CachedCall(
+                        model=spec.litellm_model,
+                        prompt_version=P.PROMPT_VERSION,
+                        response=parsed.text,
+                        prompt_tokens=prompt,
+                        completion_tokens=completion,
+                        cost_usd=cost,
+                    ),
+                )
             return parsed.value
         ledger.stats.calls_failed += 1
         self.totals.calls_failed += 1
         raise CallFailed(FailedCall(ctx.turn_number, ctx.call_type, failure, kind))
 
     def _account(self, ledger: _Ledger, completions: Sequence[Completion]) -> tuple[int, int, float | None]:
-        before = (ledger.stats.calls_made, ledger.stats.prompt_tokens, ledger.stats.completion_tokens, ledger.stats.cost_spent)
+        before = (
+            ledger.stats.calls_made,
+            ledger.stats.prompt_tokens,
+            ledger.stats.completion_tokens,
+            ledger.stats.cost_spent,
+        )
         result = ledger.paid(completions)
         self.totals.calls_made += ledger.stats.calls_made - before[0]
         self.totals.prompt_tokens += ledger.stats.prompt_tokens - before[1]
@@ -461,8 +513,9 @@ class Replayer:
 
     # -- one turn -----------------------------------------------------------
 
-    async def _off_thread(self, view: ConversationView, index: int, draft: DraftAnswer, analysis: AnalysisAnswer,
-                          ledger: _Ledger) -> dict[str, Any] | None:
+    async def _off_thread(
+        self, view: ConversationView, index: int, draft: DraftAnswer, analysis: AnalysisAnswer, ledger: _Ledger
+    ) -> dict[str, Any] | None:
         """Calls 3–5 of a turn, concurrently; returns the finished turn or None if it must be left out."""
         turn = view.conversation.turns[index]
         em, judge = self.em, self.config.judge
@@ -511,7 +564,7 @@ class Replayer:
 
     async def replay(self, conversation: ConversationFile) -> ReplayResult:
         """Replay one conversation; never raises for model failures (they are recorded)."""
-        started = datetime.now(timezone.utc)
+        started = datetime.now(UTC)
         clock = time.perf_counter()
         view = ConversationView(conversation, self.config)
         ledger = _Ledger()
@@ -543,15 +596,25 @@ class Replayer:
             self.on_result(result)
         return result
 
-    def _output(self, conversation: ConversationFile, view: ConversationView, turns: list[dict[str, Any]],
-                post: Answer | None, ledger: _Ledger, started: datetime, seconds: float) -> RunOutput:
+    def _output(
+        self,
+        conversation: ConversationFile,
+        view: ConversationView,
+        turns: list[dict[str, Any]],
+        post: Answer | None,
+        ledger: _Ledger,
+        started: datetime,
+        seconds: float,
+    ) -> RunOutput:
         post_conversation = None
         if isinstance(post, PostAnswer):
             if post.is_change:
                 # delta / blind_delta: post = pre + change, clamped (SPEC 4); an item
                 # without a pre rating starts from the scale midpoint.
-                items = {item: _clamp((view.pre_items.get(item, 4)) + change, cat.PANAS_SCALE_MIN, cat.PANAS_SCALE_MAX)
-                         for item, change in post.panas.items()}
+                items = {
+                    item: _clamp((view.pre_items.get(item, 4)) + change, cat.PANAS_SCALE_MIN, cat.PANAS_SCALE_MAX)
+                    for item, change in post.panas.items()
+                }
             else:
                 items = dict(post.panas)
             post_conversation = {
@@ -579,7 +642,9 @@ class Replayer:
             document["em_reasoning"] = ledger.reasoning
         return parse_run(document, f"replay of {conversation.conversationId}")
 
-    async def replay_many(self, conversations: Iterable[ConversationFile], max_in_flight: int | None = None) -> list[ReplayResult]:
+    async def replay_many(
+        self, conversations: Iterable[ConversationFile], max_in_flight: int | None = None
+    ) -> list[ReplayResult]:
         """Replay conversations concurrently; results in input order.
 
         ``max_in_flight`` bounds conversations in progress (memory), not calls:
@@ -604,7 +669,12 @@ def estimate_tokens(messages: list[dict[str, str]]) -> int:
 
 # Typical answer sizes in tokens, per call type, for dry-run estimates.
 EXPECTED_OUTPUT_TOKENS: dict[str, int] = {
-    P.DRAFT: 120, P.ANALYSIS: 160, P.HP_BINARY: 120, P.PAIRWISE: 40, P.JUDGE: 120, P.POST: 260,
+    P.DRAFT: 120,
+    P.ANALYSIS: 160,
+    P.HP_BINARY: 120,
+    P.PAIRWISE: 40,
+    P.JUDGE: 120,
+    P.POST: 260,
 }
 
 
@@ -625,11 +695,19 @@ def dry_run_plan(conversations: Iterable[ConversationFile], config: ReplayConfig
             if turn.annotations.pairwiseComparisons:
                 contexts.append(view.pairwise(index))
             for ctx in contexts:
-                plan.append(("em", ctx.call_type, estimate_tokens(P.build_messages(ctx)), EXPECTED_OUTPUT_TOKENS[ctx.call_type]))
+                plan.append(
+                    ("em", ctx.call_type, estimate_tokens(P.build_messages(ctx)), EXPECTED_OUTPUT_TOKENS[ctx.call_type])
+                )
             if config.judge is not None and _judged(turn):
                 judge_ctx = view.judge(index, "")
-                plan.append(("judge", P.JUDGE, estimate_tokens(P.build_messages(judge_ctx)) + EXPECTED_OUTPUT_TOKENS[P.DRAFT],
-                             EXPECTED_OUTPUT_TOKENS[P.JUDGE]))
+                plan.append(
+                    (
+                        "judge",
+                        P.JUDGE,
+                        estimate_tokens(P.build_messages(judge_ctx)) + EXPECTED_OUTPUT_TOKENS[P.DRAFT],
+                        EXPECTED_OUTPUT_TOKENS[P.JUDGE],
+                    )
+                )
         ctx = view.post()
         plan.append(("em", P.POST, estimate_tokens(P.build_messages(ctx)), EXPECTED_OUTPUT_TOKENS[P.POST]))
     return plan

@@ -45,8 +45,15 @@ def make_replayer(
     """A replayer with backends for the EM and the judge, sharing one scheduler."""
     scheduler = scheduler or Scheduler(max_concurrency=concurrency)
     judge_backend = make_backend(config.judge, dataset) if config.judge is not None else None
-    return Replayer(em, make_backend(em, dataset), config, judge_backend=judge_backend,
-                    scheduler=scheduler, cache=cache, on_result=on_result)
+    return Replayer(
+        em,
+        make_backend(em, dataset),
+        config,
+        judge_backend=judge_backend,
+        scheduler=scheduler,
+        cache=cache,
+        on_result=on_result,
+    )
 
 
 def _slug(text: str) -> str:
@@ -81,9 +88,15 @@ class DryRunEstimate:
     cost_usd: float | None  # None when a model's price is unknown
 
     def describe(self) -> str:
-        cost = f"${self.cost_usd:.4f}" if self.cost_usd is not None else "unknown (model not in the price list; set input/output prices)"
-        return (f"{self.calls} calls ({self.em_calls} EM, {self.judge_calls} judge), "
-                f"~{self.prompt_tokens} prompt tokens, ~{self.output_tokens} output tokens, estimated cost {cost}")
+        cost = (
+            f"${self.cost_usd:.4f}"
+            if self.cost_usd is not None
+            else "unknown (model not in the price list; set input/output prices)"
+        )
+        return (
+            f"{self.calls} calls ({self.em_calls} EM, {self.judge_calls} judge), "
+            f"~{self.prompt_tokens} prompt tokens, ~{self.output_tokens} output tokens, estimated cost {cost}"
+        )
 
 
 def estimate(conversations: Sequence[ConversationFile], em: EMSpec, config: ReplayConfig) -> DryRunEstimate:

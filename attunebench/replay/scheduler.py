@@ -197,7 +197,7 @@ class Scheduler:
 
     def backoff_delay(self, retry: int, retry_after: float | None) -> float:
         """Exponential backoff with equal jitter; ``Retry-After`` is a floor."""
-        ceiling = min(self.max_delay, self.base_delay * (2 ** retry))
+        ceiling = min(self.max_delay, self.base_delay * (2**retry))
         delay = ceiling / 2 + self.rng.uniform(0, ceiling / 2)
         if retry_after is not None and retry_after > 0:
             delay = max(delay, min(retry_after, self.max_delay * 5))
@@ -221,8 +221,9 @@ class Scheduler:
                 return
             await asyncio.sleep(remaining)
 
-    def _releaser(self, provider: str, provider_slots: asyncio.Semaphore, global_slots: asyncio.Semaphore,
-                  shared: str | None) -> Callable[[], None]:
+    def _releaser(
+        self, provider: str, provider_slots: asyncio.Semaphore, global_slots: asyncio.Semaphore, shared: str | None
+    ) -> Callable[[], None]:
         """Frees one attempt's slots exactly once, early (provider_answered) or when it ends."""
         released = False
 
@@ -287,7 +288,7 @@ class Scheduler:
                 if self.attempt_timeout is not None:
                     return await asyncio.wait_for(call(), self.attempt_timeout)
                 return await call()
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 error = TransientCallError("timeout", f"no answer within {self.attempt_timeout}s")
             except TransientCallError as exc:
                 error = exc
@@ -301,7 +302,9 @@ class Scheduler:
                 raise RetriesExhausted(error, retry + 1)
             delay = self.backoff_delay(retry, error.retry_after)
             if error.retry_after:
-                self._not_before[provider] = max(self._not_before.get(provider, 0.0), time.monotonic() + error.retry_after)
+                self._not_before[provider] = max(
+                    self._not_before.get(provider, 0.0), time.monotonic() + error.retry_after
+                )
             self.stats.retries += 1
             self.stats.backoff_seconds += delay
             retry += 1

@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('collection', '0002_catalogue_topics'),
+        ("collection", "0002_catalogue_topics"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='participant',
-            name='pending_pre_panas',
-            field=models.JSONField(blank=True, default=dict, help_text="Pre-chat PANAS ratings, held here only until the topic is chosen and the conversation exists; then moved into that conversation's PanasSurvey and cleared."),
+            model_name="participant",
+            name="pending_pre_panas",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                help_text="Pre-chat PANAS ratings, held here only until the topic is chosen and the conversation exists; then moved into that conversation's PanasSurvey and cleared.",
+            ),
         ),
     ]

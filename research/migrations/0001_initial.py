@@ -7,55 +7,137 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('collection', '0001_initial'),
-        ('scoring', '0001_initial'),
+        ("collection", "0001_initial"),
+        ("scoring", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ExportJob',
+            name="ExportJob",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('fmt', models.CharField(choices=[('json', 'json'), ('jsonl', 'jsonl'), ('parquet', 'parquet')], max_length=10, verbose_name='format')),
-                ('include_model_identity', models.BooleanField(default=True, help_text="Export the original model's real name (researcher exports); off gives aliases only.")),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('done', 'Done'), ('failed', 'Failed')], default='queued', max_length=10)),
-                ('progress_done', models.PositiveIntegerField(default=0)),
-                ('progress_total', models.PositiveIntegerField(default=0)),
-                ('file_path', models.CharField(blank=True, help_text='Relative to ATTUNE_EXPORT_DIR.', max_length=500)),
-                ('file_size', models.PositiveBigIntegerField(blank=True, null=True)),
-                ('file_sha256', models.CharField(blank=True, max_length=64)),
-                ('error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('dataset_version', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='export_jobs', to='scoring.datasetversion')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "fmt",
+                    models.CharField(
+                        choices=[("json", "json"), ("jsonl", "jsonl"), ("parquet", "parquet")],
+                        max_length=10,
+                        verbose_name="format",
+                    ),
+                ),
+                (
+                    "include_model_identity",
+                    models.BooleanField(
+                        default=True,
+                        help_text="Export the original model's real name (researcher exports); off gives aliases only.",
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("queued", "Queued"), ("running", "Running"), ("done", "Done"), ("failed", "Failed")],
+                        default="queued",
+                        max_length=10,
+                    ),
+                ),
+                ("progress_done", models.PositiveIntegerField(default=0)),
+                ("progress_total", models.PositiveIntegerField(default=0)),
+                ("file_path", models.CharField(blank=True, help_text="Relative to ATTUNE_EXPORT_DIR.", max_length=500)),
+                ("file_size", models.PositiveBigIntegerField(blank=True, null=True)),
+                ("file_sha256", models.CharField(blank=True, max_length=64)),
+                ("error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "dataset_version",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="export_jobs",
+                        to="scoring.datasetversion",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
-                'constraints': [models.CheckConstraint(condition=models.Q(('fmt__in', ['json', 'jsonl', 'parquet'])), name='export_job_fmt_valid'), models.CheckConstraint(condition=models.Q(('status__in', ['queued', 'running', 'done', 'failed'])), name='export_job_status_valid'), models.CheckConstraint(condition=models.Q(('progress_done__lte', models.F('progress_total'))), name='export_job_done_le_total')],
+                "ordering": ["-created_at"],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("fmt__in", ["json", "jsonl", "parquet"])), name="export_job_fmt_valid"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("status__in", ["queued", "running", "done", "failed"])),
+                        name="export_job_status_valid",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("progress_done__lte", models.F("progress_total"))),
+                        name="export_job_done_le_total",
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='HumanAssignment',
+            name="HumanAssignment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('assigned_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('turns_done', models.PositiveIntegerField(default=0, help_text='Turns the rater has answered; they see turn turns_done + 1.')),
-                ('completed_at', models.DateTimeField(blank=True, null=True)),
-                ('assigned_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('conversation', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='human_assignments', to='collection.conversation')),
-                ('rater', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='rating_assignments', to=settings.AUTH_USER_MODEL)),
-                ('run_conversation', models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='human_assignment', to='scoring.runconversation')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("assigned_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "turns_done",
+                    models.PositiveIntegerField(
+                        default=0, help_text="Turns the rater has answered; they see turn turns_done + 1."
+                    ),
+                ),
+                ("completed_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "assigned_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "conversation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="human_assignments",
+                        to="collection.conversation",
+                    ),
+                ),
+                (
+                    "rater",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="rating_assignments",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "run_conversation",
+                    models.OneToOneField(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="human_assignment",
+                        to="scoring.runconversation",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-assigned_at'],
-                'constraints': [models.UniqueConstraint(fields=('rater', 'conversation'), name='human_assignment_once_per_rater')],
+                "ordering": ["-assigned_at"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("rater", "conversation"), name="human_assignment_once_per_rater")
+                ],
             },
         ),
     ]

@@ -7,163 +7,318 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('collection', '0001_initial'),
+        ("collection", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='DatasetVersion',
+            name="DatasetVersion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200, unique=True)),
-                ('description', models.TextField(blank=True)),
-                ('content_hash', models.CharField(blank=True, max_length=64)),
-                ('conversation_count', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('frozen', models.BooleanField(default=False)),
-                ('conversations', models.ManyToManyField(related_name='dataset_versions', to='collection.conversation')),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=200, unique=True)),
+                ("description", models.TextField(blank=True)),
+                ("content_hash", models.CharField(blank=True, max_length=64)),
+                ("conversation_count", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("frozen", models.BooleanField(default=False)),
+                (
+                    "conversations",
+                    models.ManyToManyField(related_name="dataset_versions", to="collection.conversation"),
+                ),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='EvaluatedModel',
+            name="EvaluatedModel",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(help_text='e.g. baseline:lexicon, openai/gpt-4o-mini, human:alex', max_length=200, unique=True)),
-                ('kind', models.CharField(choices=[('offline', 'Offline baseline'), ('llm', 'LLM through litellm'), ('human', 'Human rater')], default='llm', max_length=10)),
-                ('litellm_model', models.CharField(blank=True, max_length=200)),
-                ('api_base', models.CharField(blank=True, max_length=300)),
-                ('params', models.JSONField(blank=True, default=dict, help_text='temperature, max_tokens, seed, ...')),
-                ('max_concurrency', models.PositiveIntegerField(default=8)),
-                ('requests_per_minute', models.PositiveIntegerField(blank=True, null=True)),
-                ('input_cost_per_million', models.FloatField(blank=True, help_text="Overrides litellm's price list.", null=True)),
-                ('output_cost_per_million', models.FloatField(blank=True, null=True)),
-                ('active', models.BooleanField(default=True)),
-                ('notes', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "name",
+                    models.CharField(
+                        help_text="e.g. baseline:lexicon, openai/gpt-4o-mini, human:alex", max_length=200, unique=True
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("offline", "Offline baseline"),
+                            ("llm", "LLM through litellm"),
+                            ("human", "Human rater"),
+                        ],
+                        default="llm",
+                        max_length=10,
+                    ),
+                ),
+                ("litellm_model", models.CharField(blank=True, max_length=200)),
+                ("api_base", models.CharField(blank=True, max_length=300)),
+                ("params", models.JSONField(blank=True, default=dict, help_text="temperature, max_tokens, seed, ...")),
+                ("max_concurrency", models.PositiveIntegerField(default=8)),
+                ("requests_per_minute", models.PositiveIntegerField(blank=True, null=True)),
+                (
+                    "input_cost_per_million",
+                    models.FloatField(blank=True, help_text="Overrides litellm's price list.", null=True),
+                ),
+                ("output_cost_per_million", models.FloatField(blank=True, null=True)),
+                ("active", models.BooleanField(default=True)),
+                ("notes", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
             options={
-                'ordering': ['name'],
-                'constraints': [models.CheckConstraint(condition=models.Q(('kind__in', ['offline', 'llm', 'human'])), name='em_kind_valid'), models.CheckConstraint(condition=models.Q(('max_concurrency__gte', 1)), name='em_concurrency_positive')],
+                "ordering": ["name"],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("kind__in", ["offline", "llm", "human"])), name="em_kind_valid"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("max_concurrency__gte", 1)), name="em_concurrency_positive"
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='EvaluationRun',
+            name="EvaluationRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('mode', models.CharField(choices=[('default', 'default'), ('verbose', 'verbose'), ('omniscient', 'omniscient'), ('verbose_omniscient', 'verbose_omniscient')], default='default', max_length=24)),
-                ('panas_strategy', models.CharField(choices=[('absolute', 'absolute'), ('delta', 'delta'), ('blind_delta', 'blind_delta')], default='absolute', max_length=16)),
-                ('selection', models.JSONField(blank=True, default=dict, help_text='Filter used when no dataset version is given.')),
-                ('prompt_version', models.CharField(blank=True, max_length=40)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('scoring', 'Scoring'), ('done', 'Done'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], default='queued', max_length=12)),
-                ('conversations_total', models.PositiveIntegerField(default=0)),
-                ('conversations_done', models.PositiveIntegerField(default=0)),
-                ('conversations_failed', models.PositiveIntegerField(default=0)),
-                ('calls_made', models.PositiveIntegerField(default=0)),
-                ('calls_cached', models.PositiveIntegerField(default=0)),
-                ('calls_failed', models.PositiveIntegerField(default=0)),
-                ('cost_usd', models.FloatField(default=0.0)),
-                ('error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('dataset_version', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, to='scoring.datasetversion')),
-                ('evaluated_model', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='runs', to='scoring.evaluatedmodel')),
-                ('judge_model', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='judged_runs', to='scoring.evaluatedmodel')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "mode",
+                    models.CharField(
+                        choices=[
+                            ("default", "default"),
+                            ("verbose", "verbose"),
+                            ("omniscient", "omniscient"),
+                            ("verbose_omniscient", "verbose_omniscient"),
+                        ],
+                        default="default",
+                        max_length=24,
+                    ),
+                ),
+                (
+                    "panas_strategy",
+                    models.CharField(
+                        choices=[("absolute", "absolute"), ("delta", "delta"), ("blind_delta", "blind_delta")],
+                        default="absolute",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "selection",
+                    models.JSONField(
+                        blank=True, default=dict, help_text="Filter used when no dataset version is given."
+                    ),
+                ),
+                ("prompt_version", models.CharField(blank=True, max_length=40)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("scoring", "Scoring"),
+                            ("done", "Done"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="queued",
+                        max_length=12,
+                    ),
+                ),
+                ("conversations_total", models.PositiveIntegerField(default=0)),
+                ("conversations_done", models.PositiveIntegerField(default=0)),
+                ("conversations_failed", models.PositiveIntegerField(default=0)),
+                ("calls_made", models.PositiveIntegerField(default=0)),
+                ("calls_cached", models.PositiveIntegerField(default=0)),
+                ("calls_failed", models.PositiveIntegerField(default=0)),
+                ("cost_usd", models.FloatField(default=0.0)),
+                ("error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "dataset_version",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, to="scoring.datasetversion"
+                    ),
+                ),
+                (
+                    "evaluated_model",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="runs", to="scoring.evaluatedmodel"
+                    ),
+                ),
+                (
+                    "judge_model",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="judged_runs",
+                        to="scoring.evaluatedmodel",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='ConversationScore',
+            name="ConversationScore",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('composite_score', models.FloatField()),
-                ('coverage', models.FloatField()),
-                ('metrics', models.JSONField()),
-                ('conversation', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='scores', to='collection.conversation')),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='conversation_scores', to='scoring.evaluationrun')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("composite_score", models.FloatField()),
+                ("coverage", models.FloatField()),
+                ("metrics", models.JSONField()),
+                (
+                    "conversation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="scores", to="collection.conversation"
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="conversation_scores",
+                        to="scoring.evaluationrun",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='ModelCallCache',
+            name="ModelCallCache",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=64, unique=True)),
-                ('model', models.CharField(max_length=200)),
-                ('prompt_version', models.CharField(blank=True, max_length=40)),
-                ('response', models.TextField()),
-                ('usage', models.JSONField(blank=True, default=dict)),
-                ('cost_usd', models.FloatField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("key", models.CharField(max_length=64, unique=True)),
+                ("model", models.CharField(max_length=200)),
+                ("prompt_version", models.CharField(blank=True, max_length=40)),
+                ("response", models.TextField()),
+                ("usage", models.JSONField(blank=True, default=dict)),
+                ("cost_usd", models.FloatField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
             options={
-                'indexes': [models.Index(fields=['model'], name='scoring_mod_model_dec6f6_idx')],
+                "indexes": [models.Index(fields=["model"], name="scoring_mod_model_dec6f6_idx")],
             },
         ),
         migrations.CreateModel(
-            name='RunConversation',
+            name="RunConversation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('done', 'Done'), ('failed', 'Failed')], default='pending', max_length=10)),
-                ('output', models.JSONField(blank=True, null=True)),
-                ('calls_made', models.PositiveIntegerField(default=0)),
-                ('calls_cached', models.PositiveIntegerField(default=0)),
-                ('calls_failed', models.PositiveIntegerField(default=0)),
-                ('cost_usd', models.FloatField(default=0.0)),
-                ('error', models.TextField(blank=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('conversation', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='run_outputs', to='collection.conversation')),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='conversation_outputs', to='scoring.evaluationrun')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("running", "Running"),
+                            ("done", "Done"),
+                            ("failed", "Failed"),
+                        ],
+                        default="pending",
+                        max_length=10,
+                    ),
+                ),
+                ("output", models.JSONField(blank=True, null=True)),
+                ("calls_made", models.PositiveIntegerField(default=0)),
+                ("calls_cached", models.PositiveIntegerField(default=0)),
+                ("calls_failed", models.PositiveIntegerField(default=0)),
+                ("cost_usd", models.FloatField(default=0.0)),
+                ("error", models.TextField(blank=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "conversation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="run_outputs",
+                        to="collection.conversation",
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="conversation_outputs",
+                        to="scoring.evaluationrun",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='RunScore',
+            name="RunScore",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('composite_score', models.FloatField(null=True)),
-                ('metrics', models.JSONField()),
-                ('scored_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('run', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='score', to='scoring.evaluationrun')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("composite_score", models.FloatField(null=True)),
+                ("metrics", models.JSONField()),
+                ("scored_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "run",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="score", to="scoring.evaluationrun"
+                    ),
+                ),
             ],
         ),
         migrations.AddConstraint(
-            model_name='evaluationrun',
-            constraint=models.CheckConstraint(condition=models.Q(('mode__in', ['default', 'verbose', 'omniscient', 'verbose_omniscient'])), name='run_mode_valid'),
+            model_name="evaluationrun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("mode__in", ["default", "verbose", "omniscient", "verbose_omniscient"])),
+                name="run_mode_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='evaluationrun',
-            constraint=models.CheckConstraint(condition=models.Q(('panas_strategy__in', ['absolute', 'delta', 'blind_delta'])), name='run_panas_strategy_valid'),
+            model_name="evaluationrun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("panas_strategy__in", ["absolute", "delta", "blind_delta"])),
+                name="run_panas_strategy_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='evaluationrun',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['queued', 'running', 'scoring', 'done', 'failed', 'cancelled'])), name='run_status_valid'),
+            model_name="evaluationrun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("status__in", ["queued", "running", "scoring", "done", "failed", "cancelled"])),
+                name="run_status_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='evaluationrun',
-            constraint=models.CheckConstraint(condition=models.Q(('conversations_done__lte', models.F('conversations_total'))), name='run_done_le_total'),
+            model_name="evaluationrun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("conversations_done__lte", models.F("conversations_total"))),
+                name="run_done_le_total",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='conversationscore',
-            constraint=models.UniqueConstraint(fields=('run', 'conversation'), name='conversation_score_unique'),
+            model_name="conversationscore",
+            constraint=models.UniqueConstraint(fields=("run", "conversation"), name="conversation_score_unique"),
         ),
         migrations.AddConstraint(
-            model_name='conversationscore',
-            constraint=models.CheckConstraint(condition=models.Q(('coverage__gte', 0), ('coverage__lte', 1)), name='conversation_score_coverage_range'),
+            model_name="conversationscore",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("coverage__gte", 0), ("coverage__lte", 1)), name="conversation_score_coverage_range"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='runconversation',
-            constraint=models.UniqueConstraint(fields=('run', 'conversation'), name='run_conversation_unique'),
+            model_name="runconversation",
+            constraint=models.UniqueConstraint(fields=("run", "conversation"), name="run_conversation_unique"),
         ),
         migrations.AddConstraint(
-            model_name='runconversation',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['pending', 'running', 'done', 'failed'])), name='run_conversation_status_valid'),
+            model_name="runconversation",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("status__in", ["pending", "running", "done", "failed"])),
+                name="run_conversation_status_valid",
+            ),
         ),
     ]

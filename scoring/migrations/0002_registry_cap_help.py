@@ -4,20 +4,26 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('scoring', '0001_initial'),
+        ("scoring", "0001_initial"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='evaluatedmodel',
-            name='max_concurrency',
-            field=models.PositiveIntegerField(default=8, help_text="Requests in flight at once to this model's provider (litellm prefix and API base), summed over all workers when Redis is configured. Models at one provider share one cap, so give them the same value: an EM with its judge there gets the lower one, and when runs of different models overlap, the conversation started last sets it. A change applies to conversations replayed after it; no worker restart is needed."),
+            model_name="evaluatedmodel",
+            name="max_concurrency",
+            field=models.PositiveIntegerField(
+                default=8,
+                help_text="Requests in flight at once to this model's provider (litellm prefix and API base), summed over all workers when Redis is configured. Models at one provider share one cap, so give them the same value: an EM with its judge there gets the lower one, and when runs of different models overlap, the conversation started last sets it. A change applies to conversations replayed after it; no worker restart is needed.",
+            ),
         ),
         migrations.AlterField(
-            model_name='evaluatedmodel',
-            name='requests_per_minute',
-            field=models.PositiveIntegerField(blank=True, help_text="Requests per minute to this model's provider, shared like the in-flight cap. Empty: no limit.", null=True),
+            model_name="evaluatedmodel",
+            name="requests_per_minute",
+            field=models.PositiveIntegerField(
+                blank=True,
+                help_text="Requests per minute to this model's provider, shared like the in-flight cap. Empty: no limit.",
+                null=True,
+            ),
         ),
     ]

@@ -17,7 +17,9 @@ class Migration(migrations.Migration):
                 migrations.AlterField(
                     model_name="evaluationrun",
                     name="dataset_version",
-                    field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, to="datasets.datasetversion"),
+                    field=models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, to="datasets.datasetversion"
+                    ),
                 ),
                 migrations.DeleteModel(name="DatasetVersion"),
             ],

@@ -13,11 +13,19 @@ from attunebench.metrics.keys import METRIC_KEYS
 from attunebench.synth import synth_conversations, synth_runs
 
 
-def record(em_model: str, cid: str, composite: float = 50.0, *, mode: str = "default", details: dict | None = None,
-           turns: list[dict[str, Any]] | None = None, **values: float | None) -> dict[str, Any]:
+def record(
+    em_model: str,
+    cid: str,
+    composite: float = 50.0,
+    *,
+    mode: str = "default",
+    details: dict | None = None,
+    turns: list[dict[str, Any]] | None = None,
+    **values: float | None,
+) -> dict[str, Any]:
     """A report record with every metric 0.5 unless given; capabilities follow from these keys."""
     r: dict[str, Any] = {"conversationId": cid, "em_model": em_model, "mode": mode, "coverage": 1.0}
-    r.update({k: 0.5 for k in METRIC_KEYS})
+    r.update(dict.fromkeys(METRIC_KEYS, 0.5))
     r.update(panas_baseline_adjusted=0.0, composite_score=composite, avg_draft_judge_score=None, **values)
     r["turns"] = turns or []
     if details is not None:
@@ -76,19 +84,46 @@ def _four_models() -> list[dict[str, Any]]:
     out = []
     for i, name in enumerate("abcd"):
         level = 0.2 + 0.2 * i
-        out.append(record(name, "c1", 40 + 10 * i, avg_emotion_f1=level, avg_emotion_va_score=level,
-                          avg_binary_om_accuracy=level, avg_binary_human_accuracy=level,
-                          avg_pairwise_accuracy=1 - level))
+        out.append(
+            record(
+                name,
+                "c1",
+                40 + 10 * i,
+                avg_emotion_f1=level,
+                avg_emotion_va_score=level,
+                avg_binary_om_accuracy=level,
+                avg_binary_human_accuracy=level,
+                avg_pairwise_accuracy=1 - level,
+            )
+        )
     return out
 
 
 def test_capability_profile_values() -> None:
-    [row] = an.capability_profile(report_of([
-        record("m", "c1", 60.0, avg_emotion_f1=0.8, avg_emotion_va_score=0.6, avg_binary_human_accuracy=0.9,
-               avg_binary_human_accuracy_hp=0.6),
-        record("m", "c2", 70.0, avg_emotion_f1=0.4, avg_emotion_va_score=0.2, avg_binary_human_accuracy=0.7,
-               avg_binary_human_accuracy_hp=0.8),
-    ]))
+    [row] = an.capability_profile(
+        report_of(
+            [
+                record(
+                    "m",
+                    "c1",
+                    60.0,
+                    avg_emotion_f1=0.8,
+                    avg_emotion_va_score=0.6,
+                    avg_binary_human_accuracy=0.9,
+                    avg_binary_human_accuracy_hp=0.6,
+                ),
+                record(
+                    "m",
+                    "c2",
+                    70.0,
+                    avg_emotion_f1=0.4,
+                    avg_emotion_va_score=0.2,
+                    avg_binary_human_accuracy=0.7,
+                    avg_binary_human_accuracy_hp=0.8,
+                ),
+            ]
+        )
+    )
     # emotion tracking per conversation: (0.8 + 0.6)/2 = 0.7 and (0.4 + 0.2)/2 = 0.3 -> mean 0.5
     assert row["capabilities"]["emotion_tracking"] == pytest.approx(0.5)
     # human acc mean 0.8, HP wording mean 0.7 -> gap 0.1, alignment 0.7/0.8 = 0.875
@@ -211,23 +246,28 @@ def _details(category: str, group: str | None, om: str = "om/x", n_turns: int = 
 
 
 def test_breakdown_by_category_and_original_model() -> None:
-    report = report_of([
-        record("m", "c1", 40.0, details=_details("Romantic relationships", None, "om/a")),
-        record("m", "c2", 60.0, details=_details("Romantic relationships", None, "om/b")),
-        record("m", "c3", 90.0, details=_details("Work", None, "om/a")),
-    ])
+    report = report_of(
+        [
+            record("m", "c1", 40.0, details=_details("Romantic relationships", None, "om/a")),
+            record("m", "c2", 60.0, details=_details("Romantic relationships", None, "om/b")),
+            record("m", "c3", 90.0, details=_details("Work", None, "om/a")),
+        ]
+    )
     info = an._conversation_info(report, None)
     by_cat = an.breakdown_by(report, info, "category")
     # hardest first: Romantic (40 + 60)/2 = 50 before Work 90
     assert [(r["category"], r["composite_score"], r["n_conversations"]) for r in by_cat["overall"]] == [
-        ("Romantic relationships", 50.0, 2), ("Work", 90.0, 1)
+        ("Romantic relationships", 50.0, 2),
+        ("Work", 90.0, 1),
     ]
     by_om = an.breakdown_by(report, info, "original_model")
     assert {r["original_model"]: r["composite_score"] for r in by_om["overall"]} == {"om/a": 65.0, "om/b": 60.0}
 
 
 def test_participant_groups_mann_whitney() -> None:
-    records = [record("m", f"a{i}", v, details=_details("Work", "anxiety_depression")) for i, v in enumerate((80, 85, 90))]
+    records = [
+        record("m", f"a{i}", v, details=_details("Work", "anxiety_depression")) for i, v in enumerate((80, 85, 90))
+    ]
     records += [record("m", f"n{i}", v, details=_details("Work", "none")) for i, v in enumerate((50, 55, 60))]
     records.append(record("m", "x", 10.0, details=_details("Work", None)))  # unknown group: left out
     report = report_of(records)
@@ -249,18 +289,35 @@ def test_participant_groups_with_an_empty_group_is_null() -> None:
 
 
 def _turn(index: int, behaviour: float, f1: float = 0.5) -> dict[str, Any]:
-    return {"turnNumber": index + 1, "turn_index": index, "emotion_f1": f1, "emotion_va_score": 0.5,
-            "binary_om": {"accuracy": behaviour, "tp": 0, "fp": 0, "tn": 0, "fn": 0},
-            "binary_human": {"accuracy": behaviour, "tp": 0, "fp": 0, "tn": 0, "fn": 0}, "pairwise_accuracy": 1.0}
+    return {
+        "turnNumber": index + 1,
+        "turn_index": index,
+        "emotion_f1": f1,
+        "emotion_va_score": 0.5,
+        "binary_om": {"accuracy": behaviour, "tp": 0, "fp": 0, "tn": 0, "fn": 0},
+        "binary_human": {"accuracy": behaviour, "tp": 0, "fp": 0, "tn": 0, "fn": 0},
+        "pairwise_accuracy": 1.0,
+    }
 
 
 def test_turn_position_early_late_and_curve() -> None:
     # 4 GT turns: positions 0, 1 early; 2, 3 late. 3 GT turns: 0 early, 1 middle (neither), 2 late.
-    report = report_of([
-        record("m", "c1", turns=[_turn(0, 1.0), _turn(1, 0.8), _turn(2, 0.6), _turn(3, 0.4)],
-               details=_details("Work", None, n_turns=4)),
-        record("m", "c2", turns=[_turn(0, 0.9), _turn(1, 0.0), _turn(2, 0.5)], details=_details("Work", None, n_turns=3)),
-    ])
+    report = report_of(
+        [
+            record(
+                "m",
+                "c1",
+                turns=[_turn(0, 1.0), _turn(1, 0.8), _turn(2, 0.6), _turn(3, 0.4)],
+                details=_details("Work", None, n_turns=4),
+            ),
+            record(
+                "m",
+                "c2",
+                turns=[_turn(0, 0.9), _turn(1, 0.0), _turn(2, 0.5)],
+                details=_details("Work", None, n_turns=3),
+            ),
+        ]
+    )
     out = an.turn_position(report, an._conversation_info(report, None))
     halves = out["rows"][0]["halves"]["behaviour_accuracy"]
     # early: 1.0, 0.8, 0.9 -> 0.9; late: 0.6, 0.4, 0.5 -> 0.5; late − early = −0.4
@@ -307,7 +364,11 @@ def test_analyze_on_synthetic_runs_separates_skill_levels() -> None:
     report = score_documents(conversations, runs)
     out = an.analyze(report, conversations, n_bootstrap=200, seed=3)
     json.dumps(out, allow_nan=False)
-    assert out["independence"]["rankings"]["behaviour_judgement"] == ["strong [default]", "mid [default]", "weak [default]"]
+    assert out["independence"]["rankings"]["behaviour_judgement"] == [
+        "strong [default]",
+        "mid [default]",
+        "weak [default]",
+    ]
     assert out["discrimination"]["metrics"]["composite_score"]["share_different"] == 1.0
     assert out["bootstrap"]["outrank_probability"]["strong [default]"]["weak [default]"] == 1.0
     categories = {r["category"] for r in out["breakdowns"]["by_category"]["overall"]}

@@ -40,8 +40,13 @@ def judgement(qid: str, observed: Any = "yes", preferred: Any = "no") -> dict[st
 def minimal_conversation(turns: int = 4) -> dict[str, Any]:
     return {
         "conversationId": "c-1",
-        "metadata": {"model": "om/x", "provider": "p", "timestamp": "2025-03-01T10:00:00Z",
-                     "category": "Work", "subtopic": "Stress and burnout"},
+        "metadata": {
+            "model": "om/x",
+            "provider": "p",
+            "timestamp": "2025-03-01T10:00:00Z",
+            "category": "Work",
+            "subtopic": "Stress and burnout",
+        },
         "turns": [
             {
                 "turnNumber": n,
@@ -64,20 +69,27 @@ def minimal_conversation(turns: int = 4) -> dict[str, Any]:
 
 def minimal_run() -> dict[str, Any]:
     return {
-        "conversationId": "c-1", "em_model": "em/y", "mode": "default",
+        "conversationId": "c-1",
+        "em_model": "em/y",
+        "mode": "default",
         "run_timestamp": "2025-04-01T10:00:00Z",
-        "turns": [{
-            "turnNumber": 1,
-            "em_emotion_tags": [{"emotion": "nervous", "intensity": 4}],
-            "em_drafted_response": "draft",
-            "em_binary_om_assessment": {"B1": "yes"},
-            "em_binary_human_prediction": {"B1": "no"},
-            "em_pairwise_selections": {"0": "A"},
-            "em_draft_judge_scores": {"overall_score": 5, "helpfulness": None},
-            "em_draft_binary_assessment": {"B1": "yes"},
-        }],
-        "post_conversation": {"panas_strategy": "delta", "predicted_post_panas": {"items": {"Proud": 3}},
-                              "predicted_conversation_wide": {"q2_emotionClarity": "something free"}},
+        "turns": [
+            {
+                "turnNumber": 1,
+                "em_emotion_tags": [{"emotion": "nervous", "intensity": 4}],
+                "em_drafted_response": "draft",
+                "em_binary_om_assessment": {"B1": "yes"},
+                "em_binary_human_prediction": {"B1": "no"},
+                "em_pairwise_selections": {"0": "A"},
+                "em_draft_judge_scores": {"overall_score": 5, "helpfulness": None},
+                "em_draft_binary_assessment": {"B1": "yes"},
+            }
+        ],
+        "post_conversation": {
+            "panas_strategy": "delta",
+            "predicted_post_panas": {"items": {"Proud": 3}},
+            "predicted_conversation_wide": {"q2_emotionClarity": "something free"},
+        },
     }
 
 
@@ -99,11 +111,29 @@ def mutated(change) -> dict[str, Any]:
 
 
 class TestYesNoNa:
-    @pytest.mark.parametrize("raw, expected", [
-        ("yes", "yes"), ("YES ", "yes"), ("y", "yes"), (True, "yes"), (1, "yes"), ("1", "yes"), ("true", "yes"),
-        ("no", "no"), ("N", "no"), (False, "no"), (0, "no"), ("0", "no"), ("false", "no"),
-        ("na", "na"), ("n/a", "na"), ("N/A", "na"), ("not applicable", "na"), (None, None),
-    ])
+    @pytest.mark.parametrize(
+        "raw, expected",
+        [
+            ("yes", "yes"),
+            ("YES ", "yes"),
+            ("y", "yes"),
+            (True, "yes"),
+            (1, "yes"),
+            ("1", "yes"),
+            ("true", "yes"),
+            ("no", "no"),
+            ("N", "no"),
+            (False, "no"),
+            (0, "no"),
+            ("0", "no"),
+            ("false", "no"),
+            ("na", "na"),
+            ("n/a", "na"),
+            ("N/A", "na"),
+            ("not applicable", "na"),
+            (None, None),
+        ],
+    )
     def test_it_accepts_the_spellings_spec_allows(self, raw: Any, expected: str | None) -> None:
         assert normalise_yes_no_na(raw) == expected
         data = mutated(lambda d: d["turns"][0]["annotations"]["binaryJudgements"][0].update(observedBehavior=raw))
@@ -125,17 +155,36 @@ class TestYesNoNa:
         ]
 
     def test_preferred_and_llm_value_are_normalised_too(self) -> None:
-        data = mutated(lambda d: d["turns"][0]["annotations"]["binaryJudgements"][0].update(
-            preferredBehavior="Y", llmValue=False, observedBehavior=None))
+        data = mutated(
+            lambda d: d["turns"][0]["annotations"]["binaryJudgements"][0].update(
+                preferredBehavior="Y", llmValue=False, observedBehavior=None
+            )
+        )
         j = parse_conversation(data).turns[0].annotations.binaryJudgements[0]
         assert (j.observedBehavior, j.preferredBehavior, j.llmValue) == (None, "yes", "no")
 
 
 class TestIntensity:
-    @pytest.mark.parametrize("raw, expected", [
-        (3, 3), (3.4, 3), (3.5, 4), (6.6, 7), (0, 1), (-4, 1), (9, 7), (12.2, 7),
-        ("mild", 2), ("Moderate", 4), (" intense ", 6), ("5", 5), ("2.5", 3), (None, None), ("", None),
-    ])
+    @pytest.mark.parametrize(
+        "raw, expected",
+        [
+            (3, 3),
+            (3.4, 3),
+            (3.5, 4),
+            (6.6, 7),
+            (0, 1),
+            (-4, 1),
+            (9, 7),
+            (12.2, 7),
+            ("mild", 2),
+            ("Moderate", 4),
+            (" intense ", 6),
+            ("5", 5),
+            ("2.5", 3),
+            (None, None),
+            ("", None),
+        ],
+    )
     def test_it_rounds_clamps_and_reads_words(self, raw: Any, expected: int | None) -> None:
         assert normalise_intensity(raw) == expected
         data = mutated(lambda d: d["turns"][1].update(moodShiftTags=[{"emotion": "afraid", "intensity": raw}]))
@@ -147,7 +196,8 @@ class TestIntensity:
         data = mutated(lambda d: d["turns"][0].update(moodShiftTags=[{"emotion": "Upset", "intensity": raw}]))
         (problem,) = problems_of(data)
         assert problem.startswith(
-            "file: turns[0].moodShiftTags[0].intensity: expected an intensity 1-7 or mild/moderate/intense, got ")
+            "file: turns[0].moodShiftTags[0].intensity: expected an intensity 1-7 or mild/moderate/intense, got "
+        )
 
     def test_emotion_words_take_catalogue_spelling_and_empty_is_rejected(self) -> None:
         data = mutated(lambda d: d["turns"][0].update(moodShiftTags=[{"emotion": " jittery "}]))
@@ -159,9 +209,13 @@ class TestIntensity:
         # SPEC 2.1: "Neutral / no change is recorded as an empty tag list".
         data = mutated(lambda d: d["turns"][0].update(moodShiftTags=[{"emotion": "Neutral"}]))
         assert parse_conversation(data).turns[0].moodShiftTags == []
-        data = mutated(lambda d: d["turns"][0].update(moodShiftTags=[{"emotion": "Upset"}, {"emotion": "happy", "intensity": 3}]))
-        assert problems_of(data) == ["file: turns[0].moodShiftTags[1].emotion: expected one of the 20 PANAS items "
-                                     "(no change is an empty list), got 'happy'"]
+        data = mutated(
+            lambda d: d["turns"][0].update(moodShiftTags=[{"emotion": "Upset"}, {"emotion": "happy", "intensity": 3}])
+        )
+        assert problems_of(data) == [
+            "file: turns[0].moodShiftTags[1].emotion: expected one of the 20 PANAS items "
+            "(no change is an empty list), got 'happy'"
+        ]
 
     def test_an_em_tag_outside_panas_is_dropped_not_an_error(self) -> None:
         # SPEC 4 step 2: only the 20 items; anything else is dropped.
@@ -175,9 +229,16 @@ class TestIntensity:
 
 
 class TestWinner:
-    @pytest.mark.parametrize("raw, expected", [
-        ("A", "A"), ("b", "B"), ("response_1", "A"), ("Response_2", "B"), (None, None),
-    ])
+    @pytest.mark.parametrize(
+        "raw, expected",
+        [
+            ("A", "A"),
+            ("b", "B"),
+            ("response_1", "A"),
+            ("Response_2", "B"),
+            (None, None),
+        ],
+    )
     def test_it_accepts_letters_and_response_numbers(self, raw: Any, expected: str | None) -> None:
         assert normalise_winner(raw) == expected
         data = mutated(lambda d: d["turns"][0]["annotations"]["pairwiseComparisons"][0].update(winner=raw))
@@ -194,21 +255,22 @@ class TestWinner:
 
 class TestPanas:
     def test_totals_are_derived_from_items_when_absent(self) -> None:
-        items = {item: 3 for item in cat.POSITIVE_AFFECT_ITEMS} | {item: 5 for item in cat.NEGATIVE_AFFECT_ITEMS}
+        items = dict.fromkeys(cat.POSITIVE_AFFECT_ITEMS, 3) | dict.fromkeys(cat.NEGATIVE_AFFECT_ITEMS, 5)
         data = mutated(lambda d: d.update(prePanas={"items": items}))
         panas = parse_conversation(data).prePanas
         # 10 items x 3 = 30 and 10 x 5 = 50.
         assert (panas.totalPositiveAffect, panas.totalNegativeAffect) == (30, 50)
 
     def test_a_partial_side_derives_no_total(self) -> None:
-        items = {item: 3 for item in cat.POSITIVE_AFFECT_ITEMS} | {"Afraid": 6}
+        items = dict.fromkeys(cat.POSITIVE_AFFECT_ITEMS, 3) | {"Afraid": 6}
         panas = parse_conversation(mutated(lambda d: d.update(prePanas={"items": items}))).prePanas
         assert (panas.totalPositiveAffect, panas.totalNegativeAffect) == (30, None)
 
     def test_given_totals_win_over_items_and_are_clamped_to_10_70(self) -> None:
-        items = {item: 7 for item in cat.PANAS_ITEMS}
-        data = mutated(lambda d: d.update(prePanas={"items": items, "totalPositiveAffect": 95,
-                                                   "totalNegativeAffect": 3}))
+        items = dict.fromkeys(cat.PANAS_ITEMS, 7)
+        data = mutated(
+            lambda d: d.update(prePanas={"items": items, "totalPositiveAffect": 95, "totalNegativeAffect": 3})
+        )
         panas = parse_conversation(data).prePanas
         assert (panas.totalPositiveAffect, panas.totalNegativeAffect) == (70, 10)
 
@@ -229,13 +291,16 @@ class TestPanas:
         data = mutated(lambda d: d.update(prePanas={"items": {"Proud": 3, "proud": 4}}))
         assert problems_of(data) == ["file: prePanas.items: 'Proud' is given twice"]
 
-    @pytest.mark.parametrize("raw, message", [
-        (0, "expected a rating 1-7, got 0"),
-        (8, "expected a rating 1-7, got 8"),
-        (3.5, "expected a whole-number a rating 1-7, got 3.5"),
-        ("high", "expected a rating 1-7, got 'high'"),
-        (True, "expected a rating 1-7, got true"),
-    ])
+    @pytest.mark.parametrize(
+        "raw, message",
+        [
+            (0, "expected a rating 1-7, got 0"),
+            (8, "expected a rating 1-7, got 8"),
+            (3.5, "expected a whole-number a rating 1-7, got 3.5"),
+            ("high", "expected a rating 1-7, got 'high'"),
+            (True, "expected a rating 1-7, got true"),
+        ],
+    )
     def test_out_of_range_or_non_numeric_rating_is_rejected(self, raw: Any, message: str) -> None:
         data = mutated(lambda d: d.update(postPanas={"items": {"Upset": raw}}))
         assert problems_of(data) == [f"file: postPanas.items.Upset: {message}"]
@@ -243,7 +308,8 @@ class TestPanas:
     def test_non_numeric_total_is_rejected(self) -> None:
         data = mutated(lambda d: d.update(prePanas={"totalPositiveAffect": "high"}))
         assert problems_of(data) == [
-            "file: prePanas.totalPositiveAffect: expected a PANAS total (number) or null, got 'high'"]
+            "file: prePanas.totalPositiveAffect: expected a PANAS total (number) or null, got 'high'"
+        ]
 
 
 # ---------------------------------------------------------------------------
@@ -255,7 +321,8 @@ class TestConversationRejections:
     def test_unknown_question_id(self) -> None:
         data = mutated(lambda d: d["turns"][0]["annotations"]["binaryJudgements"][1].update(questionId="B99"))
         assert problems_of(data) == [
-            "file: turns[0].annotations.binaryJudgements[1].questionId: 'B99' is not one of the 36 behaviour question ids"]
+            "file: turns[0].annotations.binaryJudgements[1].questionId: 'B99' is not one of the 36 behaviour question ids"
+        ]
 
     def test_question_answered_twice_in_one_turn(self) -> None:
         data = mutated(lambda d: d["turns"][1]["annotations"]["binaryJudgements"].append(judgement("B1")))
@@ -264,7 +331,8 @@ class TestConversationRejections:
     def test_bad_response_label(self) -> None:
         data = mutated(lambda d: d["turns"][0]["annotations"]["pairwiseComparisons"][0].update(responseA="gold"))
         assert problems_of(data) == [
-            "file: turns[0].annotations.pairwiseComparisons[0].responseA: expected original/alternate/human, got 'gold'"]
+            "file: turns[0].annotations.pairwiseComparisons[0].responseA: expected original/alternate/human, got 'gold'"
+        ]
 
     def test_labels_are_case_insensitive(self) -> None:
         data = mutated(lambda d: d["turns"][0]["annotations"]["pairwiseComparisons"][0].update(responseA="Alternate"))
@@ -273,17 +341,22 @@ class TestConversationRejections:
     def test_same_label_on_both_sides(self) -> None:
         data = mutated(lambda d: d["turns"][0]["annotations"]["pairwiseComparisons"][0].update(responseB="original"))
         assert problems_of(data) == [
-            "file: turns[0].annotations.pairwiseComparisons[0]: responseA and responseB are both 'original'"]
+            "file: turns[0].annotations.pairwiseComparisons[0]: responseA and responseB are both 'original'"
+        ]
 
     def test_unknown_pairwise_question(self) -> None:
         data = mutated(lambda d: d["turns"][0]["annotations"]["pairwiseComparisons"][0].update(questionId="PW16"))
         assert problems_of(data) == [
             "file: turns[0].annotations.pairwiseComparisons[0].questionId: "
-            "'PW16' is not 'general', PW1-PW15 or 'custom:<text>'"]
+            "'PW16' is not 'general', PW1-PW15 or 'custom:<text>'"
+        ]
 
     def test_custom_pairwise_question_is_accepted_but_empty_custom_is_not(self) -> None:
-        data = mutated(lambda d: d["turns"][0]["annotations"]["pairwiseComparisons"][0].update(
-            questionId="custom:Which felt warmer?"))
+        data = mutated(
+            lambda d: d["turns"][0]["annotations"]["pairwiseComparisons"][0].update(
+                questionId="custom:Which felt warmer?"
+            )
+        )
         assert parse_conversation(data).turns[0].annotations.pairwiseComparisons[0].questionId.startswith("custom:")
         data = mutated(lambda d: d["turns"][0]["annotations"]["pairwiseComparisons"][0].update(questionId="custom: "))
         assert len(problems_of(data)) == 1
@@ -319,6 +392,7 @@ class TestConversationRejections:
         def change(d: dict[str, Any]) -> None:
             d["metadata"]["synthetic"] = True
             d["participant_profile"] = {"participant_id": "p1", "diagnoses": ["None"], "consent_version": "v2"}
+
         parsed = parse_conversation(mutated(change))
         dumped = json.loads(dumps_canonical(parsed))
         assert dumped["metadata"]["synthetic"] is True
@@ -330,7 +404,8 @@ class TestConversationRejections:
     def test_non_catalogued_q2_option(self) -> None:
         data = mutated(lambda d: d.update(conversationWideQuestions={"q2_emotionClarity": "Very clear"}))
         assert problems_of(data) == [
-            "file: conversationWideQuestions.q2_emotionClarity: 'Very clear' is not a catalogued option for q2_emotionClarity"]
+            "file: conversationWideQuestions.q2_emotionClarity: 'Very clear' is not a catalogued option for q2_emotionClarity"
+        ]
 
     def test_non_catalogued_q1_and_q3_options(self) -> None:
         data = mutated(lambda d: d.update(conversationWideQuestions={"q1_lookingFor": ["A hug"], "q3_modelFit": "Meh"}))
@@ -340,10 +415,16 @@ class TestConversationRejections:
         ]
 
     def test_catalogued_options_take_catalogue_spelling(self) -> None:
-        data = mutated(lambda d: d.update(conversationWideQuestions={
-            "q1_lookingFor": ["just listen / let me vent", "Just listen / let me vent"],
-            "q2_emotionClarity": " mixed or conflicted ", "q3_modelFit": "",
-            "fourBranchScores": {"Perceiving": 5}}))
+        data = mutated(
+            lambda d: d.update(
+                conversationWideQuestions={
+                    "q1_lookingFor": ["just listen / let me vent", "Just listen / let me vent"],
+                    "q2_emotionClarity": " mixed or conflicted ",
+                    "q3_modelFit": "",
+                    "fourBranchScores": {"Perceiving": 5},
+                }
+            )
+        )
         wide = parse_conversation(data).conversationWideQuestions
         assert wide.q1_lookingFor == ["Just listen / let me vent"]
         assert (wide.q2_emotionClarity, wide.q3_modelFit) == ("Mixed or conflicted", None)
@@ -353,16 +434,19 @@ class TestConversationRejections:
         data = mutated(lambda d: d.update(conversationWideQuestions={"fourBranchScores": {"empathy": 3}}))
         assert problems_of(data) == [
             "file: conversationWideQuestions.fourBranchScores: "
-            "'empathy' is not one of perceiving, facilitating, understanding, managing"]
+            "'empathy' is not one of perceiving, facilitating, understanding, managing"
+        ]
         data = mutated(lambda d: d.update(conversationWideQuestions={"fourBranchScores": {"managing": 9}}))
         assert problems_of(data) == [
-            "file: conversationWideQuestions.fourBranchScores.managing: expected a rating 1-7, got 9"]
+            "file: conversationWideQuestions.fourBranchScores.managing: expected a rating 1-7, got 9"
+        ]
 
     def test_every_problem_is_reported_not_only_the_first(self) -> None:
         def change(d: dict[str, Any]) -> None:
             d["metadata"]["timestamp"] = "soon"
             d["turns"][1]["annotations"]["binaryJudgements"][0]["preferredBehavior"] = "perhaps"
             d["turns"][2]["annotations"]["pairwiseComparisons"][0]["winner"] = "Z"
+
         assert len(problems_of(mutated(change))) == 3
 
     @pytest.mark.parametrize("top, name", [([1, 2], "list"), ("text", "str"), (3, "int"), (None, "NoneType")])
@@ -372,8 +456,7 @@ class TestConversationRejections:
     def test_invalid_json(self) -> None:
         with pytest.raises(CanonicalError) as caught:
             load_conversation(b'{"conversationId": ', "file")
-        assert [str(p) for p in caught.value.problems] == [
-            "file: not valid JSON: Expecting value at line 1 column 20"]
+        assert [str(p) for p in caught.value.problems] == ["file: not valid JSON: Expecting value at line 1 column 20"]
 
     def test_non_utf8_bytes(self) -> None:
         with pytest.raises(CanonicalError) as caught:
@@ -403,20 +486,23 @@ class TestRunOutput:
     def test_bad_run_mode(self) -> None:
         data = minimal_run() | {"mode": "fast"}
         assert problems_of(data, parse_run) == [
-            "file: mode: expected one of default, verbose, omniscient, verbose_omniscient, got 'fast'"]
+            "file: mode: expected one of default, verbose, omniscient, verbose_omniscient, got 'fast'"
+        ]
 
     def test_bad_judge_dimension(self) -> None:
         data = minimal_run()
         data["turns"][0]["em_draft_judge_scores"] = {"kindness": 4}
         assert problems_of(data, parse_run) == [
             "file: turns[0].em_draft_judge_scores: 'kindness' is not a judge dimension "
-            "(overall_score, emotional_appropriateness, helpfulness, tone_match)"]
+            "(overall_score, emotional_appropriateness, helpfulness, tone_match)"
+        ]
 
     def test_boolean_judge_score_is_rejected_not_read_as_one(self) -> None:
         data = minimal_run()
         data["turns"][0]["em_draft_judge_scores"] = {"tone_match": True}
         assert problems_of(data, parse_run) == [
-            "file: turns[0].em_draft_judge_scores: tone_match: expected a score 1-7, got true"]
+            "file: turns[0].em_draft_judge_scores: tone_match: expected a score 1-7, got true"
+        ]
 
     @pytest.mark.parametrize("score", [0, 7.5, True, "high"])
     def test_judge_score_out_of_range_or_not_a_number(self, score: Any) -> None:
@@ -429,7 +515,8 @@ class TestRunOutput:
         data = minimal_run()
         data["post_conversation"]["panas_strategy"] = "guess"
         assert problems_of(data, parse_run) == [
-            "file: post_conversation.panas_strategy: expected one of absolute, delta, blind_delta, got 'guess'"]
+            "file: post_conversation.panas_strategy: expected one of absolute, delta, blind_delta, got 'guess'"
+        ]
 
     def test_bad_selection_key_and_binary_value(self) -> None:
         data = minimal_run()
@@ -484,7 +571,10 @@ class TestCanonicalText:
         assert format_timestamp(parse_timestamp("2025-03-01T12:00:00+02:00")) == "2025-03-01T10:00:00Z"
 
     def test_location_formatting(self) -> None:
-        assert format_location(("turns", 3, "annotations", "binaryJudgements", 2)) == "turns[3].annotations.binaryJudgements[2]"
+        assert (
+            format_location(("turns", 3, "annotations", "binaryJudgements", 2))
+            == "turns[3].annotations.binaryJudgements[2]"
+        )
 
     def test_model_class_is_exported(self) -> None:
         assert isinstance(parse_conversation(minimal_conversation()), ConversationFile)

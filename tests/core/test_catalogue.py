@@ -28,8 +28,21 @@ def test_binary_categories_follow_spec_2_2():
     by_category = {c: [q.id for q in cat.BINARY_QUESTIONS if q.category == c] for c in cat.BINARY_CATEGORIES}
     assert by_category["perceiving"] == ["B1", "B2", "B3", "B108", "B109"]
     assert by_category["understanding"] == ["B4", "B5", "B6", "B7", "B206", "B207"]
-    assert by_category["using"] == ["B8", "B9", "B10", "B11", "B12", "B13", "B14", "B15",
-                                    "B310", "B311", "B313", "B315", "B316"]
+    assert by_category["using"] == [
+        "B8",
+        "B9",
+        "B10",
+        "B11",
+        "B12",
+        "B13",
+        "B14",
+        "B15",
+        "B310",
+        "B311",
+        "B313",
+        "B315",
+        "B316",
+    ]
     assert by_category["regulating"] == ["B16", "B17", "B18", "B19", "B20", "B406", "B408"]
     assert by_category["cognitive_framing"] == ["B501", "B502", "B503", "B504", "B505"]
 
@@ -57,10 +70,18 @@ def test_valence_arousal_similarity():
     assert cat.emotion_similarity("afraid", "inspired") == expected
 
 
-@pytest.mark.parametrize("diagnoses, group", [
-    (["Anxiety"], "anxiety_depression"), (["Depression", "ADHD"], "anxiety_depression"),
-    (["None"], "none"), (["Prefer not to say"], None), ([], None), (None, None), (["PTSD"], None),
-])
+@pytest.mark.parametrize(
+    "diagnoses, group",
+    [
+        (["Anxiety"], "anxiety_depression"),
+        (["Depression", "ADHD"], "anxiety_depression"),
+        (["None"], "none"),
+        (["Prefer not to say"], None),
+        ([], None),
+        (None, None),
+        (["PTSD"], None),
+    ],
+)
 def test_participant_group(diagnoses, group):
     assert cat.participant_group(diagnoses) == group
 
@@ -69,6 +90,8 @@ def test_catalogue_imports_no_django():
     import subprocess
     import sys
 
-    code = "import sys, attunebench.catalogue, attunebench.canonical, attunebench.sources; print('django' in sys.modules)"
+    code = (
+        "import sys, attunebench.catalogue, attunebench.canonical, attunebench.sources; print('django' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"

@@ -9,12 +9,12 @@ import pytest
 
 from attunebench import catalogue as cat
 from attunebench.canonical import load_run
+from attunebench.metrics import score_documents
 from attunebench.replay import prompts as P
 from attunebench.replay.baselines import BASELINE_NAMES, LexiconBaseline, PriorBaseline, detect_emotions, make_baseline
 from attunebench.replay.llm import spec_from_name
 from attunebench.replay.protocol import ReplayConfig, Replayer
 from attunebench.replay.run import make_replayer, write_outputs
-from attunebench.metrics import score_documents
 from attunebench.sources import read_conversations
 from attunebench.synth import synth_conversations
 from devtools.replay_fixtures import RecordingBackend, context_json, marked_conversation, user_marker
@@ -31,7 +31,9 @@ def run_baseline(name, conversations, **config):
 @pytest.mark.parametrize("mode", cat.MODES)
 def test_baselines_write_valid_runs_that_the_scorer_reads(name, mode, tmp_path):
     conversations = synth_conversations(6, seed=5)
-    results = run_baseline(name, conversations, mode=mode, panas_strategy="delta", judge=spec_from_name("baseline:lexicon"))
+    results = run_baseline(
+        name, conversations, mode=mode, panas_strategy="delta", judge=spec_from_name("baseline:lexicon")
+    )
     assert all(r.failures == [] for r in results)
     paths = write_outputs(results, tmp_path)
     runs = [load_run(p.read_bytes(), str(p)) for p in paths]

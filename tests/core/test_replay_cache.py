@@ -34,7 +34,9 @@ def test_transport_settings_do_not_change_the_key():
 
 def test_file_cache_round_trips_and_treats_damage_as_a_miss(tmp_path):
     cache = FileCache(tmp_path)
-    entry = CachedCall(model="m", prompt_version="v", response='{"a": 1}', prompt_tokens=3, completion_tokens=2, cost_usd=None)
+    entry = CachedCall(
+        model="m", prompt_version="v", response='{"a": 1}', prompt_tokens=3, completion_tokens=2, cost_usd=None
+    )
     key = make_key("m", {}, MESSAGES, "v")
     assert asyncio.run(cache.get(key)) is None
     asyncio.run(cache.set(key, entry))

@@ -46,8 +46,15 @@ def em(server, **overrides) -> EMSpec:
 
 
 def one_call(server, spec: EMSpec, scheduler: Scheduler):
-    ctx = P.CallContext(call_type=P.DRAFT, conversation_id="c1", category="Work", subtopic="Stress and burnout",
-                        mode="default", turns=(P.VisibleTurn(1, "I had a rough day at work.", None),), turn_number=1)
+    ctx = P.CallContext(
+        call_type=P.DRAFT,
+        conversation_id="c1",
+        category="Work",
+        subtopic="Stress and burnout",
+        mode="default",
+        turns=(P.VisibleTurn(1, "I had a rough day at work.", None),),
+        turn_number=1,
+    )
     backend = LiteLLMBackend()
     return run_sync(scheduler.submit(spec.provider, lambda: backend.complete(spec, P.build_messages(ctx), ctx)))
 
@@ -103,8 +110,9 @@ def test_litellm_request_setup_runs_in_the_loop_thread_for_key_based_providers(s
     assert where == [loop_thread]  # no hop to a worker thread and back per call
 
     # A provider that mints credentials during set-up keeps litellm's worker thread.
-    bedrock = EMSpec(name="b", litellm_model="bedrock/anthropic.claude-v2", api_base=server.url,
-                     params={"timeout": 2.0})
+    bedrock = EMSpec(
+        name="b", litellm_model="bedrock/anthropic.claude-v2", api_base=server.url, params={"timeout": 2.0}
+    )
     where.clear()
     with pytest.raises(Exception):
         one_call(server, bedrock, Scheduler(max_attempts=1))
@@ -146,7 +154,8 @@ def test_inline_setup_executor_only_takes_marked_litellm_setups():
 
 def test_a_process_that_replayed_exits_without_unclosed_session_warnings(tmp_path):
     script = tmp_path / "replay_once.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         from attunebench.replay.aio import run_sync
         from attunebench.replay.llm import EMSpec, LiteLLMBackend
         from attunebench.replay.protocol import ReplayConfig, Replayer
@@ -157,9 +166,15 @@ def test_a_process_that_replayed_exits_without_unclosed_session_warnings(tmp_pat
             spec = EMSpec(name="fake/em", litellm_model="openai/fake-em", api_base=server.url)
             result = run_sync(Replayer(spec, LiteLLMBackend(), ReplayConfig()).replay(marked_conversation(turns=1)))
             print("turns", len(result.output.turns))
-    """))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parents[2])
+    """)
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert done.returncode == 0, done.stderr
     assert "turns 1" in done.stdout
     assert "Unclosed" not in done.stderr and "Traceback" not in done.stderr, done.stderr
@@ -176,7 +191,9 @@ def test_persistent_errors_give_up_after_max_attempts(server):
 def test_a_whole_replay_survives_a_dead_provider(server):
     server.configure(error_rate=1.0, error_kinds=["500"])
     conversation = marked_conversation(turns=2)
-    replayer = Replayer(em(server), LiteLLMBackend(), ReplayConfig(), scheduler=Scheduler(base_delay=0.001, max_attempts=2))
+    replayer = Replayer(
+        em(server), LiteLLMBackend(), ReplayConfig(), scheduler=Scheduler(base_delay=0.001, max_attempts=2)
+    )
     result = run_sync(replayer.replay(conversation))
     assert result.output.turns == [] and result.output.post_conversation is None
     failed = result.output.model_dump()["failed_calls"]
@@ -280,15 +297,21 @@ def test_litellm_overhead_trimming_applies_to_replay_calls_only(server):
 
     async def direct(call_id: str):
         return await litellm.acompletion(
-            model="openai/fake-em", api_base=server.url, api_key="sk-local", litellm_call_id=call_id,
-            messages=[{"role": "user", "content": "hello"}], input_cost_per_token=1e-6, output_cost_per_token=2e-6,
+            model="openai/fake-em",
+            api_base=server.url,
+            api_key="sk-local",
+            litellm_call_id=call_id,
+            messages=[{"role": "user", "content": "hello"}],
+            input_cost_per_token=1e-6,
+            output_cost_per_token=2e-6,
         )
 
     theirs = run_sync(direct("someone-else-1"))
     ours = run_sync(direct(f"{CALL_ID_PREFIX}1"))
     # Other litellm users keep litellm's own pricing; replay calls are priced by us instead.
     assert theirs._hidden_params["response_cost"] == pytest.approx(
-        theirs.usage.prompt_tokens * 1e-6 + theirs.usage.completion_tokens * 2e-6)
+        theirs.usage.prompt_tokens * 1e-6 + theirs.usage.completion_tokens * 2e-6
+    )
     assert ours._hidden_params["response_cost"] is None
     completion = one_call(server, em(server, input_cost_per_million=1.0, output_cost_per_million=2.0), Scheduler())
     assert completion.cost_usd == pytest.approx((completion.prompt_tokens + 2 * completion.completion_tokens) / 1e6)

@@ -22,14 +22,17 @@ from attunebench.replay.parsing import (
 )
 
 
-@pytest.mark.parametrize("text", [
-    '{"response": "hi"}',
-    '  \n{"response": "hi"}\n',
-    'Sure! Here it is:\n```json\n{"response": "hi"}\n```\nAnything else?',
-    '```\n{"response": "hi"}\n```',
-    'My answer is {"response": "hi"} and that is final.',
-    '{"response": "hi",}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"response": "hi"}',
+        '  \n{"response": "hi"}\n',
+        'Sure! Here it is:\n```json\n{"response": "hi"}\n```\nAnything else?',
+        '```\n{"response": "hi"}\n```',
+        'My answer is {"response": "hi"} and that is final.',
+        '{"response": "hi",}',
+    ],
+)
 def test_every_reply_shape_yields_the_object(text):
     assert extract_json(text) == {"response": "hi"}
 
@@ -46,29 +49,43 @@ def test_braces_and_commas_inside_strings_survive():
     assert extract_json(text) == {"response": "use {curly} braces, ]like this,}", "x": [1, 2]}
 
 
-@pytest.mark.parametrize("text, message", [
-    ("", "empty"),
-    (None, "empty"),
-    ("I cannot answer that.", "no JSON object"),
-    ('{"response": "cut off', "cut off"),
-    ('{"response": "cut off", "x": ', "cut off"),
-    ('{"a": }', "could not be parsed"),
-    ("[1, 2, 3]", "no JSON object"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "empty"),
+        (None, "empty"),
+        ("I cannot answer that.", "no JSON object"),
+        ('{"response": "cut off', "cut off"),
+        ('{"response": "cut off", "x": ', "cut off"),
+        ('{"a": }', "could not be parsed"),
+        ("[1, 2, 3]", "no JSON object"),
+    ],
+)
 def test_unusable_replies_raise_with_a_reason(text, message):
     with pytest.raises(ReplyParseError, match=message):
         extract_json(text)
 
 
 def test_analysis_keeps_only_panas_emotions_and_normalises_intensity():
-    answer = parse_analysis({
-        P.KEY_TAGS: [{"emotion": "upset", "intensity": "intense"}, {"emotion": "Sadness", "intensity": 4},
-                     {"emotion": "Nervous", "intensity": 9.4}, "hostile", {"emotion": "UPSET", "intensity": 1}],
-        P.KEY_OM: {"B1": "Yes", "b13": True, "B99": "yes"},
-        P.KEY_HUMAN: {"B1": "n/a", "B13": "no"},
-    }, ("B1", "B13"), verbose=False)
+    answer = parse_analysis(
+        {
+            P.KEY_TAGS: [
+                {"emotion": "upset", "intensity": "intense"},
+                {"emotion": "Sadness", "intensity": 4},
+                {"emotion": "Nervous", "intensity": 9.4},
+                "hostile",
+                {"emotion": "UPSET", "intensity": 1},
+            ],
+            P.KEY_OM: {"B1": "Yes", "b13": True, "B99": "yes"},
+            P.KEY_HUMAN: {"B1": "n/a", "B13": "no"},
+        },
+        ("B1", "B13"),
+        verbose=False,
+    )
     assert answer.emotion_tags == [
-        {"emotion": "Upset", "intensity": 6}, {"emotion": "Nervous", "intensity": 7}, {"emotion": "Hostile", "intensity": None},
+        {"emotion": "Upset", "intensity": 6},
+        {"emotion": "Nervous", "intensity": 7},
+        {"emotion": "Hostile", "intensity": None},
     ]
     assert answer.om == {"B1": "yes", "B13": "yes"}  # B99 was not asked and is dropped
     assert answer.human == {"B1": "na", "B13": "no"}
@@ -82,7 +99,9 @@ def test_analysis_accepts_a_mapping_of_tags_and_an_empty_list():
 
 def test_missing_or_invalid_binary_answers_are_rejected():
     with pytest.raises(ReplyParseError, match="no answer for B13"):
-        parse_analysis({P.KEY_TAGS: [], P.KEY_OM: {"B1": "yes"}, P.KEY_HUMAN: {"B1": "yes", "B13": "no"}}, ("B1", "B13"), False)
+        parse_analysis(
+            {P.KEY_TAGS: [], P.KEY_OM: {"B1": "yes"}, P.KEY_HUMAN: {"B1": "yes", "B13": "no"}}, ("B1", "B13"), False
+        )
     with pytest.raises(ReplyParseError, match="must be yes/no/na"):
         parse_analysis({P.KEY_TAGS: [], P.KEY_OM: {"B1": "maybe"}, P.KEY_HUMAN: {"B1": "yes"}}, ("B1",), False)
     with pytest.raises(ReplyParseError, match='"binary_human_prediction" field is missing'):
@@ -90,7 +109,10 @@ def test_missing_or_invalid_binary_answers_are_rejected():
 
 
 def test_pairwise_accepts_letters_response_numbers_and_lists():
-    assert parse_pairwise({"selections": {"0": "a", "1": "response_2"}}, (0, 1), False).selections == {"0": "A", "1": "B"}
+    assert parse_pairwise({"selections": {"0": "a", "1": "response_2"}}, (0, 1), False).selections == {
+        "0": "A",
+        "1": "B",
+    }
     assert parse_pairwise({"selections": ["B", "A"]}, (0, 1), False).selections == {"0": "B", "1": "A"}
     with pytest.raises(ReplyParseError, match="comparison 1"):
         parse_pairwise({"selections": {"0": "A"}}, (0, 1), False)
@@ -99,17 +121,19 @@ def test_pairwise_accepts_letters_response_numbers_and_lists():
 
 
 def test_judge_scores_must_cover_every_dimension_in_range():
-    scores = {d: 5 for d in cat.JUDGE_DIMENSIONS}
-    answer = parse_judge({"scores": {**scores, "tone_match": "6.5"}, "binary_assessment": {"B1": "yes"}}, ("B1",), False)
+    scores = dict.fromkeys(cat.JUDGE_DIMENSIONS, 5)
+    answer = parse_judge(
+        {"scores": {**scores, "tone_match": "6.5"}, "binary_assessment": {"B1": "yes"}}, ("B1",), False
+    )
     assert answer.scores["tone_match"] == 6.5 and answer.binary == {"B1": "yes"}
     with pytest.raises(ReplyParseError, match="1-7"):
         parse_judge({"scores": {**scores, "helpfulness": 9}}, (), False)
     with pytest.raises(ReplyParseError, match="no tone_match"):
-        parse_judge({"scores": {d: 4 for d in cat.JUDGE_DIMENSIONS[:3]}}, (), False)
+        parse_judge({"scores": dict.fromkeys(cat.JUDGE_DIMENSIONS[:3], 4)}, (), False)
 
 
 def test_the_judge_answers_yes_or_no_and_rates_only_against_a_golden_reply():
-    scores = {d: 5 for d in cat.JUDGE_DIMENSIONS}
+    scores = dict.fromkeys(cat.JUDGE_DIMENSIONS, 5)
     # SPEC 3.2 allows only yes|no in em_draft_binary_assessment.
     with pytest.raises(ReplyParseError, match="must be yes/no, got 'n/a'"):
         parse_judge({"scores": scores, "binary_assessment": {"B1": "n/a"}}, ("B1",), False)
@@ -160,16 +184,23 @@ def test_post_conversation_rejects_incomplete_or_out_of_range_answers():
     with pytest.raises(ReplyParseError, match='"panas_change" field is missing'):
         parse_post(_post(), "delta", False)
     with pytest.raises(ReplyParseError, match="-6-6"):
-        parse_post(_post(panas_change={i: 9 for i in cat.PANAS_ITEMS}), "blind_delta", False)
+        parse_post(_post(panas_change=dict.fromkeys(cat.PANAS_ITEMS, 9)), "blind_delta", False)
     with pytest.raises(ReplyParseError, match="q3_modelFit"):
         parse_post(_post(q3_modelFit="fantastic"), "absolute", False)
-    changes = parse_post(_post(panas_change={i: -2 for i in cat.PANAS_ITEMS}), "delta", False)
+    changes = parse_post(_post(panas_change=dict.fromkeys(cat.PANAS_ITEMS, -2)), "delta", False)
     assert changes.is_change and changes.panas["Upset"] == -2
 
 
 def test_verbose_answers_need_reasoning():
-    ctx = P.CallContext(call_type=P.DRAFT, conversation_id="c", category="Work", subtopic="x", mode="verbose",
-                        turns=(P.VisibleTurn(1, "hi", None),), turn_number=1)
+    ctx = P.CallContext(
+        call_type=P.DRAFT,
+        conversation_id="c",
+        category="Work",
+        subtopic="x",
+        mode="verbose",
+        turns=(P.VisibleTurn(1, "hi", None),),
+        turn_number=1,
+    )
     with pytest.raises(ReplyParseError, match="reasoning"):
         parse_reply(ctx, '{"response": "hello"}')
     assert parse_reply(ctx, '{"reasoning": "because", "response": "hello"}').reasoning == "because"

@@ -164,7 +164,7 @@ def test_panas_strategies_show_what_they_should_and_compute_post(strategy):
         def post(self, ctx):
             answer = super().post(ctx)
             key = P.KEY_POST_PANAS if strategy == "absolute" else P.KEY_PANAS_CHANGE
-            answer[key] = {item: (6 if strategy == "absolute" else 3) for item in cat.PANAS_ITEMS}
+            answer[key] = dict.fromkeys(cat.PANAS_ITEMS, 6 if strategy == "absolute" else 3)
             return answer
 
     recorder = RecordingBackend(Fixed(seed=1))
@@ -205,8 +205,14 @@ def test_a_turn_whose_call_fails_is_left_out_and_listed():
     output = result.output
     assert [t.turnNumber for t in output.turns] == [1, 3]
     failed = output.model_dump()["failed_calls"]
-    assert failed == [{"turnNumber": 2, "call": "pairwise", "error": "permanent error: provider rejected the request",
-                       "kind": "no_answer"}]
+    assert failed == [
+        {
+            "turnNumber": 2,
+            "call": "pairwise",
+            "error": "permanent error: provider rejected the request",
+            "kind": "no_answer",
+        }
+    ]
     assert replayer.totals.calls_failed == 1
     parse_run(output.model_dump(mode="json"))  # still a valid canonical run
 
@@ -268,7 +274,11 @@ def test_without_a_golden_reply_the_judge_only_answers_the_questions_and_may_not
     assert '"binary_assessment"' in unrated.text
     by_turn = {t.turnNumber: t for t in result.output.turns}
     assert set(by_turn[1].em_draft_judge_scores) == set(cat.JUDGE_DIMENSIONS)
-    assert by_turn[2].em_draft_judge_scores is None and set(by_turn[2].em_draft_binary_assessment) == {"B13", "B19", "B11"}
+    assert by_turn[2].em_draft_judge_scores is None and set(by_turn[2].em_draft_binary_assessment) == {
+        "B13",
+        "B19",
+        "B11",
+    }
     assert by_turn[3].em_draft_judge_scores is None and by_turn[3].em_draft_binary_assessment is None
     assert not result.failures
     # Turns 1-3: draft + analysis each; hp_binary on 1-2; pairwise on 1; judge on 1-2; post.
@@ -338,7 +348,9 @@ def test_each_run_registers_its_models_caps_and_a_shared_provider_gets_the_tight
 
     scheduler = Scheduler()  # one per worker process, shared by the runs it serves
     em = EMSpec(name="a/em", litellm_model="openai/em", api_base="http://127.0.0.1:9/v1", max_in_flight=6, rpm=600)
-    judge = EMSpec(name="a/judge", litellm_model="openai/judge", api_base="http://127.0.0.1:9/v1", max_in_flight=10, rpm=None)
+    judge = EMSpec(
+        name="a/judge", litellm_model="openai/judge", api_base="http://127.0.0.1:9/v1", max_in_flight=10, rpm=None
+    )
     other = EMSpec(name="b/judge", litellm_model="anthropic/claude", max_in_flight=3)
     backend = RandomBaseline(seed=1)
 

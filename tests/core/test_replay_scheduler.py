@@ -77,7 +77,7 @@ def test_transient_errors_are_retried_with_growing_jittered_delays():
     gaps = [b - a for a, b in zip(attempts, attempts[1:])]
     # Equal jitter: retry n waits between half and all of base * 2**n.
     for n, gap in enumerate(gaps):
-        assert 0.01 * 2 ** n / 2 - 0.002 <= gap <= 0.01 * 2 ** n + 0.02
+        assert 0.01 * 2**n / 2 - 0.002 <= gap <= 0.01 * 2**n + 0.02
     assert scheduler.stats.retries == 3
     assert dict(scheduler.stats.errors) == {"500": 1, "timeout": 1, "connection": 1}
 
@@ -85,7 +85,7 @@ def test_transient_errors_are_retried_with_growing_jittered_delays():
 def test_backoff_delay_bounds_and_retry_after_floor():
     scheduler = Scheduler(base_delay=0.5, max_delay=8.0, rng=random.Random(0))
     for retry in range(8):
-        ceiling = min(8.0, 0.5 * 2 ** retry)
+        ceiling = min(8.0, 0.5 * 2**retry)
         delay = scheduler.backoff_delay(retry, None)
         assert ceiling / 2 <= delay <= ceiling
     assert scheduler.backoff_delay(0, 3.0) == 3.0  # Retry-After dominates a short backoff

@@ -22,20 +22,55 @@ ATTUNE = ROOT / ".venv" / "bin" / "attune"
 
 # Keys exactly as issue 3 writes them (kept independent of attunebench.metrics.keys on purpose).
 ISSUE_CONVERSATION_KEYS = [
-    "conversationId", "em_model", "mode", "coverage",
-    "composite_score", "equal_weight_composite", "turn_level_average", "conversation_wide_average",
-    "avg_emotion_hit_rate", "avg_emotion_intensity_mae", "avg_emotion_f1", "avg_emotion_f1_intensity",
-    "avg_emotion_va_score", "avg_emotion_va_intensity_score",
-    "avg_binary_om_accuracy", "avg_binary_human_accuracy", "avg_binary_om_accuracy_hp", "avg_binary_human_accuracy_hp",
-    "avg_pairwise_accuracy", "avg_pairwise_kendall_tau", "avg_response_similarity", "avg_response_preference_alignment",
-    "avg_draft_judge_score", "avg_draft_binary_alignment",
-    "panas_mae", "panas_normalized", "panas_baseline_adjusted", "panas_item_mae",
-    "q1_looking_for_score", "q2_emotion_clarity_match", "q3_model_fit_match", "q3_model_fit_ordinal_distance",
-    "q3_follow_up_score", "four_branch_mae", "four_branch_normalized", "turns",
+    "conversationId",
+    "em_model",
+    "mode",
+    "coverage",
+    "composite_score",
+    "equal_weight_composite",
+    "turn_level_average",
+    "conversation_wide_average",
+    "avg_emotion_hit_rate",
+    "avg_emotion_intensity_mae",
+    "avg_emotion_f1",
+    "avg_emotion_f1_intensity",
+    "avg_emotion_va_score",
+    "avg_emotion_va_intensity_score",
+    "avg_binary_om_accuracy",
+    "avg_binary_human_accuracy",
+    "avg_binary_om_accuracy_hp",
+    "avg_binary_human_accuracy_hp",
+    "avg_pairwise_accuracy",
+    "avg_pairwise_kendall_tau",
+    "avg_response_similarity",
+    "avg_response_preference_alignment",
+    "avg_draft_judge_score",
+    "avg_draft_binary_alignment",
+    "panas_mae",
+    "panas_normalized",
+    "panas_baseline_adjusted",
+    "panas_item_mae",
+    "q1_looking_for_score",
+    "q2_emotion_clarity_match",
+    "q3_model_fit_match",
+    "q3_model_fit_ordinal_distance",
+    "q3_follow_up_score",
+    "four_branch_mae",
+    "four_branch_normalized",
+    "turns",
 ]
 AVERAGED = [k for k in ISSUE_CONVERSATION_KEYS[4:] if k != "turns"]
-ISSUE_AGGREGATE_KEYS = ["em_model", "mode", "n_conversations", "coverage", *AVERAGED,
-                        "se_composite", "z_score", "pooled_binary_om_metrics", "pooled_binary_human_metrics"]
+ISSUE_AGGREGATE_KEYS = [
+    "em_model",
+    "mode",
+    "n_conversations",
+    "coverage",
+    *AVERAGED,
+    "se_composite",
+    "z_score",
+    "pooled_binary_om_metrics",
+    "pooled_binary_human_metrics",
+]
 
 
 @pytest.fixture(scope="module")
@@ -57,12 +92,32 @@ def run_command(name: str, *args: str) -> tuple[str, str]:
 
 def test_score_prints_a_leaderboard_and_writes_json_and_csv(dataset: tuple[Path, Path], tmp_path: Path) -> None:
     conversations, runs = dataset
-    out, err = run_command("score", "--conversations", str(conversations), "--runs", str(runs),
-                           "--json", str(tmp_path / "r.json"), "--csv", str(tmp_path / "r.csv"))
+    out, err = run_command(
+        "score",
+        "--conversations",
+        str(conversations),
+        "--runs",
+        str(runs),
+        "--json",
+        str(tmp_path / "r.json"),
+        "--csv",
+        str(tmp_path / "r.csv"),
+    )
     assert err == ""
     lines = out.splitlines()
-    assert lines[0].split() == ["model", "mode", "n", "composite", "±", "SE", "emotion", "behaviour", "preference",
-                                "holistic", "coverage"]
+    assert lines[0].split() == [
+        "model",
+        "mode",
+        "n",
+        "composite",
+        "±",
+        "SE",
+        "emotion",
+        "behaviour",
+        "preference",
+        "holistic",
+        "coverage",
+    ]
     # strongest first; the human baseline is starred; n and coverage per row
     body = [line.split() for line in lines[2:5]]
     assert [row[0] for row in body] == ["em/strong", "human:rater1", "em/weak"]  # skills 0.9, 0.7, 0.1
@@ -78,7 +133,17 @@ def test_score_prints_a_leaderboard_and_writes_json_and_csv(dataset: tuple[Path,
         assert record["turns"] and "emotion_f1" in record["turns"][0]
     for row in report["aggregates"]:
         assert list(row) == ISSUE_AGGREGATE_KEYS
-        assert set(row["pooled_binary_om_metrics"]) == {"tp", "fp", "tn", "fn", "accuracy", "precision", "recall", "f1", "mcc"}
+        assert set(row["pooled_binary_om_metrics"]) == {
+            "tp",
+            "fp",
+            "tn",
+            "fn",
+            "accuracy",
+            "precision",
+            "recall",
+            "f1",
+            "mcc",
+        }
     assert [r["em_model"] for r in report["aggregates"]] == ["em/strong", "human:rater1", "em/weak"]
 
     rows = list(csv.DictReader((tmp_path / "r.csv").open()))
@@ -100,8 +165,18 @@ def test_score_skips_and_names_bad_inputs_with_exit_code_2(dataset: tuple[Path, 
     (extra / "bad_mode.json").write_text(json.dumps(bad_run))
     out, err = io.StringIO(), io.StringIO()
     with pytest.raises(CommandError) as caught:
-        call_command("score", "--conversations", str(conversations), "--runs", str(runs), str(extra),
-                     "--json", str(tmp_path / "r.json"), stdout=out, stderr=err)
+        call_command(
+            "score",
+            "--conversations",
+            str(conversations),
+            "--runs",
+            str(runs),
+            str(extra),
+            "--json",
+            str(tmp_path / "r.json"),
+            stdout=out,
+            stderr=err,
+        )
     assert caught.value.returncode == 2
     assert f"skipped {extra / 'broken.json'}" in err.getvalue()
     assert "not valid JSON" in err.getvalue()
@@ -116,8 +191,16 @@ def test_score_skips_and_names_bad_inputs_with_exit_code_2(dataset: tuple[Path, 
 def test_score_accepts_one_mixed_folder_for_both_sides(tmp_path: Path) -> None:
     (tmp_path / "conv.json").write_text(dumps_canonical(parse_conversation(hand_conversation())))
     (tmp_path / "run.json").write_text(dumps_canonical(parse_run(hand_run())))
-    out, _ = run_command("score", "--conversations", str(tmp_path), "--runs", str(tmp_path), "--details",
-                         "--json", str(tmp_path / "r.out"))
+    out, _ = run_command(
+        "score",
+        "--conversations",
+        str(tmp_path),
+        "--runs",
+        str(tmp_path),
+        "--details",
+        "--json",
+        str(tmp_path / "r.out"),
+    )
     assert "em/hand" in out and "83.87 ± –" in out  # the hand-computed composite, one conversation: no SE
     record = json.loads((tmp_path / "r.out").read_text())["conversations"][0]
     assert record["details"]["n_gt_turns"] == 3
@@ -125,17 +208,44 @@ def test_score_accepts_one_mixed_folder_for_both_sides(tmp_path: Path) -> None:
 
 def test_analyze_prints_every_section_and_writes_json(dataset: tuple[Path, Path], tmp_path: Path) -> None:
     conversations, runs = dataset
-    out, err = run_command("analyze", "--conversations", str(conversations), "--runs", str(runs),
-                           "--bootstrap", "200", "--seed", "4", "--json", str(tmp_path / "a.json"))
+    out, err = run_command(
+        "analyze",
+        "--conversations",
+        str(conversations),
+        "--runs",
+        str(runs),
+        "--bootstrap",
+        "200",
+        "--seed",
+        "4",
+        "--json",
+        str(tmp_path / "a.json"),
+    )
     assert err == ""
-    for title in ("Capability profile", "Rank independence", "Discrimination", "Bootstrap 95% intervals",
-                  "By topic category", "By participant group", "By turn position", "By original model",
-                  "Human baseline"):
+    for title in (
+        "Capability profile",
+        "Rank independence",
+        "Discrimination",
+        "Bootstrap 95% intervals",
+        "By topic category",
+        "By participant group",
+        "By turn position",
+        "By original model",
+        "Human baseline",
+    ):
         assert f"== {title}" in out
     assert "human:rater1 [default] *" in out
     analysis = json.loads((tmp_path / "a.json").read_text())
-    assert set(analysis) == {"rows", "capability_profile", "independence", "discrimination", "bootstrap",
-                             "breakdowns", "human_baseline", "notes"}
+    assert set(analysis) == {
+        "rows",
+        "capability_profile",
+        "independence",
+        "discrimination",
+        "bootstrap",
+        "breakdowns",
+        "human_baseline",
+        "notes",
+    }
     assert analysis["bootstrap"]["seed"] == 4 and analysis["bootstrap"]["n_resamples"] == 200
     assert analysis["human_baseline"]["rows"] == ["human:rater1 [default]"]
 
@@ -160,12 +270,18 @@ def test_attune_executable_help_and_exit_code(tmp_path: Path) -> None:
     (tmp_path / "r").mkdir()
     (tmp_path / "c" / "conv.json").write_text(dumps_canonical(parse_conversation(hand_conversation())))
     (tmp_path / "r" / "run.json").write_text(dumps_canonical(parse_run(hand_run())))
-    ok = subprocess.run([str(ATTUNE), "score", "--conversations", str(tmp_path / "c"), "--runs", str(tmp_path / "r")],
-                        capture_output=True, text=True)
+    ok = subprocess.run(
+        [str(ATTUNE), "score", "--conversations", str(tmp_path / "c"), "--runs", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+    )
     assert ok.returncode == 0, ok.stderr
     (tmp_path / "r" / "junk.json").write_text("[]")
-    skipped = subprocess.run([str(ATTUNE), "score", "--conversations", str(tmp_path / "c"), "--runs", str(tmp_path / "r")],
-                             capture_output=True, text=True)
+    skipped = subprocess.run(
+        [str(ATTUNE), "score", "--conversations", str(tmp_path / "c"), "--runs", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+    )
     assert skipped.returncode == 2
     assert f"skipped {tmp_path / 'r' / 'junk.json'}" in skipped.stderr
     assert sys.executable  # the subprocess used the project's own interpreter via the entry point

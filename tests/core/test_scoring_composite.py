@@ -17,8 +17,12 @@ from attunebench.metrics.keys import AGGREGATE_KEYS, CONVERSATION_KEYS, METRIC_K
 def hand_conversation() -> dict[str, Any]:
     return {
         "conversationId": "hand-1",
-        "metadata": {"model": "om/original", "timestamp": "2025-02-01T10:00:00Z", "category": "Work",
-                     "subtopic": "Stress and burnout"},
+        "metadata": {
+            "model": "om/original",
+            "timestamp": "2025-02-01T10:00:00Z",
+            "category": "Work",
+            "subtopic": "Stress and burnout",
+        },
         "participant_profile": {"participant_id": "p1", "diagnoses": ["Anxiety"]},
         "prePanas": {"totalPositiveAffect": 30, "totalNegativeAffect": 40, "items": {}},
         "postPanas": {"totalPositiveAffect": 40, "totalNegativeAffect": 20, "items": {}},
@@ -31,7 +35,9 @@ def hand_conversation() -> dict[str, Any]:
         },
         "turns": [
             {
-                "turnNumber": 1, "userMessage": "work is too much", "llmResponse": "you should rest",
+                "turnNumber": 1,
+                "userMessage": "work is too much",
+                "llmResponse": "you should rest",
                 "moodShiftTags": [{"emotion": "Upset", "intensity": 5}, {"emotion": "Afraid", "intensity": 2}],
                 "annotations": {
                     "binaryJudgements": [
@@ -47,20 +53,31 @@ def hand_conversation() -> dict[str, Any]:
                 },
             },
             {"turnNumber": 2, "userMessage": "ok", "llmResponse": "ok", "moodShiftTags": [], "annotations": {}},
-            {"turnNumber": 3, "userMessage": "bye", "llmResponse": "bye",
-             "moodShiftTags": [{"emotion": "Proud", "intensity": 4}], "annotations": {}},
+            {
+                "turnNumber": 3,
+                "userMessage": "bye",
+                "llmResponse": "bye",
+                "moodShiftTags": [{"emotion": "Proud", "intensity": 4}],
+                "annotations": {},
+            },
         ],
     }
 
 
 def hand_run(em_model: str = "em/hand", mode: str = "default") -> dict[str, Any]:
     return {
-        "conversationId": "hand-1", "em_model": em_model, "mode": mode, "run_timestamp": "2025-03-01T10:00:00Z",
+        "conversationId": "hand-1",
+        "em_model": em_model,
+        "mode": mode,
+        "run_timestamp": "2025-03-01T10:00:00Z",
         "turns": [
             {
                 "turnNumber": 1,
-                "em_emotion_tags": [{"emotion": "upset", "intensity": 2}, {"emotion": "afraid", "intensity": 2},
-                                    {"emotion": "nervous", "intensity": 4}],
+                "em_emotion_tags": [
+                    {"emotion": "upset", "intensity": 2},
+                    {"emotion": "afraid", "intensity": 2},
+                    {"emotion": "nervous", "intensity": 4},
+                ],
                 "em_drafted_response": "that sounds hard",
                 "em_binary_om_assessment": {"B1": "yes", "B2": "yes", "B3": "yes"},
                 "em_binary_human_prediction": {"B1": "yes", "B2": "no"},
@@ -109,8 +126,17 @@ def test_hand_conversation_turn_one(hand_record: dict[str, Any]) -> None:
     #   mean 0.956905 × coverage 2/3 = 0.637937
     assert t1["emotion_va_intensity_score"] == pytest.approx((0.7 * 0.9483 + 0.3 * 5 / 6 + 1.0) / 2 * 2 / 3)
     # OM targets: B1 yes, B2 no, B3 na (skipped). Predictions B1 yes (TP), B2 yes (FP) -> 1/2
-    assert t1["binary_om"] == {"tp": 1, "fp": 1, "tn": 0, "fn": 0, "accuracy": 0.5, "precision": 0.5,
-                               "recall": 1.0, "f1": pytest.approx(2 / 3), "mcc": 0.0}
+    assert t1["binary_om"] == {
+        "tp": 1,
+        "fp": 1,
+        "tn": 0,
+        "fn": 0,
+        "accuracy": 0.5,
+        "precision": 0.5,
+        "recall": 1.0,
+        "f1": pytest.approx(2 / 3),
+        "mcc": 0.0,
+    }
     # human targets = preferred: B1 yes, B2 yes, B3 no. B1 TP, B2 FN, B3 missing -> no -> TN: 2/3
     assert (t1["binary_human"]["tp"], t1["binary_human"]["fn"], t1["binary_human"]["tn"]) == (1, 1, 1)
     assert t1["binary_human"]["accuracy"] == pytest.approx(2 / 3)
@@ -120,8 +146,12 @@ def test_hand_conversation_turn_one(hand_record: dict[str, Any]) -> None:
     assert t1["pairwise_accuracy"] == 1.0
     assert t1["pairwise_kendall_tau"] == 1.0
     # Draft "that sounds hard": original 0, alternate 3/3 = 1, human 3/4 -> overall 1
-    assert (t1["response_similarity_original"], t1["response_similarity_alternate"],
-            t1["response_similarity_human"], t1["response_similarity"]) == (0.0, 1.0, 0.75, 1.0)
+    assert (
+        t1["response_similarity_original"],
+        t1["response_similarity_alternate"],
+        t1["response_similarity_human"],
+        t1["response_similarity"],
+    ) == (0.0, 1.0, 0.75, 1.0)
     assert t1["response_preference_alignment"] == 1.0  # alternate has 100% of GT wins, Jaccard 1
     assert t1["draft_judge_score"] == pytest.approx(5 / 6)  # (mean(7, 5, 6) - 1)/6
     assert t1["draft_binary_alignment"] == pytest.approx(2 / 3)  # B1 ✓, B2 ✗, B3 ✓
@@ -213,11 +243,20 @@ def test_run_without_any_scored_turn_has_zero_averages_and_null_nullables() -> N
     run["post_conversation"] = None
     r = score_documents([parse_conversation(hand_conversation())], [parse_run(run)])["conversations"][0]
     assert r["coverage"] == 0.0 and r["turns"] == []
-    for key in ("avg_emotion_f1", "avg_emotion_va_score", "avg_binary_om_accuracy", "avg_pairwise_accuracy",
-                "avg_response_similarity"):
+    for key in (
+        "avg_emotion_f1",
+        "avg_emotion_va_score",
+        "avg_binary_om_accuracy",
+        "avg_pairwise_accuracy",
+        "avg_response_similarity",
+    ):
         assert r[key] == 0.0
-    for key in ("avg_emotion_intensity_mae", "avg_pairwise_kendall_tau", "avg_draft_judge_score",
-                "avg_draft_binary_alignment"):
+    for key in (
+        "avg_emotion_intensity_mae",
+        "avg_pairwise_kendall_tau",
+        "avg_draft_judge_score",
+        "avg_draft_binary_alignment",
+    ):
         assert r[key] is None
     # no post-conversation: predicted PANAS sides use 40 -> PA |40-40| 0, NA |20-40| 20 -> MAE 10
     assert r["panas_mae"] == 10 and r["panas_baseline_adjusted"] is None
@@ -242,13 +281,20 @@ def test_unmatched_and_duplicate_runs_are_skipped_or_raised() -> None:
 # ---------------------------------------------------------------------------
 
 
-def _record(em_model: str, composite: float, counts: list[tuple[int, int, int, int]], conversation: str = "c",
-            mode: str = "default", **values: Any) -> dict[str, Any]:
+def _record(
+    em_model: str,
+    composite: float,
+    counts: list[tuple[int, int, int, int]],
+    conversation: str = "c",
+    mode: str = "default",
+    **values: Any,
+) -> dict[str, Any]:
     record: dict[str, Any] = {"conversationId": conversation, "em_model": em_model, "mode": mode, "coverage": 1.0}
-    record.update({k: 0.0 for k in METRIC_KEYS})
+    record.update(dict.fromkeys(METRIC_KEYS, 0.0))
     record.update(composite_score=composite, **values)
     record["turns"] = [
-        {v: {"tp": tp, "fp": fp, "tn": tn, "fn": fn} for v in ("binary_om", "binary_human")} for tp, fp, tn, fn in counts
+        {v: {"tp": tp, "fp": fp, "tn": tn, "fn": fn} for v in ("binary_om", "binary_human")}
+        for tp, fp, tn, fn in counts
     ]
     return record
 

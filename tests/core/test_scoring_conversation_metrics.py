@@ -12,7 +12,7 @@ P = cm.PanasSide
 
 def test_panas_totals_derive_from_items_and_clamp() -> None:
     # all ten PA items 7 -> 70; NA items all 1 -> 10
-    side = P.from_items({**{i: 7 for i in cat.POSITIVE_AFFECT_ITEMS}, **{i: 1 for i in cat.NEGATIVE_AFFECT_ITEMS}})
+    side = P.from_items({**dict.fromkeys(cat.POSITIVE_AFFECT_ITEMS, 7), **dict.fromkeys(cat.NEGATIVE_AFFECT_ITEMS, 1)})
     assert (side.positive, side.negative) == (70, 10)
     # only three NA items given: no NA total (as the file reader does); no PA item -> None
     side = P.from_items({"Upset": 3, "afraid": 2, "Guilty": 1})
@@ -88,7 +88,12 @@ def test_q1_set_f1() -> None:
     assert cm.set_f1(["Other"], []) == 0.0
     assert cm.set_f1([], ["Other"]) == 0.0
     # g = {a, b}, p = {A, c}: tp 1, P 1/2, R 1/2 -> F1 1/2 (case-insensitive)
-    assert cm.set_f1(["Just listen / let me vent", "Other"], ["just listen / let me vent ", "Specific information or advice"]) == 0.5
+    assert (
+        cm.set_f1(
+            ["Just listen / let me vent", "Other"], ["just listen / let me vent ", "Specific information or advice"]
+        )
+        == 0.5
+    )
     assert cm.set_f1(["Other"], ["Specific information or advice"]) == 0.0
 
 

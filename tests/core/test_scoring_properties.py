@@ -38,21 +38,31 @@ def conversations(draw: st.DrawFn, perfect: bool = False, cid: str = "c") -> dic
             a, b = draw(st.permutations(cat.RESPONSE_LABELS))[:2]
             winner = draw(st.sampled_from(["A", "B"]) if perfect else st.sampled_from(["A", "B", None]))
             comparisons.append({"questionId": "general", "responseA": a, "responseB": b, "winner": winner})
-        turns.append({
-            "turnNumber": number,
-            "userMessage": "hi",
-            "llmResponse": " ".join(draw(WORDS)),
-            "moodShiftTags": [{"emotion": e, "intensity": i} for e, i in draw(st.lists(st.tuples(emotion, intensity), max_size=3))],
-            "annotations": {
-                "binaryJudgements": [
-                    {"questionId": q, "observedBehavior": draw(answer), "preferredBehavior": draw(answer),
-                     "llmValue": draw(ANSWERS)} for q in qids
+        turns.append(
+            {
+                "turnNumber": number,
+                "userMessage": "hi",
+                "llmResponse": " ".join(draw(WORDS)),
+                "moodShiftTags": [
+                    {"emotion": e, "intensity": i} for e, i in draw(st.lists(st.tuples(emotion, intensity), max_size=3))
                 ],
-                "alternateResponses": {"llmImproved": " ".join(draw(WORDS)), "humanEdited": " ".join(draw(WORDS))}
-                if draw(st.booleans()) else None,
-                "pairwiseComparisons": comparisons,
-            },
-        })
+                "annotations": {
+                    "binaryJudgements": [
+                        {
+                            "questionId": q,
+                            "observedBehavior": draw(answer),
+                            "preferredBehavior": draw(answer),
+                            "llmValue": draw(ANSWERS),
+                        }
+                        for q in qids
+                    ],
+                    "alternateResponses": {"llmImproved": " ".join(draw(WORDS)), "humanEdited": " ".join(draw(WORDS))}
+                    if draw(st.booleans())
+                    else None,
+                    "pairwiseComparisons": comparisons,
+                },
+            }
+        )
     post_pa, post_na = draw(st.integers(10, 70)), draw(st.integers(10, 70))
     if perfect:  # the baseline adjustment is null when post == pre, so keep them apart
         pre_pa = draw(st.integers(10, 70).filter(lambda v: v != post_pa))
@@ -63,8 +73,11 @@ def conversations(draw: st.DrawFn, perfect: bool = False, cid: str = "c") -> dic
         "conversationId": cid,
         "metadata": {"model": "om", "timestamp": "2025-01-01T00:00:00Z", "category": "Work", "subtopic": "x"},
         "prePanas": {"totalPositiveAffect": pre_pa, "totalNegativeAffect": pre_na, "items": {}},
-        "postPanas": {"totalPositiveAffect": post_pa, "totalNegativeAffect": post_na,
-                      "items": draw(st.dictionaries(st.sampled_from(cat.PANAS_ITEMS), st.integers(1, 7)))},
+        "postPanas": {
+            "totalPositiveAffect": post_pa,
+            "totalNegativeAffect": post_na,
+            "items": draw(st.dictionaries(st.sampled_from(cat.PANAS_ITEMS), st.integers(1, 7))),
+        },
         "conversationWideQuestions": {
             "q1_lookingFor": draw(st.lists(st.sampled_from(cat.Q1_LOOKING_FOR_OPTIONS), unique=True, max_size=3)),
             "q2_emotionClarity": draw(st.sampled_from(cat.Q2_EMOTION_CLARITY_OPTIONS)),
@@ -84,37 +97,63 @@ def random_runs(draw: st.DrawFn, conversation: dict[str, Any], em_model: str = "
             continue  # a failed turn: lowers coverage
         qids = [j["questionId"] for j in turn["annotations"]["binaryJudgements"]] + ["B20"]
         pick = st.dictionaries(st.sampled_from(qids), ANSWERS)
-        turns.append({
-            "turnNumber": turn["turnNumber"],
-            "em_emotion_tags": [{"emotion": e, "intensity": i} for e, i in
-                                draw(st.lists(st.tuples(EMOTIONS, st.one_of(st.none(), st.integers(1, 7))), max_size=4))],
-            "em_drafted_response": draw(st.one_of(st.none(), WORDS.map(" ".join))),
-            "em_binary_om_assessment": draw(pick), "em_binary_human_prediction": draw(pick),
-            "em_binary_om_assessment_hp": draw(pick), "em_binary_human_prediction_hp": draw(pick),
-            "em_pairwise_selections": draw(st.dictionaries(st.sampled_from(["0", "1", "2", "7"]), st.sampled_from(["A", "B"]))),
-            "em_draft_judge_scores": draw(st.one_of(st.none(), st.dictionaries(
-                st.sampled_from(cat.JUDGE_DIMENSIONS), st.one_of(st.none(), st.integers(1, 7))))),
-            "em_draft_binary_assessment": draw(st.one_of(st.none(), pick)),
-        })
-    wide = st.fixed_dictionaries({
-        "q1_lookingFor": st.lists(st.sampled_from(cat.Q1_LOOKING_FOR_OPTIONS + ("something else",)), max_size=3),
-        "q2_emotionClarity": st.one_of(st.none(), st.sampled_from(cat.Q2_EMOTION_CLARITY_OPTIONS)),
-        "q3_modelFit": st.one_of(st.none(), st.sampled_from(cat.Q3_MODEL_FIT_OPTIONS + ("meh",))),
-        "q3_followUp_whatFeltOff": st.lists(WORDS.map(" ".join), max_size=3),
-        "fourBranchScores": st.dictionaries(st.sampled_from(cat.FOUR_BRANCHES), st.integers(1, 7)),
-    })
+        turns.append(
+            {
+                "turnNumber": turn["turnNumber"],
+                "em_emotion_tags": [
+                    {"emotion": e, "intensity": i}
+                    for e, i in draw(st.lists(st.tuples(EMOTIONS, st.one_of(st.none(), st.integers(1, 7))), max_size=4))
+                ],
+                "em_drafted_response": draw(st.one_of(st.none(), WORDS.map(" ".join))),
+                "em_binary_om_assessment": draw(pick),
+                "em_binary_human_prediction": draw(pick),
+                "em_binary_om_assessment_hp": draw(pick),
+                "em_binary_human_prediction_hp": draw(pick),
+                "em_pairwise_selections": draw(
+                    st.dictionaries(st.sampled_from(["0", "1", "2", "7"]), st.sampled_from(["A", "B"]))
+                ),
+                "em_draft_judge_scores": draw(
+                    st.one_of(
+                        st.none(),
+                        st.dictionaries(st.sampled_from(cat.JUDGE_DIMENSIONS), st.one_of(st.none(), st.integers(1, 7))),
+                    )
+                ),
+                "em_draft_binary_assessment": draw(st.one_of(st.none(), pick)),
+            }
+        )
+    wide = st.fixed_dictionaries(
+        {
+            "q1_lookingFor": st.lists(st.sampled_from(cat.Q1_LOOKING_FOR_OPTIONS + ("something else",)), max_size=3),
+            "q2_emotionClarity": st.one_of(st.none(), st.sampled_from(cat.Q2_EMOTION_CLARITY_OPTIONS)),
+            "q3_modelFit": st.one_of(st.none(), st.sampled_from(cat.Q3_MODEL_FIT_OPTIONS + ("meh",))),
+            "q3_followUp_whatFeltOff": st.lists(WORDS.map(" ".join), max_size=3),
+            "fourBranchScores": st.dictionaries(st.sampled_from(cat.FOUR_BRANCHES), st.integers(1, 7)),
+        }
+    )
     return {
-        "conversationId": conversation["conversationId"], "em_model": em_model, "mode": "default",
-        "run_timestamp": "2025-01-02T00:00:00Z", "turns": turns,
-        "post_conversation": draw(st.one_of(st.none(), st.fixed_dictionaries({
-            "panas_strategy": st.just("absolute"),
-            "predicted_post_panas": st.fixed_dictionaries({
-                "totalPositiveAffect": st.one_of(st.none(), st.integers(10, 70)),
-                "totalNegativeAffect": st.one_of(st.none(), st.integers(10, 70)),
-                "items": st.dictionaries(st.sampled_from(cat.PANAS_ITEMS), st.integers(1, 7)),
-            }),
-            "predicted_conversation_wide": wide,
-        }))),
+        "conversationId": conversation["conversationId"],
+        "em_model": em_model,
+        "mode": "default",
+        "run_timestamp": "2025-01-02T00:00:00Z",
+        "turns": turns,
+        "post_conversation": draw(
+            st.one_of(
+                st.none(),
+                st.fixed_dictionaries(
+                    {
+                        "panas_strategy": st.just("absolute"),
+                        "predicted_post_panas": st.fixed_dictionaries(
+                            {
+                                "totalPositiveAffect": st.one_of(st.none(), st.integers(10, 70)),
+                                "totalNegativeAffect": st.one_of(st.none(), st.integers(10, 70)),
+                                "items": st.dictionaries(st.sampled_from(cat.PANAS_ITEMS), st.integers(1, 7)),
+                            }
+                        ),
+                        "predicted_conversation_wide": wide,
+                    }
+                ),
+            )
+        ),
     }
 
 
@@ -125,33 +164,64 @@ def perfect_run(conversation: dict[str, Any]) -> dict[str, Any]:
         judgements = turn["annotations"]["binaryJudgements"]
         om = {j["questionId"]: j["observedBehavior"] or j["llmValue"] for j in judgements}
         human = {j["questionId"]: j["preferredBehavior"] or j["observedBehavior"] for j in judgements}
-        turns.append({
-            "turnNumber": turn["turnNumber"],
-            "em_emotion_tags": turn["moodShiftTags"],
-            "em_drafted_response": turn["llmResponse"] or "x",
-            "em_binary_om_assessment": om, "em_binary_human_prediction": human,
-            "em_binary_om_assessment_hp": om, "em_binary_human_prediction_hp": human,
-            "em_pairwise_selections": {str(i): c["winner"] for i, c in enumerate(turn["annotations"]["pairwiseComparisons"])},
-            "em_draft_binary_assessment": {j["questionId"]: j["preferredBehavior"] for j in judgements},
-        })
+        turns.append(
+            {
+                "turnNumber": turn["turnNumber"],
+                "em_emotion_tags": turn["moodShiftTags"],
+                "em_drafted_response": turn["llmResponse"] or "x",
+                "em_binary_om_assessment": om,
+                "em_binary_human_prediction": human,
+                "em_binary_om_assessment_hp": om,
+                "em_binary_human_prediction_hp": human,
+                "em_pairwise_selections": {
+                    str(i): c["winner"] for i, c in enumerate(turn["annotations"]["pairwiseComparisons"])
+                },
+                "em_draft_binary_assessment": {j["questionId"]: j["preferredBehavior"] for j in judgements},
+            }
+        )
         if not turn["llmResponse"]:
             turn["llmResponse"] = "x"  # keep the OM reply equal to the draft
     return {
-        "conversationId": conversation["conversationId"], "em_model": "oracle", "mode": "default",
-        "run_timestamp": "2025-01-02T00:00:00Z", "turns": turns,
-        "post_conversation": {"panas_strategy": "absolute", "predicted_post_panas": conversation["postPanas"],
-                              "predicted_conversation_wide": conversation["conversationWideQuestions"]},
+        "conversationId": conversation["conversationId"],
+        "em_model": "oracle",
+        "mode": "default",
+        "run_timestamp": "2025-01-02T00:00:00Z",
+        "turns": turns,
+        "post_conversation": {
+            "panas_strategy": "absolute",
+            "predicted_post_panas": conversation["postPanas"],
+            "predicted_conversation_wide": conversation["conversationWideQuestions"],
+        },
     }
 
 
-UNIT_TURN_KEYS = ("emotion_precision", "emotion_recall", "emotion_f1", "emotion_f1_intensity", "emotion_hit_rate",
-                  "emotion_va_score", "emotion_va_intensity_score", "pairwise_accuracy", "response_similarity",
-                  "response_similarity_original", "response_similarity_alternate", "response_similarity_human",
-                  "response_preference_alignment", "draft_judge_score", "draft_binary_alignment")
+UNIT_TURN_KEYS = (
+    "emotion_precision",
+    "emotion_recall",
+    "emotion_f1",
+    "emotion_f1_intensity",
+    "emotion_hit_rate",
+    "emotion_va_score",
+    "emotion_va_intensity_score",
+    "pairwise_accuracy",
+    "response_similarity",
+    "response_similarity_original",
+    "response_similarity_alternate",
+    "response_similarity_human",
+    "response_preference_alignment",
+    "draft_judge_score",
+    "draft_binary_alignment",
+)
 RANGES = {
-    "composite_score": (0, 100), "equal_weight_composite": (0, 100), "avg_emotion_intensity_mae": (0, 6),
-    "avg_pairwise_kendall_tau": (-1, 1), "panas_mae": (0, 60), "panas_baseline_adjusted": (-1, 1),
-    "panas_item_mae": (0, 6), "q3_model_fit_ordinal_distance": (0, 3), "four_branch_mae": (0, 6),
+    "composite_score": (0, 100),
+    "equal_weight_composite": (0, 100),
+    "avg_emotion_intensity_mae": (0, 6),
+    "avg_pairwise_kendall_tau": (-1, 1),
+    "panas_mae": (0, 60),
+    "panas_baseline_adjusted": (-1, 1),
+    "panas_item_mae": (0, 6),
+    "q3_model_fit_ordinal_distance": (0, 3),
+    "four_branch_mae": (0, 6),
 }
 
 
@@ -193,8 +263,17 @@ def test_perfect_predictions_score_one_and_composite_100(conversation: dict[str,
     run = perfect_run(conversation)
     record = score_documents([parse_conversation(conversation)], [parse_run(run)])["conversations"][0]
     for turn in record["turns"]:
-        for key in ("emotion_precision", "emotion_recall", "emotion_f1", "emotion_f1_intensity", "emotion_hit_rate",
-                    "emotion_va_score", "emotion_va_intensity_score", "pairwise_accuracy", "response_similarity"):
+        for key in (
+            "emotion_precision",
+            "emotion_recall",
+            "emotion_f1",
+            "emotion_f1_intensity",
+            "emotion_hit_rate",
+            "emotion_va_score",
+            "emotion_va_intensity_score",
+            "pairwise_accuracy",
+            "response_similarity",
+        ):
             assert turn[key] == 1.0, key
         for variant in ("binary_om", "binary_human", "binary_om_hp", "binary_human_hp"):
             assert turn[variant]["accuracy"] == 1.0
@@ -202,12 +281,29 @@ def test_perfect_predictions_score_one_and_composite_100(conversation: dict[str,
         assert turn["pairwise_kendall_tau"] in (None, 1.0)
         assert turn["draft_binary_alignment"] in (None, 1.0)
         assert turn["emotion_intensity_mae"] in (None, 0.0)
-    for key in ("coverage", "avg_emotion_f1", "avg_emotion_f1_intensity", "avg_emotion_hit_rate",
-                "avg_emotion_va_score", "avg_emotion_va_intensity_score", "avg_binary_om_accuracy",
-                "avg_binary_human_accuracy", "avg_binary_om_accuracy_hp", "avg_binary_human_accuracy_hp",
-                "avg_pairwise_accuracy", "avg_response_similarity", "panas_normalized", "panas_baseline_adjusted",
-                "q1_looking_for_score", "q2_emotion_clarity_match", "q3_model_fit_match", "q3_follow_up_score",
-                "four_branch_normalized", "turn_level_average", "conversation_wide_average"):
+    for key in (
+        "coverage",
+        "avg_emotion_f1",
+        "avg_emotion_f1_intensity",
+        "avg_emotion_hit_rate",
+        "avg_emotion_va_score",
+        "avg_emotion_va_intensity_score",
+        "avg_binary_om_accuracy",
+        "avg_binary_human_accuracy",
+        "avg_binary_om_accuracy_hp",
+        "avg_binary_human_accuracy_hp",
+        "avg_pairwise_accuracy",
+        "avg_response_similarity",
+        "panas_normalized",
+        "panas_baseline_adjusted",
+        "q1_looking_for_score",
+        "q2_emotion_clarity_match",
+        "q3_model_fit_match",
+        "q3_follow_up_score",
+        "four_branch_normalized",
+        "turn_level_average",
+        "conversation_wide_average",
+    ):
         assert record[key] == 1.0, key
     assert record["avg_pairwise_kendall_tau"] in (None, 1.0)
     assert record["panas_mae"] == 0 and record["four_branch_mae"] == 0 and record["q3_model_fit_ordinal_distance"] == 0

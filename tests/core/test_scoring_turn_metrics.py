@@ -142,9 +142,7 @@ def test_targets_fall_back_only_when_missing() -> None:
 
 
 def test_scored_targets_keep_only_yes_and_no() -> None:
-    assert tm.scored_targets([("B1", "yes"), ("B2", "na"), ("B3", None), ("B4", "no")]) == [
-        ("B1", True), ("B4", False)
-    ]
+    assert tm.scored_targets([("B1", "yes"), ("B2", "na"), ("B3", None), ("B4", "no")]) == [("B1", True), ("B4", False)]
 
 
 def test_confusion_counts_missing_and_na_predictions_as_no() -> None:
@@ -220,9 +218,7 @@ def test_pairwise_no_comparisons_scores_one_and_missing_selection_is_wrong() -> 
 def test_ranking_rule_alphabetical_then_stable_by_wins() -> None:
     # wins: original 1, alternate 1, human 0 -> alphabetical [alternate, human, original],
     # stable sort by wins desc -> [alternate(1), original(1), human(0)]
-    assert tm.rank_positions({"original": 1, "alternate": 1, "human": 0}) == {
-        "alternate": 0, "original": 1, "human": 2
-    }
+    assert tm.rank_positions({"original": 1, "alternate": 1, "human": 0}) == {"alternate": 0, "original": 1, "human": 2}
 
 
 def test_kendall_tau_hand_computed() -> None:

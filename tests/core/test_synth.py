@@ -44,7 +44,8 @@ def test_conversations_are_valid_varied_and_marked_synthetic() -> None:
                     assert j.observedBehavior == ("yes" if "?" in turn.llmResponse else "no")
             winners.update(c.winner for c in turn.annotations.pairwiseComparisons)
             assert turn.annotations.selectedPairwiseQuestions == [
-                c.questionId for c in turn.annotations.pairwiseComparisons]
+                c.questionId for c in turn.annotations.pairwiseComparisons
+            ]
     assert values == {"yes", "no", "na", None}
     assert winners == {"A", "B", None}
 
@@ -67,8 +68,12 @@ def test_runs_are_valid_deterministic_and_cover_every_turn_without_drops() -> No
     assert [t.turnNumber for t in run.turns] == [t.turnNumber for t in conv.turns]
     for gt, pred in zip(conv.turns, run.turns):
         asked = {j.questionId for j in gt.annotations.binaryJudgements}
-        for answers in (pred.em_binary_om_assessment, pred.em_binary_human_prediction,
-                        pred.em_binary_om_assessment_hp, pred.em_binary_human_prediction_hp):
+        for answers in (
+            pred.em_binary_om_assessment,
+            pred.em_binary_human_prediction,
+            pred.em_binary_om_assessment_hp,
+            pred.em_binary_human_prediction_hp,
+        ):
             assert set(answers) == asked
         assert set(pred.em_pairwise_selections) == {str(i) for i in range(len(gt.annotations.pairwiseComparisons))}
         assert pred.em_drafted_response and set(pred.em_draft_judge_scores) == set(cat.JUDGE_DIMENSIONS)

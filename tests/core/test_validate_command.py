@@ -90,8 +90,23 @@ def test_missing_path_is_a_problem(tmp_path: Path) -> None:
 
 
 def test_synth_command_writes_files_that_validate(tmp_path: Path) -> None:
-    call_command("synth", "--conversations", "12", "--seed", "4", "--min-turns", "2", "--max-turns", "4",
-                 "--out", str(tmp_path), "--runs-for", "em/low", "em/high", stdout=open("/dev/null", "w"))
+    call_command(
+        "synth",
+        "--conversations",
+        "12",
+        "--seed",
+        "4",
+        "--min-turns",
+        "2",
+        "--max-turns",
+        "4",
+        "--out",
+        str(tmp_path),
+        "--runs-for",
+        "em/low",
+        "em/high",
+        stdout=open("/dev/null", "w"),
+    )
     assert len(list((tmp_path / "conversations").glob("*.json"))) == 12
     assert len(list((tmp_path / "runs" / "em_high").glob("*.json"))) == 12
     first = (tmp_path / "conversations" / "synth-4-0.json").read_text()
@@ -103,14 +118,30 @@ def test_synth_command_refuses_bad_turn_range(tmp_path: Path) -> None:
     from django.core.management.base import CommandError
 
     with pytest.raises(CommandError):
-        call_command("synth", "--conversations", "1", "--seed", "1", "--min-turns", "5", "--max-turns", "2",
-                     "--out", str(tmp_path))
+        call_command(
+            "synth",
+            "--conversations",
+            "1",
+            "--seed",
+            "1",
+            "--min-turns",
+            "5",
+            "--max-turns",
+            "2",
+            "--out",
+            str(tmp_path),
+        )
 
 
 def test_the_real_command_line_exits_non_zero_on_problems(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{}")
-    result = subprocess.run([sys.executable, str(ROOT / "manage.py"), "validate", str(tmp_path)],
-                            capture_output=True, text=True, cwd=ROOT, timeout=120)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "validate", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert result.returncode == 1
     assert f"{tmp_path}/bad.json: conversationId: required field is missing" in result.stdout
     assert result.stdout.strip().endswith("1 files checked, 0 valid, 2 problems")

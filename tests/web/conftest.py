@@ -8,8 +8,12 @@ import pytest
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--no-first-run", "--disable-sync",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
 ]
 
 
@@ -90,22 +94,47 @@ class FakeOpenAIServer:
                     self.end_headers()
                     words = server.reply.split(" ")
                     for i, word in enumerate(words):
-                        chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": model,
-                                 "choices": [{"index": 0, "delta": {"content": word if i == 0 else " " + word},
-                                              "finish_reason": None}]}
+                        chunk = {
+                            "id": "c1",
+                            "object": "chat.completion.chunk",
+                            "created": 1,
+                            "model": model,
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "delta": {"content": word if i == 0 else " " + word},
+                                    "finish_reason": None,
+                                }
+                            ],
+                        }
                         self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                         self.wfile.flush()
-                    end = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": model,
-                           "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+                    end = {
+                        "id": "c1",
+                        "object": "chat.completion.chunk",
+                        "created": 1,
+                        "model": model,
+                        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                    }
                     self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
                     self.wfile.flush()
                     return
-                payload = json.dumps({
-                    "id": "c2", "object": "chat.completion", "created": 1, "model": model,
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": server.rewrite},
-                                 "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                }).encode()
+                payload = json.dumps(
+                    {
+                        "id": "c2",
+                        "object": "chat.completion",
+                        "created": 1,
+                        "model": model,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": server.rewrite},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -190,22 +219,30 @@ def make_scored_run(em_name: str, mode: str = "default", skill: float = 0.5, see
     from attunebench.synth import synth_run
     from datasets.exchange import iter_canonical
     from datasets.selection import complete_conversations
-    from scoring.run_scoring import do_score_evaluation_run
     from scoring.models import EvaluatedModel, EvaluationRun, RunConversation
+    from scoring.run_scoring import do_score_evaluation_run
 
     kind = EvaluatedModel.Kind.OFFLINE if em_name.startswith("baseline:") else EvaluatedModel.Kind.LLM
     model, _ = EvaluatedModel.objects.get_or_create(name=em_name, defaults={"kind": kind})
     conversations = complete_conversations()
     run = EvaluationRun.objects.create(
-        evaluated_model=model, mode=mode, status=EvaluationRun.Status.DONE, conversations_total=conversations.count(),
-        conversations_done=conversations.count(), started_at=timezone.now(), finished_at=timezone.now(),
-        calls_made=10 * conversations.count(), cost_usd=0.0,
+        evaluated_model=model,
+        mode=mode,
+        status=EvaluationRun.Status.DONE,
+        conversations_total=conversations.count(),
+        conversations_done=conversations.count(),
+        started_at=timezone.now(),
+        finished_at=timezone.now(),
+        calls_made=10 * conversations.count(),
+        cost_usd=0.0,
     )
     pks = dict(conversations.values_list("conversation_id", "pk"))
     for document in iter_canonical(conversations, include_model_identity=True):
         output = synth_run(document, em_name, mode, seed, skill=skill)
         RunConversation.objects.create(
-            run=run, conversation_id=pks[document.conversationId], status=RunConversation.Status.DONE,
+            run=run,
+            conversation_id=pks[document.conversationId],
+            status=RunConversation.Status.DONE,
             output=cf.to_canonical_dict(output),
         )
     do_score_evaluation_run(run.pk)

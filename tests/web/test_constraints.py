@@ -7,8 +7,16 @@ from django.db import DataError, IntegrityError, transaction
 from django.db.models.deletion import ProtectedError
 
 from annotation.models import BinaryJudgement, MoodTag, PairwiseComparison
-from collection.models import (Conversation, ConversationWideAnswers, FourBranchRating, OriginalModel,
-                               PanasItemResponse, PanasSurvey, Topic, Turn)
+from collection.models import (
+    Conversation,
+    ConversationWideAnswers,
+    FourBranchRating,
+    OriginalModel,
+    PanasItemResponse,
+    PanasSurvey,
+    Topic,
+    Turn,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -16,7 +24,8 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def turn():
     conversation = Conversation.objects.create(
-        conversation_id="c", original_model=OriginalModel.objects.create(name="m"),
+        conversation_id="c",
+        original_model=OriginalModel.objects.create(name="m"),
         topic=Topic.objects.get_or_create(category="Work", subtopic="Stress and burnout")[0],
     )
     return Turn.objects.create(conversation=conversation, turn_number=1, user_message="hi", llm_response="hello")
@@ -51,16 +60,31 @@ def test_ratings_and_totals_in_range(turn):
 def test_choice_values_enforced(turn):
     _rejected(lambda: BinaryJudgement.objects.create(turn=turn, position=0, question_id="B99", observed="yes"))
     _rejected(lambda: BinaryJudgement.objects.create(turn=turn, position=0, question_id="B1", observed="maybe"))
-    _rejected(lambda: PairwiseComparison.objects.create(turn=turn, position=0, question_id="general",
-                                                        response_a="human", response_b="human", winner="A"))
-    _rejected(lambda: PairwiseComparison.objects.create(turn=turn, position=0, question_id="PW99",
-                                                        response_a="human", response_b="original"))
-    _rejected(lambda: PairwiseComparison.objects.create(turn=turn, position=0, question_id="general",
-                                                        response_a="human", response_b="original", winner="C"))
+    _rejected(
+        lambda: PairwiseComparison.objects.create(
+            turn=turn, position=0, question_id="general", response_a="human", response_b="human", winner="A"
+        )
+    )
+    _rejected(
+        lambda: PairwiseComparison.objects.create(
+            turn=turn, position=0, question_id="PW99", response_a="human", response_b="original"
+        )
+    )
+    _rejected(
+        lambda: PairwiseComparison.objects.create(
+            turn=turn, position=0, question_id="general", response_a="human", response_b="original", winner="C"
+        )
+    )
     _rejected(lambda: ConversationWideAnswers.objects.create(conversation=turn.conversation, model_fit="Great"))
     _rejected(lambda: Conversation.objects.filter(pk=turn.conversation.pk).update(status="lost"))
-    PairwiseComparison.objects.create(turn=turn, position=0, question_id="custom:Which felt warmer?",
-                                      response_a="human", response_b="original", winner=None)
+    PairwiseComparison.objects.create(
+        turn=turn,
+        position=0,
+        question_id="custom:Which felt warmer?",
+        response_a="human",
+        response_b="original",
+        winner=None,
+    )
 
 
 def test_collected_data_is_protected_from_cascading_deletes(turn):

@@ -16,7 +16,9 @@ def test_demo_sets_everything_up_and_is_idempotent(capsys):
     assert Conversation.objects.filter(source="imported").count() >= 12
     runs = EvaluationRun.objects.all()
     assert sorted((r.evaluated_model.name, r.mode) for r in runs) == sorted(
-        (m, mode) for m in ("baseline:random", "baseline:prior", "baseline:lexicon") for mode in ("default", "omniscient")
+        (m, mode)
+        for m in ("baseline:random", "baseline:prior", "baseline:lexicon")
+        for mode in ("default", "omniscient")
     )
     assert all(r.status == "done" and r.conversations_done == r.conversations_total > 0 for r in runs)
     assert RunScore.objects.count() == 6

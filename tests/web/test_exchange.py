@@ -11,8 +11,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from attunebench import canonical as cf
-from datasets.exchange import export_conversations, exportable_conversations, import_paths
 from collection.models import Conversation, OriginalModel, Participant, SensitiveProfile
+from datasets.exchange import export_conversations, exportable_conversations, import_paths
 from tests.documents import conversation_dict
 
 pytestmark = pytest.mark.django_db
@@ -25,12 +25,31 @@ def _write(path, data) -> None:
 def _delete_everything() -> None:
     """Collected data is PROTECTed, so remove it leaf-first as a fresh database would look."""
     from annotation.models import AlternateResponses, BinaryJudgement, MoodTag, PairwiseComparison
-    from collection.models import (ConversationWideAnswers, FourBranchRating, PanasSurvey,
-                                   ParticipantProfile, Topic, Turn)
+    from collection.models import (
+        ConversationWideAnswers,
+        FourBranchRating,
+        PanasSurvey,
+        ParticipantProfile,
+        Topic,
+        Turn,
+    )
 
-    for model in (MoodTag, BinaryJudgement, PairwiseComparison, AlternateResponses, Turn, FourBranchRating,
-                  ConversationWideAnswers, PanasSurvey, Conversation, ParticipantProfile, SensitiveProfile,
-                  Participant, OriginalModel, Topic):
+    for model in (
+        MoodTag,
+        BinaryJudgement,
+        PairwiseComparison,
+        AlternateResponses,
+        Turn,
+        FourBranchRating,
+        ConversationWideAnswers,
+        PanasSurvey,
+        Conversation,
+        ParticipantProfile,
+        SensitiveProfile,
+        Participant,
+        OriginalModel,
+        Topic,
+    ):
         model.objects.all().delete()
 
 
@@ -44,10 +63,15 @@ def test_import_writes_every_section(tmp_path):
     turn1 = conversation.turns.get(turn_number=1)
     assert [(t.emotion, t.intensity) for t in turn1.mood_tags.all()] == [("Distressed", 5)]
     assert [(j.question_id, j.observed, j.preferred) for j in turn1.binary_judgements.order_by("position")] == [
-        ("B1", "yes", "yes"), ("B13", "yes", "yes"), ("B313", "no", "no")]
+        ("B1", "yes", "yes"),
+        ("B13", "yes", "yes"),
+        ("B313", "no", "no"),
+    ]
     assert turn1.alternates.human_edited == "That sounds exhausting. I'm here to listen."
     assert [(p.response_a, p.response_b, p.winner) for p in turn1.pairwise_comparisons.order_by("position")] == [
-        ("human", "original", "A"), ("alternate", "original", "B")]
+        ("human", "original", "A"),
+        ("alternate", "original", "B"),
+    ]
     pre = conversation.panas_surveys.get(kind="pre")
     assert (pre.total_positive, pre.total_negative) == (30, 30)  # derived: 10 items × 3 each side
     assert pre.item_responses.count() == 20
@@ -68,7 +92,10 @@ def test_one_bad_file_among_good_ones_writes_nothing_and_lists_every_problem(tmp
 
     assert not result.ok
     messages = [str(p) for p in result.problems]
-    assert f"{tmp_path / 'bad.json'}: turns[1].annotations.binaryJudgements[0].observedBehavior: expected yes/no/na, got 'maybe'" in messages
+    assert (
+        f"{tmp_path / 'bad.json'}: turns[1].annotations.binaryJudgements[0].observedBehavior: expected yes/no/na, got 'maybe'"
+        in messages
+    )
     assert any("bad.json: turns[0].moodShiftTags[0].intensity" in m for m in messages)
     assert any(m.startswith(f"{tmp_path / 'broken.json'}: not valid JSON") for m in messages)
     assert Conversation.objects.count() == 0
@@ -158,7 +185,12 @@ def test_export_formats_and_pseudonyms(tmp_path):
 
 def test_withdrawn_conversations_are_never_exported(tmp_path):
     _write(tmp_path / "a.json", conversation_dict("a"))
-    _write(tmp_path / "b.json", conversation_dict("b", participant_profile={**conversation_dict()["participant_profile"], "participant_id": "p-b"}))
+    _write(
+        tmp_path / "b.json",
+        conversation_dict(
+            "b", participant_profile={**conversation_dict()["participant_profile"], "participant_id": "p-b"}
+        ),
+    )
     import_paths([tmp_path])
     Participant.objects.filter(pseudonym="p-b").update(withdrawn_at="2025-03-02T00:00:00Z")
     assert list(exportable_conversations().values_list("conversation_id", flat=True)) == ["a"]

@@ -21,16 +21,16 @@ import pytest
 # by the test itself are still plain synchronous code.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-from django.core.management import call_command  # noqa: E402
-from playwright.sync_api import Page, expect  # noqa: E402
+from django.core.management import call_command
+from playwright.sync_api import Page, expect
 
-from annotation.models import BinaryJudgement, MoodTag, PairwiseComparison  # noqa: E402
-from attunebench import canonical as cf  # noqa: E402
-from attunebench import catalogue as cat  # noqa: E402
-from collection import study_flow as flow  # noqa: E402
-from collection.chat_model import build_request, offline_reply  # noqa: E402
-from collection.models import Conversation, OriginalModel, Participant, Topic, Turn  # noqa: E402
-from collection.setup import OFFLINE_MODEL_NAMES, ensure_defaults  # noqa: E402
+from annotation.models import BinaryJudgement, MoodTag, PairwiseComparison
+from attunebench import canonical as cf
+from attunebench import catalogue as cat
+from collection import study_flow as flow
+from collection.chat_model import build_request, offline_reply
+from collection.models import Conversation, OriginalModel, Participant, Topic, Turn
+from collection.setup import OFFLINE_MODEL_NAMES, ensure_defaults
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -61,7 +61,11 @@ class Recorder:
     def leaks(self, secrets: list[str]) -> list[str]:
         found = []
         for url, headers, body in self.seen:
-            text = body.decode("utf-8", "replace").lower() + "\n" + "\n".join(f"{k}: {v}" for k, v in headers.items()).lower()
+            text = (
+                body.decode("utf-8", "replace").lower()
+                + "\n"
+                + "\n".join(f"{k}: {v}" for k, v in headers.items()).lower()
+            )
             found += [f"{secret!r} in {url}" for secret in secrets if secret.lower() in text]
         return found
 
@@ -259,8 +263,11 @@ def test_full_participant_walk_exports_exactly_what_was_entered(page, site, live
             shot(page, "10-choose-questions")
         page.get_by_role("button", name="Save and continue").click()
 
-        texts = {cat.RESPONSE_ORIGINAL: reply_shown, cat.RESPONSE_ALTERNATE: improved_shown,
-                 cat.RESPONSE_HUMAN: plan["golden"]}
+        texts = {
+            cat.RESPONSE_ORIGINAL: reply_shown,
+            cat.RESPONSE_ALTERNATE: improved_shown,
+            cat.RESPONSE_HUMAN: plan["golden"],
+        }
         label_of = {text: label for label, text in texts.items()}
         comparisons = []
         for q_index, question in enumerate(plan["questions"]):
@@ -268,25 +275,41 @@ def test_full_participant_walk_exports_exactly_what_was_entered(page, site, live
             for p_index, (name, text_a, text_b) in enumerate(read_pairs(page)):
                 winner = "A" if (q_index + p_index + number) % 2 else "B"
                 page.check(f"input[name='{name}'][value='{winner}']")
-                comparisons.append({"questionId": question, "responseA": label_of[text_a],
-                                    "responseB": label_of[text_b], "winner": winner})
+                comparisons.append(
+                    {
+                        "questionId": question,
+                        "responseA": label_of[text_a],
+                        "responseB": label_of[text_b],
+                        "winner": winner,
+                    }
+                )
             if first and q_index == 0:
                 shot(page, "11-compare")
             page.get_by_role("button", name="Save and continue").click()
 
-        expected_turns.append({
-            "turnNumber": number, "userMessage": plan["message"], "llmResponse": reply_shown,
-            "moodShiftTags": [{"emotion": e, "intensity": i}
-                              for e, i in sorted(plan["mood"], key=lambda t: cat.PANAS_ITEMS.index(t[0]))],
-            "binaryJudgements": [
-                {"questionId": qid, "observedBehavior": binary_answer(i, number)[0],
-                 "preferredBehavior": binary_answer(i, number)[1], "llmValue": None}
-                for i, qid in enumerate(cat.BINARY_QUESTION_IDS)
-            ],
-            "alternateResponses": {"llmImproved": improved_shown, "humanEdited": plan["golden"]},
-            "pairwiseComparisons": comparisons,
-            "selectedPairwiseQuestions": [q for q in cat.PAIRWISE_QUESTION_IDS if q in plan["questions"]],
-        })
+        expected_turns.append(
+            {
+                "turnNumber": number,
+                "userMessage": plan["message"],
+                "llmResponse": reply_shown,
+                "moodShiftTags": [
+                    {"emotion": e, "intensity": i}
+                    for e, i in sorted(plan["mood"], key=lambda t: cat.PANAS_ITEMS.index(t[0]))
+                ],
+                "binaryJudgements": [
+                    {
+                        "questionId": qid,
+                        "observedBehavior": binary_answer(i, number)[0],
+                        "preferredBehavior": binary_answer(i, number)[1],
+                        "llmValue": None,
+                    }
+                    for i, qid in enumerate(cat.BINARY_QUESTION_IDS)
+                ],
+                "alternateResponses": {"llmImproved": improved_shown, "humanEdited": plan["golden"]},
+                "pairwiseComparisons": comparisons,
+                "selectedPairwiseQuestions": [q for q in cat.PAIRWISE_QUESTION_IDS if q in plan["questions"]],
+            }
+        )
 
     # after three turns the participant may finish
     expect(page.get_by_role("button", name="Finish the chat")).to_be_visible()
@@ -330,8 +353,11 @@ def test_full_participant_walk_exports_exactly_what_was_entered(page, site, live
     assert data["metadata"]["category"] == "Study" and data["metadata"]["subtopic"] == "Exam pressure"
     assert data["metadata"]["turnCount"] == 3
     assert data["participant_profile"] == {
-        "participant_id": participant.pseudonym, "age": "25-34", "traits": ["Analytical", "Sensitive"],
-        "goals": ["Feel heard"], "responses": {"topicAttitude": cat.TOPIC_ATTITUDE_OPTIONS[1]},
+        "participant_id": participant.pseudonym,
+        "age": "25-34",
+        "traits": ["Analytical", "Sensitive"],
+        "goals": ["Feel heard"],
+        "responses": {"topicAttitude": cat.TOPIC_ATTITUDE_OPTIONS[1]},
         "diagnoses": ["Anxiety"],
     }
     assert data["prePanas"]["items"] == pre
@@ -344,10 +370,16 @@ def test_full_participant_walk_exports_exactly_what_was_entered(page, site, live
         "q3_followUp_whatFeltOff": ["Too many questions", "Ended a bit abruptly"],
         "fourBranchScores": branch_ratings,
     }
-    got_turns = [{
-        "turnNumber": t["turnNumber"], "userMessage": t["userMessage"], "llmResponse": t["llmResponse"],
-        "moodShiftTags": t["moodShiftTags"], **t["annotations"],
-    } for t in data["turns"]]
+    got_turns = [
+        {
+            "turnNumber": t["turnNumber"],
+            "userMessage": t["userMessage"],
+            "llmResponse": t["llmResponse"],
+            "moodShiftTags": t["moodShiftTags"],
+            **t["annotations"],
+        }
+        for t in data["turns"]
+    ]
     assert got_turns == expected_turns
     assert Conversation.objects.get().comment == "Thank you, this was useful."
 
@@ -406,7 +438,9 @@ def test_refresh_mid_annotation_keeps_answers(page, site):
     expect(page.get_by_role("heading", name="The reply you would have wanted")).to_be_visible()
     page.get_by_label("The reply you would have wanted").fill("Opening the post can feel so frightening.")
     page.reload()
-    expect(page.get_by_label("The reply you would have wanted")).to_have_value("Opening the post can feel so frightening.")
+    expect(page.get_by_label("The reply you would have wanted")).to_have_value(
+        "Opening the post can feel so frightening."
+    )
     # the back button never shows a stale step: it lands on the current one
     page.go_back()
     expect(page.get_by_role("heading", name="The reply you would have wanted")).to_be_visible()
@@ -456,8 +490,9 @@ def test_provider_failure_then_retry_loses_nothing(page, site, settings, fake_op
     settings.ATTUNE_ALLOW_LIVE_MODELS = True
     OriginalModel.objects.update(active=False)
     secret_name = "acme-frontier-model-x9"
-    OriginalModel.objects.create(name=secret_name, provider="acme", litellm_model=f"openai/{secret_name}",
-                                 api_base=fake_openai_server.api_base)
+    OriginalModel.objects.create(
+        name=secret_name, provider="acme", litellm_model=f"openai/{secret_name}", api_base=fake_openai_server.api_base
+    )
     participant = flow.do_enrol(site.study)
     start_chat(participant)
     recorder = Recorder(live_server.url)
@@ -491,8 +526,9 @@ def test_provider_failure_then_retry_loses_nothing(page, site, settings, fake_op
 def test_retry_button_after_failure(page, site, settings, fake_openai_server):
     settings.ATTUNE_ALLOW_LIVE_MODELS = True
     OriginalModel.objects.update(active=False)
-    OriginalModel.objects.create(name="acme-model", provider="acme", litellm_model="openai/acme-model",
-                                 api_base=fake_openai_server.api_base)
+    OriginalModel.objects.create(
+        name="acme-model", provider="acme", litellm_model="openai/acme-model", api_base=fake_openai_server.api_base
+    )
     participant = flow.do_enrol(site.study)
     start_chat(participant)
     fake_openai_server.fail_next = 2

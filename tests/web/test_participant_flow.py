@@ -25,7 +25,6 @@ from attunebench import catalogue as cat
 from collection import study_flow as flow
 from collection.assignment import NoModelAvailable, choose_original_model, conversation_counts
 from collection.chat_model import _TOPIC_LINES, ReplyRequest, offline_reply
-from datasets.exchange import exportable_conversations
 from collection.models import (
     Consent,
     Conversation,
@@ -39,6 +38,7 @@ from collection.models import (
     Turn,
 )
 from collection.setup import OFFLINE_MODEL_NAMES, ensure_defaults
+from datasets.exchange import exportable_conversations
 
 
 @pytest.fixture(autouse=True)
@@ -136,7 +136,7 @@ class Walker:
         for index in range(len(questions)):
             html = self.body(self.get(url))
             names = set(re.findall(r'name="(winner_\d+)"', html))
-            assert self.post(url, {"step": f"compare:{index}", **{n: "B" for n in names}}).status_code == 302
+            assert self.post(url, {"step": f"compare:{index}", **dict.fromkeys(names, "B")}).status_code == 302
 
     def turn(self, turn_number: int, text: str | None = None) -> None:
         assert self.send(text or f"Message number {turn_number}: I feel worried.", turn_number).status_code == 200
@@ -145,11 +145,16 @@ class Walker:
 
     def finish(self) -> None:
         self.post(self.url("chat/finish/"))
-        self.post(self.url("feelings-after/"), {item: "5" for item in cat.PANAS_ITEMS})
-        self.post(self.url("your-view/"), {
-            "looking_for": [cat.Q1_LOOKING_FOR_OPTIONS[1]], "emotion_clarity": cat.Q2_EMOTION_CLARITY_OPTIONS[0],
-            "model_fit": cat.Q3_MODEL_FIT_OPTIONS[0], **{f"branch_{b}": "6" for b in cat.FOUR_BRANCHES},
-        })
+        self.post(self.url("feelings-after/"), dict.fromkeys(cat.PANAS_ITEMS, "5"))
+        self.post(
+            self.url("your-view/"),
+            {
+                "looking_for": [cat.Q1_LOOKING_FOR_OPTIONS[1]],
+                "emotion_clarity": cat.Q2_EMOTION_CLARITY_OPTIONS[0],
+                "model_fit": cat.Q3_MODEL_FIT_OPTIONS[0],
+                **{f"branch_{b}": "6" for b in cat.FOUR_BRANCHES},
+            },
+        )
 
 
 @pytest.fixture
@@ -235,7 +240,7 @@ def test_panas_requires_all_twenty_items_and_names_the_missing_one(walker):
     assert walker.participant.pending_pre_panas == {}
     assert walker.pre_panas(rating=2).status_code == 302
     walker.participant.refresh_from_db()
-    assert walker.participant.pending_pre_panas == {item: 2 for item in cat.PANAS_ITEMS}
+    assert walker.participant.pending_pre_panas == dict.fromkeys(cat.PANAS_ITEMS, 2)
 
 
 def test_topic_page_groups_all_fifty_topics_by_category(walker):
@@ -420,7 +425,10 @@ def test_mood_step_needs_a_feeling_or_no_change_and_not_both(walker):
     assert not BinaryJudgement.objects.filter(turn=turn).exists()
     # a strength alone counts as choosing the word; a tick without strength stores no intensity
     walker.post(url, {"step": "mood:0", "intensity_Upset": "4", "mood_Alert": "on"})
-    assert list(MoodTag.objects.filter(turn=turn).values_list("emotion", "intensity")) == [("Alert", None), ("Upset", 4)]
+    assert list(MoodTag.objects.filter(turn=turn).values_list("emotion", "intensity")) == [
+        ("Alert", None),
+        ("Upset", 4),
+    ]
 
 
 def test_no_change_is_stored_as_an_empty_tag_list(walker):
@@ -498,7 +506,10 @@ def test_pairwise_choice_creates_three_pairs_per_question_with_stored_positions(
     url = walker.url("turn/1/")
     walker.post(url, {"step": "mood:0", "no_change": "on"})
     for index, (_, questions) in enumerate(tf.binary_pages(turn)):
-        walker.post(url, {"step": f"binary:{index}", **{f"{k}_{q.id}": "yes" for q in questions for k in ("observed", "preferred")}})
+        walker.post(
+            url,
+            {"step": f"binary:{index}", **{f"{k}_{q.id}": "yes" for q in questions for k in ("observed", "preferred")}},
+        )
     walker.post(url, {"step": "rewrite:0", "human_edited": "Mine"})
     refused = walker.post(url, {"step": "choose:0"})
     assert "Please choose at least one question" in walker.body(refused)
@@ -508,8 +519,7 @@ def test_pairwise_choice_creates_three_pairs_per_question_with_stored_positions(
     rows = list(PairwiseComparison.objects.filter(turn=turn).order_by("position"))
     assert len(rows) == 9
     assert [r.question_id for r in rows] == ["general"] * 3 + ["PW4"] * 3 + ["PW15"] * 3
-    assert {frozenset((r.response_a, r.response_b)) for r in rows} == {
-        frozenset(p) for p in tf.REPLY_PAIRS}
+    assert {frozenset((r.response_a, r.response_b)) for r in rows} == {frozenset(p) for p in tf.REPLY_PAIRS}
     # the page shows the texts in exactly the stored positions
     html = walker.body(walker.get(url))
     texts = tf.reply_texts(turn)
@@ -524,7 +534,12 @@ def test_pairwise_choice_creates_three_pairs_per_question_with_stored_positions(
     missing = walker.post(url, {"step": "compare:0", "winner_0": "A"})
     assert "Please choose Reply A or Reply B" in walker.body(missing)
     walker.post(url, {"step": "compare:0", "winner_0": "A", "winner_1": "B", "winner_2": "A"})
-    assert [r.winner for r in PairwiseComparison.objects.filter(turn=turn).order_by("position")][:4] == ["A", "B", "A", None]
+    assert [r.winner for r in PairwiseComparison.objects.filter(turn=turn).order_by("position")][:4] == [
+        "A",
+        "B",
+        "A",
+        None,
+    ]
 
 
 def test_positions_are_randomised_in_both_orders(walker):
@@ -565,7 +580,7 @@ def test_a_whole_conversation_exports_as_a_valid_canonical_file(walker, tmp_path
     assert [t.userMessage for t in doc.turns] == [f"Message number {n}: I feel worried." for n in (1, 2, 3)]
     assert all(len(t.annotations.binaryJudgements) == 36 for t in doc.turns)
     assert all(t.annotations.alternateResponses.humanEdited == f"My ideal reply {t.turnNumber}" for t in doc.turns)
-    assert doc.conversationWideQuestions.fourBranchScores == {b: 6 for b in cat.FOUR_BRANCHES}
+    assert doc.conversationWideQuestions.fourBranchScores == dict.fromkeys(cat.FOUR_BRANCHES, 6)
     assert doc.postPanas.totalPositiveAffect == 50
     assert doc.metadata.model == conversation.original_model.alias
 
@@ -623,8 +638,13 @@ def test_unknown_tokens_and_other_ids_are_404(walker, client, study):
     conversation = other.to_chat()
     answered_turn(conversation)
     guesses = [
-        "/s/not-a-token/", "/s/not-a-token/consent/", "/s/not-a-token/chat/", "/s/not-a-token/turn/1/",
-        "/s/not-a-token/withdraw/", f"/s/{other.participant.pseudonym}/", f"/s/{conversation.conversation_id}/",
+        "/s/not-a-token/",
+        "/s/not-a-token/consent/",
+        "/s/not-a-token/chat/",
+        "/s/not-a-token/turn/1/",
+        "/s/not-a-token/withdraw/",
+        f"/s/{other.participant.pseudonym}/",
+        f"/s/{conversation.conversation_id}/",
         f"/s/{other.participant.token[:-1]}/",
     ]
     for url in guesses:
@@ -697,8 +717,9 @@ def test_balancing_picks_the_model_with_fewest_conversations_in_the_category(dem
     pet = Topic.objects.get(subtopic="Losing a pet")
 
     def conversation(model: OriginalModel, topic: Topic, status: str = Conversation.Status.COMPLETE) -> None:
-        Conversation.objects.create(conversation_id=f"conv-{Conversation.objects.count()}", original_model=model,
-                                    topic=topic, status=status)
+        Conversation.objects.create(
+            conversation_id=f"conv-{Conversation.objects.count()}", original_model=model, topic=topic, status=status
+        )
 
     conversation(listener, exam)
     conversation(guide, exam)
@@ -740,8 +761,9 @@ SECRET_MODEL = "acme-frontier-9000"
 def test_live_model_streams_through_litellm_and_never_leaks_its_name(walker, settings, fake_openai_server):
     settings.ATTUNE_ALLOW_LIVE_MODELS = True
     OriginalModel.objects.update(active=False)
-    OriginalModel.objects.create(name=SECRET_MODEL, provider="acme", litellm_model=f"openai/{SECRET_MODEL}",
-                                 api_base=fake_openai_server.api_base)
+    OriginalModel.objects.create(
+        name=SECRET_MODEL, provider="acme", litellm_model=f"openai/{SECRET_MODEL}", api_base=fake_openai_server.api_base
+    )
     walker.to_chat()
     walker.send("I can't stop worrying about the test results.", 1)
     fake_openai_server.fail_next = 1
@@ -760,8 +782,9 @@ def test_live_model_streams_through_litellm_and_never_leaks_its_name(walker, set
 def test_live_rewrite_failure_falls_back_to_the_offline_rewrite(walker, settings, fake_openai_server):
     settings.ATTUNE_ALLOW_LIVE_MODELS = True
     OriginalModel.objects.update(active=False)
-    OriginalModel.objects.create(name=SECRET_MODEL, litellm_model=f"openai/{SECRET_MODEL}",
-                                 api_base=fake_openai_server.api_base)
+    OriginalModel.objects.create(
+        name=SECRET_MODEL, litellm_model=f"openai/{SECRET_MODEL}", api_base=fake_openai_server.api_base
+    )
     conversation = walker.to_chat()
     walker.send("Everything hurts today and I am tired.", 1)
     walker.reply(1)
@@ -773,8 +796,9 @@ def test_live_rewrite_failure_falls_back_to_the_offline_rewrite(walker, settings
 
 def test_live_models_stay_off_unless_allowed(walker, fake_openai_server):
     OriginalModel.objects.update(active=False)
-    OriginalModel.objects.create(name=SECRET_MODEL, litellm_model=f"openai/{SECRET_MODEL}",
-                                 api_base=fake_openai_server.api_base)
+    OriginalModel.objects.create(
+        name=SECRET_MODEL, litellm_model=f"openai/{SECRET_MODEL}", api_base=fake_openai_server.api_base
+    )
     walker.to_chat()
     walker.send("hello, I feel nervous", 1)
     assert walker.reply(1)[-1]["type"] == "done"
@@ -857,7 +881,9 @@ def test_invite_command_rejects_unknown_study(db):
 
 def test_offline_model_replies_are_varied_and_topic_aware():
     def reply(key: str, n: int, text: str, category: str = "Money") -> str:
-        return offline_reply(ReplyRequest(key, "", "", [{"role": "user", "content": text}], category, "Debt worries", n))
+        return offline_reply(
+            ReplyRequest(key, "", "", [{"role": "user", "content": text}], category, "Debt worries", n)
+        )
 
     texts = [reply("om-1", n, f"Message {n} about my debts, I feel anxious") for n in (1, 2, 3, 4)]
     assert len(set(texts)) == 4
@@ -882,8 +908,17 @@ def test_offline_model_never_repeats_its_general_line_on_consecutive_turns():
 
     for subtopic in ("Exam pressure", "A recent break-up", "Debt worries"):
         replies = [
-            offline_reply(ReplyRequest(model_key="m", litellm_model="", api_base="", category="Study", subtopic=subtopic, turn_number=n,
-                                       messages=[{"role": "user", "content": f"Message number {n} about it."}]))
+            offline_reply(
+                ReplyRequest(
+                    model_key="m",
+                    litellm_model="",
+                    api_base="",
+                    category="Study",
+                    subtopic=subtopic,
+                    turn_number=n,
+                    messages=[{"role": "user", "content": f"Message number {n} about it."}],
+                )
+            )
             for n in range(2, 8)
         ]
         used = [next(line for line in _GENERAL_LINES if line in reply) for reply in replies]

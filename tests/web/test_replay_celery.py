@@ -86,7 +86,10 @@ class Workers:
     def start(self, name: str) -> subprocess.Popen[bytes]:
         process = subprocess.Popen(
             [sys.executable, "-m", "devtools.celery_worker", f"--hostname={name}@%h"],
-            cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         self.processes.append(process)
         return process
@@ -142,8 +145,13 @@ def call_digests(conversation, config: ReplayConfig) -> list[str]:
 
 def register_fake(api_base: str) -> EvaluatedModel:
     return EvaluatedModel.objects.create(
-        name="fake-em", litellm_model="openai/fake-em", api_base=api_base, params={"temperature": 0, "seed": 3},
-        input_cost_per_million=1.0, output_cost_per_million=3.0, max_concurrency=8,
+        name="fake-em",
+        litellm_model="openai/fake-em",
+        api_base=api_base,
+        params={"temperature": 0, "seed": 3},
+        input_cost_per_million=1.0,
+        output_cost_per_million=3.0,
+        max_concurrency=8,
     )
 
 
@@ -185,9 +193,13 @@ def test_a_killed_worker_is_resumed_without_repeating_finished_work(fake_server,
     first.send_signal(signal.SIGKILL)
     first.wait()
     finished_before = set(
-        RunConversation.objects.filter(run=run, status="done").values_list("conversation__conversation_id", flat=True))
+        RunConversation.objects.filter(run=run, status="done").values_list("conversation__conversation_id", flat=True)
+    )
     interrupted = set(
-        RunConversation.objects.filter(run=run, status="running").values_list("conversation__conversation_id", flat=True))
+        RunConversation.objects.filter(run=run, status="running").values_list(
+            "conversation__conversation_id", flat=True
+        )
+    )
     assert finished_before and interrupted
 
     workers.start("w2")

@@ -17,8 +17,14 @@ def attune(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
     env |= {"ATTUNE_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT)}
     for key in [k for k in env if k.endswith("_API_KEY")]:
         del env[key]
-    return subprocess.run([sys.executable, "-m", "attune_site.cli", "eval", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=240)
+    return subprocess.run(
+        [sys.executable, "-m", "attune_site.cli", "eval", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 def test_lexicon_baseline_on_sample_data_works_on_a_fresh_install(tmp_path):
@@ -40,8 +46,16 @@ def test_live_models_are_refused_without_permission(tmp_path):
 
 
 def test_dry_run_prints_calls_and_cost_and_writes_nothing(tmp_path):
-    done = attune("--model", "baseline:random", "--conversations", "sample_data", "--judge", "baseline:prior",
-                  "--dry-run", data_dir=tmp_path / "data")
+    done = attune(
+        "--model",
+        "baseline:random",
+        "--conversations",
+        "sample_data",
+        "--judge",
+        "baseline:prior",
+        "--dry-run",
+        data_dir=tmp_path / "data",
+    )
     assert done.returncode == 0, done.stderr
     assert "calls (" in done.stdout and "judge" in done.stdout and "$0.0000" in done.stdout
     assert not (tmp_path / "data" / "runs").exists()

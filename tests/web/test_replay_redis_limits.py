@@ -57,8 +57,13 @@ def _run_workers(server: FakeLLMServer, tmp_path: Path, shared: str, workers: in
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     processes = [
-        subprocess.Popen([sys.executable, str(script), settings.REDIS_URL, server.url, str(cap), str(calls), shared],
-                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, str(script), settings.REDIS_URL, server.url, str(cap), str(calls), shared],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(workers)
     ]
     outputs = [p.communicate(timeout=120) for p in processes]
@@ -115,8 +120,9 @@ def test_a_killed_workers_slots_come_back_when_its_heartbeat_stops(tmp_path):
     key = f"test-dead-{time.time_ns()}"
     script = tmp_path / "holder.py"
     script.write_text(HOLDER)
-    holder = subprocess.Popen([sys.executable, str(script), settings.REDIS_URL, key], cwd=ROOT,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, str(script), settings.REDIS_URL, key], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
 

@@ -107,11 +107,22 @@ def test_live_models_are_refused_unless_allowed_or_local(settings):
     remote = EvaluatedModel.objects.create(name="openai/gpt-4o-mini", litellm_model="openai/gpt-4o-mini")
     with pytest.raises(replay_service.ReplayRefused, match="ATTUNE_ALLOW_LIVE_MODELS"):
         replay_service.em_spec(remote)
-    local = EvaluatedModel.objects.create(name="local", litellm_model="openai/local", api_base="http://127.0.0.1:9/v1",
-                                          params={"temperature": 0}, max_concurrency=3, requests_per_minute=100,
-                                          input_cost_per_million=1.0)
+    local = EvaluatedModel.objects.create(
+        name="local",
+        litellm_model="openai/local",
+        api_base="http://127.0.0.1:9/v1",
+        params={"temperature": 0},
+        max_concurrency=3,
+        requests_per_minute=100,
+        input_cost_per_million=1.0,
+    )
     spec = replay_service.em_spec(local)
-    assert (spec.max_in_flight, spec.rpm, spec.input_cost_per_million, dict(spec.params)) == (3, 100, 1.0, {"temperature": 0})
+    assert (spec.max_in_flight, spec.rpm, spec.input_cost_per_million, dict(spec.params)) == (
+        3,
+        100,
+        1.0,
+        {"temperature": 0},
+    )
     human = EvaluatedModel.objects.create(name="human:alex", kind=EvaluatedModel.Kind.HUMAN)
     with pytest.raises(replay_service.ReplayRefused, match="human"):
         replay_service.em_spec(human)
@@ -121,8 +132,14 @@ def test_live_models_are_refused_unless_allowed_or_local(settings):
 def test_llm_run_uses_the_database_cache_and_a_rerun_pays_nothing():
     import_synth(2)
     with FakeLLMServer(FakeConfig()) as server:
-        EvaluatedModel.objects.create(name="fake-em", litellm_model="openai/fake-em", api_base=server.url,
-                                      params={"temperature": 0}, input_cost_per_million=2.0, output_cost_per_million=8.0)
+        EvaluatedModel.objects.create(
+            name="fake-em",
+            litellm_model="openai/fake-em",
+            api_base=server.url,
+            params={"temperature": 0},
+            input_cost_per_million=2.0,
+            output_cost_per_million=8.0,
+        )
         first = replay_service.do_create_run("fake-em", "default")
         run_control.start_run(first.pk)
         first.refresh_from_db()
@@ -133,7 +150,8 @@ def test_llm_run_uses_the_database_cache_and_a_rerun_pays_nothing():
         entry = ModelCallCache.objects.first()
         # The pure cache key and the model's key formula agree.
         assert make_key("m", {"a": 1}, [{"role": "user", "content": "x"}], "v") == ModelCallCache.make_key(
-            "m", {"a": 1}, [{"role": "user", "content": "x"}], "v")
+            "m", {"a": 1}, [{"role": "user", "content": "x"}], "v"
+        )
         assert entry.model == "openai/fake-em" and entry.usage["prompt_tokens"] > 0
 
         server.reset()
@@ -152,10 +170,12 @@ def test_a_cap_edited_in_the_registry_applies_to_the_next_run_in_the_same_worker
     # a burst of 429s must not have to restart the workers.
     import_synth(2)
     with FakeLLMServer(FakeConfig(latency_ms=60)) as server:
-        em = EvaluatedModel.objects.create(name="fake-em", litellm_model="openai/fake-em", api_base=server.url,
-                                           max_concurrency=3)
-        EvaluatedModel.objects.create(name="fake-judge", litellm_model="openai/fake-judge", api_base=server.url,
-                                      max_concurrency=3)
+        em = EvaluatedModel.objects.create(
+            name="fake-em", litellm_model="openai/fake-em", api_base=server.url, max_concurrency=3
+        )
+        EvaluatedModel.objects.create(
+            name="fake-judge", litellm_model="openai/fake-judge", api_base=server.url, max_concurrency=3
+        )
         first = replay_service.do_create_run("fake-em", "default", judge_name="fake-judge")
         run_control.start_run(first.pk)
         # Calls 3-5 of a turn (HP binary, pairwise, judge) run side by side.
@@ -182,22 +202,33 @@ def test_a_model_that_never_answers_usably_scores_zero_but_an_unreachable_one_is
         garbled = replay_service.do_create_run("garbled", "default")
         run_control.start_run(garbled.pk)
     garbled.refresh_from_db()
-    assert (garbled.status, garbled.conversations_done, garbled.conversations_failed) == (EvaluationRun.Status.DONE, 2, 0)
+    assert (garbled.status, garbled.conversations_done, garbled.conversations_failed) == (
+        EvaluationRun.Status.DONE,
+        2,
+        0,
+    )
     scores = ConversationScore.objects.filter(run=garbled)
     assert scores.count() == 2 and all(s.coverage == 0 for s in scores)
-    assert all(f["kind"] == "unusable_reply" for o in RunConversation.objects.filter(run=garbled)
-               for f in o.output["failed_calls"])
+    assert all(
+        f["kind"] == "unusable_reply"
+        for o in RunConversation.objects.filter(run=garbled)
+        for f in o.output["failed_calls"]
+    )
 
     # A provider that never answers says nothing about the model: failed, left for resume, not scored.
     closed_port = unused_port()
-    EvaluatedModel.objects.create(name="unreachable", litellm_model="openai/unreachable",
-                                  api_base=f"http://127.0.0.1:{closed_port}/v1")
+    EvaluatedModel.objects.create(
+        name="unreachable", litellm_model="openai/unreachable", api_base=f"http://127.0.0.1:{closed_port}/v1"
+    )
     in_this_worker(scheduler=Scheduler(max_attempts=1))
     unreachable = replay_service.do_create_run("unreachable", "default")
     run_control.start_run(unreachable.pk)
     unreachable.refresh_from_db()
     assert (unreachable.status, unreachable.conversations_done, unreachable.conversations_failed) == (
-        EvaluationRun.Status.FAILED, 0, 2)
+        EvaluationRun.Status.FAILED,
+        0,
+        2,
+    )
     assert not ConversationScore.objects.filter(run=unreachable).exists()
     failed = RunConversation.objects.filter(run=unreachable).first()
     assert failed.status == RunConversation.Status.FAILED and "draft" in failed.error
@@ -227,7 +258,9 @@ def test_a_failing_redis_cache_layer_is_logged_and_the_database_cache_carries_th
 @pytest.mark.django_db
 def test_eval_command_from_db_writes_files_and_scores(tmp_path, capsys):
     import_synth(3)
-    call_command("eval", "--model", "baseline:lexicon", "--from-db", "--out", str(tmp_path), "--no-cache", "--in-process")
+    call_command(
+        "eval", "--model", "baseline:lexicon", "--from-db", "--out", str(tmp_path), "--no-cache", "--in-process"
+    )
     out = capsys.readouterr().out
     assert len(list(tmp_path.glob("*.json"))) == 3
     assert "baseline:lexicon" in out and "composite" in out
@@ -236,7 +269,17 @@ def test_eval_command_from_db_writes_files_and_scores(tmp_path, capsys):
 @pytest.mark.django_db
 def test_eval_command_dry_run_calls_nothing(tmp_path, capsys):
     import_synth(2)
-    call_command("eval", "--model", "baseline:prior", "--from-db", "--judge", "baseline:lexicon", "--dry-run", "--out", str(tmp_path))
+    call_command(
+        "eval",
+        "--model",
+        "baseline:prior",
+        "--from-db",
+        "--judge",
+        "baseline:lexicon",
+        "--dry-run",
+        "--out",
+        str(tmp_path),
+    )
     out = capsys.readouterr().out
     assert "calls (" in out and "estimated cost $0.0000" in out
     assert not list(tmp_path.glob("*.json"))

@@ -27,10 +27,20 @@ def test_schema_generates_without_warnings_and_validates():
     assert problems == []
     validate_schema(schema)
     paths = set(schema["paths"])
-    for expected in ("/api/conversations/", "/api/conversations/{conversation_id}/", "/api/models/",
-                     "/api/dataset-versions/", "/api/dataset-versions/{id}/exports/", "/api/exports/{id}/download/",
-                     "/api/runs/", "/api/runs/{id}/cancel/", "/api/runs/{id}/resume/", "/api/runs/{id}/scores/",
-                     "/api/leaderboard/", "/api/analyses/"):
+    for expected in (
+        "/api/conversations/",
+        "/api/conversations/{conversation_id}/",
+        "/api/models/",
+        "/api/dataset-versions/",
+        "/api/dataset-versions/{id}/exports/",
+        "/api/exports/{id}/download/",
+        "/api/runs/",
+        "/api/runs/{id}/cancel/",
+        "/api/runs/{id}/resume/",
+        "/api/runs/{id}/scores/",
+        "/api/leaderboard/",
+        "/api/analyses/",
+    ):
         assert expected in paths
 
 
@@ -51,16 +61,20 @@ def test_conversations_are_paginated_and_filterable(api, sample_conversations):
 
 
 def test_dataset_version_and_export_through_the_api(api, sample_conversations, django_capture_on_commit_callbacks):
-    created = api.post("/api/dataset-versions/", {"name": "api-v1", "topic_categories": ["Grief", "Work"]},
-                       content_type="application/json")
+    created = api.post(
+        "/api/dataset-versions/",
+        {"name": "api-v1", "topic_categories": ["Grief", "Work"]},
+        content_type="application/json",
+    )
     assert created.status_code == 201
     version = created.json()
     assert version["conversation_count"] == 4 and len(version["content_hash"]) == 64
     again = api.post("/api/dataset-versions/", {"name": "api-v1"}, content_type="application/json")
     assert again.status_code == 409 and "immutable" in again.json()["detail"]
     with django_capture_on_commit_callbacks(execute=True):
-        job = api.post(f"/api/dataset-versions/{version['id']}/exports/", {"fmt": "parquet"},
-                       content_type="application/json")
+        job = api.post(
+            f"/api/dataset-versions/{version['id']}/exports/", {"fmt": "parquet"}, content_type="application/json"
+        )
     assert job.status_code == 202
     status = api.get(f"/api/exports/{job.json()['id']}/").json()
     assert status["status"] == "done" and status["download_url"].endswith("/download/")
@@ -88,8 +102,11 @@ def test_run_dry_run_estimates_without_creating_runs(api, scored_runs):
 
     assert EvaluatedModel.objects.get(name="baseline:lexicon").kind == EvaluatedModel.Kind.OFFLINE  # from the migration
     before = EvaluationRun.objects.count()
-    response = api.post("/api/runs/", {"models": ["baseline:lexicon"], "modes": ["default", "verbose"], "dry_run": True},
-                        content_type="application/json")
+    response = api.post(
+        "/api/runs/",
+        {"models": ["baseline:lexicon"], "modes": ["default", "verbose"], "dry_run": True},
+        content_type="application/json",
+    )
     assert response.status_code == 200
     estimate = response.json()
     # SPEC 4: per turn draft + analysis + HP binary (+ pairwise when compared), plus one post call per conversation
@@ -122,7 +139,6 @@ def test_api_conforms_to_its_schema_on_a_live_server(live_server, researcher, sa
     import schemathesis
     from hypothesis import HealthCheck, given, settings
     from rest_framework.authtoken.models import Token
-
     from schemathesis.specs.openapi.checks import ignored_auth
 
     from datasets.versions import do_freeze_dataset_version
@@ -135,8 +151,9 @@ def test_api_conforms_to_its_schema_on_a_live_server(live_server, researcher, sa
     for result in schema.get_all_operations():
         operation = result.ok()
 
-        @settings(max_examples=5, deadline=None, database=None, derandomize=True,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=5, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+        )
         @given(case=operation.as_strategy())
         def check(case):
             # ignored_auth replaces one security scheme (the session cookie) while our token still

@@ -14,8 +14,7 @@ import pytest
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-from playwright.sync_api import Page, expect  # noqa: E402
-
+from playwright.sync_api import Page, expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("export_dir")]
 
@@ -45,14 +44,17 @@ def log_in(page: Page, username: str, password: str) -> None:
 
 def baseline_runs_or_synthetic() -> str:
     """Real offline baselines through the replay service."""
-    from research import launcher
     from datasets.selection import complete_conversations
+    from research import launcher
     from scoring.models import EvaluatedModel
 
     names = ["baseline:random", "baseline:prior", "baseline:lexicon"]
-    models = [EvaluatedModel.objects.get_or_create(name=n, defaults={"kind": EvaluatedModel.Kind.OFFLINE})[0] for n in names]
-    request = launcher.LaunchRequest(models=models, modes=["default", "verbose"], panas_strategy="absolute", judge=None,
-                                     dataset_version=None)
+    models = [
+        EvaluatedModel.objects.get_or_create(name=n, defaults={"kind": EvaluatedModel.Kind.OFFLINE})[0] for n in names
+    ]
+    request = launcher.LaunchRequest(
+        models=models, modes=["default", "verbose"], panas_strategy="absolute", judge=None, dataset_version=None
+    )
     assert complete_conversations().exists()
     launcher.do_launch_runs(request)
     return "baselines"
@@ -69,19 +71,28 @@ def finish_rating(assignment, lean_yes: bool) -> None:
         step = current_step(assignment)
         answers = {q.id: (cat.YES if (lean_yes or i % 3 == 0) else cat.NO) for i, q in enumerate(step.questions)}
         do_record_analysis(
-            assignment, turn.turn_number,
+            assignment,
+            turn.turn_number,
             emotion_tags=[{"emotion": "Upset" if lean_yes else "Nervous", "intensity": 4}],
-            om_answers=answers, participant_answers=answers,
+            om_answers=answers,
+            participant_answers=answers,
             pairwise={str(c["index"]): "A" if lean_yes else "B" for c in step.comparisons},
         )
         assignment.refresh_from_db()
-    do_record_post(assignment, panas_items={i: 3 for i in cat.PANAS_ITEMS}, looking_for=[cat.Q1_LOOKING_FOR_OPTIONS[0]],
-                   emotion_clarity=cat.Q2_EMOTION_CLARITY_OPTIONS[0], model_fit=cat.Q3_MODEL_FIT_OPTIONS[1],
-                   what_felt_off=[], four_branch={b: 5 for b in cat.FOUR_BRANCHES})
+    do_record_post(
+        assignment,
+        panas_items=dict.fromkeys(cat.PANAS_ITEMS, 3),
+        looking_for=[cat.Q1_LOOKING_FOR_OPTIONS[0]],
+        emotion_clarity=cat.Q2_EMOTION_CLARITY_OPTIONS[0],
+        model_fit=cat.Q3_MODEL_FIT_OPTIONS[1],
+        what_felt_off=[],
+        four_branch=dict.fromkeys(cat.FOUR_BRANCHES, 5),
+    )
 
 
-def test_dashboards_with_sample_data_and_baseline_runs(page, live_server, researcher, rater, sample_conversations,
-                                                       django_user_model):
+def test_dashboards_with_sample_data_and_baseline_runs(
+    page, live_server, researcher, rater, sample_conversations, django_user_model
+):
     """Screenshots of every researcher page populated with the sample data and several scored runs."""
     from collection.models import Conversation
     from datasets.versions import do_freeze_dataset_version
@@ -135,8 +146,9 @@ def test_dashboards_with_sample_data_and_baseline_runs(page, live_server, resear
     shot(page, "api-docs")
 
 
-def test_launching_baseline_lexicon_shows_progress_to_100_and_a_leaderboard_row(page, live_server, researcher,
-                                                                                 sample_conversations):
+def test_launching_baseline_lexicon_shows_progress_to_100_and_a_leaderboard_row(
+    page, live_server, researcher, sample_conversations
+):
     from scoring.models import EvaluationRun
 
     log_in(page, "rita", "researcher-pass-123")

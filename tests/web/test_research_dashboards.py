@@ -7,9 +7,9 @@ import io
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
-from django.db import connection
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +37,12 @@ def test_collection_stats_count_statuses_topics_models_and_timing(sample_convers
     withdrawn.save()
     stats = collection_stats()
     assert stats.total == 15
-    assert dict((v, n) for v, _, n in stats.by_status) == {"in_progress": 0, "annotating": 0, "complete": 14, "withdrawn": 1}
+    assert dict((v, n) for v, _, n in stats.by_status) == {
+        "in_progress": 0,
+        "annotating": 0,
+        "complete": 14,
+        "withdrawn": 1,
+    }
     assert sum(n for _, n, _ in stats.by_category) == 15
     assert sorted(m["conversations"] for m in stats.by_model) == [5, 5, 5]
     assert stats.median_annotation_seconds == 60 and stats.annotation_timings == 3
@@ -115,8 +120,9 @@ def test_collection_dashboard_marks_offline_demo_models(client_, sample_conversa
     from collection.setup import ensure_defaults
 
     offline = ensure_defaults().models[0]
-    Conversation.objects.create(conversation_id="collected-1", participant=participant, original_model=offline,
-                                topic=Topic.objects.first())
+    Conversation.objects.create(
+        conversation_id="collected-1", participant=participant, original_model=offline, topic=Topic.objects.first()
+    )
     body = client_.get("/research/collection/").content.decode()
     assert "offline scripted model (demo)" in body
     assert "imported conversations only" in body

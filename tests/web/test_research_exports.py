@@ -17,8 +17,8 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("export_dir")]
 
 
 def test_freezing_hashes_the_canonical_json_in_id_order(sample_conversations, researcher):
-    from datasets.exchange import iter_canonical
     from collection.models import Conversation
+    from datasets.exchange import iter_canonical
     from datasets.versions import do_freeze_dataset_version
 
     version = do_freeze_dataset_version("v1", "all sample", user=researcher)
@@ -61,16 +61,19 @@ def test_withdrawal_after_freezing_removes_the_conversation_from_exports(sample_
     assert sheet["counts"]["conversations"] == 14 and sheet["counts"]["withdrawn_since_freeze"] == 1
 
 
-def test_export_page_starts_a_job_and_offers_the_download(sample_conversations, researcher,
-                                                          django_capture_on_commit_callbacks):
-    from datasets.versions import do_freeze_dataset_version
+def test_export_page_starts_a_job_and_offers_the_download(
+    sample_conversations, researcher, django_capture_on_commit_callbacks
+):
     from datasets.models import ExportJob
+    from datasets.versions import do_freeze_dataset_version
 
     version = do_freeze_dataset_version("v1", user=researcher)
     client = Client()
     client.force_login(researcher)
     with django_capture_on_commit_callbacks(execute=True):
-        response = client.post(f"/research/datasets/{version.pk}/export/", {"fmt": "json", "include_model_identity": "on"})
+        response = client.post(
+            f"/research/datasets/{version.pk}/export/", {"fmt": "json", "include_model_identity": "on"}
+        )
     assert response.status_code == 302
     job = ExportJob.objects.get()
     assert job.status == ExportJob.Status.DONE
@@ -80,7 +83,9 @@ def test_export_page_starts_a_job_and_offers_the_download(sample_conversations, 
     with zipfile.ZipFile(io.BytesIO(body)) as bundle:
         names = bundle.namelist()
         assert "DATASHEET.md" in names and "datasheet.json" in names
-        documents = [cf.load_conversation(bundle.read(n), n) for n in names if n.endswith(".json") and n != "datasheet.json"]
+        documents = [
+            cf.load_conversation(bundle.read(n), n) for n in names if n.endswith(".json") and n != "datasheet.json"
+        ]
         assert len(documents) == 15
         assert cat.RESEARCH_ONLY_STATEMENT in bundle.read("DATASHEET.md").decode()
 
@@ -93,9 +98,9 @@ def test_export_of_2000_generated_conversations_completes_in_the_background_and_
 
     from attunebench.synth import synth_conversations
     from datasets.exchange import import_documents
+    from datasets.models import ExportJob
     from datasets.tasks import do_request_export
     from datasets.versions import do_freeze_dataset_version, export_root
-    from datasets.models import ExportJob
 
     for start in range(0, 2000, 500):
         documents = synth_conversations(500, seed=11, start=start)

@@ -70,8 +70,14 @@ def test_finished_rating_is_a_canonical_run_scored_like_a_model(assignment, rate
         answer_turn(client, assignment, number, f"My reply to turn {number}")
     post = {f"panas_{item}": "3" for item in cat.PANAS_ITEMS}
     post.update({f"branch_{b}": "5" for b in cat.FOUR_BRANCHES})
-    post.update({"looking_for": [cat.Q1_LOOKING_FOR_OPTIONS[0]], "emotion_clarity": cat.Q2_EMOTION_CLARITY_OPTIONS[1],
-                 "model_fit": cat.Q3_MODEL_FIT_OPTIONS[1], "what_felt_off": "Too much advice, Too generic"})
+    post.update(
+        {
+            "looking_for": [cat.Q1_LOOKING_FOR_OPTIONS[0]],
+            "emotion_clarity": cat.Q2_EMOTION_CLARITY_OPTIONS[1],
+            "model_fit": cat.Q3_MODEL_FIT_OPTIONS[1],
+            "what_felt_off": "Too much advice, Too generic",
+        }
+    )
     with django_capture_on_commit_callbacks(execute=True):
         assert client.post(f"/research/rate/{assignment.pk}/", post).status_code == 302
     assignment.refresh_from_db()
@@ -80,7 +86,10 @@ def test_finished_rating_is_a_canonical_run_scored_like_a_model(assignment, rate
     assert output.em_model == "human:ravi" and [t.turnNumber for t in output.turns] == [1, 2, 3]
     assert output.turns[0].em_drafted_response == "My reply to turn 1"
     assert {t.emotion for t in output.turns[0].em_emotion_tags} == {"Upset", "Guilty"}
-    assert output.post_conversation.predicted_conversation_wide.q3_followUp_whatFeltOff == ["Too much advice", "Too generic"]
+    assert output.post_conversation.predicted_conversation_wide.q3_followUp_whatFeltOff == [
+        "Too much advice",
+        "Too generic",
+    ]
     assert EvaluatedModel.objects.get(name="human:ravi").kind == EvaluatedModel.Kind.HUMAN
     score = ConversationScore.objects.get(run=assignment.run_conversation.run)
     assert score.coverage == 1.0 and 0 <= score.composite_score <= 100
@@ -105,11 +114,17 @@ def test_assigning_twice_keeps_one_assignment(assignment, researcher, rater):
 
 def _finished_output(conversation_id: str, rater: str, answers: list[tuple[str, str]], tags: list[set[str]]) -> dict:
     return {
-        "conversationId": conversation_id, "em_model": f"human:{rater}", "mode": "default",
+        "conversationId": conversation_id,
+        "em_model": f"human:{rater}",
+        "mode": "default",
         "run_timestamp": "2026-01-01T00:00:00Z",
         "turns": [
-            {"turnNumber": i + 1, "em_binary_om_assessment": {"B1": om}, "em_binary_human_prediction": {"B1": hp},
-             "em_emotion_tags": [{"emotion": e, "intensity": None} for e in sorted(tag)]}
+            {
+                "turnNumber": i + 1,
+                "em_binary_om_assessment": {"B1": om},
+                "em_binary_human_prediction": {"B1": hp},
+                "em_emotion_tags": [{"emotion": e, "intensity": None} for e in sorted(tag)],
+            }
             for i, ((om, hp), tag) in enumerate(zip(answers, tags, strict=True))
         ],
     }
@@ -136,8 +151,12 @@ def test_krippendorff_alpha_between_raters_matches_the_hand_computation(sample_c
         ("b", [("yes", "no"), ("no", "no")], [{"Upset"}, {"Guilty"}]),
     ):
         user = django_user_model.objects.create_user(name)
-        RunConversation.objects.create(run=human_run(user), conversation=conversation, status="done",
-                                       output=_finished_output(conversation.conversation_id, name, answers, tags))
+        RunConversation.objects.create(
+            run=human_run(user),
+            conversation=conversation,
+            status="done",
+            output=_finished_output(conversation.conversation_id, name, answers, tags),
+        )
     agreement = rater_agreement()
     assert agreement.raters == ["human:a", "human:b"] and agreement.conversations == 1
     assert agreement.binary_units == 4

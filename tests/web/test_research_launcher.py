@@ -24,8 +24,10 @@ def lexicon():
 def test_estimate_counts_the_protocol_calls_and_costs_nothing_offline(client_, sample_conversations):
     from scoring.models import EvaluationRun
 
-    response = client_.post("/research/runs/estimate/", {"models": [lexicon().pk], "modes": ["default", "verbose"],
-                                                         "panas_strategy": "absolute"})
+    response = client_.post(
+        "/research/runs/estimate/",
+        {"models": [lexicon().pk], "modes": ["default", "verbose"], "panas_strategy": "absolute"},
+    )
     page = response.content.decode()
     assert 'id="estimate-result"' in page and "$0.0000" in page
     assert EvaluationRun.objects.count() == 0
@@ -35,8 +37,15 @@ def test_launch_runs_each_model_and_mode_to_done(client_, sample_conversations, 
     from scoring.models import EvaluationRun
 
     with django_capture_on_commit_callbacks(execute=True):
-        response = client_.post("/research/runs/", {"models": [lexicon().pk], "modes": ["default"],
-                                                   "panas_strategy": "delta", "topic_categories": ["Grief", "Work"]})
+        response = client_.post(
+            "/research/runs/",
+            {
+                "models": [lexicon().pk],
+                "modes": ["default"],
+                "panas_strategy": "delta",
+                "topic_categories": ["Grief", "Work"],
+            },
+        )
     assert response.status_code == 302
     run = EvaluationRun.objects.get()
     assert run.status == EvaluationRun.Status.DONE and run.panas_strategy == "delta"
@@ -46,8 +55,9 @@ def test_launch_runs_each_model_and_mode_to_done(client_, sample_conversations, 
     assert run.conversation_scores.count() == 4
 
 
-def test_active_run_polls_and_can_be_cancelled_then_resumed(client_, sample_conversations,
-                                                            django_capture_on_commit_callbacks):
+def test_active_run_polls_and_can_be_cancelled_then_resumed(
+    client_, sample_conversations, django_capture_on_commit_callbacks
+):
     from scoring.models import EvaluationRun
 
     run = EvaluationRun.objects.create(evaluated_model=lexicon(), mode="default", conversations_total=15)

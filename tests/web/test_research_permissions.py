@@ -23,9 +23,9 @@ STAFF = {RESEARCHER, ADMIN}
 def world(scored_runs, researcher, site_admin, rater, study):
     """Scored runs, a frozen dataset version with a finished export, and a human-baseline assignment."""
     from collection.models import Conversation
+    from datasets.models import ExportJob
     from datasets.versions import do_freeze_dataset_version, run_export_job
     from research.human_baseline import do_assign
-    from datasets.models import ExportJob
 
     version = do_freeze_dataset_version("perm-v1", user=researcher)
     job = ExportJob.objects.create(dataset_version=version, fmt="jsonl", progress_total=version.conversation_count)
@@ -33,7 +33,10 @@ def world(scored_runs, researcher, site_admin, rater, study):
     conversation = Conversation.objects.order_by("conversation_id").first()
     assignment = do_assign(conversation, rater, researcher)
     return {
-        "run": scored_runs[0], "version": version, "job": job, "conversation": conversation.conversation_id,
+        "run": scored_runs[0],
+        "version": version,
+        "job": job,
+        "conversation": conversation.conversation_id,
         "assignment": assignment,
     }
 
@@ -58,14 +61,26 @@ def client_for(persona: str, request: pytest.FixtureRequest) -> Client:
 def researcher_pages(w: dict) -> list[str]:
     run, conversation = w["run"].pk, w["conversation"]
     return [
-        "/research/", "/research/?weighting=equal&sort=emotion_tracking&dir=asc", "/research/collection/",
-        f"/research/conversations/{conversation}/", "/research/runs/", f"/research/runs/{run}/",
-        f"/research/runs/{run}/progress/", f"/research/runs/{run}/conversations/{conversation}/",
-        "/research/figures/leaderboard.csv", "/research/figures/capability_profile.svg",
-        "/research/figures/independence.csv", "/research/figures/discrimination.csv", "/research/figures/by_topic.csv",
-        "/research/figures/by_group.csv", "/research/figures/turn_position.csv",
-        "/research/datasets/", f"/research/datasets/{w['version'].pk}/", f"/research/exports/{w['job'].pk}/status/",
-        f"/research/exports/{w['job'].pk}/download/", "/research/human/",
+        "/research/",
+        "/research/?weighting=equal&sort=emotion_tracking&dir=asc",
+        "/research/collection/",
+        f"/research/conversations/{conversation}/",
+        "/research/runs/",
+        f"/research/runs/{run}/",
+        f"/research/runs/{run}/progress/",
+        f"/research/runs/{run}/conversations/{conversation}/",
+        "/research/figures/leaderboard.csv",
+        "/research/figures/capability_profile.svg",
+        "/research/figures/independence.csv",
+        "/research/figures/discrimination.csv",
+        "/research/figures/by_topic.csv",
+        "/research/figures/by_group.csv",
+        "/research/figures/turn_position.csv",
+        "/research/datasets/",
+        f"/research/datasets/{w['version'].pk}/",
+        f"/research/exports/{w['job'].pk}/status/",
+        f"/research/exports/{w['job'].pk}/download/",
+        "/research/human/",
     ]
 
 
@@ -85,11 +100,22 @@ def researcher_posts(w: dict) -> list[tuple[str, dict]]:
 def api_gets(w: dict) -> list[str]:
     run = w["run"].pk
     return [
-        "/api/schema/", "/api/docs/", "/api/conversations/", f"/api/conversations/{w['conversation']}/",
-        "/api/models/", f"/api/models/{w['run'].evaluated_model_id}/", "/api/dataset-versions/",
-        f"/api/dataset-versions/{w['version'].pk}/", "/api/exports/", f"/api/exports/{w['job'].pk}/",
-        f"/api/exports/{w['job'].pk}/download/", "/api/runs/", f"/api/runs/{run}/", f"/api/runs/{run}/scores/",
-        "/api/leaderboard/", "/api/analyses/",
+        "/api/schema/",
+        "/api/docs/",
+        "/api/conversations/",
+        f"/api/conversations/{w['conversation']}/",
+        "/api/models/",
+        f"/api/models/{w['run'].evaluated_model_id}/",
+        "/api/dataset-versions/",
+        f"/api/dataset-versions/{w['version'].pk}/",
+        "/api/exports/",
+        f"/api/exports/{w['job'].pk}/",
+        f"/api/exports/{w['job'].pk}/download/",
+        "/api/runs/",
+        f"/api/runs/{run}/",
+        f"/api/runs/{run}/scores/",
+        "/api/leaderboard/",
+        "/api/analyses/",
     ]
 
 
@@ -123,8 +149,8 @@ def test_researcher_pages_admit_only_staff(persona, world, request):
 
 @pytest.mark.parametrize("persona", PERSONAS)
 def test_researcher_actions_refuse_everyone_but_staff(persona, world, request):
-    from research.models import HumanAssignment
     from datasets.models import DatasetVersion
+    from research.models import HumanAssignment
     from scoring.models import EvaluationRun
 
     client = client_for(persona, request)

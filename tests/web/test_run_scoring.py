@@ -6,8 +6,8 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from datasets.exchange import import_paths
 from collection.models import Conversation, Participant
+from datasets.exchange import import_paths
 from scoring import tasks
 from scoring.models import ConversationScore, RunScore
 from scoring.replay_service import do_create_run
@@ -27,8 +27,10 @@ def scored_lexicon_run():
 
 
 def _snapshot(run):
-    rows = {s.conversation.conversation_id: (s.composite_score, s.coverage) for s in
-            ConversationScore.objects.filter(run=run).select_related("conversation")}
+    rows = {
+        s.conversation.conversation_id: (s.composite_score, s.coverage)
+        for s in ConversationScore.objects.filter(run=run).select_related("conversation")
+    }
     return rows, RunScore.objects.get(run=run).metrics
 
 

@@ -18,9 +18,9 @@ from django.core.management.base import BaseCommand, CommandError
 from attunebench.catalogue import RESEARCH_ONLY_STATEMENT
 from attunebench.replay.baselines import BASELINE_NAMES
 from attunebench.sources import read_conversations
-from datasets.exchange import import_documents
 from collection.models import Conversation, Participant
 from collection.setup import ensure_defaults
+from datasets.exchange import import_documents
 from research.roles import do_make_researcher
 
 DEMO_MODES = ("default", "omniscient")
@@ -50,9 +50,14 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
         parser.add_argument("--port", type=int, default=8000, help="port to serve on (default 8000)")
         parser.add_argument("--no-serve", action="store_true", help="set everything up, then exit")
-        parser.add_argument("--sample-data", default=str(settings.BASE_DIR / "sample_data"),
-                            help="folder of canonical conversation files to load (default sample_data/)")
-        parser.add_argument("--modes", nargs="+", default=list(DEMO_MODES), help="replay modes (default: default omniscient)")
+        parser.add_argument(
+            "--sample-data",
+            default=str(settings.BASE_DIR / "sample_data"),
+            help="folder of canonical conversation files to load (default sample_data/)",
+        )
+        parser.add_argument(
+            "--modes", nargs="+", default=list(DEMO_MODES), help="replay modes (default: default omniscient)"
+        )
 
     def handle(self, *args, **options):
         self.step("Applying database migrations")
@@ -68,7 +73,9 @@ class Command(BaseCommand):
         base = f"http://{'localhost' if options['host'] in {'127.0.0.1', '0.0.0.0'} else options['host']}:{options['port']}"
         self.stdout.write("")
         self.stdout.write(self.style.SUCCESS("Attune demo is ready."))
-        self.stdout.write(f"  Researcher dashboards: {base}/research/   user: {RESEARCHER_USERNAME}   password: {password}")
+        self.stdout.write(
+            f"  Researcher dashboards: {base}/research/   user: {RESEARCHER_USERNAME}   password: {password}"
+        )
         self.stdout.write(f"  Participant study link: {base}/s/{participant.token}/")
         self.stdout.write(f"  Open enrolment link:    {base}/join/{defaults.study.slug}/")
         self.stdout.write(f"  API docs:               {base}/api/docs/")
@@ -116,9 +123,13 @@ class Command(BaseCommand):
 
     def unused_participant(self, study) -> Participant:
         """The demo's printed study link: an invited participant who has not started, reused across runs."""
-        unused = Participant.objects.filter(
-            study=study, consents__isnull=True, conversations__isnull=True, withdrawn_at__isnull=True
-        ).order_by("created_at").first()
+        unused = (
+            Participant.objects.filter(
+                study=study, consents__isnull=True, conversations__isnull=True, withdrawn_at__isnull=True
+            )
+            .order_by("created_at")
+            .first()
+        )
         return unused or Participant.objects.create(study=study)
 
     def researcher_login(self) -> str:

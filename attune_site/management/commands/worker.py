@@ -17,11 +17,17 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         if not settings.REDIS_URL:
-            raise CommandError("REDIS_URL is not set: there is no broker to take tasks from. "
-                               "Set REDIS_URL=redis://host:6379/0, or run without a worker (tasks run in-process).")
+            raise CommandError(
+                "REDIS_URL is not set: there is no broker to take tasks from. "
+                "Set REDIS_URL=redis://host:6379/0, or run without a worker (tasks run in-process)."
+            )
         from attune_site.celery import app
 
-        app.worker_main([
-            "worker", f"--concurrency={options['concurrency']}", f"--loglevel={options['loglevel']}",
-            f"--queues={options['queues']}",
-        ])
+        app.worker_main(
+            [
+                "worker",
+                f"--concurrency={options['concurrency']}",
+                f"--loglevel={options['loglevel']}",
+                f"--queues={options['queues']}",
+            ]
+        )

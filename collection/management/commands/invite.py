@@ -22,8 +22,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--study", required=True, metavar="SLUG", help="the study's slug")
         parser.add_argument("--count", type=int, default=1, metavar="N", help="how many participants (default 1)")
-        parser.add_argument("--base-url", default="http://localhost:8000",
-                            help="site address the links start with (default http://localhost:8000)")
+        parser.add_argument(
+            "--base-url",
+            default="http://localhost:8000",
+            help="site address the links start with (default http://localhost:8000)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         count = options["count"]

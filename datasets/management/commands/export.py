@@ -17,10 +17,17 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--format", choices=EXPORT_FORMATS, default="json", help="output format (default json)")
         parser.add_argument("--out", required=True, help="output folder (json), .zip (json) or file (jsonl, parquet)")
-        parser.add_argument("--include-model-identity", action="store_true",
-                            help="write original models' real identities instead of their aliases")
-        parser.add_argument("--status", action="append", default=None,
-                            help="only conversations with this status (repeatable; default: all but withdrawn)")
+        parser.add_argument(
+            "--include-model-identity",
+            action="store_true",
+            help="write original models' real identities instead of their aliases",
+        )
+        parser.add_argument(
+            "--status",
+            action="append",
+            default=None,
+            help="only conversations with this status (repeatable; default: all but withdrawn)",
+        )
 
     def handle(self, *args, **options):
         queryset = exportable_conversations()
@@ -40,4 +47,6 @@ class Command(BaseCommand):
             raise CommandError(f"cannot write {options['out']}: {exc}") from exc
         if interactive:
             self.stderr.write("")
-        self.stdout.write(self.style.SUCCESS(f"Exported {count} conversation(s) to {options['out']} ({options['format']})."))
+        self.stdout.write(
+            self.style.SUCCESS(f"Exported {count} conversation(s) to {options['out']} ({options['format']}).")
+        )

@@ -13,7 +13,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("paths", nargs="+", metavar="PATH", help="conversation .json files, folders or .zip archives")
+        parser.add_argument(
+            "paths", nargs="+", metavar="PATH", help="conversation .json files, folders or .zip archives"
+        )
 
     def handle(self, *args, **options):
         result = import_paths(options["paths"])

@@ -55,19 +55,29 @@ def check_paths(paths: list[str]) -> tuple[int, int, list[Problem]]:
                 run = parse_run(data, source)
                 key = (run.conversationId, run.em_model, run.mode)
                 if key in seen_runs:
-                    raise CanonicalError([Problem(
-                        source=source, path="conversationId",
-                        message=f"a run of {key[0]!r} by {key[1]!r} in mode {key[2]!r} is also in {seen_runs[key]}",
-                    )])
+                    raise CanonicalError(
+                        [
+                            Problem(
+                                source=source,
+                                path="conversationId",
+                                message=f"a run of {key[0]!r} by {key[1]!r} in mode {key[2]!r} is also in {seen_runs[key]}",
+                            )
+                        ]
+                    )
                 seen_runs[key] = source
             else:
                 conversation: ConversationFile = parse_conversation(data, source)
                 cid = conversation.conversationId
                 if cid in seen_conversations:
-                    raise CanonicalError([Problem(
-                        source=source, path="conversationId",
-                        message=f"{cid!r} is also used by {seen_conversations[cid]}",
-                    )])
+                    raise CanonicalError(
+                        [
+                            Problem(
+                                source=source,
+                                path="conversationId",
+                                message=f"{cid!r} is also used by {seen_conversations[cid]}",
+                            )
+                        ]
+                    )
                 seen_conversations[cid] = source
         except CanonicalError as exc:
             problems.extend(exc.problems)
@@ -86,8 +96,9 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("paths", nargs="+", metavar="PATH",
-                            help="a .json file, a folder (searched recursively) or a .zip archive")
+        parser.add_argument(
+            "paths", nargs="+", metavar="PATH", help="a .json file, a folder (searched recursively) or a .zip archive"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         checked, valid, problems = check_paths(options["paths"])

@@ -20,24 +20,37 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--conversations", nargs="+", required=True, metavar="PATH",
+            "--conversations",
+            nargs="+",
+            required=True,
+            metavar="PATH",
             help="ground-truth conversation files: .json files, folders (recursive) or .zip archives",
         )
         parser.add_argument(
-            "--runs", nargs="+", required=True, metavar="PATH",
+            "--runs",
+            nargs="+",
+            required=True,
+            metavar="PATH",
             help="evaluated-model run outputs: .json files, folders (recursive) or .zip archives",
         )
         parser.add_argument("--json", metavar="OUT", help="write every analysis to OUT as JSON")
         parser.add_argument(
-            "--seed", type=int, default=0,
+            "--seed",
+            type=int,
+            default=0,
             help="seed of the bootstrap resampling (default 0); the same seed gives the same intervals",
         )
         parser.add_argument(
-            "--bootstrap", type=int, default=2000, metavar="N",
+            "--bootstrap",
+            type=int,
+            default=2000,
+            metavar="N",
             help="number of bootstrap resamples of the conversations (default 2000)",
         )
         parser.add_argument(
-            "--alpha", type=float, default=0.05,
+            "--alpha",
+            type=float,
+            default=0.05,
             help="significance level after Holm correction for the discrimination tests (default 0.05)",
         )
 
@@ -57,8 +70,11 @@ class Command(BaseCommand):
             self.stderr.write(format_problems(skipped))
         report = result.report()
         analysis = analyze(
-            report, [c for _, c in loaded.conversations],
-            seed=options["seed"], n_bootstrap=options["bootstrap"], alpha=options["alpha"],
+            report,
+            [c for _, c in loaded.conversations],
+            seed=options["seed"],
+            n_bootstrap=options["bootstrap"],
+            alpha=options["alpha"],
         )
         self.stdout.write(format_analysis(analysis))
         if options["json"]:

@@ -33,23 +33,35 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--model", required=True, help="registry name, baseline:NAME, or a litellm model such as openai/gpt-4o-mini")
+        parser.add_argument(
+            "--model", required=True, help="registry name, baseline:NAME, or a litellm model such as openai/gpt-4o-mini"
+        )
         parser.add_argument("--mode", default="default", choices=cat.MODES)
         parser.add_argument("--panas-strategy", default="absolute", choices=cat.PANAS_STRATEGIES)
-        parser.add_argument("--judge", help="judge model (registry name, baseline:NAME or litellm model); off by default")
+        parser.add_argument(
+            "--judge", help="judge model (registry name, baseline:NAME or litellm model); off by default"
+        )
         source = parser.add_mutually_exclusive_group(required=True)
-        source.add_argument("--conversations", nargs="+", metavar="PATH", help="conversation files, folders or .zip archives")
-        source.add_argument("--from-db", action="store_true", help="complete, non-withdrawn conversations in the database")
+        source.add_argument(
+            "--conversations", nargs="+", metavar="PATH", help="conversation files, folders or .zip archives"
+        )
+        source.add_argument(
+            "--from-db", action="store_true", help="complete, non-withdrawn conversations in the database"
+        )
         parser.add_argument("--concurrency", type=int, default=16, help="calls in flight at once (default 16)")
         parser.add_argument("--out", help="folder for the run files (default: <data dir>/runs/<model>__<mode>)")
-        parser.add_argument("--dry-run", action="store_true", help="print the number of calls and the estimated cost, call nothing")
+        parser.add_argument(
+            "--dry-run", action="store_true", help="print the number of calls and the estimated cost, call nothing"
+        )
         parser.add_argument("--api-base", help="OpenAI-compatible base URL for a model not in the registry")
         parser.add_argument("--temperature", type=float)
         parser.add_argument("--max-tokens", type=int)
         parser.add_argument("--seed", type=int)
         parser.add_argument("--no-cache", action="store_true", help="do not read or write the call cache")
         parser.add_argument("--cache-dir", help="call cache folder (default: <data dir>/call-cache)")
-        parser.add_argument("--in-process", action="store_true", help="run here even when REDIS_URL points at Celery workers")
+        parser.add_argument(
+            "--in-process", action="store_true", help="run here even when REDIS_URL points at Celery workers"
+        )
 
     # -- model specs ---------------------------------------------------------
 
@@ -63,16 +75,23 @@ class Command(BaseCommand):
             from scoring.models import EvaluatedModel
 
             registered = EvaluatedModel.objects.filter(name=name).first()
-        except Exception:  # noqa: BLE001 - a fresh install without a migrated database still evaluates files
+        except Exception:
             registered = None
         try:
             if registered is not None and not (params or options.get("api_base")):
                 return em_spec(registered)
         except ReplayRefused as exc:
             raise CommandError(str(exc)) from None
-        spec = spec_from_name(name) if name.startswith("baseline:") else EMSpec(
-            name=name, litellm_model=name, api_base=options.get("api_base"), params=params)
-        if not spec.is_offline and not settings.ATTUNE_ALLOW_LIVE_MODELS and not (spec.api_base and _is_loopback(spec.api_base)):
+        spec = (
+            spec_from_name(name)
+            if name.startswith("baseline:")
+            else EMSpec(name=name, litellm_model=name, api_base=options.get("api_base"), params=params)
+        )
+        if (
+            not spec.is_offline
+            and not settings.ATTUNE_ALLOW_LIVE_MODELS
+            and not (spec.api_base and _is_loopback(spec.api_base))
+        ):
             raise CommandError(f"{name} is a live model: set ATTUNE_ALLOW_LIVE_MODELS=1 to allow paid calls")
         if spec.is_offline and name not in ("baseline:random", "baseline:prior", "baseline:lexicon"):
             raise CommandError(f"unknown baseline {name!r}; choose baseline:random, baseline:prior or baseline:lexicon")
@@ -101,7 +120,13 @@ class Command(BaseCommand):
         if options["concurrency"] < 1:
             raise CommandError("--concurrency must be at least 1")
         em = self._spec(options["model"], options)
-        judge = self._spec(options["judge"], {**options, "api_base": None, "temperature": None, "max_tokens": None, "seed": None}) if options["judge"] else None
+        judge = (
+            self._spec(
+                options["judge"], {**options, "api_base": None, "temperature": None, "max_tokens": None, "seed": None}
+            )
+            if options["judge"]
+            else None
+        )
         config = ReplayConfig(mode=options["mode"], panas_strategy=options["panas_strategy"], judge=judge)
         conversations = self._conversations(options)
         if not conversations:
@@ -111,7 +136,9 @@ class Command(BaseCommand):
             from attunebench.replay.run import estimate
 
             plan = estimate(conversations, em, config)
-            self.stdout.write(f"Dry run of {em.name} ({config.mode}, {config.panas_strategy}) on {len(conversations)} conversations:")
+            self.stdout.write(
+                f"Dry run of {em.name} ({config.mode}, {config.panas_strategy}) on {len(conversations)} conversations:"
+            )
             self.stdout.write(plan.describe())
             return
 
@@ -124,12 +151,16 @@ class Command(BaseCommand):
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             from attunebench.canonical import dumps_canonical
+
             for run in runs:
                 (out / f"{_slug(run.em_model)}__{run.mode}__{_slug(run.conversationId)}.json").write_text(
-                    dumps_canonical(run), encoding="utf-8")
+                    dumps_canonical(run), encoding="utf-8"
+                )
         self._score(conversations, runs)
 
-    def _in_process(self, em: Any, config: Any, conversations: list[Any], options: dict[str, Any], out: Path) -> list[Any]:
+    def _in_process(
+        self, em: Any, config: Any, conversations: list[Any], options: dict[str, Any], out: Path
+    ) -> list[Any]:
         import asyncio
 
         from attunebench.replay.aio import run_sync
@@ -139,7 +170,9 @@ class Command(BaseCommand):
         if options["no_cache"]:
             cache: Any = NullCache()
         else:
-            cache = LayeredCache(MemoryCache(), FileCache(options["cache_dir"] or Path(settings.DATA_DIR) / "call-cache"))
+            cache = LayeredCache(
+                MemoryCache(), FileCache(options["cache_dir"] or Path(settings.DATA_DIR) / "call-cache")
+            )
         replayer = make_replayer(em, config, dataset=conversations, concurrency=options["concurrency"], cache=cache)
         total = len(conversations)
         started = time.perf_counter()
@@ -148,8 +181,10 @@ class Command(BaseCommand):
         def line() -> str:
             t = replayer.totals
             cost = f"${t.cost_spent:.4f}" + ("+?" if t.cost_unknown else "")
-            return (f"conversations {replayer.conversations_done}/{total} | calls {t.calls_made} made, "
-                    f"{t.calls_cached} cached, {t.calls_failed} failed | cost {cost} | {time.perf_counter() - started:.1f}s")
+            return (
+                f"conversations {replayer.conversations_done}/{total} | calls {t.calls_made} made, "
+                f"{t.calls_cached} cached, {t.calls_failed} failed | cost {cost} | {time.perf_counter() - started:.1f}s"
+            )
 
         async def main() -> list[Any]:
             # A live line on a terminal; a line every 10 s in logs (the final line goes to stdout).
@@ -173,15 +208,20 @@ class Command(BaseCommand):
         scoreable = [r for r in results if r.scoreable]
         paths = write_outputs(scoreable, out)
         failed = sum(len(r.failures) for r in scoreable)
-        self.stdout.write(f"Wrote {len(paths)} run files to {out}" + (f" ({failed} failed calls listed in them)" if failed else ""))
+        self.stdout.write(
+            f"Wrote {len(paths)} run files to {out}" + (f" ({failed} failed calls listed in them)" if failed else "")
+        )
         unanswered = [r for r in results if not r.scoreable]
         if unanswered:
             first = unanswered[0].failures[0] if unanswered[0].failures else None
-            self.stderr.write(self.style.ERROR(
-                f"{len(unanswered)} conversation(s) got no answer from the provider and were not written or scored "
-                f"({', '.join(r.conversation_id for r in unanswered[:5])}{', ...' if len(unanswered) > 5 else ''}"
-                f"{f'; first error: {first.error}' if first else ''}). Run the command again to retry them; "
-                "answers already received are cached."))
+            self.stderr.write(
+                self.style.ERROR(
+                    f"{len(unanswered)} conversation(s) got no answer from the provider and were not written or scored "
+                    f"({', '.join(r.conversation_id for r in unanswered[:5])}{', ...' if len(unanswered) > 5 else ''}"
+                    f"{f'; first error: {first.error}' if first else ''}). Run the command again to retry them; "
+                    "answers already received are cached."
+                )
+            )
         return [r.output for r in scoreable]
 
     def _through_celery(self, em: Any, options: dict[str, Any], conversations: list[Any]) -> list[Any]:
@@ -190,7 +230,10 @@ class Command(BaseCommand):
         from scoring.models import EvaluationRun, RunConversation
 
         run = replay_service.do_create_run(
-            em.name, options["mode"], options["panas_strategy"], options["judge"],
+            em.name,
+            options["mode"],
+            options["panas_strategy"],
+            options["judge"],
             conversation_ids=[c.conversationId for c in conversations],
         )
         run_control.start_run(run.pk)
@@ -201,12 +244,20 @@ class Command(BaseCommand):
                 f"\rrun {run.pk} {progress['status']}: conversations {progress['conversations_done']}/"
                 f"{progress['conversations_total']} ({progress['conversations_failed']} failed) | calls "
                 f"{progress['calls_made']} made, {progress['calls_cached']} cached, {progress['calls_failed']} failed | "
-                f"cost ${progress['cost_usd']:.4f}", ending="")
-            if progress["status"] in (EvaluationRun.Status.DONE, EvaluationRun.Status.FAILED, EvaluationRun.Status.CANCELLED):
+                f"cost ${progress['cost_usd']:.4f}",
+                ending="",
+            )
+            if progress["status"] in (
+                EvaluationRun.Status.DONE,
+                EvaluationRun.Status.FAILED,
+                EvaluationRun.Status.CANCELLED,
+            ):
                 break
             time.sleep(1.0)
         self.stderr.write("")
-        outputs = RunConversation.objects.filter(run=run, status=RunConversation.Status.DONE).values_list("output", flat=True)
+        outputs = RunConversation.objects.filter(run=run, status=RunConversation.Status.DONE).values_list(
+            "output", flat=True
+        )
         return [cf.parse_run(output) for output in outputs]
 
     def _score(self, conversations: list[Any], runs: list[Any]) -> None:

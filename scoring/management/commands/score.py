@@ -23,30 +23,39 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--conversations", nargs="+", required=True, metavar="PATH",
+            "--conversations",
+            nargs="+",
+            required=True,
+            metavar="PATH",
             help="ground-truth conversation files: one or more .json files, folders (searched "
-                 "recursively) or .zip archives; run files found here are ignored",
+            "recursively) or .zip archives; run files found here are ignored",
         )
         parser.add_argument(
-            "--runs", nargs="+", required=True, metavar="PATH",
+            "--runs",
+            nargs="+",
+            required=True,
+            metavar="PATH",
             help="evaluated-model run outputs (one per conversation, model and mode): files, "
-                 "folders or .zip archives; conversation files found here are ignored",
+            "folders or .zip archives; conversation files found here are ignored",
         )
         parser.add_argument(
-            "--json", metavar="OUT",
-            help="write the full report to OUT as JSON: {\"conversations\": [per-conversation "
-                 "scores with per-turn metrics], \"aggregates\": [one row per model and mode]}",
+            "--json",
+            metavar="OUT",
+            help='write the full report to OUT as JSON: {"conversations": [per-conversation '
+            'scores with per-turn metrics], "aggregates": [one row per model and mode]}',
         )
         parser.add_argument(
-            "--csv", metavar="OUT",
+            "--csv",
+            metavar="OUT",
             help="write the aggregate rows (one line per model and mode, pooled binary metrics "
-                 "flattened, capability scores 0-1) to OUT as CSV",
+            "flattened, capability scores 0-1) to OUT as CSV",
         )
         parser.add_argument(
-            "--details", action="store_true",
+            "--details",
+            action="store_true",
             help="add a 'details' object to each conversation in the JSON (PANAS sides, item-level "
-                 "scores, HP-perspective gap, capabilities, metadata); off by default so the JSON "
-                 "keeps exactly the documented keys",
+            "scores, HP-perspective gap, capabilities, metadata); off by default so the JSON "
+            "keeps exactly the documented keys",
         )
 
     def handle(self, *args: object, **options: object) -> None:
