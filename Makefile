@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: demo test install install-test browser-deps bench clean
+.PHONY: demo test check install install-test browser-deps bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,13 @@ browser-deps:
 ## The whole test suite (SQLite and in-process tasks unless DATABASE_URL / REDIS_URL are set).
 test: install-test browser-deps
 	ATTUNE_DATA_DIR=$${ATTUNE_DATA_DIR:-$(CURDIR)/data/test} $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## The quality gate: ruff lint and format, the import contracts (layers, a Django-free core), mypy.
+check: install-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	ATTUNE_DATA_DIR=$${ATTUNE_DATA_DIR:-$(CURDIR)/data/test} $(BIN)/mypy
 
 bench: install-test
 	$(BIN)/python bench/score_speed.py

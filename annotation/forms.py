@@ -88,7 +88,9 @@ class GoldenReplyForm(ParticipantForm):
         max_length=GOLDEN_MAX_LENGTH,
         widget=forms.Textarea(attrs={"rows": 8}),
         error_messages={
-            "required": "Please write the reply you would have wanted. You can keep the suggested text if it already fits."
+            "required": (
+                "Please write the reply you would have wanted. You can keep the suggested text if it already fits."
+            )
         },
     )
 

@@ -31,6 +31,9 @@ class MoodTag(models.Model):
             ),
         ]
 
+    def __str__(self) -> str:
+        return f"{self.emotion} ({self.intensity or '-'})"
+
 
 class BinaryJudgement(models.Model):
     """One behaviour question answered twice: what the model did, and what the participant wanted."""
@@ -62,6 +65,9 @@ class BinaryJudgement(models.Model):
             ),
         ]
 
+    def __str__(self) -> str:
+        return f"{self.question_id}: did {self.observed or '-'}, wanted {self.preferred or '-'}"
+
 
 class AlternateResponses(models.Model):
     """The model-improved rewrite and the participant's own edited ("golden") reply."""
@@ -70,6 +76,9 @@ class AlternateResponses(models.Model):
     llm_improved = models.TextField(blank=True)
     human_edited = models.TextField(blank=True)
     improved_generated_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"alternates of turn {self.turn_id}"
 
 
 class PairwiseComparison(models.Model):
@@ -98,3 +107,6 @@ class PairwiseComparison(models.Model):
                 name="pairwise_question_valid",
             ),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.question_id}: {self.response_a} vs {self.response_b} -> {self.winner or '-'}"
