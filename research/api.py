@@ -25,6 +25,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from attunebench.catalogue import RESEARCH_ONLY_STATEMENT, TOPIC_CATEGORIES
+from attunebench.metrics.results import to_json
 from collection.models import Conversation
 from datasets.exchange import conversation_to_dict, with_export_relations
 from datasets.models import DatasetVersion, ExportJob
@@ -366,7 +367,7 @@ class AnalysesView(ResearcherAPIMixin, APIView):
             {
                 "research_only_statement": RESEARCH_ONLY_STATEMENT,
                 "runs": [r.pk for r in data.runs],
-                "analysis": data.analysis,
+                "analysis": to_json(data.analysis) if data.analysis else None,
             }
         )
 
