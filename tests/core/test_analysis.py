@@ -402,7 +402,7 @@ def test_analysis_json_reads_back_into_the_same_model() -> None:
 def test_results_are_frozen_and_refuse_nan() -> None:
     interval = Interval(estimate=0.5, low=0.4, high=0.6)
     with pytest.raises(ValidationError, match="frozen"):
-        interval.low = 0.1  # type: ignore[misc]
+        interval.low = 0.1
     with pytest.raises(ValidationError, match="finite"):
         Interval(estimate=float("nan"), low=None, high=None)
 
