@@ -81,7 +81,7 @@ def leaderboard_runs(dataset_version_id: int | None = None) -> list[EvaluationRu
 
 def conversation_info(conversation_pks: Iterable[int]) -> dict[int, dict[str, Any]]:
     """pk -> conversationId, category, original model, participant group, GT turn count."""
-    rows = (
+    rows = list(
         Conversation.objects.filter(pk__in=list(conversation_pks))
         .annotate(n_turns=Count("turns"))
         .values_list(
@@ -94,7 +94,6 @@ def conversation_info(conversation_pks: Iterable[int]) -> dict[int, dict[str, An
             "n_turns",
         )
     )
-    rows = list(rows)
     diagnoses = dict(
         SensitiveProfile.objects.filter(participant_id__in={r[5] for r in rows if r[5]}).values_list(
             "participant_id", "diagnoses"
@@ -114,8 +113,8 @@ def conversation_info(conversation_pks: Iterable[int]) -> dict[int, dict[str, An
 
 def stored_record(metrics: Mapping[str, Any]) -> Mapping[str, Any]:
     """The scorer's record inside a stored ConversationScore.metrics (top level, or under 'record')."""
-    record = metrics.get("record") if isinstance(metrics.get("record"), Mapping) else metrics
-    return record
+    inner = metrics.get("record")
+    return inner if isinstance(inner, Mapping) else metrics
 
 
 def build_report(runs: Sequence[EvaluationRun]) -> tuple[dict[str, Any], list[str]]:
