@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from attunebench.metrics.composite import CAPABILITIES
 
-# row label -> row label -> value: correlation matrices and outrank probabilities
+# key -> key -> value: metric x metric for the correlations, row label x row label for outrank probabilities
 Matrix = dict[str, dict[str, float | None]]
 
 
@@ -39,7 +39,7 @@ def row_label(em_model: str, mode: str) -> str:
 
 
 def to_json(result: BaseModel) -> dict[str, Any]:
-    """The JSON form of a result model: the only serialiser, used by the CLI, the API and exports."""
+    """The JSON form of a result model: the one serialiser, for every file written and every API response."""
     return result.model_dump(mode="json")
 
 
