@@ -7,11 +7,14 @@ in the schema.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.db.models import Count, QuerySet
-from django.http import FileResponse, Http404
+from django.http import FileResponse, Http404, HttpRequest
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404
 from django.views.static import serve
 from drf_spectacular.types import OpenApiTypes
@@ -19,12 +22,13 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.parsers import JSONParser
+from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from attunebench.catalogue import RESEARCH_ONLY_STATEMENT, TOPIC_CATEGORIES
+from attunebench.metrics.results import to_json
 from collection.models import Conversation
 from datasets.exchange import conversation_to_dict, with_export_relations
 from datasets.models import DatasetVersion, ExportJob
@@ -50,6 +54,9 @@ from research.serializers import (
     RunSerializer,
 )
 from scoring.models import EvaluatedModel, EvaluationRun
+
+if TYPE_CHECKING:
+    from rest_framework.permissions import _PermissionClass  # the stubs' name for what APIView accepts
 
 DENIED = {
     401: OpenApiResponse(ErrorSerializer, description="Not logged in."),
@@ -81,8 +88,8 @@ def _param(name: str, description: str, enum: list[str] | None = None, type_: ty
 class ResearcherAPIMixin:
     """Researcher-only, and JSON request bodies only: form encoding cannot express the nulls the bodies use."""
 
-    permission_classes = [IsResearcher]
-    parser_classes = [JSONParser]
+    permission_classes: Sequence[_PermissionClass] = [IsResearcher]
+    parser_classes: Sequence[type[BaseParser]] = [JSONParser]
 
 
 @extend_schema_view(
@@ -366,7 +373,7 @@ class AnalysesView(ResearcherAPIMixin, APIView):
             {
                 "research_only_statement": RESEARCH_ONLY_STATEMENT,
                 "runs": [r.pk for r in data.runs],
-                "analysis": data.analysis,
+                "analysis": to_json(data.analysis) if data.analysis else None,
             }
         )
 
@@ -405,6 +412,6 @@ class DocsView(SpectacularSwaggerView):
         return reverse("api:docs-asset", args=["swagger-ui-dist/favicon-32x32.png"])
 
 
-def docs_asset(request: object, path: str) -> object:
+def docs_asset(request: HttpRequest, path: str) -> HttpResponseBase:
     """The sidecar's Swagger UI files (public static assets, no data)."""
     return serve(request, path, document_root=str(_sidecar_root()))

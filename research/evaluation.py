@@ -25,10 +25,12 @@ from attunebench import catalogue as cat
 from attunebench.metrics.aggregate import aggregate_rows, mean_or_none, standard_error
 from attunebench.metrics.composite import LEADERBOARD_CAPABILITIES
 from attunebench.metrics.keys import CONVERSATION_KEYS
+from attunebench.metrics.results import Analysis, row_label
 from collection.models import Conversation, SensitiveProfile
 from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun
 
 N_BOOTSTRAP = 1000
+CACHE_VERSION = 2  # part of the cache key: bump when the cached report or analysis changes shape
 Z_95 = 1.959964
 
 CAPABILITY_TITLES: dict[str, str] = {
@@ -47,13 +49,11 @@ class EvaluationData:
 
     runs: list[EvaluationRun]
     report: dict[str, Any]
-    analysis: dict[str, Any] | None
+    analysis: Analysis | None
     skipped: list[str] = field(default_factory=list)
 
     @property
     def run_by_label(self) -> dict[str, EvaluationRun]:
-        from attunebench.metrics.analysis import row_label
-
         return {row_label(r.evaluated_model.name, r.mode): r for r in self.runs}
 
 
@@ -81,7 +81,7 @@ def leaderboard_runs(dataset_version_id: int | None = None) -> list[EvaluationRu
 
 def conversation_info(conversation_pks: Iterable[int]) -> dict[int, dict[str, Any]]:
     """pk -> conversationId, category, original model, participant group, GT turn count."""
-    rows = (
+    rows = list(
         Conversation.objects.filter(pk__in=list(conversation_pks))
         .annotate(n_turns=Count("turns"))
         .values_list(
@@ -94,7 +94,6 @@ def conversation_info(conversation_pks: Iterable[int]) -> dict[int, dict[str, An
             "n_turns",
         )
     )
-    rows = list(rows)
     diagnoses = dict(
         SensitiveProfile.objects.filter(participant_id__in={r[5] for r in rows if r[5]}).values_list(
             "participant_id", "diagnoses"
@@ -114,8 +113,8 @@ def conversation_info(conversation_pks: Iterable[int]) -> dict[int, dict[str, An
 
 def stored_record(metrics: Mapping[str, Any]) -> Mapping[str, Any]:
     """The scorer's record inside a stored ConversationScore.metrics (top level, or under 'record')."""
-    record = metrics.get("record") if isinstance(metrics.get("record"), Mapping) else metrics
-    return record
+    inner = metrics.get("record")
+    return inner if isinstance(inner, Mapping) else metrics
 
 
 def build_report(runs: Sequence[EvaluationRun]) -> tuple[dict[str, Any], list[str]]:
@@ -137,7 +136,8 @@ def build_report(runs: Sequence[EvaluationRun]) -> tuple[dict[str, Any], list[st
         missing = required - record.keys()
         if missing:
             skipped.append(
-                f"run {run_pk}, conversation {meta.get('conversationId')}: stored score lacks {', '.join(sorted(missing))}"
+                f"run {run_pk}, conversation {meta.get('conversationId')}: "
+                f"stored score lacks {', '.join(sorted(missing))}"
             )
             continue
         record["conversationId"] = meta.get("conversationId", str(conversation_pk))
@@ -167,7 +167,7 @@ def evaluation_data(dataset_version_id: int | None = None, n_bootstrap: int = N_
     runs = leaderboard_runs(dataset_version_id)
     if not runs:
         return EvaluationData(runs=[], report={"conversations": [], "aggregates": []}, analysis=None)
-    key = _cache_key(runs) + f":{n_bootstrap}"
+    key = _cache_key(runs) + f":{n_bootstrap}:v{CACHE_VERSION}"
     cached = cache.get(key)
     if cached is None:
         from attunebench.metrics.analysis import analyze  # numpy/scipy: loaded only when a dashboard needs them
@@ -205,35 +205,36 @@ def leaderboard_rows(
     if data.analysis is None:
         return []
     runs = data.run_by_label
-    bootstrap_rows = {r["label"]: r for r in data.analysis["bootstrap"]["rows"]}
+    bootstrap_rows = {r.label: r for r in data.analysis.bootstrap.rows}
     by_row: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for record in data.report["conversations"]:
         by_row.setdefault((record["em_model"], record["mode"]), []).append(record)
     rows = []
-    for profile in data.analysis["capability_profile"]:
-        label = profile["label"]
+    for profile in data.analysis.capability_profile:
+        label = profile.label
         run = runs.get(label)
-        records = by_row.get((profile["em_model"], profile["mode"]), [])
+        records = by_row.get((profile.em_model, profile.mode), [])
         if weighting == "equal":
             values = [r["equal_weight_composite"] for r in records]
             estimate = mean_or_none(values)
             low, high = _normal_ci(values)
         else:
-            ci = bootstrap_rows.get(label, {}).get("composite_score", {})
-            estimate, low, high = ci.get("estimate"), ci.get("low"), ci.get("high")
+            boot = bootstrap_rows.get(label)
+            ci = boot.composite_score if boot else None
+            estimate, low, high = (ci.estimate, ci.low, ci.high) if ci else (None, None, None)
         rows.append(
             {
                 "label": label,
-                "em_model": profile["em_model"],
-                "mode": profile["mode"],
-                "human": profile["human_baseline"],
+                "em_model": profile.em_model,
+                "mode": profile.mode,
+                "human": profile.human_baseline,
                 "run": run,
-                "n": profile["n_conversations"],
+                "n": profile.n_conversations,
                 "composite": estimate,
                 "ci_low": low,
                 "ci_high": high,
-                "capabilities": {c: profile["capabilities"].get(c) for c in LEADERBOARD_CAPABILITIES},
-                "coverage": profile["coverage"],
+                "capabilities": {c: profile.capabilities.capability(c) for c in LEADERBOARD_CAPABILITIES},
+                "coverage": profile.coverage,
                 "cost": run.cost_usd if run else None,
             }
         )

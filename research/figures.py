@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from attunebench.metrics.composite import CAPABILITIES
+from attunebench.metrics.results import GroupComparison, GroupRow, Interval, row_label
 from research.charts import Chart, bar_panels, heatmap, line_chart, table_chart
 from research.evaluation import CAPABILITY_TITLES, EvaluationData, leaderboard_rows
 
@@ -37,12 +38,13 @@ def leaderboard_chart(data: EvaluationData, weighting: str = "spec") -> Chart:
 
 
 def capability_profile_chart(data: EvaluationData) -> Chart:
-    profile = data.analysis["capability_profile"] if data.analysis else []
-    boot = {r["label"]: r for r in (data.analysis["bootstrap"]["rows"] if data.analysis else [])}
-    labels = [p["label"] for p in profile]
-    panels = [(CAPABILITY_TITLES[c], [p["capabilities"].get(c) for p in profile]) for c in CAPABILITIES]
+    profile = data.analysis.capability_profile if data.analysis else []
+    boot = {r.label: r for r in (data.analysis.bootstrap.rows if data.analysis else [])}
+    labels = [p.label for p in profile]
+    panels = [(CAPABILITY_TITLES[c], [p.capabilities.capability(c) for p in profile]) for c in CAPABILITIES]
+    no_interval = Interval(estimate=None, low=None, high=None)
     intervals = [
-        [(boot.get(lab, {}).get(c, {}).get("low"), boot.get(lab, {}).get(c, {}).get("high")) for lab in labels]
+        [(ci.low, ci.high) for ci in (boot[lab].capability(c) if lab in boot else no_interval for lab in labels)]
         for c in CAPABILITIES
     ]
     return bar_panels(
@@ -51,13 +53,9 @@ def capability_profile_chart(data: EvaluationData) -> Chart:
 
 
 def independence_chart(data: EvaluationData) -> Chart:
-    ind = (
-        data.analysis["independence"]
-        if data.analysis
-        else {"metrics": list(CAPABILITIES), "spearman": {"rho": {}}, "note": None}
-    )
-    metrics = ind["metrics"]
-    rho = ind["spearman"]["rho"]
+    ind = data.analysis.independence if data.analysis else None
+    metrics = ind.metrics if ind else list(CAPABILITIES)
+    rho = ind.spearman.rho if ind else {}
     values = [[rho.get(a, {}).get(b) for b in metrics] for a in metrics]
     titles = [CAPABILITY_TITLES.get(m, m) for m in metrics]
     return heatmap(
@@ -67,14 +65,14 @@ def independence_chart(data: EvaluationData) -> Chart:
         titles,
         values,
         diverging=True,
-        note=ind.get("note"),
+        note=ind.note if ind else None,
     )
 
 
 def discrimination_chart(data: EvaluationData) -> Chart:
-    metrics = data.analysis["discrimination"]["metrics"] if data.analysis else {}
+    metrics = data.analysis.discrimination.metrics if data.analysis else {}
     rows = [
-        [name, m["n_tested"], m["n_different"], m["share_different"], m["variance_ratio"], m["note"] or ""]
+        [name, m.n_tested, m.n_different, m.share_different, m.variance_ratio, m.note or ""]
         for name, m in metrics.items()
     ]
     return table_chart(
@@ -87,12 +85,13 @@ def discrimination_chart(data: EvaluationData) -> Chart:
 
 
 def by_topic_chart(data: EvaluationData) -> Chart:
-    breakdown = data.analysis["breakdowns"]["by_category"] if data.analysis else {"rows": [], "overall": []}
-    categories = [r["category"] for r in breakdown["overall"]]  # hardest first
-    labels = sorted({f"{r['em_model']} [{r['mode']}]" for r in breakdown["rows"]})
-    cell = {(f"{r['em_model']} [{r['mode']}]", r["category"]): r["composite_score"] for r in breakdown["rows"]}
+    breakdown = data.analysis.breakdowns.by_category if data.analysis else None
+    rows = breakdown.rows if breakdown else []
+    categories = [r.category for r in breakdown.overall] if breakdown else []  # hardest first
+    labels = sorted({row_label(r.em_model, r.mode) for r in rows})
+    cell = {(row_label(r.em_model, r.mode), r.category): r.composite_score for r in rows}
     values = [[cell.get((lab, c)) for c in categories] for lab in labels]
-    overall = {r["category"]: r["composite_score"] for r in breakdown["overall"]}
+    overall = {r.category: r.composite_score for r in breakdown.overall} if breakdown else {}
     values.append([overall.get(c) for c in categories])
     return heatmap(
         "by_topic",
@@ -102,21 +101,21 @@ def by_topic_chart(data: EvaluationData) -> Chart:
         values,
         diverging=False,
         digits=1,
-        note=breakdown.get("note"),
+        note=breakdown.note if breakdown else None,
     )
 
 
 def by_group_chart(data: EvaluationData) -> Chart:
-    groups = data.analysis["breakdowns"]["by_participant_group"] if data.analysis else {"rows": [], "pooled": None}
-    rows = groups["rows"]
-    labels = [f"{r['em_model']} [{r['mode']}]" for r in rows]
+    groups = data.analysis.breakdowns.by_participant_group if data.analysis else None
+    rows = groups.rows if groups else []
+    labels = [row_label(r.em_model, r.mode) for r in rows]
     chart = bar_panels(
         "by_group",
         "Composite by participant group (0–100)",
         labels,
         [
-            ("diagnosed anxiety / depression", [r["composite_anxiety_depression"] for r in rows]),
-            ("no diagnosis", [r["composite_none"] for r in rows]),
+            ("diagnosed anxiety / depression", [r.composite_anxiety_depression for r in rows]),
+            ("no diagnosis", [r.composite_none for r in rows]),
         ],
         x_max=100.0,
         digits=1,
@@ -134,44 +133,33 @@ def by_group_chart(data: EvaluationData) -> Chart:
             "note",
         ]
     ]
-    for label, r in zip(labels, rows, strict=True):
+    compared: list[tuple[str, GroupRow | GroupComparison]] = list(zip(labels, rows, strict=True))
+    if groups:
+        compared.append(("pooled (one value per conversation)", groups.pooled))
+    for label, r in compared:
         chart.table.append(
             [
                 label,
-                r["n_anxiety_depression"],
-                r["composite_anxiety_depression"],
-                r["n_none"],
-                r["composite_none"],
-                r["mann_whitney_u"],
-                r["p"],
-                r["note"] or "",
-            ]
-        )
-    pooled = groups.get("pooled")
-    if pooled:
-        chart.table.append(
-            [
-                "pooled (one value per conversation)",
-                pooled["n_anxiety_depression"],
-                pooled["composite_anxiety_depression"],
-                pooled["n_none"],
-                pooled["composite_none"],
-                pooled["mann_whitney_u"],
-                pooled["p"],
-                pooled["note"] or "",
+                r.n_anxiety_depression,
+                r.composite_anxiety_depression,
+                r.n_none,
+                r.composite_none,
+                r.mann_whitney_u,
+                r.p,
+                r.note or "",
             ]
         )
     return chart
 
 
 def turn_position_chart(data: EvaluationData, metric: str = "behaviour_accuracy") -> Chart:
-    position = data.analysis["breakdowns"]["by_turn_position"] if data.analysis else {"rows": []}
+    rows = data.analysis.breakdowns.by_turn_position.rows if data.analysis else []
     metric = metric if metric in TURN_METRIC_TITLES else "behaviour_accuracy"
-    turns = sorted({p["turn"] for r in position["rows"] for p in r["curve"]})
+    turns = sorted({p.turn for r in rows for p in r.curve})
     series = []
-    for r in position["rows"]:
-        points = {p["turn"]: p[metric] for p in r["curve"]}
-        series.append((f"{r['em_model']} [{r['mode']}]", [points.get(t) for t in turns]))
+    for r in rows:
+        points = {p.turn: p.metric(metric) for p in r.curve}
+        series.append((row_label(r.em_model, r.mode), [points.get(t) for t in turns]))
     return line_chart(
         "turn_position",
         f"{TURN_METRIC_TITLES[metric]} by turn position",

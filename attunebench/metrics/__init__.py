@@ -6,7 +6,8 @@ Public entry points:
 - :func:`score_runs` — the same matching and scoring, but skipping (and
   listing) runs whose conversation is missing or which duplicate another run.
 - :func:`analyze` — capability profile, independence, discrimination,
-  bootstrap and breakdowns over a report.
+  bootstrap and breakdowns over a report, as the typed
+  :class:`attunebench.metrics.results.Analysis`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from attunebench.metrics.engine import (
     score_documents,
     score_runs,
 )
+from attunebench.metrics.results import Analysis, to_json
 
 
 def analyze(
@@ -31,7 +33,7 @@ def analyze(
     seed: int = 0,
     n_bootstrap: int = 2000,
     alpha: float = 0.05,
-) -> dict[str, Any]:
+) -> Analysis:
     """All SPEC 6 analyses; see :func:`attunebench.metrics.analysis.analyze`.
 
     Imported lazily so that scoring alone never loads numpy or scipy.stats.
@@ -41,4 +43,13 @@ def analyze(
     return _analyze(report, conversations, seed=seed, n_bootstrap=n_bootstrap, alpha=alpha)
 
 
-__all__ = ["ConversationScore", "ScoringResult", "UnmatchedRunsError", "analyze", "score_documents", "score_runs"]
+__all__ = [
+    "Analysis",
+    "ConversationScore",
+    "ScoringResult",
+    "UnmatchedRunsError",
+    "analyze",
+    "score_documents",
+    "score_runs",
+    "to_json",
+]

@@ -2,7 +2,8 @@
 
 Everything takes the report produced by :func:`attunebench.metrics.score_documents`
 (``{"conversations": [...], "aggregates": [...]}``) plus, for the breakdowns,
-the ground-truth conversations. Degenerate inputs (one model, constant scores,
+the ground-truth conversations, and returns the typed models of
+:mod:`attunebench.metrics.results`. Degenerate inputs (one model, constant scores,
 too few shared conversations) never raise and never put NaN in the output:
 the affected value is None and a note says why, because a researcher reading
 the JSON must be able to tell "no difference" from "could not be tested".
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -23,6 +24,44 @@ from attunebench.canonical import ConversationFile
 from attunebench.metrics.aggregate import mean_or_none
 from attunebench.metrics.composite import CAPABILITIES, capability_scores, composite_parts, hp_perspective
 from attunebench.metrics.keys import is_human
+from attunebench.metrics.results import (
+    Analysis,
+    BehaviourJudgementParts,
+    Bootstrap,
+    BootstrapRow,
+    Breakdowns,
+    CapabilityComponents,
+    CapabilityScores,
+    CategoryBreakdown,
+    CategoryOverall,
+    CategoryRow,
+    CurvePoint,
+    Discrimination,
+    EmotionTrackingParts,
+    GroupComparison,
+    GroupRow,
+    HalfComparison,
+    HolisticComprehensionParts,
+    HumanBaseline,
+    Independence,
+    Interval,
+    Kendall,
+    Matrix,
+    MetricDiscrimination,
+    OriginalModelBreakdown,
+    OriginalModelOverall,
+    OriginalModelRow,
+    PairTest,
+    ParticipantGroups,
+    PreferencePredictionParts,
+    ProfileRow,
+    ResponseQualityParts,
+    Spearman,
+    TurnHalves,
+    TurnPosition,
+    TurnPositionRow,
+    row_label,
+)
 
 ALPHA = 0.05
 CONFIDENCE = 0.95
@@ -62,10 +101,6 @@ GROUPS: tuple[str, str] = ("anxiety_depression", "none")
 # ---------------------------------------------------------------------------
 
 
-def row_label(em_model: str, mode: str) -> str:
-    return f"{em_model} [{mode}]"
-
-
 def _num(value: Any) -> float | None:
     """A JSON-safe float: numpy scalars converted, NaN/inf become None."""
     if value is None:
@@ -96,6 +131,10 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
+def _mean_of(records: Sequence[Mapping[str, Any]], key: str) -> float | None:
+    return mean_or_none(r[key] for r in records)
+
+
 def _rows(report: Mapping[str, Any]) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
     rows: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for record in report["conversations"]:
@@ -108,7 +147,7 @@ def _rows(report: Mapping[str, Any]) -> dict[tuple[str, str], list[Mapping[str, 
 # ---------------------------------------------------------------------------
 
 
-def capability_profile(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+def capability_profile(report: Mapping[str, Any]) -> list[ProfileRow]:
     """Per row: the five capability scores and the metrics each is made of (SPEC 6)."""
     aggregates = {(a["em_model"], a["mode"]): a for a in report["aggregates"]}
     out = []
@@ -116,54 +155,52 @@ def capability_profile(report: Mapping[str, Any]) -> list[dict[str, Any]]:
         agg = aggregates.get((em_model, mode), {})
         caps = [capability_scores(r) for r in records]
         parts = [composite_parts(r) for r in records]
-        human_acc = mean_or_none(r["avg_binary_human_accuracy"] for r in records)
-        human_acc_hp = mean_or_none(r["avg_binary_human_accuracy_hp"] for r in records)
+        human_acc = _mean_of(records, "avg_binary_human_accuracy")
+        human_acc_hp = _mean_of(records, "avg_binary_human_accuracy_hp")
         gap, alignment = hp_perspective(human_acc, human_acc_hp)
         out.append(
-            {
-                "em_model": em_model,
-                "mode": mode,
-                "label": row_label(em_model, mode),
-                "human_baseline": is_human(em_model),
-                "n_conversations": len(records),
-                "coverage": mean_or_none(r["coverage"] for r in records),
-                "composite_score": mean_or_none(r["composite_score"] for r in records),
-                "se_composite": agg.get("se_composite"),
-                "capabilities": {name: mean_or_none(c[name] for c in caps) for name in CAPABILITIES},
-                "components": {
-                    "emotion_tracking": {
-                        "emotion_f1": mean_or_none(r["avg_emotion_f1"] for r in records),
-                        "emotion_va_score": mean_or_none(r["avg_emotion_va_score"] for r in records),
-                        "emotion_f1_intensity": mean_or_none(r["avg_emotion_f1_intensity"] for r in records),
-                        "emotion_intensity_mae": mean_or_none(r["avg_emotion_intensity_mae"] for r in records),
-                    },
-                    "behaviour_judgement": {
-                        "binary_om_accuracy": mean_or_none(r["avg_binary_om_accuracy"] for r in records),
-                        "binary_human_accuracy": human_acc,
-                        "binary_om_accuracy_hp": mean_or_none(r["avg_binary_om_accuracy_hp"] for r in records),
-                        "binary_human_accuracy_hp": human_acc_hp,
-                        "hp_perspective_gap": gap,
-                        "hp_perspective_alignment": alignment,
-                    },
-                    "preference_prediction": {
-                        "pairwise_accuracy": mean_or_none(r["avg_pairwise_accuracy"] for r in records),
-                        "pairwise_kendall_tau": mean_or_none(r["avg_pairwise_kendall_tau"] for r in records),
-                    },
-                    "response_quality": {
-                        "response_similarity": mean_or_none(r["avg_response_similarity"] for r in records),
-                        "response_preference_alignment": mean_or_none(
-                            r["avg_response_preference_alignment"] for r in records
-                        ),
-                        "draft_judge_score": mean_or_none(r["avg_draft_judge_score"] for r in records),
-                        "draft_binary_alignment": mean_or_none(r["avg_draft_binary_alignment"] for r in records),
-                    },
-                    "holistic_comprehension": {
-                        "panas": mean_or_none(p["panas"] for p in parts),
-                        "conversation_questions": mean_or_none(p["convq"] for p in parts),
-                        "four_branch_normalized": mean_or_none(p["four_branch"] for p in parts),
-                    },
-                },
-            }
+            ProfileRow(
+                em_model=em_model,
+                mode=mode,
+                label=row_label(em_model, mode),
+                human_baseline=is_human(em_model),
+                n_conversations=len(records),
+                coverage=_mean_of(records, "coverage"),
+                composite_score=_mean_of(records, "composite_score"),
+                se_composite=agg.get("se_composite"),
+                capabilities=CapabilityScores(**{name: mean_or_none(c[name] for c in caps) for name in CAPABILITIES}),
+                components=CapabilityComponents(
+                    emotion_tracking=EmotionTrackingParts(
+                        emotion_f1=_mean_of(records, "avg_emotion_f1"),
+                        emotion_va_score=_mean_of(records, "avg_emotion_va_score"),
+                        emotion_f1_intensity=_mean_of(records, "avg_emotion_f1_intensity"),
+                        emotion_intensity_mae=_mean_of(records, "avg_emotion_intensity_mae"),
+                    ),
+                    behaviour_judgement=BehaviourJudgementParts(
+                        binary_om_accuracy=_mean_of(records, "avg_binary_om_accuracy"),
+                        binary_human_accuracy=human_acc,
+                        binary_om_accuracy_hp=_mean_of(records, "avg_binary_om_accuracy_hp"),
+                        binary_human_accuracy_hp=human_acc_hp,
+                        hp_perspective_gap=gap,
+                        hp_perspective_alignment=alignment,
+                    ),
+                    preference_prediction=PreferencePredictionParts(
+                        pairwise_accuracy=_mean_of(records, "avg_pairwise_accuracy"),
+                        pairwise_kendall_tau=_mean_of(records, "avg_pairwise_kendall_tau"),
+                    ),
+                    response_quality=ResponseQualityParts(
+                        response_similarity=_mean_of(records, "avg_response_similarity"),
+                        response_preference_alignment=_mean_of(records, "avg_response_preference_alignment"),
+                        draft_judge_score=_mean_of(records, "avg_draft_judge_score"),
+                        draft_binary_alignment=_mean_of(records, "avg_draft_binary_alignment"),
+                    ),
+                    holistic_comprehension=HolisticComprehensionParts(
+                        panas=mean_or_none(p["panas"] for p in parts),
+                        conversation_questions=mean_or_none(p["convq"] for p in parts),
+                        four_branch_normalized=mean_or_none(p["four_branch"] for p in parts),
+                    ),
+                ),
+            )
         )
     return out
 
@@ -173,7 +210,7 @@ def capability_profile(report: Mapping[str, Any]) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------
 
 
-def rank_independence(profile: Sequence[Mapping[str, Any]], metrics: Sequence[str] = CAPABILITIES) -> dict[str, Any]:
+def rank_independence(profile: Sequence[ProfileRow], metrics: Sequence[str] = CAPABILITIES) -> Independence:
     """Spearman and Kendall correlations (with p-values) of row scores between capabilities.
 
     Rank correlations compare the *rankings* of rows, which is what SPEC 6 asks:
@@ -181,37 +218,29 @@ def rank_independence(profile: Sequence[Mapping[str, Any]], metrics: Sequence[st
     """
     from scipy import stats
 
-    labels = [row["label"] for row in profile]
-    values = {m: [row["capabilities"][m] for row in profile] for m in metrics}
+    labels = [row.label for row in profile]
+    values = {m: [row.capabilities.capability(m) for row in profile] for m in metrics}
     rankings = {
         m: [labels[i] for i in sorted(range(len(labels)), key=lambda i: (-(values[m][i] or 0.0), labels[i]))]
         for m in metrics
     }
-    result: dict[str, Any] = {
-        "metrics": list(metrics),
-        "n_rows": len(profile),
-        "rankings": rankings,
-        "spearman": {"rho": {}, "p": {}},
-        "kendall": {"tau": {}, "p": {}},
-        "mean_abs_spearman": None,
-        "note": None,
-    }
+    rho_matrix: Matrix = {}
+    p_spearman: Matrix = {}
+    tau_matrix: Matrix = {}
+    p_kendall: Matrix = {}
+    note = None
     notes = []
     if len(profile) < MIN_ROWS_FOR_CORRELATION:
-        result["note"] = (
+        note = (
             f"rank correlations need at least {MIN_ROWS_FOR_CORRELATION} (model, mode) rows; "
             f"got {len(profile)}, so every coefficient is null"
         )
     off_diagonal = []
     for a in metrics:
-        for key in ("rho", "p"):
-            result["spearman"][key][a] = {}
-        for key in ("tau", "p"):
-            result["kendall"][key][a] = {}
+        rho_matrix[a], p_spearman[a], tau_matrix[a], p_kendall[a] = {}, {}, {}, {}
         for b in metrics:
             rho = p_s = tau = p_k = None
-            xa, xb = values[a], values[b]
-            usable = [(x, y) for x, y in zip(xa, xb, strict=True) if x is not None and y is not None]
+            usable = [(x, y) for x, y in zip(values[a], values[b], strict=True) if x is not None and y is not None]
             if len(usable) >= MIN_ROWS_FOR_CORRELATION:
                 x = [u[0] for u in usable]
                 y = [u[1] for u in usable]
@@ -223,16 +252,22 @@ def rank_independence(profile: Sequence[Mapping[str, Any]], metrics: Sequence[st
                     rho, p_s, tau, p_k = _num(s.statistic), _num(s.pvalue), _num(k.statistic), _num(k.pvalue)
                     if a != b and rho is not None:
                         off_diagonal.append(abs(rho))
-            result["spearman"]["rho"][a][b] = rho
-            result["spearman"]["p"][a][b] = p_s
-            result["kendall"]["tau"][a][b] = tau
-            result["kendall"]["p"][a][b] = p_k
-    if off_diagonal:
+            rho_matrix[a][b] = rho
+            p_spearman[a][b] = p_s
+            tau_matrix[a][b] = tau
+            p_kendall[a][b] = p_k
+    if notes and note is None:
+        note = "; ".join(sorted(set(notes)))
+    return Independence(
+        metrics=list(metrics),
+        n_rows=len(profile),
+        rankings=rankings,
+        spearman=Spearman(rho=rho_matrix, p=p_spearman),
+        kendall=Kendall(tau=tau_matrix, p=p_kendall),
         # each unordered pair appears twice off the diagonal; the mean is unaffected
-        result["mean_abs_spearman"] = sum(off_diagonal) / len(off_diagonal)
-    if notes and result["note"] is None:
-        result["note"] = "; ".join(sorted(set(notes)))
-    return result
+        mean_abs_spearman=sum(off_diagonal) / len(off_diagonal) if off_diagonal else None,
+        note=note,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -285,68 +320,67 @@ def variance_ratio(groups: Sequence[Sequence[float]]) -> tuple[float | None, str
 
 def discrimination(
     report: Mapping[str, Any], metrics: Sequence[str] = DISCRIMINATION_METRICS, alpha: float = ALPHA
-) -> dict[str, Any]:
+) -> Discrimination:
     """Per metric: paired Wilcoxon test for every pair of rows, Holm-corrected (SPEC 6)."""
     rows = _rows(report)
     per_row = {key: {r["conversationId"]: conversation_values(r) for r in records} for key, records in rows.items()}
     keys = list(rows)
-    out: dict[str, Any] = {
-        "alpha": alpha,
-        "correction": "holm",
-        "test": "wilcoxon signed-rank (two-sided)",
-        "metrics": {},
-    }
+    out: dict[str, MetricDiscrimination] = {}
     for metric in metrics:
-        pairs = []
+        # row -> conversationId -> value, conversations without the metric left out
+        scores = {
+            key: {cid: v for cid, values in per_row[key].items() if (v := values.get(metric)) is not None}
+            for key in keys
+        }
+        untested: list[PairTest] = []
         for i in range(len(keys)):
             for j in range(i + 1, len(keys)):
-                a, b = per_row[keys[i]], per_row[keys[j]]
-                shared = sorted(
-                    cid
-                    for cid in a.keys() & b.keys()
-                    if a[cid].get(metric) is not None and b[cid].get(metric) is not None
-                )
-                x = [a[cid][metric] for cid in shared]
-                y = [b[cid][metric] for cid in shared]
+                a, b = scores[keys[i]], scores[keys[j]]
+                shared = sorted(a.keys() & b.keys())
+                x = [a[cid] for cid in shared]
+                y = [b[cid] for cid in shared]
                 statistic, p, note = paired_test(x, y)
-                pairs.append(
-                    {
-                        "a": row_label(*keys[i]),
-                        "b": row_label(*keys[j]),
-                        "n_shared": len(shared),
-                        "mean_difference": _num(math.fsum(u - v for u, v in zip(x, y, strict=True)) / len(x))
+                untested.append(
+                    PairTest(
+                        a=row_label(*keys[i]),
+                        b=row_label(*keys[j]),
+                        n_shared=len(shared),
+                        mean_difference=_num(math.fsum(u - v for u, v in zip(x, y, strict=True)) / len(x))
                         if x
                         else None,
-                        "statistic": statistic,
-                        "p": p,
-                        "p_holm": None,
-                        "different": None,
-                        "note": note,
-                    }
+                        statistic=statistic,
+                        p=p,
+                        p_holm=None,
+                        different=None,
+                        note=note,
+                    )
                 )
-        tested = [p for p in pairs if p["p"] is not None]
-        for pair, adjusted in zip(tested, holm([p["p"] for p in tested]), strict=True):
-            pair["p_holm"] = adjusted
-            pair["different"] = adjusted < alpha
-        n_different = sum(1 for p in tested if p["different"])
-        groups = [[v[metric] for v in per_row[key].values() if v.get(metric) is not None] for key in keys]
-        ratio, ratio_note = variance_ratio(groups)
+        tested_p = [pair.p for pair in untested if pair.p is not None]
+        adjusted = iter(holm(tested_p))
+        pairs = []
+        for pair in untested:
+            if pair.p is not None:
+                p_holm = next(adjusted)
+                pair = pair.model_copy(update={"p_holm": p_holm, "different": p_holm < alpha})
+            pairs.append(pair)
+        n_different = sum(1 for pair in pairs if pair.different)
+        ratio, ratio_note = variance_ratio([list(scores[key].values()) for key in keys])
         note = None
         if not pairs:
             note = "fewer than two (model, mode) rows: nothing to compare"
-        elif not tested:
+        elif not tested_p:
             note = "no pair of rows could be tested (too few shared conversations)"
-        out["metrics"][metric] = {
-            "n_pairs": len(pairs),
-            "n_tested": len(tested),
-            "n_different": n_different,
-            "share_different": n_different / len(tested) if tested else None,
-            "variance_ratio": _num(ratio),
-            "variance_ratio_note": ratio_note,
-            "note": note,
-            "pairs": pairs,
-        }
-    return out
+        out[metric] = MetricDiscrimination(
+            n_pairs=len(pairs),
+            n_tested=len(tested_p),
+            n_different=n_different,
+            share_different=n_different / len(tested_p) if tested_p else None,
+            variance_ratio=_num(ratio),
+            variance_ratio_note=ratio_note,
+            note=note,
+            pairs=pairs,
+        )
+    return Discrimination(alpha=alpha, correction="holm", test="wilcoxon signed-rank (two-sided)", metrics=out)
 
 
 # ---------------------------------------------------------------------------
@@ -359,7 +393,7 @@ def bootstrap(
     n_resamples: int = DEFAULT_BOOTSTRAP,
     seed: int = DEFAULT_SEED,
     confidence: float = CONFIDENCE,
-) -> dict[str, Any]:
+) -> Bootstrap:
     """Percentile CIs of each row's composite and capabilities, resampling conversations.
 
     One resample draws conversation ids (with replacement) from the union of
@@ -374,18 +408,20 @@ def bootstrap(
     universe = sorted({r["conversationId"] for records in rows.values() for r in records})
     position = {cid: i for i, cid in enumerate(universe)}
     n_u, n_rows = len(universe), len(keys)
-    out: dict[str, Any] = {
-        "seed": seed,
-        "n_resamples": n_resamples,
-        "confidence": confidence,
-        "resampling": "conversations, paired across rows",
-        "rows": [],
-        "outrank_probability": {},
-        "note": None,
-    }
+
+    def result(rows: list[BootstrapRow], outrank: Matrix, note: str | None) -> Bootstrap:
+        return Bootstrap(
+            seed=seed,
+            n_resamples=n_resamples,
+            confidence=confidence,
+            resampling="conversations, paired across rows",
+            rows=rows,
+            outrank_probability=outrank,
+            note=note,
+        )
+
     if n_rows == 0 or n_u == 0 or n_resamples < 1:
-        out["note"] = "nothing to resample"
-        return out
+        return result([], {}, "nothing to resample")
 
     values = np.full((len(metrics), n_rows, n_u), np.nan)
     for r_i, key in enumerate(keys):
@@ -413,13 +449,9 @@ def bootstrap(
         with np.errstate(invalid="ignore", divide="ignore"):
             replicates[m_i] = np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), np.nan)
 
+    boot_rows = []
     for r_i, key in enumerate(keys):
-        entry: dict[str, Any] = {
-            "em_model": key[0],
-            "mode": key[1],
-            "label": row_label(*key),
-            "human_baseline": is_human(key[0]),
-        }
+        intervals = {}
         for m_i, metric in enumerate(metrics):
             observed = values[m_i, r_i][~np.isnan(values[m_i, r_i])]
             reps = replicates[m_i, :, r_i]
@@ -429,26 +461,26 @@ def bootstrap(
                 low, high = np.percentile(reps, [low_q, high_q])
             else:
                 low = high = None
-            entry[metric] = {"estimate": _num(estimate), "low": _num(low), "high": _num(high)}
-        out["rows"].append(entry)
+            intervals[metric] = Interval(estimate=_num(estimate), low=_num(low), high=_num(high))
+        boot_rows.append(
+            BootstrapRow(
+                em_model=key[0], mode=key[1], label=row_label(*key), human_baseline=is_human(key[0]), **intervals
+            )
+        )
 
     composite = replicates[0]
+    outrank: Matrix = {}
     for i, a in enumerate(keys):
-        out["outrank_probability"][row_label(*a)] = {}
+        outrank[row_label(*a)] = {}
         for j, b in enumerate(keys):
-            if i == j:
-                out["outrank_probability"][row_label(*a)][row_label(*b)] = None
-                continue
-            ok = ~np.isnan(composite[:, i]) & ~np.isnan(composite[:, j])
-            if not ok.any():
-                prob = None
-            else:
-                ci, cj = composite[ok, i], composite[ok, j]
-                prob = float(np.mean((ci > cj) + 0.5 * (ci == cj)))
-            out["outrank_probability"][row_label(*a)][row_label(*b)] = prob
-    if n_u < 10:
-        out["note"] = f"only {n_u} conversations: bootstrap intervals are rough"
-    return out
+            prob = None
+            if i != j:
+                ok = ~np.isnan(composite[:, i]) & ~np.isnan(composite[:, j])
+                if ok.any():
+                    ci, cj = composite[ok, i], composite[ok, j]
+                    prob = float(np.mean((ci > cj) + 0.5 * (ci == cj)))
+            outrank[row_label(*a)][row_label(*b)] = prob
+    return result(boot_rows, outrank, f"only {n_u} conversations: bootstrap intervals are rough" if n_u < 10 else None)
 
 
 # ---------------------------------------------------------------------------
@@ -481,6 +513,7 @@ def _conversation_info(
 
 
 def _summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The shared columns of breakdown rows: n, mean composite, mean capabilities."""
     caps = [capability_scores(r) for r in records]
     return {
         "n_conversations": len(records),
@@ -489,8 +522,13 @@ def _summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def breakdown_by(report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]], field: str) -> dict[str, Any]:
-    """Per row and per value of ``field`` (category or original model), plus all rows together."""
+Summaries = list[tuple[str, dict[str, Any]]]  # (value of the field, _summary of its conversations)
+
+
+def _breakdown(
+    report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]], field: str
+) -> tuple[list[tuple[str, str, Summaries]], Summaries, str | None]:
+    """Per row, and all rows together, the summary of each value of ``field``; plus a note on unknowns."""
     per_row = []
     overall: dict[str, list[Mapping[str, Any]]] = {}
     missing = 0
@@ -503,16 +541,44 @@ def breakdown_by(report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]
                 continue
             buckets.setdefault(value, []).append(r)
             overall.setdefault(value, []).append(r)
-        for value, members in sorted(buckets.items()):
-            per_row.append({"em_model": em_model, "mode": mode, field: value, **_summary(members)})
-    overall_rows = [{field: value, **_summary(members)} for value, members in overall.items()]
+        per_row.append((em_model, mode, [(value, _summary(members)) for value, members in sorted(buckets.items())]))
+    summaries = [(value, _summary(members)) for value, members in overall.items()]
     # hardest first: the lowest mean composite
-    overall_rows.sort(key=lambda r: (r["composite_score"] if r["composite_score"] is not None else math.inf, r[field]))
-    return {
-        "rows": per_row,
-        "overall": overall_rows,
-        "note": f"{missing} scored conversations had no known {field} and are left out" if missing else None,
-    }
+    summaries.sort(key=lambda vs: (math.inf if vs[1]["composite_score"] is None else vs[1]["composite_score"], vs[0]))
+    note = f"{missing} scored conversations had no known {field} and are left out" if missing else None
+    return per_row, summaries, note
+
+
+@overload
+def breakdown_by(
+    report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]], field: Literal["category"]
+) -> CategoryBreakdown: ...
+@overload
+def breakdown_by(
+    report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]], field: Literal["original_model"]
+) -> OriginalModelBreakdown: ...
+def breakdown_by(
+    report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]], field: Literal["category", "original_model"]
+) -> CategoryBreakdown | OriginalModelBreakdown:
+    """Per row and per value of ``field`` (category or original model), plus all rows together."""
+    per_row, overall, note = _breakdown(report, info, field)
+    if field == "category":
+        return CategoryBreakdown(
+            rows=[CategoryRow(em_model=e, mode=m, category=v, **s) for e, m, values in per_row for v, s in values],
+            overall=[CategoryOverall(category=v, **s) for v, s in overall],
+            note=note,
+        )
+    if field == "original_model":
+        return OriginalModelBreakdown(
+            rows=[
+                OriginalModelRow(em_model=e, mode=m, original_model=v, **s)
+                for e, m, values in per_row
+                for v, s in values
+            ],
+            overall=[OriginalModelOverall(original_model=v, **s) for v, s in overall],
+            note=note,
+        )
+    raise ValueError(f"cannot break down by {field!r}; expected 'category' or 'original_model'")
 
 
 def _mann_whitney(x: Sequence[float], y: Sequence[float]) -> tuple[float | None, float | None, str | None]:
@@ -527,30 +593,34 @@ def _mann_whitney(x: Sequence[float], y: Sequence[float]) -> tuple[float | None,
     return _num(result.statistic), p, None if p is not None else "test undefined for these values"
 
 
-def participant_groups(report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def participant_groups(report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]]) -> ParticipantGroups:
     """Diagnosed anxiety/depression vs none, per row and pooled, Mann–Whitney U on composite.
 
     The pooled test uses one value per conversation (its mean composite over
     rows) so that a conversation replayed by many models is not counted many times.
     """
 
-    def compare(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    def compare(records: Sequence[Mapping[str, Any]]) -> GroupComparison:
         by_group: dict[str, list[float]] = {g: [] for g in GROUPS}
         for r in records:
             group = info.get(r["conversationId"], {}).get("participant_group")
             if group in by_group:
                 by_group[group].append(r["composite_score"])
-        u, p, note = _mann_whitney(by_group[GROUPS[0]], by_group[GROUPS[1]])
-        return {
-            **{f"n_{g}": len(v) for g, v in by_group.items()},
-            **{f"composite_{g}": mean_or_none(v) for g, v in by_group.items()},
-            "mann_whitney_u": u,
-            "p": p,
-            "note": note,
-        }
+        diagnosed, undiagnosed = by_group[GROUPS[0]], by_group[GROUPS[1]]
+        u, p, note = _mann_whitney(diagnosed, undiagnosed)
+        return GroupComparison(
+            n_anxiety_depression=len(diagnosed),
+            n_none=len(undiagnosed),
+            composite_anxiety_depression=mean_or_none(diagnosed),
+            composite_none=mean_or_none(undiagnosed),
+            mann_whitney_u=u,
+            p=p,
+            note=note,
+        )
 
     per_row = [
-        {"em_model": em_model, "mode": mode, **compare(records)} for (em_model, mode), records in _rows(report).items()
+        GroupRow(em_model=em_model, mode=mode, **compare(records).model_dump())
+        for (em_model, mode), records in _rows(report).items()
     ]
     per_conversation: dict[str, list[float]] = {}
     for r in report["conversations"]:
@@ -558,15 +628,15 @@ def participant_groups(report: Mapping[str, Any], info: Mapping[str, Mapping[str
     pooled_records = [
         {"conversationId": cid, "composite_score": math.fsum(v) / len(v)} for cid, v in sorted(per_conversation.items())
     ]
-    return {
-        "groups": list(GROUPS),
-        "test": "mann-whitney U (two-sided) on composite",
-        "rows": per_row,
-        "pooled": compare(pooled_records),
-    }
+    return ParticipantGroups(
+        groups=list(GROUPS),
+        test="mann-whitney U (two-sided) on composite",
+        rows=per_row,
+        pooled=compare(pooled_records),
+    )
 
 
-def turn_position(report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def turn_position(report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]]) -> TurnPosition:
     """Early vs late half of each conversation, and a per-turn-index curve, per row.
 
     A turn at 0-based position i of n GT turns is early if (i + 0.5)/n < 0.5 and
@@ -611,35 +681,35 @@ def turn_position(report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any
         for m in TURN_POSITION_METRICS:
             early, late = mean_or_none(halves["early"][m]), mean_or_none(halves["late"][m])
             _, p, note = paired_test(paired[m][1], paired[m][0])
-            metrics_out[m] = {
-                "early": early,
-                "late": late,
-                "late_minus_early": None if early is None or late is None else late - early,
-                "n_paired_conversations": len(paired[m][0]),
-                "p": p,
-                "note": note,
-            }
+            metrics_out[m] = HalfComparison(
+                early=early,
+                late=late,
+                late_minus_early=None if early is None or late is None else late - early,
+                n_paired_conversations=len(paired[m][0]),
+                p=p,
+                note=note,
+            )
         rows_out.append(
-            {
-                "em_model": em_model,
-                "mode": mode,
-                "halves": metrics_out,
-                "curve": [
-                    {
-                        "turn": idx,
-                        "n": len(values["pairwise_accuracy"]),
+            TurnPositionRow(
+                em_model=em_model,
+                mode=mode,
+                halves=TurnHalves(**metrics_out),
+                curve=[
+                    CurvePoint(
+                        turn=idx,
+                        n=len(values["pairwise_accuracy"]),
                         **{m: mean_or_none(v) for m, v in values.items()},
-                    }
+                    )
                     for idx, values in sorted(curve.items())
                 ],
-            }
+            )
         )
     note = (
         f"{approximated} conversations had no known GT turn count; their length was taken from the scored turns"
         if approximated
         else None
     )
-    return {"metrics": list(TURN_POSITION_METRICS), "rows": rows_out, "note": note}
+    return TurnPosition(metrics=list(TURN_POSITION_METRICS), rows=rows_out, note=note)
 
 
 # ---------------------------------------------------------------------------
@@ -654,7 +724,7 @@ def analyze(
     seed: int = DEFAULT_SEED,
     n_bootstrap: int = DEFAULT_BOOTSTRAP,
     alpha: float = ALPHA,
-) -> dict[str, Any]:
+) -> Analysis:
     """All SPEC 6 analyses over a scoring report.
 
     ``conversations`` supplies topic category, original model, participant
@@ -671,24 +741,24 @@ def analyze(
         notes.append(
             "no conversation metadata given: category, participant-group and original-model breakdowns are empty"
         )
-    humans = [row["label"] for row in profile if row["human_baseline"]]
-    return {
-        "rows": [row["label"] for row in profile],
-        "capability_profile": profile,
-        "independence": rank_independence(profile),
-        "discrimination": discrimination(report, alpha=alpha),
-        "bootstrap": bootstrap(report, n_resamples=n_bootstrap, seed=seed),
-        "breakdowns": {
-            "by_category": breakdown_by(report, info, "category"),
-            "by_participant_group": participant_groups(report, info),
-            "by_turn_position": turn_position(report, info),
-            "by_original_model": breakdown_by(report, info, "original_model"),
-        },
-        "human_baseline": {
-            "rows": humans,
-            "note": "human rows (em_model 'human:...') are scored exactly like models and included in every analysis"
+    humans = [row.label for row in profile if row.human_baseline]
+    return Analysis(
+        rows=[row.label for row in profile],
+        capability_profile=profile,
+        independence=rank_independence(profile),
+        discrimination=discrimination(report, alpha=alpha),
+        bootstrap=bootstrap(report, n_resamples=n_bootstrap, seed=seed),
+        breakdowns=Breakdowns(
+            by_category=breakdown_by(report, info, "category"),
+            by_participant_group=participant_groups(report, info),
+            by_turn_position=turn_position(report, info),
+            by_original_model=breakdown_by(report, info, "original_model"),
+        ),
+        human_baseline=HumanBaseline(
+            rows=humans,
+            note="human rows (em_model 'human:...') are scored exactly like models and included in every analysis"
             if humans
             else "no human baseline rows",
-        },
-        "notes": notes,
-    }
+        ),
+        notes=notes,
+    )

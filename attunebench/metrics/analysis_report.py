@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import itertools
 
 from attunebench.metrics.composite import CAPABILITIES, CAPABILITY_LABELS
 from attunebench.metrics.report import fmt, render_table
+from attunebench.metrics.results import Analysis
 
 MAX_MATRIX_ROWS = 8  # beyond this the outrank matrix is too wide to read; adjacent pairs are shown
 
@@ -19,194 +19,187 @@ def _section(title: str) -> str:
     return f"\n== {title} ==\n"
 
 
-def format_analysis(analysis: Mapping[str, Any]) -> str:
+def format_analysis(analysis: Analysis) -> str:
     """Readable tables for every analysis, with the notes that explain missing values."""
     out: list[str] = []
-    profile = analysis["capability_profile"]
+    profile = analysis.capability_profile
 
     out.append(_section("Capability profile (0-100; * = human baseline)"))
     if profile:
         headers = ["model [mode]", "n", "composite"] + [CAPABILITY_LABELS[c] for c in CAPABILITIES] + ["HP gap"]
         rows = []
         for row in profile:
-            gap = row["components"]["behaviour_judgement"]["hp_perspective_gap"]
+            gap = row.components.behaviour_judgement.hp_perspective_gap
             rows.append(
                 [
-                    row["label"] + (" *" if row["human_baseline"] else ""),
-                    str(row["n_conversations"]),
-                    fmt(row["composite_score"], 2),
+                    row.label + (" *" if row.human_baseline else ""),
+                    str(row.n_conversations),
+                    fmt(row.composite_score, 2),
                 ]
-                + [_pct(row["capabilities"][c]) for c in CAPABILITIES]
+                + [_pct(row.capabilities.capability(c)) for c in CAPABILITIES]
                 + [fmt(gap, 3)]
             )
         out.append(render_table(headers, rows))
     else:
         out.append("No scored runs.")
 
-    ind = analysis["independence"]
+    ind = analysis.independence
     out.append(_section("Rank independence of capabilities (Spearman rho, p in brackets)"))
-    short = [CAPABILITY_LABELS[m] for m in ind["metrics"]]
+    short = [CAPABILITY_LABELS[m] for m in ind.metrics]
     matrix_rows = []
-    for m in ind["metrics"]:
+    for m in ind.metrics:
         cells = [CAPABILITY_LABELS[m]]
-        for n in ind["metrics"]:
-            rho, p = ind["spearman"]["rho"][m][n], ind["spearman"]["p"][m][n]
+        for n in ind.metrics:
+            rho, p = ind.spearman.rho[m][n], ind.spearman.p[m][n]
             cells.append("–" if rho is None else f"{rho:+.2f} ({fmt(p, 2)})")
         matrix_rows.append(cells)
-    out.append(render_table([""] + short, matrix_rows))
+    out.append(render_table(["", *short], matrix_rows))
     out.append("Kendall tau:")
-    kendall_rows = [
-        [CAPABILITY_LABELS[m]] + [fmt(ind["kendall"]["tau"][m][n], 2) for n in ind["metrics"]] for m in ind["metrics"]
-    ]
-    out.append(render_table([""] + short, kendall_rows))
-    if ind["mean_abs_spearman"] is not None:
-        out.append(
-            f"Mean |rho| between different capabilities: {ind['mean_abs_spearman']:.2f} over {ind['n_rows']} rows"
-        )
-    if ind["note"]:
-        out.append(f"note: {ind['note']}")
+    kendall_rows = [[CAPABILITY_LABELS[m]] + [fmt(ind.kendall.tau[m][n], 2) for n in ind.metrics] for m in ind.metrics]
+    out.append(render_table(["", *short], kendall_rows))
+    if ind.mean_abs_spearman is not None:
+        out.append(f"Mean |rho| between different capabilities: {ind.mean_abs_spearman:.2f} over {ind.n_rows} rows")
+    if ind.note:
+        out.append(f"note: {ind.note}")
 
-    disc = analysis["discrimination"]
-    out.append(_section(f"Discrimination (paired Wilcoxon over shared conversations, Holm, alpha {disc['alpha']})"))
+    disc = analysis.discrimination
+    out.append(_section(f"Discrimination (paired Wilcoxon over shared conversations, Holm, alpha {disc.alpha})"))
     rows = []
-    for metric, entry in disc["metrics"].items():
-        share = entry["share_different"]
+    for metric, entry in disc.metrics.items():
+        share = entry.share_different
         rows.append(
             [
                 metric,
-                f"{entry['n_different']}/{entry['n_tested']}",
+                f"{entry.n_different}/{entry.n_tested}",
                 "–" if share is None else f"{100 * share:.0f}%",
-                fmt(entry["variance_ratio"], 2),
-                entry["note"] or entry["variance_ratio_note"] or "",
+                fmt(entry.variance_ratio, 2),
+                entry.note or entry.variance_ratio_note or "",
             ]
         )
     out.append(render_table(["metric", "pairs differing", "share", "between/within F", "note"], rows))
 
-    boot = analysis["bootstrap"]
+    boot = analysis.bootstrap
     out.append(
-        _section(
-            f"Bootstrap {int(100 * boot['confidence'])}% intervals ({boot['n_resamples']} resamples, seed {boot['seed']})"
-        )
+        _section(f"Bootstrap {int(100 * boot.confidence)}% intervals ({boot.n_resamples} resamples, seed {boot.seed})")
     )
     rows = []
-    for entry in boot["rows"]:
-        comp = entry["composite_score"]
+    for boot_row in boot.rows:
+        comp = boot_row.composite_score
         rows.append(
-            [entry["label"], f"{fmt(comp['estimate'], 2)} [{fmt(comp['low'], 2)}, {fmt(comp['high'], 2)}]"]
-            + [f"{_pct(entry[c]['low'])}-{_pct(entry[c]['high'])}" for c in CAPABILITIES]
+            [boot_row.label, f"{fmt(comp.estimate, 2)} [{fmt(comp.low, 2)}, {fmt(comp.high, 2)}]"]
+            + [f"{_pct(boot_row.capability(c).low)}-{_pct(boot_row.capability(c).high)}" for c in CAPABILITIES]
         )
     if rows:
         out.append(
             render_table(["model [mode]", "composite [CI]"] + [CAPABILITY_LABELS[c] for c in CAPABILITIES], rows)
         )
-    outrank = boot["outrank_probability"]
-    order = [row["label"] for row in sorted(profile, key=lambda r: -(r["composite_score"] or 0))]
+    outrank = boot.outrank_probability
+    order = [row.label for row in sorted(profile, key=lambda r: -(r.composite_score or 0))]
     if 1 < len(order) <= MAX_MATRIX_ROWS:
         out.append("P(row outranks column) on composite:")
-        out.append(render_table([""] + order, [[a] + [fmt(outrank[a][b], 2) for b in order] for a in order]))
+        out.append(render_table(["", *order], [[a] + [fmt(outrank[a][b], 2) for b in order] for a in order]))
     elif len(order) > MAX_MATRIX_ROWS:
         out.append("P(each row outranks the next one down) on composite:")
         out.append(
-            render_table(
-                ["row", "next", "P"], [[a, b, fmt(outrank[a][b], 2)] for a, b in zip(order, order[1:], strict=False)]
-            )
+            render_table(["row", "next", "P"], [[a, b, fmt(outrank[a][b], 2)] for a, b in itertools.pairwise(order)])
         )
-    if boot["note"]:
-        out.append(f"note: {boot['note']}")
+    if boot.note:
+        out.append(f"note: {boot.note}")
 
-    brk = analysis["breakdowns"]
-    cat_ = brk["by_category"]
+    brk = analysis.breakdowns
+    cat_ = brk.by_category
     out.append(_section("By topic category (all rows, hardest first)"))
     out.append(
         render_table(
             ["category", "n", "composite"] + [CAPABILITY_LABELS[c] for c in CAPABILITIES],
             [
-                [r["category"], str(r["n_conversations"]), fmt(r["composite_score"], 2)]
-                + [_pct(r[c]) for c in CAPABILITIES]
-                for r in cat_["overall"]
+                [c_row.category, str(c_row.n_conversations), fmt(c_row.composite_score, 2)]
+                + [_pct(c_row.capability(c)) for c in CAPABILITIES]
+                for c_row in cat_.overall
             ],
         )
     )
-    if cat_["note"]:
-        out.append(f"note: {cat_['note']}")
+    if cat_.note:
+        out.append(f"note: {cat_.note}")
 
-    grp = brk["by_participant_group"]
+    grp = brk.by_participant_group
+    pooled = grp.pooled
     out.append(_section("By participant group: anxiety/depression vs none (Mann-Whitney U on composite)"))
     rows = [
         [
             "all rows (per conversation)",
-            str(grp["pooled"]["n_anxiety_depression"]),
-            str(grp["pooled"]["n_none"]),
-            fmt(grp["pooled"]["composite_anxiety_depression"], 2),
-            fmt(grp["pooled"]["composite_none"], 2),
-            fmt(grp["pooled"]["p"], 3),
-            grp["pooled"]["note"] or "",
+            str(pooled.n_anxiety_depression),
+            str(pooled.n_none),
+            fmt(pooled.composite_anxiety_depression, 2),
+            fmt(pooled.composite_none, 2),
+            fmt(pooled.p, 3),
+            pooled.note or "",
         ]
     ]
-    for r in grp["rows"]:
+    for g_row in grp.rows:
         rows.append(
             [
-                f"{r['em_model']} [{r['mode']}]",
-                str(r["n_anxiety_depression"]),
-                str(r["n_none"]),
-                fmt(r["composite_anxiety_depression"], 2),
-                fmt(r["composite_none"], 2),
-                fmt(r["p"], 3),
-                r["note"] or "",
+                f"{g_row.em_model} [{g_row.mode}]",
+                str(g_row.n_anxiety_depression),
+                str(g_row.n_none),
+                fmt(g_row.composite_anxiety_depression, 2),
+                fmt(g_row.composite_none, 2),
+                fmt(g_row.p, 3),
+                g_row.note or "",
             ]
         )
     out.append(render_table(["rows", "n anx/dep", "n none", "composite anx/dep", "composite none", "p", "note"], rows))
 
-    pos = brk["by_turn_position"]
+    pos = brk.by_turn_position
     out.append(_section("By turn position: early vs late half (behaviour accuracy, emotion F1)"))
     rows = []
-    for r in pos["rows"]:
-        b, e = r["halves"]["behaviour_accuracy"], r["halves"]["emotion_f1"]
+    for t_row in pos.rows:
+        b, e = t_row.halves.behaviour_accuracy, t_row.halves.emotion_f1
         rows.append(
             [
-                f"{r['em_model']} [{r['mode']}]",
-                fmt(b["early"]),
-                fmt(b["late"]),
-                fmt(b["late_minus_early"]),
-                fmt(b["p"], 3),
-                fmt(e["early"]),
-                fmt(e["late"]),
-                fmt(e["p"], 3),
+                f"{t_row.em_model} [{t_row.mode}]",
+                fmt(b.early),
+                fmt(b.late),
+                fmt(b.late_minus_early),
+                fmt(b.p, 3),
+                fmt(e.early),
+                fmt(e.late),
+                fmt(e.p, 3),
             ]
         )
     out.append(
         render_table(["model [mode]", "behav early", "behav late", "late-early", "p", "F1 early", "F1 late", "p"], rows)
     )
-    if pos["rows"]:
+    if pos.rows:
         out.append("Behaviour accuracy by turn (all rows, mean of row means):")
         by_turn: dict[int, list[float]] = {}
-        for r in pos["rows"]:
-            for point in r["curve"]:
-                if point["behaviour_accuracy"] is not None:
-                    by_turn.setdefault(point["turn"], []).append(point["behaviour_accuracy"])
+        for t_row in pos.rows:
+            for point in t_row.curve:
+                if point.behaviour_accuracy is not None:
+                    by_turn.setdefault(point.turn, []).append(point.behaviour_accuracy)
         out.append("  ".join(f"t{t}:{sum(v) / len(v):.3f}" for t, v in sorted(by_turn.items())))
-    if pos["note"]:
-        out.append(f"note: {pos['note']}")
+    if pos.note:
+        out.append(f"note: {pos.note}")
 
-    om = brk["by_original_model"]
+    om = brk.by_original_model
     out.append(_section("By original model (all rows)"))
     out.append(
         render_table(
             ["original model", "n", "composite"] + [CAPABILITY_LABELS[c] for c in CAPABILITIES],
             [
-                [r["original_model"], str(r["n_conversations"]), fmt(r["composite_score"], 2)]
-                + [_pct(r[c]) for c in CAPABILITIES]
-                for r in om["overall"]
+                [o_row.original_model, str(o_row.n_conversations), fmt(o_row.composite_score, 2)]
+                + [_pct(o_row.capability(c)) for c in CAPABILITIES]
+                for o_row in om.overall
             ],
         )
     )
-    if om["note"]:
-        out.append(f"note: {om['note']}")
+    if om.note:
+        out.append(f"note: {om.note}")
 
     out.append(_section("Human baseline"))
-    humans = analysis["human_baseline"]["rows"]
+    humans = analysis.human_baseline.rows
     out.append(", ".join(humans) if humans else "none")
-    out.append(analysis["human_baseline"]["note"])
-    for note in analysis["notes"]:
+    out.append(analysis.human_baseline.note)
+    for note in analysis.notes:
         out.append(f"note: {note}")
     return "\n".join(out).lstrip("\n") + "\n"

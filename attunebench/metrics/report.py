@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from attunebench import catalogue as cat
 from attunebench.canonical import (
     CanonicalError,
@@ -28,6 +30,7 @@ from attunebench.canonical import (
 from attunebench.metrics.composite import CAPABILITY_LABELS, LEADERBOARD_CAPABILITIES, capability_scores
 from attunebench.metrics.engine import ScoringResult, score_runs
 from attunebench.metrics.keys import AGGREGATE_KEYS, POOLED_METRIC_KEYS, is_human
+from attunebench.metrics.results import to_json
 from attunebench.sources import iter_documents
 
 
@@ -76,11 +79,15 @@ def load_inputs(conversation_paths: Iterable[str | Path], run_paths: Iterable[st
                     loaded.problems.append(problem)
                 continue
             try:
+                assert raw is not None  # iter_documents gives bytes whenever it gives no problem
                 data = _decode_json(source, raw)
-                if looks_like_run(data) != want_run:
-                    if isinstance(data, dict) and (looks_like_run(data) or "metadata" in data):
-                        loaded.ignored.append(source)
-                        continue
+                if (
+                    looks_like_run(data) != want_run
+                    and isinstance(data, dict)
+                    and (looks_like_run(data) or "metadata" in data)
+                ):
+                    loaded.ignored.append(source)
+                    continue
                 if want_run:
                     loaded.runs.append((source, parse_run(data, source)))
                 else:
@@ -221,7 +228,9 @@ def format_leaderboard(report: Mapping[str, Any]) -> str:
 
 
 def write_json(data: Any, path: str | Path) -> None:
-    """Write JSON (no NaN allowed: a NaN would mean a guard is missing)."""
+    """Write JSON (no NaN allowed: a NaN would mean a guard is missing); result models via ``to_json``."""
+    if isinstance(data, BaseModel):
+        data = to_json(data)
     text = json.dumps(data, ensure_ascii=False, indent=2, allow_nan=False)
     Path(path).write_text(text + "\n", encoding="utf-8")
 

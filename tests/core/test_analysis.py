@@ -6,10 +6,13 @@ import json
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from attunebench.metrics import analysis as an
 from attunebench.metrics import score_documents
+from attunebench.metrics.composite import CAPABILITIES
 from attunebench.metrics.keys import METRIC_KEYS
+from attunebench.metrics.results import Analysis, CapabilityScores, CurvePoint, Interval, TurnHalves, to_json
 from attunebench.synth import synth_conversations, synth_runs
 
 
@@ -68,7 +71,7 @@ def test_paired_test_cases() -> None:
     # 8 distinct positive differences: exact two-sided p = 2 / 2^8 = 0.0078125
     x = [float(i + i) for i in range(1, 9)]
     y = [float(i) for i in range(1, 9)]
-    statistic, p, note = an.paired_test(x, y)
+    _statistic, p, note = an.paired_test(x, y)
     assert p == pytest.approx(2 / 256) and note is None
     assert an.paired_test([1.0, 2.0], [1.0, 2.0]) == (0.0, 1.0, "identical scores on every shared conversation")
     assert an.paired_test([1.0], [2.0])[1] is None
@@ -125,33 +128,33 @@ def test_capability_profile_values() -> None:
         )
     )
     # emotion tracking per conversation: (0.8 + 0.6)/2 = 0.7 and (0.4 + 0.2)/2 = 0.3 -> mean 0.5
-    assert row["capabilities"]["emotion_tracking"] == pytest.approx(0.5)
+    assert row.capabilities.emotion_tracking == pytest.approx(0.5)
     # human acc mean 0.8, HP wording mean 0.7 -> gap 0.1, alignment 0.7/0.8 = 0.875
-    behaviour = row["components"]["behaviour_judgement"]
-    assert behaviour["hp_perspective_gap"] == pytest.approx(0.1)
-    assert behaviour["hp_perspective_alignment"] == pytest.approx(0.875)
-    assert row["composite_score"] == 65.0 and row["n_conversations"] == 2 and not row["human_baseline"]
+    behaviour = row.components.behaviour_judgement
+    assert behaviour.hp_perspective_gap == pytest.approx(0.1)
+    assert behaviour.hp_perspective_alignment == pytest.approx(0.875)
+    assert row.composite_score == 65.0 and row.n_conversations == 2 and not row.human_baseline
 
 
 def test_rank_independence_on_known_rankings() -> None:
     profile = an.capability_profile(report_of(_four_models()))
     ind = an.rank_independence(profile)
-    rho, tau = ind["spearman"]["rho"], ind["kendall"]["tau"]
+    rho, tau = ind.spearman.rho, ind.kendall.tau
     assert rho["emotion_tracking"]["behaviour_judgement"] == pytest.approx(1.0)
     assert rho["emotion_tracking"]["preference_prediction"] == pytest.approx(-1.0)
     assert tau["behaviour_judgement"]["preference_prediction"] == pytest.approx(-1.0)
     # Kendall exact p for a perfect ranking of 4: 2 orderings of 4! = 24 are as extreme -> 2/24
-    assert ind["kendall"]["p"]["emotion_tracking"]["behaviour_judgement"] == pytest.approx(2 / 24)
-    assert ind["rankings"]["emotion_tracking"] == ["d [default]", "c [default]", "b [default]", "a [default]"]
+    assert ind.kendall.p["emotion_tracking"]["behaviour_judgement"] == pytest.approx(2 / 24)
+    assert ind.rankings["emotion_tracking"] == ["d [default]", "c [default]", "b [default]", "a [default]"]
     # response quality and holistic are constant across rows: undefined, with a note
     assert rho["response_quality"]["emotion_tracking"] is None
-    assert "constant" in ind["note"]
+    assert ind.note is not None and "constant" in ind.note
 
 
 def test_rank_independence_needs_three_rows() -> None:
     ind = an.rank_independence(an.capability_profile(report_of(_four_models()[:2])))
-    assert all(v is None for row in ind["spearman"]["rho"].values() for v in row.values())
-    assert "at least 3" in ind["note"]
+    assert all(v is None for row in ind.spearman.rho.values() for v in row.values())
+    assert ind.note is not None and "at least 3" in ind.note
 
 
 # ---------------------------------------------------------------------------
@@ -171,34 +174,34 @@ def _three_rows(n: int = 10) -> list[dict[str, Any]]:
 
 def test_discrimination_counts_significant_pairs_after_holm() -> None:
     result = an.discrimination(report_of(_three_rows()), metrics=("composite_score",))
-    entry = result["metrics"]["composite_score"]
-    pairs = {(p["a"], p["b"]): p for p in entry["pairs"]}
+    entry = result.metrics["composite_score"]
+    pairs = {(p.a, p.b): p for p in entry.pairs}
     ab = pairs[("a [default]", "b [default]")]
     # 10 distinct positive differences: exact p = 2/2^10; Holm over 3 tests: sorted p's
     # 2/1024 (x3), 2/1024 (x2 -> max with previous), 1.0 (x1) -> 6/1024, 6/1024, 1.0
-    assert ab["p"] == pytest.approx(2 / 1024)
-    assert ab["p_holm"] == pytest.approx(6 / 1024)
-    assert ab["different"] is True and ab["n_shared"] == 10 and ab["mean_difference"] == pytest.approx(5.5)
+    assert ab.p == pytest.approx(2 / 1024)
+    assert ab.p_holm == pytest.approx(6 / 1024)
+    assert ab.different is True and ab.n_shared == 10 and ab.mean_difference == pytest.approx(5.5)
     bc = pairs[("b [default]", "c [default]")]
-    assert bc["p"] == 1.0 and bc["different"] is False and "identical" in bc["note"]
-    assert entry["n_tested"] == 3 and entry["n_different"] == 2
-    assert entry["share_different"] == pytest.approx(2 / 3)
-    assert entry["variance_ratio"] > 1
+    assert bc.p == 1.0 and bc.different is False and bc.note is not None and "identical" in bc.note
+    assert entry.n_tested == 3 and entry.n_different == 2
+    assert entry.share_different == pytest.approx(2 / 3)
+    assert entry.variance_ratio is not None and entry.variance_ratio > 1
 
 
 def test_discrimination_with_one_row_is_empty_with_a_note() -> None:
     result = an.discrimination(report_of([record("a", "c1"), record("a", "c2")]), metrics=("composite_score",))
-    entry = result["metrics"]["composite_score"]
-    assert entry["n_pairs"] == 0 and entry["share_different"] is None
-    assert "fewer than two" in entry["note"]
-    assert entry["variance_ratio"] is None
+    entry = result.metrics["composite_score"]
+    assert entry.n_pairs == 0 and entry.share_different is None
+    assert entry.note is not None and "fewer than two" in entry.note
+    assert entry.variance_ratio is None
 
 
 def test_discrimination_without_shared_conversations_is_untested() -> None:
     result = an.discrimination(report_of([record("a", "c1"), record("b", "c2")]), metrics=("composite_score",))
-    entry = result["metrics"]["composite_score"]
-    assert entry["n_tested"] == 0 and entry["share_different"] is None
-    assert entry["pairs"][0]["note"] == "fewer than 2 shared conversations"
+    entry = result.metrics["composite_score"]
+    assert entry.n_tested == 0 and entry.share_different is None
+    assert entry.pairs[0].note == "fewer than 2 shared conversations"
 
 
 # ---------------------------------------------------------------------------
@@ -211,19 +214,20 @@ def test_bootstrap_is_seeded_and_brackets_the_estimate() -> None:
     first = an.bootstrap(report, n_resamples=300, seed=5)
     assert first == an.bootstrap(report, n_resamples=300, seed=5)
     assert first != an.bootstrap(report, n_resamples=300, seed=6)
-    for row in first["rows"]:
-        ci = row["composite_score"]
-        assert ci["low"] <= ci["estimate"] <= ci["high"]
-    a = next(r for r in first["rows"] if r["em_model"] == "a")
+    for row in first.rows:
+        ci = row.composite_score
+        assert ci.low is not None and ci.estimate is not None and ci.high is not None
+        assert ci.low <= ci.estimate <= ci.high
+    a = next(r for r in first.rows if r.em_model == "a")
     # a = base + (i+1): i%4 over i=0..9 is 0,1,2,3,0,1,2,3,0,1 (sum 13) -> mean base 40 + 3*1.3 = 43.9;
     # mean of i+1 over 1..10 = 5.5 -> 49.4
-    assert a["composite_score"]["estimate"] == pytest.approx(49.4)
+    assert a.composite_score.estimate == pytest.approx(49.4)
     # constant capability values -> a degenerate interval at the value
-    assert a["behaviour_judgement"] == {"estimate": 0.5, "low": 0.5, "high": 0.5}
+    assert a.behaviour_judgement == Interval(estimate=0.5, low=0.5, high=0.5)
 
 
 def test_bootstrap_outrank_probabilities() -> None:
-    outrank = an.bootstrap(report_of(_three_rows()), n_resamples=300, seed=1)["outrank_probability"]
+    outrank = an.bootstrap(report_of(_three_rows()), n_resamples=300, seed=1).outrank_probability
     # a beats b on every conversation, so on every paired resample
     assert outrank["a [default]"]["b [default]"] == 1.0
     assert outrank["b [default]"]["a [default]"] == 0.0
@@ -233,7 +237,7 @@ def test_bootstrap_outrank_probabilities() -> None:
 
 
 def test_bootstrap_of_nothing_has_a_note() -> None:
-    assert an.bootstrap({"conversations": [], "aggregates": []})["note"] == "nothing to resample"
+    assert an.bootstrap({"conversations": [], "aggregates": []}).note == "nothing to resample"
 
 
 # ---------------------------------------------------------------------------
@@ -256,12 +260,12 @@ def test_breakdown_by_category_and_original_model() -> None:
     info = an._conversation_info(report, None)
     by_cat = an.breakdown_by(report, info, "category")
     # hardest first: Romantic (40 + 60)/2 = 50 before Work 90
-    assert [(r["category"], r["composite_score"], r["n_conversations"]) for r in by_cat["overall"]] == [
+    assert [(r.category, r.composite_score, r.n_conversations) for r in by_cat.overall] == [
         ("Romantic relationships", 50.0, 2),
         ("Work", 90.0, 1),
     ]
     by_om = an.breakdown_by(report, info, "original_model")
-    assert {r["original_model"]: r["composite_score"] for r in by_om["overall"]} == {"om/a": 65.0, "om/b": 60.0}
+    assert {r.original_model: r.composite_score for r in by_om.overall} == {"om/a": 65.0, "om/b": 60.0}
 
 
 def test_participant_groups_mann_whitney() -> None:
@@ -272,20 +276,20 @@ def test_participant_groups_mann_whitney() -> None:
     records.append(record("m", "x", 10.0, details=_details("Work", None)))  # unknown group: left out
     report = report_of(records)
     out = an.participant_groups(report, an._conversation_info(report, None))
-    row = out["rows"][0]
+    row = out.rows[0]
     # every anxiety/depression score beats every "none" score: U = 3*3 = 9;
     # exact two-sided p = 2 * 1/C(6,3) = 2/20 = 0.1
-    assert row["mann_whitney_u"] == 9.0
-    assert row["p"] == pytest.approx(0.1)
-    assert (row["n_anxiety_depression"], row["n_none"]) == (3, 3)
-    assert row["composite_anxiety_depression"] == 85.0 and row["composite_none"] == 55.0
-    assert out["pooled"]["mann_whitney_u"] == 9.0
+    assert row.mann_whitney_u == 9.0
+    assert row.p == pytest.approx(0.1)
+    assert (row.n_anxiety_depression, row.n_none) == (3, 3)
+    assert row.composite_anxiety_depression == 85.0 and row.composite_none == 55.0
+    assert out.pooled.mann_whitney_u == 9.0
 
 
 def test_participant_groups_with_an_empty_group_is_null() -> None:
     report = report_of([record("m", "a", 70.0, details=_details("Work", "anxiety_depression"))])
-    row = an.participant_groups(report, an._conversation_info(report, None))["rows"][0]
-    assert row["p"] is None and row["note"] == "a group has no conversations"
+    row = an.participant_groups(report, an._conversation_info(report, None)).rows[0]
+    assert row.p is None and row.note == "a group has no conversations"
 
 
 def _turn(index: int, behaviour: float, f1: float = 0.5) -> dict[str, Any]:
@@ -319,17 +323,17 @@ def test_turn_position_early_late_and_curve() -> None:
         ]
     )
     out = an.turn_position(report, an._conversation_info(report, None))
-    halves = out["rows"][0]["halves"]["behaviour_accuracy"]
+    halves = out.rows[0].halves.behaviour_accuracy
     # early: 1.0, 0.8, 0.9 -> 0.9; late: 0.6, 0.4, 0.5 -> 0.5; late − early = −0.4
-    assert halves["early"] == pytest.approx(0.9)
-    assert halves["late"] == pytest.approx(0.5)
-    assert halves["late_minus_early"] == pytest.approx(-0.4)
-    assert halves["n_paired_conversations"] == 2
-    curve = out["rows"][0]["curve"]
+    assert halves.early == pytest.approx(0.9)
+    assert halves.late == pytest.approx(0.5)
+    assert halves.late_minus_early == pytest.approx(-0.4)
+    assert halves.n_paired_conversations == 2
+    curve = out.rows[0].curve
     # turn 1: (1.0 + 0.9)/2; turn 2: (0.8 + 0.0)/2; turn 4 only from c1
-    assert [(p["turn"], p["n"]) for p in curve] == [(1, 2), (2, 2), (3, 2), (4, 1)]
-    assert curve[0]["behaviour_accuracy"] == pytest.approx(0.95)
-    assert curve[1]["behaviour_accuracy"] == pytest.approx(0.4)
+    assert [(p.turn, p.n) for p in curve] == [(1, 2), (2, 2), (3, 2), (4, 1)]
+    assert curve[0].behaviour_accuracy == pytest.approx(0.95)
+    assert curve[1].behaviour_accuracy == pytest.approx(0.4)
 
 
 # ---------------------------------------------------------------------------
@@ -340,19 +344,19 @@ def test_turn_position_early_late_and_curve() -> None:
 def test_analyze_single_model_degrades_gracefully() -> None:
     report = report_of([record("solo", "c1", 50.0), record("solo", "c2", 50.0)])
     out = an.analyze(report, n_bootstrap=50)
-    json.dumps(out, allow_nan=False)
-    assert out["rows"] == ["solo [default]"]
-    assert any("fewer than 2" in n for n in out["notes"])
-    assert any("no conversation metadata" in n for n in out["notes"])
-    assert out["independence"]["note"].startswith("rank correlations need")
-    assert out["discrimination"]["metrics"]["composite_score"]["share_different"] is None
+    json.dumps(to_json(out), allow_nan=False)
+    assert out.rows == ["solo [default]"]
+    assert any("fewer than 2" in n for n in out.notes)
+    assert any("no conversation metadata" in n for n in out.notes)
+    assert out.independence.note is not None and out.independence.note.startswith("rank correlations need")
+    assert out.discrimination.metrics["composite_score"].share_different is None
 
 
 def test_analyze_flags_human_baseline_rows() -> None:
     report = report_of([record("human:ann", "c1", 80.0), record("model", "c1", 60.0)])
     out = an.analyze(report, n_bootstrap=20)
-    assert out["human_baseline"]["rows"] == ["human:ann [default]"]
-    flags = {row["em_model"]: row["human_baseline"] for row in out["capability_profile"]}
+    assert out.human_baseline.rows == ["human:ann [default]"]
+    flags = {row.em_model: row.human_baseline for row in out.capability_profile}
     assert flags == {"human:ann": True, "model": False}
 
 
@@ -363,14 +367,51 @@ def test_analyze_on_synthetic_runs_separates_skill_levels() -> None:
         runs += synth_runs(conversations, name, "default", seed=11, skill=skill)
     report = score_documents(conversations, runs)
     out = an.analyze(report, conversations, n_bootstrap=200, seed=3)
-    json.dumps(out, allow_nan=False)
-    assert out["independence"]["rankings"]["behaviour_judgement"] == [
+    json.dumps(to_json(out), allow_nan=False)
+    assert out.independence.rankings["behaviour_judgement"] == [
         "strong [default]",
         "mid [default]",
         "weak [default]",
     ]
-    assert out["discrimination"]["metrics"]["composite_score"]["share_different"] == 1.0
-    assert out["bootstrap"]["outrank_probability"]["strong [default]"]["weak [default]"] == 1.0
-    categories = {r["category"] for r in out["breakdowns"]["by_category"]["overall"]}
+    assert out.discrimination.metrics["composite_score"].share_different == 1.0
+    assert out.bootstrap.outrank_probability["strong [default]"]["weak [default]"] == 1.0
+    categories = {r.category for r in out.breakdowns.by_category.overall}
     assert categories == {c.metadata.category for c in conversations}
-    assert out["breakdowns"]["by_turn_position"]["note"] is None
+    assert out.breakdowns.by_turn_position.note is None
+
+
+# ---------------------------------------------------------------------------
+# The typed results
+# ---------------------------------------------------------------------------
+
+
+def test_analysis_json_reads_back_into_the_same_model() -> None:
+    conversations = synth_conversations(8, seed=2, min_turns=2, max_turns=4)
+    runs = synth_runs(conversations, "a", "default", seed=2, skill=0.8)
+    runs += synth_runs(conversations, "human:b", "default", seed=2, skill=0.4)
+    out = an.analyze(score_documents(conversations, runs), conversations, n_bootstrap=40, seed=1)
+    text = json.dumps(to_json(out), allow_nan=False)
+    assert Analysis.model_validate_json(text) == out
+    # a JSON key spelt differently is an error, not a silently missing value
+    data = json.loads(text)
+    data["human_baseline"]["note_"] = data["human_baseline"].pop("note")
+    with pytest.raises(ValidationError, match="note"):
+        Analysis.model_validate(data)
+
+
+def test_results_are_frozen_and_refuse_nan() -> None:
+    interval = Interval(estimate=0.5, low=0.4, high=0.6)
+    with pytest.raises(ValidationError, match="frozen"):
+        interval.low = 0.1
+    with pytest.raises(ValidationError, match="finite"):
+        Interval(estimate=float("nan"), low=None, high=None)
+
+
+def test_result_fields_match_the_names_the_analyses_loop_over() -> None:
+    assert tuple(CapabilityScores.model_fields) == CAPABILITIES
+    assert tuple(TurnHalves.model_fields) == tuple(an.TURN_POSITION_METRICS)
+    assert tuple(CurvePoint.model_fields)[2:] == tuple(an.TURN_POSITION_METRICS)
+    scores = CapabilityScores(**dict.fromkeys(CAPABILITIES, 0.25))
+    assert scores.capability("response_quality") == 0.25
+    with pytest.raises(KeyError, match="unknown capability 'composite_score'"):
+        scores.capability("composite_score")

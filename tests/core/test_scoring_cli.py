@@ -14,6 +14,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from attunebench.canonical import dumps_canonical, parse_conversation, parse_run
+from attunebench.metrics import analyze, to_json
+from attunebench.metrics.report import load_inputs, score_inputs
+from attunebench.metrics.results import Analysis
 from attunebench.synth import synth_conversations, synth_runs, write_documents
 from tests.core.test_scoring_composite import hand_conversation, hand_run
 
@@ -248,6 +251,12 @@ def test_analyze_prints_every_section_and_writes_json(dataset: tuple[Path, Path]
     }
     assert analysis["bootstrap"]["seed"] == 4 and analysis["bootstrap"]["n_resamples"] == 200
     assert analysis["human_baseline"]["rows"] == ["human:rater1 [default]"]
+    # the file reads back into the typed model, equal to the analysis computed in memory
+    written = Analysis.model_validate_json((tmp_path / "a.json").read_text())
+    loaded = load_inputs([conversations], [runs])
+    in_memory = analyze(score_inputs(loaded).report(), [c for _, c in loaded.conversations], seed=4, n_bootstrap=200)
+    assert written == in_memory
+    assert (tmp_path / "a.json").read_text() == json.dumps(to_json(in_memory), ensure_ascii=False, indent=2) + "\n"
 
 
 def test_analyze_rejects_bad_options(dataset: tuple[Path, Path]) -> None:

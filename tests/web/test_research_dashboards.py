@@ -37,7 +37,7 @@ def test_collection_stats_count_statuses_topics_models_and_timing(sample_convers
     withdrawn.save()
     stats = collection_stats()
     assert stats.total == 15
-    assert dict((v, n) for v, _, n in stats.by_status) == {
+    assert {v: n for v, _, n in stats.by_status} == {
         "in_progress": 0,
         "annotating": 0,
         "complete": 14,
@@ -132,3 +132,21 @@ def test_collection_dashboard_marks_offline_demo_models(client_, sample_conversa
     assert "live models are switched off" in client_.get("/research/collection/").content.decode()
     settings.ATTUNE_ALLOW_LIVE_MODELS = True
     assert "live: openai/some-model" in client_.get("/research/collection/").content.decode()
+
+
+def test_dashboard_api_and_cli_text_read_one_analysis_model(client_, scored_runs):
+    from attunebench.metrics.analysis_report import format_analysis
+    from attunebench.metrics.results import Analysis
+    from research.evaluation import evaluation_data
+
+    analysis = evaluation_data().analysis
+    assert isinstance(analysis, Analysis)
+    # the API's JSON is the same model, serialised once and read back without loss
+    assert Analysis.model_validate(client_.get("/api/analyses/").json()["analysis"]) == analysis
+    # the renderer of `attune analyze` reads the dashboard's model as it reads its own
+    text = format_analysis(analysis)
+    assert all(f"{label} " in text for label in analysis.rows)
+    page = client_.get("/research/").content.decode()
+    pooled = analysis.breakdowns.by_participant_group.pooled
+    assert analysis.discrimination.test in page and analysis.breakdowns.by_participant_group.test in page
+    assert f'<td class="n">{pooled.n_anxiety_depression}</td>' in page

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 SKIPPED_EXIT_CODE = 2
@@ -54,7 +56,7 @@ class Command(BaseCommand):
             help="significance level after Holm correction for the discrimination tests (default 0.05)",
         )
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: object, **options: Any) -> None:
         from attunebench.metrics.analysis import analyze
         from attunebench.metrics.analysis_report import format_analysis
         from attunebench.metrics.report import format_problems, load_inputs, score_inputs, write_json
