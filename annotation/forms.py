@@ -34,7 +34,8 @@ class MoodForm(ParticipantForm):
         ]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         tags = []
         for item in cat.PANAS_ITEMS:
             intensity = data.get(f"intensity_{item}") or ""
