@@ -57,7 +57,7 @@ class ReplyRequest:
 
 def uses_live_model(model: OriginalModel) -> bool:
     """Live only when the model names a provider model and the site allows spending on it."""
-    return bool(model.litellm_model) and bool(getattr(settings, "ATTUNE_ALLOW_LIVE_MODELS", False))
+    return bool(model.litellm_model) and settings.ATTUNE_ALLOW_LIVE_MODELS
 
 
 def system_prompt(topic: Topic) -> str:
@@ -104,7 +104,7 @@ async def astream_reply(request: ReplyRequest) -> AsyncIterator[str]:
         return
     import litellm  # heavy: imported only when a live model is used
 
-    timeout = float(getattr(settings, "ATTUNE_CHAT_TIMEOUT_SECONDS", 60))
+    timeout = settings.ATTUNE_CHAT_TIMEOUT_SECONDS
     received = False
     try:
         response = await litellm.acompletion(
@@ -350,10 +350,10 @@ def offline_reply(request: ReplyRequest) -> str:
 
 async def _offline_stream(request: ReplyRequest) -> AsyncIterator[str]:
     """The offline reply in small pieces, paced like a real stream (pace set by a setting)."""
-    if getattr(settings, "ATTUNE_OFFLINE_MODEL_FAILS", False):
+    if settings.ATTUNE_OFFLINE_MODEL_FAILS:
         logger.warning("offline model failing on purpose (ATTUNE_OFFLINE_MODEL_FAILS) on turn %s", request.turn_number)
         raise ChatModelError()
-    delay = float(getattr(settings, "ATTUNE_OFFLINE_STREAM_DELAY", 0.03))
+    delay = settings.ATTUNE_OFFLINE_STREAM_DELAY
     words = offline_reply(request).split(" ")
     for start in range(0, len(words), 3):
         piece = " ".join(words[start : start + 3])

@@ -70,7 +70,8 @@ class Command(BaseCommand):
         password = self.researcher_login()
         participant = self.unused_participant(defaults.study)
 
-        base = f"http://{'localhost' if options['host'] in {'127.0.0.1', '0.0.0.0'} else options['host']}:{options['port']}"
+        host = "localhost" if options["host"] in {"127.0.0.1", "0.0.0.0"} else options["host"]
+        base = f"http://{host}:{options['port']}"
         self.stdout.write("")
         self.stdout.write(self.style.SUCCESS("Attune demo is ready."))
         self.stdout.write(
