@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import os
 import re
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -135,6 +136,16 @@ async def astream_reply(request: ReplyRequest) -> AsyncIterator[str]:
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
 _END = object()
+
+
+def _forget_loop() -> None:
+    """A forked child has no loop thread (only its parent had it): it starts its own on first use."""
+    global _loop, _loop_lock
+    _loop = None
+    _loop_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_loop)
 
 
 def _background_loop() -> asyncio.AbstractEventLoop:
