@@ -203,3 +203,11 @@ def test_the_attune_command_prepares_the_data_dir(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "data" / "secret_key").is_file()
+
+
+def test_core_tuning_switches_are_checked_and_handed_on_as_1_or_0(tmp_path):
+    code = "import django, os; django.setup(); print(os.environ['ATTUNE_GC_TUNING'], os.environ['ATTUNE_LITELLM_LEAN'])"
+    result = _settings_process(tmp_path, code, ATTUNE_GC_TUNING="false", ATTUNE_LITELLM_LEAN="Yes")
+    assert result.stdout.split() == ["0", "1"]  # the core reads "0" as off: "false" must arrive as "0"
+    result = _settings_process(tmp_path, "import django; django.setup()", ATTUNE_GC_TUNING="maybe")
+    assert result.returncode != 0 and "ATTUNE_GC_TUNING='maybe'" in result.stderr
