@@ -190,7 +190,7 @@ def do_select_pairwise_questions(turn: Turn, question_ids: list[str]) -> None:
         locked = Turn.objects.select_for_update().get(pk=turn.pk)
         if locked.selected_pairwise_questions:
             return  # already chosen: a repeat submission changes nothing
-        rows = []
+        rows: list[PairwiseComparison] = []
         for question_id in ordered:
             for first, second in REPLY_PAIRS:
                 a, b = (first, second) if _positions.random() < 0.5 else (second, first)

@@ -100,9 +100,9 @@ def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse
     position = flow.locate(participant)
     if position.step == flow.WITHDRAWN:
         return render_withdrawn(request, participant)
-    if position.step != flow.ANNOTATE or position.turn.turn_number != turn_number:
-        return redirect(flow.step_url(participant, position))
     turn = position.turn
+    if position.step != flow.ANNOTATE or turn is None or turn.turn_number != turn_number:
+        return redirect(flow.step_url(participant, position))
     where = tf.locate_annotation(turn)
     posted = request.method == "POST"
     if posted and request.POST.get("step") != where.key:
