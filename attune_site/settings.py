@@ -133,7 +133,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     if REDIS_URL
-    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    # Per process and bounded: at most 300 entries (reply locks, chat rate counters, dashboard
+    # analyses); when full, a third is dropped, so a long-lived web process cannot grow it.
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "OPTIONS": {"MAX_ENTRIES": 300}}
 }
 
 # --- REST API ------------------------------------------------------------------
