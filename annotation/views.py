@@ -115,16 +115,17 @@ def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse
             return redirect("collection:resume", token=token)
         return _continue_page(request, participant, turn, where)
     if where.step == tf.REWRITE and tf.prepared_rewrite(turn) is None:  # the suggested rewrite is not made yet
-        if posted:
-            tf.ensure_alternates(turn)
+        if not posted:
+            return _continue_page(request, participant, turn, where)
+        tf.ensure_alternates(turn)
+        if "human_edited" not in request.POST:  # the continue button; a reply already written is saved below
             return redirect(request.path)
-        return _continue_page(request, participant, turn, where)
     form, extra = _form_for(turn, where, request.POST if posted else None, participant)
     if posted and form.is_valid():
         _save(turn, where, form, participant, request.POST.get("shown", ""))
         return redirect(request.path)
-    if where.step == tf.MOOD:
-        extra["shown"] = tf.shown_token(turn)
+    if where.step == tf.MOOD:  # a form shown again with errors keeps the time it was first shown
+        extra["shown"] = request.POST.get("shown") if posted and request.POST.get("shown") else tf.shown_token(turn)
     return render(
         request,
         f"participant/annotate_{where.step}.html",

@@ -152,3 +152,25 @@ def test_the_run_launcher_page_writes_nothing_and_migrate_repairs_the_baselines(
     assert EvaluatedModel.objects.count() == before
     call_command("migrate", verbosity=0)
     assert EvaluatedModel.objects.filter(name="baseline:lexicon", kind=EvaluatedModel.Kind.OFFLINE).exists()
+
+
+def test_a_reply_written_before_the_rewrite_was_made_is_still_saved(walker):
+    conversation = walker.to_chat()
+    turn = answered_turn(conversation)
+    url = walker.url("turn/1/")
+    walker.post(url, {"step": "mood:0", "no_change": "on"})
+    answer_binary_pages(walker, url)
+    AlternateResponses.objects.filter(turn=turn).delete()
+    assert walker.post(url, {"step": "rewrite:0", "human_edited": "What I wanted to hear"}).status_code == 302
+    alternates = AlternateResponses.objects.get(turn=turn)
+    assert alternates.human_edited == "What I wanted to hear" and alternates.llm_improved
+
+
+def test_a_mood_form_shown_again_with_errors_keeps_its_first_time(walker):
+    conversation = walker.to_chat()
+    answered_turn(conversation)
+    url = walker.url("turn/1/")
+    shown = re.search(r'name="shown" value="([^"]+)"', walker.body(walker.get(url))).group(1)
+    again = walker.post(url, {"step": "mood:0", "shown": shown})  # nothing ticked: shown again with an error
+    assert again.status_code == 200
+    assert re.search(r'name="shown" value="([^"]+)"', walker.body(again)).group(1) == shown
