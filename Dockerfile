@@ -6,6 +6,7 @@ COPY attunebench attunebench
 COPY attune_site attune_site
 COPY collection collection
 COPY annotation annotation
+COPY datasets datasets
 COPY scoring scoring
 COPY research research
 COPY devtools devtools
@@ -13,6 +14,7 @@ COPY templates templates
 COPY static static
 COPY sample_data sample_data
 COPY manage.py ./
-RUN pip install --no-cache-dir . && python manage.py collectstatic --noinput
+# A build-time key only: no generated secret key is baked into the image's data dir.
+RUN pip install --no-cache-dir . && ATTUNE_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput
 EXPOSE 8000
 CMD ["gunicorn", "attune_site.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "120"]

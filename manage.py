@@ -4,6 +4,9 @@ import sys
 
 if __name__ == "__main__":
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "attune_site.settings")
+    from attune_site.datadir import prepare_data_dir
+
+    prepare_data_dir()
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

@@ -30,11 +30,11 @@ REWRITE_INSTRUCTIONS = (
 
 def _live_model_for(turn: Turn) -> tuple[str, str] | None:
     """(litellm model, api base) to rewrite with, or None when the offline rewrite must be used."""
-    if not getattr(settings, "ATTUNE_ALLOW_LIVE_MODELS", False):
+    if not settings.ATTUNE_ALLOW_LIVE_MODELS:
         return None
-    configured = getattr(settings, "ATTUNE_ALTERNATE_MODEL", "")
+    configured = settings.ATTUNE_ALTERNATE_MODEL
     if configured:
-        return configured, getattr(settings, "ATTUNE_ALTERNATE_API_BASE", "")
+        return configured, settings.ATTUNE_ALTERNATE_API_BASE
     model = turn.conversation.original_model
     if uses_live_model(model):
         return model.litellm_model, model.api_base
@@ -90,7 +90,7 @@ def improved_reply(turn: Turn) -> str:
                 model=model,
                 messages=messages,
                 api_base=api_base or None,
-                timeout=float(getattr(settings, "ATTUNE_CHAT_TIMEOUT_SECONDS", 60)),
+                timeout=settings.ATTUNE_CHAT_TIMEOUT_SECONDS,
                 num_retries=0,
                 max_retries=0,
             )

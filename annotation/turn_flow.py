@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
+from django.core import signing
 from django.db import transaction
 from django.utils import timezone
 
@@ -87,9 +89,36 @@ def locate_annotation(turn: Turn) -> AnnotationPosition:
     return AnnotationPosition(FINISHED)
 
 
-def do_start_annotation(turn: Turn) -> None:
-    """Record when the participant first saw the annotation for this turn (for timing analyses)."""
-    Turn.objects.filter(pk=turn.pk, annotation_started_at__isnull=True).update(annotation_started_at=timezone.now())
+_SHOWN_SALT = "attune.annotation.shown"
+
+
+def shown_token(turn: Turn) -> str:
+    """A signed note of when the first annotation page of ``turn`` was shown, carried by its form.
+
+    (A refreshed page carries the time of the copy the participant answers.)
+
+    Showing a page writes nothing; the time reaches the database with the
+    participant's first answer (``do_start_annotation``), and the signature keeps
+    it from being forged or moved to another turn.
+    """
+    return signing.dumps({"turn": turn.pk, "at": timezone.now().timestamp()}, salt=_SHOWN_SALT, compress=True)
+
+
+def do_start_annotation(turn: Turn, shown: str = "") -> None:
+    """Record when the participant first saw the annotation for this turn (for timing analyses).
+
+    ``shown`` is the page's ``shown_token``; without a valid one for this turn
+    (an old tab, a tampered form) the time of the answer stands in. The first
+    record is kept.
+    """
+    started = timezone.now()
+    try:
+        note = signing.loads(shown, salt=_SHOWN_SALT)
+    except signing.BadSignature:
+        note = None
+    if isinstance(note, dict) and note.get("turn") == turn.pk and isinstance(note.get("at"), int | float):
+        started = min(started, datetime.fromtimestamp(note["at"], tz=UTC))
+    Turn.objects.filter(pk=turn.pk, annotation_started_at__isnull=True).update(annotation_started_at=started)
 
 
 def do_save_mood(turn: Turn, tags: list[tuple[str, int | None]], binary_sample_size: int) -> None:
@@ -114,16 +143,28 @@ def do_save_mood(turn: Turn, tags: list[tuple[str, int | None]], binary_sample_s
 
 
 def do_save_binary_answers(turn: Turn, answers: dict[str, tuple[str, str]]) -> None:
-    """Store (observed, preferred) for the questions on one page."""
+    """Store (observed, preferred) for the questions on one page; after the last page, prepare the rewrite.
+
+    The improved reply is made here, in the answer that leads to the rewrite
+    page, so that showing that page only reads (no row created, no model called).
+    """
     with transaction.atomic():
         for question_id, (observed, preferred) in answers.items():
             BinaryJudgement.objects.filter(turn=turn, question_id=question_id).update(
                 observed=observed, preferred=preferred
             )
+    if locate_annotation(turn).step == REWRITE:
+        ensure_alternates(turn)
+
+
+def prepared_rewrite(turn: Turn) -> AlternateResponses | None:
+    """The turn's rewrite row when its improved reply exists (read only; None when not yet prepared)."""
+    alternates = AlternateResponses.objects.filter(turn=turn).first()
+    return alternates if alternates is not None and alternates.llm_improved else None
 
 
 def ensure_alternates(turn: Turn) -> AlternateResponses:
-    """The turn's rewrite row, generating the improved reply the first time it is needed.
+    """The turn's rewrite row, generating the improved reply the first time it is needed (an action: POST only).
 
     Generation happens outside any transaction (a live call may take seconds);
     the conditional update keeps the first rewrite if two requests race.

@@ -46,7 +46,9 @@ def _form_for(
         category, questions = tf.binary_pages(turn)[where.page]
         return BinaryPageForm(data, questions=questions), {"category_label": cat.BINARY_CATEGORY_LABELS[category]}
     if where.step == tf.REWRITE:
-        alternates = tf.ensure_alternates(turn)
+        alternates = tf.prepared_rewrite(turn)
+        if alternates is None:  # the view shows the continue page until it is prepared
+            raise RuntimeError(f"turn {turn.pk}: the rewrite page was asked for before its rewrite was made")
         initial = {"human_edited": alternates.human_edited or alternates.llm_improved}
         return GoldenReplyForm(data, initial=initial), {
             "improved": alternates.llm_improved,
@@ -65,8 +67,9 @@ def _form_for(
     return form, {"question_text": cat.PAIRWISE_QUESTIONS.get(question_id, question_id), "pairs": pairs}
 
 
-def _save(turn: Turn, where: tf.AnnotationPosition, form: Any, participant: Participant) -> None:
+def _save(turn: Turn, where: tf.AnnotationPosition, form: Any, participant: Participant, shown: str) -> None:
     if where.step == tf.MOOD:
+        tf.do_start_annotation(turn, shown)
         tf.do_save_mood(turn, form.cleaned_data["tags"], participant.study.binary_sample_size)
     elif where.step == tf.BINARY:
         tf.do_save_binary_answers(turn, form.answers())
@@ -78,27 +81,8 @@ def _save(turn: Turn, where: tf.AnnotationPosition, form: Any, participant: Part
         tf.do_save_comparisons(turn, form.winners())
 
 
-@never_cache
-def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse:
-    participant = flow.access_participant(token)
-    position = flow.locate(participant)
-    if position.step == flow.WITHDRAWN:
-        return render_withdrawn(request, participant)
-    if position.step != flow.ANNOTATE or position.turn.turn_number != turn_number:
-        return redirect(flow.step_url(participant, position))
-    turn = position.turn
-    tf.do_start_annotation(turn)
-    where = tf.locate_annotation(turn)
-    if where.step == tf.FINISHED:  # all answers stored but completion not yet stamped
-        tf.do_save_comparisons(turn, {})
-        return redirect("collection:resume", token=token)
-    if request.method == "POST" and request.POST.get("step") != where.key:
-        return redirect(request.path)  # stale or repeated submission: nothing to change
-    form, extra = _form_for(turn, where, request.POST if request.method == "POST" else None, participant)
-    if request.method == "POST" and form.is_valid():
-        _save(turn, where, form, participant)
-        return redirect(request.path)
-    section = _SECTION_OF[where.step]
+def _sections(step: str) -> list[tuple[str, str, str]]:
+    section = _SECTION_OF.get(step, tf.CHOOSE)
     sections = []
     reached = True
     for key, label in SECTIONS:
@@ -106,8 +90,56 @@ def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse
         if key == section:
             reached = False
         sections.append((key, label, state))
+    return sections
+
+
+@never_cache
+def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse:
+    """Show the turn's current sub-step (GET only reads) or save it (POST, then redirect)."""
+    participant = flow.access_participant(token)
+    position = flow.locate(participant)
+    if position.step == flow.WITHDRAWN:
+        return render_withdrawn(request, participant)
+    turn = position.turn
+    if position.step != flow.ANNOTATE or turn is None or turn.turn_number != turn_number:
+        return redirect(flow.step_url(participant, position))
+    where = tf.locate_annotation(turn)
+    posted = request.method == "POST"
+    if posted and request.POST.get("step") != where.key:
+        return redirect(request.path)  # stale or repeated submission: nothing to change
+    # Two states a page cannot show without writing (left by an interrupted request or an older
+    # version): a continue button makes the write a POST of its own.
+    if where.step == tf.FINISHED:  # all answers stored but completion not yet stamped
+        if posted:
+            tf.do_save_comparisons(turn, {})
+            return redirect("collection:resume", token=token)
+        return _continue_page(request, participant, turn, where)
+    if where.step == tf.REWRITE and tf.prepared_rewrite(turn) is None:  # the suggested rewrite is not made yet
+        if not posted:
+            return _continue_page(request, participant, turn, where)
+        tf.ensure_alternates(turn)
+        if "human_edited" not in request.POST:  # the continue button; a reply already written is saved below
+            return redirect(request.path)
+    form, extra = _form_for(turn, where, request.POST if posted else None, participant)
+    if posted and form.is_valid():
+        _save(turn, where, form, participant, request.POST.get("shown", ""))
+        return redirect(request.path)
+    if where.step == tf.MOOD:  # a form shown again with errors keeps the time it was first shown
+        extra["shown"] = request.POST.get("shown") if posted and request.POST.get("shown") else tf.shown_token(turn)
     return render(
         request,
         f"participant/annotate_{where.step}.html",
-        page_context(participant, flow.ANNOTATE, turn=turn, where=where, form=form, sections=sections, **extra),
+        page_context(
+            participant, flow.ANNOTATE, turn=turn, where=where, form=form, sections=_sections(where.step), **extra
+        ),
+    )
+
+
+def _continue_page(
+    request: HttpRequest, participant: Participant, turn: Turn, where: tf.AnnotationPosition
+) -> HttpResponse:
+    return render(
+        request,
+        "participant/annotate_continue.html",
+        page_context(participant, flow.ANNOTATE, turn=turn, where=where, sections=_sections(where.step)),
     )

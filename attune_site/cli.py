@@ -36,6 +36,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     from django.core.management import execute_from_command_line
 
+    from attune_site.datadir import prepare_data_dir
+
+    prepare_data_dir()
     execute_from_command_line(["attune", *argv[1:]])
 
 

@@ -9,46 +9,24 @@ from the environment only.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+import secrets
 
 import dj_database_url
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+from attune_site.datadir import BASE_DIR, STATIC_SUBDIR, data_dir, stored_secret_key
+from attune_site.env import env_bool, env_float, env_int, env_list, env_str
 
+# Nothing here writes a file or creates a folder: the entry points prepare the
+# data directory and its secret key first (attune_site/datadir.py).
+DATA_DIR = data_dir()
 
-def _flag(name: str, default: bool = False) -> bool:
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+DEBUG = env_bool("ATTUNE_DEBUG", False)
 
-
-DATA_DIR = Path(os.environ.get("ATTUNE_DATA_DIR", BASE_DIR / "data")).resolve()
-DATA_DIR.mkdir(parents=True, exist_ok=True)
-
-DEBUG = _flag("ATTUNE_DEBUG")
-
-
-def _secret_key() -> str:
-    """From the environment; otherwise one generated per data dir, kept beside the database."""
-    if os.environ.get("ATTUNE_SECRET_KEY"):
-        return os.environ["ATTUNE_SECRET_KEY"]
-    key_file = DATA_DIR / "secret_key"
-    if not key_file.exists():
-        import secrets
-
-        key_file.write_text(secrets.token_urlsafe(50))
-        key_file.chmod(0o600)
-    return key_file.read_text().strip()
-
-
-SECRET_KEY = _secret_key()
-ALLOWED_HOSTS = [
-    h.strip()
-    for h in os.environ.get("ATTUNE_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
-    if h.strip()
-]
-CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("ATTUNE_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
+# From the environment; else the key generated into the data dir by the entry point;
+# else (a process started without one) a key that lives as long as this process.
+SECRET_KEY = env_str("ATTUNE_SECRET_KEY") or stored_secret_key(DATA_DIR) or secrets.token_urlsafe(50)
+ALLOWED_HOSTS = env_list("ATTUNE_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("ATTUNE_CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -101,9 +79,10 @@ TEMPLATES = [
 ]
 
 SQLITE_PATH = DATA_DIR / "attune.sqlite3"
+DATABASE_URL = env_str("DATABASE_URL")
 DATABASES = {
-    "default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60, conn_health_checks=True)
-    if os.environ.get("DATABASE_URL")
+    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+    if DATABASE_URL
     else {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": SQLITE_PATH,
@@ -124,8 +103,7 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = DATA_DIR / "staticfiles"
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+STATIC_ROOT = DATA_DIR / STATIC_SUBDIR
 WHITENOISE_USE_FINDERS = True
 MEDIA_ROOT = DATA_DIR / "media"
 MEDIA_URL = "/media/"
@@ -134,12 +112,12 @@ LOGIN_URL = "/research/login/"
 LOGIN_REDIRECT_URL = "/research/"
 
 SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = _flag("ATTUNE_SECURE_COOKIES")
+SESSION_COOKIE_SECURE = env_bool("ATTUNE_SECURE_COOKIES", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 X_FRAME_OPTIONS = "DENY"
 
 # --- Celery: in-process unless a broker is configured -----------------------
-REDIS_URL = os.environ.get("REDIS_URL", "")
+REDIS_URL = env_str("REDIS_URL")
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
@@ -155,7 +133,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     if REDIS_URL
-    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    # Per process and bounded: at most 300 entries (reply locks, chat rate counters, dashboard
+    # analyses); when full, a third is dropped, so a long-lived web process cannot grow it.
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "OPTIONS": {"MAX_ENTRIES": 300}}
 }
 
 # --- REST API ------------------------------------------------------------------
@@ -171,33 +151,46 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Attune API",
-    "DESCRIPTION": "Research API of the Attune platform (AttuneBench). Scores are research diagnostics, never clinical certificates.",
+    "DESCRIPTION": (
+        "Research API of the Attune platform (AttuneBench). "
+        "Scores are research diagnostics, never clinical certificates."
+    ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
 }
 
 # --- Attune ---------------------------------------------------------------------
 # Offline models only unless explicitly allowed: a demo never spends money.
-ATTUNE_ALLOW_LIVE_MODELS = _flag("ATTUNE_ALLOW_LIVE_MODELS")
+ATTUNE_ALLOW_LIVE_MODELS = env_bool("ATTUNE_ALLOW_LIVE_MODELS", False)
 ATTUNE_EXPORT_DIR = DATA_DIR / "exports"
 ATTUNE_RUNS_DIR = DATA_DIR / "runs"
-ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE = int(os.environ.get("ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE", "12"))
-ATTUNE_CHAT_TIMEOUT_SECONDS = float(os.environ.get("ATTUNE_CHAT_TIMEOUT_SECONDS", "60"))
+ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE = env_int("ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE", 12, minimum=1)
+ATTUNE_CHAT_TIMEOUT_SECONDS = env_float("ATTUNE_CHAT_TIMEOUT_SECONDS", 60.0, minimum=1)
 # Seconds between streamed lines of the offline scripted model (0 in tests that need speed).
-ATTUNE_OFFLINE_STREAM_DELAY = float(os.environ.get("ATTUNE_OFFLINE_STREAM_DELAY", "0.03"))
+ATTUNE_OFFLINE_STREAM_DELAY = env_float("ATTUNE_OFFLINE_STREAM_DELAY", 0.03, minimum=0)
 # Test switch: the offline model fails on purpose, to exercise the participant's retry path.
 ATTUNE_OFFLINE_MODEL_FAILS = False
 # Model for the "improved reply" rewrite; blank uses the conversation's own model when live.
-ATTUNE_ALTERNATE_MODEL = os.environ.get("ATTUNE_ALTERNATE_MODEL", "")
-ATTUNE_ALTERNATE_API_BASE = os.environ.get("ATTUNE_ALTERNATE_API_BASE", "")
+ATTUNE_ALTERNATE_MODEL = env_str("ATTUNE_ALTERNATE_MODEL")
+ATTUNE_ALTERNATE_API_BASE = env_str("ATTUNE_ALTERNATE_API_BASE")
+# Model calls in flight at once in one worker process, across every conversation it replays.
+ATTUNE_REPLAY_CONCURRENCY = env_int("ATTUNE_REPLAY_CONCURRENCY", 32, minimum=1, maximum=1024)
+ATTUNE_LOG_LEVEL = env_str("ATTUNE_LOG_LEVEL", "WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("ATTUNE_LOG_LEVEL", "WARNING")},
-    "loggers": {"attune": {"level": os.environ.get("ATTUNE_LOG_LEVEL", "WARNING")}},
+    "root": {"handlers": ["console"], "level": ATTUNE_LOG_LEVEL},
+    "loggers": {"attune": {"level": ATTUNE_LOG_LEVEL}},
 }
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+# Replay tuning switches, read by the benchmark core (no Django there) as "0" = off. Checked here
+# with the one convention, then handed on as 1/0: "false" must not read as "on" there.
+ATTUNE_LITELLM_LEAN = env_bool("ATTUNE_LITELLM_LEAN", True)
+ATTUNE_GC_TUNING = env_bool("ATTUNE_GC_TUNING", True)
+os.environ["ATTUNE_LITELLM_LEAN"] = "1" if ATTUNE_LITELLM_LEAN else "0"
+os.environ["ATTUNE_GC_TUNING"] = "1" if ATTUNE_GC_TUNING else "0"

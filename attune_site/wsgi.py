@@ -1,6 +1,11 @@
+"""The WSGI application (gunicorn): prepares the data directory, then loads settings."""
+
 import os
 
 from django.core.wsgi import get_wsgi_application
 
+from attune_site.datadir import prepare_data_dir
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "attune_site.settings")
+prepare_data_dir()
 application = get_wsgi_application()

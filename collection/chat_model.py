@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import os
 import re
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -57,7 +58,7 @@ class ReplyRequest:
 
 def uses_live_model(model: OriginalModel) -> bool:
     """Live only when the model names a provider model and the site allows spending on it."""
-    return bool(model.litellm_model) and bool(getattr(settings, "ATTUNE_ALLOW_LIVE_MODELS", False))
+    return bool(model.litellm_model) and settings.ATTUNE_ALLOW_LIVE_MODELS
 
 
 def system_prompt(topic: Topic) -> str:
@@ -104,7 +105,7 @@ async def astream_reply(request: ReplyRequest) -> AsyncIterator[str]:
         return
     import litellm  # heavy: imported only when a live model is used
 
-    timeout = float(getattr(settings, "ATTUNE_CHAT_TIMEOUT_SECONDS", 60))
+    timeout = settings.ATTUNE_CHAT_TIMEOUT_SECONDS
     received = False
     try:
         response = await litellm.acompletion(
@@ -135,6 +136,16 @@ async def astream_reply(request: ReplyRequest) -> AsyncIterator[str]:
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
 _END = object()
+
+
+def _forget_loop() -> None:
+    """A forked child has no loop thread (only its parent had it): it starts its own on first use."""
+    global _loop, _loop_lock
+    _loop = None
+    _loop_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_loop)
 
 
 def _background_loop() -> asyncio.AbstractEventLoop:
@@ -350,10 +361,10 @@ def offline_reply(request: ReplyRequest) -> str:
 
 async def _offline_stream(request: ReplyRequest) -> AsyncIterator[str]:
     """The offline reply in small pieces, paced like a real stream (pace set by a setting)."""
-    if getattr(settings, "ATTUNE_OFFLINE_MODEL_FAILS", False):
+    if settings.ATTUNE_OFFLINE_MODEL_FAILS:
         logger.warning("offline model failing on purpose (ATTUNE_OFFLINE_MODEL_FAILS) on turn %s", request.turn_number)
         raise ChatModelError()
-    delay = float(getattr(settings, "ATTUNE_OFFLINE_STREAM_DELAY", 0.03))
+    delay = settings.ATTUNE_OFFLINE_STREAM_DELAY
     words = offline_reply(request).split(" ")
     for start in range(0, len(words), 3):
         piece = " ".join(words[start : start + 3])

@@ -340,7 +340,7 @@ def check_chat_rate(participant: Participant) -> bool:
     A fixed one-minute window in Django's cache: shared across workers when the
     cache is Redis, per process with the local-memory cache.
     """
-    limit = int(getattr(settings, "ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE", 12))
+    limit = settings.ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE
     key = f"attune:chat-rate:{participant.pk}:{int(time.time() // 60)}"
     cache.add(key, 0, timeout=120)
     try:

@@ -19,14 +19,18 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import django
 
+    from attune_site.datadir import prepare_data_dir
+    from attune_site.env import env_int
+
+    prepare_data_dir()
     django.setup()
     from attune_site.celery import app
 
-    timeout = os.environ.get("ATTUNE_VISIBILITY_TIMEOUT")
+    timeout = env_int("ATTUNE_VISIBILITY_TIMEOUT", 0, minimum=1)
     if timeout:
         app.conf.broker_transport_options = {
             **(app.conf.broker_transport_options or {}),
-            "visibility_timeout": int(timeout),
+            "visibility_timeout": timeout,
         }
     app.worker_main(
         [

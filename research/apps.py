@@ -1,6 +1,22 @@
+from typing import Any
+
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _repair_offline_baselines(**kwargs: Any) -> None:
+    """After every migrate: the offline baselines are back in the registry if someone deleted them.
+
+    Done here, an explicit step, rather than when the launcher page is shown (a GET writes nothing).
+    """
+    from research.launcher import ensure_offline_baselines
+
+    ensure_offline_baselines()
 
 
 class ResearchConfig(AppConfig):
     name = "research"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        post_migrate.connect(_repair_offline_baselines, sender=self, dispatch_uid="attune.research.baselines")

@@ -227,7 +227,6 @@ def _launch_request(form: LaunchForm) -> launcher.LaunchRequest:
 
 @researcher_required
 def run_launcher(request: HttpRequest) -> HttpResponse:
-    launcher.ensure_offline_baselines()
     form = LaunchForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:

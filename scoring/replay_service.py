@@ -32,7 +32,9 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
@@ -59,8 +61,6 @@ from scoring.run_scoring import do_score_evaluation_run
 logger = logging.getLogger("attune.replay")
 
 REDIS_CACHE_PREFIX = "attune:call:"
-# Calls in flight per worker process, across every conversation it replays.
-WORKER_CONCURRENCY = int(os.environ.get("ATTUNE_REPLAY_CONCURRENCY", "32"))
 
 ACTIVE_STATUSES = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING, EvaluationRun.Status.SCORING)
 
@@ -264,39 +264,66 @@ class RedisCallCache:
             self._failed("write", exc)
 
 
-_process_lock = threading.Lock()
-_process_state: dict[str, Any] = {}
+# What a worker process keeps between tasks, and how much of it.
+#: Validated model answers held in memory in front of Redis and the database
+#: (a few KB each: about 50 MB at most per worker process).
+MEMORY_CACHE_ENTRIES = 10_000
+#: Runs whose whole dataset (baseline:prior's leave-one-out tallies) is held in memory.
+#: A dataset is every conversation of a run, so only the most recently used are kept.
+DATASETS_KEPT = 2
+
+
+@dataclass
+class ProcessState:
+    """One worker process's long-lived replay state; a forked child starts from a fresh one."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    scheduler: Scheduler | None = None
+    cache: CallCache | None = None
+    datasets: OrderedDict[int, list[cf.ConversationFile]] = field(default_factory=OrderedDict)
+
+
+_state = ProcessState()
+
+
+def reset_process_state() -> None:
+    """Forget this process's replay state (registered once, to run in every forked child).
+
+    A Celery prefork child inherits its parent's objects but not its threads or
+    connections, so it must not reuse the parent's scheduler, clients or lock.
+    """
+    global _state
+    _state = ProcessState()
+
+
+os.register_at_fork(after_in_child=reset_process_state)
 
 
 def _process_scheduler() -> Scheduler:
     """One scheduler per worker process: provider caps hold across the conversations it runs."""
-    with _process_lock:
-        if _process_state.get("pid") != os.getpid():
-            _process_state.clear()
-            _process_state["pid"] = os.getpid()
-        if "scheduler" not in _process_state:
+    state = _state
+    with state.lock:
+        if state.scheduler is None:
             redis_url = settings.REDIS_URL
-            _process_state["scheduler"] = Scheduler(
-                max_concurrency=WORKER_CONCURRENCY,
+            state.scheduler = Scheduler(
+                max_concurrency=settings.ATTUNE_REPLAY_CONCURRENCY,
                 rate_limiter=RedisRateLimiter(redis_url) if redis_url else None,
                 shared_slots=RedisInFlightSlots(redis_url) if redis_url else None,
             )
-        return _process_state["scheduler"]
+        return state.scheduler
 
 
 def build_cache() -> CallCache:
-    """Memory over Redis (when configured) over the database: fast reads, durable writes."""
-    with _process_lock:
-        if _process_state.get("pid") != os.getpid():
-            _process_state.clear()
-            _process_state["pid"] = os.getpid()
-        if "cache" not in _process_state:
-            layers: list[CallCache] = [MemoryCache()]
+    """Memory (bounded, least recently used dropped first) over Redis when configured over the database."""
+    state = _state
+    with state.lock:
+        if state.cache is None:
+            layers: list[CallCache] = [MemoryCache(maxsize=MEMORY_CACHE_ENTRIES)]
             if settings.REDIS_URL:
                 layers.append(RedisCallCache(settings.REDIS_URL))
             layers.append(DatabaseCallCache())
-            _process_state["cache"] = LayeredCache(*layers)
-        return _process_state["cache"]
+            state.cache = LayeredCache(*layers)
+        return state.cache
 
 
 # ---------------------------------------------------------------------------
@@ -317,16 +344,19 @@ def load_canonical(conversation_pks: Sequence[int]) -> dict[int, cf.Conversation
 
 
 def _dataset_for(run: EvaluationRun) -> list[cf.ConversationFile]:
-    """The run's conversations, for baseline:prior's leave-one-out tallies (cached per process and run)."""
-    key = f"dataset:{run.pk}"
-    with _process_lock:
-        cached = _process_state.get(key)
-    if cached is not None:
-        return cached
+    """The run's conversations, for baseline:prior's leave-one-out tallies (kept for DATASETS_KEPT runs)."""
+    state = _state
+    with state.lock:
+        cached = state.datasets.get(run.pk)
+        if cached is not None:
+            state.datasets.move_to_end(run.pk)
+            return cached
     pks = list(RunConversation.objects.filter(run=run).values_list("conversation_id", flat=True))
     documents = list(load_canonical(pks).values())
-    with _process_lock:
-        _process_state[key] = documents
+    with state.lock:
+        state.datasets[run.pk] = documents
+        while len(state.datasets) > DATASETS_KEPT:
+            state.datasets.popitem(last=False)
     return documents
 
 

@@ -11,6 +11,11 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import pytest
 
+from attune_site.datadir import prepare_data_dir
+
+# The test run is an entry point like ``attune``: it prepares the data directory (settings never write).
+prepare_data_dir()
+
 
 @pytest.fixture(autouse=True)
 def _tasks_in_process_unless_marked_celery(request):

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -78,10 +79,16 @@ class NullCache:
 
 
 class MemoryCache:
-    """A dict; counts hits and misses so tests can assert on them."""
+    """At most ``maxsize`` entries, the least recently used dropped first; counts hits and misses.
 
-    def __init__(self) -> None:
-        self._entries: dict[str, CachedCall] = {}
+    Bounded because a worker process keeps one for its whole life.
+    """
+
+    def __init__(self, maxsize: int = 10_000) -> None:
+        if maxsize < 1:
+            raise ValueError(f"MemoryCache maxsize must be at least 1, not {maxsize}")
+        self.maxsize = maxsize
+        self._entries: OrderedDict[str, CachedCall] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
@@ -91,10 +98,14 @@ class MemoryCache:
             self.misses += 1
         else:
             self.hits += 1
+            self._entries.move_to_end(key)
         return value
 
     async def set(self, key: str, value: CachedCall) -> None:
         self._entries[key] = value
+        self._entries.move_to_end(key)
+        if len(self._entries) > self.maxsize:
+            self._entries.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -6,7 +6,6 @@ tests/web/test_replay_celery.py runs it through real workers.
 
 from __future__ import annotations
 
-import os
 import socket
 
 import pytest
@@ -27,7 +26,7 @@ def empty_call_caches():
 
     (tests/conftest.py already runs Celery tasks in-process for unmarked tests.)
     """
-    replay_service._process_state.clear()
+    replay_service.reset_process_state()
     if settings.REDIS_URL:
         import redis
 
@@ -35,7 +34,7 @@ def empty_call_caches():
         for key in client.scan_iter(f"{replay_service.REDIS_CACHE_PREFIX}*"):
             client.delete(key)
     yield
-    replay_service._process_state.clear()
+    replay_service.reset_process_state()
 
 
 def unused_port() -> int:
@@ -47,7 +46,8 @@ def unused_port() -> int:
 
 def in_this_worker(**parts) -> None:
     """Give this process's replay state (scheduler, cache) the parts a test needs."""
-    replay_service._process_state.update(pid=os.getpid(), **parts)
+    for name, value in parts.items():
+        setattr(replay_service._state, name, value)
 
 
 def import_synth(n: int, seed: int = 3) -> list[str]:
@@ -156,7 +156,7 @@ def test_llm_run_uses_the_database_cache_and_a_rerun_pays_nothing():
 
         server.reset()
         # A fresh process would start with an empty memory layer: drop it.
-        replay_service._process_state.clear()
+        replay_service.reset_process_state()
         second = replay_service.do_create_run("fake-em", "default")
         run_control.start_run(second.pk)
         second.refresh_from_db()

@@ -9,16 +9,17 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from attunebench.catalogue import RESEARCH_ONLY_STATEMENT
 from attunebench.replay.baselines import BASELINE_NAMES
 from attunebench.sources import read_conversations
-from collection.models import Conversation, Participant
+from collection.models import Conversation, Participant, Study
 from collection.setup import ensure_defaults
 from datasets.exchange import import_documents
 from research.roles import do_make_researcher
@@ -46,7 +47,7 @@ class Command(BaseCommand):
         "create a researcher login (printed), print a participant study link, then serve the site."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
         parser.add_argument("--port", type=int, default=8000, help="port to serve on (default 8000)")
         parser.add_argument("--no-serve", action="store_true", help="set everything up, then exit")
@@ -59,7 +60,7 @@ class Command(BaseCommand):
             "--modes", nargs="+", default=list(DEMO_MODES), help="replay modes (default: default omniscient)"
         )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         self.step("Applying database migrations")
         call_command("migrate", interactive=False, verbosity=0)
         defaults = ensure_defaults()
@@ -70,7 +71,8 @@ class Command(BaseCommand):
         password = self.researcher_login()
         participant = self.unused_participant(defaults.study)
 
-        base = f"http://{'localhost' if options['host'] in {'127.0.0.1', '0.0.0.0'} else options['host']}:{options['port']}"
+        host = "localhost" if options["host"] in {"127.0.0.1", "0.0.0.0"} else options["host"]
+        base = f"http://{host}:{options['port']}"
         self.stdout.write("")
         self.stdout.write(self.style.SUCCESS("Attune demo is ready."))
         self.stdout.write(
@@ -121,7 +123,7 @@ class Command(BaseCommand):
             f"{progress['calls_failed']} failed)"
         )
 
-    def unused_participant(self, study) -> Participant:
+    def unused_participant(self, study: Study) -> Participant:
         """The demo's printed study link: an invited participant who has not started, reused across runs."""
         unused = (
             Participant.objects.filter(

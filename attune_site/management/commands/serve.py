@@ -1,7 +1,9 @@
 """attune serve: the site on a local port, with static files served by WhiteNoise."""
 
+from typing import Any
+
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 
 class Command(BaseCommand):
@@ -10,12 +12,12 @@ class Command(BaseCommand):
         "first. For production use gunicorn (see docker-compose.yml)."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
         parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
         parser.add_argument("--no-migrate", action="store_true", help="do not apply pending migrations first")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         if not options["no_migrate"]:
             call_command("migrate", interactive=False, verbosity=0)
         address = f"{options['host']}:{options['port']}"

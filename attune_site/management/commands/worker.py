@@ -1,7 +1,9 @@
 """attune worker: a Celery worker for evaluation runs and background exports."""
 
+from typing import Any
+
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 
 class Command(BaseCommand):
@@ -10,12 +12,12 @@ class Command(BaseCommand):
         "without it, tasks already run inside the process that starts them and no worker is needed."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--concurrency", type=int, default=2, help="worker processes (default 2)")
         parser.add_argument("--loglevel", default="INFO", help="log level (default INFO)")
         parser.add_argument("--queues", default="celery", help="comma-separated queues to consume (default celery)")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         if not settings.REDIS_URL:
             raise CommandError(
                 "REDIS_URL is not set: there is no broker to take tasks from. "

@@ -1,0 +1,60 @@
+"""The data directory and the secret key kept in it, prepared by the entry points, never by settings.
+
+Importing settings must not write anything (a read-only checkout, a test
+importing settings, ``manage.py check`` on a fresh machine). So the entry points
+that start a real process (``attune``, ``manage.py``, the WSGI application, the
+test Celery worker) call ``prepare_data_dir`` first: it creates the directory and,
+when ``ATTUNE_SECRET_KEY`` is not set, a secret key file beside the database,
+once. Settings only read that file. A process started some other way without
+the variable gets a key of its own for its lifetime (sessions then end with it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import tempfile
+from pathlib import Path
+
+from attune_site.env import env_path, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+SECRET_KEY_FILE = "secret_key"
+STATIC_SUBDIR = "staticfiles"
+
+
+def data_dir() -> Path:
+    """``ATTUNE_DATA_DIR`` or ``./data`` beside the code (not created here)."""
+    return env_path("ATTUNE_DATA_DIR", BASE_DIR / "data")
+
+
+def stored_secret_key(directory: Path) -> str | None:
+    """The key generated into ``directory`` earlier, if there is one."""
+    try:
+        key = (directory / SECRET_KEY_FILE).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    return key or None
+
+
+def _write_secret_key(directory: Path) -> None:
+    """Publish a new key atomically; when two processes race, the first file wins and both read it."""
+    handle, temp = tempfile.mkstemp(dir=directory, prefix=".secret-")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(secrets.token_urlsafe(50))
+        os.chmod(temp, 0o600)
+        with contextlib.suppress(FileExistsError):  # a key is there already: never replace it
+            os.link(temp, directory / SECRET_KEY_FILE)
+    finally:
+        os.unlink(temp)
+
+
+def prepare_data_dir() -> Path:
+    """Create the data directory (and its static files folder) and, unless one is configured, the secret key."""
+    directory = data_dir()
+    (directory / STATIC_SUBDIR).mkdir(parents=True, exist_ok=True)
+    if not env_str("ATTUNE_SECRET_KEY") and stored_secret_key(directory) is None:
+        _write_secret_key(directory)
+    return directory
