@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from attunebench import catalogue as cat
-from attunebench.canonical import ConversationFile, Panas, Problem, RunOutput, RunTurn, Turn
+from attunebench.canonical import ConversationFile, ConversationWide, Panas, Problem, RunOutput, RunTurn, Turn
 from attunebench.metrics import conversation_metrics as cm
 from attunebench.metrics import turn_metrics as tm
 from attunebench.metrics.aggregate import aggregate_rows
@@ -55,7 +55,7 @@ class PreparedConversation:
     by_number: dict[int, PreparedTurn]
     post: cm.PanasSide | None
     pre: cm.PanasSide | None
-    wide: Any  # GroundTruthConversationWide | None
+    wide: ConversationWide | None
 
 
 def _panas_side(panas: Panas | None) -> cm.PanasSide | None:
@@ -369,7 +369,8 @@ def score_runs(
                 Problem(
                     source=source,
                     path="",
-                    message=f"a run for ({run.conversationId}, {run.em_model}, {run.mode}) was already scored; duplicate skipped",
+                    message=f"a run for ({run.conversationId}, {run.em_model}, {run.mode}) was already scored; "
+                    "duplicate skipped",
                 )
             )
             continue

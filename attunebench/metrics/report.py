@@ -21,6 +21,8 @@ from attunebench.canonical import (
     ConversationFile,
     Problem,
     RunOutput,
+    check_conversation_options,
+    check_run_options,
     looks_like_run,
     parse_conversation,
     parse_run,
@@ -33,12 +35,17 @@ from attunebench.sources import iter_documents
 
 @dataclass
 class LoadedInputs:
-    """Documents read from disk, the problems met, and documents of the other kind ignored."""
+    """Documents read from disk, the problems met, and documents of the other kind ignored.
+
+    ``warnings`` lists off-list survey answers: the files are scored anyway (an
+    off-list answer matches nothing else), so they are not ``problems`` (SPEC 2.4).
+    """
 
     conversations: list[tuple[str, ConversationFile]] = field(default_factory=list)
     runs: list[tuple[str, RunOutput]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
 
 
 def _decode_json(source: str, raw: bytes) -> Any:
@@ -77,14 +84,21 @@ def load_inputs(conversation_paths: Iterable[str | Path], run_paths: Iterable[st
                 continue
             try:
                 data = _decode_json(source, raw)
-                if looks_like_run(data) != want_run:
-                    if isinstance(data, dict) and (looks_like_run(data) or "metadata" in data):
-                        loaded.ignored.append(source)
-                        continue
+                if (
+                    looks_like_run(data) != want_run
+                    and isinstance(data, dict)
+                    and (looks_like_run(data) or "metadata" in data)
+                ):
+                    loaded.ignored.append(source)
+                    continue
                 if want_run:
-                    loaded.runs.append((source, parse_run(data, source)))
+                    run = parse_run(data, source)
+                    loaded.runs.append((source, run))
+                    loaded.warnings.extend(check_run_options(run, source))
                 else:
-                    loaded.conversations.append((source, parse_conversation(data, source)))
+                    conversation = parse_conversation(data, source)
+                    loaded.conversations.append((source, conversation))
+                    loaded.warnings.extend(check_conversation_options(conversation, source))
             except CanonicalError as exc:
                 loaded.problems.extend(p for p in exc.problems if p not in loaded.problems)
     return loaded
@@ -104,6 +118,11 @@ def problems_by_source(problems: Sequence[Problem]) -> dict[str, list[Problem]]:
     for problem in problems:
         grouped.setdefault(problem.source, []).append(problem)
     return grouped
+
+
+def format_warnings(warnings: Sequence[Problem]) -> str:
+    """One line per off-list answer; the file was still scored."""
+    return "\n".join(f"warning: {w} (scored: it matches no other answer)" for w in warnings)
 
 
 def format_problems(problems: Sequence[Problem]) -> str:
