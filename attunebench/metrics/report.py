@@ -198,6 +198,7 @@ def leaderboard_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
             value = caps.get(key, {}).get(name)
             row[name] = None if value is None else 100 * value
         row["coverage"] = agg["coverage"]
+        row["post_coverage"] = agg["post_coverage"]
         rows.append(row)
     return rows
 
@@ -210,7 +211,7 @@ def format_leaderboard(report: Mapping[str, Any]) -> str:
     headers = (
         ["model", "mode", "n", "composite ± SE"]
         + [CAPABILITY_LABELS[c] for c in LEADERBOARD_CAPABILITIES]
-        + ["coverage"]
+        + ["turn cov.", "post cov."]
     )
     body = []
     for r in rows:
@@ -219,7 +220,7 @@ def format_leaderboard(report: Mapping[str, Any]) -> str:
         body.append(
             [name, r["mode"], str(r["n_conversations"]), f"{r['composite_score']:.2f} ± {se}"]
             + [fmt(r[c], 1) for c in LEADERBOARD_CAPABILITIES]
-            + [f"{100 * r['coverage']:.0f}%"]
+            + [f"{100 * r['coverage']:.0f}%", f"{100 * r['post_coverage']:.0f}%"]
         )
     table = render_table(headers, body, align_left=2)
     notes = [
@@ -227,6 +228,8 @@ def format_leaderboard(report: Mapping[str, Any]) -> str:
         "Capability scores are 0–100: emotion = (emotion F1 + VA)/2, behaviour = (OM + human binary accuracy)/2,",
         "preference = pairwise accuracy, holistic = PANAS, survey and Four-Branch comprehension.",
         "Read the capabilities, not only the composite: they are weakly coupled.",
+        "turn cov. = share of ground-truth turns the model answered; post cov. = share of conversations with a",
+        "post-conversation prediction (below 100%, holistic rests partly on defaults, not on the model).",
     ]
     if any(r["human_baseline"] for r in rows):
         notes.append("* human baseline (a person in the model's seat, scored exactly like a model).")

@@ -24,7 +24,14 @@ def record(
     **values: float | None,
 ) -> dict[str, Any]:
     """A report record with every metric 0.5 unless given; capabilities follow from these keys."""
-    r: dict[str, Any] = {"conversationId": cid, "em_model": em_model, "mode": mode, "coverage": 1.0}
+    r: dict[str, Any] = {
+        "conversationId": cid,
+        "em_model": em_model,
+        "mode": mode,
+        "coverage": 1.0,
+        "post_coverage": 1.0,
+        "holistic_imputed": False,
+    }
     r.update(dict.fromkeys(METRIC_KEYS, 0.5))
     r.update(panas_baseline_adjusted=0.0, composite_score=composite, avg_draft_judge_score=None, **values)
     r["turns"] = turns or []
@@ -68,7 +75,7 @@ def test_paired_test_cases() -> None:
     # 8 distinct positive differences: exact two-sided p = 2 / 2^8 = 0.0078125
     x = [float(i + i) for i in range(1, 9)]
     y = [float(i) for i in range(1, 9)]
-    statistic, p, note = an.paired_test(x, y)
+    _, p, note = an.paired_test(x, y)
     assert p == pytest.approx(2 / 256) and note is None
     assert an.paired_test([1.0, 2.0], [1.0, 2.0]) == (0.0, 1.0, "identical scores on every shared conversation")
     assert an.paired_test([1.0], [2.0])[1] is None
