@@ -77,8 +77,10 @@ def ref_va(gt: list[tuple[str, int | None]], pred: list[tuple[str, int | None]])
         short, long_ = (gt, pred) if len(gt) <= len(pred) else (pred, gt)
         ordered = (lambda s, t: score(s, t)) if short is gt else (lambda s, t: score(t, s))
         total = max(
-            sum(ordered(s, t) for s, t in zip(short, chosen)) for chosen in itertools.permutations(long_, len(short))
+            sum(ordered(s, t) for s, t in zip(short, chosen, strict=True))
+            for chosen in itertools.permutations(long_, len(short))
         )
+        # mean matched similarity (total / len(short)) × coverage (len(short) / len(long_))
         return total / len(short) * len(short) / len(long_)
 
     return best(sim), best(combined)
