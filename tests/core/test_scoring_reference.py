@@ -269,7 +269,8 @@ def ref_conversation(conversation: ConversationFile, run: RunOutput) -> dict[str
             wide.q3_followUp_whatFeltOff if wide else [], pwide.q3_followUp_whatFeltOff if pwide else []
         ),
         "four_branch_mae": sum(branch_errors) / len(branch_errors) if branch_errors else 0.0,
-        "post_coverage": 1.0 if ppanas is not None and pwide is not None else 0.0,
+        # an empty predicted PANAS object predicts nothing: not usable
+        "post_coverage": 1.0 if ppanas is not None and not ppanas.is_empty and pwide is not None else 0.0,
     }
 
 
