@@ -429,16 +429,17 @@ def off_list_answers(wide: ConversationWide | None, source: str, path: str) -> l
                     message=f"{value!r} is not one of the listed options for q1_lookingFor",
                 )
             )
-    for name, value, options in (
+    singles: tuple[tuple[str, str | None, tuple[str, ...]], ...] = (
         ("q2_emotionClarity", wide.q2_emotionClarity, cat.Q2_OPTIONS),
         ("q3_modelFit", wide.q3_modelFit, cat.Q3_OPTIONS),
-    ):
-        if value is not None and value not in options:
+    )
+    for name, answer, options in singles:
+        if answer is not None and answer not in options:
             problems.append(
                 Problem(
                     source=source,
                     path=f"{path}.{name}",
-                    message=f"{value!r} is not one of the listed options for {name}",
+                    message=f"{answer!r} is not one of the listed options for {name}",
                 )
             )
     return problems
