@@ -215,3 +215,29 @@ def test_off_list_answers_are_warned_and_scored_by_score_but_errors_for_validate
         f"{tmp_path}/conversation.json: conversationWideQuestions.q2_emotionClarity: 'Crystal clear' is not one of "
         "the listed options for q2_emotionClarity"
     ]
+
+
+def test_the_replay_parser_matches_an_em_answer_to_the_listed_options_tolerantly() -> None:
+    from attunebench.replay.parsing import parse_post
+
+    answer = {
+        "post_panas": dict.fromkeys(cat.PANAS_ITEMS, 4),
+        # case, punctuation, a missing leading "To", and this platform's old wording
+        "q1_lookingFor": [
+            "just listen, or let me vent",
+            "Help with something urgent risky or high stakes",
+            "Help me think through options or decide",
+        ],
+        "q2_emotionClarity": "unclear/evolving as I talked",
+        "q3_modelFit": "mixed - some good moments - some misses",
+        "q3_followUp_whatFeltOff": [],
+        "fourBranchScores": dict.fromkeys(cat.FOUR_BRANCHES, 4),
+    }
+    wide = parse_post(answer, "absolute", False).conversation_wide
+    assert wide["q1_lookingFor"] == [
+        "To just listen or let me vent",
+        "To help with something urgent, risky, or high-stakes",
+        "To help me think through options or make a decision",
+    ]
+    assert wide["q2_emotionClarity"] == "Unclear / evolving as I talked"
+    assert wide["q3_modelFit"] == "Mixed, some good moments, some misses"
