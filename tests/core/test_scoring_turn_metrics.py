@@ -450,3 +450,34 @@ def test_draft_binary_alignment_is_null_for_empty_answers_or_no_target() -> None
     judgements = [("B1", "yes", "yes", None)]
     assert draft_alignment(judgements, {}) is None  # empty assessment = absent, not "all wrong"
     assert draft_alignment([("B1", "na", "na", None), ("B2", None, None, None)], {"B1": "yes"}) is None
+
+
+# ---------------------------------------------------------------------------
+# Per-judgement detail (what pages show beside the scores)
+# ---------------------------------------------------------------------------
+
+
+def test_judgement_details_agree_with_the_confusion_counts() -> None:
+    from attunebench.metrics.engine import judgement_details
+    from tests.core.turn_cases import run_turn_document, turn_document
+
+    judgements = [("B17", "no", "na", None), ("B1", None, None, "yes"), ("B2", "yes", None, None)]
+    turn = turn_document(judgements=judgements)
+    em = run_turn_document(om={"B17": "na", "B1": "yes"}, human={"B2": "yes"}, draft="d", draft_binary={"B2": "na"})
+    details = {(d.question_id, d.variant): d for d in judgement_details(turn, em)}
+    # B17: OM target observed "no"; the EM's na counts as "no" -> correct
+    assert details[("B17", "binary_om")].counted_as == "no" and details[("B17", "binary_om")].correct is True
+    # B17: human target is the explicit na -> not scored (no fallback to observed)
+    assert details[("B17", "binary_human")].target is None and details[("B17", "binary_human")].correct is None
+    # B1: OM target falls back to llmValue yes; EM yes -> correct. B2: human target observed yes; EM yes
+    assert details[("B1", "binary_om")].correct is True and details[("B2", "binary_human")].correct is True
+    # draft: B2 target yes, answer na -> wrong; B17 is not a target
+    assert details[("B2", "draft_binary")].correct is False and details[("B17", "draft_binary")].correct is None
+    record = score_turn_case(judgements=judgements, om={"B17": "na", "B1": "yes"}, human={"B2": "yes"})
+    for variant in ("binary_om", "binary_human"):
+        counts = record[variant]
+        marks = [d.correct for d in details.values() if d.variant == variant and d.correct is not None]
+        assert (marks.count(True), len(marks)) == (
+            counts["tp"] + counts["tn"],
+            sum(counts[k] for k in ("tp", "fp", "tn", "fn")),
+        )
