@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -155,11 +156,16 @@ def normalise_winner(value: Any) -> str | None:
 
 def _strict_int(low: int, high: int, what: str):
     def check(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-                value = int(value.strip())
-            else:
+        if isinstance(value, str):
+            # SPEC 3.1: numeric strings are accepted ("5", " 5 ", "5.0").
+            try:
+                value = float(value.strip())
+            except ValueError:
+                raise _fail("range", f"{what} {low}-{high}", value) from None
+            if not math.isfinite(value):
                 raise _fail("range", f"{what} {low}-{high}", value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _fail("range", f"{what} {low}-{high}", value)
         if isinstance(value, float):
             if not value.is_integer():
                 raise _fail("range", f"a whole-number {what} {low}-{high}", value)
@@ -231,6 +237,38 @@ class _Open(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+def _rename_legacy(data: Any, aliases: dict[str, str]) -> Any:
+    """Older key names read as the canonical ones (SPEC 3.1).
+
+    The canonical key wins when both are present; of two older names for one
+    key, the first listed wins. The older key never survives, so every writer
+    dumps canonical keys only.
+    """
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    for old, new in aliases.items():
+        if old in out:
+            value = out.pop(old)
+            if new not in out:
+                out[new] = value
+    return out
+
+
+# Older key names written by the benchmark's own tools (SPEC 3.1), per object.
+LEGACY_JUDGEMENT_KEYS: Final[dict[str, str]] = {
+    "did_occur": "observedBehavior",
+    "humanValue": "observedBehavior",
+    "actualValue": "observedBehavior",
+    "should_occur": "preferredBehavior",
+    "humanPreference": "preferredBehavior",
+}
+LEGACY_ALTERNATE_KEYS: Final[dict[str, str]] = {"alternate1": "llmImproved", "alternate2": "humanEdited"}
+LEGACY_COMPARISON_KEYS: Final[dict[str, str]] = {"response_1": "responseA", "response_2": "responseB"}
+LEGACY_WIDE_KEYS: Final[dict[str, str]] = {"Q1": "q1_lookingFor", "Q2": "q2_emotionClarity", "Q3": "q3_modelFit"}
+_PANAS_FIELDS: Final = frozenset({"totalPositiveAffect", "totalNegativeAffect", "items"})
+
+
 class EmotionTag(_Strict):
     emotion: Text
     intensity: Intensity = None
@@ -260,6 +298,39 @@ class Panas(_Strict):
     totalNegativeAffect: PanasTotal = None
     items: dict[str, Rating17] = Field(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _items_anywhere(cls, data: Any) -> Any:
+        """Items may also sit at the top level or in a ``responses`` object (SPEC 3.1).
+
+        ``items`` wins over ``responses``, which wins over the top level, item by item.
+        """
+        if not isinstance(data, dict):
+            return data
+        out: dict[str, Any] = {}
+        responses: dict[str, Any] = {}
+        loose: dict[str, Any] = {}
+        for key, value in data.items():
+            if key in _PANAS_FIELDS:
+                out[key] = value
+            elif key == "responses" and isinstance(value, dict):
+                responses = value
+            elif isinstance(key, str) and cat.canonical_panas_item(key) is not None:
+                loose[key] = value
+            else:
+                out[key] = value  # rejected below as an unknown field
+        if not responses and not loose:
+            return out
+        items = out.get("items", {})
+        if not isinstance(items, dict):
+            return out  # malformed: the items validator names it
+        merged = dict(items)
+        for source in (responses, loose):
+            taken = {cat.canonical_panas_item(str(k)) for k in merged}
+            merged.update({k: v for k, v in source.items() if cat.canonical_panas_item(str(k)) not in taken})
+        out["items"] = merged
+        return out
+
     @field_validator("items", mode="before")
     @classmethod
     def _known_items(cls, value: Any) -> Any:
@@ -277,15 +348,12 @@ class Panas(_Strict):
 
     @model_validator(mode="after")
     def _derive_totals(self) -> Panas:
-        for side, items, attr in (
-            ("PA", cat.POSITIVE_AFFECT_ITEMS, "totalPositiveAffect"),
-            ("NA", cat.NEGATIVE_AFFECT_ITEMS, "totalNegativeAffect"),
-        ):
-            present = [self.items[i] for i in items if i in self.items]
-            # A total is the sum of all ten items of its side; a partial side gives no total.
-            if getattr(self, attr) is None and len(present) == len(items):
-                total = min(cat.PANAS_TOTAL_MAX, max(cat.PANAS_TOTAL_MIN, sum(present)))
-                object.__setattr__(self, attr, total)
+        # SPEC 3.1: totals derived from items when absent (a partial side gives none).
+        positive, negative = cat.panas_totals(self.items)
+        if self.totalPositiveAffect is None:
+            object.__setattr__(self, "totalPositiveAffect", positive)
+        if self.totalNegativeAffect is None:
+            object.__setattr__(self, "totalNegativeAffect", negative)
         return self
 
     @property
@@ -294,13 +362,44 @@ class Panas(_Strict):
 
 
 class ConversationWide(_Strict):
-    """Conversation-wide answers as a model may predict them (free strings kept)."""
+    """Conversation-wide answers, the participant's or a model's prediction (SPEC 2.4).
+
+    Answers are read as the listed option strings: an old wording or a case /
+    punctuation variant becomes the listed string, so old exports score like
+    new ones. An off-list answer is kept as given: scoring then matches it with
+    nothing, and :func:`check_conversation_options` reports it where the data
+    must be clean (validate, import).
+    """
 
     q1_lookingFor: list[str] = Field(default_factory=list)
     q2_emotionClarity: str | None = None
     q3_modelFit: str | None = None
     q3_followUp_whatFeltOff: list[str] = Field(default_factory=list)
     fourBranchScores: dict[str, Rating17] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_keys(cls, data: Any) -> Any:
+        return _rename_legacy(data, LEGACY_WIDE_KEYS)
+
+    @field_validator("q1_lookingFor")
+    @classmethod
+    def _q1(cls, values: list[str]) -> list[str]:
+        out: list[str] = []
+        for value in values:
+            if not value.strip():
+                continue
+            answer = cat.normalise_option("q1", value) or value
+            if answer not in out:
+                out.append(answer)
+        return out
+
+    @field_validator("q2_emotionClarity", "q3_modelFit")
+    @classmethod
+    def _single(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None or not value.strip():
+            return None
+        return cat.normalise_option(str(info.field_name), value) or value
 
     @field_validator("fourBranchScores", mode="before")
     @classmethod
@@ -316,39 +415,49 @@ class ConversationWide(_Strict):
         return {b: out[b] for b in cat.FOUR_BRANCHES if b in out}
 
 
-class GroundTruthConversationWide(ConversationWide):
-    """Participants' own answers: must be catalogued options (SPEC 2.4)."""
+def off_list_answers(wide: ConversationWide | None, source: str, path: str) -> list[Problem]:
+    """A problem for every Q1/Q2/Q3 answer that is not a listed option (SPEC 2.4)."""
+    if wide is None:
+        return []
+    problems = []
+    for i, value in enumerate(wide.q1_lookingFor):
+        if value not in cat.Q1_OPTIONS:
+            problems.append(
+                Problem(
+                    source=source,
+                    path=f"{path}.q1_lookingFor[{i}]",
+                    message=f"{value!r} is not one of the listed options for q1_lookingFor",
+                )
+            )
+    singles: tuple[tuple[str, str | None, tuple[str, ...]], ...] = (
+        ("q2_emotionClarity", wide.q2_emotionClarity, cat.Q2_OPTIONS),
+        ("q3_modelFit", wide.q3_modelFit, cat.Q3_OPTIONS),
+    )
+    for name, answer, options in singles:
+        if answer is not None and answer not in options:
+            problems.append(
+                Problem(
+                    source=source,
+                    path=f"{path}.{name}",
+                    message=f"{answer!r} is not one of the listed options for {name}",
+                )
+            )
+    return problems
 
-    @field_validator("q1_lookingFor")
-    @classmethod
-    def _q1(cls, values: list[str]) -> list[str]:
-        out = []
-        for value in values:
-            option = cat.match_option(value, cat.Q1_LOOKING_FOR_OPTIONS)
-            if option is None:
-                raise ValueError(f"{value!r} is not a catalogued option")
-            if option not in out:
-                out.append(option)
-        return out
 
-    @field_validator("q2_emotionClarity")
-    @classmethod
-    def _q2(cls, value: str | None) -> str | None:
-        return _catalogued(value, cat.Q2_EMOTION_CLARITY_OPTIONS, "q2_emotionClarity")
-
-    @field_validator("q3_modelFit")
-    @classmethod
-    def _q3(cls, value: str | None) -> str | None:
-        return _catalogued(value, cat.Q3_MODEL_FIT_OPTIONS, "q3_modelFit")
+def check_conversation_options(conversation: ConversationFile, source: str = "<input>") -> list[Problem]:
+    """Off-list ground-truth survey answers: errors for validate and import, warnings for score."""
+    return off_list_answers(conversation.conversationWideQuestions, source, "conversationWideQuestions")
 
 
-def _catalogued(value: str | None, options: tuple[str, ...], name: str) -> str | None:
-    if value is None or not value.strip():
-        return None
-    option = cat.match_option(value, options)
-    if option is None:
-        raise ValueError(f"{value!r} is not a catalogued option for {name}")
-    return option
+def check_run_options(run: RunOutput, source: str = "<input>") -> list[Problem]:
+    """Off-list predicted survey answers (scored anyway: they match nothing)."""
+    post = run.post_conversation
+    return off_list_answers(
+        post.predicted_conversation_wide if post else None,
+        source,
+        "post_conversation.predicted_conversation_wide",
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -380,6 +489,11 @@ class BinaryJudgement(_Strict):
     preferredBehavior: YesNoNa = None
     llmValue: YesNoNa = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_keys(cls, data: Any) -> Any:
+        return _rename_legacy(data, LEGACY_JUDGEMENT_KEYS)
+
     @field_validator("questionId")
     @classmethod
     def _known_question(cls, value: str) -> str:
@@ -391,6 +505,11 @@ class BinaryJudgement(_Strict):
 class AlternateResponses(_Strict):
     llmImproved: str = ""
     humanEdited: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_keys(cls, data: Any) -> Any:
+        return _rename_legacy(data, LEGACY_ALTERNATE_KEYS)
 
 
 def _response_label(value: Any) -> str:
@@ -407,6 +526,11 @@ class PairwiseComparison(_Strict):
     responseA: ResponseLabel
     responseB: ResponseLabel
     winner: Winner = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_keys(cls, data: Any) -> Any:
+        return _rename_legacy(data, LEGACY_COMPARISON_KEYS)
 
     @field_validator("questionId")
     @classmethod
@@ -470,7 +594,7 @@ class ConversationFile(_Strict):
     participant_profile: ParticipantProfile | None = None
     prePanas: Panas | None = None
     postPanas: Panas | None = None
-    conversationWideQuestions: GroundTruthConversationWide | None = None
+    conversationWideQuestions: ConversationWide | None = None
     turns: list[Turn] = Field(default_factory=list)
 
     @field_validator("turns")

@@ -8,6 +8,8 @@ catalogued string. Pure Python: no Django, no I/O.
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -80,6 +82,25 @@ INTENSITY_WORDS: Final[dict[str, int]] = {"mild": 2, "moderate": 4, "intense": 6
 def canonical_panas_item(word: str) -> str | None:
     """The catalogued spelling of a PANAS word, or None if it is not one of the 20."""
     return _ITEM_BY_LOWER.get(word.strip().lower())
+
+
+def panas_totals(items: Mapping[str, int]) -> tuple[int | None, int | None]:
+    """(PA total, NA total): each the sum of its ten items, clamped to 10–70 (SPEC 2.1, 3.1).
+
+    A side with any item missing has no total: a partial sum would look like a
+    real total far below the midpoint. Item names may be in any case. This is
+    the one derivation of totals: the file reader, scoring and the participant
+    flow all call it.
+    """
+    ratings = {item: value for key, value in items.items() if (item := canonical_panas_item(key)) is not None}
+
+    def side(names: tuple[str, ...]) -> int | None:
+        present = [ratings[n] for n in names if n in ratings]
+        if len(present) < len(names):
+            return None
+        return min(PANAS_TOTAL_MAX, max(PANAS_TOTAL_MIN, sum(present)))
+
+    return side(POSITIVE_AFFECT_ITEMS), side(NEGATIVE_AFFECT_ITEMS)
 
 
 def panas_affect(item: str) -> str:
@@ -407,28 +428,46 @@ def is_valid_pairwise_question_id(question_id: str) -> bool:
 # Post-conversation survey (SPEC 2.4)
 # ---------------------------------------------------------------------------
 
-Q1_LOOKING_FOR_OPTIONS: Final[tuple[str, ...]] = (
-    "Just listen / let me vent",
-    "Help me understand or sort out my feelings",
-    "Help me think through options or decide",
-    "Help with something urgent, risky or high-stakes",
-    "Specific information or advice",
-    "Help me calm down or feel steadier",
+# The stored answers are the benchmark's own option strings, exactly as listed
+# here: files written by its own tools use them (SPEC 2.4).
+Q1_OPTIONS: Final[tuple[str, ...]] = (
+    "To just listen or let me vent",
+    "To help me understand or sort out my feelings",
+    "To help me think through options or make a decision",
+    "To help with something urgent, risky, or high-stakes",
+    "To get specific information or advice",
+    "To help me calm down or feel steadier",
     "Other",
 )
-Q2_EMOTION_CLARITY_OPTIONS: Final[tuple[str, ...]] = (
+Q2_OPTIONS: Final[tuple[str, ...]] = (
     "Clear and explicitly stated",
     "Implied or indirect",
     "Mixed or conflicted",
     "Unclear / evolving as I talked",
 )
 # Ordinal, best first: the index is the position used for the ordinal distance.
-Q3_MODEL_FIT_OPTIONS: Final[tuple[str, ...]] = (
+Q3_OPTIONS: Final[tuple[str, ...]] = (
     "Very well-matched and adaptive",
     "Mostly well-matched",
     "Mixed, some good moments, some misses",
     "Mostly off-target or intrusive",
 )
+# Longer names used by forms and the replay; the same tuples.
+Q1_LOOKING_FOR_OPTIONS: Final = Q1_OPTIONS
+Q2_EMOTION_CLARITY_OPTIONS: Final = Q2_OPTIONS
+Q3_MODEL_FIT_OPTIONS: Final = Q3_OPTIONS
+
+# Wording this platform stored before it adopted the benchmark's strings: old
+# exports and databases hold these, and readers map them to the listed string.
+LEGACY_OPTION_ALIASES: Final[dict[str, str]] = {
+    "Just listen / let me vent": "To just listen or let me vent",
+    "Help me understand or sort out my feelings": "To help me understand or sort out my feelings",
+    "Help me think through options or decide": "To help me think through options or make a decision",
+    "Help with something urgent, risky or high-stakes": "To help with something urgent, risky, or high-stakes",
+    "Specific information or advice": "To get specific information or advice",
+    "Help me calm down or feel steadier": "To help me calm down or feel steadier",
+}
+
 # Suggestions offered for the "what felt off" follow-up; free text is allowed too.
 Q3_WHAT_FELT_OFF_SUGGESTIONS: Final[tuple[str, ...]] = (
     "Too much advice",
@@ -460,13 +499,57 @@ FOUR_BRANCH_MAX: Final = 7
 FOUR_BRANCH_DEFAULT_PREDICTION: Final = 4
 
 
+def _option_key(text: str) -> str:
+    """Case, punctuation and spacing removed, and a leading "To" dropped.
+
+    Two answers with the same key are the same answer written differently
+    ("to just listen, or let me vent" is "To just listen or let me vent").
+    """
+    words = re.findall(r"[^\W_]+", text.casefold())
+    if words and words[0] == "to":
+        words = words[1:]
+    return " ".join(words)
+
+
 def match_option(value: str, options: tuple[str, ...]) -> str | None:
-    """The catalogued option equal to ``value`` ignoring case and outer spaces."""
-    wanted = value.strip().casefold()
+    """The listed option ``value`` stands for, or None when it is off the list.
+
+    Tolerant of case, punctuation, spacing and a missing leading "To", and maps
+    the old wording of :data:`LEGACY_OPTION_ALIASES` to the listed string.
+    """
+    key = _option_key(value)
+    if not key:
+        return None
     for option in options:
-        if option.casefold() == wanted:
+        if _option_key(option) == key:
             return option
+    for old, listed in LEGACY_OPTION_ALIASES.items():
+        if listed in options and _option_key(old) == key:
+            return listed
     return None
+
+
+_QUESTION_OPTIONS: Final[dict[str, tuple[str, ...]]] = {
+    "q1": Q1_OPTIONS,
+    "q1_lookingfor": Q1_OPTIONS,
+    "q2": Q2_OPTIONS,
+    "q2_emotionclarity": Q2_OPTIONS,
+    "q3": Q3_OPTIONS,
+    "q3_modelfit": Q3_OPTIONS,
+}
+
+
+def question_options(question: str) -> tuple[str, ...]:
+    """The listed options of 'q1'/'q2'/'q3' (or the canonical field name, any case)."""
+    try:
+        return _QUESTION_OPTIONS[question.strip().lower()]
+    except KeyError:
+        raise KeyError(f"not a survey question with options: {question!r} (use q1, q2 or q3)") from None
+
+
+def normalise_option(question: str, value: str) -> str | None:
+    """The listed string an answer to ``question`` stands for; None if it is off the list (SPEC 2.4)."""
+    return match_option(value, question_options(question))
 
 
 # ---------------------------------------------------------------------------

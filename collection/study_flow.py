@@ -203,8 +203,7 @@ def _new_conversation_id() -> str:
 
 
 def _write_panas(conversation: Conversation, kind: str, ratings: dict[str, int]) -> PanasSurvey:
-    pa = sum(int(ratings[i]) for i in cat.POSITIVE_AFFECT_ITEMS)
-    na = sum(int(ratings[i]) for i in cat.NEGATIVE_AFFECT_ITEMS)
+    pa, na = cat.panas_totals({item: int(ratings[item]) for item in cat.PANAS_ITEMS})
     survey, _ = PanasSurvey.objects.update_or_create(
         conversation=conversation, kind=kind, defaults={"total_positive": pa, "total_negative": na}
     )

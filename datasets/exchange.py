@@ -68,6 +68,8 @@ def import_documents(
     problems = list(problems or [])
     seen: dict[str, str] = {}
     for source, doc in documents:
+        # SPEC 2.4: only listed survey answers enter the database.
+        problems.extend(cf.check_conversation_options(doc, source))
         if doc.conversationId in seen:
             problems.append(
                 cf.Problem(

@@ -4,15 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 from attunebench import catalogue as cat
+from attunebench.canonical import RunTurn
+from attunebench.metrics.engine import JudgementDetail, judgement_details
 from collection.models import Conversation, PanasSurvey
+from datasets.exchange import conversation_to_canonical
 from research.collection_stats import conversation_transcript
 from research.evaluation import stored_record
 from scoring.models import ConversationScore, EvaluationRun, RunConversation
 
 
-def _norm(value: str | None) -> str | None:
-    return value.strip().lower() if isinstance(value, str) else None
+def _run_turn(em: dict[str, Any] | None) -> RunTurn | None:
+    """The stored EM turn as the scorer reads it; None when absent or unreadable (then nothing is predicted)."""
+    if not em:
+        return None
+    try:
+        return RunTurn.model_validate(em)
+    except ValidationError:
+        return None
 
 
 def drilldown(run: EvaluationRun, conversation: Conversation) -> dict[str, Any]:
@@ -23,6 +34,7 @@ def drilldown(run: EvaluationRun, conversation: Conversation) -> dict[str, Any]:
     record = stored_record(score.metrics) if score else {}
     turn_metrics = {t.get("turnNumber"): t for t in record.get("turns", [])} if record else {}
     em_turns = {t.get("turnNumber"): t for t in output.get("turns", [])}
+    canonical_turns = {t.turnNumber: t for t in conversation_to_canonical(conversation).turns}
     rows = []
     for gt in conversation_transcript(conversation):
         turn = gt["turn"]
@@ -32,20 +44,24 @@ def drilldown(run: EvaluationRun, conversation: Conversation) -> dict[str, Any]:
             {**t, "hit": (t.get("emotion") or "").strip().lower() in gt_emotions}
             for t in (em or {}).get("em_emotion_tags", [])
         ]
+        # Targets and agreement come from the scorer itself, so the page cannot drift from the scores.
+        details: dict[tuple[str, str], JudgementDetail] = {
+            (d.question_id, d.variant): d for d in judgement_details(canonical_turns[turn.turn_number], _run_turn(em))
+        }
         judgements = []
         for j in gt["judgements"]:
-            om_pred = (em or {}).get("em_binary_om_assessment", {}).get(j.question_id)
-            hp_pred = (em or {}).get("em_binary_human_prediction", {}).get(j.question_id)
-            om_target = j.observed if j.observed in (cat.YES, cat.NO) else j.llm_value
-            hp_target = j.preferred if j.preferred in (cat.YES, cat.NO) else j.observed
+            om = details[(j.question_id, "binary_om")]
+            hp = details[(j.question_id, "binary_human")]
             judgements.append(
                 {
                     "j": j,
                     "question": cat.BINARY_QUESTIONS_BY_ID.get(j.question_id),
-                    "om_pred": om_pred,
-                    "hp_pred": hp_pred,
-                    "om_match": None if om_target not in (cat.YES, cat.NO) else _norm(om_pred or "no") == om_target,
-                    "hp_match": None if hp_target not in (cat.YES, cat.NO) else _norm(hp_pred or "no") == hp_target,
+                    "om_pred": om.prediction,
+                    "hp_pred": hp.prediction,
+                    "om_target": om.target,
+                    "hp_target": hp.target,
+                    "om_match": om.correct,
+                    "hp_match": hp.correct,
                 }
             )
         selections = (em or {}).get("em_pairwise_selections", {})

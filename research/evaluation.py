@@ -23,7 +23,7 @@ from django.db.models import Count, Max, Q
 
 from attunebench import catalogue as cat
 from attunebench.metrics.aggregate import aggregate_rows, mean_or_none, standard_error
-from attunebench.metrics.composite import LEADERBOARD_CAPABILITIES
+from attunebench.metrics.composite import CAPABILITY_TITLES, LEADERBOARD_CAPABILITIES
 from attunebench.metrics.keys import CONVERSATION_KEYS
 from attunebench.metrics.results import Analysis, row_label
 from collection.models import Conversation, SensitiveProfile
@@ -33,13 +33,6 @@ N_BOOTSTRAP = 1000
 CACHE_VERSION = 2  # part of the cache key: bump when the cached report or analysis changes shape
 Z_95 = 1.959964
 
-CAPABILITY_TITLES: dict[str, str] = {
-    "emotion_tracking": "Emotion tracking",
-    "behaviour_judgement": "Behaviour judgement",
-    "preference_prediction": "Preference prediction",
-    "response_quality": "Response quality",
-    "holistic_comprehension": "Holistic comprehension",
-}
 SORT_KEYS = ("composite", "label", "n", "coverage", "cost", *LEADERBOARD_CAPABILITIES)
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from attunebench.metrics.composite import CAPABILITIES
+from attunebench.metrics.composite import CAPABILITIES, CAPABILITY_TITLES
 from attunebench.metrics.results import GroupComparison, GroupRow, Interval, row_label
 from research.charts import Chart, bar_panels, heatmap, line_chart, table_chart
-from research.evaluation import CAPABILITY_TITLES, EvaluationData, leaderboard_rows
+from research.evaluation import EvaluationData, leaderboard_rows
 
 TURN_METRIC_TITLES = {
     "behaviour_accuracy": "Behaviour accuracy (mean of OM and participant)",

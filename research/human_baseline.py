@@ -15,7 +15,6 @@ exist to probe models' sensitivity to phrasing, not people's).
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +29,7 @@ from django.utils import timezone
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
 from attunebench.metrics.keys import HUMAN_PREFIX
+from attunebench.replay.protocol import masked_labels
 from collection.models import Conversation, PanasSurvey, Turn
 from research.models import HumanAssignment
 from research.roles import is_researcher
@@ -151,19 +151,6 @@ class RaterStep:
     pre_panas: PanasSurvey | None
 
 
-def masked_labels(conversation_id: str, turn_number: int) -> dict[str, str]:
-    """original → 'original'; alternate and human → 'alternate1'/'alternate2' in a fixed per-turn order.
-
-    The order is derived from a hash so reloading shows the same masking while
-    the participant's own reply is not always in the same slot (SPEC 4 masking).
-    """
-    flip = hashlib.sha256(f"{conversation_id}:{turn_number}".encode()).digest()[0] % 2 == 1
-    first, second = (
-        (cat.RESPONSE_HUMAN, cat.RESPONSE_ALTERNATE) if flip else (cat.RESPONSE_ALTERNATE, cat.RESPONSE_HUMAN)
-    )
-    return {cat.RESPONSE_ORIGINAL: "original", first: "alternate1", second: "alternate2"}
-
-
 def _output_turn(output: dict[str, Any], turn_number: int) -> dict[str, Any] | None:
     for turn in output.get("turns", []):
         if turn.get("turnNumber") == turn_number:
@@ -185,6 +172,7 @@ def current_step(assignment: HumanAssignment) -> RaterStep:
     stored = _output_turn(output or {}, current.turn_number)
     if stored is None:
         return RaterStep("draft", current.turn_number, len(turns), history, current, [], [], [], None, pre)
+    # The replay's own masking, so a person in the model's seat sees exactly what a model sees (SPEC 4).
     labels = masked_labels(assignment.conversation.conversation_id, current.turn_number)
     alternates = getattr(current, "alternates", None)
     texts = {

@@ -53,7 +53,7 @@ _BASE: dict[str, Any] = {
     },
     "postPanas": {"totalPositiveAffect": 35, "totalNegativeAffect": 22, "items": {}},
     "conversationWideQuestions": {
-        "q1_lookingFor": ["Just listen / let me vent"],
+        "q1_lookingFor": ["To just listen or let me vent"],
         "q2_emotionClarity": "Mixed or conflicted",
         "q3_modelFit": "Mostly well-matched",
         "q3_followUp_whatFeltOff": ["Too much advice"],

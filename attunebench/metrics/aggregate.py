@@ -76,6 +76,7 @@ def aggregate_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
             "mode": mode,
             "n_conversations": len(members),
             "coverage": mean_or_none(r["coverage"] for r in members),
+            "post_coverage": mean_or_none(r["post_coverage"] for r in members),
         }
         for key in METRIC_KEYS:
             row[key] = mean_or_none(r[key] for r in members)

@@ -296,11 +296,12 @@ def paired_test(x: Sequence[float], y: Sequence[float]) -> tuple[float | None, f
 
 
 def variance_ratio(groups: Sequence[Sequence[float]]) -> tuple[float | None, str | None]:
-    """One-way ANOVA F = MS_between / MS_within over rows' per-conversation values.
+    """One-way ANOVA F (``scipy.stats.f_oneway``) over rows' per-conversation values.
 
     Large values mean a metric separates rows far beyond its conversation-to-
     conversation noise. None (with a note) when fewer than 2 rows, no
-    within-row degrees of freedom, or no within-row variance.
+    within-row degrees of freedom, or no within-row variance (where scipy would
+    return inf or NaN with a warning).
     """
     groups = [list(g) for g in groups if g]
     k = len(groups)
@@ -309,13 +310,12 @@ def variance_ratio(groups: Sequence[Sequence[float]]) -> tuple[float | None, str
         return None, "needs at least 2 rows"
     if n - k < 1:
         return None, "needs more than one conversation in some row"
-    grand = math.fsum(v for g in groups for v in g) / n
     means = [math.fsum(g) / len(g) for g in groups]
-    ss_between = math.fsum(len(g) * (m - grand) ** 2 for g, m in zip(groups, means, strict=True))
-    ss_within = math.fsum((v - m) ** 2 for g, m in zip(groups, means, strict=True) for v in g)
-    if ss_within == 0:
+    if all(v == m for g, m in zip(groups, means, strict=True) for v in g):
         return None, "no within-row variance (every conversation scores the same within each row)"
-    return (ss_between / (k - 1)) / (ss_within / (n - k)), None
+    from scipy import stats
+
+    return _num(stats.f_oneway(*groups).statistic), None
 
 
 def discrimination(

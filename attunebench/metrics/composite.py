@@ -33,6 +33,16 @@ CAPABILITY_LABELS: dict[str, str] = {
 }
 
 
+# Full names for figures, dashboards and reports; CAPABILITY_LABELS are the short column heads.
+CAPABILITY_TITLES: dict[str, str] = {
+    "emotion_tracking": "Emotion tracking",
+    "behaviour_judgement": "Behaviour judgement",
+    "preference_prediction": "Preference prediction",
+    "response_quality": "Response quality",
+    "holistic_comprehension": "Holistic comprehension",
+}
+
+
 def panas_part(baseline_adjusted: float | None) -> float:
     """(baseline_adjusted + 1)/2, or 0.5 if null (SPEC 5.3)."""
     return 0.5 if baseline_adjusted is None else (baseline_adjusted + 1) / 2

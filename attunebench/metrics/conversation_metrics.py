@@ -21,37 +21,15 @@ _FUZZY_THRESHOLD = 0.3  # SPEC 5.2: best token Jaccard counts only if >= 0.3
 
 @dataclass(frozen=True, slots=True)
 class PanasSide:
-    """A PANAS object reduced to what scoring needs: two totals and the item ratings."""
+    """A PANAS object reduced to what scoring needs: two totals and the item ratings.
+
+    Built by the engine from a read ``canonical.Panas``, whose totals the reader
+    already derived with ``catalogue.panas_totals`` (SPEC 5.2: totals from items when missing).
+    """
 
     positive: int | None
     negative: int | None
     items: Mapping[str, int]
-
-    @classmethod
-    def from_items(
-        cls, items: Mapping[str, int], positive: int | None = None, negative: int | None = None
-    ) -> PanasSide:
-        """Totals derived from items when missing (SPEC 5.2), clamped to 10–70 as in SPEC 3.1.
-
-        As in the file reader (``canonical.Panas``), a total is the sum of all ten
-        items of its side: a partial side gives no total, so both ways of
-        building a side score the same survey alike.
-        """
-        canonical = {}
-        for key, value in items.items():
-            item = cat.canonical_panas_item(key)
-            if item is not None:
-                canonical[item] = value
-
-        def derive(total: int | None, names: tuple[str, ...]) -> int | None:
-            if total is not None:
-                return total
-            present = [canonical[n] for n in names if n in canonical]
-            if len(present) < len(names):
-                return None
-            return min(cat.PANAS_TOTAL_MAX, max(cat.PANAS_TOTAL_MIN, sum(present)))
-
-        return cls(derive(positive, cat.POSITIVE_AFFECT_ITEMS), derive(negative, cat.NEGATIVE_AFFECT_ITEMS), canonical)
 
 
 def baseline_adjusted(post: float, predicted: float, pre: float, max_error: float) -> float | None:
@@ -170,29 +148,36 @@ def q3_ordinal_distance(gt: str | None, predicted: str | None) -> int:
     return abs(gi - pi)
 
 
-def fuzzy_set_f1(gt: Sequence[str], predicted: Sequence[str]) -> float:
-    """Fuzzy set F1 of the "what felt off" lists (SPEC 5.2, Q3 follow-up).
+def fuzzy_list_f1(gt: Sequence[str], predicted: Sequence[str]) -> float:
+    """Fuzzy F1 of the two "what felt off" lists (SPEC 5.2, Q3 follow-up).
 
-    An item exactly in the other set earns 1, else its best token Jaccard with
-    the other set if ≥ 0.3, else 0. Empty sets follow the Q1 rule (both 1, one 0).
+    Lists, not sets: each entry is trimmed and lower-cased, duplicates are kept
+    and each earns its own credit, nothing is dropped. An entry exactly equal to
+    some entry of the other list earns 1, else its best token Jaccard with the
+    other list's entries if ≥ 0.3, else 0. Recall averages the GT entries'
+    credits, precision the predicted entries'. Both empty 1, one empty 0.
     """
-    g = sorted({_norm(x) for x in gt if _norm(x)})
-    p = sorted({_norm(x) for x in predicted if _norm(x)})
+    g = [_norm(x) for x in gt]
+    p = [_norm(x) for x in predicted]
     if not g and not p:
         return 1.0
     if not g or not p:
         return 0.0
-    g_tokens = {x: tokens(x) for x in g}
-    p_tokens = {x: tokens(x) for x in p}
 
-    def credit(item: str, own: dict[str, frozenset[str]], other: dict[str, frozenset[str]]) -> float:
-        if item in other:
-            return 1.0
-        best = max(jaccard(own[item], t) for t in other.values())
-        return best if best >= _FUZZY_THRESHOLD else 0.0
+    def credits(own: list[str], other: list[str]) -> float:
+        other_set = set(other)
+        other_tokens = [tokens(x) for x in other]
+        total = 0.0
+        for entry in own:
+            if entry in other_set:
+                total += 1.0
+                continue
+            best = max(jaccard(tokens(entry), t) for t in other_tokens)
+            total += best if best >= _FUZZY_THRESHOLD else 0.0
+        return total
 
-    precision = sum(credit(x, p_tokens, g_tokens) for x in p) / len(p)
-    recall = sum(credit(x, g_tokens, p_tokens) for x in g) / len(g)
+    precision = credits(p, g) / len(p)
+    recall = credits(g, p) / len(g)
     return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
 
 

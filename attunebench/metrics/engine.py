@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from attunebench import catalogue as cat
-from attunebench.canonical import ConversationFile, Panas, Problem, RunOutput, RunTurn, Turn
+from attunebench.canonical import ConversationFile, ConversationWide, Panas, Problem, RunOutput, RunTurn, Turn
 from attunebench.metrics import conversation_metrics as cm
 from attunebench.metrics import turn_metrics as tm
 from attunebench.metrics.aggregate import aggregate_rows
@@ -39,10 +39,8 @@ class PreparedTurn:
     va: list[tuple[int, int | None]]
     om_targets: tuple[tuple[str, ...], tuple[str, ...]]  # (ids with target yes, ids with target no)
     human_targets: tuple[tuple[str, ...], tuple[str, ...]]
-    preferred_targets: tuple[tuple[str, ...], tuple[str, ...]]
     has_judgements: bool
     comparisons: list[tm.Comparison]
-    n_labels: int
     gt_rank: dict[str, int]
     gt_wins: dict[str, int]
     references: dict[str, frozenset[str]]
@@ -55,10 +53,11 @@ class PreparedConversation:
     by_number: dict[int, PreparedTurn]
     post: cm.PanasSide | None
     pre: cm.PanasSide | None
-    wide: Any  # GroundTruthConversationWide | None
+    wide: ConversationWide | None
 
 
-def _panas_side(panas: Panas | None) -> cm.PanasSide | None:
+def panas_side(panas: Panas | None) -> cm.PanasSide | None:
+    """What scoring needs of a PANAS object (totals already derived by the reader); None if empty."""
     if panas is None or panas.is_empty:
         return None
     return cm.PanasSide(panas.totalPositiveAffect, panas.totalNegativeAffect, dict(panas.items))
@@ -73,15 +72,12 @@ def prepare_turn(turn: Turn, index: int) -> PreparedTurn:
     om_no: list[str] = []
     human_yes: list[str] = []
     human_no: list[str] = []
-    preferred_yes: list[str] = []
-    preferred_no: list[str] = []
     for j in judgements:
         qid, observed, preferred = j.questionId, j.observedBehavior, j.preferredBehavior
         # only yes/no ground truth is scored (SPEC 5.1)
         for target, yes, no in (
             (tm.om_target(observed, j.llmValue), om_yes, om_no),
             (tm.human_target(preferred, observed), human_yes, human_no),
-            (preferred, preferred_yes, preferred_no),
         ):
             if target == cat.YES:
                 yes.append(qid)
@@ -97,10 +93,8 @@ def prepare_turn(turn: Turn, index: int) -> PreparedTurn:
         va=[(tm.va_index(tm.norm_emotion(w)), i) for w, i in tags],
         om_targets=(tuple(om_yes), tuple(om_no)),
         human_targets=(tuple(human_yes), tuple(human_no)),
-        preferred_targets=(tuple(preferred_yes), tuple(preferred_no)),
         has_judgements=bool(judgements),
         comparisons=comparisons,
-        n_labels=len(wins),
         gt_rank=tm.rank_positions(wins),
         gt_wins=wins,
         references={
@@ -118,8 +112,8 @@ def prepare_conversation(conversation: ConversationFile) -> PreparedConversation
         conversation=conversation,
         turns=turns,
         by_number={t.number: t for t in turns},
-        post=_panas_side(conversation.postPanas),
-        pre=_panas_side(conversation.prePanas),
+        post=panas_side(conversation.postPanas),
+        pre=panas_side(conversation.prePanas),
         wide=conversation.conversationWideQuestions,
     )
 
@@ -142,11 +136,6 @@ def score_turn(gt: PreparedTurn, em: RunTurn) -> dict[str, Any]:
     alignment = tm.preference_alignment(draft, gt.references, gt.gt_wins, similarity["overall"])
 
     selections = em.em_pairwise_selections
-    tau = None
-    if gt.n_labels >= 2:
-        letters = tm.em_letters(len(gt.comparisons), selections)
-        if letters:
-            tau = tm.kendall_tau_from_ranks(gt.gt_rank, tm.rank_positions(tm.wins_per_label(gt.comparisons, letters)))
 
     return {
         "turnNumber": gt.number,
@@ -159,22 +148,83 @@ def score_turn(gt: PreparedTurn, em: RunTurn) -> dict[str, Any]:
         "emotion_intensity_mae": emo.intensity_mae,
         "emotion_va_score": va,
         "emotion_va_intensity_score": va_intensity,
-        "binary_om": tm.binary_scores_split(*gt.om_targets, em.em_binary_om_assessment, gt.has_judgements),
-        "binary_human": tm.binary_scores_split(*gt.human_targets, em.em_binary_human_prediction, gt.has_judgements),
-        "binary_om_hp": tm.binary_scores_split(*gt.om_targets, em.em_binary_om_assessment_hp, gt.has_judgements),
-        "binary_human_hp": tm.binary_scores_split(
-            *gt.human_targets, em.em_binary_human_prediction_hp, gt.has_judgements
-        ),
+        "binary_om": tm.binary_scores(*gt.om_targets, em.em_binary_om_assessment, gt.has_judgements),
+        "binary_human": tm.binary_scores(*gt.human_targets, em.em_binary_human_prediction, gt.has_judgements),
+        "binary_om_hp": tm.binary_scores(*gt.om_targets, em.em_binary_om_assessment_hp, gt.has_judgements),
+        "binary_human_hp": tm.binary_scores(*gt.human_targets, em.em_binary_human_prediction_hp, gt.has_judgements),
         "pairwise_accuracy": tm.pairwise_accuracy(gt.comparisons, selections),
-        "pairwise_kendall_tau": tau,
+        "pairwise_kendall_tau": tm.pairwise_kendall_tau(gt.comparisons, gt.gt_rank, selections),
         "response_similarity": similarity["overall"],
         "response_similarity_original": similarity[cat.RESPONSE_ORIGINAL],
         "response_similarity_alternate": similarity[cat.RESPONSE_ALTERNATE],
         "response_similarity_human": similarity[cat.RESPONSE_HUMAN],
         "response_preference_alignment": alignment,
         "draft_judge_score": tm.draft_judge_score(em.em_draft_judge_scores),
-        "draft_binary_alignment": tm.draft_binary_alignment_split(*gt.preferred_targets, em.em_draft_binary_assessment),
+        "draft_binary_alignment": tm.draft_binary_alignment(*gt.human_targets, em.em_draft_binary_assessment),
     }
+
+
+@dataclass(frozen=True, slots=True)
+class JudgementDetail:
+    """How the scorer treated one behaviour judgement for one prediction set.
+
+    ``variant`` is a binary variant (``binary_om``, ``binary_human``, their
+    ``_hp`` twins) or ``draft_binary``. ``target`` is None when the judgement
+    is not scored for that variant (no yes/no target), and then ``correct`` is
+    None too. Pages that show agreement read this instead of re-deriving it.
+    """
+
+    question_id: str
+    variant: str
+    target: str | None
+    prediction: str | None
+    counted_as: str | None
+    correct: bool | None
+
+
+def judgement_details(turn: Turn, em: RunTurn | None) -> list[JudgementDetail]:
+    """Target, prediction, what it counted as and whether it was right, per judgement and variant (SPEC 5.1).
+
+    Accuracy variants count a missing or na prediction as "no"; the draft
+    binary alignment counts it as wrong. Without an EM turn every prediction is
+    missing. Draft rows appear only when the judge answered about the draft.
+    """
+    em = em or RunTurn(turnNumber=turn.turnNumber)
+    predictions = {
+        "binary_om": em.em_binary_om_assessment,
+        "binary_human": em.em_binary_human_prediction,
+        "binary_om_hp": em.em_binary_om_assessment_hp,
+        "binary_human_hp": em.em_binary_human_prediction_hp,
+    }
+    draft = em.em_draft_binary_assessment
+    out: list[JudgementDetail] = []
+    for j in turn.annotations.binaryJudgements:
+        om = tm.om_target(j.observedBehavior, j.llmValue)
+        human = tm.human_target(j.preferredBehavior, j.observedBehavior)
+        targets = {"binary_om": om, "binary_human": human, "binary_om_hp": om, "binary_human_hp": human}
+        for variant, answers in predictions.items():
+            target = targets[variant] if targets[variant] in (cat.YES, cat.NO) else None
+            prediction = answers.get(j.questionId)
+            counted = tm.counted_as(prediction)
+            out.append(
+                JudgementDetail(
+                    j.questionId, variant, target, prediction, counted, None if target is None else counted == target
+                )
+            )
+        if draft:
+            target = human if human in (cat.YES, cat.NO) else None
+            prediction = draft.get(j.questionId)
+            out.append(
+                JudgementDetail(
+                    j.questionId,
+                    "draft_binary",
+                    target,
+                    prediction,
+                    prediction,
+                    None if target is None else prediction == target,
+                )
+            )
+    return out
 
 
 _PLAIN_AVERAGES = tuple((k, v) for k, v in TURN_AVERAGES.items() if "." not in v)
@@ -221,8 +271,11 @@ def score_conversation_output(prepared: PreparedConversation, run: RunOutput) ->
     averages = turn_averages(turns)
 
     post = run.post_conversation
-    predicted_panas = _panas_side(post.predicted_post_panas) if post else None
+    predicted_panas = panas_side(post.predicted_post_panas) if post else None
     predicted_wide = post.predicted_conversation_wide if post else None
+    # A failed post-conversation call leaves the holistic part on defaults (PANAS 40s,
+    # Four-Branch 4s, empty answers): report that instead of letting it pass as a score.
+    post_usable = predicted_panas is not None and predicted_wide is not None
     panas = cm.panas_scores(prepared.post, predicted_panas, prepared.pre)
     wide = prepared.wide
     four_mae, four_norm = cm.four_branch(
@@ -240,6 +293,8 @@ def score_conversation_output(prepared: PreparedConversation, run: RunOutput) ->
         "em_model": run.em_model,
         "mode": run.mode,
         "coverage": len(turns) / n_gt if n_gt else 0.0,  # SPEC 5.3: no scored turn -> coverage 0
+        "post_coverage": 1.0 if post_usable else 0.0,
+        "holistic_imputed": not post_usable,
         **averages,
         "panas_mae": panas["panas_mae"],
         "panas_normalized": panas["panas_normalized"],
@@ -253,7 +308,7 @@ def score_conversation_output(prepared: PreparedConversation, run: RunOutput) ->
         "q3_model_fit_ordinal_distance": cm.q3_ordinal_distance(
             gt_attr("q3_modelFit", None), pred_attr("q3_modelFit", None)
         ),
-        "q3_follow_up_score": cm.fuzzy_set_f1(
+        "q3_follow_up_score": cm.fuzzy_list_f1(
             gt_attr("q3_followUp_whatFeltOff", []), pred_attr("q3_followUp_whatFeltOff", [])
         ),
         "four_branch_mae": four_mae,
@@ -369,7 +424,8 @@ def score_runs(
                 Problem(
                     source=source,
                     path="",
-                    message=f"a run for ({run.conversationId}, {run.em_model}, {run.mode}) was already scored; duplicate skipped",
+                    message=f"a run for ({run.conversationId}, {run.em_model}, {run.mode}) was already scored; "
+                    "duplicate skipped",
                 )
             )
             continue

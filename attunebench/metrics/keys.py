@@ -59,13 +59,31 @@ CONVERSATION_LEVEL_KEYS: Final[tuple[str, ...]] = (
 # Every numeric per-conversation key that an aggregate row averages.
 METRIC_KEYS: Final[tuple[str, ...]] = COMPOSITE_KEYS + tuple(TURN_AVERAGES) + CONVERSATION_LEVEL_KEYS
 
+# Coverage: ``coverage`` is turn coverage (scored GT turns / GT turns, SPEC 5.1);
+# ``post_coverage`` is 1.0 when the run has a usable post-conversation prediction
+# (predicted PANAS and conversation-wide answers) and 0.0 otherwise, averaged over
+# conversations in an aggregate row; ``holistic_imputed`` is true when the
+# holistic score rests on a missing post-conversation answer (defaults in its place).
+COVERAGE_KEYS: Final[tuple[str, ...]] = ("coverage", "post_coverage")
 CONVERSATION_KEYS: Final[tuple[str, ...]] = (
-    ("conversationId", "em_model", "mode", "coverage") + METRIC_KEYS + ("turns",)
+    "conversationId",
+    "em_model",
+    "mode",
+    *COVERAGE_KEYS,
+    "holistic_imputed",
+    *METRIC_KEYS,
+    "turns",
 )
 AGGREGATE_KEYS: Final[tuple[str, ...]] = (
-    ("em_model", "mode", "n_conversations", "coverage")
-    + METRIC_KEYS
-    + ("se_composite", "z_score", "pooled_binary_om_metrics", "pooled_binary_human_metrics")
+    "em_model",
+    "mode",
+    "n_conversations",
+    *COVERAGE_KEYS,
+    *METRIC_KEYS,
+    "se_composite",
+    "z_score",
+    "pooled_binary_om_metrics",
+    "pooled_binary_human_metrics",
 )
 
 BINARY_VARIANTS: Final[tuple[str, ...]] = ("binary_om", "binary_human", "binary_om_hp", "binary_human_hp")

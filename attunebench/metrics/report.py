@@ -23,6 +23,8 @@ from attunebench.canonical import (
     ConversationFile,
     Problem,
     RunOutput,
+    check_conversation_options,
+    check_run_options,
     looks_like_run,
     parse_conversation,
     parse_run,
@@ -36,12 +38,17 @@ from attunebench.sources import iter_documents
 
 @dataclass
 class LoadedInputs:
-    """Documents read from disk, the problems met, and documents of the other kind ignored."""
+    """Documents read from disk, the problems met, and documents of the other kind ignored.
+
+    ``warnings`` lists off-list survey answers: the files are scored anyway (an
+    off-list answer matches nothing else), so they are not ``problems`` (SPEC 2.4).
+    """
 
     conversations: list[tuple[str, ConversationFile]] = field(default_factory=list)
     runs: list[tuple[str, RunOutput]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
 
 
 def _decode_json(source: str, raw: bytes) -> Any:
@@ -89,9 +96,13 @@ def load_inputs(conversation_paths: Iterable[str | Path], run_paths: Iterable[st
                     loaded.ignored.append(source)
                     continue
                 if want_run:
-                    loaded.runs.append((source, parse_run(data, source)))
+                    run = parse_run(data, source)
+                    loaded.runs.append((source, run))
+                    loaded.warnings.extend(check_run_options(run, source))
                 else:
-                    loaded.conversations.append((source, parse_conversation(data, source)))
+                    conversation = parse_conversation(data, source)
+                    loaded.conversations.append((source, conversation))
+                    loaded.warnings.extend(check_conversation_options(conversation, source))
             except CanonicalError as exc:
                 loaded.problems.extend(p for p in exc.problems if p not in loaded.problems)
     return loaded
@@ -111,6 +122,11 @@ def problems_by_source(problems: Sequence[Problem]) -> dict[str, list[Problem]]:
     for problem in problems:
         grouped.setdefault(problem.source, []).append(problem)
     return grouped
+
+
+def format_warnings(warnings: Sequence[Problem]) -> str:
+    """One line per off-list answer; the file was still scored."""
+    return "\n".join(f"warning: {w} (scored: it matches no other answer)" for w in warnings)
 
 
 def format_problems(problems: Sequence[Problem]) -> str:
@@ -186,6 +202,7 @@ def leaderboard_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
             value = caps.get(key, {}).get(name)
             row[name] = None if value is None else 100 * value
         row["coverage"] = agg["coverage"]
+        row["post_coverage"] = agg["post_coverage"]
         rows.append(row)
     return rows
 
@@ -198,7 +215,7 @@ def format_leaderboard(report: Mapping[str, Any]) -> str:
     headers = (
         ["model", "mode", "n", "composite ± SE"]
         + [CAPABILITY_LABELS[c] for c in LEADERBOARD_CAPABILITIES]
-        + ["coverage"]
+        + ["turn cov.", "post cov."]
     )
     body = []
     for r in rows:
@@ -207,7 +224,7 @@ def format_leaderboard(report: Mapping[str, Any]) -> str:
         body.append(
             [name, r["mode"], str(r["n_conversations"]), f"{r['composite_score']:.2f} ± {se}"]
             + [fmt(r[c], 1) for c in LEADERBOARD_CAPABILITIES]
-            + [f"{100 * r['coverage']:.0f}%"]
+            + [f"{100 * r['coverage']:.0f}%", f"{100 * r['post_coverage']:.0f}%"]
         )
     table = render_table(headers, body, align_left=2)
     notes = [
@@ -215,6 +232,8 @@ def format_leaderboard(report: Mapping[str, Any]) -> str:
         "Capability scores are 0–100: emotion = (emotion F1 + VA)/2, behaviour = (OM + human binary accuracy)/2,",
         "preference = pairwise accuracy, holistic = PANAS, survey and Four-Branch comprehension.",
         "Read the capabilities, not only the composite: they are weakly coupled.",
+        "turn cov. = share of ground-truth turns the model answered; post cov. = share of conversations with a",
+        "post-conversation prediction (below 100%, holistic rests partly on defaults, not on the model).",
     ]
     if any(r["human_baseline"] for r in rows):
         notes.append("* human baseline (a person in the model's seat, scored exactly like a model).")

@@ -1,9 +1,10 @@
 """Per-turn metrics (SPEC 5.1) as small pure functions over plain Python values.
 
 Every function takes already-decoded values (strings, ints, dicts) rather than
-pydantic models so that the same code serves the hand-checked unit tests and
-the fast path in :mod:`attunebench.metrics.engine`, which pre-normalises the
-ground-truth side of a conversation once and scores many runs against it.
+pydantic models: :mod:`attunebench.metrics.engine` pre-normalises the
+ground-truth side of a conversation once and scores many runs against it with
+exactly these functions (tests go through the engine too, so they check the
+path production runs).
 """
 
 from __future__ import annotations
@@ -92,16 +93,9 @@ def emotion_set_scores(gt: Mapping[str, int | None], pred: Mapping[str, int | No
     precision = tp / n_p if n_p else 0.0  # SPEC 5.1: 0 when the denominator is 0
     recall = tp / n_g
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    if deltas:
-        f1_intensity = f1 * (sum(1 - d / _INTENSITY_RANGE for d in deltas) / len(deltas))
-    else:
-        f1_intensity = 0.0  # SPEC 5.1: F1×I is 0 when no shared emotion has both intensities
+    # SPEC 5.1: F1×I is 0 when no shared emotion has both intensities
+    f1_intensity = f1 * (sum(1 - d / _INTENSITY_RANGE for d in deltas) / len(deltas)) if deltas else 0.0
     return EmotionSetScores(precision, recall, f1, f1_intensity, recall, mae)
-
-
-def emotion_scores(gt_tags: Sequence[Tag], pred_tags: Sequence[Tag]) -> EmotionSetScores:
-    """Convenience wrapper over raw (word, intensity) lists."""
-    return emotion_set_scores(tag_intensities(gt_tags), tag_intensities(pred_tags))
 
 
 # ---------------------------------------------------------------------------
@@ -164,14 +158,6 @@ def emotion_va_from_indices(
     return _best_match_mean(sim) * coverage, _best_match_mean(combined) * coverage
 
 
-def emotion_va_scores(gt_tags: Sequence[Tag], pred_tags: Sequence[Tag]) -> tuple[float, float]:
-    """Emotion VA scores over raw tag lists (lists, not sets: repeats are matched too)."""
-    return emotion_va_from_indices(
-        [(va_index(norm_emotion(w)), i) for w, i in gt_tags],
-        [(va_index(norm_emotion(w)), i) for w, i in pred_tags],
-    )
-
-
 # ---------------------------------------------------------------------------
 # Binary behaviour judgements
 # ---------------------------------------------------------------------------
@@ -189,20 +175,15 @@ def human_target(preferred: str | None, observed: str | None) -> str | None:
     return preferred if preferred is not None else observed
 
 
-def scored_targets(pairs: Iterable[tuple[str, str | None]]) -> list[tuple[str, bool]]:
-    """Keep only yes/no ground truth (SPEC 5.1), as (question id, target is yes)."""
-    return [(qid, t == cat.YES) for qid, t in pairs if t == cat.YES or t == cat.NO]
+def counted_as(prediction: str | None) -> str:
+    """How a binary prediction counts: only an explicit 'yes' is positive (SPEC 5.1)."""
+    return cat.YES if prediction == cat.YES else cat.NO
 
 
-def split_targets(targets: Sequence[tuple[str, bool]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(question ids whose target is yes, ids whose target is no)."""
-    return tuple(q for q, yes in targets if yes), tuple(q for q, yes in targets if not yes)
-
-
-def confusion_split(
+def confusion(
     yes_ids: Sequence[str], no_ids: Sequence[str], predictions: Mapping[str, str | None] | None
 ) -> tuple[int, int, int, int]:
-    """(tp, fp, tn, fn) from pre-split targets; the hot path of binary scoring.
+    """(tp, fp, tn, fn) from the question ids whose target is yes and those whose target is no.
 
     Only an explicit 'yes' prediction is positive: a missing or 'na' prediction
     counts as 'no' (SPEC 5.1).
@@ -213,13 +194,6 @@ def confusion_split(
     tp = list(map(get, yes_ids)).count(cat.YES)
     fp = list(map(get, no_ids)).count(cat.YES)
     return tp, fp, len(no_ids) - fp, len(yes_ids) - tp
-
-
-def confusion(
-    targets: Sequence[tuple[str, bool]], predictions: Mapping[str, str | None] | None
-) -> tuple[int, int, int, int]:
-    """(tp, fp, tn, fn); a missing or 'na' prediction counts as 'no' (SPEC 5.1)."""
-    return confusion_split(*split_targets(targets), predictions)
 
 
 def confusion_metrics(tp: int, fp: int, tn: int, fn: int) -> dict[str, float]:
@@ -234,7 +208,7 @@ def confusion_metrics(tp: int, fp: int, tn: int, fn: int) -> dict[str, float]:
     return {"accuracy": accuracy, "precision": precision, "recall": recall, "f1": f1, "mcc": mcc}
 
 
-def binary_scores_split(
+def binary_scores(
     yes_ids: Sequence[str], no_ids: Sequence[str], predictions: Mapping[str, str | None] | None, has_judgements: bool
 ) -> dict[str, float | int]:
     """Confusion counts and metrics for one turn and one prediction set.
@@ -242,19 +216,12 @@ def binary_scores_split(
     A turn with no judgements at all scores accuracy 1 with empty counts, while a
     turn whose judgements are all na/unanswered scores accuracy 0 (SPEC 5.1).
     """
-    tp, fp, tn, fn = confusion_split(yes_ids, no_ids, predictions)
+    tp, fp, tn, fn = confusion(yes_ids, no_ids, predictions)
     out: dict[str, float | int] = {"tp": tp, "fp": fp, "tn": tn, "fn": fn}
     out.update(confusion_metrics(tp, fp, tn, fn))
     if not has_judgements:
         out["accuracy"] = 1.0  # SPEC 5.1: no judgements at all -> accuracy 1
     return out
-
-
-def binary_scores(
-    targets: Sequence[tuple[str, bool]], predictions: Mapping[str, str | None] | None, has_judgements: bool
-) -> dict[str, float | int]:
-    """:func:`binary_scores_split` over (question id, target is yes) pairs."""
-    return binary_scores_split(*split_targets(targets), predictions, has_judgements)
 
 
 # ---------------------------------------------------------------------------
@@ -331,20 +298,20 @@ def em_letters(n_comparisons: int, selections: Mapping[str, str | None] | None) 
 
 
 def pairwise_kendall_tau(
-    comparisons: Sequence[Comparison], selections: Mapping[str, str | None] | None
+    comparisons: Sequence[Comparison], gt_rank: Mapping[str, int], selections: Mapping[str, str | None] | None
 ) -> float | None:
-    """Kendall τ between GT and EM label rankings, or None (SPEC 5.1).
+    """Kendall τ between the GT ranking (``rank_positions(gt_wins(comparisons))``) and the EM's, or None.
 
     None when fewer than 2 labels take part or the EM selected nothing for any
-    of this turn's comparisons (selections for indices the turn lacks are ignored).
+    of this turn's comparisons; selections for indices the turn lacks are
+    ignored (SPEC 5.1).
     """
-    labels = comparison_labels(comparisons)
-    letters = em_letters(len(comparisons), selections)
-    if len(labels) < 2 or not letters:
+    if len(gt_rank) < 2:
         return None
-    return kendall_tau_from_ranks(
-        rank_positions(gt_wins(comparisons)), rank_positions(wins_per_label(comparisons, letters))
-    )
+    letters = em_letters(len(comparisons), selections)
+    if not letters:
+        return None
+    return kendall_tau_from_ranks(gt_rank, rank_positions(wins_per_label(comparisons, letters)))
 
 
 # ---------------------------------------------------------------------------
@@ -367,10 +334,6 @@ def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float
     return inter / (len(a) + len(b) - inter)
 
 
-def token_jaccard(a: str | None, b: str | None) -> float:
-    return jaccard(tokens(a), tokens(b))
-
-
 def response_similarity(draft: frozenset[str] | None, references: Mapping[str, frozenset[str]]) -> dict[str, float]:
     """Jaccard of the draft with each reference label's text, plus overall = max.
 
@@ -391,18 +354,24 @@ def preference_alignment(
     wins: Mapping[str, int],
     overall_similarity: float,
 ) -> float:
-    """Win-share-weighted Jaccard of the draft with each GT-winning label's text.
+    """Win-weighted Jaccard of the draft with the text of each label the participant preferred (SPEC 5.1).
 
-    No GT winner -> the overall similarity; no draft -> 0 (SPEC 5.1).
+    Weights are wins/n over the non-null GT winners, renormalised over the
+    winning labels that have text: a winning label without text (an empty
+    reference) is left out of both sums rather than counted as 0. No GT winner
+    -> the overall similarity; no winning label has text -> 0; no draft -> 0.
     """
     if draft is None:
         return 0.0
-    total = sum(wins.values())
-    if total == 0:
+    if sum(wins.values()) == 0:
         return overall_similarity
-    return sum(
-        (count / total) * jaccard(draft, references.get(label, frozenset())) for label, count in wins.items() if count
-    )
+    weighted = [
+        (count, jaccard(draft, text)) for label, count in wins.items() if count and (text := references.get(label))
+    ]
+    weight = sum(count for count, _ in weighted)
+    if weight == 0:
+        return 0.0  # SPEC 5.1: no winning label has text
+    return sum(count * similarity for count, similarity in weighted) / weight
 
 
 # ---------------------------------------------------------------------------
@@ -420,25 +389,19 @@ def draft_judge_score(scores: Mapping[str, float | None] | None) -> float | None
     return min(1.0, max(0.0, (sum(present) / len(present) - 1) / 6))
 
 
-def draft_binary_alignment_split(
+def draft_binary_alignment(
     yes_ids: Sequence[str], no_ids: Sequence[str], answers: Mapping[str, str | None] | None
 ) -> float | None:
-    """Share of answered preferred targets the judge's draft answers match (SPEC 5.1).
+    """Share of the turn's targets the judge's answers about the draft match (SPEC 5.1).
 
-    A missing or na answer counts as wrong. None when the judge gave no binary
-    answers for this turn or the participant answered no preferred target, since
-    then there is nothing to align with.
+    Targets are the human-accuracy targets (preferred, else observed; yes/no
+    only), split into ids whose target is yes and ids whose target is no. A
+    missing or na answer counts as wrong. None when the judge gave no binary
+    answers (absent or empty) or no target is left: there is nothing to align.
     """
     n = len(yes_ids) + len(no_ids)
-    if answers is None or n == 0:
+    if not answers or n == 0:
         return None
     get = answers.get
     matched = list(map(get, yes_ids)).count(cat.YES) + list(map(get, no_ids)).count(cat.NO)
     return matched / n
-
-
-def draft_binary_alignment(
-    preferred: Sequence[tuple[str, bool]], answers: Mapping[str, str | None] | None
-) -> float | None:
-    """:func:`draft_binary_alignment_split` over (question id, preferred is yes) pairs."""
-    return draft_binary_alignment_split(*split_targets(preferred), answers)

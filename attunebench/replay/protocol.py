@@ -247,7 +247,7 @@ def _question_ids(turn: Turn) -> tuple[str, ...]:
     )
 
 
-def _mask(conversation_id: str, turn_number: int) -> dict[str, str]:
+def masked_labels(conversation_id: str, turn_number: int) -> dict[str, str]:
     """Masked labels for the candidates; which alternate is '1' is fixed per turn, not per run.
 
     Stable so that cache keys are reproducible; varied across turns so that an
@@ -336,7 +336,7 @@ class ConversationView:
 
     def pairwise(self, index: int) -> P.CallContext:
         turn = self.conversation.turns[index]
-        mask = _mask(self.conversation.conversationId, turn.turnNumber)
+        mask = masked_labels(self.conversation.conversationId, turn.turnNumber)
         alternates = turn.annotations.alternateResponses
         texts = {
             cat.RESPONSE_ORIGINAL: turn.llmResponse,

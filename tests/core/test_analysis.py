@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from attunebench.metrics import analysis as an
@@ -27,7 +29,14 @@ def record(
     **values: float | None,
 ) -> dict[str, Any]:
     """A report record with every metric 0.5 unless given; capabilities follow from these keys."""
-    r: dict[str, Any] = {"conversationId": cid, "em_model": em_model, "mode": mode, "coverage": 1.0}
+    r: dict[str, Any] = {
+        "conversationId": cid,
+        "em_model": em_model,
+        "mode": mode,
+        "coverage": 1.0,
+        "post_coverage": 1.0,
+        "holistic_imputed": False,
+    }
     r.update(dict.fromkeys(METRIC_KEYS, 0.5))
     r.update(panas_baseline_adjusted=0.0, composite_score=composite, avg_draft_judge_score=None, **values)
     r["turns"] = turns or []
@@ -58,6 +67,35 @@ def test_variance_ratio_hand_computed() -> None:
     # groups [1,2,3] and [4,5,6]: grand mean 3.5, means 2 and 5
     # SS_between = 3*(1.5²) + 3*(1.5²) = 13.5 (df 1); SS_within = 2 + 2 = 4 (df 4) -> F = 13.5/1 = 13.5
     assert an.variance_ratio([[1, 2, 3], [4, 5, 6]]) == (pytest.approx(13.5), None)
+
+
+def _anova_f(groups: list[list[float]]) -> float:
+    """The textbook one-way ANOVA F, written out as the hand-rolled version the engine used to carry."""
+    values = [v for g in groups for v in g]
+    grand = sum(values) / len(values)
+    means = [sum(g) / len(g) for g in groups]
+    ss_between = sum(len(g) * (m - grand) ** 2 for g, m in zip(groups, means, strict=True))
+    ss_within = sum((v - m) ** 2 for g, m in zip(groups, means, strict=True) for v in g)
+    return (ss_between / (len(groups) - 1)) / (ss_within / (len(values) - len(groups)))
+
+
+def test_variance_ratio_uneven_groups_hand_computed() -> None:
+    # groups [0, 2] and [1, 3, 5]: means 1 and 3, grand mean 11/5 = 2.2
+    # SS_between = 2*(1.2²) + 3*(0.8²) = 2.88 + 1.92 = 4.8 (df 1)
+    # SS_within = (1 + 1) + (4 + 0 + 4) = 10 (df 3) -> F = 4.8 / (10/3) = 1.44
+    assert an.variance_ratio([[0, 2], [1, 3, 5]]) == (pytest.approx(1.44), None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.floats(0, 1, allow_nan=False), min_size=2, max_size=8).filter(lambda g: len(set(g)) > 1),
+        min_size=2,
+        max_size=5,
+    )
+)
+def test_variance_ratio_agrees_with_the_textbook_formula(groups: list[list[float]]) -> None:
+    assert an.variance_ratio(groups)[0] == pytest.approx(_anova_f(groups), rel=1e-6, abs=1e-9)
 
 
 def test_variance_ratio_degenerate_inputs_are_null_with_a_note() -> None:

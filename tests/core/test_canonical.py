@@ -17,6 +17,7 @@ from attunebench import catalogue as cat
 from attunebench.canonical import (
     CanonicalError,
     ConversationFile,
+    check_conversation_options,
     dumps_canonical,
     dumps_line,
     format_location,
@@ -249,7 +250,8 @@ class TestWinner:
         data = mutated(lambda d: d["turns"][2]["annotations"]["pairwiseComparisons"][0].update(winner=raw))
         shown = repr(raw) if isinstance(raw, str) else json.dumps(raw)
         assert problems_of(data) == [
-            f"file: turns[2].annotations.pairwiseComparisons[0].winner: expected A/B or response_1/response_2, got {shown}"
+            f"file: turns[2].annotations.pairwiseComparisons[0].winner: "
+            f"expected A/B or response_1/response_2, got {shown}"
         ]
 
 
@@ -312,6 +314,135 @@ class TestPanas:
         ]
 
 
+class TestOlderKeyNames:
+    """SPEC 3.1: the benchmark's own tools write older key names; they read as the canonical ones."""
+
+    @pytest.mark.parametrize("key", ["did_occur", "humanValue", "actualValue"])
+    def test_observed_aliases(self, key: str) -> None:
+        data = mutated(lambda d: d["turns"][0]["annotations"].update(binaryJudgements=[{"questionId": "B1", key: "y"}]))
+        j = parse_conversation(data).turns[0].annotations.binaryJudgements[0]
+        assert (j.observedBehavior, j.preferredBehavior) == ("yes", None)
+
+    @pytest.mark.parametrize("key", ["should_occur", "humanPreference"])
+    def test_preferred_aliases(self, key: str) -> None:
+        data = mutated(
+            lambda d: d["turns"][0]["annotations"].update(binaryJudgements=[{"questionId": "B1", key: "n/a"}])
+        )
+        j = parse_conversation(data).turns[0].annotations.binaryJudgements[0]
+        assert (j.observedBehavior, j.preferredBehavior) == (None, "na")
+
+    def test_canonical_key_wins_over_an_older_one(self) -> None:
+        judgements = [
+            {
+                "questionId": "B1",
+                "did_occur": "yes",
+                "observedBehavior": "no",
+                "should_occur": "no",
+                "preferredBehavior": None,
+            },
+            {"questionId": "B13", "humanValue": "no", "actualValue": "yes", "humanPreference": "yes"},
+        ]
+        data = mutated(lambda d: d["turns"][0]["annotations"].update(binaryJudgements=judgements))
+        first, second = parse_conversation(data).turns[0].annotations.binaryJudgements
+        assert (first.observedBehavior, first.preferredBehavior) == ("no", None)
+        # two older names for one key: the first listed in SPEC 3.1 (humanValue before actualValue) wins
+        assert (second.observedBehavior, second.preferredBehavior) == ("no", "yes")
+
+    def test_blinded_alternates_and_response_numbers(self) -> None:
+        def change(d: dict[str, Any]) -> None:
+            d["turns"][0]["annotations"]["alternateResponses"] = {"alternate1": "better", "alternate2": "mine"}
+            d["turns"][0]["annotations"]["pairwiseComparisons"] = [
+                {"questionId": "general", "response_1": "original", "response_2": "human", "winner": "response_2"}
+            ]
+
+        ann = parse_conversation(mutated(change)).turns[0].annotations
+        assert (ann.alternateResponses.llmImproved, ann.alternateResponses.humanEdited) == ("better", "mine")
+        c = ann.pairwiseComparisons[0]
+        assert (c.responseA, c.responseB, c.winner) == ("original", "human", "B")
+
+    def test_canonical_alternate_and_response_keys_win(self) -> None:
+        def change(d: dict[str, Any]) -> None:
+            d["turns"][0]["annotations"]["alternateResponses"] = {"alternate1": "old", "llmImproved": "new"}
+            d["turns"][0]["annotations"]["pairwiseComparisons"] = [
+                {"questionId": "general", "response_1": "alternate", "responseA": "original", "responseB": "human"}
+            ]
+
+        ann = parse_conversation(mutated(change)).turns[0].annotations
+        assert ann.alternateResponses.llmImproved == "new"
+        assert ann.pairwiseComparisons[0].responseA == "original"
+
+    def test_survey_question_keys_in_conversations_and_runs(self) -> None:
+        wide = {
+            "Q1": ["Other"],
+            "Q2": "implied or indirect",
+            "Q3": "Mostly well-matched",
+            "q3_modelFit": "Mostly off-target or intrusive",
+        }
+        read = parse_conversation(mutated(lambda d: d.update(conversationWideQuestions=wide))).conversationWideQuestions
+        assert (read.q1_lookingFor, read.q2_emotionClarity) == (["Other"], "Implied or indirect")
+        assert read.q3_modelFit == "Mostly off-target or intrusive"  # the canonical key wins
+        run = minimal_run()
+        run["post_conversation"]["predicted_conversation_wide"] = {
+            "Q1": ["just listen / let me vent"],
+            "Q3": "MOSTLY WELL-MATCHED",
+        }
+        predicted = parse_run(run).post_conversation.predicted_conversation_wide
+        assert (predicted.q1_lookingFor, predicted.q3_modelFit) == (
+            ["To just listen or let me vent"],
+            "Mostly well-matched",
+        )
+
+    def test_panas_items_at_top_level_or_in_responses_any_case_numeric_strings(self) -> None:
+        top = {"proud": "5", "UPSET": 2, "totalNegativeAffect": 30}
+        responses = {"responses": {"Alert": " 4 ", "hostile": 3.0}}
+        data = mutated(lambda d: d.update(prePanas=top, postPanas=responses))
+        parsed = parse_conversation(data)
+        assert parsed.prePanas.items == {"Proud": 5, "Upset": 2}
+        assert parsed.prePanas.totalNegativeAffect == 30
+        assert parsed.postPanas.items == {"Alert": 4, "Hostile": 3}
+
+    def test_panas_items_object_wins_over_responses_over_top_level(self) -> None:
+        panas = {"items": {"Proud": 1}, "responses": {"proud": 2, "Alert": 3}, "PROUD": 4, "alert": 5, "Upset": 6}
+        parsed = parse_conversation(mutated(lambda d: d.update(postPanas=panas)))
+        assert parsed.postPanas.items == {"Proud": 1, "Alert": 3, "Upset": 6}
+
+    def test_all_twenty_top_level_items_derive_totals(self) -> None:
+        # PA 10 items x 3 = 30; NA 10 items x "2" = 20
+        panas = {**dict.fromkeys(cat.POSITIVE_AFFECT_ITEMS, 3), **{i.lower(): "2" for i in cat.NEGATIVE_AFFECT_ITEMS}}
+        parsed = parse_conversation(mutated(lambda d: d.update(postPanas=panas))).postPanas
+        assert (parsed.totalPositiveAffect, parsed.totalNegativeAffect) == (30, 20)
+
+    def test_other_keys_in_a_panas_object_are_still_rejected(self) -> None:
+        assert problems_of(mutated(lambda d: d.update(postPanas={"Proud": 3, "mood": 2}))) == [
+            "file: postPanas.mood: unknown field"
+        ]
+
+    def test_export_writes_canonical_keys_only(self) -> None:
+        def change(d: dict[str, Any]) -> None:
+            ann = d["turns"][0]["annotations"]
+            ann["binaryJudgements"] = [{"questionId": "B1", "did_occur": "yes", "should_occur": "no"}]
+            ann["alternateResponses"] = {"alternate1": "better", "alternate2": "mine"}
+            ann["pairwiseComparisons"] = [{"questionId": "general", "response_1": "original", "response_2": "human"}]
+            d["conversationWideQuestions"] = {"Q1": ["Other"], "Q2": "Mixed or conflicted", "Q3": "Mostly well-matched"}
+            d["postPanas"] = {"responses": {"Proud": 2}}
+
+        text = dumps_canonical(parse_conversation(mutated(change)))
+        for old in (
+            "did_occur",
+            "should_occur",
+            "alternate1",
+            "alternate2",
+            "response_1",
+            "response_2",
+            '"Q1"',
+            '"Q2"',
+            '"Q3"',
+            '"responses"',
+        ):
+            assert old not in text, old
+        assert '"observedBehavior": "yes"' in text and '"llmImproved": "better"' in text and '"Proud": 2' in text
+
+
 # ---------------------------------------------------------------------------
 # Rejections of structure and catalogued values
 # ---------------------------------------------------------------------------
@@ -321,7 +452,8 @@ class TestConversationRejections:
     def test_unknown_question_id(self) -> None:
         data = mutated(lambda d: d["turns"][0]["annotations"]["binaryJudgements"][1].update(questionId="B99"))
         assert problems_of(data) == [
-            "file: turns[0].annotations.binaryJudgements[1].questionId: 'B99' is not one of the 36 behaviour question ids"
+            "file: turns[0].annotations.binaryJudgements[1].questionId: "
+            "'B99' is not one of the 36 behaviour question ids"
         ]
 
     def test_question_answered_twice_in_one_turn(self) -> None:
@@ -401,24 +533,47 @@ class TestConversationRejections:
     def test_turn_count_is_filled_in_when_absent(self) -> None:
         assert parse_conversation(minimal_conversation(3)).metadata.turnCount == 3
 
-    def test_non_catalogued_q2_option(self) -> None:
-        data = mutated(lambda d: d.update(conversationWideQuestions={"q2_emotionClarity": "Very clear"}))
-        assert problems_of(data) == [
-            "file: conversationWideQuestions.q2_emotionClarity: 'Very clear' is not a catalogued option for q2_emotionClarity"
+    def test_off_list_answers_are_read_as_given_and_reported_by_the_check(self) -> None:
+        # SPEC 2.4: reading keeps an off-list answer (score warns and scores it);
+        # check_conversation_options is what validate and import report as errors.
+        data = mutated(
+            lambda d: d.update(
+                conversationWideQuestions={"q1_lookingFor": ["A hug"], "q2_emotionClarity": "Very clear", "Q3": "Meh"}
+            )
+        )
+        conversation = parse_conversation(data, "file")
+        wide = conversation.conversationWideQuestions
+        assert (wide.q1_lookingFor, wide.q2_emotionClarity, wide.q3_modelFit) == (["A hug"], "Very clear", "Meh")
+        assert [str(p) for p in check_conversation_options(conversation, "file")] == [
+            "file: conversationWideQuestions.q1_lookingFor[0]: 'A hug' is not one of the listed options "
+            "for q1_lookingFor",
+            "file: conversationWideQuestions.q2_emotionClarity: 'Very clear' is not one of the listed options "
+            "for q2_emotionClarity",
+            "file: conversationWideQuestions.q3_modelFit: 'Meh' is not one of the listed options for q3_modelFit",
         ]
 
-    def test_non_catalogued_q1_and_q3_options(self) -> None:
-        data = mutated(lambda d: d.update(conversationWideQuestions={"q1_lookingFor": ["A hug"], "q3_modelFit": "Meh"}))
-        assert problems_of(data) == [
-            "file: conversationWideQuestions.q1_lookingFor: 'A hug' is not a catalogued option",
-            "file: conversationWideQuestions.q3_modelFit: 'Meh' is not a catalogued option for q3_modelFit",
-        ]
-
-    def test_catalogued_options_take_catalogue_spelling(self) -> None:
+    def test_listed_options_pass_the_check(self) -> None:
         data = mutated(
             lambda d: d.update(
                 conversationWideQuestions={
-                    "q1_lookingFor": ["just listen / let me vent", "Just listen / let me vent"],
+                    "q1_lookingFor": list(cat.Q1_OPTIONS),
+                    "q2_emotionClarity": cat.Q2_OPTIONS[3],
+                    "q3_modelFit": cat.Q3_OPTIONS[2],
+                }
+            )
+        )
+        assert check_conversation_options(parse_conversation(data, "file"), "file") == []
+
+    def test_options_take_the_listed_spelling_from_variants_and_old_wording(self) -> None:
+        data = mutated(
+            lambda d: d.update(
+                conversationWideQuestions={
+                    "q1_lookingFor": [
+                        "just listen / let me vent",
+                        "To just listen or let me vent",
+                        "help me think through options or decide",
+                        "to help with something urgent, risky or high-stakes",
+                    ],
                     "q2_emotionClarity": " mixed or conflicted ",
                     "q3_modelFit": "",
                     "fourBranchScores": {"Perceiving": 5},
@@ -426,7 +581,11 @@ class TestConversationRejections:
             )
         )
         wide = parse_conversation(data).conversationWideQuestions
-        assert wide.q1_lookingFor == ["Just listen / let me vent"]
+        assert wide.q1_lookingFor == [
+            "To just listen or let me vent",
+            "To help me think through options or make a decision",
+            "To help with something urgent, risky, or high-stakes",
+        ]
         assert (wide.q2_emotionClarity, wide.q3_modelFit) == ("Mixed or conflicted", None)
         assert wide.fourBranchScores == {"perceiving": 5}
 

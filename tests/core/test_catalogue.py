@@ -95,3 +95,91 @@ def test_catalogue_imports_no_django():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_survey_options_are_the_benchmark_strings_exactly():
+    # SPEC 2.4, character for character: files made by the benchmark's own tools use these.
+    assert cat.Q1_OPTIONS == (
+        "To just listen or let me vent",
+        "To help me understand or sort out my feelings",
+        "To help me think through options or make a decision",
+        "To help with something urgent, risky, or high-stakes",
+        "To get specific information or advice",
+        "To help me calm down or feel steadier",
+        "Other",
+    )
+    assert cat.Q2_OPTIONS == (
+        "Clear and explicitly stated",
+        "Implied or indirect",
+        "Mixed or conflicted",
+        "Unclear / evolving as I talked",
+    )
+    assert cat.Q3_OPTIONS == (
+        "Very well-matched and adaptive",
+        "Mostly well-matched",
+        "Mixed, some good moments, some misses",
+        "Mostly off-target or intrusive",
+    )
+    assert cat.Q1_LOOKING_FOR_OPTIONS is cat.Q1_OPTIONS
+
+
+@pytest.mark.parametrize("old, listed", sorted(cat.LEGACY_OPTION_ALIASES.items()))
+def test_every_old_wording_normalises_to_its_listed_string(old, listed):
+    assert listed in cat.Q1_OPTIONS
+    assert cat.normalise_option("q1", old) == listed
+    assert cat.normalise_option("Q1", old.upper()) == listed
+    assert cat.normalise_option("q1_lookingFor", f" {old.lower()}. ") == listed
+
+
+@pytest.mark.parametrize(
+    "question, answer, listed",
+    [
+        ("q1", "to just listen or let me vent", "To just listen or let me vent"),
+        ("q1", "Just listen, or let me vent!", "To just listen or let me vent"),  # punctuation, no leading "To"
+        (
+            "q1",
+            "help with something urgent risky or high stakes",
+            "To help with something urgent, risky, or high-stakes",
+        ),
+        ("q1", "OTHER", "Other"),
+        ("q2", "unclear/evolving as i talked", "Unclear / evolving as I talked"),
+        ("q2_emotionClarity", "  Implied or indirect ", "Implied or indirect"),
+        ("q3", "mixed - some good moments - some misses", "Mixed, some good moments, some misses"),
+        ("q3_modelFit", "very well matched and adaptive", "Very well-matched and adaptive"),
+    ],
+)
+def test_variants_of_case_and_punctuation_normalise(question, answer, listed):
+    assert cat.normalise_option(question, answer) == listed
+
+
+@pytest.mark.parametrize(
+    "question, answer",
+    [("q1", "A hug"), ("q1", ""), ("q1", "Mixed or conflicted"), ("q2", "Just listen / let me vent"), ("q3", "Meh")],
+)
+def test_off_list_answers_normalise_to_none(question, answer):
+    # an old Q1 wording is no answer to Q2: aliases apply within their own question only
+    assert cat.normalise_option(question, answer) is None
+
+
+def test_unknown_question_is_an_error_naming_it():
+    with pytest.raises(KeyError, match="q4"):
+        cat.normalise_option("q4", "Other")
+
+
+def test_no_two_options_or_aliases_of_one_question_collapse_to_one_answer():
+    # the tolerant matching must never make two listed answers indistinguishable
+    for options in (cat.Q1_OPTIONS, cat.Q2_OPTIONS, cat.Q3_OPTIONS):
+        assert [cat.match_option(o, options) for o in options] == list(options)
+    keys = [cat._option_key(o) for o in cat.Q1_OPTIONS]
+    old_keys = [cat._option_key(o) for o in cat.LEGACY_OPTION_ALIASES]
+    assert len(set(keys)) == len(keys) and len(set(old_keys)) == len(old_keys)
+
+
+def test_panas_totals_sum_each_full_side_and_clamp():
+    # all ten PA items 7 -> 70; all ten NA items 1 -> 10 (any letter case)
+    items = {**dict.fromkeys(cat.POSITIVE_AFFECT_ITEMS, 7), **{i.lower(): 1 for i in cat.NEGATIVE_AFFECT_ITEMS}}
+    assert cat.panas_totals(items) == (70, 10)
+    # PA items 1..7 cycling: 1+2+3+4+5+6+7+1+2+3 = 34; NA side has 3 items only -> no total
+    pa = {item: i % 7 + 1 for i, item in enumerate(cat.POSITIVE_AFFECT_ITEMS)}
+    assert cat.panas_totals({**pa, "Upset": 3, "afraid": 2, "Guilty": 1}) == (34, None)
+    assert cat.panas_totals({}) == (None, None)

@@ -172,7 +172,7 @@ def test_post_conversation_answers_are_matched_to_catalogued_options():
     answer = parse_post(_post(), "absolute", False)
     assert answer.panas["Proud"] == 4 and len(answer.panas) == 20 and not answer.is_change
     wide = answer.conversation_wide
-    assert wide["q1_lookingFor"] == ["Just listen / let me vent"]
+    assert wide["q1_lookingFor"] == ["To just listen or let me vent"]
     assert wide["q2_emotionClarity"] == "Mixed or conflicted"
     assert wide["q3_followUp_whatFeltOff"] == ["Too generic"]
     assert wide["fourBranchScores"] == {"perceiving": 5, "facilitating": 4, "understanding": 3, "managing": 3}

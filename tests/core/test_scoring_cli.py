@@ -29,6 +29,8 @@ ISSUE_CONVERSATION_KEYS = [
     "em_model",
     "mode",
     "coverage",
+    "post_coverage",
+    "holistic_imputed",
     "composite_score",
     "equal_weight_composite",
     "turn_level_average",
@@ -62,12 +64,13 @@ ISSUE_CONVERSATION_KEYS = [
     "four_branch_normalized",
     "turns",
 ]
-AVERAGED = [k for k in ISSUE_CONVERSATION_KEYS[4:] if k != "turns"]
+AVERAGED = [k for k in ISSUE_CONVERSATION_KEYS[6:] if k != "turns"]
 ISSUE_AGGREGATE_KEYS = [
     "em_model",
     "mode",
     "n_conversations",
     "coverage",
+    "post_coverage",
     *AVERAGED,
     "se_composite",
     "z_score",
@@ -119,13 +122,16 @@ def test_score_prints_a_leaderboard_and_writes_json_and_csv(dataset: tuple[Path,
         "behaviour",
         "preference",
         "holistic",
-        "coverage",
+        "turn",
+        "cov.",
+        "post",
+        "cov.",
     ]
     # strongest first; the human baseline is starred; n and coverage per row
     body = [line.split() for line in lines[2:5]]
     assert [row[0] for row in body] == ["em/strong", "human:rater1", "em/weak"]  # skills 0.9, 0.7, 0.1
     assert body[1][1] == "*" and body[1][3] == "4"
-    assert body[0][:3] == ["em/strong", "default", "8"] and body[0][-1] == "100%"
+    assert body[0][:3] == ["em/strong", "default", "8"] and body[0][-2:] == ["100%", "100%"]
     assert "Scored 20 runs against 8 conversations; 0 input(s) skipped." in out
 
     report = json.loads((tmp_path / "r.json").read_text())

@@ -27,7 +27,7 @@ def hand_conversation() -> dict[str, Any]:
         "prePanas": {"totalPositiveAffect": 30, "totalNegativeAffect": 40, "items": {}},
         "postPanas": {"totalPositiveAffect": 40, "totalNegativeAffect": 20, "items": {}},
         "conversationWideQuestions": {
-            "q1_lookingFor": ["Just listen / let me vent", "Other"],
+            "q1_lookingFor": ["To just listen or let me vent", "Other"],
             "q2_emotionClarity": "Mixed or conflicted",
             "q3_modelFit": "Mostly well-matched",
             "q3_followUp_whatFeltOff": ["Too much advice"],
@@ -174,6 +174,7 @@ def test_hand_conversation_averages_and_post_metrics(hand_record: dict[str, Any]
     assert list(r) == list(CONVERSATION_KEYS)
     assert [t["turnNumber"] for t in r["turns"]] == [1, 2]  # turn 3 skipped, EM turn 9 ignored
     assert r["coverage"] == pytest.approx(2 / 3)
+    assert r["post_coverage"] == 1.0 and r["holistic_imputed"] is False
     assert r["avg_emotion_f1"] == pytest.approx(0.9)  # (0.8 + 1)/2
     assert r["avg_emotion_f1_intensity"] == pytest.approx(0.8)  # (0.6 + 1)/2
     assert r["avg_emotion_hit_rate"] == 1.0
@@ -243,6 +244,8 @@ def test_run_without_any_scored_turn_has_zero_averages_and_null_nullables() -> N
     run["post_conversation"] = None
     r = score_documents([parse_conversation(hand_conversation())], [parse_run(run)])["conversations"][0]
     assert r["coverage"] == 0.0 and r["turns"] == []
+    # the post-conversation call failed: holistic rests on defaults, and says so
+    assert r["post_coverage"] == 0.0 and r["holistic_imputed"] is True
     for key in (
         "avg_emotion_f1",
         "avg_emotion_va_score",
@@ -262,6 +265,15 @@ def test_run_without_any_scored_turn_has_zero_averages_and_null_nullables() -> N
     assert r["panas_mae"] == 10 and r["panas_baseline_adjusted"] is None
     # four-branch: every prediction defaults to 4: |7-4| 3, |2-4| 2, |5-4| 1, |1-4| 3 -> 9/4
     assert r["four_branch_mae"] == 2.25
+
+
+@pytest.mark.parametrize("missing", ["predicted_post_panas", "predicted_conversation_wide"])
+def test_a_post_conversation_missing_either_part_is_not_covered(missing: str) -> None:
+    run = hand_run()
+    run["post_conversation"][missing] = None
+    r = score_documents([parse_conversation(hand_conversation())], [parse_run(run)])["conversations"][0]
+    assert (r["post_coverage"], r["holistic_imputed"]) == (0.0, True)
+    assert r["coverage"] == pytest.approx(2 / 3)  # turn coverage is unaffected
 
 
 def test_unmatched_and_duplicate_runs_are_skipped_or_raised() -> None:
@@ -289,7 +301,14 @@ def _record(
     mode: str = "default",
     **values: Any,
 ) -> dict[str, Any]:
-    record: dict[str, Any] = {"conversationId": conversation, "em_model": em_model, "mode": mode, "coverage": 1.0}
+    record: dict[str, Any] = {
+        "conversationId": conversation,
+        "em_model": em_model,
+        "mode": mode,
+        "coverage": 1.0,
+        "post_coverage": 1.0,
+        "holistic_imputed": False,
+    }
     record.update(dict.fromkeys(METRIC_KEYS, 0.0))
     record.update(composite_score=composite, **values)
     record["turns"] = [
@@ -302,13 +321,14 @@ def _record(
 def test_aggregate_means_se_and_pooled_confusion() -> None:
     records = [
         _record("a", 70.0, [(1, 0, 1, 0)], "c1", avg_pairwise_kendall_tau=None, coverage=0.5),
-        _record("a", 80.0, [(0, 1, 0, 2)], "c2", avg_pairwise_kendall_tau=0.5),
+        _record("a", 80.0, [(0, 1, 0, 2)], "c2", avg_pairwise_kendall_tau=0.5, post_coverage=0.0),
     ]
     [row] = aggregate_rows(records)
     assert list(row) == list(AGGREGATE_KEYS)
     assert row["n_conversations"] == 2
     assert row["composite_score"] == 75.0
     assert row["coverage"] == 0.75  # (0.5 + 1)/2
+    assert row["post_coverage"] == 0.5  # (1 + 0)/2: one conversation lacks its post-conversation prediction
     assert row["avg_pairwise_kendall_tau"] == 0.5  # nulls left out
     # sample sd of (70, 80) = √50 = 7.0711; SE = 7.0711/√2 = 5
     assert row["se_composite"] == pytest.approx(5.0)

@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from attunebench import catalogue as cat
+from attunebench.canonical import Panas
 from attunebench.metrics import conversation_metrics as cm
+from attunebench.metrics.engine import panas_side
 
 P = cm.PanasSide
 
 
+def side(items: dict[str, Any], **totals: int) -> cm.PanasSide | None:
+    """A PANAS object as the engine sees it: read by the canonical reader, then reduced."""
+    return panas_side(Panas.model_validate({"items": items, **totals}))
+
+
 def test_panas_totals_derive_from_items_and_clamp() -> None:
     # all ten PA items 7 -> 70; NA items all 1 -> 10
-    side = P.from_items({**dict.fromkeys(cat.POSITIVE_AFFECT_ITEMS, 7), **dict.fromkeys(cat.NEGATIVE_AFFECT_ITEMS, 1)})
-    assert (side.positive, side.negative) == (70, 10)
-    # only three NA items given: no NA total (as the file reader does); no PA item -> None
-    side = P.from_items({"Upset": 3, "afraid": 2, "Guilty": 1})
-    assert (side.positive, side.negative) == (None, None)
+    both = side({**dict.fromkeys(cat.POSITIVE_AFFECT_ITEMS, 7), **dict.fromkeys(cat.NEGATIVE_AFFECT_ITEMS, 1)})
+    assert (both.positive, both.negative) == (70, 10)
+    # only three NA items given: no NA total; no PA item -> None
+    partial = side({"Upset": 3, "afraid": 2, "Guilty": 1})
+    assert (partial.positive, partial.negative) == (None, None)
     # a given total wins and is kept
-    assert P.from_items({"Upset": 3}, negative=25).negative == 25
+    assert side({"Upset": 3}, totalNegativeAffect=25).negative == 25
+    assert side({}) is None  # an empty survey is no side at all
 
 
 def test_panas_mae_normalized_and_baseline_adjusted() -> None:
@@ -71,9 +81,9 @@ def test_panas_without_any_data_is_null() -> None:
 
 
 def test_panas_item_level() -> None:
-    post = P.from_items({"Proud": 5, "Upset": 2, "Alert": 4})
-    predicted = P.from_items({"Proud": 3, "Upset": 2})  # Alert not predicted: left out
-    pre = P.from_items({"Proud": 2, "Upset": 2, "Alert": 1})
+    post = side({"Proud": 5, "Upset": 2, "Alert": 4})
+    predicted = side({"Proud": 3, "Upset": 2})  # Alert not predicted: left out
+    pre = side({"Proud": 2, "Upset": 2, "Alert": 1})
     out = cm.panas_scores(post, predicted, pre)
     # item errors: Proud 2, Upset 0 -> MAE 1 -> normalised 1 - 1/6 = 5/6
     assert out["panas_item_mae"] == 1.0
@@ -90,7 +100,8 @@ def test_q1_set_f1() -> None:
     # g = {a, b}, p = {A, c}: tp 1, P 1/2, R 1/2 -> F1 1/2 (case-insensitive)
     assert (
         cm.set_f1(
-            ["Just listen / let me vent", "Other"], ["just listen / let me vent ", "Specific information or advice"]
+            ["To just listen or let me vent", "Other"],
+            ["to just listen or let me vent ", "Specific information or advice"],
         )
         == 0.5
     )
@@ -125,14 +136,35 @@ def test_q3_follow_up_fuzzy_f1() -> None:
     # precision = (1 + 1/3 + 0)/3 = 4/9
     # GT credits: "too much advice" exact -> 1; "assumed things about me": best is 1/3 -> 1/3
     # recall = (1 + 1/3)/2 = 2/3; F1 = 2 * 4/9 * 2/3 / (4/9 + 2/3) = (16/27)/(10/9) = 8/15
-    assert cm.fuzzy_set_f1(gt, predicted) == pytest.approx(8 / 15)
+    assert cm.fuzzy_list_f1(gt, predicted) == pytest.approx(8 / 15)
 
 
 def test_q3_follow_up_empty_cases() -> None:
-    assert cm.fuzzy_set_f1([], []) == 1.0
-    assert cm.fuzzy_set_f1(["Too generic"], []) == 0.0
-    assert cm.fuzzy_set_f1([], ["Too generic"]) == 0.0
-    assert cm.fuzzy_set_f1(["Too generic"], ["Repeated itself"]) == 0.0
+    assert cm.fuzzy_list_f1([], []) == 1.0
+    assert cm.fuzzy_list_f1(["Too generic"], []) == 0.0
+    assert cm.fuzzy_list_f1([], ["Too generic"]) == 0.0
+    assert cm.fuzzy_list_f1(["Too generic"], ["Repeated itself"]) == 0.0
+
+
+def test_q3_follow_up_works_on_lists_duplicates_keep_their_own_credit() -> None:
+    # gt = [too generic, too generic], predicted = [too generic]
+    # GT credits: each "too generic" exactly equals a predicted entry -> 1 + 1; recall = 2/2 = 1
+    # predicted credits: 1; precision = 1/1 = 1 -> F1 1
+    assert cm.fuzzy_list_f1(["Too generic", "too generic "], ["TOO GENERIC"]) == 1.0
+    # gt = [too generic, repeated itself], predicted = [too generic, too generic]
+    # predicted credits 1 + 1 -> precision 2/2 = 1 (duplicates are not dropped)
+    # GT credits: "too generic" 1; "repeated itself" vs "too generic": Jaccard 0 -> 0; recall 1/2
+    # F1 = 2*1*0.5/1.5 = 2/3
+    assert cm.fuzzy_list_f1(["Too generic", "Repeated itself"], ["Too generic", "too generic"]) == pytest.approx(2 / 3)
+    # gt = [too much advice], predicted = [much advice, much advice, pushed too hard]
+    # "much advice" vs "too much advice": {much, advice} / {too, much, advice} = 2/3 >= 0.3 -> 2/3, twice
+    # "pushed too hard" vs "too much advice": {too} / 5 tokens = 0.2 < 0.3 -> 0
+    # precision = (2/3 + 2/3 + 0)/3 = 4/9; recall: "too much advice" best 2/3 -> 2/3
+    # F1 = 2 * 4/9 * 2/3 / (4/9 + 6/9) = (16/27)/(10/9) = 8/15
+    # (deduplicated sets would give P = (2/3 + 0)/2 = 1/3, R = 2/3, F1 = 4/9: the list rule differs)
+    assert cm.fuzzy_list_f1(["Too much advice"], ["much advice", "Much advice", "pushed too hard"]) == pytest.approx(
+        8 / 15
+    )
 
 
 def test_four_branch_missing_prediction_counts_as_four() -> None:

@@ -196,3 +196,48 @@ def test_withdrawn_conversations_are_never_exported(tmp_path):
     assert list(exportable_conversations().values_list("conversation_id", flat=True)) == ["a"]
     Conversation.objects.filter(conversation_id="a").update(status=Conversation.Status.WITHDRAWN)
     assert exportable_conversations().count() == 0
+
+
+def test_a_file_in_the_benchmarks_older_format_imports_and_exports_canonical(tmp_path):
+    old = conversation_dict("old-1")
+    old["conversationWideQuestions"] = {
+        "Q1": ["Just listen / let me vent", "to help me calm down, or feel steadier"],
+        "Q2": "MIXED OR CONFLICTED",
+        "Q3": "Mostly well-matched",
+        "q3_followUp_whatFeltOff": ["Too much advice"],
+        "fourBranchScores": {"perceiving": 5},
+    }
+    old["postPanas"] = {"responses": {"proud": "4"}, "totalPositiveAffect": 35}
+    ann = old["turns"][0]["annotations"]
+    ann["binaryJudgements"] = [{"questionId": "B1", "did_occur": "yes", "should_occur": "no"}]
+    ann["alternateResponses"] = {"alternate1": "better", "alternate2": "mine"}
+    ann["pairwiseComparisons"] = [
+        {"questionId": "general", "response_1": "human", "response_2": "original", "winner": "response_1"}
+    ]
+    _write(tmp_path / "old.json", old)
+    assert import_paths([tmp_path / "old.json"]).ok
+    export_conversations(exportable_conversations(), "json", tmp_path / "out")
+    text = (tmp_path / "out" / "old-1.json").read_text()
+    for older in ('"Q1"', "did_occur", "should_occur", "alternate1", "response_1", "Just listen"):
+        assert older not in text, older
+    exported = json.loads(text)
+    assert exported["conversationWideQuestions"]["q1_lookingFor"] == [
+        "To just listen or let me vent",
+        "To help me calm down or feel steadier",
+    ]
+    assert exported["conversationWideQuestions"]["q2_emotionClarity"] == "Mixed or conflicted"
+    assert exported["postPanas"]["items"] == {"Proud": 4}
+    judgement = exported["turns"][0]["annotations"]["binaryJudgements"][0]
+    assert (judgement["observedBehavior"], judgement["preferredBehavior"]) == ("yes", "no")
+
+
+def test_import_refuses_an_off_list_survey_answer(tmp_path):
+    bad = conversation_dict("off-1")
+    bad["conversationWideQuestions"]["q3_modelFit"] = "Pretty good"
+    _write(tmp_path / "bad.json", bad)
+    result = import_paths([tmp_path / "bad.json"])
+    assert not result.ok and not Conversation.objects.filter(conversation_id="off-1").exists()
+    assert [str(p) for p in result.problems] == [
+        f"{tmp_path}/bad.json: conversationWideQuestions.q3_modelFit: 'Pretty good' is not one of the listed "
+        "options for q3_modelFit"
+    ]

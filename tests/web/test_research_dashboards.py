@@ -150,3 +150,30 @@ def test_dashboard_api_and_cli_text_read_one_analysis_model(client_, scored_runs
     pooled = analysis.breakdowns.by_participant_group.pooled
     assert analysis.discrimination.test in page and analysis.breakdowns.by_participant_group.test in page
     assert f'<td class="n">{pooled.n_anxiety_depression}</td>' in page
+
+
+def test_drilldown_agrees_with_the_scorer_on_every_judgement(scored_runs):
+    from collection.models import Conversation
+    from research.drilldown import drilldown
+
+    conversation = Conversation.objects.get(conversation_id="conv-money-01")
+    for run in scored_runs:
+        context = drilldown(run, conversation)
+        for row in context["rows"]:
+            marks = {r["j"].question_id: r for r in row["judgement_rows"]}
+            if row["turn"].turn_number == 5:
+                # B17: observed no, preferred na. The human target is the explicit na, which the
+                # scorer skips; the page once fell back to observed and marked it.
+                assert marks["B17"]["hp_target"] is None and marks["B17"]["hp_match"] is None
+                assert marks["B17"]["om_target"] == "no"
+            metrics = row["metrics"]
+            if metrics is None:
+                continue
+            for page_key, variant in (("om_match", "binary_om"), ("hp_match", "binary_human")):
+                counts = metrics[variant]
+                right = sum(1 for r in marks.values() if r[page_key] is True)
+                judged = sum(1 for r in marks.values() if r[page_key] is not None)
+                assert (right, judged) == (
+                    counts["tp"] + counts["tn"],
+                    sum(counts[k] for k in ("tp", "fp", "tn", "fn")),
+                )

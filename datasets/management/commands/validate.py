@@ -18,6 +18,7 @@ from attunebench.canonical import (
     CanonicalError,
     ConversationFile,
     Problem,
+    check_conversation_options,
     load_conversation,
     looks_like_run,
     parse_conversation,
@@ -60,7 +61,8 @@ def check_paths(paths: list[str]) -> tuple[int, int, list[Problem]]:
                             Problem(
                                 source=source,
                                 path="conversationId",
-                                message=f"a run of {key[0]!r} by {key[1]!r} in mode {key[2]!r} is also in {seen_runs[key]}",
+                                message=f"a run of {key[0]!r} by {key[1]!r} in mode {key[2]!r} "
+                                f"is also in {seen_runs[key]}",
                             )
                         ]
                     )
@@ -79,6 +81,10 @@ def check_paths(paths: list[str]) -> tuple[int, int, list[Problem]]:
                         ]
                     )
                 seen_conversations[cid] = source
+                # SPEC 2.4: an off-list ground-truth answer is an error here (score only warns).
+                off_list = check_conversation_options(conversation, source)
+                if off_list:
+                    raise CanonicalError(off_list)
         except CanonicalError as exc:
             problems.extend(exc.problems)
             continue

@@ -59,7 +59,7 @@ class Command(BaseCommand):
     def handle(self, *args: object, **options: Any) -> None:
         from attunebench.metrics.analysis import analyze
         from attunebench.metrics.analysis_report import format_analysis
-        from attunebench.metrics.report import format_problems, load_inputs, score_inputs, write_json
+        from attunebench.metrics.report import format_problems, format_warnings, load_inputs, score_inputs, write_json
 
         if options["bootstrap"] < 1:
             raise CommandError("--bootstrap must be at least 1")
@@ -67,6 +67,8 @@ class Command(BaseCommand):
             raise CommandError("--alpha must be between 0 and 1")
         loaded = load_inputs(options["conversations"], options["runs"])
         result = score_inputs(loaded)
+        if loaded.warnings:
+            self.stderr.write(format_warnings(loaded.warnings))
         skipped = loaded.problems + result.skipped
         if skipped:
             self.stderr.write(format_problems(skipped))

@@ -17,7 +17,8 @@ class Command(BaseCommand):
         "capability scores and turn coverage. Reads files, folders (any nesting) and .zip archives; "
         "never touches the database. Malformed files, and runs whose conversation is missing, are "
         f"named and skipped, and the command then exits with status {SKIPPED_EXIT_CODE} (0 when "
-        "everything was scored)."
+        "everything was scored). A survey answer that is not one of the listed options, in ground "
+        "truth or prediction, is only a warning: the file is scored and that answer matches nothing."
     )
     requires_system_checks: list[str] = []
 
@@ -63,6 +64,7 @@ class Command(BaseCommand):
             aggregates_csv,
             format_leaderboard,
             format_problems,
+            format_warnings,
             load_inputs,
             score_inputs,
             write_json,
@@ -70,6 +72,8 @@ class Command(BaseCommand):
 
         loaded = load_inputs(options["conversations"], options["runs"])
         result = score_inputs(loaded)
+        if loaded.warnings:
+            self.stderr.write(format_warnings(loaded.warnings))
         skipped = loaded.problems + result.skipped
         if skipped:
             self.stderr.write(format_problems(skipped))
