@@ -407,28 +407,56 @@ def is_valid_pairwise_question_id(question_id: str) -> bool:
 # Post-conversation survey (SPEC 2.4)
 # ---------------------------------------------------------------------------
 
-Q1_LOOKING_FOR_OPTIONS: Final[tuple[str, ...]] = (
-    "Just listen / let me vent",
-    "Help me understand or sort out my feelings",
-    "Help me think through options or decide",
-    "Help with something urgent, risky or high-stakes",
-    "Specific information or advice",
-    "Help me calm down or feel steadier",
+# Stored answers are exactly these strings (SPEC 2.4); screens may show shorter labels.
+Q1_OPTIONS: Final[tuple[str, ...]] = (
+    "To just listen or let me vent",
+    "To help me understand or sort out my feelings",
+    "To help me think through options or make a decision",
+    "To help with something urgent, risky, or high-stakes",
+    "To get specific information or advice",
+    "To help me calm down or feel steadier",
     "Other",
 )
-Q2_EMOTION_CLARITY_OPTIONS: Final[tuple[str, ...]] = (
+Q2_OPTIONS: Final[tuple[str, ...]] = (
     "Clear and explicitly stated",
     "Implied or indirect",
     "Mixed or conflicted",
     "Unclear / evolving as I talked",
 )
 # Ordinal, best first: the index is the position used for the ordinal distance.
-Q3_MODEL_FIT_OPTIONS: Final[tuple[str, ...]] = (
+Q3_OPTIONS: Final[tuple[str, ...]] = (
     "Very well-matched and adaptive",
     "Mostly well-matched",
     "Mixed, some good moments, some misses",
     "Mostly off-target or intrusive",
 )
+Q1_LOOKING_FOR_OPTIONS: Final = Q1_OPTIONS
+Q2_EMOTION_CLARITY_OPTIONS: Final = Q2_OPTIONS
+Q3_MODEL_FIT_OPTIONS: Final = Q3_OPTIONS
+# Earlier wordings found in stored data and older files, mapped to the listed string.
+LEGACY_OPTION_ALIASES: Final[dict[str, str]] = {
+    "Just listen / let me vent": "To just listen or let me vent",
+    "Help me understand or sort out my feelings": "To help me understand or sort out my feelings",
+    "Help me think through options or decide": "To help me think through options or make a decision",
+    "Help with something urgent, risky or high-stakes": "To help with something urgent, risky, or high-stakes",
+    "Specific information or advice": "To get specific information or advice",
+    "Help me calm down or feel steadier": "To help me calm down or feel steadier",
+}
+_OPTIONS_BY_QUESTION: Final[dict[str, tuple[str, ...]]] = {"q1": Q1_OPTIONS, "q2": Q2_OPTIONS, "q3": Q3_OPTIONS}
+_ALIAS_BY_FOLDED: Final[dict[str, str]] = {k.casefold(): v for k, v in LEGACY_OPTION_ALIASES.items()}
+
+
+def normalise_option(question: str, value: str) -> str | None:
+    """The listed string for ``value`` (any case, or an earlier wording) of question q1/q2/q3; None if off-list."""
+    options = _OPTIONS_BY_QUESTION[question.strip().lower()[:2]]
+    wanted = value.strip().casefold()
+    for option in options:
+        if option.casefold() == wanted:
+            return option
+    alias = _ALIAS_BY_FOLDED.get(wanted)
+    return alias if alias in options else None
+
+
 # Suggestions offered for the "what felt off" follow-up; free text is allowed too.
 Q3_WHAT_FELT_OFF_SUGGESTIONS: Final[tuple[str, ...]] = (
     "Too much advice",
@@ -461,12 +489,13 @@ FOUR_BRANCH_DEFAULT_PREDICTION: Final = 4
 
 
 def match_option(value: str, options: tuple[str, ...]) -> str | None:
-    """The catalogued option equal to ``value`` ignoring case and outer spaces."""
+    """The catalogued option equal to ``value`` ignoring case and outer spaces, or an earlier wording of it."""
     wanted = value.strip().casefold()
     for option in options:
         if option.casefold() == wanted:
             return option
-    return None
+    alias = _ALIAS_BY_FOLDED.get(wanted)
+    return alias if alias in options else None
 
 
 # ---------------------------------------------------------------------------
