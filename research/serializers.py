@@ -242,11 +242,26 @@ class EstimateSerializer(serializers.Serializer):
 
 class ConversationScoreSerializer(serializers.ModelSerializer):
     conversation = serializers.SlugRelatedField(slug_field="conversation_id", read_only=True)
+    coverage = serializers.FloatField(read_only=True, help_text="Share of ground-truth turns the model answered (0-1).")
+    post_coverage = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="1 if the model gave a usable post-conversation prediction, 0 if not; null for a score stored "
+        "before this was recorded (re-score the run).",
+    )
+    holistic_imputed = serializers.SerializerMethodField(
+        help_text="True when the holistic score rests on the scorer's defaults for a missing post-conversation "
+        "answer rather than on a prediction; null when the stored score predates this flag."
+    )
 
     class Meta:
         model = ConversationScore
-        fields = ["conversation", "composite_score", "coverage", "metrics"]
+        fields = ["conversation", "composite_score", "coverage", "post_coverage", "holistic_imputed", "metrics"]
         read_only_fields = fields
+
+    def get_holistic_imputed(self, score: ConversationScore) -> bool | None:
+        value = (score.metrics or {}).get("holistic_imputed")
+        return None if value is None else bool(value)
 
 
 class LeaderboardRowSerializer(serializers.Serializer):
@@ -261,7 +276,14 @@ class LeaderboardRowSerializer(serializers.Serializer):
     ci_low = serializers.FloatField(allow_null=True)
     ci_high = serializers.FloatField(allow_null=True)
     capabilities = serializers.DictField(child=serializers.FloatField(allow_null=True))
-    coverage = serializers.FloatField(allow_null=True)
+    coverage = serializers.FloatField(allow_null=True, help_text="Mean share of turns the model answered.")
+    post_coverage = serializers.FloatField(
+        allow_null=True,
+        help_text="Share of conversations with a usable post-conversation prediction (null: not recorded).",
+    )
+    holistic_imputed = serializers.IntegerField(
+        help_text="Conversations whose holistic score rests on defaults for a missing post-conversation answer."
+    )
     cost = serializers.FloatField(allow_null=True)
 
 
