@@ -149,6 +149,11 @@ class RunSerializer(serializers.ModelSerializer):
     judge_model = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     progress_percent = serializers.IntegerField(read_only=True)
     composite_score = serializers.SerializerMethodField()
+    coverage = serializers.SerializerMethodField(help_text="Mean share of turns the model answered.")
+    post_coverage = serializers.SerializerMethodField(
+        help_text="Share of conversations with a usable post-conversation prediction; null if not scored or "
+        "scored before this was recorded."
+    )
 
     class Meta:
         model = EvaluationRun
@@ -171,6 +176,8 @@ class RunSerializer(serializers.ModelSerializer):
             "cost_usd",
             "progress_percent",
             "composite_score",
+            "coverage",
+            "post_coverage",
             "error",
             "created_at",
             "started_at",
@@ -182,6 +189,16 @@ class RunSerializer(serializers.ModelSerializer):
     def get_composite_score(self, run: EvaluationRun) -> float | None:
         score = getattr(run, "score", None)
         return score.composite_score if score is not None else None
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_coverage(self, run: EvaluationRun) -> float | None:
+        score = getattr(run, "score", None)
+        return (score.metrics or {}).get("coverage") if score is not None else None
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_post_coverage(self, run: EvaluationRun) -> float | None:
+        score = getattr(run, "score", None)
+        return (score.metrics or {}).get("post_coverage") if score is not None else None
 
 
 @extend_schema_field({"type": "array", "items": {"$ref": "#/components/schemas/ModeEnum"}, "minItems": 1})

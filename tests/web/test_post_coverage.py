@@ -14,7 +14,7 @@ from django.test import Client
 
 from attunebench.metrics.keys import CONVERSATION_KEYS
 from scoring.management.commands.eval import post_coverage_summary
-from scoring.models import ConversationScore, RunConversation
+from scoring.models import ConversationScore, RunConversation, RunScore
 from scoring.run_scoring import do_score_evaluation_run
 from tests.web.conftest import make_scored_run
 
@@ -59,6 +59,9 @@ def mark_as_scorer_would(run, post_coverage: float, imputed: bool) -> None:
         score.post_coverage = post_coverage
         score.metrics = {**score.metrics, "post_coverage": post_coverage, "holistic_imputed": imputed}
         score.save(update_fields=["post_coverage", "metrics"])
+    aggregate = RunScore.objects.get(run=run)
+    aggregate.metrics = {**aggregate.metrics, "post_coverage": post_coverage}
+    aggregate.save(update_fields=["metrics"])
 
 
 def leaderboard_row(html: str, model: str) -> str:
@@ -96,6 +99,11 @@ def test_a_run_without_post_answers_reports_zero_post_coverage_everywhere(client
     assert board["synth:answers"]["post_coverage"] == 1.0 and board["synth:answers"]["holistic_imputed"] == 0
     scores = client_.get(f"/api/runs/{silent.pk}/scores/?limit=20").json()["results"]
     assert {(s["coverage"], s["post_coverage"], s["holistic_imputed"]) for s in scores} == {(1.0, 0.0, True)}
+    runs = {r["evaluated_model"]: r for r in client_.get("/api/runs/").json()["results"]}
+    assert (runs["synth:silent"]["coverage"], runs["synth:silent"]["post_coverage"]) == (1.0, 0.0)
+    run_page = client_.get(f"/research/runs/{silent.pk}/").content.decode()
+    assert 'post-conversation coverage <strong class="post-coverage">0%</strong>' in run_page
+    assert run_page.count('class="badge bad imputed"') == 15
 
 
 # ---------------------------------------------------------------------------
@@ -118,6 +126,7 @@ def test_dashboard_shows_post_coverage_and_marks_imputed_holistic_scores(client_
     assert '<td class="n post-coverage">100%</td>' in answered_row and "imputed" not in answered_row
 
     run_page = client_.get(f"/research/runs/{silent.pk}/").content.decode()
+    assert 'post-conversation coverage <strong class="post-coverage">0%</strong>' in run_page
     assert run_page.count('<td class="n">0%</td>') == 15 and run_page.count('class="badge bad imputed"') == 15
     drill = client_.get(f"/research/runs/{silent.pk}/conversations/conv-grief-02/").content.decode()
     assert "Post-conversation coverage" in drill and ">imputed</span>" in drill
@@ -127,6 +136,9 @@ def test_dashboard_shows_post_coverage_and_marks_imputed_holistic_scores(client_
     assert (board["synth:answers"]["post_coverage"], board["synth:answers"]["holistic_imputed"]) == (1.0, 0)
     scores = client_.get(f"/api/runs/{silent.pk}/scores/?limit=20").json()["results"]
     assert {(s["post_coverage"], s["holistic_imputed"]) for s in scores} == {(0.0, True)}
+    runs = {r["evaluated_model"]: r for r in client_.get("/api/runs/").json()["results"]}
+    assert (runs["synth:silent"]["coverage"], runs["synth:silent"]["post_coverage"]) == (1.0, 0.0)
+    assert runs["synth:answers"]["post_coverage"] == 1.0
 
 
 def test_a_mixed_run_averages_post_coverage_over_conversations(client_, sample_conversations):
@@ -170,6 +182,8 @@ def test_the_schema_documents_post_coverage_fields():
     from drf_spectacular.generators import SchemaGenerator
 
     components = SchemaGenerator().get_schema(request=None, public=True)["components"]["schemas"]
+    run = components["Run"]["properties"]
+    assert run["post_coverage"]["nullable"] and run["post_coverage"]["type"] == "number"
     score = components["ConversationScore"]["properties"]
     assert score["post_coverage"]["nullable"] and score["holistic_imputed"]["type"] == "boolean"
     row = components["LeaderboardRow"]["properties"]
