@@ -17,8 +17,20 @@ SCALE_CHOICES = [(str(n), str(n)) for n in range(cat.PANAS_SCALE_MIN, cat.PANAS_
 MESSAGE_MAX_LENGTH = 4000
 
 
-def _options(values: tuple[str, ...]) -> list[tuple[str, str]]:
-    return [(v, v) for v in values]
+def _options(values: tuple[str, ...], labels: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """(stored, shown) pairs: the stored value is always the catalogued string, the label may be shorter."""
+    return [(v, (labels or {}).get(v, v)) for v in values]
+
+
+# Shorter wording for the survey screen; what is stored is the catalogued string (SPEC 2.4).
+Q1_SCREEN_LABELS: dict[str, str] = {
+    "To just listen or let me vent": "Just listen, or let me vent",
+    "To help me understand or sort out my feelings": "Help me understand or sort out my feelings",
+    "To help me think through options or make a decision": "Help me think through options or decide",
+    "To help with something urgent, risky, or high-stakes": "Help with something urgent, risky or high-stakes",
+    "To get specific information or advice": "Specific information or advice",
+    "To help me calm down or feel steadier": "Help me calm down or feel steadier",
+}
 
 
 class ParticipantForm(forms.Form):
@@ -162,19 +174,19 @@ class SurveyForm(ParticipantForm):
 
     looking_for = forms.MultipleChoiceField(
         label=cat.Q1_PROMPT,
-        choices=_options(cat.Q1_LOOKING_FOR_OPTIONS),
+        choices=_options(cat.Q1_OPTIONS, Q1_SCREEN_LABELS),
         widget=forms.CheckboxSelectMultiple,
         error_messages={"required": "Please choose at least one answer (you can choose \u201cOther\u201d)."},
     )
     emotion_clarity = forms.ChoiceField(
         label=cat.Q2_PROMPT,
-        choices=_options(cat.Q2_EMOTION_CLARITY_OPTIONS),
+        choices=_options(cat.Q2_OPTIONS),
         widget=forms.RadioSelect,
         error_messages={"required": "Please choose the answer closest to your experience."},
     )
     model_fit = forms.ChoiceField(
         label=cat.Q3_PROMPT,
-        choices=_options(cat.Q3_MODEL_FIT_OPTIONS),
+        choices=_options(cat.Q3_OPTIONS),
         widget=forms.RadioSelect,
         error_messages={"required": "Please choose the answer closest to your experience."},
     )
@@ -216,7 +228,7 @@ class SurveyForm(ParticipantForm):
             if line and line not in felt_off:
                 felt_off.append(line)
         return {
-            "looking_for": [o for o in cat.Q1_LOOKING_FOR_OPTIONS if o in data["looking_for"]],
+            "looking_for": [o for o in cat.Q1_OPTIONS if o in data["looking_for"]],
             "emotion_clarity": data["emotion_clarity"],
             "model_fit": data["model_fit"],
             "what_felt_off": felt_off,

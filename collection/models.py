@@ -279,19 +279,19 @@ class PanasItemResponse(models.Model):
 class ConversationWideAnswers(models.Model):
     conversation = models.OneToOneField(Conversation, on_delete=models.PROTECT, related_name="wide_answers")
     looking_for = models.JSONField(default=list, blank=True)
-    emotion_clarity = models.CharField(max_length=100, blank=True, choices=_choices(cat.Q2_EMOTION_CLARITY_OPTIONS))
-    model_fit = models.CharField(max_length=100, blank=True, choices=_choices(cat.Q3_MODEL_FIT_OPTIONS))
+    emotion_clarity = models.CharField(max_length=100, blank=True, choices=_choices(cat.Q2_OPTIONS))
+    model_fit = models.CharField(max_length=100, blank=True, choices=_choices(cat.Q3_OPTIONS))
     what_felt_off = models.JSONField(default=list, blank=True)
     completed_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         constraints = [
             models.CheckConstraint(
-                condition=Q(emotion_clarity="") | Q(emotion_clarity__in=list(cat.Q2_EMOTION_CLARITY_OPTIONS)),
+                condition=Q(emotion_clarity="") | Q(emotion_clarity__in=list(cat.Q2_OPTIONS)),
                 name="wide_q2_valid",
             ),
             models.CheckConstraint(
-                condition=Q(model_fit="") | Q(model_fit__in=list(cat.Q3_MODEL_FIT_OPTIONS)), name="wide_q3_valid"
+                condition=Q(model_fit="") | Q(model_fit__in=list(cat.Q3_OPTIONS)), name="wide_q3_valid"
             ),
         ]
 

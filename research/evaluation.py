@@ -27,13 +27,15 @@ from attunebench.metrics.composite import CAPABILITY_TITLES, LEADERBOARD_CAPABIL
 from attunebench.metrics.keys import CONVERSATION_KEYS
 from attunebench.metrics.results import Analysis, row_label
 from collection.models import Conversation, SensitiveProfile
-from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun
+from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, RunScore
 
 N_BOOTSTRAP = 1000
 CACHE_VERSION = 2  # part of the cache key: bump when the cached report or analysis changes shape
 Z_95 = 1.959964
 
-SORT_KEYS = ("composite", "label", "n", "coverage", "cost", *LEADERBOARD_CAPABILITIES)
+SORT_KEYS = ("composite", "label", "n", "coverage", "post_coverage", "cost", *LEADERBOARD_CAPABILITIES)
+# Added to the scorer's record after scores were first stored: older stored records may lack them.
+POST_KEYS = ("post_coverage", "holistic_imputed")
 
 
 @dataclass
@@ -117,15 +119,22 @@ def build_report(runs: Sequence[EvaluationRun]) -> tuple[dict[str, Any], list[st
     rather than crashing the dashboard: it was written by an older scorer.
     """
     run_by_pk = {r.pk: r for r in runs}
-    scores = list(ConversationScore.objects.filter(run__in=runs).values_list("run_id", "conversation_id", "metrics"))
+    scores = list(
+        ConversationScore.objects.filter(run__in=runs).values_list(
+            "run_id", "conversation_id", "metrics", "post_coverage"
+        )
+    )
     info = conversation_info({s[1] for s in scores})
     records: list[dict[str, Any]] = []
     skipped: list[str] = []
-    required = set(CONVERSATION_KEYS) - {"conversationId", "em_model", "mode"}
-    for run_pk, conversation_pk, metrics in scores:
+    required = set(CONVERSATION_KEYS) - {"conversationId", "em_model", "mode", *POST_KEYS}
+    for run_pk, conversation_pk, metrics, post_coverage in scores:
         run = run_by_pk[run_pk]
         meta = info.get(conversation_pk, {})
         record = dict(stored_record(metrics or {}))
+        # The column is what the scorer reported; None means "not known" for a score stored before it existed.
+        record["post_coverage"] = post_coverage
+        record.setdefault("holistic_imputed", None)
         missing = required - record.keys()
         if missing:
             skipped.append(
@@ -151,7 +160,9 @@ def _cache_key(runs: Sequence[EvaluationRun]) -> str:
         .annotate(n=Count("id"), last=Max("id"))
         .order_by("run_id")
     )
-    text = "|".join(f"{s['run_id']}:{s['n']}:{s['last']}" for s in stamps)
+    # Re-scoring updates rows in place (same ids and count): the newest scoring time tells it apart.
+    scored = RunScore.objects.filter(run__in=runs).aggregate(last=Max("scored_at"))["last"]
+    text = "|".join(f"{s['run_id']}:{s['n']}:{s['last']}" for s in stamps) + f"|{scored}"
     return "research:evaluation:" + hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -228,6 +239,8 @@ def leaderboard_rows(
                 "ci_high": high,
                 "capabilities": {c: profile.capabilities.capability(c) for c in LEADERBOARD_CAPABILITIES},
                 "coverage": profile.coverage,
+                "post_coverage": mean_or_none(r.get("post_coverage") for r in records),
+                "holistic_imputed": sum(1 for r in records if r.get("holistic_imputed")),
                 "cost": run.cost_usd if run else None,
             }
         )

@@ -143,16 +143,16 @@ class PostForm(forms.Form):
     """Post-conversation predictions (SPEC 4, strategy 'absolute': the rater sees pre-PANAS totals)."""
 
     looking_for = forms.MultipleChoiceField(
-        choices=[(o, o) for o in cat.Q1_LOOKING_FOR_OPTIONS],
+        choices=[(o, o) for o in cat.Q1_OPTIONS],
         widget=forms.CheckboxSelectMultiple,
         required=False,
         label=cat.Q1_PROMPT,
     )
     emotion_clarity = forms.ChoiceField(
-        choices=[("", "–")] + [(o, o) for o in cat.Q2_EMOTION_CLARITY_OPTIONS], required=False, label=cat.Q2_PROMPT
+        choices=[("", "–")] + [(o, o) for o in cat.Q2_OPTIONS], required=False, label=cat.Q2_PROMPT
     )
     model_fit = forms.ChoiceField(
-        choices=[("", "–")] + [(o, o) for o in cat.Q3_MODEL_FIT_OPTIONS], required=False, label=cat.Q3_PROMPT
+        choices=[("", "–")] + [(o, o) for o in cat.Q3_OPTIONS], required=False, label=cat.Q3_PROMPT
     )
     what_felt_off = forms.CharField(
         required=False,

@@ -149,6 +149,11 @@ class RunSerializer(serializers.ModelSerializer):
     judge_model = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     progress_percent = serializers.IntegerField(read_only=True)
     composite_score = serializers.SerializerMethodField()
+    coverage = serializers.SerializerMethodField(help_text="Mean share of turns the model answered.")
+    post_coverage = serializers.SerializerMethodField(
+        help_text="Share of conversations with a usable post-conversation prediction; null if not scored or "
+        "scored before this was recorded."
+    )
 
     class Meta:
         model = EvaluationRun
@@ -171,6 +176,8 @@ class RunSerializer(serializers.ModelSerializer):
             "cost_usd",
             "progress_percent",
             "composite_score",
+            "coverage",
+            "post_coverage",
             "error",
             "created_at",
             "started_at",
@@ -182,6 +189,16 @@ class RunSerializer(serializers.ModelSerializer):
     def get_composite_score(self, run: EvaluationRun) -> float | None:
         score = getattr(run, "score", None)
         return score.composite_score if score is not None else None
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_coverage(self, run: EvaluationRun) -> float | None:
+        score = getattr(run, "score", None)
+        return (score.metrics or {}).get("coverage") if score is not None else None
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_post_coverage(self, run: EvaluationRun) -> float | None:
+        score = getattr(run, "score", None)
+        return (score.metrics or {}).get("post_coverage") if score is not None else None
 
 
 @extend_schema_field({"type": "array", "items": {"$ref": "#/components/schemas/ModeEnum"}, "minItems": 1})
@@ -242,11 +259,26 @@ class EstimateSerializer(serializers.Serializer):
 
 class ConversationScoreSerializer(serializers.ModelSerializer):
     conversation = serializers.SlugRelatedField(slug_field="conversation_id", read_only=True)
+    coverage = serializers.FloatField(read_only=True, help_text="Share of ground-truth turns the model answered (0-1).")
+    post_coverage = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="1 if the model gave a usable post-conversation prediction, 0 if not; null for a score stored "
+        "before this was recorded (re-score the run).",
+    )
+    holistic_imputed = serializers.SerializerMethodField(
+        help_text="True when the holistic score rests on the scorer's defaults for a missing post-conversation "
+        "answer rather than on a prediction; null when the stored score predates this flag."
+    )
 
     class Meta:
         model = ConversationScore
-        fields = ["conversation", "composite_score", "coverage", "metrics"]
+        fields = ["conversation", "composite_score", "coverage", "post_coverage", "holistic_imputed", "metrics"]
         read_only_fields = fields
+
+    def get_holistic_imputed(self, score: ConversationScore) -> bool | None:
+        value = (score.metrics or {}).get("holistic_imputed")
+        return None if value is None else bool(value)
 
 
 class LeaderboardRowSerializer(serializers.Serializer):
@@ -261,7 +293,14 @@ class LeaderboardRowSerializer(serializers.Serializer):
     ci_low = serializers.FloatField(allow_null=True)
     ci_high = serializers.FloatField(allow_null=True)
     capabilities = serializers.DictField(child=serializers.FloatField(allow_null=True))
-    coverage = serializers.FloatField(allow_null=True)
+    coverage = serializers.FloatField(allow_null=True, help_text="Mean share of turns the model answered.")
+    post_coverage = serializers.FloatField(
+        allow_null=True,
+        help_text="Share of conversations with a usable post-conversation prediction (null: not recorded).",
+    )
+    holistic_imputed = serializers.IntegerField(
+        help_text="Conversations whose holistic score rests on defaults for a missing post-conversation answer."
+    )
     cost = serializers.FloatField(allow_null=True)
 
 

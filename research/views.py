@@ -90,6 +90,7 @@ def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
             *capability_columns(),
             ("n", "Conv."),
             ("coverage", "Coverage"),
+            ("post_coverage", "Post cov."),
             ("cost", "Cost"),
         ],
         "figures": figures,

@@ -160,7 +160,13 @@ class ConversationScore(models.Model):
     run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="conversation_scores")
     conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="scores")
     composite_score = models.FloatField()
-    coverage = models.FloatField()
+    coverage = models.FloatField(help_text="Share of ground-truth turns the model answered (0-1).")
+    post_coverage = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="1 if the model gave a usable post-conversation prediction, else 0; its holistic score then "
+        "rests on defaults. Empty for scores stored before this was recorded: re-score the run to fill it.",
+    )
     metrics = models.JSONField()
 
     class Meta:
@@ -168,6 +174,10 @@ class ConversationScore(models.Model):
             models.UniqueConstraint(fields=["run", "conversation"], name="conversation_score_unique"),
             models.CheckConstraint(
                 condition=Q(coverage__gte=0, coverage__lte=1), name="conversation_score_coverage_range"
+            ),
+            models.CheckConstraint(
+                condition=Q(post_coverage__isnull=True) | Q(post_coverage__gte=0, post_coverage__lte=1),
+                name="conversation_score_post_coverage_range",
             ),
         ]
 

@@ -44,6 +44,8 @@ def do_score_evaluation_run(run_id: int) -> int:
                 defaults={
                     "composite_score": record["composite_score"],
                     "coverage": record["coverage"],
+                    # None only from a scorer that predates post-conversation coverage.
+                    "post_coverage": record["post_coverage"],
                     "metrics": {**record, "details": score.details},
                 },
             )

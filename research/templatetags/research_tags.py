@@ -52,3 +52,11 @@ def duration(seconds: Any) -> str:
         return "–"
     seconds = float(seconds)
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+@register.filter
+def percent(value: Any) -> str:
+    """A 0–1 share as a whole percentage ('0%', '67%'), or an en dash when it is not known."""
+    if value is None or value == "":
+        return "–"
+    return f"{100 * float(value):.0f}%"

@@ -29,6 +29,7 @@ from attunebench import canonical as cf
 from attunebench import catalogue as cat
 from collection import study_flow as flow
 from collection.chat_model import build_request, offline_reply
+from collection.forms import Q1_SCREEN_LABELS
 from collection.models import Conversation, OriginalModel, Participant, Topic, Turn
 from collection.setup import OFFLINE_MODEL_NAMES, ensure_defaults
 
@@ -323,10 +324,10 @@ def test_full_participant_walk_exports_exactly_what_was_entered(page, site, live
     page.get_by_role("button", name="Save and continue").click()
 
     expect(page.get_by_role("heading", name="Your view of the conversation")).to_be_visible()
-    page.get_by_label(cat.Q1_LOOKING_FOR_OPTIONS[0], exact=True).check()
-    page.get_by_label(cat.Q1_LOOKING_FOR_OPTIONS[5], exact=True).check()
-    page.get_by_label(cat.Q2_EMOTION_CLARITY_OPTIONS[2], exact=True).check()
-    page.get_by_label(cat.Q3_MODEL_FIT_OPTIONS[1], exact=True).check()
+    page.get_by_label(Q1_SCREEN_LABELS[cat.Q1_OPTIONS[0]], exact=True).check()
+    page.get_by_label(Q1_SCREEN_LABELS[cat.Q1_OPTIONS[5]], exact=True).check()
+    page.get_by_label(cat.Q2_OPTIONS[2], exact=True).check()
+    page.get_by_label(cat.Q3_OPTIONS[1], exact=True).check()
     page.get_by_label("Too many questions", exact=True).check()
     page.get_by_label(re.compile("^Anything else that felt off")).fill("Ended a bit abruptly")
     branch_ratings = {"perceiving": 6, "facilitating": 5, "understanding": 4, "managing": 3}
@@ -364,9 +365,9 @@ def test_full_participant_walk_exports_exactly_what_was_entered(page, site, live
     assert data["prePanas"]["totalPositiveAffect"] == sum(pre[i] for i in cat.POSITIVE_AFFECT_ITEMS)
     assert data["postPanas"]["items"] == post
     assert data["conversationWideQuestions"] == {
-        "q1_lookingFor": [cat.Q1_LOOKING_FOR_OPTIONS[0], cat.Q1_LOOKING_FOR_OPTIONS[5]],
-        "q2_emotionClarity": cat.Q2_EMOTION_CLARITY_OPTIONS[2],
-        "q3_modelFit": cat.Q3_MODEL_FIT_OPTIONS[1],
+        "q1_lookingFor": [cat.Q1_OPTIONS[0], cat.Q1_OPTIONS[5]],
+        "q2_emotionClarity": cat.Q2_OPTIONS[2],
+        "q3_modelFit": cat.Q3_OPTIONS[1],
         "q3_followUp_whatFeltOff": ["Too many questions", "Ended a bit abruptly"],
         "fourBranchScores": branch_ratings,
     }

@@ -149,9 +149,9 @@ class Walker:
         self.post(
             self.url("your-view/"),
             {
-                "looking_for": [cat.Q1_LOOKING_FOR_OPTIONS[1]],
-                "emotion_clarity": cat.Q2_EMOTION_CLARITY_OPTIONS[0],
-                "model_fit": cat.Q3_MODEL_FIT_OPTIONS[0],
+                "looking_for": [cat.Q1_OPTIONS[1]],
+                "emotion_clarity": cat.Q2_OPTIONS[0],
+                "model_fit": cat.Q3_OPTIONS[0],
                 **{f"branch_{b}": "6" for b in cat.FOUR_BRANCHES},
             },
         )

@@ -82,9 +82,9 @@ def finish_rating(assignment, lean_yes: bool) -> None:
     do_record_post(
         assignment,
         panas_items=dict.fromkeys(cat.PANAS_ITEMS, 3),
-        looking_for=[cat.Q1_LOOKING_FOR_OPTIONS[0]],
-        emotion_clarity=cat.Q2_EMOTION_CLARITY_OPTIONS[0],
-        model_fit=cat.Q3_MODEL_FIT_OPTIONS[1],
+        looking_for=[cat.Q1_OPTIONS[0]],
+        emotion_clarity=cat.Q2_OPTIONS[0],
+        model_fit=cat.Q3_OPTIONS[1],
         what_felt_off=[],
         four_branch=dict.fromkeys(cat.FOUR_BRANCHES, 5),
     )

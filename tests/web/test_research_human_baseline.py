@@ -72,9 +72,9 @@ def test_finished_rating_is_a_canonical_run_scored_like_a_model(assignment, rate
     post.update({f"branch_{b}": "5" for b in cat.FOUR_BRANCHES})
     post.update(
         {
-            "looking_for": [cat.Q1_LOOKING_FOR_OPTIONS[0]],
-            "emotion_clarity": cat.Q2_EMOTION_CLARITY_OPTIONS[1],
-            "model_fit": cat.Q3_MODEL_FIT_OPTIONS[1],
+            "looking_for": [cat.Q1_OPTIONS[0]],
+            "emotion_clarity": cat.Q2_OPTIONS[1],
+            "model_fit": cat.Q3_OPTIONS[1],
             "what_felt_off": "Too much advice, Too generic",
         }
     )

@@ -265,7 +265,29 @@ class Command(BaseCommand):
         from attunebench.metrics.report import format_leaderboard
 
         result = score_runs(conversations, runs)
-        self.stdout.write(format_leaderboard(result.report()))
+        report = result.report()
+        self.stdout.write(format_leaderboard(report))
+        self.stdout.write(post_coverage_summary(report))
+
+
+def post_coverage_summary(report: dict[str, Any]) -> str:
+    """One line per (model, mode): post-conversation coverage and how many holistic scores are imputed.
+
+    Turn coverage alone can read 100% while every post-conversation call failed and
+    the holistic part of the composite came from the scorer's defaults (issue 12).
+    """
+    lines = ["Post-conversation coverage (holistic imputed = rests on defaults for a missing answer):"]
+    for row in report.get("aggregates", []):
+        members = [
+            r for r in report.get("conversations", []) if (r["em_model"], r["mode"]) == (row["em_model"], row["mode"])
+        ]
+        post = row.get("post_coverage")
+        imputed = sum(1 for r in members if r.get("holistic_imputed"))
+        shown = "not reported" if post is None else f"{100 * post:.0f}%"
+        lines.append(
+            f"  {row['em_model']} {row['mode']}: {shown}; holistic imputed in {imputed} of {len(members)} conversations"
+        )
+    return "\n".join(lines)
 
 
 def _slug(text: str) -> str:
