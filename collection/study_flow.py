@@ -14,13 +14,13 @@ is answering the post-chat questions; ``complete`` when those are saved;
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.http import Http404
 from django.urls import reverse
@@ -42,6 +42,7 @@ from collection.models import (
     Topic,
     Turn,
 )
+from collection.rate_limits import Clock, SlidingWindowLimiter, WindowLog, window_log
 
 CONSENT = "consent"
 PROFILE = "profile"
@@ -333,18 +334,26 @@ def do_withdraw(participant: Participant) -> None:
         Conversation.objects.filter(participant=participant).update(status=Conversation.Status.WITHDRAWN)
 
 
-def check_chat_rate(participant: Participant) -> bool:
-    """True while the participant is under ``ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE`` messages this minute.
+# The clock of the chat limit; tests replace it to move time instead of waiting for it.
+chat_clock: Clock = time.time
+_chat_log: tuple[int, WindowLog] | None = None
 
-    A fixed one-minute window in Django's cache: shared across workers when the
-    cache is Redis, per process with the local-memory cache.
+
+def _chat_window_log() -> WindowLog:
+    """One log per process (Redis-backed when configured), made again in a forked child."""
+    global _chat_log
+    if _chat_log is None or _chat_log[0] != os.getpid():
+        _chat_log = (os.getpid(), window_log(settings.REDIS_URL))
+    return _chat_log[1]
+
+
+def check_chat_rate(participant: Participant) -> bool:
+    """True while the participant has sent fewer than the limit in the last 60 seconds; records the message.
+
+    ``ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE`` over a sliding window, shared by every
+    web worker through Redis when ``REDIS_URL`` is set.
     """
-    limit = settings.ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE
-    key = f"attune:chat-rate:{participant.pk}:{int(time.time() // 60)}"
-    cache.add(key, 0, timeout=120)
-    try:
-        count = cache.incr(key)
-    except ValueError:  # the key expired between add and incr
-        cache.set(key, 1, timeout=120)
-        count = 1
-    return count <= limit
+    limiter = SlidingWindowLimiter(
+        _chat_window_log(), settings.ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE, 60.0, "attune:chat-rate", clock=chat_clock
+    )
+    return limiter.admit(str(participant.pk))

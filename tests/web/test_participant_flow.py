@@ -371,8 +371,9 @@ def test_no_new_message_before_the_reply_is_annotated(walker):
     assert Turn.objects.count() == 1
 
 
-def test_chat_messages_are_rate_limited_per_participant(walker, settings, client, study):
+def test_chat_messages_are_rate_limited_per_participant(walker, settings, client, study, monkeypatch):
     settings.ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE = 1
+    monkeypatch.setattr(flow, "chat_clock", lambda: 1_000_000.0)  # every message at the same instant
     walker.to_chat()
     walker.turn(1)
     refused = walker.send("Sorry, one more thing", 2, as_json=False)
