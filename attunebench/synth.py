@@ -97,7 +97,7 @@ _QUESTIONS: Final = (
     "Who else knows about this?",
     "What have you tried so far?",
 )
-_FELT_OFF: Final = cat.Q3_WHAT_FELT_OFF_SUGGESTIONS + ("Changed the subject", "Felt rushed")
+_FELT_OFF: Final = (*cat.Q3_WHAT_FELT_OFF_SUGGESTIONS, "Changed the subject", "Felt rushed")
 
 
 def _sentence(rng: random.Random, subtopic: str) -> str:

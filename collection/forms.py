@@ -63,7 +63,10 @@ class ConsentForm(ParticipantForm):
     )
     sensitive = forms.BooleanField(
         required=False,
-        label="Optional: I agree that mental-health information I choose to share (for example a diagnosis) may be stored for this research.",
+        label=(
+            "Optional: I agree that mental-health information I choose to share (for example a diagnosis) "
+            "may be stored for this research."
+        ),
     )
 
 

@@ -44,7 +44,9 @@ class Study(models.Model):
     title = models.CharField(max_length=200)
     information = models.TextField(help_text="Study information shown before consent.")
     crisis_resources = models.TextField(
-        help_text="Where to get help if distressed; shown on the consent page and in the footer of every participant page."
+        help_text=(
+            "Where to get help if distressed; shown on the consent page and in the footer of every participant page."
+        )
     )
     consent_version = models.CharField(max_length=40, default="1.0")
     open_enrolment = models.BooleanField(default=False, help_text="Allow joining without a personal study link.")
@@ -109,6 +111,9 @@ class Consent(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["participant", "version"], name="consent_once_per_version")]
 
+    def __str__(self) -> str:
+        return f"consent {self.version} by participant {self.participant_id}"
+
 
 class ParticipantProfile(models.Model):
     participant = models.OneToOneField(Participant, on_delete=models.PROTECT, related_name="profile")
@@ -120,6 +125,9 @@ class ParticipantProfile(models.Model):
     extra = models.JSONField(default=dict, blank=True, help_text="Further profile keys from imported files.")
     updated_at = models.DateTimeField(auto_now=True)
 
+    def __str__(self) -> str:
+        return f"profile of participant {self.participant_id}"
+
 
 class SensitiveProfile(models.Model):
     """Self-reported diagnoses, kept apart from the rest of the profile and only with explicit consent."""
@@ -127,6 +135,9 @@ class SensitiveProfile(models.Model):
     participant = models.OneToOneField(Participant, on_delete=models.PROTECT, related_name="sensitive_profile")
     diagnoses = models.JSONField(default=list, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"sensitive profile of participant {self.participant_id}"
 
 
 class OriginalModel(models.Model):
@@ -260,6 +271,9 @@ class PanasSurvey(models.Model):
             ),
         ]
 
+    def __str__(self) -> str:
+        return f"{self.kind} PANAS of conversation {self.conversation_id}"
+
 
 class PanasItemResponse(models.Model):
     survey = models.ForeignKey(PanasSurvey, on_delete=models.CASCADE, related_name="item_responses")
@@ -274,6 +288,9 @@ class PanasItemResponse(models.Model):
                 condition=Q(rating__gte=cat.PANAS_SCALE_MIN, rating__lte=cat.PANAS_SCALE_MAX), name="panas_rating_range"
             ),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.item}: {self.rating}"
 
 
 class ConversationWideAnswers(models.Model):
@@ -295,6 +312,9 @@ class ConversationWideAnswers(models.Model):
             ),
         ]
 
+    def __str__(self) -> str:
+        return f"post-chat answers of conversation {self.conversation_id}"
+
 
 class FourBranchRating(models.Model):
     conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="four_branch_ratings")
@@ -310,3 +330,6 @@ class FourBranchRating(models.Model):
                 name="four_branch_rating_range",
             ),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.branch}: {self.rating}"

@@ -1,4 +1,7 @@
-"""Celery tasks of the datasets app and their enqueueing: thin wrappers taking ids, the work lives in ``datasets.versions``."""
+"""Celery tasks of the datasets app and their enqueueing.
+
+Thin wrappers taking ids; the work lives in ``datasets.versions``.
+"""
 
 from __future__ import annotations
 

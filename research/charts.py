@@ -139,7 +139,8 @@ def bar_panels(
                         x2 = ox + label_w + bar_area * min(high, x_max) / x_max
                         mid = y + bar_h / 2
                         body.append(
-                            f'<path d="M{x1:.1f} {mid}H{x2:.1f}M{x1:.1f} {mid - 5}V{mid + 5}M{x2:.1f} {mid - 5}V{mid + 5}" stroke="#1d2230" stroke-width="1.4"/>'
+                            f'<path d="M{x1:.1f} {mid}H{x2:.1f}M{x1:.1f} {mid - 5}V{mid + 5}'
+                            f'M{x2:.1f} {mid - 5}V{mid + 5}" stroke="#1d2230" stroke-width="1.4"/>'
                         )
                         end = max(end, x2)
                 body.append(_text(end + 4, y + 12, fmt(value, digits), 11))

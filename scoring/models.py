@@ -153,6 +153,9 @@ class RunConversation(models.Model):
             ),
         ]
 
+    def __str__(self) -> str:
+        return f"run {self.run_id} / conversation {self.conversation_id} ({self.status})"
+
 
 class ConversationScore(models.Model):
     """Per-conversation metrics of one run (the scorer's conversation row)."""
@@ -181,6 +184,9 @@ class ConversationScore(models.Model):
             ),
         ]
 
+    def __str__(self) -> str:
+        return f"score of run {self.run_id} / conversation {self.conversation_id}"
+
 
 class RunScore(models.Model):
     """The aggregate row of a run (SPEC 5.4)."""
@@ -189,6 +195,9 @@ class RunScore(models.Model):
     composite_score = models.FloatField(null=True)
     metrics = models.JSONField()
     scored_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"score of run {self.run_id}"
 
 
 class ModelCallCache(models.Model):

@@ -41,7 +41,7 @@ def replay_conversation(self: Any, run_conversation_id: int) -> dict[str, Any]:
         return replay_service.do_replay_conversation(run_conversation_id)
     except (OperationalError, InterfaceError) as exc:
         # The database dropped the connection: transient, and the replay is cached, so retry.
-        raise self.retry(exc=exc, countdown=min(60, 2**self.request.retries))
+        raise self.retry(exc=exc, countdown=min(60, 2**self.request.retries)) from exc
     except Exception as exc:
         logger.exception("replay of run conversation %s failed", run_conversation_id)
         replay_service.RunConversation.objects.filter(

@@ -20,8 +20,8 @@ ANSWERS = st.sampled_from(["yes", "no", "na", None])
 YES_NO = st.sampled_from(["yes", "no"])
 WORDS = st.lists(st.sampled_from(["i", "feel", "sad", "you", "should", "rest", "that", "sounds", "hard"]), max_size=6)
 # Ground truth holds PANAS items or "Neutral" (read as no change); an EM may say anything (off-list words are dropped).
-GT_EMOTIONS = st.sampled_from(list(cat.PANAS_ITEMS) + ["Neutral"])
-EMOTIONS = st.sampled_from(list(cat.PANAS_ITEMS) + ["bored", "Calm"])
+GT_EMOTIONS = st.sampled_from([*list(cat.PANAS_ITEMS), "Neutral"])
+EMOTIONS = st.sampled_from([*list(cat.PANAS_ITEMS), "bored", "Calm"])
 
 
 @st.composite
@@ -123,9 +123,9 @@ def random_runs(draw: st.DrawFn, conversation: dict[str, Any], em_model: str = "
         )
     wide = st.fixed_dictionaries(
         {
-            "q1_lookingFor": st.lists(st.sampled_from(cat.Q1_LOOKING_FOR_OPTIONS + ("something else",)), max_size=3),
+            "q1_lookingFor": st.lists(st.sampled_from((*cat.Q1_LOOKING_FOR_OPTIONS, "something else")), max_size=3),
             "q2_emotionClarity": st.one_of(st.none(), st.sampled_from(cat.Q2_EMOTION_CLARITY_OPTIONS)),
-            "q3_modelFit": st.one_of(st.none(), st.sampled_from(cat.Q3_MODEL_FIT_OPTIONS + ("meh",))),
+            "q3_modelFit": st.one_of(st.none(), st.sampled_from((*cat.Q3_MODEL_FIT_OPTIONS, "meh"))),
             "q3_followUp_whatFeltOff": st.lists(WORDS.map(" ".join), max_size=3),
             "fourBranchScores": st.dictionaries(st.sampled_from(cat.FOUR_BRANCHES), st.integers(1, 7)),
         }

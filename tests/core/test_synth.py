@@ -66,7 +66,7 @@ def test_runs_are_valid_deterministic_and_cover_every_turn_without_drops() -> No
     assert dumps_canonical(run) == dumps_canonical(synth_run(conv, "em/fake", "verbose", seed=3, skill=0.7))
     assert dumps_canonical(load_run(dumps_canonical(run))) == dumps_canonical(run)
     assert [t.turnNumber for t in run.turns] == [t.turnNumber for t in conv.turns]
-    for gt, pred in zip(conv.turns, run.turns):
+    for gt, pred in zip(conv.turns, run.turns, strict=True):
         asked = {j.questionId for j in gt.annotations.binaryJudgements}
         for answers in (
             pred.em_binary_om_assessment,
@@ -92,7 +92,7 @@ def _agreement(skill: float) -> float:
     right = total = 0
     for conv in synth_conversations(60, seed=11):
         run = synth_run(conv, "em", "default", seed=1, skill=skill)
-        for gt, pred in zip(conv.turns, run.turns):
+        for gt, pred in zip(conv.turns, run.turns, strict=True):
             for j in gt.annotations.binaryJudgements:
                 target = j.observedBehavior or j.llmValue
                 if target in ("yes", "no"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -105,7 +106,7 @@ def test_synth_command_writes_files_that_validate(tmp_path: Path) -> None:
         "--runs-for",
         "em/low",
         "em/high",
-        stdout=open("/dev/null", "w"),
+        stdout=io.StringIO(),
     )
     assert len(list((tmp_path / "conversations").glob("*.json"))) == 12
     assert len(list((tmp_path / "runs" / "em_high").glob("*.json"))) == 12

@@ -7,6 +7,7 @@ live-model path.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from typing import Any
@@ -809,10 +810,7 @@ def test_live_models_stay_off_unless_allowed(walker, fake_openai_server):
 def leaks(responses: list[Any], secrets: list[str]) -> list[str]:
     found = []
     for response in responses:
-        if getattr(response, "streaming", False):
-            body = getattr(response, "streamed_body", b"")
-        else:
-            body = response.content
+        body = getattr(response, "streamed_body", b"") if getattr(response, "streaming", False) else response.content
         text = body.decode("utf-8", "replace").lower()
         text += "\n" + "\n".join(f"{k}: {v}" for k, v in response.items()).lower()
         found += [f"{s!r} in {response.request['PATH_INFO']}" for s in secrets if s.lower() in text]
@@ -839,7 +837,7 @@ def test_no_participant_response_ever_contains_a_real_model_name(walker, setting
     walker.get(walker.url("withdraw/"))
     secrets = [m.name for m in OriginalModel.objects.exclude(name="")] + [m.alias for m in OriginalModel.objects.all()]
     assert conversation.original_model.name in secrets and len(walker.responses) > 60
-    assert leaks(walker.responses, secrets + ["offline-scripted", "litellm"]) == []
+    assert leaks(walker.responses, [*secrets, "offline-scripted", "litellm"]) == []
 
 
 # ---------------------------------------------------------------------------
@@ -923,4 +921,4 @@ def test_offline_model_never_repeats_its_general_line_on_consecutive_turns():
             for n in range(2, 8)
         ]
         used = [next(line for line in _GENERAL_LINES if line in reply) for reply in replies]
-        assert all(a != b for a, b in zip(used, used[1:]))
+        assert all(a != b for a, b in itertools.pairwise(used))

@@ -30,7 +30,7 @@ from attunebench.replay.protocol import ConversationView, ReplayConfig, planned_
 from attunebench.synth import synth_conversations
 from datasets.exchange import import_documents
 from devtools.fake_llm_server import http_json, request_digest, root_url, start_subprocess
-from scoring import replay_service
+from scoring import replay_service, run_control
 from scoring.models import EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation, RunScore
 
 ROOT = Path(__file__).resolve().parents[2]

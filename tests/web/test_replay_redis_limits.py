@@ -67,7 +67,7 @@ def _run_workers(server: FakeLLMServer, tmp_path: Path, shared: str, workers: in
         for _ in range(workers)
     ]
     outputs = [p.communicate(timeout=120) for p in processes]
-    for process, (out, err) in zip(processes, outputs):
+    for process, (out, err) in zip(processes, outputs, strict=False):
         assert process.returncode == 0, err
         assert f"answered {calls}" in out, (out, err)
     return server.stats()

@@ -23,6 +23,7 @@ class Command(BaseCommand):
             for problem in result.problems:
                 self.stderr.write(str(problem))
             raise CommandError(
-                f"{len(result.problems)} problem(s) found; nothing was imported. Fix the files and run the import again."
+                f"{len(result.problems)} problem(s) found; nothing was imported. "
+                "Fix the files and run the import again."
             )
         self.stdout.write(self.style.SUCCESS(f"Imported {len(result.imported)} conversation(s)."))

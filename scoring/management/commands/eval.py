@@ -243,7 +243,8 @@ class Command(BaseCommand):
             self.stderr.write(
                 f"\rrun {run.pk} {progress['status']}: conversations {progress['conversations_done']}/"
                 f"{progress['conversations_total']} ({progress['conversations_failed']} failed) | calls "
-                f"{progress['calls_made']} made, {progress['calls_cached']} cached, {progress['calls_failed']} failed | "
+                f"{progress['calls_made']} made, {progress['calls_cached']} cached, "
+                f"{progress['calls_failed']} failed | "
                 f"cost ${progress['cost_usd']:.4f}",
                 ending="",
             )
