@@ -70,7 +70,7 @@ def _form_for(
 def _save(turn: Turn, where: tf.AnnotationPosition, form: Any, participant: Participant, shown: str) -> None:
     if where.step == tf.MOOD:
         tf.do_start_annotation(turn, shown)
-        tf.do_save_mood(turn, form.cleaned_data["tags"], participant.study.binary_sample_size)
+        tf.do_save_mood(turn, form.cleaned_data["tags"], flow.study_of(participant).binary_sample_size)
     elif where.step == tf.BINARY:
         tf.do_save_binary_answers(turn, form.answers())
     elif where.step == tf.REWRITE:

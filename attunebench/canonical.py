@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -154,7 +155,7 @@ def normalise_winner(value: Any) -> str | None:
     raise _fail("winner", "A/B or response_1/response_2", value)
 
 
-def _strict_int(low: int, high: int, what: str):
+def _strict_int(low: int, high: int, what: str) -> Callable[[Any], int]:
     def check(value: Any) -> int:
         if isinstance(value, str):
             # SPEC 3.1: numeric strings are accepted ("5", " 5 ", "5.0").
@@ -170,9 +171,10 @@ def _strict_int(low: int, high: int, what: str):
             if not value.is_integer():
                 raise _fail("range", f"a whole-number {what} {low}-{high}", value)
             value = int(value)
-        if not low <= value <= high:
-            raise _fail("range", f"{what} {low}-{high}", value)
-        return value
+        number: int = value
+        if not low <= number <= high:
+            raise _fail("range", f"{what} {low}-{high}", number)
+        return number
 
     return check
 
@@ -739,7 +741,10 @@ def _decode(source: str, raw: bytes | str) -> Any:
         ) from None
 
 
-def _validate(model: type[BaseModel], source: str, data: Any) -> Any:
+M = TypeVar("M", bound=BaseModel)
+
+
+def _validate(model: type[M], source: str, data: Any) -> M:
     if not isinstance(data, dict):
         raise CanonicalError(
             [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from attunebench.canonical import (
     CanonicalError,
@@ -19,8 +19,15 @@ from attunebench.canonical import (
 T = TypeVar("T")
 
 
-def iter_documents(paths: Iterable[str | Path]) -> Iterator[tuple[str, bytes | None, Problem | None]]:
-    """Yield (source name, raw bytes, None) per JSON document, or (name, None, problem).
+class RawDocument(NamedTuple):
+    """One JSON document as read from disk or an archive, before decoding."""
+
+    source: str
+    raw: bytes
+
+
+def iter_documents(paths: Iterable[str | Path]) -> Iterator[RawDocument | Problem]:
+    """Yield a RawDocument per JSON document found, or a Problem for a path that gives none.
 
     Folders are walked recursively in sorted order so that every run reads the
     same files in the same order; .zip members ending in .json count as files.
@@ -28,7 +35,7 @@ def iter_documents(paths: Iterable[str | Path]) -> Iterator[tuple[str, bytes | N
     for given in paths:
         path = Path(given)
         if not path.exists():
-            yield str(path), None, Problem(source=str(path), path="", message="no such file or folder")
+            yield Problem(source=str(path), path="", message="no such file or folder")
         elif path.is_dir():
             found = False
             for child in sorted(path.rglob("*")):
@@ -36,17 +43,17 @@ def iter_documents(paths: Iterable[str | Path]) -> Iterator[tuple[str, bytes | N
                     found = True
                     yield from iter_documents([child])
             if not found:
-                yield str(path), None, Problem(source=str(path), path="", message="folder holds no .json or .zip files")
+                yield Problem(source=str(path), path="", message="folder holds no .json or .zip files")
         elif path.suffix.lower() == ".zip":
             try:
                 with zipfile.ZipFile(path) as archive:
                     for member in sorted(archive.namelist()):
                         if member.lower().endswith(".json") and not member.endswith("/"):
-                            yield f"{path}!{member}", archive.read(member), None
+                            yield RawDocument(f"{path}!{member}", archive.read(member))
             except zipfile.BadZipFile:
-                yield str(path), None, Problem(source=str(path), path="", message="not a readable .zip archive")
+                yield Problem(source=str(path), path="", message="not a readable .zip archive")
         else:
-            yield str(path), path.read_bytes(), None
+            yield RawDocument(str(path), path.read_bytes())
 
 
 def _read_all(
@@ -54,10 +61,11 @@ def _read_all(
 ) -> tuple[list[tuple[str, T]], list[Problem]]:
     documents: list[tuple[str, T]] = []
     problems: list[Problem] = []
-    for source, raw, problem in iter_documents(paths):
-        if problem is not None:
-            problems.append(problem)
+    for item in iter_documents(paths):
+        if isinstance(item, Problem):
+            problems.append(item)
             continue
+        source, raw = item
         try:
             documents.append((source, load(raw, source)))
         except CanonicalError as exc:

@@ -44,7 +44,7 @@ class StudyAdmin(admin.ModelAdmin):
 
     @admin.display(description="participants", ordering="_participants")
     def participant_count(self, obj: m.Study) -> int:
-        return obj._participants
+        return int(getattr(obj, "_participants", 0))  # annotated by get_queryset
 
 
 class ConsentInline(admin.TabularInline):
@@ -68,7 +68,7 @@ class ParticipantAdmin(admin.ModelAdmin):
 
     @admin.display(description="conversations", ordering="_conversations")
     def conversation_count(self, obj: m.Participant) -> int:
-        return obj._conversations
+        return int(getattr(obj, "_conversations", 0))  # annotated by get_queryset
 
 
 @admin.register(m.Consent)
@@ -106,7 +106,7 @@ class OriginalModelAdmin(admin.ModelAdmin):
 
     @admin.display(description="conversations", ordering="_conversations")
     def conversation_count(self, obj: m.OriginalModel) -> int:
-        return obj._conversations
+        return int(getattr(obj, "_conversations", 0))  # annotated by get_queryset
 
 
 @admin.register(m.Topic)
@@ -147,7 +147,7 @@ class ConversationAdmin(admin.ModelAdmin):
 
     @admin.display(description="turns", ordering="_turns")
     def turn_count(self, obj: m.Conversation) -> int:
-        return obj._turns
+        return int(getattr(obj, "_turns", 0))  # annotated by get_queryset
 
 
 @admin.register(m.Turn)

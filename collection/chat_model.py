@@ -17,7 +17,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -97,7 +97,7 @@ def build_request(conversation: Conversation, turn: Turn) -> ReplyRequest:
 # ---------------------------------------------------------------------------
 
 
-async def astream_reply(request: ReplyRequest) -> AsyncIterator[str]:
+async def astream_reply(request: ReplyRequest) -> AsyncGenerator[str, None]:
     """Chunks of the reply as they arrive; raises ChatModelError on any provider failure."""
     if not request.litellm_model:
         async for chunk in _offline_stream(request):
@@ -164,7 +164,7 @@ def _background_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-async def _next_chunk(agen: AsyncIterator[str]) -> object:
+async def _next_chunk(agen: AsyncGenerator[str, None]) -> object:
     try:
         return await agen.__anext__()
     except StopAsyncIteration:

@@ -151,7 +151,9 @@ class TopicForm(ParticipantForm):
         """Radio buttons grouped by category, in catalogue order."""
         by_id = {str(radio.data["value"]): radio for radio in self["topic"]}
         groups: dict[str, list[Any]] = {}
-        for topic in self.fields["topic"].queryset:
+        topic_field = self.fields["topic"]
+        assert isinstance(topic_field, forms.ModelChoiceField)
+        for topic in topic_field.queryset:
             radio = by_id.get(str(topic.pk))
             if radio is not None:
                 groups.setdefault(topic.category, []).append(radio)

@@ -81,6 +81,13 @@ class Position:
     conversation: Conversation | None = None
     turn: Turn | None = None
 
+    @property
+    def chat(self) -> Conversation:
+        """The conversation of a chat, annotation or post-chat step; those steps always have one."""
+        if self.conversation is None:
+            raise Http404("No conversation at this step.")
+        return self.conversation
+
 
 @dataclass(frozen=True)
 class Progress:
@@ -98,8 +105,15 @@ def access_participant(token: str) -> Participant:
     return participant
 
 
+def study_of(participant: Participant | None) -> Study:
+    """The study a participant is enrolled in; links without one are refused like unknown links."""
+    if participant is None or participant.study is None:
+        raise Http404("No such study link.")
+    return participant.study
+
+
 def current_consent(participant: Participant) -> Consent | None:
-    return participant.consents.filter(version=participant.study.consent_version).first()
+    return participant.consents.filter(version=study_of(participant).consent_version).first()
 
 
 def active_conversation(participant: Participant) -> Conversation | None:
@@ -173,7 +187,7 @@ def do_record_consent(participant: Participant, sensitive_data_consent: bool) ->
     """Store consent to the study's current version; a repeat submission keeps the first record."""
     consent, _ = Consent.objects.get_or_create(
         participant=participant,
-        version=participant.study.consent_version,
+        version=study_of(participant).consent_version,
         defaults={"sensitive_data_consent": sensitive_data_consent, "consented_at": timezone.now()},
     )
     return consent
@@ -231,7 +245,7 @@ def do_start_conversation(participant: Participant, topic: Topic, topic_attitude
             original_model=model,
             topic=topic,
             provider=model.provider,
-            metadata_extra={"study": locked.study.slug},
+            metadata_extra={"study": study_of(locked).slug},
         )
         if locked.pending_pre_panas:
             _write_panas(conversation, PanasSurvey.Kind.PRE, locked.pending_pre_panas)
@@ -282,11 +296,11 @@ def do_save_reply(turn: Turn, text: str) -> bool:
 
 
 def can_finish_chat(conversation: Conversation) -> bool:
-    return turn_count(conversation) >= conversation.participant.study.min_turns
+    return turn_count(conversation) >= study_of(conversation.participant).min_turns
 
 
 def chat_is_full(conversation: Conversation) -> bool:
-    return turn_count(conversation) >= conversation.participant.study.max_turns
+    return turn_count(conversation) >= study_of(conversation.participant).max_turns
 
 
 def do_finish_chat(conversation: Conversation) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 
 from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
@@ -177,7 +178,9 @@ def topic(request: HttpRequest, participant: Participant, position: flow.Positio
         try:
             flow.do_start_conversation(participant, form.cleaned_data["topic"], form.cleaned_data["attitude"])
         except NoModelAvailable:
-            logger.error("study %s has no active original model; participant cannot start", participant.study.slug)
+            logger.error(
+                "study %s has no active original model; participant cannot start", flow.study_of(participant).slug
+            )
             return render(request, "participant/not_ready.html", page_context(participant, flow.TOPIC), status=503)
         return redirect("collection:resume", token=participant.token)
     return render(request, "participant/topic.html", page_context(participant, flow.TOPIC, form=form))
@@ -192,7 +195,7 @@ def _chat_context(
 ) -> dict[str, Any]:
     turns = list(conversation.turns.order_by("turn_number"))
     pending = turns[-1] if turns and not turns[-1].llm_response else None
-    study = participant.study
+    study = flow.study_of(participant)
     answered = sum(1 for t in turns if t.llm_response)
     full = answered >= study.max_turns
     if form is None and pending is None and not full:
@@ -221,7 +224,7 @@ def _chat_context(
 @participant_step(flow.CHAT)
 def chat(request: HttpRequest, participant: Participant, position: flow.Position) -> HttpResponse:
     failed = request.GET.get("reply") == "failed"
-    return render(request, "participant/chat.html", _chat_context(participant, position.conversation, None, failed))
+    return render(request, "participant/chat.html", _chat_context(participant, position.chat, None, failed))
 
 
 def _wants_json(request: HttpRequest) -> bool:
@@ -242,7 +245,7 @@ def chat_send(request: HttpRequest, token: str) -> HttpResponse:
     if position.step != flow.CHAT:
         target = reverse("collection:resume", kwargs={"token": token})
         return JsonResponse({"redirect": target}, status=409) if _wants_json(request) else redirect(target)
-    conversation = position.conversation
+    conversation = position.chat
     form = MessageForm(request.POST)
 
     def refuse(message: str, status: int) -> HttpResponse:
@@ -309,7 +312,7 @@ def _reply_events(participant: Participant, conversation: Conversation, turn: Tu
 
 @never_cache
 @require_POST
-def chat_reply(request: HttpRequest, token: str, turn_number: int) -> HttpResponse:
+def chat_reply(request: HttpRequest, token: str, turn_number: int) -> HttpResponseBase:
     """Produce (or re-send) the model's reply to one saved message, streaming when the client can read it."""
     participant = flow.access_participant(token)
     position = flow.locate(participant)
@@ -342,7 +345,7 @@ def chat_finish(request: HttpRequest, token: str) -> HttpResponse:
     participant = flow.access_participant(token)
     position = flow.locate(participant)
     if position.step == flow.CHAT:
-        flow.do_finish_chat(position.conversation)
+        flow.do_finish_chat(position.chat)
     return redirect("collection:resume", token=token)
 
 
@@ -354,7 +357,7 @@ def post_panas(request: HttpRequest, participant: Participant, position: flow.Po
         flow.POST_PANAS,
         "How do you feel now, after the chat?",
         PANAS_INTRO,
-        lambda ratings: flow.do_save_post_panas(position.conversation, ratings),
+        lambda ratings: flow.do_save_post_panas(position.chat, ratings),
     )
 
 
@@ -362,7 +365,7 @@ def post_panas(request: HttpRequest, participant: Participant, position: flow.Po
 def survey(request: HttpRequest, participant: Participant, position: flow.Position) -> HttpResponse:
     form = SurveyForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        flow.do_save_conversation_wide(position.conversation, form.answers())
+        flow.do_save_conversation_wide(position.chat, form.answers())
         return redirect("collection:resume", token=participant.token)
     return render(request, "participant/survey.html", page_context(participant, flow.SURVEY, form=form))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.http import HttpRequest
 
 from datasets.models import DatasetVersion, ExportJob
 
@@ -15,9 +16,9 @@ class DatasetVersionAdmin(admin.ModelAdmin):
     readonly_fields = ("content_hash", "conversation_count", "created_at", "created_by", "frozen")
     filter_horizontal = ("conversations",)
 
-    def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
+    def get_readonly_fields(self, request: HttpRequest, obj: DatasetVersion | None = None) -> list[str]:
         # A frozen version is immutable (SPEC: named immutable selection), including its members.
-        fields = list(super().get_readonly_fields(request, obj))
+        fields = [str(f) for f in super().get_readonly_fields(request, obj)]
         if obj is not None and obj.frozen:
             fields += ["name", "conversations"]
         return fields

@@ -294,7 +294,7 @@ def line_chart(
     # Point values are written only for a single line: with several, labels collide, and the
     # figure's value table (shown under every line chart) carries the exact numbers instead.
     label_points = len(series) == 1 and len(xs) <= 16
-    legend_y = top + 6
+    legend_y: float = top + 6
     for index, (label, values) in enumerate(series):
         colour = PALETTE[index % len(PALETTE)]
         points = [(px(x), py(v), v) for x, v in zip(xs, values, strict=True) if v is not None]

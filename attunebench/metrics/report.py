@@ -80,13 +80,13 @@ def load_inputs(conversation_paths: Iterable[str | Path], run_paths: Iterable[st
     """
     loaded = LoadedInputs()
     for want_run, paths in ((False, conversation_paths), (True, run_paths)):
-        for source, raw, problem in iter_documents(paths):
-            if problem is not None:
-                if problem not in loaded.problems:  # the same folder may be given for both sides
-                    loaded.problems.append(problem)
+        for item in iter_documents(paths):
+            if isinstance(item, Problem):
+                if item not in loaded.problems:  # the same folder may be given for both sides
+                    loaded.problems.append(item)
                 continue
+            source, raw = item
             try:
-                assert raw is not None  # iter_documents gives bytes whenever it gives no problem
                 data = _decode_json(source, raw)
                 if (
                     looks_like_run(data) != want_run

@@ -38,11 +38,12 @@ def check_paths(paths: list[str]) -> tuple[int, int, list[Problem]]:
     problems: list[Problem] = []
     seen_conversations: dict[str, str] = {}
     seen_runs: dict[tuple[str, str, str], str] = {}
-    for source, raw, problem in iter_documents(paths):
+    for item in iter_documents(paths):
         checked += 1
-        if problem is not None:
-            problems.append(problem)
+        if isinstance(item, Problem):
+            problems.append(item)
             continue
+        source, raw = item
         try:
             data = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError):
