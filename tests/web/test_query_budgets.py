@@ -4,7 +4,7 @@ Each endpoint is requested against a world of 10 rows and a world of 1,000 rows
 of what it lists, and must spend exactly its budget in both: a count that grew
 with the rows would be an N+1. The worlds are built once per module with
 bulk_create inside a transaction that is rolled back afterwards, so the 1,000-row
-world costs about a second and leaves nothing behind for other tests.
+world costs a few seconds, once, and leaves nothing behind for other tests.
 
 Each measured request is the first of a freshly logged-in client, made with
 the cache emptied, so evaluation pages pay for recomputing their data (their
