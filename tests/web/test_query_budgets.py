@@ -1,4 +1,4 @@
-"""Query budgets: every researcher page and API list endpoint costs a fixed number of queries.
+"""Query budgets: every researcher page, API list endpoint and admin list costs a fixed number of queries.
 
 Each endpoint is requested against a world of 10 rows and a world of 1,000 rows
 of what it lists, and must spend exactly its budget in both: a count that grew
@@ -109,6 +109,7 @@ def build_world(n: int) -> World:
         PanasItemResponse,
         PanasSurvey,
         Participant,
+        ParticipantProfile,
         SensitiveProfile,
         Study,
         Topic,
@@ -117,7 +118,14 @@ def build_world(n: int) -> World:
     from datasets.models import DatasetVersion, ExportJob
     from research.models import HumanAssignment
     from research.roles import do_make_researcher
-    from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, RunConversation, RunScore
+    from scoring.models import (
+        ConversationScore,
+        EvaluatedModel,
+        EvaluationRun,
+        ModelCallCache,
+        RunConversation,
+        RunScore,
+    )
 
     records, outputs = _synth_pool()
     start = timezone.now() - timedelta(days=30)
@@ -132,9 +140,13 @@ def build_world(n: int) -> World:
     )
     Study.objects.filter(slug__startswith="budget-study-").update(open_enrolment=True)
     topics = list(Topic.objects.order_by("pk")[:4])
-    models = OriginalModel.objects.bulk_create(
-        OriginalModel(name=f"budget-om-{k}", alias=f"om-budget{k}", provider="offline") for k in range(3)
+    Topic.objects.bulk_create(
+        Topic(category="Budget", subtopic=f"budget topic {i:05d}", in_catalogue=False) for i in range(n)
     )
+    # n original models in the registry; conversations use the first three.
+    models = OriginalModel.objects.bulk_create(
+        OriginalModel(name=f"budget-om-{k}", alias=f"om-budget{k}", provider="offline", active=k < 3) for k in range(n)
+    )[:3]
     participants = Participant.objects.bulk_create(
         Participant(pseudonym=f"p-budget{i:05d}", token=f"budget-token-{i:05d}") for i in range(n + 1)
     )
@@ -209,6 +221,21 @@ def build_world(n: int) -> World:
     FourBranchRating.objects.bulk_create(
         FourBranchRating(conversation=long_conversation, branch=b, rating=3) for b in cat.FOUR_BRANCHES
     )
+    # One of each per short conversation too, so every admin list has n rows (one PANAS item is enough there).
+    short_surveys = PanasSurvey.objects.bulk_create(
+        PanasSurvey(conversation=c, kind="post", total_positive=20, total_negative=20) for c in conversations
+    )
+    PanasItemResponse.objects.bulk_create(
+        PanasItemResponse(survey=s, item=cat.PANAS_ITEMS[0], rating=2) for s in short_surveys
+    )
+    ConversationWideAnswers.objects.bulk_create(ConversationWideAnswers(conversation=c) for c in conversations)
+    FourBranchRating.objects.bulk_create(
+        FourBranchRating(conversation=c, branch=cat.FOUR_BRANCHES[0], rating=3) for c in conversations
+    )
+    ParticipantProfile.objects.bulk_create(ParticipantProfile(participant=p, age_band="25-34") for p in participants)
+    ModelCallCache.objects.bulk_create(
+        ModelCallCache(key=f"{i:064x}", model="openai/x", response="cached reply") for i in range(n)
+    )
 
     versions = DatasetVersion.objects.bulk_create(
         DatasetVersion(
@@ -265,9 +292,7 @@ def build_world(n: int) -> World:
         )
         for i in range(n)
     )
-    RunScore.objects.bulk_create(
-        RunScore(run=r, composite_score=50.0, metrics={}) for r in runs if r.status == EvaluationRun.Status.DONE
-    )
+    RunScore.objects.bulk_create(RunScore(run=r, composite_score=50.0, metrics={}) for r in runs)
     scored_models = EvaluatedModel.objects.bulk_create(EvaluatedModel(name=name) for name, _ in SCORED_MODELS)
     scored_runs = EvaluationRun.objects.bulk_create(
         EvaluationRun(
@@ -549,3 +574,76 @@ def test_query_budget(world: World, endpoint: Endpoint, django_assert_num_querie
     body = response.content.decode()
     for text in endpoint.shows(world):
         assert text in body, f"{endpoint} at {world.n} rows does not show {text!r}"
+
+
+# Django admin, which researchers may view (research.roles): the index (session, user, permissions (2), recent
+# actions) and each model's list of 100 rows a page: session, user, permissions (2), the count (twice: filtered
+# and total) and the page, plus what is noted beside it.
+ADMIN_BUDGETS = {
+    "index": 5,
+    "annotation.alternateresponses": 7,
+    "annotation.binaryjudgement": 7,
+    "annotation.moodtag": 9,  # + emotion and intensity filter choices
+    "annotation.pairwisecomparison": 8,  # + question filter choices
+    "collection.consent": 8,  # + consent-version filter choices
+    "collection.conversation": 11,  # + model and category filter choices, date hierarchy (2) (+turn count)
+    "collection.conversationwideanswers": 7,
+    "collection.fourbranchrating": 8,  # + rating filter choices
+    "collection.originalmodel": 8,  # + provider filter choices (+conversation count)
+    "collection.panasitemresponse": 7,
+    "collection.panassurvey": 7,
+    "collection.participant": 10,  # + study filter choices, date hierarchy (2) (+study, conversation count)
+    "collection.participantprofile": 9,  # + age-band and attitude filter choices
+    "collection.sensitiveprofile": 4,  # refused (403): diagnoses are not the research group's to view
+    "collection.study": 8,  # + consent-version filter choices (+participant count)
+    "collection.topic": 8,  # + category filter choices
+    "collection.turn": 8,  # + category filter choices
+    "datasets.datasetversion": 7,  # (+creator)
+    "datasets.exportjob": 7,
+    "research.humanassignment": 8,  # + rater filter choices
+    "scoring.conversationscore": 9,  # + model and category filter choices
+    "scoring.evaluatedmodel": 7,
+    "scoring.evaluationrun": 10,  # + model filter choices, date hierarchy (2)
+    "scoring.modelcallcache": 9,  # + model and prompt-version filter choices
+    "scoring.runconversation": 8,  # + model filter choices
+    "scoring.runscore": 8,  # + model filter choices
+}
+NOT_RESEARCH_DATA = ("auth", "authtoken")  # accounts: admins only, not a research list
+
+
+def _admin_models() -> dict[str, Any]:
+    from django.contrib import admin
+
+    return {
+        model._meta.label_lower: model
+        for model in admin.site._registry
+        if model._meta.app_label not in NOT_RESEARCH_DATA
+    }
+
+
+def test_every_admin_list_has_a_budget() -> None:
+    assert set(ADMIN_BUDGETS) - {"index"} == set(_admin_models())
+
+
+@pytest.mark.parametrize(("label", "budget"), ADMIN_BUDGETS.items(), ids=list(ADMIN_BUDGETS))
+def test_admin_query_budget(world: World, label: str, budget: int, django_assert_num_queries: Any) -> None:
+    model = _admin_models().get(label)
+    if model is None:
+        url = reverse("admin:index")
+    else:
+        url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+    client = Client()
+    client.force_login(world.researcher)
+    with django_assert_num_queries(budget):
+        response = client.get(url)
+    if label == "collection.sensitiveprofile":
+        assert response.status_code == 403
+        return
+    assert response.status_code == 200
+    body = response.content.decode()
+    if model is None:
+        assert "Evaluation runs" in body
+        return
+    total = model._default_manager.count()
+    assert total >= world.n, f"{label}: the world should hold at least {world.n} rows"
+    assert 'id="result_list"' in body and f"{total} {model._meta.verbose_name_plural}" in body
