@@ -15,6 +15,7 @@ class DatasetVersionAdmin(admin.ModelAdmin):
     search_fields = ("name", "description", "content_hash")
     readonly_fields = ("content_hash", "conversation_count", "created_at", "created_by", "frozen")
     filter_horizontal = ("conversations",)
+    list_select_related = ("created_by",)  # nullable, so the admin would not join it by itself
 
     def get_readonly_fields(self, request: HttpRequest, obj: DatasetVersion | None = None) -> list[str]:
         # A frozen version is immutable (SPEC: named immutable selection), including its members.

@@ -237,7 +237,9 @@ def run_launcher(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Started {len(runs)} run(s).")
             return redirect(reverse("research:runs"))
-    runs = EvaluationRun.objects.select_related("evaluated_model", "dataset_version").order_by("-created_at")[:50]
+    runs = EvaluationRun.objects.select_related("evaluated_model", "judge_model", "dataset_version").order_by(
+        "-created_at"
+    )[:50]
     return render(
         request,
         "research/runs.html",
@@ -393,9 +395,9 @@ def human_baseline(request: HttpRequest) -> HttpResponse:
             return redirect("research:human")
         except HumanBaselineError as exc:
             form.add_error(None, str(exc))
-    assignments = HumanAssignment.objects.select_related("rater", "conversation", "assigned_by").annotate(
-        n_turns=Count("conversation__turns")
-    )
+    assignments = HumanAssignment.objects.select_related(
+        "rater", "conversation", "assigned_by", "run_conversation"
+    ).annotate(n_turns=Count("conversation__turns"))
     return render(
         request,
         "research/human.html",
