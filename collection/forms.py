@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.db.models import QuerySet
 
 from attunebench import catalogue as cat
 from collection.models import Topic
@@ -129,9 +130,14 @@ class TopicChoiceField(forms.ModelChoiceField):
         return obj.subtopic
 
 
+def offered_topics() -> QuerySet[Topic]:
+    """The topics a participant may choose from, in catalogue order."""
+    return Topic.objects.filter(in_catalogue=True)
+
+
 class TopicForm(ParticipantForm):
     topic = TopicChoiceField(
-        queryset=Topic.objects.filter(in_catalogue=True),
+        queryset=offered_topics(),
         widget=forms.RadioSelect,
         empty_label=None,
         label="Choose a topic",
@@ -151,9 +157,7 @@ class TopicForm(ParticipantForm):
         """Radio buttons grouped by category, in catalogue order."""
         by_id = {str(radio.data["value"]): radio for radio in self["topic"]}
         groups: dict[str, list[Any]] = {}
-        topic_field = self.fields["topic"]
-        assert isinstance(topic_field, forms.ModelChoiceField)
-        for topic in topic_field.queryset:
+        for topic in offered_topics():
             radio = by_id.get(str(topic.pk))
             if radio is not None:
                 groups.setdefault(topic.category, []).append(radio)
