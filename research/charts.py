@@ -294,7 +294,7 @@ def line_chart(
     # Point values are written only for a single line: with several, labels collide, and the
     # figure's value table (shown under every line chart) carries the exact numbers instead.
     label_points = len(series) == 1 and len(xs) <= 16
-    legend_y: float = top + 6
+    legend_y = top + 6
     for index, (label, values) in enumerate(series):
         colour = PALETTE[index % len(PALETTE)]
         points = [(px(x), py(v), v) for x, v in zip(xs, values, strict=True) if v is not None]
@@ -303,10 +303,10 @@ def line_chart(
             dash = DASHES[index % len(DASHES)]
             dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
             body.append(f'<path d="{path}" fill="none" stroke="{colour}" stroke-width="2.2"{dash_attr}/>')
-            for x, y, v in points:
-                body.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.2" fill="{colour}"/>')
+            for cx, cy, v in points:
+                body.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="3.2" fill="{colour}"/>')
                 if label_points:
-                    body.append(_text(x, y - 7, fmt(v), 10, anchor="middle", fill=colour, weight="600"))
+                    body.append(_text(cx, cy - 7, fmt(v), 10, anchor="middle", fill=colour, weight="600"))
         dash = DASHES[index % len(DASHES)]
         dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
         body.append(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.db.models import Count
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -22,7 +23,7 @@ from datasets.versions import (
     version_summary,
 )
 from research import collection_stats, drilldown, launcher
-from research.access import login_required_403, researcher_required
+from research.access import login_required_403, researcher_required, signed_in_user
 from research.evaluation import SORT_KEYS, capability_columns, evaluation_data, leaderboard_rows
 from research.figures import TURN_METRIC_TITLES, figure
 from research.forms import AnalysisForm, AssignForm, DatasetVersionForm, DraftForm, ExportForm, LaunchForm, PostForm
@@ -103,7 +104,7 @@ def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
     }
     template = (
         "research/_leaderboard.html"
-        if request.htmx and request.GET.get("part") == "leaderboard"
+        if getattr(request, "htmx", False) and request.GET.get("part") == "leaderboard"  # set by django-htmx
         else "research/evaluation.html"
     )
     return render(request, template, context)
@@ -237,7 +238,7 @@ def run_launcher(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Started {len(runs)} run(s).")
             return redirect(reverse("research:runs"))
-    runs = EvaluationRun.objects.select_related("evaluated_model", "judge_model", "dataset_version").order_by(
+    recent_runs = EvaluationRun.objects.select_related("evaluated_model", "judge_model", "dataset_version").order_by(
         "-created_at"
     )[:50]
     return render(
@@ -245,7 +246,7 @@ def run_launcher(request: HttpRequest) -> HttpResponse:
         "research/runs.html",
         {
             "form": form,
-            "runs": runs,
+            "runs": recent_runs,
             "active_statuses": ACTIVE_RUN_STATUSES,
         },
     )
@@ -371,7 +372,7 @@ def export_status(request: HttpRequest, job_id: int) -> HttpResponse:
 
 @researcher_required
 @require_GET
-def export_download(request: HttpRequest, job_id: int) -> FileResponse:
+def export_download(request: HttpRequest, job_id: int) -> HttpResponseBase:
     job = get_object_or_404(ExportJob.objects.select_related("dataset_version"), pk=job_id)
     try:
         path = access_export_file(job)
@@ -390,7 +391,9 @@ def human_baseline(request: HttpRequest) -> HttpResponse:
     form = AssignForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            assignment = do_assign(form.cleaned_data["conversation"], form.cleaned_data["rater"], request.user)
+            assignment = do_assign(
+                form.cleaned_data["conversation"], form.cleaned_data["rater"], signed_in_user(request)
+            )
             messages.success(request, f"Assigned {assignment.conversation} to {assignment.rater}.")
             return redirect("research:human")
         except HumanBaselineError as exc:
@@ -413,7 +416,7 @@ def human_baseline(request: HttpRequest) -> HttpResponse:
 @require_GET
 def rater_home(request: HttpRequest) -> HttpResponse:
     assignments = (
-        HumanAssignment.objects.filter(rater=request.user)
+        HumanAssignment.objects.filter(rater=signed_in_user(request))
         .select_related("conversation__topic")
         .annotate(n_turns=Count("conversation__turns"))
     )
@@ -422,8 +425,9 @@ def rater_home(request: HttpRequest) -> HttpResponse:
 
 @login_required_403
 def rater_step(request: HttpRequest, assignment_id: int) -> HttpResponse:
-    assignment = access_assignment(request.user, assignment_id)
-    own = assignment.rater_id == request.user.pk
+    rater = signed_in_user(request)
+    assignment = access_assignment(rater, assignment_id)
+    own = assignment.rater_id == rater.pk
     step = current_step(assignment)
     form: DraftForm | AnalysisForm | PostForm | None = None
     if step.stage == "draft":
