@@ -370,4 +370,4 @@ def check_chat_rate(participant: Participant) -> bool:
     limiter = SlidingWindowLimiter(
         _chat_window_log(), settings.ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE, 60.0, "attune:chat-rate", clock=chat_clock
     )
-    return limiter.admit(str(participant.pk))
+    return limiter.admit(participant.token)  # never reused, unlike a primary key after a rollback

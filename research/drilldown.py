@@ -10,7 +10,7 @@ from attunebench import catalogue as cat
 from attunebench.canonical import RunTurn
 from attunebench.metrics.engine import JudgementDetail, judgement_details
 from collection.models import Conversation, PanasSurvey
-from datasets.exchange import conversation_to_canonical
+from datasets.exchange import conversation_to_canonical, with_export_relations
 from research.collection_stats import conversation_transcript
 from research.evaluation import stored_record
 from scoring.models import ConversationScore, EvaluationRun, RunConversation
@@ -34,7 +34,9 @@ def drilldown(run: EvaluationRun, conversation: Conversation) -> dict[str, Any]:
     record = stored_record(score.metrics) if score else {}
     turn_metrics = {t.get("turnNumber"): t for t in record.get("turns", [])} if record else {}
     em_turns = {t.get("turnNumber"): t for t in output.get("turns", [])}
-    canonical_turns = {t.turnNumber: t for t in conversation_to_canonical(conversation).turns}
+    # The scorer's reading of the conversation, loaded with every relation in a fixed number of queries.
+    loaded = with_export_relations(Conversation.objects.filter(pk=conversation.pk)).get()
+    canonical_turns = {t.turnNumber: t for t in conversation_to_canonical(loaded).turns}
     rows = []
     for gt in conversation_transcript(conversation):
         turn = gt["turn"]

@@ -403,20 +403,20 @@ def _r(name: str, *args: Any) -> str:
 ENDPOINTS = [
     Endpoint(
         "research:home",
-        8,  # runs, score stamps (cache key), scores, conversation details, diagnoses, frozen datasets
+        9,  # runs, newest run score, score stamps (cache key), scores, conversation details, diagnoses, frozen datasets
         lambda w: _r("research:home"),
         lambda w: ["budget:strong", "budget:weak", w.main_version.name],
     ),
     Endpoint(
         "research:home leaderboard fragment",
-        7,  # runs, score stamps, scores, conversation details, diagnoses
+        8,  # runs, newest run score, score stamps (cache key), scores, conversation details, diagnoses
         lambda w: _r("research:home") + "?part=leaderboard",
         lambda w: ["budget:middling"],
         headers=(("HTTP_HX_REQUEST", "true"),),
     ),
     Endpoint(
         "research:figure leaderboard.csv",
-        7,  # runs, score stamps, scores, conversation details, diagnoses
+        8,  # runs, newest run score, score stamps (cache key), scores, conversation details, diagnoses
         lambda w: _r("research:figure", "leaderboard", "csv"),
         lambda w: ["budget:strong"],
     ),
@@ -434,7 +434,7 @@ ENDPOINTS = [
     ),
     Endpoint(
         "research:runs",
-        7,  # offline baselines, form: models, judges, datasets; newest 50 runs (+model, judge, dataset)
+        6,  # form: models, judges, datasets; newest 50 runs (+model, judge, dataset)
         lambda w: _r("research:runs"),
         lambda w: [f'id="run-{w.newest_run.pk}"', f"budget-em-{w.n - 1:05d}", "budget-judge"],
     ),
@@ -452,7 +452,10 @@ ENDPOINTS = [
     ),
     Endpoint(
         "research:drilldown",
-        14,  # run, conversation, output, score, turns, tags, judgements, comparisons, PANAS, items, wide, Four-Branch
+        # run, conversation, output, score, turns, tags, judgements, comparisons, PANAS, items, wide, Four-Branch,
+        # and the conversation as the scorer reads it (conversation + relations, turns, tags, judgements,
+        # comparisons, PANAS, items, Four-Branch)
+        22,
         lambda w: _r("research:drilldown", w.main_run.pk, w.long_conversation.conversation_id),
         lambda w: [f"long message {w.n}"],
     ),
@@ -548,13 +551,13 @@ ENDPOINTS = [
     ),
     Endpoint(
         "api:leaderboard",
-        7,  # runs, score stamps, scores, conversation details, diagnoses
+        8,  # runs, newest run score, score stamps (cache key), scores, conversation details, diagnoses
         lambda w: _r("api:leaderboard"),
         lambda w: ["budget:strong", "budget:weak"],
     ),
     Endpoint(
         "api:analyses",
-        7,  # runs, score stamps, scores, conversation details, diagnoses
+        8,  # runs, newest run score, score stamps (cache key), scores, conversation details, diagnoses
         lambda w: _r("api:analyses"),
         lambda w: ["budget:middling"],
     ),
