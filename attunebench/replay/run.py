@@ -11,10 +11,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from attunebench.canonical import ConversationFile, dumps_canonical
+from attunebench.canonical import ConversationFile, RunOutput, dumps_canonical
 from attunebench.replay.cache import CallCache
-from attunebench.replay.llm import EMSpec, LiteLLMBackend, ModelBackend, estimate_price_per_token
-from attunebench.replay.protocol import ReplayConfig, Replayer, ReplayResult, dry_run_plan
+from attunebench.replay.llm import EMSpec, LiteLLMBackend, ModelBackend, price_per_token
+from attunebench.replay.protocol import PlannedCall, ReplayConfig, Replayer, ReplayResult, dry_run_plan
 from attunebench.replay.scheduler import Scheduler
 
 _llm_backend: LiteLLMBackend | None = None
@@ -56,14 +56,14 @@ def make_replayer(
     )
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
+    """``text`` reduced to characters safe in a file name (model names hold '/' and ':')."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "x"
 
 
-def output_filename(result: ReplayResult) -> str:
+def output_filename(output: RunOutput) -> str:
     """``<em>__<mode>__<conversation>.json``: one file per (conversation, EM, mode)."""
-    output = result.output
-    return f"{_slug(output.em_model)}__{output.mode}__{_slug(output.conversationId)}.json"
+    return f"{slug(output.em_model)}__{output.mode}__{slug(output.conversationId)}.json"
 
 
 def write_outputs(results: Sequence[ReplayResult], out_dir: str | Path) -> list[Path]:
@@ -72,7 +72,7 @@ def write_outputs(results: Sequence[ReplayResult], out_dir: str | Path) -> list[
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for result in results:
-        path = folder / output_filename(result)
+        path = folder / output_filename(result.output)
         path.write_text(dumps_canonical(result.output), encoding="utf-8")
         paths.append(path)
     return paths
@@ -101,17 +101,23 @@ class DryRunEstimate:
 
 def estimate(conversations: Sequence[ConversationFile], em: EMSpec, config: ReplayConfig) -> DryRunEstimate:
     """Calls and cost a replay would make, computed from the real prompts, without calling anything."""
-    plan = dry_run_plan(conversations, config)
-    prices = {"em": estimate_price_per_token(em)}
-    if config.judge is not None:
-        prices["judge"] = estimate_price_per_token(config.judge)
+    return estimate_plan(dry_run_plan(conversations, config), em, config.judge)
+
+
+def estimate_plan(plan: Sequence[PlannedCall], em: EMSpec, judge: EMSpec | None) -> DryRunEstimate:
+    """Price a dry-run plan for an EM (and judge).
+
+    The plan depends on the conversations and the config only, so a launcher
+    estimating several models under one config builds it once and prices it per model.
+    """
+    prices = {"em": price_per_token(em), "judge": price_per_token(judge) if judge is not None else None}
     cost: float | None = 0.0
     for role, _call, prompt, output in plan:
-        price_in, price_out = prices[role]
-        if price_in is None or price_out is None or cost is None:
+        price = prices[role]
+        if price is None or cost is None:
             cost = None
         else:
-            cost += prompt * price_in + output * price_out
+            cost += prompt * price[0] + output * price[1]
     return DryRunEstimate(
         calls=len(plan),
         em_calls=sum(1 for p in plan if p[0] == "em"),
