@@ -26,7 +26,6 @@ from collection.models import (
     ConversationWideAnswers,
     FourBranchRating,
     OriginalModel,
-    PanasItemResponse,
     PanasSurvey,
     Participant,
     ParticipantProfile,
@@ -34,6 +33,7 @@ from collection.models import (
     Topic,
     Turn,
 )
+from collection.study_flow import write_panas
 
 EXPORT_FORMATS = ("json", "jsonl", "parquet")
 _REDACTED_ALIAS = re.compile(r"^om-[0-9a-f]{8}$")
@@ -133,20 +133,6 @@ def _participant(profile: cf.ParticipantProfile | None) -> Participant | None:
     return participant
 
 
-def _write_panas(conversation: Conversation, kind: str, panas: cf.Panas | None) -> None:
-    if panas is None:
-        return
-    survey = PanasSurvey.objects.create(
-        conversation=conversation,
-        kind=kind,
-        total_positive=panas.totalPositiveAffect,
-        total_negative=panas.totalNegativeAffect,
-    )
-    PanasItemResponse.objects.bulk_create(
-        [PanasItemResponse(survey=survey, item=item, rating=rating) for item, rating in panas.items.items()]
-    )
-
-
 def write_conversation(doc: cf.ConversationFile) -> Conversation:
     """Write one validated conversation (caller holds the transaction)."""
     meta = doc.metadata
@@ -163,8 +149,9 @@ def write_conversation(doc: cf.ConversationFile) -> Conversation:
         started_at=cf.parse_timestamp(meta.timestamp),
         metadata_extra=extra,
     )
-    _write_panas(conversation, "pre", doc.prePanas)
-    _write_panas(conversation, "post", doc.postPanas)
+    for kind, panas in ((PanasSurvey.Kind.PRE, doc.prePanas), (PanasSurvey.Kind.POST, doc.postPanas)):
+        if panas is not None:
+            write_panas(conversation, kind, panas)
     wide = doc.conversationWideQuestions
     if wide is not None:
         ConversationWideAnswers.objects.create(
