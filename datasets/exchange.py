@@ -21,6 +21,7 @@ from annotation.models import AlternateResponses, BinaryJudgement, MoodTag, Pair
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
 from attunebench.sources import read_conversations
+from attunebench.synth import document_filename
 from collection.models import (
     Conversation,
     ConversationWideAnswers,
@@ -396,22 +397,17 @@ def export_conversations(
     return write_turns_parquet(counted(), out)
 
 
-def canonical_file_name(conversation_id: str) -> str:
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", conversation_id)
-    return f"{safe}.json"
-
-
 def _write_json(documents: Iterable[cf.ConversationFile], out: Path) -> int:
     count = 0
     if out.suffix.lower() == ".zip":
         out.parent.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
             for doc in documents:
-                archive.writestr(canonical_file_name(doc.conversationId), cf.dumps_canonical(doc))
+                archive.writestr(document_filename(doc), cf.dumps_canonical(doc))
                 count += 1
         return count
     out.mkdir(parents=True, exist_ok=True)
     for doc in documents:
-        (out / canonical_file_name(doc.conversationId)).write_text(cf.dumps_canonical(doc), encoding="utf-8")
+        (out / document_filename(doc)).write_text(cf.dumps_canonical(doc), encoding="utf-8")
         count += 1
     return count

@@ -6,16 +6,16 @@ benchmark share. Pure: no Django.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from attunebench.canonical import ConversationFile, RunOutput, dumps_canonical
+from attunebench.canonical import ConversationFile, dumps_canonical
 from attunebench.replay.cache import CallCache
 from attunebench.replay.llm import EMSpec, LiteLLMBackend, ModelBackend, price_per_token
 from attunebench.replay.protocol import PlannedCall, ReplayConfig, Replayer, ReplayResult, dry_run_plan
 from attunebench.replay.scheduler import Scheduler
+from attunebench.synth import document_filename
 
 _llm_backend: LiteLLMBackend | None = None
 
@@ -56,23 +56,13 @@ def make_replayer(
     )
 
 
-def slug(text: str) -> str:
-    """``text`` reduced to characters safe in a file name (model names hold '/' and ':')."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "x"
-
-
-def output_filename(output: RunOutput) -> str:
-    """``<em>__<mode>__<conversation>.json``: one file per (conversation, EM, mode)."""
-    return f"{slug(output.em_model)}__{output.mode}__{slug(output.conversationId)}.json"
-
-
 def write_outputs(results: Sequence[ReplayResult], out_dir: str | Path) -> list[Path]:
     """Canonical, byte-stable run files (SPEC 3.2) in ``out_dir``."""
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for result in results:
-        path = folder / output_filename(result.output)
+        path = folder / document_filename(result.output)
         path.write_text(dumps_canonical(result.output), encoding="utf-8")
         paths.append(path)
     return paths

@@ -143,7 +143,7 @@ class Command(BaseCommand):
             self.stdout.write(plan.describe())
             return
 
-        from attunebench.replay.run import output_filename, slug
+        from attunebench.synth import document_filename, slug
 
         out = Path(options["out"] or Path(settings.ATTUNE_RUNS_DIR) / f"{slug(em.name)}__{config.mode}")
         if settings.REDIS_URL and options["from_db"] and not options["in_process"]:
@@ -156,7 +156,7 @@ class Command(BaseCommand):
             from attunebench.canonical import dumps_canonical
 
             for run in runs:
-                (out / output_filename(run)).write_text(dumps_canonical(run), encoding="utf-8")
+                (out / document_filename(run)).write_text(dumps_canonical(run), encoding="utf-8")
         self._score(conversations, runs)
 
     def _in_process(
