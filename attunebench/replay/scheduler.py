@@ -7,7 +7,10 @@ other providers could use. Transient failures (429, 5xx, timeouts, dropped
 connections) are retried with exponential backoff and "equal jitter"; a
 ``Retry-After`` from the provider is a floor on the wait and also pauses the
 whole provider, because a 429 means every call to it would fail until then.
-Slots are released while waiting, so backoff never idles capacity.
+Slots are released while waiting, so backoff never idles capacity. (This
+retry loop is ours rather than tenacity's because those three rules act
+between the attempts, on the slots and the provider's pause, where a generic
+retrier would need a callback for each.)
 
 Requests per minute are enforced by a pluggable ``RateLimiter``: the local
 bucket here (aiolimiter) holds within one process; ``scoring.redis_limits`` has a
