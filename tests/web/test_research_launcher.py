@@ -136,3 +136,15 @@ def test_an_unpriced_model_is_estimated_without_a_cost(sample_conversations):
     assert result.per_run[0]["cost_usd"] is None and result.per_run[0]["calls"] > 0
     assert result.cost_usd == 0.0
     assert any(note.startswith("nowhere/unknown-model: no price known") for note in result.notes)
+
+
+def test_deleted_offline_baselines_come_back_with_the_core_notes(db):
+    from attunebench.replay.baselines import BASELINE_NAMES, BASELINE_NOTES
+    from research import launcher
+    from scoring.models import EvaluatedModel
+
+    EvaluatedModel.objects.filter(name__in=BASELINE_NAMES).delete()
+    launcher.ensure_offline_baselines()
+    rows = EvaluatedModel.objects.filter(name__in=BASELINE_NAMES)
+    assert {m.name: m.notes for m in rows} == BASELINE_NOTES
+    assert {m.kind for m in rows} == {EvaluatedModel.Kind.OFFLINE}
