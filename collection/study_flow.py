@@ -26,6 +26,7 @@ from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
 
+from attunebench import canonical as cf
 from attunebench import catalogue as cat
 from collection.assignment import choose_original_model
 from collection.models import (
@@ -217,13 +218,25 @@ def _new_conversation_id() -> str:
     return CONVERSATION_ID_PREFIX + secrets.token_hex(8)
 
 
-def _write_panas(conversation: Conversation, kind: str, ratings: dict[str, int]) -> PanasSurvey:
-    pa, na = cat.panas_totals({item: int(ratings[item]) for item in cat.PANAS_ITEMS})
-    survey, _ = PanasSurvey.objects.update_or_create(
-        conversation=conversation, kind=kind, defaults={"total_positive": pa, "total_negative": na}
+def write_panas(conversation: Conversation, kind: str, panas: cf.Panas) -> PanasSurvey:
+    """Store (or replace) a conversation's PANAS survey: its items and its PA/NA totals.
+
+    The one writer for the participant flow and the importer. The totals are
+    the canonical model's: given ones kept, else derived when a side is complete.
+    """
+    survey, created = PanasSurvey.objects.update_or_create(
+        conversation=conversation,
+        kind=kind,
+        defaults={"total_positive": panas.totalPositiveAffect, "total_negative": panas.totalNegativeAffect},
     )
-    for item in cat.PANAS_ITEMS:
-        PanasItemResponse.objects.update_or_create(survey=survey, item=item, defaults={"rating": int(ratings[item])})
+    if not created:
+        survey.item_responses.exclude(item__in=list(panas.items)).delete()
+    PanasItemResponse.objects.bulk_create(
+        [PanasItemResponse(survey=survey, item=item, rating=rating) for item, rating in panas.items.items()],
+        update_conflicts=True,
+        unique_fields=["survey", "item"],
+        update_fields=["rating"],
+    )
     return survey
 
 
@@ -248,7 +261,7 @@ def do_start_conversation(participant: Participant, topic: Topic, topic_attitude
             metadata_extra={"study": study_of(locked).slug},
         )
         if locked.pending_pre_panas:
-            _write_panas(conversation, PanasSurvey.Kind.PRE, locked.pending_pre_panas)
+            write_panas(conversation, PanasSurvey.Kind.PRE, cf.Panas(items=locked.pending_pre_panas))
         locked.pending_pre_panas = {}
         locked.save(update_fields=["pending_pre_panas"])
         profile = ParticipantProfile.objects.get(participant=locked)
@@ -315,7 +328,7 @@ def do_finish_chat(conversation: Conversation) -> bool:
 
 def do_save_post_panas(conversation: Conversation, ratings: dict[str, int]) -> None:
     with transaction.atomic():
-        _write_panas(conversation, PanasSurvey.Kind.POST, ratings)
+        write_panas(conversation, PanasSurvey.Kind.POST, cf.Panas(items=ratings))
 
 
 def do_save_conversation_wide(conversation: Conversation, answers: dict[str, Any]) -> None:

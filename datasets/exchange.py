@@ -21,12 +21,12 @@ from annotation.models import AlternateResponses, BinaryJudgement, MoodTag, Pair
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
 from attunebench.sources import read_conversations
+from attunebench.synth import document_filename
 from collection.models import (
     Conversation,
     ConversationWideAnswers,
     FourBranchRating,
     OriginalModel,
-    PanasItemResponse,
     PanasSurvey,
     Participant,
     ParticipantProfile,
@@ -34,6 +34,7 @@ from collection.models import (
     Topic,
     Turn,
 )
+from collection.study_flow import write_panas
 
 EXPORT_FORMATS = ("json", "jsonl", "parquet")
 _REDACTED_ALIAS = re.compile(r"^om-[0-9a-f]{8}$")
@@ -135,20 +136,6 @@ def _participant(profile: cf.ParticipantProfile | None) -> Participant | None:
     return participant
 
 
-def _write_panas(conversation: Conversation, kind: str, panas: cf.Panas | None) -> None:
-    if panas is None:
-        return
-    survey = PanasSurvey.objects.create(
-        conversation=conversation,
-        kind=kind,
-        total_positive=panas.totalPositiveAffect,
-        total_negative=panas.totalNegativeAffect,
-    )
-    PanasItemResponse.objects.bulk_create(
-        [PanasItemResponse(survey=survey, item=item, rating=rating) for item, rating in panas.items.items()]
-    )
-
-
 def write_conversation(doc: cf.ConversationFile) -> Conversation:
     """Write one validated conversation (caller holds the transaction)."""
     meta = doc.metadata
@@ -165,8 +152,9 @@ def write_conversation(doc: cf.ConversationFile) -> Conversation:
         started_at=cf.parse_timestamp(meta.timestamp),
         metadata_extra=extra,
     )
-    _write_panas(conversation, "pre", doc.prePanas)
-    _write_panas(conversation, "post", doc.postPanas)
+    for kind, panas in ((PanasSurvey.Kind.PRE, doc.prePanas), (PanasSurvey.Kind.POST, doc.postPanas)):
+        if panas is not None:
+            write_panas(conversation, kind, panas)
     wide = doc.conversationWideQuestions
     if wide is not None:
         ConversationWideAnswers.objects.create(
@@ -411,22 +399,17 @@ def export_conversations(
     return write_turns_parquet(counted(), out)
 
 
-def canonical_file_name(conversation_id: str) -> str:
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", conversation_id)
-    return f"{safe}.json"
-
-
 def _write_json(documents: Iterable[cf.ConversationFile], out: Path) -> int:
     count = 0
     if out.suffix.lower() == ".zip":
         out.parent.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
             for doc in documents:
-                archive.writestr(canonical_file_name(doc.conversationId), cf.dumps_canonical(doc))
+                archive.writestr(document_filename(doc), cf.dumps_canonical(doc))
                 count += 1
         return count
     out.mkdir(parents=True, exist_ok=True)
     for doc in documents:
-        (out / canonical_file_name(doc.conversationId)).write_text(cf.dumps_canonical(doc), encoding="utf-8")
+        (out / document_filename(doc)).write_text(cf.dumps_canonical(doc), encoding="utf-8")
         count += 1
     return count

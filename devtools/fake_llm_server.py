@@ -2,9 +2,9 @@
 
 It stands in for a provider so that the replay engine can be exercised through
 litellm end to end without keys or network (issue 4 item 7). It recognises the
-call type from the ``TASK:`` line our prompts end with, and answers
-schema-valid JSON for that call (right question ids, comparison indices,
-PANAS keys, reasoning in verbose modes). Faults are injectable:
+call type from the ``TASK:`` line our prompts end with, and answers as the
+core's ``baseline:random`` does for that call (right question ids, comparison
+indices, PANAS keys, reasoning in verbose modes). Faults are injectable:
 
 - latency (fixed plus jitter), to measure scheduling efficiency;
 - an error rate spread over 429 (with Retry-After), 500, 503 and timeouts
@@ -41,8 +41,8 @@ from typing import Any
 
 from aiohttp import web
 
-from attunebench import catalogue as cat
 from attunebench.replay import prompts as P
+from attunebench.replay.baselines import RandomBaseline
 
 READY_PREFIX = "FAKE_LLM_SERVER_READY"
 ERROR_KINDS = ("429", "500", "503", "timeout")
@@ -110,69 +110,49 @@ class FakeStats:
 # ---------------------------------------------------------------------------
 
 
-def _binary(rng: random.Random, ids: list[str], allow_na: bool = True) -> dict[str, str]:
-    choices = ("yes", "no", "na") if allow_na else ("yes", "no")
-    weights = (0.5, 0.42, 0.08) if allow_na else (0.55, 0.45)
-    return {qid: rng.choices(choices, weights)[0] for qid in ids}
-
-
 def request_digest(messages: list[dict[str, Any]]) -> str:
     """The key under which the server counts a request (see FakeStats.digests)."""
     return hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()
 
 
-def answer_for(messages: list[dict[str, Any]], rng: random.Random) -> tuple[str | None, dict[str, Any]]:
-    """(call type, schema-valid answer object) for a request built by our prompts."""
-    call_type = P.call_type_of(messages)
+def context_of(messages: list[dict[str, Any]]) -> P.CallContext:
+    """The call context a request built by our prompts was made from, as far as its task shows it.
+
+    Enough for an answer of the right shape: the call type, the question ids,
+    the comparison indices, verbose or not, and absolute ratings or changes.
+    """
+    call_type = P.call_type_of(messages) or P.DRAFT
     last = P.task_text(messages)
     task = last[last.rfind(P.TASK_MARKER) :]
-    verbose = '"reasoning"' in task
-    ids = _QUESTION_LINE.findall(task)
-    answer: dict[str, Any]
-    if call_type == P.DRAFT:
-        answer = {
-            P.KEY_RESPONSE: rng.choice(
-                (
-                    "That sounds like a lot to carry. What feels heaviest right now?",
-                    "It makes sense you feel this way. Would it help to talk through what happened?",
-                    "Thank you for telling me. I'm here to listen, take your time.",
-                )
-            )
-        }
-    elif call_type == P.ANALYSIS:
-        tags = [
-            {"emotion": item, "intensity": rng.randint(1, 7)} for item in rng.sample(cat.PANAS_ITEMS, rng.randint(0, 2))
-        ]
-        answer = {P.KEY_TAGS: tags}
-        if ids:
-            answer[P.KEY_OM] = _binary(rng, ids)
-            answer[P.KEY_HUMAN] = _binary(rng, ids)
-    elif call_type == P.HP_BINARY:
-        answer = {P.KEY_OM: _binary(rng, ids), P.KEY_HUMAN: _binary(rng, ids)}
-    elif call_type == P.PAIRWISE:
-        answer = {P.KEY_SELECTIONS: {i: rng.choice("AB") for i in _COMPARISON_LINE.findall(task)}}
-    elif call_type == P.JUDGE:
-        answer = {P.KEY_SCORES: {dim: rng.randint(1, 7) for dim in cat.JUDGE_DIMENSIONS}}
-        if ids:
-            answer[P.KEY_DRAFT_BINARY] = _binary(rng, ids, allow_na=False)
-    elif call_type == P.POST:
-        if f'"{P.KEY_PANAS_CHANGE}"' in task:
-            panas = {P.KEY_PANAS_CHANGE: {i: rng.randint(-2, 2) for i in cat.PANAS_ITEMS}}
-        else:
-            panas = {P.KEY_POST_PANAS: {i: rng.randint(1, 7) for i in cat.PANAS_ITEMS}}
-        answer = {
-            **panas,
-            "q1_lookingFor": rng.sample(cat.Q1_LOOKING_FOR_OPTIONS, rng.randint(1, 2)),
-            "q2_emotionClarity": rng.choice(cat.Q2_EMOTION_CLARITY_OPTIONS),
-            "q3_modelFit": rng.choice(cat.Q3_MODEL_FIT_OPTIONS),
-            "q3_followUp_whatFeltOff": rng.sample(cat.Q3_WHAT_FELT_OFF_SUGGESTIONS, rng.randint(0, 2)),
-            "fourBranchScores": {b: rng.randint(1, 7) for b in cat.FOUR_BRANCHES},
-        }
-    else:
-        answer = {P.KEY_RESPONSE: "I am a fake model and did not recognise the task."}
-    if verbose:
+    comparisons = tuple(
+        P.ComparisonView(index=int(i), question_id="", question_text="", label_a="", label_b="")
+        for i in _COMPARISON_LINE.findall(task)
+    )
+    return P.CallContext(
+        call_type=call_type,
+        conversation_id="",
+        category="",
+        subtopic="",
+        mode="verbose" if '"reasoning"' in task else "default",
+        turns=(),
+        question_ids=tuple(_QUESTION_LINE.findall(task)),
+        comparisons=comparisons,
+        panas_strategy="delta" if f'"{P.KEY_PANAS_CHANGE}"' in task else "absolute",
+    )
+
+
+def answer_for(messages: list[dict[str, Any]], seed: int) -> tuple[str | None, str]:
+    """(call type, schema-valid JSON answer) for a request built by our prompts.
+
+    The answer is the core's random baseline's for the request's context, so
+    the fake provider answers exactly as ``baseline:random`` would; ``seed``
+    (derived from the request) makes identical requests get identical answers.
+    """
+    ctx = context_of(messages)
+    answer = RandomBaseline(seed).answer(ctx)
+    if ctx.verbose:
         answer = {P.KEY_REASONING: "The participant's words and the reply's tone suggest these answers.", **answer}
-    return call_type, answer
+    return P.call_type_of(messages), json.dumps(answer, ensure_ascii=False)
 
 
 def _malformed(text: str, rng: random.Random) -> str:
@@ -262,16 +242,14 @@ class _App:
         messages = body.get("messages") or []
         digest = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).digest()
         self.stats.digests[request_digest(messages)] += 1
-        answer_rng = random.Random(int.from_bytes(digest[:8], "big") ^ config.seed)
-        call_type, answer = answer_for(messages, answer_rng)
+        call_type, text = answer_for(messages, int.from_bytes(digest[:8], "big") ^ config.seed)
         self.stats.by_call_type[call_type or "unknown"] += 1
-        text = json.dumps(answer, ensure_ascii=False)
         if outcome == "malformed":
             self.stats.malformed += 1
             text = _malformed(text, self.rng)
         elif outcome == "messy":
             self.stats.messy += 1
-            text = _messy(answer, self.rng)
+            text = _messy(json.loads(text), self.rng)
         self.stats.completions += 1
         prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
         usage = {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": len(text) // 4 + 1}

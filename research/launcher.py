@@ -12,42 +12,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, QuerySet
-from django.db.models.functions import Length
+from django.db.models import QuerySet
 
-from collection.models import Conversation, Turn
+from attunebench.replay.baselines import BASELINE_NAMES, BASELINE_NOTES
+from attunebench.replay.protocol import ReplayConfig, dry_run_plan
+from attunebench.replay.run import estimate_plan
+from collection.models import Conversation
 from datasets.models import DatasetVersion
 from datasets.versions import selection_queryset
 from scoring import replay_service, run_control
 from scoring.models import EvaluatedModel, EvaluationRun
-
-# SPEC 4 per turn: draft, analysis, HP-perspective binary, pairwise (when the turn has comparisons),
-# judge (when a judge is chosen); plus one post-conversation call per conversation.
-CALLS_PER_TURN_FIXED = 3
-PROMPT_OVERHEAD_TOKENS = 1200
-OUTPUT_TOKENS_PER_CALL = 350
-CHARS_PER_TOKEN = 4
 
 
 class LauncherError(ValueError):
     """A launch request that cannot go ahead; the message is shown to the researcher."""
 
 
-OFFLINE_BASELINES: dict[str, str] = {
-    "baseline:random": "Uniform random answers: the floor every model must beat.",
-    "baseline:prior": "Majority answers from the other conversations (leave-one-out): what the data alone predicts.",
-    "baseline:lexicon": "Emotion words and cues read off the participant's messages: a transparent keyword model.",
-}
-
-
 def ensure_offline_baselines() -> None:
     """The three offline baselines are always in the registry (a migration adds them; this repairs deletions)."""
-    present = set(EvaluatedModel.objects.filter(name__in=list(OFFLINE_BASELINES)).values_list("name", flat=True))
-    for name in OFFLINE_BASELINES.keys() - present:
+    present = set(EvaluatedModel.objects.filter(name__in=BASELINE_NAMES).values_list("name", flat=True))
+    for name in set(BASELINE_NAMES) - present:
         EvaluatedModel.objects.get_or_create(
-            name=name, defaults={"kind": EvaluatedModel.Kind.OFFLINE, "notes": OFFLINE_BASELINES[name]}
+            name=name, defaults={"kind": EvaluatedModel.Kind.OFFLINE, "notes": BASELINE_NOTES[name]}
         )
 
 
@@ -81,83 +68,58 @@ class Estimate:
     notes: list[str]
 
 
-def _model_price(model: EvaluatedModel) -> tuple[float, float] | None:
-    """(input, output) USD per million tokens: the registry's override, else litellm's price list."""
-    if model.kind != EvaluatedModel.Kind.LLM:
-        return 0.0, 0.0
-    if model.input_cost_per_million is not None and model.output_cost_per_million is not None:
-        return model.input_cost_per_million, model.output_cost_per_million
-    try:
-        import litellm
-
-        info = litellm.model_cost.get(model.litellm_model or model.name)
-    except Exception:
-        info = None
-    if not info:
-        return None
-    return 1e6 * float(info.get("input_cost_per_token") or 0), 1e6 * float(info.get("output_cost_per_token") or 0)
-
-
 def estimate(request: LaunchRequest) -> Estimate:
     """Dry run: call count and cost before anything is spent.
 
-    Calls follow SPEC 4 exactly; tokens are approximated (the thread grows with
-    each turn, about four characters per token) so the cost is an upper-range
-    guide, not a quote. The call count is the replay protocol's own (the same
-    for every model and mode), counted once.
+    Each run's figures are the replay's own dry-run plan (``attunebench.replay.run.estimate_plan``):
+    the calls it will make and their prompts' approximate size, priced with the
+    same price lookup as the calls themselves, judge calls included. The plan
+    depends on the mode, not the model, so it is built once per mode.
     """
-    queryset = request.conversations()
-    pks = list(queryset.values_list("pk", flat=True))
-    turn_rows = list(
-        Turn.objects.filter(conversation_id__in=pks)
-        .annotate(n_comparisons=Count("pairwise_comparisons"), chars=Length("user_message") + Length("llm_response"))
-        .order_by("conversation_id", "turn_number")
-        .values_list("conversation_id", "n_comparisons", "chars")
-    )
-    judge = 1 if request.judge else 0
-    input_tokens = 0
-    running: dict[int, int] = {}
-    for conversation_id, n_comparisons, chars in turn_rows:
-        running[conversation_id] = running.get(conversation_id, 0) + (chars or 0)
-        # Weight each turn's prompt size by roughly how many calls see it.
-        turn_calls = CALLS_PER_TURN_FIXED + (1 if n_comparisons else 0) + judge
-        input_tokens += turn_calls * (PROMPT_OVERHEAD_TOKENS + running[conversation_id] // CHARS_PER_TOKEN)
-    input_tokens += len(pks) * (
-        PROMPT_OVERHEAD_TOKENS + sum(running.values()) // max(1, CHARS_PER_TOKEN * max(1, len(pks)))
-    )
-    calls = replay_service.estimate_calls(queryset, judge=request.judge is not None)
-    output_tokens = calls * OUTPUT_TOKENS_PER_CALL
+    pks = list(request.conversations().values_list("pk", flat=True))
+    documents = list(replay_service.load_canonical(pks).values())
+    judge = replay_service.registry_spec(request.judge) if request.judge is not None else None
     notes: list[str] = []
-    per_run = []
+    per_run: list[dict[str, Any]] = []
     total_cost = 0.0
-    for model in request.models:
-        price = _model_price(model)
-        for mode in request.modes:
-            if price is None:
-                cost = None
+    for mode in request.modes:
+        plan = dry_run_plan(documents, ReplayConfig(mode=mode, panas_strategy=request.panas_strategy, judge=judge))
+        for model in request.models:
+            if model.kind == EvaluatedModel.Kind.HUMAN:
                 notes.append(
-                    f"{model.name}: no price known (set input/output cost in the registry); cost not estimated"
+                    "human raters are not replayed by the launcher; assign conversations on the human-baseline page"
+                )
+                per_run.append({"model": model.name, "mode": mode, "calls": 0, "cost_usd": 0.0, "kind": model.kind})
+                continue
+            if not replay_service.live_calls_allowed(model):
+                notes.append(f"{model.name}: live models are disabled (ATTUNE_ALLOW_LIVE_MODELS); this run would fail")
+            planned = estimate_plan(plan, replay_service.registry_spec(model), judge)
+            if planned.cost_usd is None:
+                unpriced = [
+                    m.name for m in (model, request.judge) if m is not None and m.kind == EvaluatedModel.Kind.LLM
+                ]
+                notes.append(
+                    f"{' or '.join(unpriced)}: no price known (set input/output cost in the registry); "
+                    "cost not estimated"
                 )
             else:
-                cost = (input_tokens * price[0] + output_tokens * price[1]) / 1e6
-                total_cost += cost
-            if model.kind == EvaluatedModel.Kind.LLM and not settings.ATTUNE_ALLOW_LIVE_MODELS:
-                notes.append(f"{model.name}: live models are disabled (ATTUNE_ALLOW_LIVE_MODELS); this run would fail")
-            per_run.append({"model": model.name, "mode": mode, "calls": calls, "cost_usd": cost, "kind": model.kind})
-    if request.judge:
-        judge_price = _model_price(request.judge)
-        if judge_price and judge_price != (0.0, 0.0):
-            judge_calls = sum(1 for _, n, _ in turn_rows) * len(request.models) * len(request.modes)
-            judge_cost = (
-                judge_calls * (PROMPT_OVERHEAD_TOKENS * judge_price[0] + OUTPUT_TOKENS_PER_CALL * judge_price[1]) / 1e6
+                total_cost += planned.cost_usd
+            if judge is not None:
+                notes.append(
+                    f"judge {judge.name}: {planned.judge_calls} calls per run, included in each run's calls and cost"
+                )
+            per_run.append(
+                {
+                    "model": model.name,
+                    "mode": mode,
+                    "calls": planned.calls,
+                    "cost_usd": planned.cost_usd,
+                    "kind": model.kind,
+                }
             )
-            total_cost += judge_cost
-            notes.append(f"judge {request.judge.name}: about {judge_calls} calls, ${judge_cost:.2f} included")
-    if any(m.kind == EvaluatedModel.Kind.HUMAN for m in request.models):
-        notes.append("human raters are not replayed by the launcher; assign conversations on the human-baseline page")
     return Estimate(
-        conversations=len(pks),
-        turns=len(turn_rows),
+        conversations=len(documents),
+        turns=sum(len(d.turns) for d in documents),
         runs=len(request.models) * len(request.modes),
         calls=sum(r["calls"] for r in per_run),
         cost_usd=total_cost,
@@ -203,7 +165,7 @@ def do_launch_runs(request: LaunchRequest, user: Any = None) -> list[EvaluationR
 
 def do_cancel_run(run: EvaluationRun) -> EvaluationRun:
     """Ask the replay service to stop a queued or running run."""
-    if run.status not in (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING, EvaluationRun.Status.SCORING):
+    if run.status not in replay_service.ACTIVE_STATUSES:
         raise LauncherError(
             f"Run {run.pk} is {run.get_status_display().lower()}; only queued or running runs can be cancelled."
         )

@@ -39,8 +39,7 @@ from research.human_baseline import (
 )
 from research.models import HumanAssignment
 from scoring.models import EvaluationRun, RunConversation
-
-ACTIVE_RUN_STATUSES = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING, EvaluationRun.Status.SCORING)
+from scoring.replay_service import ACTIVE_STATUSES as ACTIVE_RUN_STATUSES
 
 
 def _dataset_filter(request: HttpRequest) -> int | None:

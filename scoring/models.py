@@ -6,15 +6,13 @@ collected conversations are protected (PROTECT) from anything here.
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
 from attunebench import catalogue as cat
+from attunebench.replay import cache as replay_cache
 from collection.models import Conversation
 from datasets.models import DatasetVersion
 
@@ -214,7 +212,5 @@ class ModelCallCache(models.Model):
     class Meta:
         indexes = [models.Index(fields=["model"])]
 
-    @staticmethod
-    def make_key(model: str, params: dict, messages: list, prompt_version: str) -> str:
-        payload = json.dumps([model, params, messages, prompt_version], sort_keys=True, ensure_ascii=False)
-        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    # The key formula is the replay core's, so rows written here and the pure caches agree.
+    make_key = staticmethod(replay_cache.make_key)

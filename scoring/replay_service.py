@@ -48,7 +48,7 @@ from attunebench.replay.aio import run_sync
 from attunebench.replay.cache import CachedCall, CallCache, LayeredCache, MemoryCache
 from attunebench.replay.llm import KIND_LLM, KIND_OFFLINE, EMSpec
 from attunebench.replay.prompts import PROMPT_VERSION
-from attunebench.replay.protocol import ReplayConfig, ReplayResult, planned_calls
+from attunebench.replay.protocol import ReplayConfig, ReplayResult
 from attunebench.replay.run import make_replayer
 from attunebench.replay.scheduler import Scheduler
 from collection.models import Conversation
@@ -84,16 +84,28 @@ def _is_loopback(api_base: str) -> bool:
         return False
 
 
+def live_calls_allowed(model: EvaluatedModel) -> bool:
+    """Whether replaying ``model`` may call it: offline, served on this machine, or live models allowed."""
+    if model.kind != EvaluatedModel.Kind.LLM:
+        return True
+    return bool(settings.ATTUNE_ALLOW_LIVE_MODELS or (model.api_base and _is_loopback(model.api_base)))
+
+
 def em_spec(model: EvaluatedModel) -> EMSpec:
     """The pure spec of a registry row; refuses what cannot (or may not) be replayed."""
+    if not live_calls_allowed(model):
+        raise ReplayRefused(
+            f"{model.name} is a live model and ATTUNE_ALLOW_LIVE_MODELS is not set; set it to allow paid calls"
+        )
+    return registry_spec(model)
+
+
+def registry_spec(model: EvaluatedModel) -> EMSpec:
+    """The pure spec of a registry row, whether or not it may be called now (dry runs price it anyway)."""
     if model.kind == EvaluatedModel.Kind.HUMAN:
         raise ReplayRefused(f"{model.name} is a human rater: humans take part through assignments, not replay")
     if model.kind == EvaluatedModel.Kind.OFFLINE:
         return EMSpec(name=model.name, kind=KIND_OFFLINE, litellm_model=model.name)
-    if not settings.ATTUNE_ALLOW_LIVE_MODELS and not (model.api_base and _is_loopback(model.api_base)):
-        raise ReplayRefused(
-            f"{model.name} is a live model and ATTUNE_ALLOW_LIVE_MODELS is not set; set it to allow paid calls"
-        )
     return EMSpec(
         name=model.name,
         kind=KIND_LLM,
@@ -499,15 +511,6 @@ def do_finalize_run(run_id: int) -> str:
     final = EvaluationRun.Status.DONE if run.conversations_done else EvaluationRun.Status.FAILED
     EvaluationRun.objects.filter(pk=run_id).update(status=final, finished_at=timezone.now())
     return final
-
-
-def estimate_calls(conversations: QuerySet[Conversation], judge: bool) -> int:
-    """Exact call count of one replay of these conversations when nothing fails (the launcher's dry run).
-
-    It depends on the conversations and the judge only, not on the model or the mode.
-    """
-    documents = load_canonical(list(conversations.values_list("pk", flat=True))).values()
-    return sum(planned_calls(doc, judge=judge) for doc in documents)
 
 
 def run_progress(run_id: int) -> dict[str, Any]:

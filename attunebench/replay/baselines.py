@@ -28,7 +28,13 @@ from attunebench.canonical import ConversationFile
 from attunebench.replay import prompts as P
 from attunebench.replay.llm import Completion, EMSpec
 
-BASELINE_NAMES: Final[tuple[str, ...]] = ("baseline:random", "baseline:prior", "baseline:lexicon")
+# The offline baselines and what each stands for (shown beside them in the model registry).
+BASELINE_NOTES: Final[dict[str, str]] = {
+    "baseline:random": "Uniform random answers: the floor every model must beat.",
+    "baseline:prior": "Majority answers from the other conversations (leave-one-out): what the data alone predicts.",
+    "baseline:lexicon": "Emotion words and cues read off the participant's messages: a transparent keyword model.",
+}
+BASELINE_NAMES: Final[tuple[str, ...]] = tuple(BASELINE_NOTES)
 
 
 class BaselineBackend(ABC):

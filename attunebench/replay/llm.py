@@ -141,15 +141,6 @@ class EMSpec:
             return "sk-local-no-key"
         return None
 
-    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
-        """Cost from the spec's own prices, or None when it has none."""
-        if self.input_cost_per_million is None and self.output_cost_per_million is None:
-            return None
-        return (
-            prompt_tokens * (self.input_cost_per_million or 0.0)
-            + completion_tokens * (self.output_cost_per_million or 0.0)
-        ) / 1_000_000
-
 
 def spec_from_name(name: str, **overrides: Any) -> EMSpec:
     """A spec for a bare name: ``baseline:*`` is offline, anything else a litellm model."""
@@ -487,9 +478,6 @@ class LiteLLMBackend:
 
     cacheable = True
 
-    def __init__(self) -> None:
-        self._unpriced: set[str] = set()
-
     async def complete(self, spec: EMSpec, messages: list[dict[str, str]], ctx: CallContext) -> Completion:
         litellm = _litellm()
         kwargs: dict[str, Any] = {
@@ -535,33 +523,41 @@ class LiteLLMBackend:
         )
 
     def _cost(self, spec: EMSpec, response: Any, prompt_tokens: int, completion_tokens: int) -> float | None:
-        """Spec price, else litellm's price list; unknown prices give None, never an error."""
-        own = spec.price(prompt_tokens, completion_tokens)
-        if own is not None:
-            return own
-        if spec.litellm_model in self._unpriced:
-            return None
-        hidden = getattr(response, "_hidden_params", None) or {}
-        if isinstance(hidden.get("response_cost"), (int, float)):
-            return float(hidden["response_cost"])
-        try:
-            prompt_cost, completion_cost = _litellm().cost_per_token(
-                model=spec.litellm_model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
-            )
-            return float(prompt_cost) + float(completion_cost)
-        except Exception:
-            self._unpriced.add(spec.litellm_model)  # not in the price map: do not pay the lookup again
-            return None
+        """The call's price from ``price_per_token``; unknown prices give None, never an error.
+
+        When litellm priced the response itself (``ATTUNE_LITELLM_LEAN=0``, no
+        own prices) its figure is used, since it knows tiered and cached-token
+        prices that a per-token rate does not.
+        """
+        if spec.input_cost_per_million is None and spec.output_cost_per_million is None:
+            hidden = getattr(response, "_hidden_params", None) or {}
+            if isinstance(hidden.get("response_cost"), (int, float)):
+                return float(hidden["response_cost"])
+        return call_cost(spec, prompt_tokens, completion_tokens)
 
 
-def estimate_price_per_token(spec: EMSpec) -> tuple[float | None, float | None]:
-    """(input, output) USD per token for dry-run estimates: spec override, else litellm's map."""
+def price_per_token(spec: EMSpec) -> tuple[float, float] | None:
+    """(input, output) USD per token of a model, or None when no price is known.
+
+    The one price lookup, for the cost of calls made and for dry-run
+    estimates alike: the spec's own prices (the registry's override; a missing
+    side counts as free), offline baselines free, else litellm's price list
+    under the full model name or the name without its provider prefix.
+    """
     if spec.input_cost_per_million is not None or spec.output_cost_per_million is not None:
         return ((spec.input_cost_per_million or 0.0) / 1e6, (spec.output_cost_per_million or 0.0) / 1e6)
     if spec.is_offline:
         return (0.0, 0.0)
-    litellm = _litellm()
-    entry = litellm.model_cost.get(spec.litellm_model) or litellm.model_cost.get(spec.litellm_model.split("/", 1)[-1])
-    if not entry:
-        return (None, None)
-    return (entry.get("input_cost_per_token"), entry.get("output_cost_per_token"))
+    model_cost = _litellm().model_cost
+    entry = model_cost.get(spec.litellm_model) or model_cost.get(spec.litellm_model.split("/", 1)[-1])
+    if not entry or entry.get("input_cost_per_token") is None or entry.get("output_cost_per_token") is None:
+        return None
+    return (float(entry["input_cost_per_token"]), float(entry["output_cost_per_token"]))
+
+
+def call_cost(spec: EMSpec, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """USD for a call of this size to ``spec``'s model, or None when its price is unknown."""
+    price = price_per_token(spec)
+    if price is None:
+        return None
+    return prompt_tokens * price[0] + completion_tokens * price[1]

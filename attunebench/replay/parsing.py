@@ -2,9 +2,10 @@
 
 Models wrap JSON in prose or Markdown fences, leave raw newlines inside
 strings, or add trailing commas. ``extract_json`` recovers the object from all
-of those; the per-call validators then insist on the content the scorer needs
-(every asked question answered, ratings in range, options catalogued) so that
-an incomplete answer is retried instead of silently scoring as wrong.
+of those; the per-call answer models (pydantic, validated with the call's
+context) then insist on the content the scorer needs (every asked question
+answered, ratings in range, options catalogued) so that an incomplete answer
+is retried instead of silently scoring as wrong.
 
 Pure Python: no Django, no litellm.
 """
@@ -16,7 +17,18 @@ import math
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from attunebench import catalogue as cat
 from attunebench.canonical import normalise_intensity, normalise_winner, normalise_yes_no_na
@@ -40,6 +52,10 @@ def repair_json_text(text: str) -> str:
     A small scanner tracks whether it is inside a string so that only string
     contents are touched; commas before a closing bracket are removed only
     outside strings.
+
+    Deliberately not a general JSON repairer (such as the json-repair
+    package): those complete a reply cut off mid-way and fill a missing value
+    with "", so a truncated answer would be accepted instead of asked again.
     """
     out: list[str] = []
     in_string = False
@@ -110,128 +126,61 @@ def extract_json(text: str | None) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 # Answers
 # ---------------------------------------------------------------------------
+#
+# Each call's answer is a pydantic model validated with the call's context
+# (the question ids asked, comparison indices, verbose or not, ...). Field
+# validators normalise the many spellings models use and raise ValueError with
+# a message naming the field; ``_validate`` turns pydantic's errors into one
+# ReplyParseError whose text is shown to the model on retry.
+
+_ABSENT: Any = object()  # default of a field that is required only when its question was asked
 
 
-@dataclass(frozen=True)
-class DraftAnswer:
-    response: str
-    reasoning: str | None = None
+def _asked(info: ValidationInfo, name: str) -> Any:
+    return (info.context or {})[name]
 
 
-@dataclass(frozen=True)
-class AnalysisAnswer:
-    emotion_tags: list[dict[str, Any]]
-    om: dict[str, str]
-    human: dict[str, str]
-    reasoning: str | None = None
-
-
-@dataclass(frozen=True)
-class BinaryAnswer:
-    om: dict[str, str]
-    human: dict[str, str]
-    reasoning: str | None = None
-
-
-@dataclass(frozen=True)
-class PairwiseAnswer:
-    selections: dict[str, str]
-    reasoning: str | None = None
-
-
-@dataclass(frozen=True)
-class JudgeAnswer:
-    scores: dict[str, float] | None  # None: no golden reply to rate against
-    binary: dict[str, str] | None
-    reasoning: str | None = None
-
-
-@dataclass(frozen=True)
-class PostAnswer:
-    """``panas`` holds 1–7 ratings (absolute) or −6..+6 changes (delta strategies)."""
-
-    panas: dict[str, int]
-    is_change: bool
-    conversation_wide: dict[str, Any]
-    reasoning: str | None = None
-
-
-Answer = DraftAnswer | AnalysisAnswer | BinaryAnswer | PairwiseAnswer | JudgeAnswer | PostAnswer
-
-
-def _reasoning(obj: dict[str, Any], required: bool) -> str | None:
-    value = obj.get(P.KEY_REASONING)
-    if isinstance(value, str) and value.strip():
-        return value.strip()
-    if required:
-        raise ReplyParseError('the "reasoning" field is missing or empty')
-    return None
-
-
-def _section(obj: dict[str, Any], key: str) -> Any:
-    if key not in obj:
-        raise ReplyParseError(f'the "{key}" field is missing')
-    return obj[key]
+def _missing(key: str) -> ValueError:
+    return ValueError(f'the "{key}" field is missing')
 
 
 def _binary(value: Any, ids: tuple[str, ...], key: str, allow_na: bool = True) -> dict[str, str]:
     """Every asked id answered yes/no(/na); other ids are ignored."""
     if not isinstance(value, dict):
-        raise ReplyParseError(f'"{key}" must be an object mapping question ids to yes/no/na')
+        raise ValueError(f'"{key}" must be an object mapping question ids to yes/no/na')
     by_upper = {str(k).strip().upper(): v for k, v in value.items()}
     out: dict[str, str] = {}
     for qid in ids:
         if qid not in by_upper:
-            raise ReplyParseError(f'"{key}" has no answer for {qid}')
+            raise ValueError(f'"{key}" has no answer for {qid}')
         try:
             answer = normalise_yes_no_na(by_upper[qid])
         except Exception:
             answer = None
         if answer is None or (answer == cat.NOT_APPLICABLE and not allow_na):
             allowed = "yes/no/na" if allow_na else "yes/no"
-            raise ReplyParseError(f'"{key}".{qid} must be {allowed}, got {by_upper[qid]!r}')
+            raise ValueError(f'"{key}".{qid} must be {allowed}, got {by_upper[qid]!r}')
         out[qid] = answer
     return out
 
 
-def _emotion_tags(value: Any) -> list[dict[str, Any]]:
-    """Tags restricted to the 20 PANAS items (SPEC 4 step 2); others are dropped."""
-    if isinstance(value, dict):  # {"Upset": 5}
-        value = [{"emotion": k, "intensity": v} for k, v in value.items()]
-    if not isinstance(value, list):
-        raise ReplyParseError(f'"{P.KEY_TAGS}" must be a list of {{"emotion", "intensity"}} objects')
-    tags: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for entry in value:
-        if isinstance(entry, str):
-            word, raw_intensity = entry, None
-        elif isinstance(entry, dict):
-            word, raw_intensity = entry.get("emotion"), entry.get("intensity")
-        else:
-            continue
-        item = cat.canonical_panas_item(str(word)) if word is not None else None
-        if item is None or item in seen:
-            continue
-        try:
-            intensity = normalise_intensity(raw_intensity)
-        except Exception:
-            intensity = None
-        seen.add(item)
-        tags.append({"emotion": item, "intensity": intensity})
-    return tags
-
-
 def _number(value: Any, low: float, high: float, what: str) -> float:
+    """A finite number in [low, high]; numeric strings (with a leading '+') count, booleans do not."""
+    problem = ValueError(f"{what} must be a number {low:g}-{high:g}, got {value!r}")
     if isinstance(value, bool):
-        raise ReplyParseError(f"{what} must be a number {low:g}-{high:g}, got {value!r}")
+        raise problem
     if isinstance(value, str):
         try:
             value = float(value.strip().lstrip("+"))
         except ValueError:
-            raise ReplyParseError(f"{what} must be a number {low:g}-{high:g}, got {value!r}") from None
+            raise problem from None
     if not isinstance(value, (int, float)) or not math.isfinite(value) or not low <= value <= high:
-        raise ReplyParseError(f"{what} must be a number {low:g}-{high:g}, got {value!r}")
+        raise problem
     return float(value)
+
+
+def _rounded(value: float) -> int:
+    return math.floor(value + 0.5)
 
 
 def _option(value: Any, options: tuple[str, ...], what: str) -> str | None:
@@ -250,120 +199,307 @@ def _option(value: Any, options: tuple[str, ...], what: str) -> str | None:
     raise ReplyParseError(f"{what} must be one of the listed options, got {value!r}")
 
 
+def _q1_options(values: list[Any]) -> list[str]:
+    """The catalogued options among a q1 answer, in order, without repeats (others are dropped)."""
+    q1: list[str] = []
+    for value in values:
+        option = cat.match_option(str(value), cat.Q1_LOOKING_FOR_OPTIONS)
+        if option is not None and option not in q1:
+            q1.append(option)
+    return q1
+
+
+class _Reply(BaseModel):
+    """What every answer has: optional reasoning, required in verbose modes (context ``verbose``)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    reasoning: str | None = None
+
+    @field_validator("reasoning", mode="before")
+    @classmethod
+    def _stripped(cls, value: Any) -> str | None:
+        return value.strip() if isinstance(value, str) and value.strip() else None
+
+    @model_validator(mode="after")
+    def _reasoning_when_verbose(self, info: ValidationInfo) -> Self:
+        if _asked(info, "verbose") and self.reasoning is None:
+            raise ValueError(f'the "{P.KEY_REASONING}" field is missing or empty')
+        return self
+
+
+class DraftAnswer(_Reply):
+    response: str = Field(default="", validation_alias=AliasChoices(P.KEY_RESPONSE, "reply"), validate_default=True)
+
+    @field_validator("response", mode="before")
+    @classmethod
+    def _non_empty(cls, value: Any) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f'the "{P.KEY_RESPONSE}" field must be a non-empty string')
+        return value.strip()
+
+
+class AnalysisAnswer(_Reply):
+    """Context ``ids``: the questions asked; with none, the binary sections are not read."""
+
+    # A missing list is not "no feelings": it would score as a prediction, so it is asked again.
+    emotion_tags: list[dict[str, Any]] = Field(alias=P.KEY_TAGS)
+    om: dict[str, str] = Field(default=_ABSENT, alias=P.KEY_OM, validate_default=True)
+    human: dict[str, str] = Field(default=_ABSENT, alias=P.KEY_HUMAN, validate_default=True)
+
+    @field_validator("emotion_tags", mode="before")
+    @classmethod
+    def _panas_tags(cls, value: Any) -> list[dict[str, Any]]:
+        """Tags restricted to the 20 PANAS items (SPEC 4 step 2); others are dropped."""
+        if isinstance(value, dict):  # {"Upset": 5}
+            value = [{"emotion": k, "intensity": v} for k, v in value.items()]
+        if not isinstance(value, list):
+            raise ValueError(f'"{P.KEY_TAGS}" must be a list of {{"emotion", "intensity"}} objects')
+        tags: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for entry in value:
+            word: Any
+            if isinstance(entry, str):
+                word, raw_intensity = entry, None
+            elif isinstance(entry, dict):
+                word, raw_intensity = entry.get("emotion"), entry.get("intensity")
+            else:
+                continue
+            item = cat.canonical_panas_item(str(word)) if word is not None else None
+            if item is None or item in seen:
+                continue
+            try:
+                intensity = normalise_intensity(raw_intensity)
+            except Exception:
+                intensity = None
+            seen.add(item)
+            tags.append({"emotion": item, "intensity": intensity})
+        return tags
+
+    @field_validator("om", "human", mode="before")
+    @classmethod
+    def _answers(cls, value: Any, info: ValidationInfo) -> dict[str, str]:
+        ids = _asked(info, "ids")
+        key = P.KEY_OM if info.field_name == "om" else P.KEY_HUMAN
+        if not ids:
+            return {}
+        if value is _ABSENT:
+            raise _missing(key)
+        return _binary(value, ids, key)
+
+
+class BinaryAnswer(_Reply):
+    """Context ``ids``: the questions asked (the call is made only when there are some)."""
+
+    om: dict[str, str] = Field(alias=P.KEY_OM)
+    human: dict[str, str] = Field(alias=P.KEY_HUMAN)
+
+    @field_validator("om", "human", mode="before")
+    @classmethod
+    def _answers(cls, value: Any, info: ValidationInfo) -> dict[str, str]:
+        return _binary(value, _asked(info, "ids"), P.KEY_OM if info.field_name == "om" else P.KEY_HUMAN)
+
+
+class PairwiseAnswer(_Reply):
+    """Context ``indices``: the comparisons asked about."""
+
+    selections: dict[str, str] = Field(alias=P.KEY_SELECTIONS)
+
+    @field_validator("selections", mode="before")
+    @classmethod
+    def _winners(cls, value: Any, info: ValidationInfo) -> dict[str, str]:
+        if isinstance(value, list):  # ["A", "B"] in comparison order
+            value = {str(i): v for i, v in enumerate(value)}
+        if not isinstance(value, dict):
+            raise ValueError(f'"{P.KEY_SELECTIONS}" must map comparison indices to "A" or "B"')
+        by_index = {str(k).strip(): v for k, v in value.items()}
+        out: dict[str, str] = {}
+        for index in _asked(info, "indices"):
+            key = str(index)
+            if key not in by_index:
+                raise ValueError(f'"{P.KEY_SELECTIONS}" has no choice for comparison {index}')
+            try:
+                winner = normalise_winner(by_index[key])
+            except Exception:
+                winner = None
+            if winner is None:
+                raise ValueError(f'"{P.KEY_SELECTIONS}".{index} must be "A" or "B", got {by_index[key]!r}')
+            out[key] = winner
+        return out
+
+
+class JudgeAnswer(_Reply):
+    """Context ``rated``: ratings were asked for (there is a golden reply); ``ids``: the questions asked."""
+
+    scores: dict[str, float] | None = Field(default=_ABSENT, alias=P.KEY_SCORES, validate_default=True)
+    binary: dict[str, str] | None = Field(default=_ABSENT, alias=P.KEY_DRAFT_BINARY, validate_default=True)
+
+    @field_validator("scores", mode="before")
+    @classmethod
+    def _ratings(cls, value: Any, info: ValidationInfo) -> dict[str, float] | None:
+        if not _asked(info, "rated"):
+            return None  # no golden reply to rate against
+        if value is _ABSENT:
+            raise _missing(P.KEY_SCORES)
+        if not isinstance(value, dict):
+            raise ValueError(f'"{P.KEY_SCORES}" must be an object of 1-7 ratings')
+        scores = {}
+        for dimension in cat.JUDGE_DIMENSIONS:
+            if dimension not in value:
+                raise ValueError(f'"{P.KEY_SCORES}" has no {dimension}')
+            scores[dimension] = _number(value[dimension], 1, 7, f"{P.KEY_SCORES}.{dimension}")
+        return scores
+
+    @field_validator("binary", mode="before")
+    @classmethod
+    def _about_the_draft(cls, value: Any, info: ValidationInfo) -> dict[str, str] | None:
+        ids = _asked(info, "ids")
+        if not ids:
+            return None
+        if value is _ABSENT:
+            raise _missing(P.KEY_DRAFT_BINARY)
+        # SPEC 3.2: the judge's answers about the draft are yes or no, never na.
+        return _binary(value, ids, P.KEY_DRAFT_BINARY, allow_na=False)
+
+
+class PostAnswer(_Reply):
+    """``panas`` holds 1–7 ratings (absolute) or −6..+6 changes (delta strategies; context ``is_change``)."""
+
+    panas: dict[str, int]
+    is_change: bool
+    q1_lookingFor: list[str]
+    q2_emotionClarity: str | None
+    q3_modelFit: str | None
+    q3_followUp_whatFeltOff: list[str] = Field(default_factory=list)
+    fourBranchScores: dict[str, int]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ratings_key(cls, data: Any, info: ValidationInfo) -> Any:
+        """The ratings come under the strategy's key; it must be there."""
+        is_change = _asked(info, "is_change")
+        key = P.KEY_PANAS_CHANGE if is_change else P.KEY_POST_PANAS
+        if not isinstance(data, dict) or key not in data:
+            raise _missing(key)
+        return {**data, "panas": data[key], "is_change": is_change}
+
+    @field_validator("panas", mode="before")
+    @classmethod
+    def _twenty_items(cls, value: Any, info: ValidationInfo) -> dict[str, int]:
+        is_change = _asked(info, "is_change")
+        key = P.KEY_PANAS_CHANGE if is_change else P.KEY_POST_PANAS
+        if not isinstance(value, dict):
+            raise ValueError(f'"{key}" must be an object with the 20 feelings')
+        low, high = (P.PANAS_CHANGE_MIN, P.PANAS_CHANGE_MAX) if is_change else (1, 7)
+        items: dict[str, int] = {}
+        for name, rating in value.items():
+            item = cat.canonical_panas_item(str(name))
+            if item is not None:
+                items[item] = _rounded(_number(rating, low, high, f"{key}.{item}"))
+        missing = [i for i in cat.PANAS_ITEMS if i not in items]
+        if missing:
+            raise ValueError(f'"{key}" is missing {", ".join(missing)}')
+        return items
+
+    @field_validator("q1_lookingFor", mode="before")
+    @classmethod
+    def _q1(cls, value: Any) -> list[str]:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            raise ValueError('"q1_lookingFor" must be a list of options')
+        q1 = _q1_options(value)
+        if value and not q1:
+            raise ValueError('"q1_lookingFor" holds none of the listed options')
+        return q1
+
+    @field_validator("q2_emotionClarity", mode="before")
+    @classmethod
+    def _q2(cls, value: Any) -> str | None:
+        return _option(value, cat.Q2_EMOTION_CLARITY_OPTIONS, "q2_emotionClarity")
+
+    @field_validator("q3_modelFit", mode="before")
+    @classmethod
+    def _q3(cls, value: Any) -> str | None:
+        return _option(value, cat.Q3_MODEL_FIT_OPTIONS, "q3_modelFit")
+
+    @field_validator("q3_followUp_whatFeltOff", mode="before")
+    @classmethod
+    def _phrases(cls, value: Any) -> list[str]:
+        if isinstance(value, str):
+            value = [value] if value.strip() else []
+        if not isinstance(value, list):
+            raise ValueError('"q3_followUp_whatFeltOff" must be a list of short phrases')
+        return [str(v).strip() for v in value if str(v).strip()]
+
+    @field_validator("fourBranchScores", mode="before")
+    @classmethod
+    def _branches(cls, value: Any) -> dict[str, int]:
+        if not isinstance(value, dict):
+            raise ValueError('"fourBranchScores" must be an object of 1-7 ratings')
+        by_lower = {str(k).strip().lower(): v for k, v in value.items()}
+        branches = {}
+        for branch in cat.FOUR_BRANCHES:
+            if branch not in by_lower:
+                raise ValueError(f'"fourBranchScores" has no {branch}')
+            branches[branch] = _rounded(_number(by_lower[branch], 1, 7, f"fourBranchScores.{branch}"))
+        return branches
+
+    @property
+    def conversation_wide(self) -> dict[str, Any]:
+        """The conversation-wide answers as the run file stores them (SPEC 3.2)."""
+        return {
+            "q1_lookingFor": list(self.q1_lookingFor),
+            "q2_emotionClarity": self.q2_emotionClarity,
+            "q3_modelFit": self.q3_modelFit,
+            "q3_followUp_whatFeltOff": list(self.q3_followUp_whatFeltOff),
+            "fourBranchScores": dict(self.fourBranchScores),
+        }
+
+
+Answer = DraftAnswer | AnalysisAnswer | BinaryAnswer | PairwiseAnswer | JudgeAnswer | PostAnswer
+_A = TypeVar("_A", bound=_Reply)
+
+
+def _describe(error: Any) -> str:
+    """One pydantic error in words: our validators' messages as they are, others with their field."""
+    if error["type"] == "missing":
+        return f'the "{error["loc"][0]}" field is missing'
+    if error["type"] == "value_error":
+        return str(error["ctx"]["error"])
+    return f'"{".".join(str(part) for part in error["loc"])}": {error["msg"]}'
+
+
+def _validate(model: type[_A], obj: dict[str, Any], **context: Any) -> _A:
+    try:
+        return model.model_validate(obj, context=context)
+    except ValidationError as exc:
+        raise ReplyParseError("; ".join(_describe(error) for error in exc.errors())) from None
+
+
 def parse_draft(obj: dict[str, Any], verbose: bool) -> DraftAnswer:
-    value = obj.get(P.KEY_RESPONSE, obj.get("reply"))
-    if not isinstance(value, str) or not value.strip():
-        raise ReplyParseError(f'the "{P.KEY_RESPONSE}" field must be a non-empty string')
-    return DraftAnswer(response=value.strip(), reasoning=_reasoning(obj, verbose))
+    return _validate(DraftAnswer, obj, verbose=verbose)
 
 
 def parse_analysis(obj: dict[str, Any], ids: tuple[str, ...], verbose: bool) -> AnalysisAnswer:
-    # A missing list is not "no feelings": it would score as a prediction, so it is asked again.
-    tags = _emotion_tags(_section(obj, P.KEY_TAGS))
-    om = _binary(_section(obj, P.KEY_OM), ids, P.KEY_OM) if ids else {}
-    human = _binary(_section(obj, P.KEY_HUMAN), ids, P.KEY_HUMAN) if ids else {}
-    return AnalysisAnswer(emotion_tags=tags, om=om, human=human, reasoning=_reasoning(obj, verbose))
+    return _validate(AnalysisAnswer, obj, ids=ids, verbose=verbose)
 
 
 def parse_hp_binary(obj: dict[str, Any], ids: tuple[str, ...], verbose: bool) -> BinaryAnswer:
-    return BinaryAnswer(
-        om=_binary(_section(obj, P.KEY_OM), ids, P.KEY_OM),
-        human=_binary(_section(obj, P.KEY_HUMAN), ids, P.KEY_HUMAN),
-        reasoning=_reasoning(obj, verbose),
-    )
+    return _validate(BinaryAnswer, obj, ids=ids, verbose=verbose)
 
 
 def parse_pairwise(obj: dict[str, Any], indices: tuple[int, ...], verbose: bool) -> PairwiseAnswer:
-    raw = _section(obj, P.KEY_SELECTIONS)
-    if isinstance(raw, list):  # ["A", "B"] in comparison order
-        raw = {str(i): v for i, v in enumerate(raw)}
-    if not isinstance(raw, dict):
-        raise ReplyParseError(f'"{P.KEY_SELECTIONS}" must map comparison indices to "A" or "B"')
-    by_index = {str(k).strip(): v for k, v in raw.items()}
-    out: dict[str, str] = {}
-    for index in indices:
-        key = str(index)
-        if key not in by_index:
-            raise ReplyParseError(f'"{P.KEY_SELECTIONS}" has no choice for comparison {index}')
-        try:
-            winner = normalise_winner(by_index[key])
-        except Exception:
-            winner = None
-        if winner is None:
-            raise ReplyParseError(f'"{P.KEY_SELECTIONS}".{index} must be "A" or "B", got {by_index[key]!r}')
-        out[key] = winner
-    return PairwiseAnswer(selections=out, reasoning=_reasoning(obj, verbose))
+    return _validate(PairwiseAnswer, obj, indices=indices, verbose=verbose)
 
 
 def parse_judge(obj: dict[str, Any], ids: tuple[str, ...], verbose: bool, rated: bool = True) -> JudgeAnswer:
     """``rated``: ratings were asked for (there is a golden reply to rate against)."""
-    scores: dict[str, float] | None = None
-    if rated:
-        raw = _section(obj, P.KEY_SCORES)
-        if not isinstance(raw, dict):
-            raise ReplyParseError(f'"{P.KEY_SCORES}" must be an object of 1-7 ratings')
-        scores = {}
-        for dimension in cat.JUDGE_DIMENSIONS:
-            if dimension not in raw:
-                raise ReplyParseError(f'"{P.KEY_SCORES}" has no {dimension}')
-            scores[dimension] = _number(raw[dimension], 1, 7, f"{P.KEY_SCORES}.{dimension}")
-    # SPEC 3.2: the judge's answers about the draft are yes or no, never na.
-    binary = _binary(_section(obj, P.KEY_DRAFT_BINARY), ids, P.KEY_DRAFT_BINARY, allow_na=False) if ids else None
-    return JudgeAnswer(scores=scores, binary=binary, reasoning=_reasoning(obj, verbose))
+    return _validate(JudgeAnswer, obj, ids=ids, rated=rated, verbose=verbose)
 
 
 def parse_post(obj: dict[str, Any], strategy: str, verbose: bool) -> PostAnswer:
-    is_change = strategy != "absolute"
-    key = P.KEY_PANAS_CHANGE if is_change else P.KEY_POST_PANAS
-    raw = _section(obj, key)
-    if not isinstance(raw, dict):
-        raise ReplyParseError(f'"{key}" must be an object with the 20 feelings')
-    items: dict[str, int] = {}
-    for name, value in raw.items():
-        item = cat.canonical_panas_item(str(name))
-        if item is not None:
-            low, high = (P.PANAS_CHANGE_MIN, P.PANAS_CHANGE_MAX) if is_change else (1, 7)
-            items[item] = int(math.floor(_number(value, low, high, f"{key}.{item}") + 0.5))
-    missing = [i for i in cat.PANAS_ITEMS if i not in items]
-    if missing:
-        raise ReplyParseError(f'"{key}" is missing {", ".join(missing)}')
-
-    looking = _section(obj, "q1_lookingFor")
-    if isinstance(looking, str):
-        looking = [looking]
-    if not isinstance(looking, list):
-        raise ReplyParseError('"q1_lookingFor" must be a list of options')
-    q1: list[str] = []
-    for value in looking:
-        option = cat.match_option(str(value), cat.Q1_LOOKING_FOR_OPTIONS)
-        if option is not None and option not in q1:
-            q1.append(option)
-    if looking and not q1:
-        raise ReplyParseError('"q1_lookingFor" holds none of the listed options')
-    felt_off = obj.get("q3_followUp_whatFeltOff", [])
-    if isinstance(felt_off, str):
-        felt_off = [felt_off] if felt_off.strip() else []
-    if not isinstance(felt_off, list):
-        raise ReplyParseError('"q3_followUp_whatFeltOff" must be a list of short phrases')
-    branches_raw = _section(obj, "fourBranchScores")
-    if not isinstance(branches_raw, dict):
-        raise ReplyParseError('"fourBranchScores" must be an object of 1-7 ratings')
-    by_lower = {str(k).strip().lower(): v for k, v in branches_raw.items()}
-    branches = {}
-    for branch in cat.FOUR_BRANCHES:
-        if branch not in by_lower:
-            raise ReplyParseError(f'"fourBranchScores" has no {branch}')
-        branches[branch] = int(math.floor(_number(by_lower[branch], 1, 7, f"fourBranchScores.{branch}") + 0.5))
-    wide = {
-        "q1_lookingFor": q1,
-        "q2_emotionClarity": _option(
-            _section(obj, "q2_emotionClarity"), cat.Q2_EMOTION_CLARITY_OPTIONS, "q2_emotionClarity"
-        ),
-        "q3_modelFit": _option(_section(obj, "q3_modelFit"), cat.Q3_MODEL_FIT_OPTIONS, "q3_modelFit"),
-        "q3_followUp_whatFeltOff": [str(v).strip() for v in felt_off if str(v).strip()],
-        "fourBranchScores": branches,
-    }
-    return PostAnswer(panas=items, is_change=is_change, conversation_wide=wide, reasoning=_reasoning(obj, verbose))
+    return _validate(PostAnswer, obj, is_change=strategy != "absolute", verbose=verbose)
 
 
 def parse_reply(ctx: P.CallContext, text: str | None) -> Answer:

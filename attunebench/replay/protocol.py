@@ -209,18 +209,27 @@ def critical_path_calls(conversation: ConversationFile) -> int:
     return 2 * len(conversation.turns) + 1
 
 
+def turn_calls(turn: Turn, judge: bool) -> tuple[str, ...]:
+    """The calls a replay makes for one turn, in order (SPEC 4 steps 1-5).
+
+    The single rule behind the replay itself, its call count and its dry run:
+    draft and analysis always; the HP-perspective binary call when the
+    participant answered questions; pairwise when the turn has comparisons; the
+    judge (when there is one) when it has something to rate or answer.
+    """
+    calls = [P.DRAFT, P.ANALYSIS]
+    if _question_ids(turn):
+        calls.append(P.HP_BINARY)
+    if turn.annotations.pairwiseComparisons:
+        calls.append(P.PAIRWISE)
+    if judge and _judged(turn):
+        calls.append(P.JUDGE)
+    return tuple(calls)
+
+
 def planned_calls(conversation: ConversationFile, judge: bool) -> int:
-    """How many logical calls a replay makes when nothing fails (for --dry-run and progress)."""
-    total = 1  # post-conversation
-    for turn in conversation.turns:
-        total += 2
-        if _question_ids(turn):
-            total += 1
-        if turn.annotations.pairwiseComparisons:
-            total += 1
-        if judge and _judged(turn):
-            total += 1
-    return total
+    """How many logical calls a replay makes when nothing fails (progress and the dry run's count)."""
+    return 1 + sum(len(turn_calls(turn, judge)) for turn in conversation.turns)  # 1: post-conversation
 
 
 def _golden_reply(turn: Turn) -> str | None:
@@ -519,12 +528,13 @@ class Replayer:
         """Calls 3–5 of a turn, concurrently; returns the finished turn or None if it must be left out."""
         turn = view.conversation.turns[index]
         em, judge = self.em, self.config.judge
+        calls = turn_calls(turn, judge is not None)
         jobs: dict[str, Any] = {}
-        if _question_ids(turn):
+        if P.HP_BINARY in calls:
             jobs[P.HP_BINARY] = self._call(em, self.backend, view.hp_binary(index), ledger)
-        if turn.annotations.pairwiseComparisons:
+        if P.PAIRWISE in calls:
             jobs[P.PAIRWISE] = self._call(em, self.backend, view.pairwise(index), ledger)
-        if judge is not None and _judged(turn):
+        if judge is not None and P.JUDGE in calls:
             jobs[P.JUDGE] = self._call(judge, self.judge_backend, view.judge(index, draft.response), ledger)
         results = dict(zip(jobs, await asyncio.gather(*jobs.values(), return_exceptions=True)))
         keep = True
@@ -678,27 +688,33 @@ EXPECTED_OUTPUT_TOKENS: dict[str, int] = {
 }
 
 
-def dry_run_plan(conversations: Iterable[ConversationFile], config: ReplayConfig) -> list[tuple[str, str, int, int]]:
-    """(role, call type, prompt tokens, expected output tokens) for every call a replay would make.
+# (role "em" or "judge", call type, prompt tokens, expected output tokens)
+PlannedCall = tuple[str, str, int, int]
+
+
+def dry_run_plan(conversations: Iterable[ConversationFile], config: ReplayConfig) -> list[PlannedCall]:
+    """One ``PlannedCall`` for every call a replay would make when nothing fails.
 
     The thread holds no EM answers, so every prompt is known in advance —
     except the judge's, which embeds the draft: it is sized with an empty draft
     plus the expected draft length.
     """
-    plan: list[tuple[str, str, int, int]] = []
+    plan: list[PlannedCall] = []
     for conversation in conversations:
         view = ConversationView(conversation, config)
+        em_contexts = {
+            P.DRAFT: view.draft,
+            P.ANALYSIS: view.analysis,
+            P.HP_BINARY: view.hp_binary,
+            P.PAIRWISE: view.pairwise,
+        }
         for index, turn in enumerate(conversation.turns):
-            contexts = [view.draft(index), view.analysis(index)]
-            if _question_ids(turn):
-                contexts.append(view.hp_binary(index))
-            if turn.annotations.pairwiseComparisons:
-                contexts.append(view.pairwise(index))
-            for ctx in contexts:
-                plan.append(
-                    ("em", ctx.call_type, estimate_tokens(P.build_messages(ctx)), EXPECTED_OUTPUT_TOKENS[ctx.call_type])
-                )
-            if config.judge is not None and _judged(turn):
+            calls = turn_calls(turn, config.judge is not None)
+            for call in calls:
+                if call in em_contexts:
+                    ctx = em_contexts[call](index)
+                    plan.append(("em", call, estimate_tokens(P.build_messages(ctx)), EXPECTED_OUTPUT_TOKENS[call]))
+            if P.JUDGE in calls:
                 judge_ctx = view.judge(index, "")
                 plan.append(
                     (

@@ -6,16 +6,16 @@ benchmark share. Pure: no Django.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from attunebench.canonical import ConversationFile, dumps_canonical
 from attunebench.replay.cache import CallCache
-from attunebench.replay.llm import EMSpec, LiteLLMBackend, ModelBackend, estimate_price_per_token
-from attunebench.replay.protocol import ReplayConfig, Replayer, ReplayResult, dry_run_plan
+from attunebench.replay.llm import EMSpec, LiteLLMBackend, ModelBackend, price_per_token
+from attunebench.replay.protocol import PlannedCall, ReplayConfig, Replayer, ReplayResult, dry_run_plan
 from attunebench.replay.scheduler import Scheduler
+from attunebench.synth import document_filename
 
 _llm_backend: LiteLLMBackend | None = None
 
@@ -56,23 +56,13 @@ def make_replayer(
     )
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "x"
-
-
-def output_filename(result: ReplayResult) -> str:
-    """``<em>__<mode>__<conversation>.json``: one file per (conversation, EM, mode)."""
-    output = result.output
-    return f"{_slug(output.em_model)}__{output.mode}__{_slug(output.conversationId)}.json"
-
-
 def write_outputs(results: Sequence[ReplayResult], out_dir: str | Path) -> list[Path]:
     """Canonical, byte-stable run files (SPEC 3.2) in ``out_dir``."""
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for result in results:
-        path = folder / output_filename(result)
+        path = folder / document_filename(result.output)
         path.write_text(dumps_canonical(result.output), encoding="utf-8")
         paths.append(path)
     return paths
@@ -101,17 +91,23 @@ class DryRunEstimate:
 
 def estimate(conversations: Sequence[ConversationFile], em: EMSpec, config: ReplayConfig) -> DryRunEstimate:
     """Calls and cost a replay would make, computed from the real prompts, without calling anything."""
-    plan = dry_run_plan(conversations, config)
-    prices = {"em": estimate_price_per_token(em)}
-    if config.judge is not None:
-        prices["judge"] = estimate_price_per_token(config.judge)
+    return estimate_plan(dry_run_plan(conversations, config), em, config.judge)
+
+
+def estimate_plan(plan: Sequence[PlannedCall], em: EMSpec, judge: EMSpec | None) -> DryRunEstimate:
+    """Price a dry-run plan for an EM (and judge).
+
+    The plan depends on the conversations and the config only, so a launcher
+    estimating several models under one config builds it once and prices it per model.
+    """
+    prices = {"em": price_per_token(em), "judge": price_per_token(judge) if judge is not None else None}
     cost: float | None = 0.0
     for role, _call, prompt, output in plan:
-        price_in, price_out = prices[role]
-        if price_in is None or price_out is None or cost is None:
+        price = prices[role]
+        if price is None or cost is None:
             cost = None
         else:
-            cost += prompt * price_in + output * price_out
+            cost += prompt * price[0] + output * price[1]
     return DryRunEstimate(
         calls=len(plan),
         em_calls=sum(1 for p in plan if p[0] == "em"),

@@ -7,10 +7,13 @@ other providers could use. Transient failures (429, 5xx, timeouts, dropped
 connections) are retried with exponential backoff and "equal jitter"; a
 ``Retry-After`` from the provider is a floor on the wait and also pauses the
 whole provider, because a 429 means every call to it would fail until then.
-Slots are released while waiting, so backoff never idles capacity.
+Slots are released while waiting, so backoff never idles capacity. (This
+retry loop is ours rather than tenacity's because those three rules act
+between the attempts, on the slots and the provider's pause, where a generic
+retrier would need a callback for each.)
 
 Requests per minute are enforced by a pluggable ``RateLimiter``: the local
-token bucket here holds within one process; ``scoring.redis_limits`` has a
+bucket here (aiolimiter) holds within one process; ``scoring.redis_limits`` has a
 Redis limiter for several workers sharing one provider budget. In the same
 way a ``SharedSlots`` (Redis there too) makes a provider's in-flight cap hold
 across every worker process, not per process.
@@ -28,6 +31,8 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
+
+from aiolimiter import AsyncLimiter
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -94,32 +99,24 @@ class RateLimiter(Protocol):
 
 
 class TokenBucketLimiter:
-    """In-process token bucket per key.
+    """In-process bucket per key: aiolimiter's leaky bucket, sized for provider limits.
 
-    Capacity is a tenth of a minute's budget (at least 1), refilled at rpm/60
+    Capacity is a tenth of a minute's budget (at least 1), drained at rpm/60
     per second: bursts stay small, which is what providers' sub-minute
-    enforcement tolerates, and the long-run rate is exactly ``rpm``.
+    enforcement tolerates, and the long-run rate is exactly ``rpm``. Waiters
+    are served in arrival order. A changed ``rpm`` gets a fresh bucket.
     """
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._state: dict[str, tuple[float, float]] = {}  # key -> (tokens, last time)
-        self._locks: dict[str, asyncio.Lock] = {}
+    def __init__(self) -> None:
+        self._buckets: dict[str, tuple[int, AsyncLimiter]] = {}  # key -> (rpm it was made for, bucket)
 
     async def acquire(self, key: str, rpm: int) -> None:
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        capacity = max(1.0, math.ceil(rpm / 10))
-        rate = rpm / 60.0
-        async with lock:  # FIFO: waiters are served in arrival order
-            while True:
-                now = self._clock()
-                tokens, last = self._state.get(key, (capacity, now))
-                tokens = min(capacity, tokens + (now - last) * rate)
-                if tokens >= 1:
-                    self._state[key] = (tokens - 1, now)
-                    return
-                self._state[key] = (tokens, now)
-                await asyncio.sleep((1 - tokens) / rate)
+        made_for, bucket = self._buckets.get(key, (0, None))
+        if bucket is None or made_for != rpm:
+            capacity = max(1, math.ceil(rpm / 10))
+            bucket = AsyncLimiter(capacity, time_period=capacity * 60 / rpm)
+            self._buckets[key] = (rpm, bucket)
+        await bucket.acquire()
 
 
 class SharedSlots(Protocol):

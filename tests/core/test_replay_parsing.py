@@ -232,3 +232,14 @@ def test_ask_until_valid_retries_with_the_error_then_gives_up():
     with pytest.raises(ParseRetriesExhausted) as failure:
         asyncio.run(ask_until_valid(base, always_bad, lambda t: t, parse, attempts=2))
     assert len(failure.value.completions) == 2
+
+
+def test_every_problem_of_a_reply_is_named_at_once():
+    # The retry shows the model all that was wrong, not just the first field.
+    with pytest.raises(ReplyParseError) as failure:
+        parse_analysis({P.KEY_TAGS: "Upset", P.KEY_OM: {"B1": "maybe"}}, ("B1",), False)
+    assert str(failure.value) == (
+        '"emotion_tags" must be a list of {"emotion", "intensity"} objects; '
+        "\"binary_om_assessment\".B1 must be yes/no/na, got 'maybe'; "
+        'the "binary_human_prediction" field is missing'
+    )

@@ -241,3 +241,26 @@ def test_import_refuses_an_off_list_survey_answer(tmp_path):
         f"{tmp_path}/bad.json: conversationWideQuestions.q3_modelFit: 'Pretty good' is not one of the listed "
         "options for q3_modelFit"
     ]
+
+
+def test_one_panas_writer_keeps_given_totals_and_replaces_ratings(tmp_path):
+    # The importer and the participant flow both store surveys through collection.study_flow.write_panas.
+    from attunebench import catalogue as cat
+    from collection.models import PanasSurvey
+    from collection.study_flow import write_panas
+
+    _write(tmp_path / "a.json", conversation_dict("a"))
+    assert import_paths([tmp_path]).imported == ["a"]
+    conversation = Conversation.objects.get(conversation_id="a")
+    # Partial items and given totals (as an imported file may hold) are stored as they are.
+    survey = write_panas(
+        conversation, "pre", cf.Panas(items={"Upset": 2}, totalPositiveAffect=33, totalNegativeAffect=12)
+    )
+    assert (survey.total_positive, survey.total_negative) == (33, 12)
+    assert {r.item: r.rating for r in survey.item_responses.all()} == {"Upset": 2}
+    # Writing again replaces the survey; complete sides get derived totals: 10 items x 3 = 30, 10 x 5 = 50.
+    ratings = {item: 3 if item in cat.POSITIVE_AFFECT_ITEMS else 5 for item in cat.PANAS_ITEMS}
+    survey = write_panas(conversation, "pre", cf.Panas(items=ratings))
+    assert PanasSurvey.objects.filter(conversation=conversation, kind="pre").count() == 1
+    assert (survey.total_positive, survey.total_negative) == (30, 50)
+    assert {r.item: r.rating for r in survey.item_responses.all()} == ratings

@@ -30,7 +30,7 @@ def attune(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
 def test_lexicon_baseline_on_sample_data_works_on_a_fresh_install(tmp_path):
     done = attune("--model", "baseline:lexicon", "--conversations", "sample_data", data_dir=tmp_path / "data")
     assert done.returncode == 0, done.stderr
-    files = sorted((tmp_path / "data" / "runs" / "baseline-lexicon__default").glob("*.json"))
+    files = sorted((tmp_path / "data" / "runs" / "baseline_lexicon__default").glob("*.json"))
     assert len(files) == len(list((ROOT / "sample_data").glob("*.json")))
     run = load_run(files[0].read_bytes(), str(files[0]))
     assert run.em_model == "baseline:lexicon" and run.turns and run.post_conversation is not None

@@ -80,3 +80,71 @@ def test_human_raters_are_not_offered_to_the_launcher(client_, sample_conversati
     human_model(rater)
     page = client_.get("/research/runs/").content.decode()
     assert "baseline:lexicon" in page and "human:ravi" not in page
+
+
+def test_the_launcher_estimate_is_the_replay_dry_run_plan(sample_conversations, settings):
+    # One rule: each run's calls and cost are the core dry run's for the same conversations and config.
+    from attunebench.replay.protocol import ReplayConfig, planned_calls
+    from attunebench.replay.run import estimate
+    from research import launcher
+    from scoring import replay_service
+    from scoring.models import EvaluatedModel
+
+    settings.ATTUNE_ALLOW_LIVE_MODELS = False
+    priced = EvaluatedModel.objects.create(
+        name="priced", litellm_model="openai/priced", input_cost_per_million=1.0, output_cost_per_million=4.0
+    )
+    judge = EvaluatedModel.objects.create(
+        name="judge", litellm_model="openai/judge", input_cost_per_million=2.0, output_cost_per_million=2.0
+    )
+    request = launcher.LaunchRequest(
+        models=[lexicon(), priced],
+        modes=["default", "verbose"],
+        panas_strategy="delta",
+        judge=judge,
+        dataset_version=None,
+    )
+    result = launcher.estimate(request)
+
+    documents = list(replay_service.load_canonical(request.conversations().values_list("pk", flat=True)).values())
+    judge_spec = replay_service.registry_spec(judge)
+    expected_total = 0.0
+    for row in result.per_run:
+        config = ReplayConfig(mode=row["mode"], panas_strategy="delta", judge=judge_spec)
+        model = EvaluatedModel.objects.get(name=row["model"])
+        core = estimate(documents, replay_service.registry_spec(model), config)
+        assert row["calls"] == core.calls == sum(planned_calls(d, judge=True) for d in documents)
+        assert row["cost_usd"] == core.cost_usd
+        expected_total += core.cost_usd
+    assert result.runs == 4 and len(result.per_run) == 4 and result.conversations == 15
+    # The lexicon baseline pays only for the judge; the priced model pays for both, so it costs more.
+    by_run = {(r["model"], r["mode"]): r["cost_usd"] for r in result.per_run}
+    assert 0 < by_run[("baseline:lexicon", "default")] < by_run[("priced", "default")]
+    assert result.cost_usd == pytest.approx(expected_total)
+    assert "priced: live models are disabled (ATTUNE_ALLOW_LIVE_MODELS); this run would fail" in result.notes
+
+
+def test_an_unpriced_model_is_estimated_without_a_cost(sample_conversations):
+    from research import launcher
+    from scoring.models import EvaluatedModel
+
+    unknown = EvaluatedModel.objects.create(name="nowhere/unknown-model")
+    request = launcher.LaunchRequest(
+        models=[unknown], modes=["default"], panas_strategy="absolute", judge=None, dataset_version=None
+    )
+    result = launcher.estimate(request)
+    assert result.per_run[0]["cost_usd"] is None and result.per_run[0]["calls"] > 0
+    assert result.cost_usd == 0.0
+    assert any(note.startswith("nowhere/unknown-model: no price known") for note in result.notes)
+
+
+def test_deleted_offline_baselines_come_back_with_the_core_notes(db):
+    from attunebench.replay.baselines import BASELINE_NAMES, BASELINE_NOTES
+    from research import launcher
+    from scoring.models import EvaluatedModel
+
+    EvaluatedModel.objects.filter(name__in=BASELINE_NAMES).delete()
+    launcher.ensure_offline_baselines()
+    rows = EvaluatedModel.objects.filter(name__in=BASELINE_NAMES)
+    assert {m.name: m.notes for m in rows} == BASELINE_NOTES
+    assert {m.kind for m in rows} == {EvaluatedModel.Kind.OFFLINE}

@@ -66,6 +66,7 @@ class Command(BaseCommand):
     # -- model specs ---------------------------------------------------------
 
     def _spec(self, name: str, options: dict[str, Any]) -> Any:
+        from attunebench.replay.baselines import BASELINE_NAMES
         from attunebench.replay.llm import EMSpec, spec_from_name
         from scoring.replay_service import ReplayRefused, _is_loopback, em_spec
 
@@ -93,8 +94,8 @@ class Command(BaseCommand):
             and not (spec.api_base and _is_loopback(spec.api_base))
         ):
             raise CommandError(f"{name} is a live model: set ATTUNE_ALLOW_LIVE_MODELS=1 to allow paid calls")
-        if spec.is_offline and name not in ("baseline:random", "baseline:prior", "baseline:lexicon"):
-            raise CommandError(f"unknown baseline {name!r}; choose baseline:random, baseline:prior or baseline:lexicon")
+        if spec.is_offline and name not in BASELINE_NAMES:
+            raise CommandError(f"unknown baseline {name!r}; choose {', '.join(BASELINE_NAMES)}")
         return spec
 
     # -- conversations ---------------------------------------------------------
@@ -142,7 +143,9 @@ class Command(BaseCommand):
             self.stdout.write(plan.describe())
             return
 
-        out = Path(options["out"] or Path(settings.ATTUNE_RUNS_DIR) / f"{_slug(em.name)}__{config.mode}")
+        from attunebench.synth import document_filename, slug
+
+        out = Path(options["out"] or Path(settings.ATTUNE_RUNS_DIR) / f"{slug(em.name)}__{config.mode}")
         if settings.REDIS_URL and options["from_db"] and not options["in_process"]:
             runs = self._through_celery(em, options, conversations)
         else:
@@ -153,9 +156,7 @@ class Command(BaseCommand):
             from attunebench.canonical import dumps_canonical
 
             for run in runs:
-                (out / f"{_slug(run.em_model)}__{run.mode}__{_slug(run.conversationId)}.json").write_text(
-                    dumps_canonical(run), encoding="utf-8"
-                )
+                (out / document_filename(run)).write_text(dumps_canonical(run), encoding="utf-8")
         self._score(conversations, runs)
 
     def _in_process(
@@ -289,9 +290,3 @@ def post_coverage_summary(report: dict[str, Any]) -> str:
             f"  {row['em_model']} {row['mode']}: {shown}; holistic imputed in {imputed} of {len(members)} conversations"
         )
     return "\n".join(lines)
-
-
-def _slug(text: str) -> str:
-    import re
-
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "x"
