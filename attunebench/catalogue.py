@@ -452,10 +452,6 @@ Q3_OPTIONS: Final[tuple[str, ...]] = (
     "Mixed, some good moments, some misses",
     "Mostly off-target or intrusive",
 )
-# Longer names used by forms and the replay; the same tuples.
-Q1_LOOKING_FOR_OPTIONS: Final = Q1_OPTIONS
-Q2_EMOTION_CLARITY_OPTIONS: Final = Q2_OPTIONS
-Q3_MODEL_FIT_OPTIONS: Final = Q3_OPTIONS
 
 # Wording this platform stored before it adopted the benchmark's strings: old
 # exports and databases hold these, and readers map them to the listed string.

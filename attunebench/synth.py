@@ -177,11 +177,11 @@ def _pairwise(rng: random.Random) -> tuple[list[dict[str, Any]], list[str]]:
 
 
 def _conversation_wide(rng: random.Random) -> dict[str, Any]:
-    fit = rng.choice(cat.Q3_MODEL_FIT_OPTIONS)
-    perfect = fit == cat.Q3_MODEL_FIT_OPTIONS[0]
+    fit = rng.choice(cat.Q3_OPTIONS)
+    perfect = fit == cat.Q3_OPTIONS[0]
     return {
-        "q1_lookingFor": rng.sample(cat.Q1_LOOKING_FOR_OPTIONS, k=rng.randint(1, 3)),
-        "q2_emotionClarity": rng.choice(cat.Q2_EMOTION_CLARITY_OPTIONS),
+        "q1_lookingFor": rng.sample(cat.Q1_OPTIONS, k=rng.randint(1, 3)),
+        "q2_emotionClarity": rng.choice(cat.Q2_OPTIONS),
         "q3_modelFit": fit,
         "q3_followUp_whatFeltOff": [] if perfect else rng.sample(_FELT_OFF, k=rng.randint(1, 3)),
         "fourBranchScores": {branch: rng.randint(1, 7) for branch in cat.FOUR_BRANCHES},

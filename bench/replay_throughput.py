@@ -51,9 +51,12 @@ from devtools.fake_llm_server import http_json, root_url, start_subprocess
 
 def _specs(api_base: str, concurrency: int) -> tuple[EMSpec, EMSpec]:
     # Prices are given so that cost accounting runs as it would for a priced model.
-    common = dict(
-        api_base=api_base, max_in_flight=concurrency, input_cost_per_million=0.15, output_cost_per_million=0.60
-    )
+    common = {
+        "api_base": api_base,
+        "max_in_flight": concurrency,
+        "input_cost_per_million": 0.15,
+        "output_cost_per_million": 0.60,
+    }
     em = EMSpec(
         name="fake/em",
         litellm_model="openai/fake-em",
@@ -128,7 +131,8 @@ def main() -> None:
     efficiency = bound / wall
     speedup = sequential_per_call * calls / wall
     print(
-        f"conversations: {len(conversations)} x {options.turns} turns, judge on, concurrency {options.concurrency}, latency {options.latency_ms:.0f} ms"
+        f"conversations: {len(conversations)} x {options.turns} turns, judge on, "
+        f"concurrency {options.concurrency}, latency {options.latency_ms:.0f} ms"
     )
     print(
         f"calls by type: {stats['by_call_type']}; engine counted {replayer.totals.calls_made} sent, "
@@ -148,13 +152,16 @@ def main() -> None:
     )
     print(f"efficiency: {efficiency:.3f} (target >= 0.8)")
     print(
-        f"sequential estimate: {sequential_per_call * 1000:.1f} ms/call measured one at a time -> {sequential_per_call * calls:.1f} s; speed-up {speedup:.1f}x"
+        f"sequential estimate: {sequential_per_call * 1000:.1f} ms/call measured one at a time -> "
+        f"{sequential_per_call * calls:.1f} s; speed-up {speedup:.1f}x"
     )
     print(
-        f"CPU per call (client process only, median): {cpu_ms:.2f} ms (target <= 3 ms); cost per run ${replayer.totals.cost_spent:.4f}"
+        f"CPU per call (client process only, median): {cpu_ms:.2f} ms (target <= 3 ms); "
+        f"cost per run ${replayer.totals.cost_spent:.4f}"
     )
     print(
-        f"calls={calls} wall_s={wall:.3f} bound_s={bound:.3f} efficiency={efficiency:.3f} speedup={speedup:.2f} cpu_ms_per_call={cpu_ms:.3f}"
+        f"calls={calls} wall_s={wall:.3f} bound_s={bound:.3f} efficiency={efficiency:.3f} "
+        f"speedup={speedup:.2f} cpu_ms_per_call={cpu_ms:.3f}"
     )
 
 

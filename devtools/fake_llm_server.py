@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import math
@@ -46,7 +47,7 @@ from attunebench.replay.baselines import RandomBaseline
 
 READY_PREFIX = "FAKE_LLM_SERVER_READY"
 ERROR_KINDS = ("429", "500", "503", "timeout")
-SCRIPT_OUTCOMES = ERROR_KINDS + ("malformed", "ok")
+SCRIPT_OUTCOMES = (*ERROR_KINDS, "malformed", "ok")
 
 _QUESTION_LINE = re.compile(r"^- (B\d+):", re.MULTILINE)
 _COMPARISON_LINE = re.compile(r"^Comparison (\d+):", re.MULTILINE)
@@ -475,10 +476,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{READY_PREFIX} http://{options.host}:{port}/v1", flush=True)
         await asyncio.Event().wait()
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve())
-    except KeyboardInterrupt:
-        pass
 
 
 if __name__ == "__main__":

@@ -73,15 +73,18 @@ def marked_conversation(
             {
                 "turnNumber": t,
                 "userMessage": f"I feel so anxious about work {user_marker(t)}. What should I do?",
-                "llmResponse": f"It makes sense you feel that way {reply_marker(t)}. You could try a short walk. How are you sleeping?",
+                "llmResponse": (
+                    f"It makes sense you feel that way {reply_marker(t)}. You could try a short walk. "
+                    "How are you sleeping?"
+                ),
                 "moodShiftTags": [{"emotion": "Nervous", "intensity": 5}] if t % 2 else [],
                 "annotations": {
                     "binaryJudgements": [
                         {"questionId": "B13", "observedBehavior": "yes", "preferredBehavior": "yes"},
                         {"questionId": "B19", "observedBehavior": "yes", "preferredBehavior": "no"},
                         {"questionId": "B11", "observedBehavior": "no", "preferredBehavior": None},
-                    ]
-                    + ([{"questionId": "B5", "observedBehavior": None, "preferredBehavior": None}]),
+                        {"questionId": "B5", "observedBehavior": None, "preferredBehavior": None},
+                    ],
                     "alternateResponses": {
                         "llmImproved": f"A better reply {improved_marker(t)}.",
                         "humanEdited": f"What I wanted to hear {golden_marker(t)}.",

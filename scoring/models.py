@@ -212,5 +212,8 @@ class ModelCallCache(models.Model):
     class Meta:
         indexes = [models.Index(fields=["model"])]
 
+    def __str__(self) -> str:
+        return f"{self.model} call {self.key[:12]}"
+
     # The key formula is the replay core's, so rows written here and the pure caches agree.
     make_key = staticmethod(replay_cache.make_key)

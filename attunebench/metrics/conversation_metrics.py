@@ -137,7 +137,7 @@ def option_match(gt: str | None, predicted: str | None) -> float:
 
 def q3_ordinal_distance(gt: str | None, predicted: str | None) -> int:
     """Distance between positions on the four fit options; both unknown 0, one unknown 3."""
-    options = [o.casefold() for o in cat.Q3_MODEL_FIT_OPTIONS]
+    options = [o.casefold() for o in cat.Q3_OPTIONS]
     g, p = _norm(gt), _norm(predicted)
     gi = options.index(g) if g in options else None
     pi = options.index(p) if p in options else None

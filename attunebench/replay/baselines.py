@@ -157,9 +157,9 @@ class RandomBaseline(BaselineBackend):
         else:
             panas = {item: rng.randint(-2, 2) for item in cat.PANAS_ITEMS}
         wide = {
-            "q1_lookingFor": rng.sample(cat.Q1_LOOKING_FOR_OPTIONS, rng.randint(1, 2)),
-            "q2_emotionClarity": rng.choice(cat.Q2_EMOTION_CLARITY_OPTIONS),
-            "q3_modelFit": rng.choice(cat.Q3_MODEL_FIT_OPTIONS),
+            "q1_lookingFor": rng.sample(cat.Q1_OPTIONS, rng.randint(1, 2)),
+            "q2_emotionClarity": rng.choice(cat.Q2_OPTIONS),
+            "q3_modelFit": rng.choice(cat.Q3_OPTIONS),
             "q3_followUp_whatFeltOff": rng.sample(cat.Q3_WHAT_FELT_OFF_SUGGESTIONS, rng.randint(0, 2)),
             "fourBranchScores": {b: rng.randint(1, 7) for b in cat.FOUR_BRANCHES},
         }
@@ -351,16 +351,16 @@ class PriorBaseline(BaselineBackend):
             best = max(counts, key=lambda pair: pair[0]) if counts else (0, None)
             return best[1] if best[0] > 0 else None
 
-        q1 = [o for o in cat.Q1_LOOKING_FOR_OPTIONS if answered and tally.get("q1", o) >= answered / 2]
+        q1 = [o for o in cat.Q1_OPTIONS if answered and tally.get("q1", o) >= answered / 2]
         if not q1:
-            top = common("q1", cat.Q1_LOOKING_FOR_OPTIONS)
+            top = common("q1", cat.Q1_OPTIONS)
             q1 = [top] if top else []
         off_keys = [key[1] for key in tally.values if key[0] == "off" and tally.values[key] > 0]
         felt_off = sorted(k for k in off_keys if answered and tally.get("off", k) >= answered / 2)
         wide = {
             "q1_lookingFor": q1,
-            "q2_emotionClarity": common("q2", cat.Q2_EMOTION_CLARITY_OPTIONS),
-            "q3_modelFit": common("q3", cat.Q3_MODEL_FIT_OPTIONS),
+            "q2_emotionClarity": common("q2", cat.Q2_OPTIONS),
+            "q3_modelFit": common("q3", cat.Q3_OPTIONS),
             "q3_followUp_whatFeltOff": felt_off,
             "fourBranchScores": {
                 b: round(tally.get("fb", b) / tally.get("fb_n", b)) if tally.get("fb_n", b) else 4
@@ -512,7 +512,8 @@ _REFLECT_RE: Final = re.compile(
     re.IGNORECASE,
 )
 _OTHER_VIEW_RE: Final = re.compile(
-    r"\b(they might|from (?:their|his|her) (?:side|point|perspective)|perspective|(?:he|she|they) may feel|their side)\b",
+    r"\b(they might|from (?:their|his|her) (?:side|point|perspective)|perspective"
+    r"|(?:he|she|they) may feel|their side)\b",
     re.IGNORECASE,
 )
 _MULTI_VIEW_RE: Final = re.compile(
@@ -826,31 +827,31 @@ class LexiconBaseline(BaselineBackend):
                 panas[item] = max(1, min(7, max(base + changes[item], late.get(item, 0))))
         else:
             panas = changes
-        readings = [_Reading(r, u, replies[:i], i + 1) for i, (u, r) in enumerate(zip(users, replies))]
+        readings = [_Reading(r, u, replies[:i], i + 1) for i, (u, r) in enumerate(zip(users, replies, strict=False))]
         all_user = " ".join(users)
         q1 = [
             option
             for option, pattern in (
-                (cat.Q1_LOOKING_FOR_OPTIONS[0], _VENT_RE),
-                (cat.Q1_LOOKING_FOR_OPTIONS[1], _WHY_RE),
-                (cat.Q1_LOOKING_FOR_OPTIONS[2], _OPTIONS_RE),
-                (cat.Q1_LOOKING_FOR_OPTIONS[3], _URGENT_RE),
-                (cat.Q1_LOOKING_FOR_OPTIONS[4], _INFO_RE),
-                (cat.Q1_LOOKING_FOR_OPTIONS[5], _CALM_RE),
+                (cat.Q1_OPTIONS[0], _VENT_RE),
+                (cat.Q1_OPTIONS[1], _WHY_RE),
+                (cat.Q1_OPTIONS[2], _OPTIONS_RE),
+                (cat.Q1_OPTIONS[3], _URGENT_RE),
+                (cat.Q1_OPTIONS[4], _INFO_RE),
+                (cat.Q1_OPTIONS[5], _CALM_RE),
             )
             if pattern.search(all_user)
-        ] or [cat.Q1_LOOKING_FOR_OPTIONS[1]]
+        ] or [cat.Q1_OPTIONS[1]]
         felt = set(early) | set(late)
         if not felt:
-            clarity = cat.Q2_EMOTION_CLARITY_OPTIONS[1]
+            clarity = cat.Q2_OPTIONS[1]
         elif felt & _POSITIVE_ITEMS and felt - _POSITIVE_ITEMS:
-            clarity = cat.Q2_EMOTION_CLARITY_OPTIONS[2]
+            clarity = cat.Q2_OPTIONS[2]
         elif set(early) != set(late) and early and late:
-            clarity = cat.Q2_EMOTION_CLARITY_OPTIONS[3]
+            clarity = cat.Q2_OPTIONS[3]
         else:
-            clarity = cat.Q2_EMOTION_CLARITY_OPTIONS[0]
+            clarity = cat.Q2_OPTIONS[0]
         quality = sum(r.quality() for r in readings) / max(1, len(readings))
-        fit = cat.Q3_MODEL_FIT_OPTIONS[0 if quality >= 3 else 1 if quality >= 1.5 else 2 if quality >= 0 else 3]
+        fit = cat.Q3_OPTIONS[0 if quality >= 3 else 1 if quality >= 1.5 else 2 if quality >= 0 else 3]
         felt_off = []
         if sum(len(r.advice) for r in readings) > len(readings):
             felt_off.append("Too much advice")
@@ -877,7 +878,7 @@ class LexiconBaseline(BaselineBackend):
             "q2_emotionClarity": clarity,
             "q3_modelFit": fit,
             "q3_followUp_whatFeltOff": felt_off,
-            "fourBranchScores": {b: int(round(v)) for b, v in four.items()},
+            "fourBranchScores": {b: round(v) for b, v in four.items()},
         }
         return _post_shape(ctx, panas, wide)
 

@@ -203,7 +203,7 @@ def _q1_options(values: list[Any]) -> list[str]:
     """The catalogued options among a q1 answer, in order, without repeats (others are dropped)."""
     q1: list[str] = []
     for value in values:
-        option = cat.match_option(str(value), cat.Q1_LOOKING_FOR_OPTIONS)
+        option = cat.match_option(str(value), cat.Q1_OPTIONS)
         if option is not None and option not in q1:
             q1.append(option)
     return q1
@@ -416,12 +416,12 @@ class PostAnswer(_Reply):
     @field_validator("q2_emotionClarity", mode="before")
     @classmethod
     def _q2(cls, value: Any) -> str | None:
-        return _option(value, cat.Q2_EMOTION_CLARITY_OPTIONS, "q2_emotionClarity")
+        return _option(value, cat.Q2_OPTIONS, "q2_emotionClarity")
 
     @field_validator("q3_modelFit", mode="before")
     @classmethod
     def _q3(cls, value: Any) -> str | None:
-        return _option(value, cat.Q3_MODEL_FIT_OPTIONS, "q3_modelFit")
+        return _option(value, cat.Q3_OPTIONS, "q3_modelFit")
 
     @field_validator("q3_followUp_whatFeltOff", mode="before")
     @classmethod

@@ -357,7 +357,9 @@ def _post_instruction(ctx: CallContext) -> str:
     if strategy == "absolute":
         known = [
             f"{side} total was {total}"
-            for side, total in zip(("positive-feeling", "negative-feeling"), ctx.pre_totals or (None, None))
+            for side, total in zip(
+                ("positive-feeling", "negative-feeling"), ctx.pre_totals or (None, None), strict=False
+            )
             if total is not None
         ]
         if known:
@@ -385,9 +387,9 @@ def _post_instruction(ctx: CallContext) -> str:
         )
         panas_body = f'"{KEY_PANAS_CHANGE}": {{' + ", ".join(f'"{i}": 0' for i in cat.PANAS_ITEMS) + "}"
     lines += [
-        f'2. "q1_lookingFor": what were they looking for (one or more of): {_options(cat.Q1_LOOKING_FOR_OPTIONS)}.',
-        f'3. "q2_emotionClarity": how clear were their emotions (one of): {_options(cat.Q2_EMOTION_CLARITY_OPTIONS)}.',
-        f'4. "q3_modelFit": how well did the original model match their needs (one of): {_options(cat.Q3_MODEL_FIT_OPTIONS)}.',
+        f'2. "q1_lookingFor": what were they looking for (one or more of): {_options(cat.Q1_OPTIONS)}.',
+        f'3. "q2_emotionClarity": how clear were their emotions (one of): {_options(cat.Q2_OPTIONS)}.',
+        f'4. "q3_modelFit": how well did the original model match their needs (one of): {_options(cat.Q3_OPTIONS)}.',
         '5. "q3_followUp_whatFeltOff": short phrases for what felt off in the original model\'s replies '
         f"(empty list if nothing), for example: {_options(cat.Q3_WHAT_FELT_OFF_SUGGESTIONS[:5])}.",
         '6. "fourBranchScores": their 1-7 ratings of the original model: '

@@ -328,7 +328,8 @@ class ConversationView:
         turns = self.conversation.turns
         past = tuple(P.VisibleTurn(t.turnNumber, t.userMessage, t.llmResponse) for t in turns[:index])
         current = turns[index]
-        return past + (
+        return (
+            *past,
             P.VisibleTurn(current.turnNumber, current.userMessage, current.llmResponse if with_reply else None),
         )
 
@@ -536,7 +537,7 @@ class Replayer:
             jobs[P.PAIRWISE] = self._call(em, self.backend, view.pairwise(index), ledger)
         if judge is not None and P.JUDGE in calls:
             jobs[P.JUDGE] = self._call(judge, self.judge_backend, view.judge(index, draft.response), ledger)
-        results = dict(zip(jobs, await asyncio.gather(*jobs.values(), return_exceptions=True)))
+        results = dict(zip(jobs, await asyncio.gather(*jobs.values(), return_exceptions=True), strict=False))
         keep = True
         for name, result in results.items():
             if isinstance(result, CallFailed):

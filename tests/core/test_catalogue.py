@@ -18,9 +18,9 @@ def test_counts_match_the_spec():
     assert len(cat.ALL_TOPICS) == 50
     assert len(set(cat.ALL_TOPICS)) == 50
     assert "Romantic relationships" in cat.TOPIC_CATEGORIES
-    assert len(cat.Q1_LOOKING_FOR_OPTIONS) == 7
-    assert len(cat.Q2_EMOTION_CLARITY_OPTIONS) == 4
-    assert len(cat.Q3_MODEL_FIT_OPTIONS) == 4
+    assert len(cat.Q1_OPTIONS) == 7
+    assert len(cat.Q2_OPTIONS) == 4
+    assert len(cat.Q3_OPTIONS) == 4
     assert cat.FOUR_BRANCHES == ("perceiving", "facilitating", "understanding", "managing")
 
 
@@ -55,7 +55,7 @@ def test_every_question_is_worded_both_ways():
 
 
 def test_no_option_string_is_duplicated_across_lists():
-    lists = [cat.Q1_LOOKING_FOR_OPTIONS, cat.Q2_EMOTION_CLARITY_OPTIONS, cat.Q3_MODEL_FIT_OPTIONS]
+    lists = [cat.Q1_OPTIONS, cat.Q2_OPTIONS, cat.Q3_OPTIONS]
     flat = [o.casefold() for options in lists for o in options]
     assert len(flat) == len(set(flat))
 
@@ -120,7 +120,6 @@ def test_survey_options_are_the_benchmark_strings_exactly():
         "Mixed, some good moments, some misses",
         "Mostly off-target or intrusive",
     )
-    assert cat.Q1_LOOKING_FOR_OPTIONS is cat.Q1_OPTIONS
 
 
 @pytest.mark.parametrize("old, listed", sorted(cat.LEGACY_OPTION_ALIASES.items()))

@@ -39,7 +39,7 @@ def test_baselines_write_valid_runs_that_the_scorer_reads(name, mode, tmp_path):
     paths = write_outputs(results, tmp_path)
     runs = [load_run(p.read_bytes(), str(p)) for p in paths]
     assert [r.em_model for r in runs] == [name] * 6 and {r.mode for r in runs} == {mode}
-    for run, conversation in zip(runs, conversations):
+    for run, conversation in zip(runs, conversations, strict=False):
         assert [t.turnNumber for t in run.turns] == [t.turnNumber for t in conversation.turns]
         assert run.api_cost == 0.0 and run.prompt_version == P.PROMPT_VERSION
     report = score_documents(conversations, runs)

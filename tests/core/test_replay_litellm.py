@@ -22,7 +22,7 @@ from attunebench.replay.aio import run_sync
 from attunebench.replay.cache import FileCache, MemoryCache
 from attunebench.replay.llm import EMSpec, LiteLLMBackend
 from attunebench.replay.protocol import ReplayConfig, Replayer, planned_calls
-from attunebench.replay.scheduler import RetriesExhausted, Scheduler
+from attunebench.replay.scheduler import PermanentCallError, RetriesExhausted, Scheduler
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer, http_json, root_url
 from devtools.replay_fixtures import marked_conversation
 
@@ -114,7 +114,7 @@ def test_litellm_request_setup_runs_in_the_loop_thread_for_key_based_providers(s
         name="b", litellm_model="bedrock/anthropic.claude-v2", api_base=server.url, params={"timeout": 2.0}
     )
     where.clear()
-    with pytest.raises(Exception):
+    with pytest.raises((PermanentCallError, RetriesExhausted)):  # bedrock can't sign without credentials
         one_call(server, bedrock, Scheduler(max_attempts=1))
     assert where and where[0] != loop_thread
 

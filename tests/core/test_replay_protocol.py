@@ -93,7 +93,7 @@ def test_only_the_questions_the_participant_answered_are_asked():
     turn = result.output.turns[0]
     assert set(turn.em_binary_om_assessment) == {"B13", "B19", "B11"}
     assert set(turn.em_binary_human_prediction_hp) == {"B13", "B19", "B11"}
-    hp = [c for c in recorder.calls if c.call_type == P.HP_BINARY][0]
+    hp = next(c for c in recorder.calls if c.call_type == P.HP_BINARY)
     assert cat.BINARY_QUESTIONS_BY_ID["B13"].first_person in hp.text
     assert cat.BINARY_QUESTIONS_BY_ID["B13"].third_person in analysis[0].text
 
@@ -169,7 +169,7 @@ def test_panas_strategies_show_what_they_should_and_compute_post(strategy):
 
     recorder = RecordingBackend(Fixed(seed=1))
     result, _ = replay(conversation, recorder, panas_strategy=strategy)
-    post_call = [c for c in recorder.calls if c.call_type == P.POST][0]
+    post_call = next(c for c in recorder.calls if c.call_type == P.POST)
     instruction = post_call.messages[-1]["content"].split(P.TASK_MARKER)[-1]
     pre = conversation.prePanas
     if strategy == "absolute":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import time
 
@@ -74,7 +75,7 @@ def test_transient_errors_are_retried_with_growing_jittered_delays():
         return "ok"
 
     assert asyncio.run(scheduler.submit("p", flaky)) == "ok"
-    gaps = [b - a for a, b in zip(attempts, attempts[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(attempts)]
     # Equal jitter: retry n waits between half and all of base * 2**n.
     for n, gap in enumerate(gaps):
         assert 0.01 * 2**n / 2 - 0.002 <= gap <= 0.01 * 2**n + 0.02

@@ -66,7 +66,7 @@ def test_each_file_is_marked_synthetic_and_well_shaped(path: Path) -> None:
     assert wide is not None and wide.q1_lookingFor and wide.q2_emotionClarity and wide.q3_modelFit
     assert set(wide.fourBranchScores) == set(cat.FOUR_BRANCHES)
     # A follow-up on what felt off exists exactly when the fit was not perfect.
-    assert bool(wide.q3_followUp_whatFeltOff) == (wide.q3_modelFit != cat.Q3_MODEL_FIT_OPTIONS[0])
+    assert bool(wide.q3_followUp_whatFeltOff) == (wide.q3_modelFit != cat.Q3_OPTIONS[0])
 
 
 def test_conversation_and_participant_ids_are_unique() -> None:

@@ -116,7 +116,7 @@ def test_q2_q3_match_is_trimmed_case_insensitive() -> None:
 
 
 def test_q3_ordinal_distance() -> None:
-    best, mostly, mixed, off = cat.Q3_MODEL_FIT_OPTIONS
+    best, mostly, mixed, off = cat.Q3_OPTIONS
     assert cm.q3_ordinal_distance(best, off) == 3
     assert cm.q3_ordinal_distance(mixed, mostly.upper()) == 1
     assert cm.q3_ordinal_distance(None, None) == 0  # both unknown

@@ -79,9 +79,9 @@ def conversations(draw: st.DrawFn, perfect: bool = False, cid: str = "c") -> dic
             "items": draw(st.dictionaries(st.sampled_from(cat.PANAS_ITEMS), st.integers(1, 7))),
         },
         "conversationWideQuestions": {
-            "q1_lookingFor": draw(st.lists(st.sampled_from(cat.Q1_LOOKING_FOR_OPTIONS), unique=True, max_size=3)),
-            "q2_emotionClarity": draw(st.sampled_from(cat.Q2_EMOTION_CLARITY_OPTIONS)),
-            "q3_modelFit": draw(st.sampled_from(cat.Q3_MODEL_FIT_OPTIONS)),
+            "q1_lookingFor": draw(st.lists(st.sampled_from(cat.Q1_OPTIONS), unique=True, max_size=3)),
+            "q2_emotionClarity": draw(st.sampled_from(cat.Q2_OPTIONS)),
+            "q3_modelFit": draw(st.sampled_from(cat.Q3_OPTIONS)),
             "q3_followUp_whatFeltOff": draw(st.lists(st.sampled_from(cat.Q3_WHAT_FELT_OFF_SUGGESTIONS), max_size=3)),
             "fourBranchScores": draw(st.dictionaries(st.sampled_from(cat.FOUR_BRANCHES), st.integers(1, 7))),
         },
@@ -123,9 +123,9 @@ def random_runs(draw: st.DrawFn, conversation: dict[str, Any], em_model: str = "
         )
     wide = st.fixed_dictionaries(
         {
-            "q1_lookingFor": st.lists(st.sampled_from((*cat.Q1_LOOKING_FOR_OPTIONS, "something else")), max_size=3),
-            "q2_emotionClarity": st.one_of(st.none(), st.sampled_from(cat.Q2_EMOTION_CLARITY_OPTIONS)),
-            "q3_modelFit": st.one_of(st.none(), st.sampled_from((*cat.Q3_MODEL_FIT_OPTIONS, "meh"))),
+            "q1_lookingFor": st.lists(st.sampled_from((*cat.Q1_OPTIONS, "something else")), max_size=3),
+            "q2_emotionClarity": st.one_of(st.none(), st.sampled_from(cat.Q2_OPTIONS)),
+            "q3_modelFit": st.one_of(st.none(), st.sampled_from((*cat.Q3_OPTIONS, "meh"))),
             "q3_followUp_whatFeltOff": st.lists(WORDS.map(" ".join), max_size=3),
             "fourBranchScores": st.dictionaries(st.sampled_from(cat.FOUR_BRANCHES), st.integers(1, 7)),
         }
