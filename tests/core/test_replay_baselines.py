@@ -38,14 +38,14 @@ def test_baselines_write_valid_runs_that_the_scorer_reads(name, mode, tmp_path):
     paths = write_outputs(results, tmp_path)
     runs = [load_run(p.read_bytes(), str(p)) for p in paths]
     assert [r.em_model for r in runs] == [name] * 6 and {r.mode for r in runs} == {mode}
-    for run, conversation in zip(runs, conversations):
+    for run, conversation in zip(runs, conversations, strict=True):
         assert [t.turnNumber for t in run.turns] == [t.turnNumber for t in conversation.turns]
         assert run.api_cost == 0.0 and run.prompt_version == P.PROMPT_VERSION
     report = score_documents(conversations, runs)
-    assert len(report["conversations"]) == 6
-    row = report["aggregates"][0]
-    assert row["em_model"] == name and row["mode"] == mode
-    assert all(c["coverage"] == 1 for c in report["conversations"])
+    assert len(report.conversations) == 6
+    row = report.aggregates[0]
+    assert row.em_model == name and row.mode == mode
+    assert all(c.coverage == 1 for c in report.conversations)
 
 
 def test_baselines_score_sample_data():
@@ -56,7 +56,7 @@ def test_baselines_score_sample_data():
     for name in BASELINE_NAMES:
         results = run_baseline(name, conversations)
         report = score_documents(conversations, [r.output for r in results])
-        composites[name] = report["aggregates"][0]["composite_score"]
+        composites[name] = report.aggregates[0].composite_score
     assert all(0 <= value <= 100 for value in composites.values())
 
 

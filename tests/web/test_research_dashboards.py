@@ -62,15 +62,16 @@ def test_leaderboard_sorts_and_toggles_weighting(client_, scored_runs):
 
     data = evaluation_data()
     spec = leaderboard_rows(data)
-    assert [r["em_model"] for r in spec] == ["synth:strong", "synth:middling", "synth:weak"]
+    assert [r.em_model for r in spec] == ["synth:strong", "synth:middling", "synth:weak"]
     ascending = leaderboard_rows(data, sort="composite", descending=False)
-    assert [r["em_model"] for r in ascending] == ["synth:weak", "synth:middling", "synth:strong"]
+    assert [r.em_model for r in ascending] == ["synth:weak", "synth:middling", "synth:strong"]
     by_name = leaderboard_rows(data, sort="label", descending=False)
-    assert [r["label"] for r in by_name] == sorted(r["label"] for r in spec)
+    assert [r.label for r in by_name] == sorted(r.label for r in spec)
     equal = leaderboard_rows(data, weighting="equal")
     for row in spec + equal:
-        assert row["ci_low"] < row["composite"] < row["ci_high"]
-    assert {r["em_model"]: r["composite"] for r in equal} != {r["em_model"]: r["composite"] for r in spec}
+        assert row.ci_low is not None and row.ci_high is not None and row.composite is not None
+        assert row.ci_low < row.composite < row.ci_high
+    assert {r.em_model: r.composite for r in equal} != {r.em_model: r.composite for r in spec}
     page = client_.get("/research/?weighting=equal").content.decode()
     assert "Equal-weight composite = mean of turn-level" in page and "Research use only" in page
 
