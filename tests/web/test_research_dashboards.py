@@ -178,3 +178,22 @@ def test_drilldown_agrees_with_the_scorer_on_every_judgement(scored_runs):
                     counts["tp"] + counts["tn"],
                     sum(counts[k] for k in ("tp", "fp", "tn", "fn")),
                 )
+
+
+def test_stored_scores_an_older_scorer_wrote_are_skipped_with_a_message(scored_runs):
+    from research.evaluation import build_report
+    from scoring.models import ConversationScore
+
+    strong = scored_runs[0]
+    lacking, mistyped, *_ = ConversationScore.objects.filter(run=strong).order_by("pk")
+    lacking.metrics = {k: v for k, v in lacking.metrics.items() if k != "avg_emotion_f1"}
+    lacking.save(update_fields=["metrics"])
+    mistyped.metrics = {**mistyped.metrics, "coverage": "all of it"}
+    mistyped.save(update_fields=["metrics"])
+    report, skipped = build_report(scored_runs)
+    # 3 runs × 15 conversations, two stored scores unreadable
+    assert len(report.conversations) == 3 * 15 - 2
+    assert [r.n_conversations for r in report.aggregates if r.em_model == "synth:strong"] == [13]
+    assert len(skipped) == 2
+    assert any(s.endswith("stored score lacks avg_emotion_f1") for s in skipped)
+    assert any("does not read as a record (coverage: Input should be a valid number" in s for s in skipped)
