@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from attunebench.metrics.keys import METRIC_KEYS
-from attunebench.metrics.results import AggregateRow, BinaryScores, ConversationRecord
+from attunebench.metrics.results import AggregateRow, BinaryScores, BinaryVariant, ConversationRecord
 from attunebench.metrics.turn_metrics import confusion_metrics
 
 
@@ -36,16 +36,16 @@ def standard_error(values: Sequence[float]) -> float | None:
     return None if sd is None else sd / math.sqrt(len(values))
 
 
-def pooled_binary_metrics(records: Iterable[ConversationRecord], variant: str) -> BinaryScores:
+def pooled_binary_metrics(records: Iterable[ConversationRecord], variant: BinaryVariant) -> BinaryScores:
     """Confusion counts pooled over every scored turn, then re-derived (SPEC 5.4)."""
     tp = fp = tn = fn = 0
     for record in records:
         for turn in record.turns:
-            counts = turn.binary(variant)
-            tp += counts.tp
-            fp += counts.fp
-            tn += counts.tn
-            fn += counts.fn
+            counts = turn[variant]
+            tp += counts["tp"]
+            fp += counts["fp"]
+            tn += counts["tn"]
+            fn += counts["fn"]
     return BinaryScores(tp=tp, fp=fp, tn=tn, fn=fn, **confusion_metrics(tp, fp, tn, fn))
 
 

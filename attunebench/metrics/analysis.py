@@ -89,12 +89,12 @@ DISCRIMINATION_METRICS: tuple[str, ...] = (
 )
 # Per-turn metrics followed along the conversation (SPEC 6: behaviour accuracy drifts down).
 TURN_POSITION_METRICS: dict[str, Callable[[TurnScores], float | None]] = {
-    "emotion_f1": lambda t: t.emotion_f1,
-    "emotion_va_score": lambda t: t.emotion_va_score,
-    "binary_om_accuracy": lambda t: t.binary_om.accuracy,
-    "binary_human_accuracy": lambda t: t.binary_human.accuracy,
-    "behaviour_accuracy": lambda t: (t.binary_om.accuracy + t.binary_human.accuracy) / 2,
-    "pairwise_accuracy": lambda t: t.pairwise_accuracy,
+    "emotion_f1": lambda t: t["emotion_f1"],
+    "emotion_va_score": lambda t: t["emotion_va_score"],
+    "binary_om_accuracy": lambda t: t["binary_om"]["accuracy"],
+    "binary_human_accuracy": lambda t: t["binary_human"]["accuracy"],
+    "behaviour_accuracy": lambda t: (t["binary_om"]["accuracy"] + t["binary_human"]["accuracy"]) / 2,
+    "pairwise_accuracy": lambda t: t["pairwise_accuracy"],
 }
 GROUPS: tuple[str, str] = ("anxiety_depression", "none")
 
@@ -670,14 +670,14 @@ def turn_position(report: ScoringReport, info: Mapping[str, Mapping[str, Any]]) 
             n = info.get(r.conversationId, {}).get("n_gt_turns")
             if not n:
                 approximated += 1
-                n = max((t.turn_index for t in r.turns), default=-1) + 1
+                n = max((t["turn_index"] for t in r.turns), default=-1) + 1
             conv_halves: dict[str, dict[str, list[float]]] = {
                 h: {m: [] for m in TURN_POSITION_METRICS} for h in ("early", "late")
             }
             for t in r.turns:
-                rel = (t.turn_index + 0.5) / n
+                rel = (t["turn_index"] + 0.5) / n
                 half = "early" if rel < 0.5 else "late" if rel > 0.5 else None
-                point = curve.setdefault(t.turn_index + 1, {m: [] for m in TURN_POSITION_METRICS})
+                point = curve.setdefault(t["turn_index"] + 1, {m: [] for m in TURN_POSITION_METRICS})
                 for m, get in TURN_POSITION_METRICS.items():
                     value = get(t)
                     if value is None:

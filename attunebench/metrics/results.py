@@ -21,12 +21,13 @@ dicts; everything with a fixed set of keys is a model.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, with_config
+from typing_extensions import TypedDict
 
 from attunebench.metrics.composite import CAPABILITIES, LEADERBOARD_CAPABILITIES
-from attunebench.metrics.keys import BINARY_VARIANTS, METRIC_KEYS
+from attunebench.metrics.keys import METRIC_KEYS
 
 # key -> key -> value: metric x metric for the correlations, row label x row label for outrank probabilities
 Matrix = dict[str, dict[str, float | None]]
@@ -450,7 +451,7 @@ class Analysis(Result):
 
 
 class BinaryScores(Result):
-    """Confusion counts and their metrics for one prediction set (one turn, or pooled over a row)."""
+    """Confusion counts pooled over a row's scored turns, and their metrics (SPEC 5.4)."""
 
     tp: int
     fp: int
@@ -463,7 +464,34 @@ class BinaryScores(Result):
     mcc: float
 
 
-class TurnScores(Result):
+# The per-turn scores are typed mappings rather than models: a report holds one
+# per scored turn (24 000 for 200 conversations × 10 turns × 12 rows), and
+# plain dicts keep that at a third of the memory of models. Pydantic still
+# validates them inside ConversationRecord (no unknown key, no NaN) and mypy
+# checks every key read against these declarations.
+_TURN_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+@with_config(_TURN_CONFIG)
+class TurnBinary(TypedDict):
+    """Confusion counts and their metrics for one turn and one prediction set."""
+
+    tp: int
+    fp: int
+    tn: int
+    fn: int
+    accuracy: float
+    precision: float
+    recall: float
+    f1: float
+    mcc: float
+
+
+BinaryVariant = Literal["binary_om", "binary_human", "binary_om_hp", "binary_human_hp"]
+
+
+@with_config(_TURN_CONFIG)
+class TurnScores(TypedDict):
     """Every SPEC 5.1 metric of one scored EM turn."""
 
     turnNumber: int
@@ -476,10 +504,10 @@ class TurnScores(Result):
     emotion_intensity_mae: float | None
     emotion_va_score: float
     emotion_va_intensity_score: float
-    binary_om: BinaryScores
-    binary_human: BinaryScores
-    binary_om_hp: BinaryScores
-    binary_human_hp: BinaryScores
+    binary_om: TurnBinary
+    binary_human: TurnBinary
+    binary_om_hp: TurnBinary
+    binary_human_hp: TurnBinary
     pairwise_accuracy: float
     pairwise_kendall_tau: float | None
     response_similarity: float
@@ -489,11 +517,6 @@ class TurnScores(Result):
     response_preference_alignment: float
     draft_judge_score: float | None
     draft_binary_alignment: float | None
-
-    def binary(self, variant: str) -> BinaryScores:
-        """The scores of binary variant ``variant`` (one of keys.BINARY_VARIANTS)."""
-        value: BinaryScores = _field(self, variant, BINARY_VARIANTS, "binary variant")
-        return value
 
 
 class ConfusionCounts(Result):

@@ -199,7 +199,7 @@ def test_the_report_models_spell_the_keys_as_issue_3_writes_them() -> None:
     assert list(AggregateRow.model_fields) == ISSUE_AGGREGATE_KEYS
     assert list(ConversationRecord.model_fields)[:-1] == list(CONVERSATION_KEYS)
     assert tuple(AggregateRow.model_fields) == AGGREGATE_KEYS
-    assert tuple(TurnScores.model_fields) == TURN_KEYS
+    assert tuple(TurnScores.__annotations__) == TURN_KEYS
 
 
 def test_cli_table_and_csv_read_the_leaderboard_row_model(dataset: tuple[Path, Path]) -> None:
