@@ -10,8 +10,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from attunebench.metrics.keys import METRIC_KEYS
-from attunebench.metrics.results import AggregateRow, BinaryScores, BinaryVariant, ConversationRecord
+from attunebench.metrics.keys import METRIC_KEYS, BinaryVariant
+from attunebench.metrics.results import AggregateRow, BinaryScores, ConversationRecord
 from attunebench.metrics.turn_metrics import confusion_metrics
 
 

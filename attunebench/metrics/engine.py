@@ -9,7 +9,7 @@ benchmark well under its 5 s budget without multiprocessing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ from attunebench.metrics.keys import (
     NULLABLE_TURN_AVERAGES,
     TURN_AVERAGES,
 )
-from attunebench.metrics.results import ConversationDetails, ConversationRecord, ScoringReport
+from attunebench.metrics.results import ConversationDetails, ConversationRecord, ScoringReport, TurnScores
 
 # ---------------------------------------------------------------------------
 # Ground truth, prepared once per conversation
@@ -124,7 +124,7 @@ def prepare_conversation(conversation: ConversationFile) -> PreparedConversation
 # ---------------------------------------------------------------------------
 
 
-def score_turn(gt: PreparedTurn, em: RunTurn) -> dict[str, Any]:
+def score_turn(gt: PreparedTurn, em: RunTurn) -> TurnScores:
     """Every SPEC 5.1 metric of one EM turn against its prepared ground truth."""
     pred_tags = [(t.emotion, t.intensity) for t in em.em_emotion_tags]
     emo = tm.emotion_set_scores(gt.emotions, tm.tag_intensities(pred_tags))
@@ -232,7 +232,7 @@ _PLAIN_AVERAGES = tuple((k, v) for k, v in TURN_AVERAGES.items() if "." not in v
 _NESTED_AVERAGES = tuple((k, *v.split(".")) for k, v in TURN_AVERAGES.items() if "." in v)
 
 
-def turn_averages(turns: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+def turn_averages(turns: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
     """Means over scored turns (SPEC 5.3): nullable metrics over non-null values only.
 
     With no scored turn, nullable averages are None and every other one is 0.

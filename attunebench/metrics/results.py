@@ -21,7 +21,7 @@ dicts; everything with a fixed set of keys is a model.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
@@ -485,9 +485,6 @@ class TurnBinary(TypedDict):
     recall: float
     f1: float
     mcc: float
-
-
-BinaryVariant = Literal["binary_om", "binary_human", "binary_om_hp", "binary_human_hp"]
 
 
 @with_config(_TURN_CONFIG)
