@@ -16,7 +16,7 @@ import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from django.core.cache import cache
 from django.db.models import Count, Max, Q
@@ -222,7 +222,7 @@ class DashboardRow(LeaderboardRow):
     """
 
     rank: int
-    weighting: str
+    weighting: Literal["spec", "equal"]
     composite: float | None
     ci_low: float | None
     ci_high: float | None
@@ -252,6 +252,7 @@ def leaderboard_rows(
     """
     if data.analysis is None:
         return []
+    shown: Literal["spec", "equal"] = "equal" if weighting == "equal" else "spec"
     runs = data.run_by_label
     bootstrap_rows = {r.label: r for r in data.analysis.bootstrap.rows}
     by_row: dict[tuple[str, str], list[ConversationRecord]] = {}
@@ -260,7 +261,7 @@ def leaderboard_rows(
     rows: list[dict[str, Any]] = []
     for base in sorted(core_leaderboard_rows(data.report), key=lambda r: (r.em_model, r.mode)):
         run = runs.get(base.label)
-        if weighting == "equal":
+        if shown == "equal":
             values = [r.equal_weight_composite for r in by_row.get((base.em_model, base.mode), [])]
             estimate = mean_or_none(values)
             low, high = _normal_ci(values)
@@ -271,7 +272,7 @@ def leaderboard_rows(
         rows.append(
             {
                 **dict(base),
-                "weighting": weighting,
+                "weighting": shown,
                 "composite": estimate,
                 "ci_low": low,
                 "ci_high": high,
