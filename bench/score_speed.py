@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from attunebench import catalogue as cat
 from attunebench.canonical import ConversationFile, RunOutput, parse_conversation, parse_run
-from attunebench.metrics import score_documents
+from attunebench.metrics import score_documents, to_json
 
 MODELS = ("bench/model-a", "bench/model-b", "bench/model-c")
 MODES = cat.MODES  # 3 models × 4 modes = 12 runs per conversation
@@ -270,12 +270,12 @@ def main() -> None:
     started = time.perf_counter()
     report = score_documents(conversations, runs)
     total = time.perf_counter() - started
-    assert len(report["conversations"]) == len(runs)
+    assert len(report.conversations) == len(runs)
 
     started = time.perf_counter()
-    size = len(json.dumps(report, allow_nan=False))
+    size = len(json.dumps(to_json(report), allow_nan=False))
     print(
-        f"report: {len(report['aggregates'])} aggregate rows, JSON {size / 1e6:.1f} MB "
+        f"report: {len(report.aggregates)} aggregate rows, JSON {size / 1e6:.1f} MB "
         f"(serialised in {time.perf_counter() - started:.2f} s)"
     )
     del report

@@ -354,10 +354,13 @@ class LeaderboardView(ResearcherAPIMixin, APIView):
         weighting = "equal" if request.query_params.get("weighting") == "equal" else "spec"
         data = evaluation_data(id_param(request.query_params.get("dataset_version")))
         rows = leaderboard_rows(data, weighting=weighting)
+        # The rows are the dashboard's own models, serialised like every result (LeaderboardSerializer documents them).
         return Response(
-            LeaderboardSerializer(
-                {"weighting": weighting, "research_only_statement": RESEARCH_ONLY_STATEMENT, "rows": rows}
-            ).data
+            {
+                "weighting": weighting,
+                "research_only_statement": RESEARCH_ONLY_STATEMENT,
+                "rows": [to_json(row) for row in rows],
+            }
         )
 
 

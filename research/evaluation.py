@@ -16,21 +16,30 @@ import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from django.core.cache import cache
 from django.db.models import Count, Max, Q
+from pydantic import ValidationError
 
 from attunebench import catalogue as cat
 from attunebench.metrics.aggregate import aggregate_rows, mean_or_none, standard_error
 from attunebench.metrics.composite import CAPABILITY_TITLES, LEADERBOARD_CAPABILITIES
 from attunebench.metrics.keys import CONVERSATION_KEYS
-from attunebench.metrics.results import Analysis, row_label
+from attunebench.metrics.report import leaderboard_rows as core_leaderboard_rows
+from attunebench.metrics.results import (
+    Analysis,
+    ConversationDetails,
+    ConversationRecord,
+    LeaderboardRow,
+    ScoringReport,
+    row_label,
+)
 from collection.models import Conversation, SensitiveProfile
 from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, RunScore
 
 N_BOOTSTRAP = 1000
-CACHE_VERSION = 2  # part of the cache key: bump when the cached report or analysis changes shape
+CACHE_VERSION = 3  # part of the cache key: bump when the cached report or analysis changes shape
 Z_95 = 1.959964
 
 SORT_KEYS = ("composite", "label", "n", "coverage", "post_coverage", "cost", *LEADERBOARD_CAPABILITIES)
@@ -43,7 +52,7 @@ class EvaluationData:
     """Everything the dashboard draws, computed once per set of scored runs."""
 
     runs: list[EvaluationRun]
-    report: dict[str, Any]
+    report: ScoringReport
     analysis: Analysis | None
     skipped: list[str] = field(default_factory=list)
 
@@ -112,11 +121,12 @@ def stored_record(metrics: Mapping[str, Any]) -> Mapping[str, Any]:
     return inner if isinstance(inner, Mapping) else metrics
 
 
-def build_report(runs: Sequence[EvaluationRun]) -> tuple[dict[str, Any], list[str]]:
+def build_report(runs: Sequence[EvaluationRun]) -> tuple[ScoringReport, list[str]]:
     """The scorer's report over the runs' stored scores, each record carrying DB details.
 
-    A stored record missing keys the scorer defines is skipped with a message
-    rather than crashing the dashboard: it was written by an older scorer.
+    A stored record missing keys the scorer defines, or holding a value of the
+    wrong type, is skipped with a message rather than crashing the dashboard:
+    it was written by an older scorer.
     """
     run_by_pk = {r.pk: r for r in runs}
     scores = list(
@@ -125,32 +135,39 @@ def build_report(runs: Sequence[EvaluationRun]) -> tuple[dict[str, Any], list[st
         )
     )
     info = conversation_info({s[1] for s in scores})
-    records: list[dict[str, Any]] = []
+    records: list[ConversationRecord] = []
     skipped: list[str] = []
     required = set(CONVERSATION_KEYS) - {"conversationId", "em_model", "mode", *POST_KEYS}
     for run_pk, conversation_pk, metrics, post_coverage in scores:
         run = run_by_pk[run_pk]
         meta = info.get(conversation_pk, {})
-        record = dict(stored_record(metrics or {}))
-        # The column is what the scorer reported; None means "not known" for a score stored before it existed.
-        record["post_coverage"] = post_coverage
-        record.setdefault("holistic_imputed", None)
-        missing = required - record.keys()
+        stored = stored_record(metrics or {})
+        where = f"run {run_pk}, conversation {meta.get('conversationId')}"
+        missing = required - stored.keys()
         if missing:
-            skipped.append(
-                f"run {run_pk}, conversation {meta.get('conversationId')}: "
-                f"stored score lacks {', '.join(sorted(missing))}"
-            )
+            skipped.append(f"{where}: stored score lacks {', '.join(sorted(missing))}")
             continue
-        record["conversationId"] = meta.get("conversationId", str(conversation_pk))
-        record["em_model"] = run.evaluated_model.name
-        record["mode"] = run.mode
-        details = dict(record.get("details") or {})
+        stored_details = stored.get("details")
+        details = {k: v for k, v in (stored_details or {}).items() if k in ConversationDetails.model_fields}
         details.update({k: meta.get(k) for k in ("category", "original_model", "participant_group", "n_gt_turns")})
-        record["details"] = details
-        records.append(record)
-    records.sort(key=lambda r: (r["em_model"], r["mode"], r["conversationId"]))
-    return {"conversations": records, "aggregates": aggregate_rows(records)}, skipped
+        fields = {k: stored[k] for k in CONVERSATION_KEYS if k in stored}
+        fields.update(
+            {
+                "conversationId": meta.get("conversationId", str(conversation_pk)),
+                "em_model": run.evaluated_model.name,
+                "mode": run.mode,
+                # The column is what the scorer reported; None means "not known" for a score stored before it existed.
+                "post_coverage": post_coverage,
+                "details": details,
+            }
+        )
+        try:
+            records.append(ConversationRecord.model_validate(fields))
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
+            skipped.append(f"{where}: stored score does not read as a record ({problems})")
+    records.sort(key=lambda r: (r.em_model, r.mode, r.conversationId))
+    return ScoringReport(conversations=records, aggregates=aggregate_rows(records)), skipped
 
 
 def _cache_key(runs: Sequence[EvaluationRun]) -> str:
@@ -170,14 +187,14 @@ def evaluation_data(dataset_version_id: int | None = None, n_bootstrap: int = N_
     """Report and SPEC 6 analyses of the leaderboard runs, cached until any score changes."""
     runs = leaderboard_runs(dataset_version_id)
     if not runs:
-        return EvaluationData(runs=[], report={"conversations": [], "aggregates": []}, analysis=None)
+        return EvaluationData(runs=[], report=ScoringReport(conversations=[], aggregates=[]), analysis=None)
     key = _cache_key(runs) + f":{n_bootstrap}:v{CACHE_VERSION}"
     cached = cache.get(key)
     if cached is None:
         from attunebench.metrics.analysis import analyze  # numpy/scipy: loaded only when a dashboard needs them
 
         report, skipped = build_report(runs)
-        analysis = analyze(report, n_bootstrap=n_bootstrap) if report["conversations"] else None
+        analysis = analyze(report, n_bootstrap=n_bootstrap) if report.conversations else None
         cached = {"report": report, "analysis": analysis, "skipped": skipped}
         cache.set(key, cached, timeout=600)
     return EvaluationData(runs=runs, report=cached["report"], analysis=cached["analysis"], skipped=cached["skipped"])
@@ -197,9 +214,36 @@ def _normal_ci(values: Sequence[float]) -> tuple[float | None, float | None]:
     return m - Z_95 * se, m + Z_95 * se
 
 
+class DashboardRow(LeaderboardRow):
+    """A leaderboard row as the dashboard, its chart and the API show it: the core row plus web columns.
+
+    ``composite`` is the composite under the chosen weighting with its 95% CI
+    (``ci_low``, ``ci_high``); ``run`` is the primary key of the row's run.
+    """
+
+    rank: int
+    weighting: Literal["spec", "equal"]
+    composite: float | None
+    ci_low: float | None
+    ci_high: float | None
+    run: int | None
+    cost: float | None
+
+
+# Sort keys the page accepts -> the row field they sort by (capabilities are looked up in row.capabilities).
+SORT_FIELDS = {
+    "composite": "composite",
+    "label": "label",
+    "n": "n_conversations",
+    "coverage": "coverage",
+    "post_coverage": "post_coverage",
+    "cost": "cost",
+}
+
+
 def leaderboard_rows(
     data: EvaluationData, weighting: str = "spec", sort: str = "composite", descending: bool = True
-) -> list[dict[str, Any]]:
+) -> list[DashboardRow]:
     """Rows of the leaderboard, one per (EM, mode).
 
     ``weighting='spec'`` shows the SPEC 5.3 composite with a percentile
@@ -208,54 +252,44 @@ def leaderboard_rows(
     """
     if data.analysis is None:
         return []
+    shown: Literal["spec", "equal"] = "equal" if weighting == "equal" else "spec"
     runs = data.run_by_label
     bootstrap_rows = {r.label: r for r in data.analysis.bootstrap.rows}
-    by_row: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for record in data.report["conversations"]:
-        by_row.setdefault((record["em_model"], record["mode"]), []).append(record)
-    rows = []
-    for profile in data.analysis.capability_profile:
-        label = profile.label
-        run = runs.get(label)
-        records = by_row.get((profile.em_model, profile.mode), [])
-        if weighting == "equal":
-            values = [r["equal_weight_composite"] for r in records]
+    by_row: dict[tuple[str, str], list[ConversationRecord]] = {}
+    for record in data.report.conversations:
+        by_row.setdefault((record.em_model, record.mode), []).append(record)
+    rows: list[dict[str, Any]] = []
+    for base in sorted(core_leaderboard_rows(data.report), key=lambda r: (r.em_model, r.mode)):
+        run = runs.get(base.label)
+        if shown == "equal":
+            values = [r.equal_weight_composite for r in by_row.get((base.em_model, base.mode), [])]
             estimate = mean_or_none(values)
             low, high = _normal_ci(values)
         else:
-            boot = bootstrap_rows.get(label)
+            boot = bootstrap_rows.get(base.label)
             ci = boot.composite_score if boot else None
             estimate, low, high = (ci.estimate, ci.low, ci.high) if ci else (None, None, None)
         rows.append(
             {
-                "label": label,
-                "em_model": profile.em_model,
-                "mode": profile.mode,
-                "human": profile.human_baseline,
-                "run": run,
-                "n": profile.n_conversations,
+                **dict(base),
+                "weighting": shown,
                 "composite": estimate,
                 "ci_low": low,
                 "ci_high": high,
-                "capabilities": {c: profile.capabilities.capability(c) for c in LEADERBOARD_CAPABILITIES},
-                "coverage": profile.coverage,
-                "post_coverage": mean_or_none(r.get("post_coverage") for r in records),
-                "holistic_imputed": sum(1 for r in records if r.get("holistic_imputed")),
+                "run": run.pk if run else None,
                 "cost": run.cost_usd if run else None,
             }
         )
     sort = sort if sort in SORT_KEYS else "composite"
 
     def key(row: dict[str, Any]) -> Any:
-        value = row["capabilities"].get(sort) if sort in LEADERBOARD_CAPABILITIES else row.get(sort)
+        value = row["capabilities"].capability(sort) if sort in LEADERBOARD_CAPABILITIES else row[SORT_FIELDS[sort]]
         if sort == "label":
             return value
         return -math.inf if value is None else value
 
     rows.sort(key=key, reverse=descending)
-    for rank, row in enumerate(rows, start=1):
-        row["rank"] = rank
-    return rows
+    return [DashboardRow(**row, rank=rank) for rank, row in enumerate(rows, start=1)]
 
 
 def capability_columns() -> list[tuple[str, str]]:

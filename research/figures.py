@@ -28,9 +28,9 @@ def leaderboard_chart(data: EvaluationData, weighting: str = "spec") -> Chart:
     return bar_panels(
         "leaderboard",
         title,
-        [r["label"] for r in rows],
-        [("composite" if weighting == "spec" else "equal-weight composite", [r["composite"] for r in rows])],
-        intervals=[[(r["ci_low"], r["ci_high"]) for r in rows]],
+        [r.label for r in rows],
+        [("composite" if weighting == "spec" else "equal-weight composite", [r.composite for r in rows])],
+        intervals=[[(r.ci_low, r.ci_high) for r in rows]],
         x_max=100.0,
         digits=1,
         columns=1,

@@ -105,7 +105,9 @@ class DatasetVersionCreateSerializer(serializers.Serializer):
 
 
 class ExportJobSerializer(serializers.ModelSerializer):
-    dataset_version = serializers.PrimaryKeyRelatedField(read_only=True)
+    dataset_version: serializers.PrimaryKeyRelatedField[DatasetVersion] = serializers.PrimaryKeyRelatedField(
+        read_only=True
+    )
     progress_percent = serializers.IntegerField(read_only=True)
     download_url = serializers.SerializerMethodField()
 
@@ -145,8 +147,12 @@ class ExportRequestSerializer(serializers.Serializer):
 
 
 class RunSerializer(serializers.ModelSerializer):
-    evaluated_model = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    judge_model = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    evaluated_model: serializers.SlugRelatedField[EvaluatedModel] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True
+    )
+    judge_model: serializers.SlugRelatedField[EvaluatedModel] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True
+    )
     progress_percent = serializers.IntegerField(read_only=True)
     composite_score = serializers.SerializerMethodField()
     coverage = serializers.SerializerMethodField(help_text="Mean share of turns the model answered.")
@@ -258,7 +264,9 @@ class EstimateSerializer(serializers.Serializer):
 
 
 class ConversationScoreSerializer(serializers.ModelSerializer):
-    conversation = serializers.SlugRelatedField(slug_field="conversation_id", read_only=True)
+    conversation: serializers.SlugRelatedField[Conversation] = serializers.SlugRelatedField(
+        slug_field="conversation_id", read_only=True
+    )
     coverage = serializers.FloatField(read_only=True, help_text="Share of ground-truth turns the model answered (0-1).")
     post_coverage = serializers.FloatField(
         read_only=True,
@@ -281,18 +289,24 @@ class ConversationScoreSerializer(serializers.ModelSerializer):
         return None if value is None else bool(value)
 
 
+class LeaderboardCapabilitiesSerializer(serializers.Serializer):
+    emotion_tracking = serializers.FloatField(allow_null=True)
+    behaviour_judgement = serializers.FloatField(allow_null=True)
+    preference_prediction = serializers.FloatField(allow_null=True)
+    holistic_comprehension = serializers.FloatField(allow_null=True)
+
+
 class LeaderboardRowSerializer(serializers.Serializer):
-    rank = serializers.IntegerField()
-    label = serializers.CharField()
+    """Schema of research.evaluation.DashboardRow as ``to_json`` writes it (a test keeps the two in step)."""
+
     em_model = serializers.CharField()
     mode = serializers.CharField()
-    human = serializers.BooleanField()
-    run = serializers.IntegerField(source="run.pk", allow_null=True, default=None)
-    n = serializers.IntegerField()
-    composite = serializers.FloatField(allow_null=True)
-    ci_low = serializers.FloatField(allow_null=True)
-    ci_high = serializers.FloatField(allow_null=True)
-    capabilities = serializers.DictField(child=serializers.FloatField(allow_null=True))
+    label = serializers.CharField()  # type: ignore[assignment]  # a field named like Field.label; DRF takes it as a field
+    human_baseline = serializers.BooleanField()
+    n_conversations = serializers.IntegerField()
+    composite_score = serializers.FloatField(allow_null=True, help_text="Mean SPEC 5.3 composite (0–100).")
+    se_composite = serializers.FloatField(allow_null=True)
+    capabilities = LeaderboardCapabilitiesSerializer(help_text="Mean capability scores, 0–1.")
     coverage = serializers.FloatField(allow_null=True, help_text="Mean share of turns the model answered.")
     post_coverage = serializers.FloatField(
         allow_null=True,
@@ -301,6 +315,12 @@ class LeaderboardRowSerializer(serializers.Serializer):
     holistic_imputed = serializers.IntegerField(
         help_text="Conversations whose holistic score rests on defaults for a missing post-conversation answer."
     )
+    rank = serializers.IntegerField()
+    weighting = serializers.ChoiceField(choices=["spec", "equal"])
+    composite = serializers.FloatField(allow_null=True, help_text="The composite under the chosen weighting.")
+    ci_low = serializers.FloatField(allow_null=True)
+    ci_high = serializers.FloatField(allow_null=True)
+    run = serializers.IntegerField(allow_null=True, help_text="Primary key of the row's run.")
     cost = serializers.FloatField(allow_null=True)
 
 

@@ -14,6 +14,7 @@ from django.utils import timezone
 from attunebench import canonical as cf
 from attunebench.metrics.aggregate import aggregate_rows
 from attunebench.metrics.engine import score_runs
+from attunebench.metrics.results import to_json
 from datasets.exchange import conversation_to_canonical, exportable_conversations, with_export_relations
 from scoring.models import ConversationScore, EvaluationRun, RunConversation, RunScore
 
@@ -36,17 +37,17 @@ def do_score_evaluation_run(run_id: int) -> int:
         scored_pks = []
         for score in result.scores:
             record = score.record
-            pk = pk_by_id[record["conversationId"]]
+            pk = pk_by_id[record.conversationId]
             scored_pks.append(pk)
             ConversationScore.objects.update_or_create(
                 run=run,
                 conversation_id=pk,
                 defaults={
-                    "composite_score": record["composite_score"],
-                    "coverage": record["coverage"],
+                    "composite_score": record.composite_score,
+                    "coverage": record.coverage,
                     # None only from a scorer that predates post-conversation coverage.
-                    "post_coverage": record["post_coverage"],
-                    "metrics": {**record, "details": score.details},
+                    "post_coverage": record.post_coverage,
+                    "metrics": to_json(record.model_copy(update={"details": score.details})),
                 },
             )
         ConversationScore.objects.filter(run=run).exclude(conversation_id__in=scored_pks).delete()
@@ -55,8 +56,8 @@ def do_score_evaluation_run(run_id: int) -> int:
             RunScore.objects.update_or_create(
                 run=run,
                 defaults={
-                    "composite_score": aggregates[0]["composite_score"],
-                    "metrics": aggregates[0],
+                    "composite_score": aggregates[0].composite_score,
+                    "metrics": to_json(aggregates[0]),
                     "scored_at": timezone.now(),
                 },
             )

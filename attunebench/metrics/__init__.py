@@ -2,7 +2,8 @@
 
 Public entry points:
 
-- :func:`score_documents` — conversations + runs -> the issue-3 report dict.
+- :func:`score_documents` — conversations + runs -> the issue-3 report
+  (:class:`attunebench.metrics.results.ScoringReport`).
 - :func:`score_runs` — the same matching and scoring, but skipping (and
   listing) runs whose conversation is missing or which duplicate another run.
 - :func:`analyze` — capability profile, independence, discrimination,
@@ -13,7 +14,6 @@ Public entry points:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from attunebench.canonical import ConversationFile
 from attunebench.metrics.engine import (
@@ -23,11 +23,11 @@ from attunebench.metrics.engine import (
     score_documents,
     score_runs,
 )
-from attunebench.metrics.results import Analysis, to_json
+from attunebench.metrics.results import Analysis, ScoringReport, to_json
 
 
 def analyze(
-    report: Mapping[str, Any],
+    report: ScoringReport,
     conversations: Sequence[ConversationFile] | Mapping[str, ConversationFile] | None = None,
     *,
     seed: int = 0,
@@ -46,6 +46,7 @@ def analyze(
 __all__ = [
     "Analysis",
     "ConversationScore",
+    "ScoringReport",
     "ScoringResult",
     "UnmatchedRunsError",
     "analyze",

@@ -1,16 +1,17 @@
 """Aggregates per (EM, mode), SPEC 5.4.
 
-Works on report records only (the per-conversation dicts, including their
+Works on report records only (per-conversation records, including their
 ``turns``), so a saved report can be re-aggregated without the source files.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from attunebench.metrics.keys import AGGREGATE_KEYS, METRIC_KEYS
+from attunebench.metrics.keys import METRIC_KEYS, BinaryVariant
+from attunebench.metrics.results import AggregateRow, BinaryScores, ConversationRecord
 from attunebench.metrics.turn_metrics import confusion_metrics
 
 
@@ -35,17 +36,17 @@ def standard_error(values: Sequence[float]) -> float | None:
     return None if sd is None else sd / math.sqrt(len(values))
 
 
-def pooled_binary_metrics(records: Iterable[Mapping[str, Any]], variant: str) -> dict[str, float | int]:
+def pooled_binary_metrics(records: Iterable[ConversationRecord], variant: BinaryVariant) -> BinaryScores:
     """Confusion counts pooled over every scored turn, then re-derived (SPEC 5.4)."""
     tp = fp = tn = fn = 0
     for record in records:
-        for turn in record["turns"]:
+        for turn in record.turns:
             counts = turn[variant]
             tp += counts["tp"]
             fp += counts["fp"]
             tn += counts["tn"]
             fn += counts["fn"]
-    return {"tp": tp, "fp": fp, "tn": tn, "fn": fn, **confusion_metrics(tp, fp, tn, fn)}
+    return BinaryScores(tp=tp, fp=fp, tn=tn, fn=fn, **confusion_metrics(tp, fp, tn, fn))
 
 
 def z_scores(values: Sequence[float]) -> list[float]:
@@ -57,7 +58,7 @@ def z_scores(values: Sequence[float]) -> list[float]:
     return [(v - m) / sd for v in values]
 
 
-def aggregate_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def aggregate_rows(records: Sequence[ConversationRecord]) -> list[AggregateRow]:
     """One row per (em_model, mode), leaderboard order (composite desc, then model, mode).
 
     Every metric, coverage included, is the mean over conversations of the
@@ -65,9 +66,9 @@ def aggregate_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
     null. Coverage is averaged rather than pooled over turns so that a
     conversation the EM failed entirely still pulls the row's coverage down.
     """
-    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[str, str], list[ConversationRecord]] = {}
     for record in records:
-        groups.setdefault((record["em_model"], record["mode"]), []).append(record)
+        groups.setdefault((record.em_model, record.mode), []).append(record)
 
     rows: list[dict[str, Any]] = []
     for (em_model, mode), members in groups.items():
@@ -75,13 +76,12 @@ def aggregate_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
             "em_model": em_model,
             "mode": mode,
             "n_conversations": len(members),
-            "coverage": mean_or_none(r["coverage"] for r in members),
-            "post_coverage": mean_or_none(r["post_coverage"] for r in members),
+            "coverage": mean_or_none(r.coverage for r in members),
+            "post_coverage": mean_or_none(r.post_coverage for r in members),
         }
         for key in METRIC_KEYS:
-            row[key] = mean_or_none(r[key] for r in members)
-        row["se_composite"] = standard_error([r["composite_score"] for r in members])
-        row["z_score"] = 0.0
+            row[key] = mean_or_none(r.metric(key) for r in members)
+        row["se_composite"] = standard_error([r.composite_score for r in members])
         row["pooled_binary_om_metrics"] = pooled_binary_metrics(members, "binary_om")
         row["pooled_binary_human_metrics"] = pooled_binary_metrics(members, "binary_human")
         rows.append(row)
@@ -89,4 +89,4 @@ def aggregate_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
     for row, z in zip(rows, z_scores([row["composite_score"] for row in rows]), strict=True):
         row["z_score"] = z
     rows.sort(key=lambda r: (-r["composite_score"], r["em_model"], r["mode"]))
-    return [{key: row[key] for key in AGGREGATE_KEYS} for row in rows]
+    return [AggregateRow.model_validate(row) for row in rows]

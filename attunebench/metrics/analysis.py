@@ -1,7 +1,7 @@
 """The analyses AttuneBench exists for (SPEC 6), over a scoring report.
 
-Everything takes the report produced by :func:`attunebench.metrics.score_documents`
-(``{"conversations": [...], "aggregates": [...]}``) plus, for the breakdowns,
+Everything takes the scoring report (:class:`attunebench.metrics.results.ScoringReport`,
+as ``ScoringResult.report`` builds it or as read back from ``attune score --json``) plus, for the breakdowns,
 the ground-truth conversations, and returns the typed models of
 :mod:`attunebench.metrics.results`. Degenerate inputs (one model, constant scores,
 too few shared conversations) never raise and never put NaN in the output:
@@ -35,6 +35,7 @@ from attunebench.metrics.results import (
     CategoryBreakdown,
     CategoryOverall,
     CategoryRow,
+    ConversationRecord,
     CurvePoint,
     Discrimination,
     EmotionTrackingParts,
@@ -56,10 +57,12 @@ from attunebench.metrics.results import (
     PreferencePredictionParts,
     ProfileRow,
     ResponseQualityParts,
+    ScoringReport,
     Spearman,
     TurnHalves,
     TurnPosition,
     TurnPositionRow,
+    TurnScores,
     row_label,
 )
 
@@ -85,7 +88,7 @@ DISCRIMINATION_METRICS: tuple[str, ...] = (
     "four_branch_normalized",
 )
 # Per-turn metrics followed along the conversation (SPEC 6: behaviour accuracy drifts down).
-TURN_POSITION_METRICS: dict[str, Callable[[Mapping[str, Any]], float | None]] = {
+TURN_POSITION_METRICS: dict[str, Callable[[TurnScores], float | None]] = {
     "emotion_f1": lambda t: t["emotion_f1"],
     "emotion_va_score": lambda t: t["emotion_va_score"],
     "binary_om_accuracy": lambda t: t["binary_om"]["accuracy"],
@@ -109,10 +112,15 @@ def _num(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def conversation_values(record: Mapping[str, Any]) -> dict[str, float | None]:
-    """The per-conversation values the analyses use: report metrics plus capabilities."""
-    values: dict[str, float | None] = {k: v for k, v in record.items() if k != "turns" and isinstance(v, (int, float))}
-    values.update(capability_scores(record))
+def conversation_values(record: ConversationRecord) -> dict[str, float | None]:
+    """The per-conversation values the analyses use: report metrics plus capabilities (nulls left out)."""
+    metrics = record.metrics()
+    values: dict[str, float | None] = {
+        k: v
+        for k, v in (("coverage", record.coverage), ("post_coverage", record.post_coverage), *metrics.items())
+        if v is not None
+    }
+    values.update(capability_scores(metrics))
     return values
 
 
@@ -131,14 +139,14 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def _mean_of(records: Sequence[Mapping[str, Any]], key: str) -> float | None:
-    return mean_or_none(r[key] for r in records)
+def _mean_of(records: Sequence[ConversationRecord], key: str) -> float | None:
+    return mean_or_none(r.metric(key) for r in records)
 
 
-def _rows(report: Mapping[str, Any]) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
-    rows: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for record in report["conversations"]:
-        rows.setdefault((record["em_model"], record["mode"]), []).append(record)
+def _rows(report: ScoringReport) -> dict[tuple[str, str], list[ConversationRecord]]:
+    rows: dict[tuple[str, str], list[ConversationRecord]] = {}
+    for record in report.conversations:
+        rows.setdefault((record.em_model, record.mode), []).append(record)
     return dict(sorted(rows.items()))
 
 
@@ -147,14 +155,14 @@ def _rows(report: Mapping[str, Any]) -> dict[tuple[str, str], list[Mapping[str, 
 # ---------------------------------------------------------------------------
 
 
-def capability_profile(report: Mapping[str, Any]) -> list[ProfileRow]:
+def capability_profile(report: ScoringReport) -> list[ProfileRow]:
     """Per row: the five capability scores and the metrics each is made of (SPEC 6)."""
-    aggregates = {(a["em_model"], a["mode"]): a for a in report["aggregates"]}
+    aggregates = {(a.em_model, a.mode): a for a in report.aggregates}
     out = []
     for (em_model, mode), records in _rows(report).items():
-        agg = aggregates.get((em_model, mode), {})
-        caps = [capability_scores(r) for r in records]
-        parts = [composite_parts(r) for r in records]
+        agg = aggregates.get((em_model, mode))
+        caps = [capability_scores(r.metrics()) for r in records]
+        parts = [composite_parts(r.metrics()) for r in records]
         human_acc = _mean_of(records, "avg_binary_human_accuracy")
         human_acc_hp = _mean_of(records, "avg_binary_human_accuracy_hp")
         gap, alignment = hp_perspective(human_acc, human_acc_hp)
@@ -165,9 +173,9 @@ def capability_profile(report: Mapping[str, Any]) -> list[ProfileRow]:
                 label=row_label(em_model, mode),
                 human_baseline=is_human(em_model),
                 n_conversations=len(records),
-                coverage=_mean_of(records, "coverage"),
+                coverage=mean_or_none(r.coverage for r in records),
                 composite_score=_mean_of(records, "composite_score"),
-                se_composite=agg.get("se_composite"),
+                se_composite=agg.se_composite if agg else None,
                 capabilities=CapabilityScores(**{name: mean_or_none(c[name] for c in caps) for name in CAPABILITIES}),
                 components=CapabilityComponents(
                     emotion_tracking=EmotionTrackingParts(
@@ -319,11 +327,11 @@ def variance_ratio(groups: Sequence[Sequence[float]]) -> tuple[float | None, str
 
 
 def discrimination(
-    report: Mapping[str, Any], metrics: Sequence[str] = DISCRIMINATION_METRICS, alpha: float = ALPHA
+    report: ScoringReport, metrics: Sequence[str] = DISCRIMINATION_METRICS, alpha: float = ALPHA
 ) -> Discrimination:
     """Per metric: paired Wilcoxon test for every pair of rows, Holm-corrected (SPEC 6)."""
     rows = _rows(report)
-    per_row = {key: {r["conversationId"]: conversation_values(r) for r in records} for key, records in rows.items()}
+    per_row = {key: {r.conversationId: conversation_values(r) for r in records} for key, records in rows.items()}
     keys = list(rows)
     out: dict[str, MetricDiscrimination] = {}
     for metric in metrics:
@@ -389,7 +397,7 @@ def discrimination(
 
 
 def bootstrap(
-    report: Mapping[str, Any],
+    report: ScoringReport,
     n_resamples: int = DEFAULT_BOOTSTRAP,
     seed: int = DEFAULT_SEED,
     confidence: float = CONFIDENCE,
@@ -405,7 +413,7 @@ def bootstrap(
     rows = _rows(report)
     keys = list(rows)
     metrics = ("composite_score", *CAPABILITIES)
-    universe = sorted({r["conversationId"] for records in rows.values() for r in records})
+    universe = sorted({r.conversationId for records in rows.values() for r in records})
     position = {cid: i for i, cid in enumerate(universe)}
     n_u, n_rows = len(universe), len(keys)
 
@@ -430,7 +438,7 @@ def bootstrap(
             for m_i, metric in enumerate(metrics):
                 v = vals.get(metric)
                 if v is not None:
-                    values[m_i, r_i, position[record["conversationId"]]] = v
+                    values[m_i, r_i, position[record.conversationId]] = v
 
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, n_u, size=(n_resamples, n_u))
@@ -489,7 +497,7 @@ def bootstrap(
 
 
 def _conversation_info(
-    report: Mapping[str, Any], conversations: Sequence[ConversationFile] | Mapping[str, ConversationFile] | None
+    report: ScoringReport, conversations: Sequence[ConversationFile] | Mapping[str, ConversationFile] | None
 ) -> dict[str, dict[str, Any]]:
     """conversationId -> category, original model, participant group, number of GT turns."""
     info: dict[str, dict[str, Any]] = {}
@@ -503,21 +511,24 @@ def _conversation_info(
                 "participant_group": cat.participant_group(profile.diagnoses if profile else None),
                 "n_gt_turns": len(doc.turns),
             }
-    for record in report["conversations"]:
-        details = record.get("details")
-        if details and record["conversationId"] not in info:
-            info[record["conversationId"]] = {
-                k: details.get(k) for k in ("category", "original_model", "participant_group", "n_gt_turns")
+    for record in report.conversations:
+        details = record.details
+        if details and record.conversationId not in info:
+            info[record.conversationId] = {
+                "category": details.category,
+                "original_model": details.original_model,
+                "participant_group": details.participant_group,
+                "n_gt_turns": details.n_gt_turns,
             }
     return info
 
 
-def _summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _summary(records: Sequence[ConversationRecord]) -> dict[str, Any]:
     """The shared columns of breakdown rows: n, mean composite, mean capabilities."""
-    caps = [capability_scores(r) for r in records]
+    caps = [capability_scores(r.metrics()) for r in records]
     return {
         "n_conversations": len(records),
-        "composite_score": mean_or_none(r["composite_score"] for r in records),
+        "composite_score": mean_or_none(r.composite_score for r in records),
         **{name: mean_or_none(c[name] for c in caps) for name in CAPABILITIES},
     }
 
@@ -526,16 +537,16 @@ Summaries = list[tuple[str, dict[str, Any]]]  # (value of the field, _summary of
 
 
 def _breakdown(
-    report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]], field: str
+    report: ScoringReport, info: Mapping[str, Mapping[str, Any]], field: str
 ) -> tuple[list[tuple[str, str, Summaries]], Summaries, str | None]:
     """Per row, and all rows together, the summary of each value of ``field``; plus a note on unknowns."""
     per_row = []
-    overall: dict[str, list[Mapping[str, Any]]] = {}
+    overall: dict[str, list[ConversationRecord]] = {}
     missing = 0
     for (em_model, mode), records in _rows(report).items():
-        buckets: dict[str, list[Mapping[str, Any]]] = {}
+        buckets: dict[str, list[ConversationRecord]] = {}
         for r in records:
-            value = info.get(r["conversationId"], {}).get(field)
+            value = info.get(r.conversationId, {}).get(field)
             if value is None:
                 missing += 1
                 continue
@@ -551,14 +562,14 @@ def _breakdown(
 
 @overload
 def breakdown_by(
-    report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]], field: Literal["category"]
+    report: ScoringReport, info: Mapping[str, Mapping[str, Any]], field: Literal["category"]
 ) -> CategoryBreakdown: ...
 @overload
 def breakdown_by(
-    report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]], field: Literal["original_model"]
+    report: ScoringReport, info: Mapping[str, Mapping[str, Any]], field: Literal["original_model"]
 ) -> OriginalModelBreakdown: ...
 def breakdown_by(
-    report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]], field: Literal["category", "original_model"]
+    report: ScoringReport, info: Mapping[str, Mapping[str, Any]], field: Literal["category", "original_model"]
 ) -> CategoryBreakdown | OriginalModelBreakdown:
     """Per row and per value of ``field`` (category or original model), plus all rows together."""
     per_row, overall, note = _breakdown(report, info, field)
@@ -593,19 +604,20 @@ def _mann_whitney(x: Sequence[float], y: Sequence[float]) -> tuple[float | None,
     return _num(result.statistic), p, None if p is not None else "test undefined for these values"
 
 
-def participant_groups(report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]]) -> ParticipantGroups:
+def participant_groups(report: ScoringReport, info: Mapping[str, Mapping[str, Any]]) -> ParticipantGroups:
     """Diagnosed anxiety/depression vs none, per row and pooled, Mann–Whitney U on composite.
 
     The pooled test uses one value per conversation (its mean composite over
     rows) so that a conversation replayed by many models is not counted many times.
     """
 
-    def compare(records: Sequence[Mapping[str, Any]]) -> GroupComparison:
+    def compare(composites: Sequence[tuple[str, float]]) -> GroupComparison:
+        """The test over (conversationId, composite) pairs."""
         by_group: dict[str, list[float]] = {g: [] for g in GROUPS}
-        for r in records:
-            group = info.get(r["conversationId"], {}).get("participant_group")
+        for conversation_id, composite in composites:
+            group = info.get(conversation_id, {}).get("participant_group")
             if group in by_group:
-                by_group[group].append(r["composite_score"])
+                by_group[group].append(composite)
         diagnosed, undiagnosed = by_group[GROUPS[0]], by_group[GROUPS[1]]
         u, p, note = _mann_whitney(diagnosed, undiagnosed)
         return GroupComparison(
@@ -619,24 +631,26 @@ def participant_groups(report: Mapping[str, Any], info: Mapping[str, Mapping[str
         )
 
     per_row = [
-        GroupRow(em_model=em_model, mode=mode, **compare(records).model_dump())
+        GroupRow(
+            em_model=em_model,
+            mode=mode,
+            **compare([(r.conversationId, r.composite_score) for r in records]).model_dump(),
+        )
         for (em_model, mode), records in _rows(report).items()
     ]
     per_conversation: dict[str, list[float]] = {}
-    for r in report["conversations"]:
-        per_conversation.setdefault(r["conversationId"], []).append(r["composite_score"])
-    pooled_records = [
-        {"conversationId": cid, "composite_score": math.fsum(v) / len(v)} for cid, v in sorted(per_conversation.items())
-    ]
+    for r in report.conversations:
+        per_conversation.setdefault(r.conversationId, []).append(r.composite_score)
+    pooled = [(cid, math.fsum(v) / len(v)) for cid, v in sorted(per_conversation.items())]
     return ParticipantGroups(
         groups=list(GROUPS),
         test="mann-whitney U (two-sided) on composite",
         rows=per_row,
-        pooled=compare(pooled_records),
+        pooled=compare(pooled),
     )
 
 
-def turn_position(report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any]]) -> TurnPosition:
+def turn_position(report: ScoringReport, info: Mapping[str, Mapping[str, Any]]) -> TurnPosition:
     """Early vs late half of each conversation, and a per-turn-index curve, per row.
 
     A turn at 0-based position i of n GT turns is early if (i + 0.5)/n < 0.5 and
@@ -653,14 +667,14 @@ def turn_position(report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any
         paired: dict[str, tuple[list[float], list[float]]] = {m: ([], []) for m in TURN_POSITION_METRICS}
         curve: dict[int, dict[str, list[float]]] = {}
         for r in records:
-            n = info.get(r["conversationId"], {}).get("n_gt_turns")
+            n = info.get(r.conversationId, {}).get("n_gt_turns")
             if not n:
                 approximated += 1
-                n = max((t["turn_index"] for t in r["turns"]), default=-1) + 1
+                n = max((t["turn_index"] for t in r.turns), default=-1) + 1
             conv_halves: dict[str, dict[str, list[float]]] = {
                 h: {m: [] for m in TURN_POSITION_METRICS} for h in ("early", "late")
             }
-            for t in r["turns"]:
+            for t in r.turns:
                 rel = (t["turn_index"] + 0.5) / n
                 half = "early" if rel < 0.5 else "late" if rel > 0.5 else None
                 point = curve.setdefault(t["turn_index"] + 1, {m: [] for m in TURN_POSITION_METRICS})
@@ -718,7 +732,7 @@ def turn_position(report: Mapping[str, Any], info: Mapping[str, Mapping[str, Any
 
 
 def analyze(
-    report: Mapping[str, Any],
+    report: ScoringReport,
     conversations: Sequence[ConversationFile] | Mapping[str, ConversationFile] | None = None,
     *,
     seed: int = DEFAULT_SEED,
@@ -737,7 +751,7 @@ def analyze(
     notes = []
     if len(profile) < 2:
         notes.append("fewer than 2 (model, mode) rows: comparisons between models are empty")
-    if not info and report["conversations"]:
+    if not info and report.conversations:
         notes.append(
             "no conversation metadata given: category, participant-group and original-model breakdowns are empty"
         )

@@ -9,7 +9,7 @@ benchmark well under its 5 s budget without multiprocessing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ from attunebench.metrics.keys import (
     NULLABLE_TURN_AVERAGES,
     TURN_AVERAGES,
 )
+from attunebench.metrics.results import ConversationDetails, ConversationRecord, ScoringReport, TurnScores
 
 # ---------------------------------------------------------------------------
 # Ground truth, prepared once per conversation
@@ -123,7 +124,7 @@ def prepare_conversation(conversation: ConversationFile) -> PreparedConversation
 # ---------------------------------------------------------------------------
 
 
-def score_turn(gt: PreparedTurn, em: RunTurn) -> dict[str, Any]:
+def score_turn(gt: PreparedTurn, em: RunTurn) -> TurnScores:
     """Every SPEC 5.1 metric of one EM turn against its prepared ground truth."""
     pred_tags = [(t.emotion, t.intensity) for t in em.em_emotion_tags]
     emo = tm.emotion_set_scores(gt.emotions, tm.tag_intensities(pred_tags))
@@ -231,7 +232,7 @@ _PLAIN_AVERAGES = tuple((k, v) for k, v in TURN_AVERAGES.items() if "." not in v
 _NESTED_AVERAGES = tuple((k, *v.split(".")) for k, v in TURN_AVERAGES.items() if "." in v)
 
 
-def turn_averages(turns: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+def turn_averages(turns: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
     """Means over scored turns (SPEC 5.3): nullable metrics over non-null values only.
 
     With no scored turn, nullable averages are None and every other one is 0.
@@ -255,8 +256,8 @@ def turn_averages(turns: Sequence[dict[str, Any]]) -> dict[str, float | None]:
 class ConversationScore:
     """One scored (conversation, EM, mode): the report record plus analysis details."""
 
-    record: dict[str, Any]
-    details: dict[str, Any] = field(default_factory=dict)
+    record: ConversationRecord
+    details: ConversationDetails = field(default_factory=ConversationDetails)
 
 
 def score_conversation_output(prepared: PreparedConversation, run: RunOutput) -> ConversationScore:
@@ -353,7 +354,9 @@ def score_conversation_output(prepared: PreparedConversation, run: RunOutput) ->
         "original_model": meta.model,
         "participant_group": cat.participant_group(profile.diagnoses if profile else None),
     }
-    return ConversationScore(record=record, details=details)
+    return ConversationScore(
+        record=ConversationRecord.model_validate(record), details=ConversationDetails.model_validate(details)
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -368,15 +371,13 @@ class ScoringResult:
     scores: list[ConversationScore]
     skipped: list[Problem]
 
-    def report(self, include_details: bool = False) -> dict[str, Any]:
-        """The JSON-shaped report of issue 3: {"conversations": [...], "aggregates": [...]}."""
-        conversations = []
-        for score in self.scores:
-            if include_details:
-                conversations.append({**score.record, "details": score.details})
-            else:
-                conversations.append(score.record)
-        return {"conversations": conversations, "aggregates": aggregate_rows([s.record for s in self.scores])}
+    def report(self, include_details: bool = False) -> ScoringReport:
+        """The report of issue 3 ({"conversations": [...], "aggregates": [...]} once serialised)."""
+        records = [s.record for s in self.scores]
+        conversations = (
+            [s.record.model_copy(update={"details": s.details}) for s in self.scores] if include_details else records
+        )
+        return ScoringReport(conversations=conversations, aggregates=aggregate_rows(records))
 
 
 def score_runs(
@@ -431,7 +432,7 @@ def score_runs(
             continue
         seen.add(key)
         scores.append(score_conversation_output(target, run))
-    scores.sort(key=lambda s: (s.record["em_model"], s.record["mode"], s.record["conversationId"]))
+    scores.sort(key=lambda s: (s.record.em_model, s.record.mode, s.record.conversationId))
     return ScoringResult(scores=scores, skipped=skipped)
 
 
@@ -445,11 +446,12 @@ class UnmatchedRunsError(ValueError):
 
 def score_documents(
     conversations: list[ConversationFile], runs: list[RunOutput], include_details: bool = False
-) -> dict[str, Any]:
-    """Score runs against conversations; the entry point for the database layer.
+) -> ScoringReport:
+    """Score runs against conversations; the entry point for scripts and benchmarks.
 
-    Returns ``{"conversations": [...], "aggregates": [...]}`` with exactly the
-    keys of issue 3 (plus a ``details`` object per conversation when asked).
+    Returns the report whose JSON (``results.to_json``) is ``{"conversations":
+    [...], "aggregates": [...]}`` with exactly the keys of issue 3 (plus a
+    ``details`` object per conversation when asked).
     Raises :class:`UnmatchedRunsError` if a run names a missing conversation or
     duplicates another run, because a silently smaller leaderboard would mislead;
     use :func:`score_runs` to skip such runs instead.

@@ -6,7 +6,7 @@ agree on the exact JSON shape researchers will parse.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal
 
 # Per-conversation average key -> per-turn source ("outer.inner" reads a nested value).
 TURN_AVERAGES: Final[dict[str, str]] = {
@@ -86,7 +86,8 @@ AGGREGATE_KEYS: Final[tuple[str, ...]] = (
     "pooled_binary_human_metrics",
 )
 
-BINARY_VARIANTS: Final[tuple[str, ...]] = ("binary_om", "binary_human", "binary_om_hp", "binary_human_hp")
+BinaryVariant = Literal["binary_om", "binary_human", "binary_om_hp", "binary_human_hp"]
+BINARY_VARIANTS: Final[tuple[BinaryVariant, ...]] = ("binary_om", "binary_human", "binary_om_hp", "binary_human_hp")
 POOLED_METRIC_KEYS: Final[tuple[str, ...]] = ("tp", "fp", "tn", "fn", "accuracy", "precision", "recall", "f1", "mcc")
 
 TURN_KEYS: Final[tuple[str, ...]] = (

@@ -10,7 +10,7 @@ import csv
 import io
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,15 @@ from attunebench.canonical import (
 from attunebench.metrics.composite import CAPABILITY_LABELS, LEADERBOARD_CAPABILITIES, capability_scores
 from attunebench.metrics.engine import ScoringResult, score_runs
 from attunebench.metrics.keys import AGGREGATE_KEYS, POOLED_METRIC_KEYS, is_human
-from attunebench.metrics.results import to_json
+from attunebench.metrics.results import (
+    AggregateRow,
+    ConversationRecord,
+    LeaderboardCapabilities,
+    LeaderboardRow,
+    ScoringReport,
+    row_label,
+    to_json,
+)
 from attunebench.sources import iter_documents
 
 
@@ -159,6 +167,15 @@ def fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def _percent(value: float | None) -> float | None:
+    return None if value is None else 100 * value
+
+
+def _coverage(value: float | None) -> str:
+    """A coverage share as a whole percentage; '–' when not recorded."""
+    return "–" if value is None else f"{100 * value:.0f}%"
+
+
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align_left: int = 1) -> str:
     """A fixed-width table; the first ``align_left`` columns are left-aligned, the rest right."""
     cells = [[str(h) for h in headers]] + [[c if isinstance(c, str) else fmt(c) for c in row] for row in rows]
@@ -173,42 +190,48 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align_le
     return "\n".join(out)
 
 
-def row_capabilities(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, float]]:
+def row_capabilities(records: Sequence[ConversationRecord]) -> dict[tuple[str, str], dict[str, float]]:
     """Mean capability scores per (em_model, mode) over the row's conversations."""
     sums: dict[tuple[str, str], dict[str, list[float]]] = {}
     for record in records:
-        key = (record["em_model"], record["mode"])
-        bucket = sums.setdefault(key, {})
-        for name, value in capability_scores(record).items():
+        bucket = sums.setdefault((record.em_model, record.mode), {})
+        for name, value in capability_scores(record.metrics()).items():
             bucket.setdefault(name, []).append(value)
     return {key: {name: math.fsum(vals) / len(vals) for name, vals in bucket.items()} for key, bucket in sums.items()}
 
 
-def leaderboard_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One dict per aggregate row with the leaderboard's columns (capabilities 0–100)."""
-    caps = row_capabilities(report["conversations"])
-    rows = []
-    for agg in report["aggregates"]:
-        key = (agg["em_model"], agg["mode"])
-        row = {
-            "em_model": agg["em_model"],
-            "mode": agg["mode"],
-            "human_baseline": is_human(agg["em_model"]),
-            "n_conversations": agg["n_conversations"],
-            "composite_score": agg["composite_score"],
-            "se_composite": agg["se_composite"],
-        }
-        for name in LEADERBOARD_CAPABILITIES:
-            value = caps.get(key, {}).get(name)
-            row[name] = None if value is None else 100 * value
-        row["coverage"] = agg["coverage"]
-        row["post_coverage"] = agg["post_coverage"]
-        rows.append(row)
-    return rows
+def leaderboard_row(aggregate: AggregateRow, records: Sequence[ConversationRecord]) -> LeaderboardRow:
+    """The leaderboard row of one aggregate row, from the row's own conversation records.
+
+    Capabilities are the means of the per-conversation capability scores (0–1);
+    ``post_coverage`` is the mean over the records that recorded it.
+    """
+    caps = row_capabilities(records).get((aggregate.em_model, aggregate.mode), {})
+    return LeaderboardRow(
+        em_model=aggregate.em_model,
+        mode=aggregate.mode,
+        label=row_label(aggregate.em_model, aggregate.mode),
+        human_baseline=is_human(aggregate.em_model),
+        n_conversations=aggregate.n_conversations,
+        composite_score=aggregate.composite_score,
+        se_composite=aggregate.se_composite,
+        capabilities=LeaderboardCapabilities(**{name: caps.get(name) for name in LEADERBOARD_CAPABILITIES}),
+        coverage=aggregate.coverage,
+        post_coverage=aggregate.post_coverage,
+        holistic_imputed=sum(1 for r in records if r.holistic_imputed),
+    )
 
 
-def format_leaderboard(report: Mapping[str, Any]) -> str:
-    """The leaderboard printed by ``attune score``."""
+def leaderboard_rows(report: ScoringReport) -> list[LeaderboardRow]:
+    """One leaderboard row per aggregate row, in the report's leaderboard order."""
+    by_row: dict[tuple[str, str], list[ConversationRecord]] = {}
+    for record in report.conversations:
+        by_row.setdefault((record.em_model, record.mode), []).append(record)
+    return [leaderboard_row(agg, by_row.get((agg.em_model, agg.mode), [])) for agg in report.aggregates]
+
+
+def format_leaderboard(report: ScoringReport) -> str:
+    """The leaderboard printed by ``attune score``; capabilities shown 0–100."""
     rows = leaderboard_rows(report)
     if not rows:
         return "No run was scored."
@@ -219,12 +242,12 @@ def format_leaderboard(report: Mapping[str, Any]) -> str:
     )
     body = []
     for r in rows:
-        name = r["em_model"] + (" *" if r["human_baseline"] else "")
-        se = "–" if r["se_composite"] is None else f"{r['se_composite']:.2f}"
+        name = r.em_model + (" *" if r.human_baseline else "")
+        se = "–" if r.se_composite is None else f"{r.se_composite:.2f}"
         body.append(
-            [name, r["mode"], str(r["n_conversations"]), f"{r['composite_score']:.2f} ± {se}"]
-            + [fmt(r[c], 1) for c in LEADERBOARD_CAPABILITIES]
-            + [f"{100 * r['coverage']:.0f}%", f"{100 * r['post_coverage']:.0f}%"]
+            [name, r.mode, str(r.n_conversations), f"{fmt(r.composite_score, 2)} ± {se}"]
+            + [fmt(_percent(r.capabilities.capability(c)), 1) for c in LEADERBOARD_CAPABILITIES]
+            + [_coverage(r.coverage), _coverage(r.post_coverage)]
         )
     table = render_table(headers, body, align_left=2)
     notes = [
@@ -235,7 +258,7 @@ def format_leaderboard(report: Mapping[str, Any]) -> str:
         "turn cov. = share of ground-truth turns the model answered; post cov. = share of conversations with a",
         "post-conversation prediction (below 100%, holistic rests partly on defaults, not on the model).",
     ]
-    if any(r["human_baseline"] for r in rows):
+    if any(r.human_baseline for r in rows):
         notes.append("* human baseline (a person in the model's seat, scored exactly like a model).")
     notes.append(cat.RESEARCH_ONLY_STATEMENT)
     return table + "\n" + "\n".join(notes)
@@ -254,9 +277,9 @@ def write_json(data: Any, path: str | Path) -> None:
     Path(path).write_text(text + "\n", encoding="utf-8")
 
 
-def aggregates_csv(report: Mapping[str, Any]) -> str:
+def aggregates_csv(report: ScoringReport) -> str:
     """The aggregate rows as CSV: one line per (model, mode), pooled metrics flattened."""
-    caps = {(r["em_model"], r["mode"]): r for r in leaderboard_rows(report)}
+    caps = {(r.em_model, r.mode): r for r in leaderboard_rows(report)}
     scalar_keys = [k for k in AGGREGATE_KEYS if not k.startswith("pooled_")]
     headers = scalar_keys + ["human_baseline"] + [f"capability_{c}" for c in LEADERBOARD_CAPABILITIES]
     for prefix in ("pooled_binary_om", "pooled_binary_human"):
@@ -264,12 +287,13 @@ def aggregates_csv(report: Mapping[str, Any]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(headers)
-    for agg in report["aggregates"]:
-        lb = caps[(agg["em_model"], agg["mode"])]
-        line: list[Any] = [agg[k] for k in scalar_keys]
-        line.append(lb["human_baseline"])
-        line += [None if lb[c] is None else lb[c] / 100 for c in LEADERBOARD_CAPABILITIES]
-        for key in ("pooled_binary_om_metrics", "pooled_binary_human_metrics"):
-            line += [agg[key][k] for k in POOLED_METRIC_KEYS]
+    for agg in report.aggregates:
+        lb = caps[(agg.em_model, agg.mode)]
+        values = to_json(agg)
+        line: list[Any] = [values[k] for k in scalar_keys]
+        line.append(lb.human_baseline)
+        line += [lb.capabilities.capability(c) for c in LEADERBOARD_CAPABILITIES]
+        for pooled in (agg.pooled_binary_om_metrics, agg.pooled_binary_human_metrics):
+            line += [getattr(pooled, k) for k in POOLED_METRIC_KEYS]
         writer.writerow(["" if v is None else v for v in line])
     return buffer.getvalue()

@@ -1,11 +1,15 @@
-"""The typed results of the SPEC 6 analyses, and the one way they become JSON.
+"""The typed results of scoring and analysis, and the one way they become JSON.
 
-Every consumer of :func:`attunebench.metrics.analysis.analyze` (the ``attune
-analyze`` text and JSON, the evaluation dashboard and its figures, the REST
-API) reads these models by attribute, so a misspelt field is an error at type
-check time instead of a silent ``KeyError`` (or a silently empty column) in one
-consumer. Field names are the JSON keys, so ``to_json`` gives the documented
-shape and ``Analysis.model_validate_json`` reads a saved file back.
+Three families: the scoring report of issue 3 (:class:`ScoringReport`, what
+``attune score --json`` writes and every score stored in the database holds),
+the leaderboard row (:class:`LeaderboardRow`, the CLI table and CSV; the
+dashboard and API extend it) and the SPEC 6 analyses (:class:`Analysis`).
+Every consumer (CLI, dashboard and its figures, REST API, exports) reads them
+by attribute, so a misspelt field is an error at type check time instead of a
+silent ``KeyError`` (or a silently empty column) in one consumer. Field names
+are the JSON keys, so ``to_json`` gives the documented shape and
+``ScoringReport.model_validate_json`` / ``Analysis.model_validate_json`` read
+a saved file back.
 
 The models are frozen and reject unknown fields and NaN/infinity: an analysis
 that produced NaN has a missing guard, and must fail where it is built rather
@@ -19,9 +23,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, with_config
+from typing_extensions import TypedDict
 
-from attunebench.metrics.composite import CAPABILITIES
+from attunebench.metrics.composite import CAPABILITIES, LEADERBOARD_CAPABILITIES
+from attunebench.metrics.keys import METRIC_KEYS
 
 # key -> key -> value: metric x metric for the correlations, row label x row label for outrank probabilities
 Matrix = dict[str, dict[str, float | None]]
@@ -434,3 +440,271 @@ class Analysis(Result):
     breakdowns: Breakdowns
     human_baseline: HumanBaseline
     notes: list[str]
+
+
+# ---------------------------------------------------------------------------
+# The scoring report (issue 3): what ``attune score --json`` writes
+# ---------------------------------------------------------------------------
+#
+# Field names and order are the report's keys exactly as keys.py lists them
+# (CONVERSATION_KEYS, AGGREGATE_KEYS, TURN_KEYS); a test holds the two together.
+
+
+class BinaryScores(Result):
+    """Confusion counts pooled over a row's scored turns, and their metrics (SPEC 5.4)."""
+
+    tp: int
+    fp: int
+    tn: int
+    fn: int
+    accuracy: float
+    precision: float
+    recall: float
+    f1: float
+    mcc: float
+
+
+# The per-turn scores are typed mappings rather than models: a report holds one
+# per scored turn (24 000 for 200 conversations × 10 turns × 12 rows), and
+# plain dicts keep that at a third of the memory of models. Pydantic still
+# validates them inside ConversationRecord (no unknown key, no NaN) and mypy
+# checks every key read against these declarations.
+_TURN_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+@with_config(_TURN_CONFIG)
+class TurnBinary(TypedDict):
+    """Confusion counts and their metrics for one turn and one prediction set."""
+
+    tp: int
+    fp: int
+    tn: int
+    fn: int
+    accuracy: float
+    precision: float
+    recall: float
+    f1: float
+    mcc: float
+
+
+@with_config(_TURN_CONFIG)
+class TurnScores(TypedDict):
+    """Every SPEC 5.1 metric of one scored EM turn."""
+
+    turnNumber: int
+    turn_index: int
+    emotion_precision: float
+    emotion_recall: float
+    emotion_f1: float
+    emotion_f1_intensity: float
+    emotion_hit_rate: float
+    emotion_intensity_mae: float | None
+    emotion_va_score: float
+    emotion_va_intensity_score: float
+    binary_om: TurnBinary
+    binary_human: TurnBinary
+    binary_om_hp: TurnBinary
+    binary_human_hp: TurnBinary
+    pairwise_accuracy: float
+    pairwise_kendall_tau: float | None
+    response_similarity: float
+    response_similarity_original: float
+    response_similarity_alternate: float
+    response_similarity_human: float
+    response_preference_alignment: float
+    draft_judge_score: float | None
+    draft_binary_alignment: float | None
+
+
+class ConfusionCounts(Result):
+    tp: int
+    fp: int
+    tn: int
+    fn: int
+
+
+class BinaryCounts(Result):
+    """A conversation's confusion counts per binary variant, summed over its scored turns."""
+
+    binary_om: ConfusionCounts
+    binary_human: ConfusionCounts
+    binary_om_hp: ConfusionCounts
+    binary_human_hp: ConfusionCounts
+
+
+class ConversationDetails(Result):
+    """What the analyses need beyond the record (``attune score --details``; stored with every score).
+
+    Every field may be missing (None) in a score stored by an older scorer, or
+    when the database no longer knows the conversation's metadata.
+    """
+
+    n_gt_turns: int | None = None
+    n_scored_turns: int | None = None
+    panas_pa_error: float | None = None
+    panas_na_error: float | None = None
+    panas_pa_baseline_adjusted: float | None = None
+    panas_na_baseline_adjusted: float | None = None
+    panas_item_normalized: float | None = None
+    panas_item_baseline_adjusted: float | None = None
+    hp_perspective_gap: float | None = None
+    hp_perspective_alignment: float | None = None
+    capabilities: CapabilityScores | None = None
+    binary_counts: BinaryCounts | None = None
+    category: str | None = None
+    original_model: str | None = None
+    participant_group: str | None = None
+
+
+class ConversationRecord(Result):
+    """One scored (conversation, EM, mode): a row of the report's ``conversations``.
+
+    ``post_coverage`` and ``holistic_imputed`` are None only in a score stored
+    before the scorer reported them. ``details`` is present only when asked
+    for, and is then the last key.
+    """
+
+    conversationId: str
+    em_model: str
+    mode: str
+    coverage: float
+    post_coverage: float | None = None
+    holistic_imputed: bool | None = None
+    composite_score: float
+    equal_weight_composite: float
+    turn_level_average: float
+    conversation_wide_average: float
+    avg_emotion_hit_rate: float
+    avg_emotion_intensity_mae: float | None
+    avg_emotion_f1: float
+    avg_emotion_f1_intensity: float
+    avg_emotion_va_score: float
+    avg_emotion_va_intensity_score: float
+    avg_binary_om_accuracy: float
+    avg_binary_human_accuracy: float
+    avg_binary_om_accuracy_hp: float
+    avg_binary_human_accuracy_hp: float
+    avg_pairwise_accuracy: float
+    avg_pairwise_kendall_tau: float | None
+    avg_response_similarity: float
+    avg_response_preference_alignment: float
+    avg_draft_judge_score: float | None
+    avg_draft_binary_alignment: float | None
+    panas_mae: float | None
+    panas_normalized: float | None
+    panas_baseline_adjusted: float | None
+    panas_item_mae: float | None
+    q1_looking_for_score: float
+    q2_emotion_clarity_match: float
+    q3_model_fit_match: float
+    q3_model_fit_ordinal_distance: int
+    q3_follow_up_score: float
+    four_branch_mae: float
+    four_branch_normalized: float
+    turns: list[TurnScores]
+    details: ConversationDetails | None = Field(default=None, exclude_if=lambda value: value is None)
+
+    def metric(self, name: str) -> float | None:
+        """The value of per-conversation metric ``name`` (one of keys.METRIC_KEYS)."""
+        value: float | None = _field(self, name, METRIC_KEYS, "metric")
+        return value
+
+    def metrics(self) -> dict[str, float | None]:
+        """Every metric of keys.METRIC_KEYS by name, for the rules written over names (composite.py)."""
+        return {name: getattr(self, name) for name in METRIC_KEYS}
+
+
+class AggregateRow(Result):
+    """One (EM, mode) row of the report's ``aggregates``: per-conversation means (SPEC 5.4)."""
+
+    em_model: str
+    mode: str
+    n_conversations: int
+    coverage: float | None
+    post_coverage: float | None
+    composite_score: float | None
+    equal_weight_composite: float | None
+    turn_level_average: float | None
+    conversation_wide_average: float | None
+    avg_emotion_hit_rate: float | None
+    avg_emotion_intensity_mae: float | None
+    avg_emotion_f1: float | None
+    avg_emotion_f1_intensity: float | None
+    avg_emotion_va_score: float | None
+    avg_emotion_va_intensity_score: float | None
+    avg_binary_om_accuracy: float | None
+    avg_binary_human_accuracy: float | None
+    avg_binary_om_accuracy_hp: float | None
+    avg_binary_human_accuracy_hp: float | None
+    avg_pairwise_accuracy: float | None
+    avg_pairwise_kendall_tau: float | None
+    avg_response_similarity: float | None
+    avg_response_preference_alignment: float | None
+    avg_draft_judge_score: float | None
+    avg_draft_binary_alignment: float | None
+    panas_mae: float | None
+    panas_normalized: float | None
+    panas_baseline_adjusted: float | None
+    panas_item_mae: float | None
+    q1_looking_for_score: float | None
+    q2_emotion_clarity_match: float | None
+    q3_model_fit_match: float | None
+    q3_model_fit_ordinal_distance: float | None
+    q3_follow_up_score: float | None
+    four_branch_mae: float | None
+    four_branch_normalized: float | None
+    se_composite: float | None
+    z_score: float
+    pooled_binary_om_metrics: BinaryScores
+    pooled_binary_human_metrics: BinaryScores
+
+    def metric(self, name: str) -> float | None:
+        """The row mean of per-conversation metric ``name`` (one of keys.METRIC_KEYS)."""
+        value: float | None = _field(self, name, METRIC_KEYS, "metric")
+        return value
+
+
+class ScoringReport(Result):
+    """The scoring report of issue 3: ``{"conversations": [...], "aggregates": [...]}``."""
+
+    conversations: list[ConversationRecord]
+    aggregates: list[AggregateRow]  # leaderboard order: composite descending, then model, mode
+
+
+# ---------------------------------------------------------------------------
+# Leaderboard
+# ---------------------------------------------------------------------------
+
+
+class LeaderboardCapabilities(Result):
+    """Mean capability scores (0–1) of one leaderboard row; None when the row has no conversation."""
+
+    emotion_tracking: float | None
+    behaviour_judgement: float | None
+    preference_prediction: float | None
+    holistic_comprehension: float | None
+
+    def capability(self, name: str) -> float | None:
+        """The score of leaderboard capability ``name`` (one of LEADERBOARD_CAPABILITIES)."""
+        value: float | None = _field(self, name, LEADERBOARD_CAPABILITIES, "leaderboard capability")
+        return value
+
+
+class LeaderboardRow(Result):
+    """One (EM, mode) row of the leaderboard, as ``attune score`` prints it and the CSV lists it.
+
+    The dashboard and the API extend it (research.evaluation.DashboardRow)
+    rather than building a parallel row, so every consumer spells a column the same way.
+    """
+
+    em_model: str
+    mode: str
+    label: str
+    human_baseline: bool
+    n_conversations: int
+    composite_score: float | None
+    se_composite: float | None
+    capabilities: LeaderboardCapabilities
+    coverage: float | None
+    post_coverage: float | None  # None: no conversation of the row recorded it (stored by an older scorer)
+    holistic_imputed: int  # conversations whose holistic score rests on defaults

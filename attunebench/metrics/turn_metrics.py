@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from attunebench import catalogue as cat
+from attunebench.metrics.results import TurnBinary
 
 # An emotion tag as (word, intensity 1-7 or None).
 Tag = tuple[str, int | None]
@@ -210,18 +211,25 @@ def confusion_metrics(tp: int, fp: int, tn: int, fn: int) -> dict[str, float]:
 
 def binary_scores(
     yes_ids: Sequence[str], no_ids: Sequence[str], predictions: Mapping[str, str | None] | None, has_judgements: bool
-) -> dict[str, float | int]:
+) -> TurnBinary:
     """Confusion counts and metrics for one turn and one prediction set.
 
     A turn with no judgements at all scores accuracy 1 with empty counts, while a
     turn whose judgements are all na/unanswered scores accuracy 0 (SPEC 5.1).
     """
     tp, fp, tn, fn = confusion(yes_ids, no_ids, predictions)
-    out: dict[str, float | int] = {"tp": tp, "fp": fp, "tn": tn, "fn": fn}
-    out.update(confusion_metrics(tp, fp, tn, fn))
-    if not has_judgements:
-        out["accuracy"] = 1.0  # SPEC 5.1: no judgements at all -> accuracy 1
-    return out
+    m = confusion_metrics(tp, fp, tn, fn)
+    return TurnBinary(
+        tp=tp,
+        fp=fp,
+        tn=tn,
+        fn=fn,
+        accuracy=m["accuracy"] if has_judgements else 1.0,  # SPEC 5.1: no judgements at all -> accuracy 1
+        precision=m["precision"],
+        recall=m["recall"],
+        f1=m["f1"],
+        mcc=m["mcc"],
+    )
 
 
 # ---------------------------------------------------------------------------

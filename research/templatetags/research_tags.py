@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
+from pydantic import BaseModel
 
 register = template.Library()
 
@@ -31,8 +32,11 @@ def pval(value: Any) -> str:
 
 @register.filter
 def get(mapping: Any, key: Any) -> Any:
+    """``mapping[key]`` for a dict, field ``key`` of a result model; None when absent."""
     if mapping is None:
         return None
+    if isinstance(mapping, BaseModel):
+        return getattr(mapping, key) if key in type(mapping).model_fields else None
     try:
         return mapping.get(key)
     except AttributeError:

@@ -13,8 +13,17 @@ from pydantic import ValidationError
 from attunebench.metrics import analysis as an
 from attunebench.metrics import score_documents
 from attunebench.metrics.composite import CAPABILITIES
-from attunebench.metrics.keys import METRIC_KEYS
-from attunebench.metrics.results import Analysis, CapabilityScores, CurvePoint, Interval, TurnHalves, to_json
+from attunebench.metrics.keys import METRIC_KEYS, TURN_KEYS
+from attunebench.metrics.results import (
+    Analysis,
+    CapabilityScores,
+    ConversationRecord,
+    CurvePoint,
+    Interval,
+    ScoringReport,
+    TurnHalves,
+    to_json,
+)
 from attunebench.synth import synth_conversations, synth_runs
 
 
@@ -38,17 +47,20 @@ def record(
         "holistic_imputed": False,
     }
     r.update(dict.fromkeys(METRIC_KEYS, 0.5))
-    r.update(panas_baseline_adjusted=0.0, composite_score=composite, avg_draft_judge_score=None, **values)
+    # the ordinal distance counts whole steps (an int); no analysis reads it
+    r.update(panas_baseline_adjusted=0.0, composite_score=composite, avg_draft_judge_score=None)
+    r.update(q3_model_fit_ordinal_distance=1, **values)
     r["turns"] = turns or []
     if details is not None:
         r["details"] = details
     return r
 
 
-def report_of(records: list[dict[str, Any]]) -> dict[str, Any]:
+def report_of(records: list[dict[str, Any]]) -> ScoringReport:
     from attunebench.metrics.aggregate import aggregate_rows
 
-    return {"conversations": records, "aggregates": aggregate_rows(records)}
+    typed = [ConversationRecord.model_validate(r) for r in records]
+    return ScoringReport(conversations=typed, aggregates=aggregate_rows(typed))
 
 
 # ---------------------------------------------------------------------------
@@ -275,7 +287,7 @@ def test_bootstrap_outrank_probabilities() -> None:
 
 
 def test_bootstrap_of_nothing_has_a_note() -> None:
-    assert an.bootstrap({"conversations": [], "aggregates": []}).note == "nothing to resample"
+    assert an.bootstrap(ScoringReport(conversations=[], aggregates=[])).note == "nothing to resample"
 
 
 # ---------------------------------------------------------------------------
@@ -331,15 +343,21 @@ def test_participant_groups_with_an_empty_group_is_null() -> None:
 
 
 def _turn(index: int, behaviour: float, f1: float = 0.5) -> dict[str, Any]:
-    return {
-        "turnNumber": index + 1,
-        "turn_index": index,
-        "emotion_f1": f1,
-        "emotion_va_score": 0.5,
-        "binary_om": {"accuracy": behaviour, "tp": 0, "fp": 0, "tn": 0, "fn": 0},
-        "binary_human": {"accuracy": behaviour, "tp": 0, "fp": 0, "tn": 0, "fn": 0},
-        "pairwise_accuracy": 1.0,
-    }
+    """A scored turn: the given behaviour accuracy and emotion F1, every other metric 0.5."""
+    binary = {"tp": 0, "fp": 0, "tn": 0, "fn": 0, "accuracy": behaviour, "precision": 0.0, "recall": 0.0}
+    binary.update(f1=0.0, mcc=0.0)
+    turn: dict[str, Any] = dict.fromkeys(TURN_KEYS, 0.5)
+    turn.update(
+        turnNumber=index + 1,
+        turn_index=index,
+        emotion_f1=f1,
+        binary_om=binary,
+        binary_human=binary,
+        binary_om_hp=binary,
+        binary_human_hp=binary,
+        pairwise_accuracy=1.0,
+    )
+    return turn
 
 
 def test_turn_position_early_late_and_curve() -> None:

@@ -20,7 +20,7 @@ from django.core.management import call_command
 
 from attunebench import catalogue as cat
 from attunebench.canonical import dumps_canonical, parse_conversation, parse_run
-from attunebench.metrics import score_documents
+from attunebench.metrics import ScoringReport, score_documents
 from attunebench.synth import synth_runs
 from datasets.management.commands.validate import check_paths
 
@@ -138,7 +138,7 @@ def test_old_format_reads_to_the_same_canonical_documents(both_forms: dict[str, 
 
 
 def test_old_format_scores_identically(both_forms: dict[str, list[dict[str, Any]]]) -> None:
-    def score(conversations: str, runs: str) -> dict[str, Any]:
+    def score(conversations: str, runs: str) -> ScoringReport:
         return score_documents(
             [parse_conversation(c) for c in both_forms[conversations]],
             [parse_run(r) for r in both_forms[runs]],
@@ -146,7 +146,7 @@ def test_old_format_scores_identically(both_forms: dict[str, list[dict[str, Any]
         )
 
     canonical = score("conversations", "runs")
-    assert len(canonical["conversations"]) == 2 * len(both_forms["conversations"])
+    assert len(canonical.conversations) == 2 * len(both_forms["conversations"])
     assert score("old_conversations", "old_runs") == canonical
     assert score("old_conversations", "runs") == canonical
 

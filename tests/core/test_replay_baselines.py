@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
@@ -39,14 +38,14 @@ def test_baselines_write_valid_runs_that_the_scorer_reads(name, mode, tmp_path):
     paths = write_outputs(results, tmp_path)
     runs = [load_run(p.read_bytes(), str(p)) for p in paths]
     assert [r.em_model for r in runs] == [name] * 6 and {r.mode for r in runs} == {mode}
-    for run, conversation in zip(runs, conversations, strict=False):
+    for run, conversation in zip(runs, conversations, strict=True):
         assert [t.turnNumber for t in run.turns] == [t.turnNumber for t in conversation.turns]
         assert run.api_cost == 0.0 and run.prompt_version == P.PROMPT_VERSION
     report = score_documents(conversations, runs)
-    assert len(report["conversations"]) == 6
-    row = report["aggregates"][0]
-    assert row["em_model"] == name and row["mode"] == mode
-    assert all(c["coverage"] == 1 for c in report["conversations"])
+    assert len(report.conversations) == 6
+    row = report.aggregates[0]
+    assert row.em_model == name and row.mode == mode
+    assert all(c.coverage == 1 for c in report.conversations)
 
 
 def test_baselines_score_sample_data():
@@ -57,7 +56,7 @@ def test_baselines_score_sample_data():
     for name in BASELINE_NAMES:
         results = run_baseline(name, conversations)
         report = score_documents(conversations, [r.output for r in results])
-        composites[name] = report["aggregates"][0]["composite_score"]
+        composites[name] = report.aggregates[0].composite_score
     assert all(0 <= value <= 100 for value in composites.values())
 
 
@@ -138,33 +137,3 @@ def test_baselines_see_only_what_the_context_holds():
 def test_unknown_baseline_is_rejected():
     with pytest.raises(ValueError, match="unknown baseline"):
         make_baseline("baseline:oracle")
-
-
-@pytest.mark.parametrize(("mode", "strategy"), [("default", "absolute"), ("verbose", "delta")])
-def test_the_fake_provider_answers_as_the_random_baseline(mode, strategy):
-    # The fake server reads the context back from the prompt and answers with baseline:random itself.
-    from attunebench.replay.baselines import RandomBaseline
-    from attunebench.replay.parsing import parse_reply
-    from attunebench.replay.protocol import ConversationView, turn_calls
-    from devtools.fake_llm_server import answer_for, context_of
-
-    conversation = marked_conversation(turns=2)
-    judge = spec_from_name("baseline:random")
-    view = ConversationView(conversation, ReplayConfig(mode=mode, panas_strategy=strategy, judge=judge))
-    builders = {P.DRAFT: view.draft, P.ANALYSIS: view.analysis, P.HP_BINARY: view.hp_binary, P.PAIRWISE: view.pairwise}
-    contexts = [view.post()]
-    for index, turn in enumerate(conversation.turns):
-        for call in turn_calls(turn, judge=True):
-            contexts.append(view.judge(index, "a draft") if call == P.JUDGE else builders[call](index))
-    assert {c.call_type for c in contexts} == set(P.CALL_TYPES)
-    for ctx in contexts:
-        messages = P.build_messages(ctx)
-        seen = context_of(messages)
-        assert (seen.call_type, seen.question_ids, seen.verbose) == (ctx.call_type, ctx.question_ids, ctx.verbose)
-        assert [c.index for c in seen.comparisons] == [c.index for c in ctx.comparisons]
-        call_type, text = answer_for(messages, seed=7)
-        answer = RandomBaseline(7).answer(seen)
-        assert call_type == ctx.call_type and json.loads(text) == (
-            {P.KEY_REASONING: json.loads(text)[P.KEY_REASONING], **answer} if ctx.verbose else answer
-        )
-        parse_reply(ctx, text)  # and it is a valid answer to the real context

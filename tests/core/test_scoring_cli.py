@@ -15,8 +15,16 @@ from django.core.management.base import CommandError
 
 from attunebench.canonical import dumps_canonical, parse_conversation, parse_run
 from attunebench.metrics import analyze, to_json
-from attunebench.metrics.report import load_inputs, score_inputs
-from attunebench.metrics.results import Analysis
+from attunebench.metrics.keys import AGGREGATE_KEYS, CONVERSATION_KEYS, TURN_KEYS
+from attunebench.metrics.report import aggregates_csv, format_leaderboard, leaderboard_rows, load_inputs, score_inputs
+from attunebench.metrics.results import (
+    AggregateRow,
+    Analysis,
+    ConversationRecord,
+    LeaderboardRow,
+    ScoringReport,
+    TurnScores,
+)
 from attunebench.synth import synth_conversations, synth_runs, write_documents
 from tests.core.test_scoring_composite import hand_conversation, hand_run
 
@@ -159,6 +167,54 @@ def test_score_prints_a_leaderboard_and_writes_json_and_csv(dataset: tuple[Path,
     assert [r["em_model"] for r in rows] == ["em/strong", "human:rater1", "em/weak"]
     assert rows[1]["human_baseline"] == "True"
     assert float(rows[1]["composite_score"]) == pytest.approx(report["aggregates"][1]["composite_score"])
+
+
+@pytest.mark.parametrize("details", [False, True])
+def test_score_json_reads_back_into_the_report_model(dataset: tuple[Path, Path], tmp_path: Path, details: bool) -> None:
+    conversations, runs = dataset
+    run_command(
+        "score",
+        "--conversations",
+        str(conversations),
+        "--runs",
+        str(runs),
+        "--json",
+        str(tmp_path / "r.json"),
+        *(["--details"] if details else []),
+    )
+    text = (tmp_path / "r.json").read_text()
+    written = ScoringReport.model_validate_json(text)
+    in_memory = score_inputs(load_inputs([conversations], [runs])).report(include_details=details)
+    assert written == in_memory
+    # the file is exactly the one serialiser's output: no key added, dropped or renamed on the way
+    assert text == json.dumps(to_json(in_memory), ensure_ascii=False, indent=2) + "\n"
+    # details appear only when asked for, as the last key of each record
+    assert all(("details" in record) == details for record in json.loads(text)["conversations"])
+    if details:
+        assert list(json.loads(text)["conversations"][0])[-1] == "details"
+
+
+def test_the_report_models_spell_the_keys_as_issue_3_writes_them() -> None:
+    assert list(ConversationRecord.model_fields) == [*ISSUE_CONVERSATION_KEYS, "details"]
+    assert list(AggregateRow.model_fields) == ISSUE_AGGREGATE_KEYS
+    assert list(ConversationRecord.model_fields)[:-1] == list(CONVERSATION_KEYS)
+    assert tuple(AggregateRow.model_fields) == AGGREGATE_KEYS
+    assert tuple(TurnScores.__annotations__) == TURN_KEYS
+
+
+def test_cli_table_and_csv_read_the_leaderboard_row_model(dataset: tuple[Path, Path]) -> None:
+    conversations, runs = dataset
+    report = score_inputs(load_inputs([conversations], [runs])).report()
+    rows = leaderboard_rows(report)
+    assert all(type(row) is LeaderboardRow for row in rows)
+    strong = rows[0]
+    assert (strong.label, strong.human_baseline, strong.n_conversations) == ("em/strong [default]", False, 8)
+    assert rows[1].human_baseline and rows[1].n_conversations == 4
+    # the table shows capabilities 0–100; the CSV and the model keep 0–1
+    table_row = format_leaderboard(report).splitlines()[2].split()
+    assert table_row[6] == f"{100 * strong.capabilities.emotion_tracking:.1f}"
+    [csv_row] = [r for r in csv.DictReader(io.StringIO(aggregates_csv(report))) if r["em_model"] == "em/strong"]
+    assert float(csv_row["capability_emotion_tracking"]) == strong.capabilities.emotion_tracking
 
 
 def test_score_skips_and_names_bad_inputs_with_exit_code_2(dataset: tuple[Path, Path], tmp_path: Path) -> None:

@@ -11,7 +11,15 @@ from attunebench.canonical import parse_conversation, parse_run
 from attunebench.metrics import UnmatchedRunsError, score_documents, score_runs
 from attunebench.metrics.aggregate import aggregate_rows, z_scores
 from attunebench.metrics.composite import capability_scores
-from attunebench.metrics.keys import AGGREGATE_KEYS, CONVERSATION_KEYS, METRIC_KEYS, TURN_KEYS
+from attunebench.metrics.keys import (
+    AGGREGATE_KEYS,
+    BINARY_VARIANTS,
+    CONVERSATION_KEYS,
+    METRIC_KEYS,
+    POOLED_METRIC_KEYS,
+    TURN_KEYS,
+)
+from attunebench.metrics.results import ConversationRecord, to_json
 
 
 def hand_conversation() -> dict[str, Any]:
@@ -107,7 +115,7 @@ def hand_run(em_model: str = "em/hand", mode: str = "default") -> dict[str, Any]
 @pytest.fixture(scope="module")
 def hand_record() -> dict[str, Any]:
     report = score_documents([parse_conversation(hand_conversation())], [parse_run(hand_run())])
-    return report["conversations"][0]
+    return to_json(report.conversations[0])  # the record as the report's JSON names it
 
 
 def test_hand_conversation_turn_one(hand_record: dict[str, Any]) -> None:
@@ -228,21 +236,22 @@ def test_hand_conversation_composite(hand_record: dict[str, Any]) -> None:
 
 def test_details_carry_hp_gap_and_panas_sides() -> None:
     report = score_documents([parse_conversation(hand_conversation())], [parse_run(hand_run())], include_details=True)
-    details = report["conversations"][0]["details"]
+    details = report.conversations[0].details
+    assert details is not None
     # gap = human acc − human acc (HP wording) = 5/6 − 1; alignment = 1/(5/6) = 1.2
-    assert details["hp_perspective_gap"] == pytest.approx(-1 / 6)
-    assert details["hp_perspective_alignment"] == pytest.approx(1.2)
-    assert details["panas_pa_baseline_adjusted"] == pytest.approx(0.7)
-    assert details["n_gt_turns"] == 3 and details["n_scored_turns"] == 2
-    assert details["participant_group"] == "anxiety_depression"
-    assert details["category"] == "Work" and details["original_model"] == "om/original"
+    assert details.hp_perspective_gap == pytest.approx(-1 / 6)
+    assert details.hp_perspective_alignment == pytest.approx(1.2)
+    assert details.panas_pa_baseline_adjusted == pytest.approx(0.7)
+    assert details.n_gt_turns == 3 and details.n_scored_turns == 2
+    assert details.participant_group == "anxiety_depression"
+    assert details.category == "Work" and details.original_model == "om/original"
 
 
 def test_run_without_any_scored_turn_has_zero_averages_and_null_nullables() -> None:
     run = hand_run()
     run["turns"] = []
     run["post_conversation"] = None
-    r = score_documents([parse_conversation(hand_conversation())], [parse_run(run)])["conversations"][0]
+    r = to_json(score_documents([parse_conversation(hand_conversation())], [parse_run(run)]).conversations[0])
     assert r["coverage"] == 0.0 and r["turns"] == []
     # the post-conversation call failed: holistic rests on defaults, and says so
     assert r["post_coverage"] == 0.0 and r["holistic_imputed"] is True
@@ -271,9 +280,9 @@ def test_run_without_any_scored_turn_has_zero_averages_and_null_nullables() -> N
 def test_a_post_conversation_missing_either_part_is_not_covered(missing: str) -> None:
     run = hand_run()
     run["post_conversation"][missing] = None
-    r = score_documents([parse_conversation(hand_conversation())], [parse_run(run)])["conversations"][0]
-    assert (r["post_coverage"], r["holistic_imputed"]) == (0.0, True)
-    assert r["coverage"] == pytest.approx(2 / 3)  # turn coverage is unaffected
+    r = score_documents([parse_conversation(hand_conversation())], [parse_run(run)]).conversations[0]
+    assert (r.post_coverage, r.holistic_imputed) == (0.0, True)
+    assert r.coverage == pytest.approx(2 / 3)  # turn coverage is unaffected
 
 
 def test_unmatched_and_duplicate_runs_are_skipped_or_raised() -> None:
@@ -300,7 +309,7 @@ def _record(
     conversation: str = "c",
     mode: str = "default",
     **values: Any,
-) -> dict[str, Any]:
+) -> ConversationRecord:
     record: dict[str, Any] = {
         "conversationId": conversation,
         "em_model": em_model,
@@ -311,11 +320,16 @@ def _record(
     }
     record.update(dict.fromkeys(METRIC_KEYS, 0.0))
     record.update(composite_score=composite, **values)
-    record["turns"] = [
-        {v: {"tp": tp, "fp": fp, "tn": tn, "fn": fn} for v in ("binary_om", "binary_human")}
-        for tp, fp, tn, fn in counts
-    ]
-    return record
+    record["turns"] = [_turn(i, tp, fp, tn, fn) for i, (tp, fp, tn, fn) in enumerate(counts)]
+    return ConversationRecord.model_validate(record)
+
+
+def _turn(index: int, tp: int, fp: int, tn: int, fn: int) -> dict[str, Any]:
+    """A scored turn with these binary_om and binary_human counts; every metric 0 (not read by the aggregator)."""
+    counts = {"tp": tp, "fp": fp, "tn": tn, "fn": fn, **dict.fromkeys(POOLED_METRIC_KEYS[4:], 0.0)}
+    turn: dict[str, Any] = dict.fromkeys(TURN_KEYS, 0.0)
+    turn.update(dict.fromkeys(BINARY_VARIANTS, counts), turnNumber=index + 1, turn_index=index)
+    return turn
 
 
 def test_aggregate_means_se_and_pooled_confusion() -> None:
@@ -324,29 +338,29 @@ def test_aggregate_means_se_and_pooled_confusion() -> None:
         _record("a", 80.0, [(0, 1, 0, 2)], "c2", avg_pairwise_kendall_tau=0.5, post_coverage=0.0),
     ]
     [row] = aggregate_rows(records)
-    assert list(row) == list(AGGREGATE_KEYS)
-    assert row["n_conversations"] == 2
-    assert row["composite_score"] == 75.0
-    assert row["coverage"] == 0.75  # (0.5 + 1)/2
-    assert row["post_coverage"] == 0.5  # (1 + 0)/2: one conversation lacks its post-conversation prediction
-    assert row["avg_pairwise_kendall_tau"] == 0.5  # nulls left out
+    assert list(to_json(row)) == list(AGGREGATE_KEYS)
+    assert row.n_conversations == 2
+    assert row.composite_score == 75.0
+    assert row.coverage == 0.75  # (0.5 + 1)/2
+    assert row.post_coverage == 0.5  # (1 + 0)/2: one conversation lacks its post-conversation prediction
+    assert row.avg_pairwise_kendall_tau == 0.5  # nulls left out
     # sample sd of (70, 80) = √50 = 7.0711; SE = 7.0711/√2 = 5
-    assert row["se_composite"] == pytest.approx(5.0)
+    assert row.se_composite == pytest.approx(5.0)
     # pooled: tp 1, fp 1, tn 1, fn 2: acc 2/5, P 1/2, R 1/3, F1 (1/3)/(5/6) = 0.4, MCC (1·1 − 1·2)/√(2·3·2·3) = −1/6
-    pooled = row["pooled_binary_om_metrics"]
-    assert (pooled["tp"], pooled["fp"], pooled["tn"], pooled["fn"]) == (1, 1, 1, 2)
-    assert pooled["accuracy"] == pytest.approx(0.4)
-    assert pooled["precision"] == 0.5 and pooled["recall"] == pytest.approx(1 / 3)
-    assert pooled["f1"] == pytest.approx(0.4)
-    assert pooled["mcc"] == pytest.approx(-1 / 6)
+    pooled = row.pooled_binary_om_metrics
+    assert (pooled.tp, pooled.fp, pooled.tn, pooled.fn) == (1, 1, 1, 2)
+    assert pooled.accuracy == pytest.approx(0.4)
+    assert pooled.precision == 0.5 and pooled.recall == pytest.approx(1 / 3)
+    assert pooled.f1 == pytest.approx(0.4)
+    assert pooled.mcc == pytest.approx(-1 / 6)
     # with a single row the z-score is 0 (SPEC 5.4: fewer than 2 rows)
-    assert row["z_score"] == 0.0
+    assert row.z_score == 0.0
 
 
 def test_aggregate_single_conversation_has_null_se() -> None:
     [row] = aggregate_rows([_record("a", 70.0, [])])
-    assert row["se_composite"] is None
-    assert row["pooled_binary_om_metrics"]["accuracy"] == 0.0  # no counts: denominator 0 -> 0
+    assert row.se_composite is None
+    assert row.pooled_binary_om_metrics.accuracy == 0.0  # no counts: denominator 0 -> 0
 
 
 def test_z_scores_hand_computed() -> None:
@@ -358,6 +372,6 @@ def test_z_scores_hand_computed() -> None:
 
 def test_aggregate_rows_are_in_leaderboard_order_with_z_scores() -> None:
     rows = aggregate_rows([_record("low", 70.0, []), _record("high", 90.0, []), _record("mid", 80.0, [])])
-    assert [r["em_model"] for r in rows] == ["high", "mid", "low"]
-    assert [r["z_score"] for r in rows] == [1.0, 0.0, -1.0]
-    assert all(not (isinstance(v, float) and math.isnan(v)) for r in rows for v in r.values())
+    assert [r.em_model for r in rows] == ["high", "mid", "low"]
+    assert [r.z_score for r in rows] == [1.0, 0.0, -1.0]
+    assert all(not (isinstance(v, float) and math.isnan(v)) for r in rows for v in to_json(r).values())

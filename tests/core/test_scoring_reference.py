@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from attunebench import catalogue as cat
 from attunebench.canonical import ConversationFile, RunOutput, RunTurn, Turn, parse_conversation, parse_run
-from attunebench.metrics import score_documents
+from attunebench.metrics import score_documents, to_json
 from tests.core.test_scoring_properties import conversations, random_runs
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -285,7 +285,7 @@ def test_every_key_matches_its_reference(data: st.DataObject) -> None:
     raw = data.draw(conversations())
     conversation = parse_conversation(raw)
     run = parse_run(data.draw(random_runs(raw)))
-    record = score_documents([conversation], [run])["conversations"][0]
+    record = to_json(score_documents([conversation], [run]).conversations[0])  # named as the reference names them
     gt_turns = {t.turnNumber: t for t in conversation.turns}
     em_turns = {t.turnNumber: t for t in run.turns}
     assert [t["turnNumber"] for t in record["turns"]] == [n for n in em_turns if n in gt_turns]

@@ -12,6 +12,9 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.test import Client
 
+from attunebench.metrics.aggregate import aggregate_rows
+from attunebench.metrics.keys import METRIC_KEYS
+from attunebench.metrics.results import ConversationRecord, ScoringReport
 from scoring.management.commands.eval import post_coverage_summary
 from scoring.models import ConversationScore, RunConversation, RunScore
 from scoring.run_scoring import do_score_evaluation_run
@@ -153,7 +156,7 @@ def test_scores_stored_before_post_coverage_show_unknown_not_full_coverage(clien
         score.metrics = {k: v for k, v in score.metrics.items() if k not in ("post_coverage", "holistic_imputed")}
         score.save(update_fields=["post_coverage", "metrics"])
     row = client_.get("/api/leaderboard/").json()["rows"][0]
-    assert row["em_model"] == "synth:old" and row["n"] == 15  # still on the board, not skipped
+    assert row["em_model"] == "synth:old" and row["n_conversations"] == 15  # still on the board, not skipped
     assert row["post_coverage"] is None and row["holistic_imputed"] == 0
     assert '<td class="n post-coverage">–</td>' in client_.get("/research/").content.decode()
     scores = client_.get(f"/api/runs/{run.pk}/scores/?limit=1").json()["results"]
@@ -186,30 +189,42 @@ def test_the_schema_documents_post_coverage_fields():
 # ---------------------------------------------------------------------------
 
 
+def _report(*records: tuple[str, str, float | None, bool | None]) -> ScoringReport:
+    """A report of (em_model, mode, post_coverage, holistic_imputed) records, every metric 0."""
+    typed = [
+        ConversationRecord.model_validate(
+            {
+                **dict.fromkeys(METRIC_KEYS, 0.0),
+                "q3_model_fit_ordinal_distance": 0,
+                "conversationId": f"c{i}",
+                "em_model": em_model,
+                "mode": mode,
+                "coverage": 1.0,
+                "post_coverage": post,
+                "holistic_imputed": imputed,
+                "turns": [],
+            }
+        )
+        for i, (em_model, mode, post, imputed) in enumerate(records)
+    ]
+    return ScoringReport(conversations=typed, aggregates=aggregate_rows(typed))
+
+
 def test_eval_summary_prints_post_coverage_and_imputed_counts():
-    report = {
-        "aggregates": [
-            {"em_model": "em/a", "mode": "default", "post_coverage": 0.0},
-            {"em_model": "em/b", "mode": "verbose", "post_coverage": 2 / 3},
-        ],
-        "conversations": [
-            {"em_model": "em/a", "mode": "default", "holistic_imputed": True},
-            {"em_model": "em/a", "mode": "default", "holistic_imputed": True},
-            {"em_model": "em/b", "mode": "verbose", "holistic_imputed": False},
-            {"em_model": "em/b", "mode": "verbose", "holistic_imputed": True},
-            {"em_model": "em/b", "mode": "verbose", "holistic_imputed": False},
-        ],
-    }
+    report = _report(
+        ("em/a", "default", 0.0, True),
+        ("em/a", "default", 0.0, True),
+        ("em/b", "verbose", 1.0, False),
+        ("em/b", "verbose", 0.0, True),
+        ("em/b", "verbose", 1.0, False),
+    )
     lines = post_coverage_summary(report).splitlines()
     assert lines[1] == "  em/a default: 0%; holistic imputed in 2 of 2 conversations"
     assert lines[2] == "  em/b verbose: 67%; holistic imputed in 1 of 3 conversations"  # 2/3 -> 67%
 
 
 def test_eval_summary_says_when_the_scorer_did_not_report_post_coverage():
-    report = {
-        "aggregates": [{"em_model": "em/a", "mode": "default"}],
-        "conversations": [{"em_model": "em/a", "mode": "default"}],
-    }
+    report = _report(("em/a", "default", None, None))  # stored by a scorer from before post coverage
     assert post_coverage_summary(report).splitlines()[1] == (
         "  em/a default: not reported; holistic imputed in 0 of 1 conversations"
     )

@@ -97,6 +97,43 @@ def test_runs_leaderboard_and_analyses(api, scored_runs):
     assert set(analyses["analysis"]["breakdowns"]) >= {"by_category", "by_participant_group", "by_turn_position"}
 
 
+def test_dashboard_api_and_cli_read_one_leaderboard_row_model(api, scored_runs):
+    from attunebench import canonical as cf
+    from attunebench.metrics.engine import score_runs
+    from attunebench.metrics.report import format_leaderboard
+    from attunebench.metrics.report import leaderboard_rows as cli_rows
+    from attunebench.metrics.results import LeaderboardRow, to_json
+    from datasets.exchange import iter_canonical
+    from datasets.selection import complete_conversations
+    from research.evaluation import DashboardRow, evaluation_data, leaderboard_rows
+    from scoring.models import RunConversation
+
+    dashboard = leaderboard_rows(evaluation_data())
+    assert dashboard and all(isinstance(row, LeaderboardRow) and type(row) is DashboardRow for row in dashboard)
+    # the API sends the dashboard's rows through the one serialiser, and they read back unchanged
+    api_rows = api.get("/api/leaderboard/").json()["rows"]
+    assert api_rows == [to_json(row) for row in dashboard]
+    assert [DashboardRow.model_validate(row) for row in api_rows] == dashboard
+    # the CLI, scoring the same outputs from files, builds the same core rows the dashboard extends
+    outputs = RunConversation.objects.filter(run__in=scored_runs).values_list("output", flat=True)
+    fresh = score_runs(
+        iter_canonical(complete_conversations(), include_model_identity=True), [cf.parse_run(o) for o in outputs]
+    ).report()
+    core = {row.label: row for row in cli_rows(fresh)}
+    for row in dashboard:
+        assert (
+            LeaderboardRow.model_validate({k: getattr(row, k) for k in LeaderboardRow.model_fields}) == core[row.label]
+        )
+    assert "synth:strong" in format_leaderboard(fresh)
+
+
+def test_the_leaderboard_schema_lists_every_row_field():
+    from research.evaluation import DashboardRow
+    from research.serializers import LeaderboardRowSerializer
+
+    assert list(LeaderboardRowSerializer().fields) == list(DashboardRow.model_fields)
+
+
 def test_run_dry_run_estimates_without_creating_runs(api, scored_runs):
     from scoring.models import EvaluatedModel, EvaluationRun
 

@@ -53,15 +53,16 @@ def test_leaderboard_sorts_and_toggles_weighting(client_, scored_runs):
 
     data = evaluation_data()
     spec = leaderboard_rows(data)
-    assert [r["em_model"] for r in spec] == ["synth:strong", "synth:middling", "synth:weak"]
+    assert [r.em_model for r in spec] == ["synth:strong", "synth:middling", "synth:weak"]
     ascending = leaderboard_rows(data, sort="composite", descending=False)
-    assert [r["em_model"] for r in ascending] == ["synth:weak", "synth:middling", "synth:strong"]
+    assert [r.em_model for r in ascending] == ["synth:weak", "synth:middling", "synth:strong"]
     by_name = leaderboard_rows(data, sort="label", descending=False)
-    assert [r["label"] for r in by_name] == sorted(r["label"] for r in spec)
+    assert [r.label for r in by_name] == sorted(r.label for r in spec)
     equal = leaderboard_rows(data, weighting="equal")
     for row in spec + equal:
-        assert row["ci_low"] < row["composite"] < row["ci_high"]
-    assert {r["em_model"]: r["composite"] for r in equal} != {r["em_model"]: r["composite"] for r in spec}
+        assert row.ci_low is not None and row.ci_high is not None and row.composite is not None
+        assert row.ci_low < row.composite < row.ci_high
+    assert {r.em_model: r.composite for r in equal} != {r.em_model: r.composite for r in spec}
     page = client_.get("/research/?weighting=equal").content.decode()
     assert "Equal-weight composite = mean of turn-level" in page and "Research use only" in page
 
@@ -168,3 +169,22 @@ def test_drilldown_agrees_with_the_scorer_on_every_judgement(scored_runs):
                     counts["tp"] + counts["tn"],
                     sum(counts[k] for k in ("tp", "fp", "tn", "fn")),
                 )
+
+
+def test_stored_scores_an_older_scorer_wrote_are_skipped_with_a_message(scored_runs):
+    from research.evaluation import build_report
+    from scoring.models import ConversationScore
+
+    strong = scored_runs[0]
+    lacking, mistyped, *_ = ConversationScore.objects.filter(run=strong).order_by("pk")
+    lacking.metrics = {k: v for k, v in lacking.metrics.items() if k != "avg_emotion_f1"}
+    lacking.save(update_fields=["metrics"])
+    mistyped.metrics = {**mistyped.metrics, "coverage": "all of it"}
+    mistyped.save(update_fields=["metrics"])
+    report, skipped = build_report(scored_runs)
+    # 3 runs × 15 conversations, two stored scores unreadable
+    assert len(report.conversations) == 3 * 15 - 2
+    assert [r.n_conversations for r in report.aggregates if r.em_model == "synth:strong"] == [13]
+    assert len(skipped) == 2
+    assert any(s.endswith("stored score lacks avg_emotion_f1") for s in skipped)
+    assert any("does not read as a record (coverage: Input should be a valid number" in s for s in skipped)

@@ -94,7 +94,7 @@ def test_finished_rating_is_a_canonical_run_scored_like_a_model(assignment, rate
     score = ConversationScore.objects.get(run=assignment.run_conversation.run)
     assert score.coverage == 1.0 and 0 <= score.composite_score <= 100
     rows = leaderboard_rows(evaluation_data())
-    assert [r["em_model"] for r in rows] == ["human:ravi"] and rows[0]["human"]
+    assert [r.em_model for r in rows] == ["human:ravi"] and rows[0].human_baseline
 
 
 def test_answers_for_the_wrong_turn_are_refused(assignment, rater):

@@ -15,12 +15,15 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from attunebench import catalogue as cat
+
+if TYPE_CHECKING:
+    from attunebench.metrics.results import ScoringReport
 
 
 class Command(BaseCommand):
@@ -148,10 +151,11 @@ class Command(BaseCommand):
         out = Path(options["out"] or Path(settings.ATTUNE_RUNS_DIR) / f"{slug(em.name)}__{config.mode}")
         if settings.REDIS_URL and options["from_db"] and not options["in_process"]:
             runs = self._through_celery(em, options, conversations)
+            write_runs = True
         else:
             runs = self._in_process(em, config, conversations, options, out)
-            out = None  # already written
-        if out is not None:
+            write_runs = False  # already written
+        if write_runs:
             out.mkdir(parents=True, exist_ok=True)
             from attunebench.canonical import dumps_canonical
 
@@ -272,21 +276,19 @@ class Command(BaseCommand):
         self.stdout.write(post_coverage_summary(report))
 
 
-def post_coverage_summary(report: dict[str, Any]) -> str:
+def post_coverage_summary(report: ScoringReport) -> str:
     """One line per (model, mode): post-conversation coverage and how many holistic scores are imputed.
 
     Turn coverage alone can read 100% while every post-conversation call failed and
     the holistic part of the composite came from the scorer's defaults (issue 12).
     """
+    from attunebench.metrics.report import leaderboard_rows
+
     lines = ["Post-conversation coverage (holistic imputed = rests on defaults for a missing answer):"]
-    for row in report.get("aggregates", []):
-        members = [
-            r for r in report.get("conversations", []) if (r["em_model"], r["mode"]) == (row["em_model"], row["mode"])
-        ]
-        post = row.get("post_coverage")
-        imputed = sum(1 for r in members if r.get("holistic_imputed"))
-        shown = "not reported" if post is None else f"{100 * post:.0f}%"
+    for row in leaderboard_rows(report):
+        shown = "not reported" if row.post_coverage is None else f"{100 * row.post_coverage:.0f}%"
         lines.append(
-            f"  {row['em_model']} {row['mode']}: {shown}; holistic imputed in {imputed} of {len(members)} conversations"
+            f"  {row.em_model} {row.mode}: {shown}; "
+            f"holistic imputed in {row.holistic_imputed} of {row.n_conversations} conversations"
         )
     return "\n".join(lines)
