@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from attunebench import catalogue as cat
 from attunebench.canonical import parse_conversation, parse_run
-from attunebench.metrics import score_documents
+from attunebench.metrics import score_documents, to_json
 from attunebench.metrics.keys import METRIC_KEYS
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -234,7 +234,7 @@ def _in(value: float | None, low: float, high: float) -> bool:
 def test_every_score_is_in_range(data: st.DataObject) -> None:
     conversation = data.draw(conversations())
     run = data.draw(random_runs(conversation))
-    report = score_documents([parse_conversation(conversation)], [parse_run(run)])
+    report = to_json(score_documents([parse_conversation(conversation)], [parse_run(run)]))
     json.dumps(report, allow_nan=False)  # no NaN anywhere
     record = report["conversations"][0]
     assert 0 <= record["coverage"] <= 1
@@ -261,7 +261,7 @@ def test_every_score_is_in_range(data: st.DataObject) -> None:
 @given(conversations(perfect=True))
 def test_perfect_predictions_score_one_and_composite_100(conversation: dict[str, Any]) -> None:
     run = perfect_run(conversation)
-    record = score_documents([parse_conversation(conversation)], [parse_run(run)])["conversations"][0]
+    record = to_json(score_documents([parse_conversation(conversation)], [parse_run(run)]).conversations[0])
     for turn in record["turns"]:
         for key in (
             "emotion_precision",
@@ -320,5 +320,5 @@ def test_permuting_conversations_does_not_change_aggregates(data: st.DataObject)
     parsed_runs = [parse_run(r) for r in runs]
     baseline = score_documents(parsed_convs, parsed_runs)
     shuffled = score_documents(data.draw(st.permutations(parsed_convs)), data.draw(st.permutations(parsed_runs)))
-    assert shuffled["aggregates"] == baseline["aggregates"]
-    assert shuffled["conversations"] == baseline["conversations"]
+    assert shuffled.aggregates == baseline.aggregates
+    assert shuffled.conversations == baseline.conversations

@@ -55,6 +55,7 @@ class World:
 def _synth_pool() -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
     """Real scorer records (per scored model) and EM outputs, from the core on synthetic conversations."""
     from attunebench.metrics.engine import score_runs
+    from attunebench.metrics.results import to_json
     from attunebench.synth import synth_conversations, synth_run
 
     documents = synth_conversations(4, seed=11, min_turns=TURNS_PER_CONVERSATION, max_turns=TURNS_PER_CONVERSATION)
@@ -64,7 +65,8 @@ def _synth_pool() -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]
         runs = [synth_run(d, name, "default", 7, skill=skill) for d in documents]
         result = score_runs(documents, runs)
         assert not result.skipped
-        records[name] = [{**s.record, "details": s.details} for s in result.scores]
+        # Stored exactly as scoring.run_scoring stores them.
+        records[name] = [to_json(s.record.model_copy(update={"details": s.details})) for s in result.scores]
         outputs.extend(cf.to_canonical_dict(r) for r in runs)
     return records, outputs
 
@@ -90,7 +92,7 @@ def _jittered(record: dict[str, Any], step: int) -> dict[str, Any]:
 
     amount = step * 1.4142e-7
     out = dict(record)
-    out.update({k: record[k] + amount for k in METRIC_KEYS if isinstance(record.get(k), (int, float))})
+    out.update({k: record[k] + amount for k in METRIC_KEYS if isinstance(record.get(k), float)})
     out["turns"] = [nudged(t, amount * (t["turn_index"] + 2)) for t in record["turns"]]
     return out
 
