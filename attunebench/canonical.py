@@ -722,7 +722,8 @@ class RunOutput(_Open):
 # ---------------------------------------------------------------------------
 
 
-def _decode(source: str, raw: bytes | str) -> Any:
+def decode_json(source: str, raw: bytes | str) -> Any:
+    """Bytes or text -> a JSON value, or CanonicalError naming the file and what is wrong with it."""
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
     except UnicodeDecodeError as exc:
@@ -772,11 +773,11 @@ def parse_run(data: Any, source: str = "<input>") -> RunOutput:
 
 
 def load_conversation(raw: bytes | str, source: str = "<input>") -> ConversationFile:
-    return parse_conversation(_decode(source, raw), source)
+    return parse_conversation(decode_json(source, raw), source)
 
 
 def load_run(raw: bytes | str, source: str = "<input>") -> RunOutput:
-    return parse_run(_decode(source, raw), source)
+    return parse_run(decode_json(source, raw), source)
 
 
 def looks_like_run(data: Any) -> bool:

@@ -25,6 +25,7 @@ from attunebench.canonical import (
     RunOutput,
     check_conversation_options,
     check_run_options,
+    decode_json,
     looks_like_run,
     parse_conversation,
     parse_run,
@@ -59,26 +60,6 @@ class LoadedInputs:
     warnings: list[Problem] = field(default_factory=list)
 
 
-def _decode_json(source: str, raw: bytes) -> Any:
-    """Bytes -> JSON value, or CanonicalError naming the file (as the canonical loaders do)."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CanonicalError(
-            [Problem(source=source, path="", message=f"not UTF-8 text ({exc.reason} at byte {exc.start})")]
-        ) from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CanonicalError(
-            [
-                Problem(
-                    source=source, path="", message=f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-                )
-            ]
-        ) from None
-
-
 def load_inputs(conversation_paths: Iterable[str | Path], run_paths: Iterable[str | Path]) -> LoadedInputs:
     """Read conversation files and run files from files, folders (any nesting) or zips.
 
@@ -95,7 +76,7 @@ def load_inputs(conversation_paths: Iterable[str | Path], run_paths: Iterable[st
                 continue
             source, raw = item
             try:
-                data = _decode_json(source, raw)
+                data = decode_json(source, raw)
                 if (
                     looks_like_run(data) != want_run
                     and isinstance(data, dict)

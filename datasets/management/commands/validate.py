@@ -8,7 +8,6 @@ fix a whole batch in one pass; the exit code is 1 if there was any problem.
 
 from __future__ import annotations
 
-import json
 from argparse import ArgumentParser
 from typing import Any
 
@@ -19,7 +18,7 @@ from attunebench.canonical import (
     ConversationFile,
     Problem,
     check_conversation_options,
-    load_conversation,
+    decode_json,
     looks_like_run,
     parse_conversation,
     parse_run,
@@ -45,14 +44,7 @@ def check_paths(paths: list[str]) -> tuple[int, int, list[Problem]]:
             continue
         source, raw = item
         try:
-            data = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            data = None
-        try:
-            if data is None:
-                # Let the canonical reader word the decoding problem.
-                load_conversation(raw, source)
-                continue
+            data = decode_json(source, raw)
             if looks_like_run(data):
                 run = parse_run(data, source)
                 key = (run.conversationId, run.em_model, run.mode)
