@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import F
@@ -44,11 +44,11 @@ class HumanBaselineError(ValueError):
     """A request the rater or researcher must correct; the message is shown to them."""
 
 
-def human_model_name(user: AbstractBaseUser) -> str:
+def human_model_name(user: User) -> str:
     return f"{HUMAN_PREFIX}{user.get_username()}"
 
 
-def human_model(user: AbstractBaseUser) -> EvaluatedModel:
+def human_model(user: User) -> EvaluatedModel:
     model, _ = EvaluatedModel.objects.get_or_create(
         name=human_model_name(user),
         defaults={"kind": EvaluatedModel.Kind.HUMAN, "notes": "Human baseline rater (SPEC 6)."},
@@ -56,7 +56,7 @@ def human_model(user: AbstractBaseUser) -> EvaluatedModel:
     return model
 
 
-def human_run(user: AbstractBaseUser) -> EvaluationRun:
+def human_run(user: User) -> EvaluationRun:
     """The one run that collects a rater's conversations (newest if several exist)."""
     model = human_model(user)
     run = EvaluationRun.objects.filter(evaluated_model=model, mode=HUMAN_MODE).order_by("-created_at").first()
@@ -73,9 +73,7 @@ def human_run(user: AbstractBaseUser) -> EvaluationRun:
     return run
 
 
-def do_assign(
-    conversation: Conversation, rater: AbstractBaseUser, assigned_by: AbstractBaseUser | None
-) -> HumanAssignment:
+def do_assign(conversation: Conversation, rater: User, assigned_by: User | None) -> HumanAssignment:
     """Assign a complete conversation to a rater; assigning twice returns the existing assignment."""
     if conversation.status != Conversation.Status.COMPLETE:
         raise HumanBaselineError("Only complete conversations can be rated.")
@@ -103,7 +101,7 @@ def do_assign(
         )
 
 
-def _empty_output(conversation: Conversation, rater: AbstractBaseUser) -> dict[str, Any]:
+def _empty_output(conversation: Conversation, rater: User) -> dict[str, Any]:
     return {
         "conversationId": conversation.conversation_id,
         "em_model": human_model_name(rater),
@@ -117,7 +115,7 @@ def _empty_output(conversation: Conversation, rater: AbstractBaseUser) -> dict[s
     }
 
 
-def access_assignment(user: AbstractBaseUser, assignment_id: int) -> HumanAssignment:
+def access_assignment(user: User, assignment_id: int) -> HumanAssignment:
     """The assignment if it is the user's own (researchers may look at any, read-only in the view)."""
     try:
         assignment = HumanAssignment.objects.select_related("conversation", "run_conversation", "rater").get(
@@ -217,8 +215,17 @@ def _lock(assignment: HumanAssignment) -> tuple[HumanAssignment, RunConversation
     locked = HumanAssignment.objects.select_for_update().get(pk=assignment.pk)
     if locked.is_complete:
         raise HumanBaselineError("This conversation is already finished.")
+    if locked.run_conversation_id is None:
+        raise HumanBaselineError("This assignment lost its stored answers; ask a researcher to assign it again.")
     run_conversation = RunConversation.objects.select_for_update().get(pk=locked.run_conversation_id)
     return locked, run_conversation
+
+
+def _stored_output(rc: RunConversation) -> dict[str, Any]:
+    """A copy of the rater's answers so far (made with the assignment, so never missing)."""
+    if rc.output is None:
+        raise HumanBaselineError("This assignment lost its stored answers; ask a researcher to assign it again.")
+    return dict(rc.output)
 
 
 def do_record_draft(assignment: HumanAssignment, turn_number: int, draft: str) -> None:
@@ -228,7 +235,7 @@ def do_record_draft(assignment: HumanAssignment, turn_number: int, draft: str) -
         expected = _expected_turn(locked)
         if turn_number != expected:
             raise HumanBaselineError(f"You are on turn {expected}; this answer was for turn {turn_number}.")
-        output = dict(rc.output)
+        output = _stored_output(rc)
         if _output_turn(output, turn_number) is not None:
             raise HumanBaselineError("The draft for this turn is already saved.")
         output["turns"] = [*output["turns"], {"turnNumber": turn_number, "em_drafted_response": draft.strip() or None}]
@@ -251,7 +258,7 @@ def do_record_analysis(
             raise HumanBaselineError(
                 f"You are on turn {_expected_turn(locked)}; this answer was for turn {turn_number}."
             )
-        output = dict(rc.output)
+        output = _stored_output(rc)
         turns = [dict(t) for t in output["turns"]]
         stored = next((t for t in turns if t["turnNumber"] == turn_number), None)
         if stored is None:
@@ -289,7 +296,7 @@ def do_record_post(
         total = locked.conversation.turns.count()
         if locked.turns_done < total:
             raise HumanBaselineError("Finish every turn before the post-conversation questions.")
-        output = dict(rc.output)
+        output = _stored_output(rc)
         output["post_conversation"] = {
             "panas_strategy": HUMAN_PANAS_STRATEGY,
             "predicted_post_panas": {"totalPositiveAffect": None, "totalNegativeAffect": None, "items": panas_items},
@@ -375,7 +382,8 @@ def rater_agreement() -> Agreement:
     ).select_related("run__evaluated_model")
     by_conversation: dict[int, dict[str, dict[str, Any]]] = {}
     for rc in done:
-        by_conversation.setdefault(rc.conversation_id, {})[rc.run.evaluated_model.name] = rc.output
+        if rc.output is not None:
+            by_conversation.setdefault(rc.conversation_id, {})[rc.run.evaluated_model.name] = rc.output
     shared = {cid: outs for cid, outs in by_conversation.items() if len(outs) >= 2}
     raters = sorted({name for outs in shared.values() for name in outs})
     if len(raters) < 2:

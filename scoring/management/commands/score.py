@@ -5,6 +5,8 @@ A thin wrapper: reading, scoring and formatting live in ``attunebench.metrics``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 SKIPPED_EXIT_CODE = 2
@@ -59,7 +61,7 @@ class Command(BaseCommand):
             "keeps exactly the documented keys",
         )
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         from attunebench.metrics.report import (
             aggregates_csv,
             format_leaderboard,
