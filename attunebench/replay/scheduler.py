@@ -118,7 +118,7 @@ class SchedulerStats:
     attempts: int = 0
     retries: int = 0
     gave_up: int = 0
-    errors: Counter = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
     backoff_seconds: float = 0.0
 
 
@@ -175,7 +175,7 @@ class Scheduler:
 
     def backoff_delay(self, retry: int, retry_after: float | None) -> float:
         """Exponential backoff with equal jitter; ``Retry-After`` is a floor."""
-        ceiling = min(self.max_delay, self.base_delay * (2**retry))
+        ceiling = min(self.max_delay, self.base_delay * 2.0**retry)
         delay = ceiling / 2 + self.rng.uniform(0, ceiling / 2)
         if retry_after is not None and retry_after > 0:
             delay = max(delay, min(retry_after, self.max_delay * 5))
