@@ -187,16 +187,12 @@ def _litellm() -> Any:
 
 
 def _retry_after(exc: BaseException) -> float | None:
-    """Seconds from retry-after-ms / Retry-After headers on a provider error."""
-    headers: Mapping[str, str] | None = None
-    for attribute in ("litellm_response_headers", "headers"):
-        value = getattr(exc, attribute, None)
-        if value:
-            headers = value
-            break
-    if headers is None:
-        response = getattr(exc, "response", None)
-        headers = getattr(response, "headers", None)
+    """Seconds from retry-after-ms / Retry-After headers on a provider error.
+
+    litellm's exceptions carry the provider's HTTP response (``response``, a
+    documented attribute, as on the OpenAI SDK's errors it subclasses).
+    """
+    headers: Mapping[str, str] | None = getattr(getattr(exc, "response", None), "headers", None)
     if not headers:
         return None
     lowered = {str(k).lower(): v for k, v in dict(headers).items()}
