@@ -187,10 +187,3 @@ LOGGING = {
 }
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-# Replay tuning switches, read by the benchmark core (no Django there) as "0" = off. Checked here
-# with the one convention, then handed on as 1/0: "false" must not read as "on" there.
-ATTUNE_LITELLM_LEAN = env_bool("ATTUNE_LITELLM_LEAN", True)
-ATTUNE_GC_TUNING = env_bool("ATTUNE_GC_TUNING", True)
-os.environ["ATTUNE_LITELLM_LEAN"] = "1" if ATTUNE_LITELLM_LEAN else "0"
-os.environ["ATTUNE_GC_TUNING"] = "1" if ATTUNE_GC_TUNING else "0"

@@ -159,7 +159,12 @@ def do_launch_runs(request: LaunchRequest, user: Any = None) -> list[EvaluationR
                     )
                 )
         run_ids = [r.pk for r in runs]
-        transaction.on_commit(lambda: [run_control.start_run(run_id) for run_id in run_ids])
+
+        def start_all() -> None:
+            for run_id in run_ids:
+                run_control.start_run(run_id)
+
+        transaction.on_commit(start_all)
     return runs
 
 

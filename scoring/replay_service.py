@@ -130,7 +130,7 @@ def spec_for_name(name: str) -> EMSpec:
 
 
 def run_config(run: EvaluationRun) -> ReplayConfig:
-    judge = em_spec(run.judge_model) if run.judge_model_id else None
+    judge = em_spec(run.judge_model) if run.judge_model is not None else None
     return ReplayConfig(mode=run.mode, panas_strategy=run.panas_strategy, judge=judge)
 
 
@@ -226,7 +226,7 @@ class RedisCallCache:
     def __init__(self, url: str) -> None:
         self.url = url
         self._client: Any = None
-        self._errors: tuple[type[BaseException], ...] = ()
+        self._errors: tuple[type[Exception], ...] = ()
         self.failures = 0
         self._last_logged = -float("inf")
 

@@ -627,7 +627,7 @@ class _Reading:
             "B3": self.overlap >= 2,
             "B108": bool(set(self.reply_emotions) & set(self.user_emotions)),
             "B109": bool(self.user_emotions)
-            and max(self.user_emotions, key=self.user_emotions.get) in self.reply_emotions,
+            and max(self.user_emotions.items(), key=lambda pair: pair[1])[0] in self.reply_emotions,
             "B4": len(self.reply_emotions) >= 2 or bool(_STRONG_RE.search(r) and self.reply_emotions),
             "B5": bool(_CHANGE_RE.search(r)) and self.turn_number > 1,
             "B6": bool(_ASSUME_RE.search(r)),
@@ -820,7 +820,8 @@ class LexiconBaseline(BaselineBackend):
             elif item in early and item not in late:
                 changes[item] = -1
         if (ctx.panas_strategy or "absolute") == "absolute":
-            pa_total, na_total = ctx.pre_totals if ctx.pre_totals and None not in ctx.pre_totals else (40, 40)
+            pre_pa, pre_na = ctx.pre_totals or (None, None)
+            pa_total, na_total = (pre_pa, pre_na) if pre_pa is not None and pre_na is not None else (40, 40)
             panas = {}
             for item in cat.PANAS_ITEMS:
                 base = round((pa_total if item in _POSITIVE_ITEMS else na_total) / 10)

@@ -28,7 +28,6 @@ import random
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
@@ -36,24 +35,6 @@ from aiolimiter import AsyncLimiter
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-
-# Set by Scheduler.submit while a call runs; see provider_answered().
-_answered: ContextVar[Callable[[], None] | None] = ContextVar("attune_provider_answered", default=None)
-
-
-def provider_answered() -> None:
-    """Tell the scheduler that the provider has answered the request in flight.
-
-    The transport calls this when response headers arrive. The call's slots are
-    freed then, not after the client has parsed and post-processed the answer:
-    the caps bound requests at the provider, and the client-side work of one
-    call should not keep the next request from being sent. Outside a scheduled
-    call (or for backends that never call it) it does nothing and the slots
-    are freed when the call returns.
-    """
-    release = _answered.get()
-    if release is not None:
-        release()
 
 
 class TransientCallError(Exception):
@@ -137,7 +118,7 @@ class SchedulerStats:
     attempts: int = 0
     retries: int = 0
     gave_up: int = 0
-    errors: Counter = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
     backoff_seconds: float = 0.0
 
 
@@ -194,7 +175,7 @@ class Scheduler:
 
     def backoff_delay(self, retry: int, retry_after: float | None) -> float:
         """Exponential backoff with equal jitter; ``Retry-After`` is a floor."""
-        ceiling = min(self.max_delay, self.base_delay * (2**retry))
+        ceiling = min(self.max_delay, self.base_delay * 2.0**retry)
         delay = ceiling / 2 + self.rng.uniform(0, ceiling / 2)
         if retry_after is not None and retry_after > 0:
             delay = max(delay, min(retry_after, self.max_delay * 5))
@@ -218,26 +199,18 @@ class Scheduler:
                 return
             await asyncio.sleep(remaining)
 
-    def _releaser(
+    def _release(
         self, provider: str, provider_slots: asyncio.Semaphore, global_slots: asyncio.Semaphore, shared: str | None
-    ) -> Callable[[], None]:
-        """Frees one attempt's slots exactly once, early (provider_answered) or when it ends."""
-        released = False
-
-        def release() -> None:
-            nonlocal released
-            if not released:
-                released = True
-                self.in_flight -= 1
-                global_slots.release()
-                provider_slots.release()
-                if shared is not None:
-                    self._release_shared(provider, shared)
-
-        return release
+    ) -> None:
+        """Give back one attempt's slots when it ends."""
+        self.in_flight -= 1
+        global_slots.release()
+        provider_slots.release()
+        if shared is not None:
+            self._release_shared(provider, shared)
 
     def _release_shared(self, provider: str, token: str) -> None:
-        """Give a shared slot back in the background (release() runs in synchronous code).
+        """Give a shared slot back in the background (``_release`` is synchronous).
 
         If that fails (the store is down), the store's lease frees the slot later;
         the failure is logged, never raised into the call that already finished.
@@ -279,8 +252,6 @@ class Scheduler:
             self.stats.attempts += 1
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-            release = self._releaser(provider, provider_slots, global_slots, shared)
-            token = _answered.set(release)
             try:
                 if self.attempt_timeout is not None:
                     return await asyncio.wait_for(call(), self.attempt_timeout)
@@ -290,8 +261,7 @@ class Scheduler:
             except TransientCallError as exc:
                 error = exc
             finally:
-                _answered.reset(token)
-                release()
+                self._release(provider, provider_slots, global_slots, shared)
             # Outside every slot from here on: waiting must not hold capacity.
             self.stats.errors[error.kind] += 1
             if retry + 1 >= self.max_attempts:

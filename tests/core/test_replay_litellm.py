@@ -6,13 +6,10 @@ server's api_base on 127.0.0.1.
 
 from __future__ import annotations
 
-import contextvars
 import subprocess
 import sys
 import textwrap
-import threading
 import time
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -22,7 +19,7 @@ from attunebench.replay.aio import run_sync
 from attunebench.replay.cache import FileCache, MemoryCache
 from attunebench.replay.llm import EMSpec, LiteLLMBackend
 from attunebench.replay.protocol import ReplayConfig, Replayer, planned_calls
-from attunebench.replay.scheduler import PermanentCallError, RetriesExhausted, Scheduler
+from attunebench.replay.scheduler import RetriesExhausted, Scheduler
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer, http_json, root_url
 from devtools.replay_fixtures import marked_conversation
 
@@ -59,17 +56,7 @@ def one_call(server, spec: EMSpec, scheduler: Scheduler):
     return run_sync(scheduler.submit(spec.provider, lambda: backend.complete(spec, P.build_messages(ctx), ctx)))
 
 
-@pytest.fixture(params=["litellm-http", "openai-sdk"])
-def openai_route(request, monkeypatch):
-    """Both ways litellm can reach an OpenAI-compatible server: its own HTTP handler
-    (our default, see llm._litellm) and the OpenAI SDK."""
-    from attunebench.replay.llm import OPENAI_HTTP_HANDLER_ENV
-
-    monkeypatch.setenv(OPENAI_HTTP_HANDLER_ENV, "true" if request.param == "litellm-http" else "false")
-    return request.param
-
-
-def test_injected_429_500_and_timeout_are_retried_until_success(server, openai_route):
+def test_injected_429_500_and_timeout_are_retried_until_success(server):
     server.configure(script=["429", "500", "timeout"], retry_after_s=0.4)
     scheduler = Scheduler(base_delay=0.01, max_delay=0.05, max_attempts=5)
     clock = time.perf_counter()
@@ -85,71 +72,22 @@ def test_injected_429_500_and_timeout_are_retried_until_success(server, openai_r
     assert elapsed >= 0.4 + 0.5
 
 
-def test_both_openai_routes_answer_and_report_usage(server, openai_route):
+def test_a_call_reports_usage_and_is_priced_from_it_with_the_registry_price(server):
     completion = one_call(server, em(server, input_cost_per_million=1.0, output_cost_per_million=2.0), Scheduler())
     assert '"response"' in completion.text
     assert completion.prompt_tokens > 0 and completion.completion_tokens > 0
+    # $1 per million prompt tokens, $2 per million completion tokens.
     assert completion.cost_usd == pytest.approx((completion.prompt_tokens + 2 * completion.completion_tokens) / 1e6)
+    assert server.stats()["requests"] == 1  # litellm made no retries of its own
 
 
-def test_litellm_request_setup_runs_in_the_loop_thread_for_key_based_providers(server, monkeypatch):
-    import litellm.main
-
-    from attunebench.replay.aio import process_loop
-
-    where: list[int] = []
-    original = litellm.main.completion
-
-    def recording(*args, **kwargs):
-        where.append(threading.get_ident())
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(litellm.main, "completion", recording)
-    one_call(server, em(server), Scheduler())
-    loop_thread = process_loop()._thread.ident
-    assert where == [loop_thread]  # no hop to a worker thread and back per call
-
-    # A provider that mints credentials during set-up keeps litellm's worker thread.
-    bedrock = EMSpec(
-        name="b", litellm_model="bedrock/anthropic.claude-v2", api_base=server.url, params={"timeout": 2.0}
-    )
-    where.clear()
-    with pytest.raises((PermanentCallError, RetriesExhausted)):  # bedrock can't sign without credentials
-        one_call(server, bedrock, Scheduler(max_attempts=1))
-    assert where and where[0] != loop_thread
-
-
-def test_inline_setup_is_decided_by_litellm_routing_not_by_the_prefix():
-    from attunebench.replay.llm import _setup_runs_inline
-
-    assert _setup_runs_inline("openai/fake-em") and _setup_runs_inline("gpt-4o-mini")
-    assert _setup_runs_inline("hosted_vllm/llama") and _setup_runs_inline("anthropic/claude-3-5-haiku")
-    assert not _setup_runs_inline("bedrock/anthropic.claude-v2")
-    assert not _setup_runs_inline("vertex_ai/gemini-1.5-pro")
-    assert not _setup_runs_inline("azure/my-deployment")
-    assert not _setup_runs_inline("no-such-provider-model-xyz")
-
-
-def test_inline_setup_executor_only_takes_marked_litellm_setups():
-    from attunebench.replay.llm import CALL_ID_PREFIX, INLINE_CALL_ID_PREFIX, InlineSetupExecutor
-
-    def setup(**kwargs):
-        if kwargs.get("fail"):
-            raise ValueError("bad request")
-        return threading.get_ident()
-
-    def as_litellm_submits(**kwargs):
-        return partial(contextvars.copy_context().run, partial(setup, **kwargs))
-
-    here = threading.get_ident()
-    with InlineSetupExecutor(max_workers=1) as executor:
-        assert executor.submit(as_litellm_submits(litellm_call_id=f"{INLINE_CALL_ID_PREFIX}a-1")).result() == here
-        assert executor.submit(as_litellm_submits(litellm_call_id=f"{CALL_ID_PREFIX}a-2")).result() != here
-        assert executor.submit(as_litellm_submits(litellm_call_id="someone-else")).result() != here
-        assert executor.submit(threading.get_ident).result() != here
-        failed = executor.submit(as_litellm_submits(litellm_call_id=f"{INLINE_CALL_ID_PREFIX}a-3", fail=True))
-        with pytest.raises(ValueError, match="bad request"):
-            failed.result()
+def test_a_listed_model_without_a_registry_price_is_priced_from_litellm_price_list(server):
+    # litellm's bundled price list has gpt-4o-mini at $0.15 / $0.60 per million tokens.
+    spec = EMSpec(name="mini", litellm_model="openai/gpt-4o-mini", api_base=server.url, params={"timeout": 10.0})
+    completion = one_call(server, spec, Scheduler())
+    assert completion.prompt_tokens > 0 and completion.completion_tokens > 0
+    expected = completion.prompt_tokens * 0.15e-6 + completion.completion_tokens * 0.60e-6
+    assert completion.cost_usd == pytest.approx(expected)
 
 
 def test_a_process_that_replayed_exits_without_unclosed_session_warnings(tmp_path):
@@ -288,30 +226,3 @@ def test_concurrent_replays_respect_the_global_cap(server):
     assert [r.conversation_id for r in results] == [f"c{i}" for i in range(6)]
     assert scheduler.peak_in_flight == 4
     assert server.stats()["requests"] == sum(planned_calls(c, judge=False) for c in conversations)
-
-
-def test_litellm_overhead_trimming_applies_to_replay_calls_only(server):
-    from attunebench.replay.llm import CALL_ID_PREFIX, _litellm
-
-    litellm = _litellm()
-
-    async def direct(call_id: str):
-        return await litellm.acompletion(
-            model="openai/fake-em",
-            api_base=server.url,
-            api_key="sk-local",
-            litellm_call_id=call_id,
-            messages=[{"role": "user", "content": "hello"}],
-            input_cost_per_token=1e-6,
-            output_cost_per_token=2e-6,
-        )
-
-    theirs = run_sync(direct("someone-else-1"))
-    ours = run_sync(direct(f"{CALL_ID_PREFIX}1"))
-    # Other litellm users keep litellm's own pricing; replay calls are priced by us instead.
-    assert theirs._hidden_params["response_cost"] == pytest.approx(
-        theirs.usage.prompt_tokens * 1e-6 + theirs.usage.completion_tokens * 2e-6
-    )
-    assert ours._hidden_params["response_cost"] is None
-    completion = one_call(server, em(server, input_cost_per_million=1.0, output_cost_per_million=2.0), Scheduler())
-    assert completion.cost_usd == pytest.approx((completion.prompt_tokens + 2 * completion.completion_tokens) / 1e6)

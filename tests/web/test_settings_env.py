@@ -205,9 +205,14 @@ def test_the_attune_command_prepares_the_data_dir(tmp_path):
     assert (tmp_path / "data" / "secret_key").is_file()
 
 
-def test_core_tuning_switches_are_checked_and_handed_on_as_1_or_0(tmp_path):
-    code = "import django, os; django.setup(); print(os.environ['ATTUNE_GC_TUNING'], os.environ['ATTUNE_LITELLM_LEAN'])"
-    result = _settings_process(tmp_path, code, ATTUNE_GC_TUNING="false", ATTUNE_LITELLM_LEAN="Yes")
-    assert result.stdout.split() == ["0", "1"]  # the core reads "0" as off: "false" must arrive as "0"
-    result = _settings_process(tmp_path, "import django; django.setup()", ATTUNE_GC_TUNING="maybe")
-    assert result.returncode != 0 and "ATTUNE_GC_TUNING='maybe'" in result.stderr
+def test_boolean_switches_read_their_words_when_settings_load(tmp_path):
+    code = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.ATTUNE_ALLOW_LIVE_MODELS, s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE)"
+    )
+    result = _settings_process(tmp_path, code, ATTUNE_ALLOW_LIVE_MODELS="Yes", ATTUNE_SECURE_COOKIES="false")
+    assert result.stdout.split() == ["True", "False", "False"], result.stderr
+    result = _settings_process(tmp_path, code, ATTUNE_ALLOW_LIVE_MODELS="off", ATTUNE_SECURE_COOKIES="1")
+    assert result.stdout.split() == ["False", "True", "True"], result.stderr
+    result = _settings_process(tmp_path, "import django; django.setup()", ATTUNE_SECURE_COOKIES="maybe")
+    assert result.returncode != 0 and "ATTUNE_SECURE_COOKIES='maybe'" in result.stderr

@@ -151,16 +151,13 @@ class Command(BaseCommand):
         out = Path(options["out"] or Path(settings.ATTUNE_RUNS_DIR) / f"{slug(em.name)}__{config.mode}")
         if settings.REDIS_URL and options["from_db"] and not options["in_process"]:
             runs = self._through_celery(em, options, conversations)
-            write_runs = True
-        else:
-            runs = self._in_process(em, config, conversations, options, out)
-            write_runs = False  # already written
-        if write_runs:
             out.mkdir(parents=True, exist_ok=True)
             from attunebench.canonical import dumps_canonical
 
             for run in runs:
                 (out / document_filename(run)).write_text(dumps_canonical(run), encoding="utf-8")
+        else:
+            runs = self._in_process(em, config, conversations, options, out)  # writes the scoreable ones itself
         self._score(conversations, runs)
 
     def _in_process(
