@@ -15,6 +15,7 @@ import logging
 import random
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger("attune.replay")
@@ -42,15 +43,16 @@ class RedisRateLimiter:
     minute windows tolerate. Waiters poll until the next window opens.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, clock: Callable[[], float] = time.time) -> None:
         self.url = url
+        self.clock = clock  # a parameter so tests can hold time inside one window
         self._redis: Any = None
 
     async def acquire(self, key: str, rpm: int) -> None:
         if self._redis is None:
             self._redis = _client(self.url)
         while True:
-            now = time.time()
+            now = self.clock()
             window = int(now // 60)
             name = f"{REDIS_RPM_PREFIX}{key}:{window}"
             count = await self._redis.incr(name)

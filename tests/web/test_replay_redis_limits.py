@@ -48,6 +48,8 @@ WORKER = textwrap.dedent("""
     async def main():
         return await asyncio.gather(*(one(i) for i in range(calls)))
 
+    print("ready", flush=True)
+    sys.stdin.readline()  # every worker starts sending at the same moment, however slow its start-up was
     answers = run_sync(main())
     print("answered", sum(1 for a in answers if a.text))
 """)
@@ -60,12 +62,19 @@ def _run_workers(server: FakeLLMServer, tmp_path: Path, shared: str, workers: in
         subprocess.Popen(
             [sys.executable, str(script), settings.REDIS_URL, server.url, str(cap), str(calls), shared],
             cwd=ROOT,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         for _ in range(workers)
     ]
+    for process in processes:  # a barrier: all have imported litellm and built their scheduler
+        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+    for process in processes:
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.flush()
     outputs = [p.communicate(timeout=120) for p in processes]
     for process, (out, err) in zip(processes, outputs, strict=False):
         assert process.returncode == 0, err
@@ -80,16 +89,15 @@ def _forget(key: str) -> None:
 
 
 def test_in_flight_cap_holds_across_worker_processes(tmp_path):
-    with FakeLLMServer(FakeConfig(latency_ms=300)) as server:
+    # Replies take a whole second, so the two workers' first three calls overlap at the server
+    # even when one of them is scheduled late on a busy machine.
+    with FakeLLMServer(FakeConfig(latency_ms=1000)) as server:
         provider = f"openai@{server.url}"
         _forget(provider)
-        clock = time.perf_counter()
         stats = _run_workers(server, tmp_path, "shared")
-        elapsed = time.perf_counter() - clock
         assert stats["requests"] == 12
         # Cap 3 for the provider, whichever worker sends: never more at the provider.
         assert stats["peak_in_flight"] == 3
-        assert elapsed >= 4 * 0.3  # 12 calls, 3 at a time, 0.3 s each
 
         # Every slot was given back.
         assert asyncio.run(RedisInFlightSlots(settings.REDIS_URL).held(provider)) == 0
@@ -174,12 +182,13 @@ def test_slots_come_back_when_their_lease_ends():
 
 def test_requests_per_minute_are_shared_across_limiters():
     key = f"test-rpm-{time.time_ns()}"
-    # Start well inside a minute window so the test never straddles two windows.
-    if 60 - time.time() % 60 < 5:
-        time.sleep(60 - time.time() % 60 + 0.1)
+
+    def mid_minute() -> float:  # both limiters see one instant inside a single minute window
+        return 1_000_020.0
 
     async def scenario():
-        first, second = RedisRateLimiter(settings.REDIS_URL), RedisRateLimiter(settings.REDIS_URL)
+        first = RedisRateLimiter(settings.REDIS_URL, clock=mid_minute)
+        second = RedisRateLimiter(settings.REDIS_URL, clock=mid_minute)
         for limiter in (first, second, first):
             await asyncio.wait_for(limiter.acquire(key, 3), timeout=1)
         # The budget of 3 is used up, whichever process asks next.
