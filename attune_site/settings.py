@@ -86,7 +86,14 @@ DATABASES = {
     else {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": SQLITE_PATH,
-        "OPTIONS": {"timeout": 30, "init_command": "PRAGMA journal_mode=WAL;"},
+        # Several participants press "Next" at once: WAL lets readers run beside the one writer, every
+        # transaction takes the write lock when it begins (IMMEDIATE, so a reader never fails upgrading
+        # to a writer) and a writer waits up to 30 s for its turn instead of failing with "locked".
+        "OPTIONS": {
+            "timeout": 30,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        },
     }
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
