@@ -1,12 +1,13 @@
 """Many participants on the same page at the same instant, against a real server process (issue 14 item 2).
 
 The embedded default is a SQLite file; a real study has several participants
-pressing "Next" together. This starts ``manage.py serve`` (the threaded server
-``attune serve`` runs) in a subprocess on a fresh data directory, walks eight
-participants through every write step in lock step (a barrier releases all
-eight requests together), and has every participant double-submit the mood step
-from two threads at once. Nobody may get a 500 and every answer must be stored
-exactly once.
+pressing "Next" together, and some press it twice. This starts ``manage.py
+serve`` (the threaded server ``attune serve`` runs) in a subprocess on a fresh
+data directory and walks eight participants through every write step in lock
+step: a barrier releases all requests of a step together, and from consent on
+every participant double-submits each step (two identical posts at the same
+instant, as a double click sends). Nobody may get an error and every answer
+must be stored exactly once.
 
 With DATABASE_URL set the server process uses the test run's own Postgres
 database (``transactional_db`` empties it afterwards), so the same test covers
@@ -178,26 +179,28 @@ def test_eight_participants_submitting_together_get_no_errors_and_lose_nothing(s
         person.token = re.search(r"/s/([^/]+)/", response.headers["location"]).group(1)
 
     together(people, join)
-    together(people, lambda p: p.post(p.s("consent/"), {"agree": "on", "sensitive": "on"}))
-    together(people, lambda p: p.post(p.s("about-you/"), {"age_band": "35-44"}))
-    together(people, lambda p: p.post(p.s("feelings-before/"), dict.fromkeys(cat.PANAS_ITEMS, "4")))
+    together(people, lambda p: p.post(p.s("consent/"), {"agree": "on", "sensitive": "on"}), copies=2)
+    together(people, lambda p: p.post(p.s("about-you/"), {"age_band": "35-44"}), copies=2)
+    together(people, lambda p: p.post(p.s("feelings-before/"), dict.fromkeys(cat.PANAS_ITEMS, "4")), copies=2)
     topic_html = people[0].http.get(people[0].s("topic/")).text
     topic_id = re.search(r'name="topic" value="(\d+)"', topic_html).group(1)
     choice = {"topic": topic_id, "attitude": cat.TOPIC_ATTITUDE_OPTIONS[0]}
-    together(people, lambda p: p.post(p.s("topic/"), choice))
+    together(people, lambda p: p.post(p.s("topic/"), choice), copies=2)
     together(
         people,
         lambda p: p.post(
             p.s("chat/send/"), {"message": "I feel anxious today.", "turn_number": "1"}, Accept="application/json"
         ),
+        copies=2,
     )
-    together(people, lambda p: p.post(p.s("chat/reply/1/"), Accept="application/x-ndjson"))
-    # Every participant double-submits the mood step: two identical posts released at the same instant.
+    together(people, lambda p: p.post(p.s("chat/reply/1/"), Accept="application/x-ndjson"), copies=2)
     mood = {"step": "mood:0", "mood_Nervous": "on", "intensity_Nervous": "3", "mood_Jittery": "on"}
     together(people, lambda p: p.post(p.s("turn/1/"), mood), copies=2)
 
     statuses = [status for person in people for _, status in person.statuses]
-    assert len(statuses) == PARTICIPANTS * 9  # join, consent, profile, PANAS, topic, send, reply, mood twice
+    assert (
+        len(statuses) == PARTICIPANTS * 15
+    )  # join once, then consent, profile, PANAS, topic, send, reply and mood twice each
 
     counts = json.loads(manage(env, "shell", "-c", COUNTS).strip().splitlines()[-1])
     assert {key: counts[key] for key in ("participants", "consents", "profiles", "panas", "conversations")} == {
