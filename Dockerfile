@@ -1,7 +1,8 @@
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 LITELLM_LOCAL_MODEL_COST_MAP=True ATTUNE_DATA_DIR=/data
 WORKDIR /app
-COPY pyproject.toml README.md ./
+# setup.py and MANIFEST.in copy templates/, static/ and sample_data/ into the installed package.
+COPY pyproject.toml setup.py MANIFEST.in README.md ./
 COPY attunebench attunebench
 COPY attune_site attune_site
 COPY collection collection

@@ -122,8 +122,15 @@ def do_start_annotation(turn: Turn, shown: str = "") -> None:
 
 
 def do_save_mood(turn: Turn, tags: list[tuple[str, int | None]], binary_sample_size: int) -> None:
-    """Replace the turn's mood tags (empty = "no change") and set up its behaviour questions."""
+    """Replace the turn's mood tags (empty = "no change") and set up its behaviour questions.
+
+    A double submit must leave one set of rows and answer normally: the turn's
+    row lock makes a second identical request wait for the first and then
+    replace its tags (on SQLite the immediate transaction serialises writers the
+    same way), and questions already set up are skipped rather than re-inserted.
+    """
     with transaction.atomic():
+        Turn.objects.select_for_update().get(pk=turn.pk)
         MoodTag.objects.filter(turn=turn).delete()
         MoodTag.objects.bulk_create(
             [
@@ -138,7 +145,8 @@ def do_save_mood(turn: Turn, tags: list[tuple[str, int | None]], binary_sample_s
                 BinaryJudgement(turn=turn, position=i, question_id=qid)
                 for i, qid in enumerate(asked)
                 if qid not in existing
-            ]
+            ],
+            ignore_conflicts=True,
         )
 
 

@@ -20,13 +20,29 @@ from pathlib import Path
 from attune_site.env import env_path, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# Where an installed package keeps the top-level folders (the build copies them there: setup.py).
+BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
 SECRET_KEY_FILE = "secret_key"
 STATIC_SUBDIR = "staticfiles"
 
 
+def installed() -> bool:
+    """True when running from an installed package rather than a source checkout."""
+    return BUNDLED_DIR.is_dir()
+
+
+def resource_dir(name: str) -> Path:
+    """``templates``, ``static`` or ``sample_data``: top level in a checkout, bundled in an installed package."""
+    return BUNDLED_DIR / name if installed() else BASE_DIR / name
+
+
 def data_dir() -> Path:
-    """``ATTUNE_DATA_DIR`` or ``./data`` beside the code (not created here)."""
-    return env_path("ATTUNE_DATA_DIR", BASE_DIR / "data")
+    """``ATTUNE_DATA_DIR``, else ``data`` beside the code in a checkout or in the working directory when installed.
+
+    An installed package lives in site-packages, which is no place for a database.
+    Not created here.
+    """
+    return env_path("ATTUNE_DATA_DIR", (Path.cwd() if installed() else BASE_DIR) / "data")
 
 
 def stored_secret_key(directory: Path) -> str | None:

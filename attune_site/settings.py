@@ -13,7 +13,7 @@ import secrets
 
 import dj_database_url
 
-from attune_site.datadir import BASE_DIR, STATIC_SUBDIR, data_dir, stored_secret_key
+from attune_site.datadir import STATIC_SUBDIR, data_dir, resource_dir, stored_secret_key
 from attune_site.env import env_bool, env_float, env_int, env_list, env_str
 
 # Nothing here writes a file or creates a folder: the entry points prepare the
@@ -65,7 +65,8 @@ WSGI_APPLICATION = "attune_site.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # Top level in a checkout, inside the package when installed (attune_site/datadir.py).
+        "DIRS": [resource_dir("templates")],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -86,7 +87,14 @@ DATABASES = {
     else {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": SQLITE_PATH,
-        "OPTIONS": {"timeout": 30, "init_command": "PRAGMA journal_mode=WAL;"},
+        # Several participants press "Next" at once: WAL lets readers run beside the one writer, every
+        # transaction takes the write lock when it begins (IMMEDIATE, so a reader never fails upgrading
+        # to a writer) and a writer waits up to 30 s for its turn instead of failing with "locked".
+        "OPTIONS": {
+            "timeout": 30,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        },
     }
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -102,7 +110,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "/static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [resource_dir("static")]
 STATIC_ROOT = DATA_DIR / STATIC_SUBDIR
 WHITENOISE_USE_FINDERS = True
 MEDIA_ROOT = DATA_DIR / "media"
@@ -162,6 +170,8 @@ SPECTACULAR_SETTINGS = {
 # --- Attune ---------------------------------------------------------------------
 # Offline models only unless explicitly allowed: a demo never spends money.
 ATTUNE_ALLOW_LIVE_MODELS = env_bool("ATTUNE_ALLOW_LIVE_MODELS", False)
+# The hand-written example conversations ``attune demo`` loads.
+ATTUNE_SAMPLE_DATA_DIR = resource_dir("sample_data")
 ATTUNE_EXPORT_DIR = DATA_DIR / "exports"
 ATTUNE_RUNS_DIR = DATA_DIR / "runs"
 ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE = env_int("ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE", 12, minimum=1)

@@ -922,3 +922,18 @@ def test_offline_model_never_repeats_its_general_line_on_consecutive_turns():
         ]
         used = [next(line for line in _GENERAL_LINES if line in reply) for reply in replies]
         assert all(a != b for a, b in itertools.pairwise(used))
+
+
+def test_mood_saved_twice_by_two_requests_that_both_passed_the_step_check_leaves_one_set(walker):
+    """A double submit can get past the step check twice (both requests read "mood" first); the second save
+    replaces the first's tags instead of failing on the unique (turn, position) and (turn, question) rows."""
+    conversation = walker.to_chat()
+    turn = answered_turn(conversation)
+    size = conversation.participant.study.binary_sample_size
+    tf.do_save_mood(turn, [("Upset", 3), ("Nervous", None)], size)
+    tf.do_save_mood(turn, [("Upset", 3), ("Nervous", None)], size)
+    rows = list(MoodTag.objects.filter(turn=turn).order_by("position").values_list("position", "emotion", "intensity"))
+    assert rows == [(0, "Upset", 3), (1, "Nervous", None)]
+    asked = sample_question_ids(conversation.conversation_id, turn.turn_number, size)
+    assert sorted(BinaryJudgement.objects.filter(turn=turn).values_list("question_id", flat=True)) == sorted(asked)
+    assert BinaryJudgement.objects.filter(turn=turn).count() == len(asked)

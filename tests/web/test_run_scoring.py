@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def scored_lexicon_run():
-    assert import_paths([settings.BASE_DIR / "sample_data"]).ok
+    assert import_paths([settings.ATTUNE_SAMPLE_DATA_DIR]).ok
     run = do_create_run("baseline:lexicon", "default")
     start_run(run.pk)
     run.refresh_from_db()

@@ -53,7 +53,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-serve", action="store_true", help="set everything up, then exit")
         parser.add_argument(
             "--sample-data",
-            default=str(settings.BASE_DIR / "sample_data"),
+            default=str(settings.ATTUNE_SAMPLE_DATA_DIR),
             help="folder of canonical conversation files to load (default sample_data/)",
         )
         parser.add_argument(
