@@ -24,6 +24,7 @@ from attunebench import catalogue as cat
 
 if TYPE_CHECKING:
     from attunebench.metrics.results import ScoringReport
+    from attunebench.replay.scheduler import ProviderLimits
 
 
 class Command(BaseCommand):
@@ -51,7 +52,13 @@ class Command(BaseCommand):
         source.add_argument(
             "--from-db", action="store_true", help="complete, non-withdrawn conversations in the database"
         )
-        parser.add_argument("--concurrency", type=int, default=16, help="calls in flight at once (default 16)")
+        parser.add_argument(
+            "--concurrency",
+            type=int,
+            default=16,
+            help="most calls in flight at once (default 16): the ceiling for a model outside the registry; "
+            "a registered model's max_concurrency caps it further. Halved while the provider reports overload.",
+        )
         parser.add_argument("--out", help="folder for the run files (default: <data dir>/runs/<model>__<mode>)")
         parser.add_argument(
             "--dry-run", action="store_true", help="print the number of calls and the estimated cost, call nothing"
@@ -176,6 +183,10 @@ class Command(BaseCommand):
                 MemoryCache(), FileCache(options["cache_dir"] or Path(settings.DATA_DIR) / "call-cache")
             )
         replayer = make_replayer(em, config, dataset=conversations, concurrency=options["concurrency"], cache=cache)
+        scheduler = replayer.scheduler
+        for provider, limits in sorted(scheduler.limits.items()):
+            if provider != "offline":
+                self.stdout.write(cap_line(provider, limits, options["concurrency"], scheduler.ceiling(limits)))
         total = len(conversations)
         started = time.perf_counter()
         interactive = sys.stderr.isatty()
@@ -183,9 +194,16 @@ class Command(BaseCommand):
         def line() -> str:
             t = replayer.totals
             cost = f"${t.cost_spent:.4f}" + ("+?" if t.cost_unknown else "")
+            # The adaptive in-flight limit of each provider: below its ceiling while it reports overload.
+            levels = "".join(
+                f" | limit {level}/{ceiling}" + (f" {provider}" if len(scheduler.levels()) > 1 else "")
+                for provider, (level, ceiling) in sorted(scheduler.levels().items())
+                if provider != "offline"
+            )
             return (
                 f"conversations {replayer.conversations_done}/{total} | calls {t.calls_made} made, "
-                f"{t.calls_cached} cached, {t.calls_failed} failed | cost {cost} | {time.perf_counter() - started:.1f}s"
+                f"{t.calls_cached} cached, {t.calls_failed} failed | cost {cost}{levels} | "
+                f"{time.perf_counter() - started:.1f}s"
             )
 
         async def main() -> list[Any]:
@@ -271,6 +289,21 @@ class Command(BaseCommand):
         report = result.report()
         self.stdout.write(format_leaderboard(report))
         self.stdout.write(post_coverage_summary(report))
+
+
+def cap_line(provider: str, limits: ProviderLimits, concurrency: int, ceiling: int) -> str:
+    """What bounds the calls to ``provider`` in this run, said once at the start."""
+    if limits.max_in_flight is None:
+        source = f"--concurrency {concurrency}; not in the registry"
+    elif limits.max_in_flight < concurrency:
+        source = f"the registry's max_concurrency {limits.max_in_flight}, below --concurrency {concurrency}"
+    else:
+        source = f"--concurrency {concurrency}; the registry allows {limits.max_in_flight}"
+    rpm = f" and {limits.rpm} requests per minute (registry)" if limits.rpm else ""
+    return (
+        f"Calls to {provider}: at most {ceiling} in flight ({source}){rpm}; "
+        "halved while the provider reports overload, then raised back step by step."
+    )
 
 
 def post_coverage_summary(report: ScoringReport) -> str:
