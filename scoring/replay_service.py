@@ -48,9 +48,9 @@ from attunebench.replay.aio import run_sync
 from attunebench.replay.cache import CachedCall, CallCache, LayeredCache, MemoryCache
 from attunebench.replay.llm import KIND_LLM, KIND_OFFLINE, EMSpec
 from attunebench.replay.prompts import PROMPT_VERSION
-from attunebench.replay.protocol import ReplayConfig, ReplayResult
+from attunebench.replay.protocol import ReplayConfig, ReplayResult, provider_limits
 from attunebench.replay.run import make_replayer
-from attunebench.replay.scheduler import Scheduler
+from attunebench.replay.scheduler import Scheduler, describe_limits
 from collection.models import Conversation
 from datasets.exchange import conversation_to_canonical, with_export_relations
 from datasets.selection import selection_queryset
@@ -127,6 +127,26 @@ def spec_for_name(name: str) -> EMSpec:
     if name.startswith("baseline:"):
         return EMSpec(name=name, kind=KIND_OFFLINE, litellm_model=name)
     return EMSpec(name=name, litellm_model=name)
+
+
+def run_limits(run: EvaluationRun) -> list[str]:
+    """What bounds a run's calls in a worker, one line per provider (run page, ``attune eval``).
+
+    A worker's scheduler takes ATTUNE_REPLAY_CONCURRENCY calls at most; a
+    registered model's max_concurrency and requests per minute cap its provider
+    further (across all workers when Redis is configured).
+    """
+    try:
+        specs = [registry_spec(run.evaluated_model)]
+        if run.judge_model is not None:
+            specs.append(registry_spec(run.judge_model))
+    except ReplayRefused:
+        return []
+    return [
+        describe_limits(provider, limits, settings.ATTUNE_REPLAY_CONCURRENCY, "ATTUNE_REPLAY_CONCURRENCY")
+        for provider, limits in sorted(provider_limits(specs).items())
+        if provider != "offline"
+    ]
 
 
 def run_config(run: EvaluationRun) -> ReplayConfig:

@@ -95,6 +95,33 @@ class ProviderLimits:
             raise ValueError("rpm must be >= 1 or None")
 
 
+def in_flight_ceiling(limits: ProviderLimits, max_concurrency: int) -> int:
+    """The most calls to a provider with ``limits`` one scheduler of ``max_concurrency`` may have in flight."""
+    if limits.max_in_flight is None:
+        return max_concurrency
+    return min(limits.max_in_flight, max_concurrency)
+
+
+def describe_limits(provider: str, limits: ProviderLimits, max_concurrency: int, concurrency_source: str) -> str:
+    """What bounds the calls to ``provider``, in words, said where a run starts or is shown.
+
+    ``concurrency_source`` names where ``max_concurrency`` was set (a command
+    option, a setting), so the reader knows which knob to turn.
+    """
+    ceiling = in_flight_ceiling(limits, max_concurrency)
+    if limits.max_in_flight is None:
+        source = f"{concurrency_source} {max_concurrency}; not in the registry"
+    elif limits.max_in_flight < max_concurrency:
+        source = f"the registry's max_concurrency {limits.max_in_flight}, below {concurrency_source} {max_concurrency}"
+    else:
+        source = f"{concurrency_source} {max_concurrency}; the registry allows {limits.max_in_flight}"
+    rpm = f" and {limits.rpm} requests per minute (registry)" if limits.rpm else ""
+    return (
+        f"Calls to {provider}: at most {ceiling} in flight ({source}){rpm}; "
+        "halved while the provider reports overload, then raised back step by step."
+    )
+
+
 class AdaptiveLimit:
     """How many calls to one provider may be in flight now: additive increase, multiplicative decrease.
 
@@ -292,9 +319,7 @@ class Scheduler:
 
     def ceiling(self, limits: ProviderLimits) -> int:
         """The most calls to a provider with ``limits`` this process may have in flight."""
-        if limits.max_in_flight is None:
-            return self.max_concurrency
-        return min(limits.max_in_flight, self.max_concurrency)
+        return in_flight_ceiling(limits, self.max_concurrency)
 
     def levels(self) -> dict[str, tuple[int, int]]:
         """Per provider used so far: (current adaptive level, ceiling), for progress lines."""

@@ -24,7 +24,6 @@ from attunebench import catalogue as cat
 
 if TYPE_CHECKING:
     from attunebench.metrics.results import ScoringReport
-    from attunebench.replay.scheduler import ProviderLimits
 
 
 class Command(BaseCommand):
@@ -175,6 +174,7 @@ class Command(BaseCommand):
         from attunebench.replay.aio import run_sync
         from attunebench.replay.cache import FileCache, LayeredCache, MemoryCache, NullCache
         from attunebench.replay.run import make_replayer, write_outputs
+        from attunebench.replay.scheduler import describe_limits
 
         if options["no_cache"]:
             cache: Any = NullCache()
@@ -186,7 +186,7 @@ class Command(BaseCommand):
         scheduler = replayer.scheduler
         for provider, limits in sorted(scheduler.limits.items()):
             if provider != "offline":
-                self.stdout.write(cap_line(provider, limits, options["concurrency"], scheduler.ceiling(limits)))
+                self.stdout.write(describe_limits(provider, limits, options["concurrency"], "--concurrency"))
         total = len(conversations)
         started = time.perf_counter()
         interactive = sys.stderr.isatty()
@@ -258,6 +258,8 @@ class Command(BaseCommand):
         )
         run_control.start_run(run.pk)
         self.stderr.write(f"Run {run.pk} queued for Celery workers (start one with `attune worker`).")
+        for line in replay_service.run_limits(run):
+            self.stdout.write(line)
         while True:
             progress = replay_service.run_progress(run.pk)
             self.stderr.write(
@@ -289,21 +291,6 @@ class Command(BaseCommand):
         report = result.report()
         self.stdout.write(format_leaderboard(report))
         self.stdout.write(post_coverage_summary(report))
-
-
-def cap_line(provider: str, limits: ProviderLimits, concurrency: int, ceiling: int) -> str:
-    """What bounds the calls to ``provider`` in this run, said once at the start."""
-    if limits.max_in_flight is None:
-        source = f"--concurrency {concurrency}; not in the registry"
-    elif limits.max_in_flight < concurrency:
-        source = f"the registry's max_concurrency {limits.max_in_flight}, below --concurrency {concurrency}"
-    else:
-        source = f"--concurrency {concurrency}; the registry allows {limits.max_in_flight}"
-    rpm = f" and {limits.rpm} requests per minute (registry)" if limits.rpm else ""
-    return (
-        f"Calls to {provider}: at most {ceiling} in flight ({source}){rpm}; "
-        "halved while the provider reports overload, then raised back step by step."
-    )
 
 
 def post_coverage_summary(report: ScoringReport) -> str:
