@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -137,3 +138,44 @@ def test_the_scheduler_halves_a_provider_on_a_429_burst_and_climbs_back():
     # 8 more successes: 4 + 1 = 5 completes the window at 5 -> 6, then 6 more -> 7, 1 left over.
     assert final == (7, 8)
     assert scheduler.stats.errors["429"] == 8
+
+
+def test_a_429_burst_from_the_provider_halves_once_and_its_retry_after_is_honoured():
+    # Through litellm against the fake server, which answers the first 8 requests 429
+    # with Retry-After 0.3 s and every later one normally.
+    from attunebench.replay import prompts as P
+    from attunebench.replay.aio import run_sync
+    from attunebench.replay.llm import EMSpec, LiteLLMBackend
+    from devtools.fake_llm_server import FakeConfig, FakeLLMServer
+
+    with FakeLLMServer(FakeConfig(script=["429"] * 8, retry_after_s=0.3)) as server:
+        spec = EMSpec(name="fake/em", litellm_model="openai/fake-em", api_base=server.url, params={"timeout": 10.0})
+        assert spec.max_in_flight is None  # not in the registry: the scheduler's cap is the ceiling
+        scheduler = Scheduler(max_concurrency=8, base_delay=0.01, max_delay=0.05)
+        backend = LiteLLMBackend()
+        ctx = P.CallContext(
+            call_type=P.DRAFT,
+            conversation_id="c1",
+            category="Work",
+            subtopic="Stress and burnout",
+            mode="default",
+            turns=(P.VisibleTurn(1, "I had a rough day at work.", None),),
+            turn_number=1,
+        )
+        messages = P.build_messages(ctx)
+
+        async def main():
+            # All 8 are admitted in the loop's first pass, before any answer can arrive: one episode.
+            calls = [scheduler.submit(spec.provider, lambda: backend.complete(spec, messages, ctx)) for _ in range(8)]
+            clock = time.monotonic()
+            done = await asyncio.gather(*calls)
+            return done, time.monotonic() - clock
+
+        completions, elapsed = run_sync(main())
+        stats = server.stats()
+
+    assert all('"response"' in c.text for c in completions)
+    assert stats["requests"] == 16 and stats["errors"] == {"429": 8}
+    # 8 -> 4 once; the 8 retries succeed: 4 successes climb 4 -> 5, 4 more are short of the next 5.
+    assert scheduler.levels()[spec.provider] == (5, 8)
+    assert elapsed >= 0.3  # the provider was paused for its Retry-After, not our 0.01 s backoff
