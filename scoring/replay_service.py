@@ -41,6 +41,7 @@ from urllib.parse import urlparse
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, QuerySet
+from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from attunebench import canonical as cf
@@ -393,7 +394,11 @@ def _dataset_for(run: EvaluationRun) -> list[cf.ConversationFile]:
 
 
 def do_prepare_run(run_id: int) -> list[int]:
-    """Create the run's RunConversation rows (once) and mark it running; returns ids still to do."""
+    """Create the run's RunConversation rows (once) and mark it queued; returns ids still to do.
+
+    The run says "running" only once a worker takes its first conversation
+    (``_mark_running``): with no worker up, "running" would be a false promise.
+    """
     with transaction.atomic():
         run = EvaluationRun.objects.select_for_update().get(pk=run_id)
         existing = set(RunConversation.objects.filter(run=run).values_list("conversation_id", flat=True))
@@ -405,19 +410,28 @@ def do_prepare_run(run_id: int) -> list[int]:
         total = RunConversation.objects.filter(run=run).count()
         run.conversations_total = total
         run.prompt_version = PROMPT_VERSION
-        run.status = EvaluationRun.Status.RUNNING
-        run.started_at = run.started_at or timezone.now()
+        run.status = EvaluationRun.Status.QUEUED
         run.finished_at = None
         run.error = ""
-        run.save(
-            update_fields=["conversations_total", "prompt_version", "status", "started_at", "finished_at", "error"]
-        )
+        run.save(update_fields=["conversations_total", "prompt_version", "status", "finished_at", "error"])
     return list(
         RunConversation.objects.filter(run_id=run_id)
         .exclude(status=RunConversation.Status.DONE)
         .order_by("pk")
         .values_list("pk", flat=True)
     )
+
+
+def _mark_running(run: EvaluationRun) -> None:
+    """A worker took one of a queued run's conversations: the run is running from now on.
+
+    Conditional, so a run cancelled meanwhile stays cancelled; ``started_at``
+    keeps the first start across resumes.
+    """
+    if run.status == EvaluationRun.Status.QUEUED:
+        EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.QUEUED).update(
+            status=EvaluationRun.Status.RUNNING, started_at=Coalesce(F("started_at"), Now())
+        )
 
 
 def _claim(run_conversation_id: int) -> RunConversation | None:
@@ -480,6 +494,7 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
             status=RunConversation.Status.PENDING
         )
         return {"run_conversation": run_conversation_id, "skipped": "run cancelled"}
+    _mark_running(run)
     try:
         spec = em_spec(run.evaluated_model)
         config = run_config(run)
@@ -515,9 +530,10 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
 
 def do_finalize_run(run_id: int) -> str:
     """Score a run whose conversations have all been attempted; returns the final status."""
-    moved = EvaluationRun.objects.filter(pk=run_id, status=EvaluationRun.Status.RUNNING).update(
-        status=EvaluationRun.Status.SCORING
-    )
+    # Queued too: a resumed run with nothing left to replay goes straight to scoring.
+    moved = EvaluationRun.objects.filter(
+        pk=run_id, status__in=[EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING]
+    ).update(status=EvaluationRun.Status.SCORING)
     if not moved:
         return EvaluationRun.objects.get(pk=run_id).status  # cancelled, or finalized by a duplicate
     try:
