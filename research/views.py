@@ -40,6 +40,7 @@ from research.human_baseline import (
 from research.models import HumanAssignment
 from scoring.models import EvaluationRun, RunConversation
 from scoring.replay_service import ACTIVE_STATUSES as ACTIVE_RUN_STATUSES
+from scoring.replay_service import run_limits
 
 
 def _dataset_filter(request: HttpRequest) -> int | None:
@@ -156,7 +157,12 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     return render(
         request,
         "research/run_detail.html",
-        {"run": run, "scores": scores[:500], "active_statuses": ACTIVE_RUN_STATUSES},
+        {
+            "run": run,
+            "scores": scores[:500],
+            "active_statuses": ACTIVE_RUN_STATUSES,
+            "call_limits": run_limits(run),
+        },
     )
 
 

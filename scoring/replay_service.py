@@ -41,6 +41,7 @@ from urllib.parse import urlparse
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, QuerySet
+from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from attunebench import canonical as cf
@@ -48,9 +49,9 @@ from attunebench.replay.aio import run_sync
 from attunebench.replay.cache import CachedCall, CallCache, LayeredCache, MemoryCache
 from attunebench.replay.llm import KIND_LLM, KIND_OFFLINE, EMSpec
 from attunebench.replay.prompts import PROMPT_VERSION
-from attunebench.replay.protocol import ReplayConfig, ReplayResult
+from attunebench.replay.protocol import ReplayConfig, ReplayResult, provider_limits
 from attunebench.replay.run import make_replayer
-from attunebench.replay.scheduler import Scheduler
+from attunebench.replay.scheduler import Scheduler, describe_limits
 from collection.models import Conversation
 from datasets.exchange import conversation_to_canonical, with_export_relations
 from datasets.selection import selection_queryset
@@ -127,6 +128,26 @@ def spec_for_name(name: str) -> EMSpec:
     if name.startswith("baseline:"):
         return EMSpec(name=name, kind=KIND_OFFLINE, litellm_model=name)
     return EMSpec(name=name, litellm_model=name)
+
+
+def run_limits(run: EvaluationRun) -> list[str]:
+    """What bounds a run's calls in a worker, one line per provider (run page, ``attune eval``).
+
+    A worker's scheduler takes ATTUNE_REPLAY_CONCURRENCY calls at most; a
+    registered model's max_concurrency and requests per minute cap its provider
+    further (across all workers when Redis is configured).
+    """
+    try:
+        specs = [registry_spec(run.evaluated_model)]
+        if run.judge_model is not None:
+            specs.append(registry_spec(run.judge_model))
+    except ReplayRefused:
+        return []
+    return [
+        describe_limits(provider, limits, settings.ATTUNE_REPLAY_CONCURRENCY, "ATTUNE_REPLAY_CONCURRENCY")
+        for provider, limits in sorted(provider_limits(specs).items())
+        if provider != "offline"
+    ]
 
 
 def run_config(run: EvaluationRun) -> ReplayConfig:
@@ -373,7 +394,11 @@ def _dataset_for(run: EvaluationRun) -> list[cf.ConversationFile]:
 
 
 def do_prepare_run(run_id: int) -> list[int]:
-    """Create the run's RunConversation rows (once) and mark it running; returns ids still to do."""
+    """Create the run's RunConversation rows (once) and mark it queued; returns ids still to do.
+
+    The run says "running" only once a worker takes its first conversation
+    (``_mark_running``): with no worker up, "running" would be a false promise.
+    """
     with transaction.atomic():
         run = EvaluationRun.objects.select_for_update().get(pk=run_id)
         existing = set(RunConversation.objects.filter(run=run).values_list("conversation_id", flat=True))
@@ -385,19 +410,28 @@ def do_prepare_run(run_id: int) -> list[int]:
         total = RunConversation.objects.filter(run=run).count()
         run.conversations_total = total
         run.prompt_version = PROMPT_VERSION
-        run.status = EvaluationRun.Status.RUNNING
-        run.started_at = run.started_at or timezone.now()
+        run.status = EvaluationRun.Status.QUEUED
         run.finished_at = None
         run.error = ""
-        run.save(
-            update_fields=["conversations_total", "prompt_version", "status", "started_at", "finished_at", "error"]
-        )
+        run.save(update_fields=["conversations_total", "prompt_version", "status", "finished_at", "error"])
     return list(
         RunConversation.objects.filter(run_id=run_id)
         .exclude(status=RunConversation.Status.DONE)
         .order_by("pk")
         .values_list("pk", flat=True)
     )
+
+
+def _mark_running(run: EvaluationRun) -> None:
+    """A worker took one of a queued run's conversations: the run is running from now on.
+
+    Conditional, so a run cancelled meanwhile stays cancelled; ``started_at``
+    keeps the first start across resumes.
+    """
+    if run.status == EvaluationRun.Status.QUEUED:
+        EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.QUEUED).update(
+            status=EvaluationRun.Status.RUNNING, started_at=Coalesce(F("started_at"), Now())
+        )
 
 
 def _claim(run_conversation_id: int) -> RunConversation | None:
@@ -460,6 +494,7 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
             status=RunConversation.Status.PENDING
         )
         return {"run_conversation": run_conversation_id, "skipped": "run cancelled"}
+    _mark_running(run)
     try:
         spec = em_spec(run.evaluated_model)
         config = run_config(run)
@@ -495,9 +530,10 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
 
 def do_finalize_run(run_id: int) -> str:
     """Score a run whose conversations have all been attempted; returns the final status."""
-    moved = EvaluationRun.objects.filter(pk=run_id, status=EvaluationRun.Status.RUNNING).update(
-        status=EvaluationRun.Status.SCORING
-    )
+    # Queued too: a resumed run with nothing left to replay goes straight to scoring.
+    moved = EvaluationRun.objects.filter(
+        pk=run_id, status__in=[EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING]
+    ).update(status=EvaluationRun.Status.SCORING)
     if not moved:
         return EvaluationRun.objects.get(pk=run_id).status  # cancelled, or finalized by a duplicate
     try:

@@ -67,7 +67,8 @@ class EMSpec:
     kind: str = KIND_LLM
     api_base: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
-    max_in_flight: int = 8
+    # None: no cap of its own, the caller's concurrency is the ceiling (a model outside the registry).
+    max_in_flight: int | None = None
     rpm: int | None = None
     input_cost_per_million: float | None = None
     output_cost_per_million: float | None = None

@@ -401,7 +401,7 @@ def provider_limits(specs: Iterable[EMSpec | None]) -> dict[str, ProviderLimits]
     """The caps each provider gets when these models are replayed together.
 
     An EM and its judge at the same provider share one cap, so the tighter of
-    their values applies to both.
+    their values applies to both (a model without a cap of its own sets none).
     """
     merged: dict[str, ProviderLimits] = {}
     for spec in specs:
@@ -409,10 +409,9 @@ def provider_limits(specs: Iterable[EMSpec | None]) -> dict[str, ProviderLimits]
             continue
         limits, seen = spec.limits, merged.get(spec.provider)
         if seen is not None:
+            caps = [c for c in (seen.max_in_flight, limits.max_in_flight) if c is not None]
             rpms = [r for r in (seen.rpm, limits.rpm) if r is not None]
-            limits = ProviderLimits(
-                max_in_flight=min(seen.max_in_flight, limits.max_in_flight), rpm=min(rpms) if rpms else None
-            )
+            limits = ProviderLimits(max_in_flight=min(caps) if caps else None, rpm=min(rpms) if rpms else None)
         merged[spec.provider] = limits
     return merged
 

@@ -12,24 +12,34 @@ retry loop is ours rather than tenacity's because those three rules act
 between the attempts, on the slots and the provider's pause, where a generic
 retrier would need a callback for each.)
 
+How many calls a provider may have in flight adapts (``AdaptiveLimit``,
+additive increase, multiplicative decrease): it starts at the provider's cap
+(the global cap when the provider has none, as for a model outside the
+registry), halves when the provider says it is overloaded (429, 503, 529) and
+climbs back by one per window of successes, never above the cap nor below 1.
+A provider that is pushed past what it serves then settles just under its
+limit instead of burning retries, and one that is not runs at the full cap.
+
 Requests per minute are enforced by a pluggable ``RateLimiter``: the local
 bucket here (aiolimiter) holds within one process; ``scoring.redis_limits`` has a
 Redis limiter for several workers sharing one provider budget. In the same
 way a ``SharedSlots`` (Redis there too) makes a provider's in-flight cap hold
-across every worker process, not per process.
+across every worker process, not per process; the adaptive level only ever
+keeps this process below that shared cap.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import random
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Final, Protocol, TypeVar
 
 from aiolimiter import AsyncLimiter
 
@@ -60,18 +70,148 @@ class RetriesExhausted(Exception):
         super().__init__(f"gave up after {attempts} attempts: {last.kind}: {last}")
 
 
+# Statuses by which a provider says "too much, slow down": rate limited, unavailable,
+# and Anthropic's "overloaded".
+OVERLOAD_STATUSES: Final = frozenset({429, 503, 529})
+
+
+def is_overload(error: TransientCallError) -> bool:
+    """Whether ``error`` means the provider is past what it will serve (so send less)."""
+    return error.kind == "429" or error.status in OVERLOAD_STATUSES or "overloaded" in str(error).lower()
+
+
 @dataclass(frozen=True)
 class ProviderLimits:
-    """Caps for one provider; ``rpm`` None means no per-minute limit."""
+    """Caps for one provider; ``max_in_flight`` None means only the global cap bounds it,
+    ``rpm`` None means no per-minute limit."""
 
-    max_in_flight: int = 8
+    max_in_flight: int | None = None
     rpm: int | None = None
 
     def __post_init__(self) -> None:
-        if self.max_in_flight < 1:
-            raise ValueError("max_in_flight must be >= 1")
+        if self.max_in_flight is not None and self.max_in_flight < 1:
+            raise ValueError("max_in_flight must be >= 1 or None")
         if self.rpm is not None and self.rpm < 1:
             raise ValueError("rpm must be >= 1 or None")
+
+
+def in_flight_ceiling(limits: ProviderLimits, max_concurrency: int) -> int:
+    """The most calls to a provider with ``limits`` one scheduler of ``max_concurrency`` may have in flight."""
+    if limits.max_in_flight is None:
+        return max_concurrency
+    return min(limits.max_in_flight, max_concurrency)
+
+
+def describe_limits(provider: str, limits: ProviderLimits, max_concurrency: int, concurrency_source: str) -> str:
+    """What bounds the calls to ``provider``, in words, said where a run starts or is shown.
+
+    ``concurrency_source`` names where ``max_concurrency`` was set (a command
+    option, a setting), so the reader knows which knob to turn.
+    """
+    ceiling = in_flight_ceiling(limits, max_concurrency)
+    if limits.max_in_flight is None:
+        source = f"{concurrency_source} {max_concurrency}; not in the registry"
+    elif limits.max_in_flight < max_concurrency:
+        source = f"the registry's max_concurrency {limits.max_in_flight}, below {concurrency_source} {max_concurrency}"
+    else:
+        source = f"{concurrency_source} {max_concurrency}; the registry allows {limits.max_in_flight}"
+    rpm = f" and {limits.rpm} requests per minute (registry)" if limits.rpm else ""
+    return (
+        f"Calls to {provider}: at most {ceiling} in flight ({source}){rpm}; "
+        "halved while the provider reports overload, then raised back step by step."
+    )
+
+
+class AdaptiveLimit:
+    """How many calls to one provider may be in flight now: additive increase, multiplicative decrease.
+
+    The level starts at ``ceiling``. An overload halves it (never below 1);
+    each window of successes as long as the current level raises it by one,
+    up to the ceiling, so recovery takes about as many round trips as levels
+    lost, like TCP's congestion window. Calls admitted before a cut that then
+    report overload belong to the same episode (they were sent at the old
+    level), so they do not cut again: ``epoch`` tells them apart. Without that,
+    one burst of 32 simultaneous 429s would drive the level to 1.
+    """
+
+    def __init__(self, ceiling: int) -> None:
+        if ceiling < 1:
+            raise ValueError(f"adaptive limit ceiling must be >= 1, got {ceiling}")
+        self.ceiling = ceiling
+        self.level = ceiling
+        self.epoch = 0  # bumped on every cut
+        self.cuts = 0
+        self._successes = 0
+
+    def set_ceiling(self, ceiling: int) -> None:
+        """A new cap: an unreduced level follows it; a reduced one stays, at most at the cap."""
+        if ceiling < 1:
+            raise ValueError(f"adaptive limit ceiling must be >= 1, got {ceiling}")
+        self.level = ceiling if self.level == self.ceiling else min(self.level, ceiling)
+        self.ceiling = ceiling
+
+    def on_success(self) -> None:
+        """A call admitted under this limit succeeded."""
+        if self.level >= self.ceiling:
+            self._successes = 0
+            return
+        self._successes += 1
+        if self._successes >= self.level:
+            self.level += 1
+            self._successes = 0
+
+    def on_overload(self, admitted_epoch: int) -> bool:
+        """A call admitted at ``admitted_epoch`` was refused as overload; True if the level was cut."""
+        if admitted_epoch != self.epoch:
+            return False
+        self.level = max(1, self.level // 2)
+        self.epoch += 1
+        self.cuts += 1
+        self._successes = 0
+        return True
+
+
+class _ProviderGate:
+    """This process's in-flight slots for one provider, as many as its ``AdaptiveLimit`` allows.
+
+    A semaphore whose size changes while calls hold it: waiters are admitted in
+    arrival order whenever in-flight falls below the current level.
+    """
+
+    def __init__(self, limit: AdaptiveLimit) -> None:
+        self.limit = limit
+        self.in_flight = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self) -> int:
+        """Wait for a slot; return the limit's epoch at admission."""
+        if self.in_flight < self.limit.level and not self._waiters:
+            self.in_flight += 1
+            return self.limit.epoch
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # admitted and cancelled in the same step: pass the slot on
+            else:
+                with contextlib.suppress(ValueError):  # already popped by wake() and cancelled
+                    self._waiters.remove(waiter)
+            raise
+        return self.limit.epoch
+
+    def release(self) -> None:
+        self.in_flight -= 1
+        self.wake()
+
+    def wake(self) -> None:
+        """Admit waiters while there is room (after a release or a raised level)."""
+        while self._waiters and self.in_flight < self.limit.level:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self.in_flight += 1
+                waiter.set_result(None)
 
 
 class RateLimiter(Protocol):
@@ -132,7 +272,7 @@ class Scheduler:
     def __init__(
         self,
         max_concurrency: int = 32,
-        default_limits: ProviderLimits = ProviderLimits(max_in_flight=1_000_000),
+        default_limits: ProviderLimits = ProviderLimits(),
         limits: dict[str, ProviderLimits] | None = None,
         max_attempts: int = 6,
         base_delay: float = 0.5,
@@ -157,7 +297,7 @@ class Scheduler:
         self.rng = rng or random.Random()
         self.stats = SchedulerStats()
         self._global: asyncio.Semaphore | None = None
-        self._providers: dict[str, tuple[int, asyncio.Semaphore]] = {}  # provider -> (cap it was made for, slots)
+        self._providers: dict[str, _ProviderGate] = {}
         self._not_before: dict[str, float] = {}
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -172,6 +312,18 @@ class Scheduler:
         apply the new cap at once).
         """
         self.limits[provider] = limits
+        gate = self._providers.get(provider)
+        if gate is not None:
+            gate.limit.set_ceiling(self.ceiling(limits))
+            gate.wake()
+
+    def ceiling(self, limits: ProviderLimits) -> int:
+        """The most calls to a provider with ``limits`` this process may have in flight."""
+        return in_flight_ceiling(limits, self.max_concurrency)
+
+    def levels(self) -> dict[str, tuple[int, int]]:
+        """Per provider used so far: (current adaptive level, ceiling), for progress lines."""
+        return {provider: (gate.limit.level, gate.limit.ceiling) for provider, gate in self._providers.items()}
 
     def backoff_delay(self, retry: int, retry_after: float | None) -> float:
         """Exponential backoff with equal jitter; ``Retry-After`` is a floor."""
@@ -181,16 +333,17 @@ class Scheduler:
             delay = max(delay, min(retry_after, self.max_delay * 5))
         return delay
 
-    def _semaphores(self, provider: str) -> tuple[asyncio.Semaphore, asyncio.Semaphore, ProviderLimits]:
+    def _slots(self, provider: str) -> tuple[asyncio.Semaphore, _ProviderGate, ProviderLimits]:
         if self._global is None:
             self._global = asyncio.Semaphore(self.max_concurrency)
         limits = self.limits.get(provider, self.default_limits)
-        cap, semaphore = self._providers.get(provider, (0, None))
-        if semaphore is None or cap != limits.max_in_flight:
-            # A new cap gets fresh slots; holders of the old ones release into those.
-            semaphore = asyncio.Semaphore(limits.max_in_flight)
-            self._providers[provider] = (limits.max_in_flight, semaphore)
-        return self._global, semaphore, limits
+        gate = self._providers.get(provider)
+        if gate is None:
+            gate = self._providers[provider] = _ProviderGate(AdaptiveLimit(self.ceiling(limits)))
+        elif gate.limit.ceiling != self.ceiling(limits):
+            gate.limit.set_ceiling(self.ceiling(limits))
+            gate.wake()
+        return self._global, gate, limits
 
     async def _wait_for_cooldown(self, provider: str) -> None:
         while True:
@@ -200,7 +353,7 @@ class Scheduler:
             await asyncio.sleep(remaining)
 
     def _release(
-        self, provider: str, provider_slots: asyncio.Semaphore, global_slots: asyncio.Semaphore, shared: str | None
+        self, provider: str, provider_slots: _ProviderGate, global_slots: asyncio.Semaphore, shared: str | None
     ) -> None:
         """Give back one attempt's slots when it ends."""
         self.in_flight -= 1
@@ -231,17 +384,17 @@ class Scheduler:
         Raises ``RetriesExhausted`` after ``max_attempts`` transient failures;
         a ``PermanentCallError`` (or any other exception) propagates at once.
         """
-        global_slots, provider_slots, limits = self._semaphores(provider)
+        global_slots, provider_slots, limits = self._slots(provider)
         self.stats.submitted += 1
         retry = 0
         while True:
             await self._wait_for_cooldown(provider)
-            await provider_slots.acquire()
+            epoch = await provider_slots.acquire()
             shared: str | None = None
             try:
                 if limits.rpm is not None:
                     await self.rate_limiter.acquire(provider, limits.rpm)
-                if self.shared_slots is not None:
+                if self.shared_slots is not None and limits.max_in_flight is not None:
                     shared = await self.shared_slots.acquire(provider, limits.max_in_flight)
                 await global_slots.acquire()
             except BaseException:
@@ -254,8 +407,11 @@ class Scheduler:
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             try:
                 if self.attempt_timeout is not None:
-                    return await asyncio.wait_for(call(), self.attempt_timeout)
-                return await call()
+                    result = await asyncio.wait_for(call(), self.attempt_timeout)
+                else:
+                    result = await call()
+                provider_slots.limit.on_success()
+                return result
             except TimeoutError:
                 error = TransientCallError("timeout", f"no answer within {self.attempt_timeout}s")
             except TransientCallError as exc:
@@ -264,6 +420,14 @@ class Scheduler:
                 self._release(provider, provider_slots, global_slots, shared)
             # Outside every slot from here on: waiting must not hold capacity.
             self.stats.errors[error.kind] += 1
+            if is_overload(error) and provider_slots.limit.on_overload(epoch):
+                log.info(
+                    "%s is overloaded (%s): in-flight limit cut to %d of %d",
+                    provider,
+                    error.kind,
+                    provider_slots.limit.level,
+                    provider_slots.limit.ceiling,
+                )
             if retry + 1 >= self.max_attempts:
                 self.stats.gave_up += 1
                 raise RetriesExhausted(error, retry + 1)

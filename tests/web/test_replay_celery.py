@@ -160,7 +160,7 @@ def test_a_run_goes_through_a_real_worker_and_is_scored(fake_server, workers):
     register_fake(fake_server)
     run = replay_service.do_create_run("fake-em", "verbose", "delta", judge_name="baseline:lexicon")
     run_control.start_run(run.pk)  # enqueued on Redis; nothing runs in this process
-    assert run_status(run.pk) == EvaluationRun.Status.RUNNING
+    assert run_status(run.pk) == EvaluationRun.Status.QUEUED  # no worker has taken a conversation yet
     workers.start("w1")
     wait_for(lambda: run_status(run.pk) in ("done", "failed"), 120, "the run to finish")
 

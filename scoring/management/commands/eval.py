@@ -51,7 +51,13 @@ class Command(BaseCommand):
         source.add_argument(
             "--from-db", action="store_true", help="complete, non-withdrawn conversations in the database"
         )
-        parser.add_argument("--concurrency", type=int, default=16, help="calls in flight at once (default 16)")
+        parser.add_argument(
+            "--concurrency",
+            type=int,
+            default=16,
+            help="most calls in flight at once (default 16): the ceiling for a model outside the registry; "
+            "a registered model's max_concurrency caps it further. Halved while the provider reports overload.",
+        )
         parser.add_argument("--out", help="folder for the run files (default: <data dir>/runs/<model>__<mode>)")
         parser.add_argument(
             "--dry-run", action="store_true", help="print the number of calls and the estimated cost, call nothing"
@@ -168,6 +174,7 @@ class Command(BaseCommand):
         from attunebench.replay.aio import run_sync
         from attunebench.replay.cache import FileCache, LayeredCache, MemoryCache, NullCache
         from attunebench.replay.run import make_replayer, write_outputs
+        from attunebench.replay.scheduler import describe_limits
 
         if options["no_cache"]:
             cache: Any = NullCache()
@@ -176,6 +183,10 @@ class Command(BaseCommand):
                 MemoryCache(), FileCache(options["cache_dir"] or Path(settings.DATA_DIR) / "call-cache")
             )
         replayer = make_replayer(em, config, dataset=conversations, concurrency=options["concurrency"], cache=cache)
+        scheduler = replayer.scheduler
+        for provider, limits in sorted(scheduler.limits.items()):
+            if provider != "offline":
+                self.stdout.write(describe_limits(provider, limits, options["concurrency"], "--concurrency"))
         total = len(conversations)
         started = time.perf_counter()
         interactive = sys.stderr.isatty()
@@ -183,9 +194,16 @@ class Command(BaseCommand):
         def line() -> str:
             t = replayer.totals
             cost = f"${t.cost_spent:.4f}" + ("+?" if t.cost_unknown else "")
+            # The adaptive in-flight limit of each provider: below its ceiling while it reports overload.
+            levels = "".join(
+                f" | limit {level}/{ceiling}" + (f" {provider}" if len(scheduler.levels()) > 1 else "")
+                for provider, (level, ceiling) in sorted(scheduler.levels().items())
+                if provider != "offline"
+            )
             return (
                 f"conversations {replayer.conversations_done}/{total} | calls {t.calls_made} made, "
-                f"{t.calls_cached} cached, {t.calls_failed} failed | cost {cost} | {time.perf_counter() - started:.1f}s"
+                f"{t.calls_cached} cached, {t.calls_failed} failed | cost {cost}{levels} | "
+                f"{time.perf_counter() - started:.1f}s"
             )
 
         async def main() -> list[Any]:
@@ -240,6 +258,8 @@ class Command(BaseCommand):
         )
         run_control.start_run(run.pk)
         self.stderr.write(f"Run {run.pk} queued for Celery workers (start one with `attune worker`).")
+        for line in replay_service.run_limits(run):
+            self.stdout.write(line)
         while True:
             progress = replay_service.run_progress(run.pk)
             self.stderr.write(

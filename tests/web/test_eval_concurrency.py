@@ -1,0 +1,67 @@
+"""`attune eval --concurrency N` against a model outside the registry really has N calls in flight.
+
+The provider is the fake OpenAI-compatible server on 127.0.0.1 (a loopback
+api_base needs no permission for live calls); it counts the most chat
+requests it was answering at once.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attunebench.canonical import dumps_canonical
+from attunebench.synth import document_filename, synth_conversations
+from devtools.fake_llm_server import FakeConfig, FakeLLMServer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def server():
+    # 300 ms per answer: calls admitted together are still in flight together at the server.
+    with FakeLLMServer(FakeConfig(latency_ms=300.0)) as running:
+        yield running
+
+
+def eval_command(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "ATTUNE_ALLOW_LIVE_MODELS"}}
+    env |= {"ATTUNE_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run(
+        [sys.executable, "-m", "attune_site.cli", "eval", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
+def test_an_unregistered_model_reaches_the_requested_concurrency(server, tmp_path):
+    folder = tmp_path / "conversations"
+    folder.mkdir()
+    # 40 conversations open their first turn's draft call together: more than 32 calls want to start.
+    for conversation in synth_conversations(40, seed=11, min_turns=2, max_turns=2):
+        (folder / document_filename(conversation)).write_text(dumps_canonical(conversation), encoding="utf-8")
+
+    done = eval_command(
+        "--model",
+        "openai/fake",
+        "--api-base",
+        server.url,
+        "--conversations",
+        str(folder),
+        "--concurrency",
+        "32",
+        "--no-cache",
+        data_dir=tmp_path / "data",
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert server.stats()["peak_in_flight"] == 32  # not the 8 a hidden per-provider default allowed
+    assert f"Calls to openai@{server.url}: at most 32 in flight (--concurrency 32; not in the registry)" in done.stdout
+    assert "limit 32/32" in done.stdout  # no overload, so the adaptive level stayed at the ceiling
