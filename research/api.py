@@ -43,6 +43,7 @@ from datasets.versions import DatasetError, access_export_file, do_freeze_datase
 from research import launcher
 from research.access import IsResearcher
 from research.evaluation import evaluation_data, leaderboard_rows
+from research.human_baseline import rater_agreement
 from research.serializers import (
     AnalysesSerializer,
     CanonicalConversationSerializer,
@@ -56,6 +57,7 @@ from research.serializers import (
     ExportJobSerializer,
     ExportRequestSerializer,
     LeaderboardSerializer,
+    RaterAgreementSerializer,
     RunCreateSerializer,
     RunLaunchSerializer,
     RunSerializer,
@@ -424,6 +426,15 @@ class AnalysesView(ResearcherAPIMixin, APIView):
                 "analysis": to_json(data.analysis) if data.analysis else None,
             }
         )
+
+
+class AgreementView(ResearcherAPIMixin, APIView):
+    @extend_schema(
+        summary="Agreement between human-baseline raters (Krippendorff's alpha with bootstrap CIs)",
+        responses={200: RaterAgreementSerializer, **DENIED},
+    )
+    def get(self, request: Request) -> Response:
+        return Response(asdict(rater_agreement()))
 
 
 # ---------------------------------------------------------------------------

@@ -18,6 +18,7 @@ urlpatterns = [
     path("docs/assets/<path:path>", api.docs_asset, name="docs-asset"),
     path("leaderboard/", api.LeaderboardView.as_view(), name="leaderboard"),
     path("analyses/", api.AnalysesView.as_view(), name="analyses"),
+    path("agreement/", api.AgreementView.as_view(), name="agreement"),
     path("", include(router.urls)),
     # Last: any other address ending in "/" is a JSON 404. One without the slash still gets Django's
     # redirect to the slashed form first (so /api/runs reaches /api/runs/), then this JSON 404 if unknown.

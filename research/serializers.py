@@ -359,5 +359,26 @@ class AnalysesSerializer(serializers.Serializer):
     analysis = serializers.DictField(allow_null=True, help_text="attunebench.metrics.analysis.analyze output (SPEC 6).")
 
 
+class AlphaEstimateSerializer(serializers.Serializer):
+    alpha = serializers.FloatField(allow_null=True, help_text="Nominal Krippendorff's alpha; null when undefined.")
+    ci_low = serializers.FloatField(allow_null=True)
+    ci_high = serializers.FloatField(allow_null=True)
+    units = serializers.IntegerField(help_text="Units with two or more ratings.")
+    values = serializers.IntegerField(help_text="Ratings in those units.")
+
+
+class RaterAgreementSerializer(serializers.Serializer):
+    """attunebench.metrics.agreement.RaterAgreement: how far human raters agree with one another."""
+
+    raters = serializers.ListField(child=serializers.CharField())
+    conversations = serializers.IntegerField(help_text="Conversations finished by two or more raters.")
+    emotion = AlphaEstimateSerializer(help_text="Emotion tags: one unit per (conversation, turn, PANAS item).")
+    per_item = serializers.DictField(child=AlphaEstimateSerializer(), help_text="The emotion units of each item.")
+    binary = AlphaEstimateSerializer(help_text="Behaviour questions, OM and participant wording (yes/no/na).")
+    pairwise = AlphaEstimateSerializer(help_text="Pairwise choices.")
+    n_bootstrap = serializers.IntegerField(help_text="Bootstrap resamples of units behind each 95% interval.")
+    seed = serializers.IntegerField()
+
+
 class ErrorSerializer(serializers.Serializer):
     detail = serializers.CharField()

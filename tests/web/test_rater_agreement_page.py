@@ -41,3 +41,11 @@ def test_page_shows_emotion_alpha_over_all_items_with_its_interval(researcher, s
     row = html[html.index('id="agreement-emotion"') :]
     assert "<strong>0.912</strong>" in row[: row.index("</tr>")]
     assert "Nervous" in html[html.index('id="agreement-items"') :]
+    # the API reports the same figures, in its documented shape
+    from tests.web.test_research_api import assert_conforms
+
+    response = client.get("/api/agreement/")
+    body = response.json()
+    assert body["emotion"]["alpha"] == agreement.emotion.alpha and body["emotion"]["units"] == 240
+    assert body["per_item"]["Nervous"]["alpha"] == 1.0 and body["raters"] == ["human:a", "human:b"]
+    assert_conforms("GET", "/api/agreement/", response)
