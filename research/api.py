@@ -6,6 +6,10 @@ signed-in account without researcher rights is 403. Lists are paginated
 (limit/offset) and filter by query parameters documented in the schema; a
 filter value outside its documented choices is a 400 naming the parameter and
 the choices, never an empty page. Every error under /api/ is JSON.
+
+A researcher gets a token for scripts from ``POST /api/token/`` (signed in on
+the research pages, e.g. from the docs page at /api/docs/); posting again
+rotates it and ``DELETE /api/token/`` revokes it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from django.contrib.auth.models import User
+from django.db import transaction
 from django.db.models import Count, QuerySet
 from django.http import FileResponse, Http404, HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
@@ -25,8 +31,9 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework import mixins, status, viewsets
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication, TokenAuthentication
+from rest_framework.authtoken.models import Token
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotAuthenticated, ValidationError
 from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -61,6 +68,7 @@ from research.serializers import (
     RunCreateSerializer,
     RunLaunchSerializer,
     RunSerializer,
+    TokenSerializer,
 )
 from scoring.models import EvaluatedModel, EvaluationRun
 
@@ -435,6 +443,39 @@ class AgreementView(ResearcherAPIMixin, APIView):
     )
     def get(self, request: Request) -> Response:
         return Response(asdict(rater_agreement()))
+
+
+def _account(request: Request) -> User:
+    """The researcher the permission check let through."""
+    if not isinstance(request.user, User):
+        raise NotAuthenticated()
+    return request.user
+
+
+class TokenView(ResearcherAPIMixin, APIView):
+    """The signed-in researcher's own API token, so scripts need no password and no server command.
+
+    Sign in on the research pages, open the API docs (/api/docs/) and call POST /api/token/ there (the
+    page sends the session and CSRF token), or call it with an existing token to rotate it.
+    """
+
+    @extend_schema(
+        summary="Issue a new API token for yourself (any previous one stops working)",
+        request=None,
+        responses={201: TokenSerializer, **DENIED},
+    )
+    def post(self, request: Request) -> Response:
+        user = _account(request)
+        with transaction.atomic():
+            Token.objects.filter(user=user).delete()
+            token = Token.objects.create(user=user)
+        body = {"token": token.key, "username": user.get_username(), "created": token.created}
+        return Response(TokenSerializer(body).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(summary="Revoke your API token", request=None, responses={204: None, **DENIED})
+    def delete(self, request: Request) -> Response:
+        Token.objects.filter(user=_account(request)).delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 # ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@ urlpatterns = [
     path("leaderboard/", api.LeaderboardView.as_view(), name="leaderboard"),
     path("analyses/", api.AnalysesView.as_view(), name="analyses"),
     path("agreement/", api.AgreementView.as_view(), name="agreement"),
+    path("token/", api.TokenView.as_view(), name="token"),
     path("", include(router.urls)),
     # Last: any other address ending in "/" is a JSON 404. One without the slash still gets Django's
     # redirect to the slashed form first (so /api/runs reaches /api/runs/), then this JSON 404 if unknown.

@@ -380,5 +380,11 @@ class RaterAgreementSerializer(serializers.Serializer):
     seed = serializers.IntegerField()
 
 
+class TokenSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="Send as the header 'Authorization: Token <token>'. Shown only here.")
+    username = serializers.CharField()
+    created = serializers.DateTimeField()
+
+
 class ErrorSerializer(serializers.Serializer):
     detail = serializers.CharField()
