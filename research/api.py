@@ -1,8 +1,15 @@
 """The research REST API: thin DRF views over the same services as the researcher pages.
 
-Every endpoint requires a researcher (staff) account, by session or token.
-Lists are paginated (limit/offset) and filter by query parameters documented
-in the schema.
+Every endpoint requires a researcher (staff) account, by token or session:
+no credentials is 401 (with a ``WWW-Authenticate: Token`` challenge), a
+signed-in account without researcher rights is 403. Lists are paginated
+(limit/offset) and filter by query parameters documented in the schema; a
+filter value outside its documented choices is a 400 naming the parameter and
+the choices, never an empty page. Every error under /api/ is JSON.
+
+A researcher gets a token for scripts from ``POST /api/token/`` (signed in on
+the research pages, e.g. from the docs page at /api/docs/); posting again
+rotates it and ``DELETE /api/token/`` revokes it.
 """
 
 from __future__ import annotations
@@ -12,8 +19,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from django.contrib.auth.models import User
+from django.db import transaction
 from django.db.models import Count, QuerySet
-from django.http import FileResponse, Http404, HttpRequest
+from django.http import FileResponse, Http404, HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404
 from django.views.static import serve
@@ -21,13 +30,17 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework import mixins, status, viewsets
+from rest_framework.authentication import BaseAuthentication, SessionAuthentication, TokenAuthentication
+from rest_framework.authtoken.models import Token
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotAuthenticated, ValidationError
 from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from attunebench.catalogue import RESEARCH_ONLY_STATEMENT, TOPIC_CATEGORIES
+from attunebench.catalogue import MODES, RESEARCH_ONLY_STATEMENT, TOPIC_CATEGORIES
 from attunebench.metrics.results import to_json
 from collection.models import Conversation
 from datasets.exchange import conversation_to_dict, with_export_relations
@@ -37,6 +50,7 @@ from datasets.versions import DatasetError, access_export_file, do_freeze_datase
 from research import launcher
 from research.access import IsResearcher
 from research.evaluation import evaluation_data, leaderboard_rows
+from research.human_baseline import rater_agreement
 from research.serializers import (
     AnalysesSerializer,
     CanonicalConversationSerializer,
@@ -50,8 +64,11 @@ from research.serializers import (
     ExportJobSerializer,
     ExportRequestSerializer,
     LeaderboardSerializer,
+    RaterAgreementSerializer,
     RunCreateSerializer,
+    RunLaunchSerializer,
     RunSerializer,
+    TokenSerializer,
 )
 from scoring.models import EvaluatedModel, EvaluationRun
 
@@ -64,6 +81,11 @@ DENIED = {
 }
 NOT_FOUND = {404: OpenApiResponse(ErrorSerializer, description="Not found.")}
 INVALID = OpenApiResponse(OpenApiTypes.OBJECT, description="Invalid request: errors by field name.")
+BAD_FILTER = {
+    400: OpenApiResponse(
+        OpenApiTypes.OBJECT, description="A query parameter outside its choices or not a whole number: errors by name."
+    )
+}
 CONFLICT = OpenApiResponse(
     ErrorSerializer,
     description="Valid request that the current data cannot honour (name taken, nothing matches, wrong run state).",
@@ -71,6 +93,11 @@ CONFLICT = OpenApiResponse(
 
 
 MAX_ID = 2**63 - 1
+CONVERSATION_STATUSES = [c for c, _ in Conversation.Status.choices]
+MODEL_KINDS = [k for k, _ in EvaluatedModel.Kind.choices]
+EXPORT_STATUSES = [s for s, _ in ExportJob.Status.choices]
+RUN_STATUSES = [s for s, _ in EvaluationRun.Status.choices]
+WEIGHTINGS = ("spec", "equal")
 
 
 def id_param(value: str | None) -> int | None:
@@ -81,13 +108,43 @@ def id_param(value: str | None) -> int | None:
     return number if number <= MAX_ID else -1
 
 
+def int_filter(request: Request, name: str) -> int | None:
+    """An id filter: None when absent; 400 naming the parameter when it is not an integer.
+
+    Integers that no database id can have (negative, or beyond 64 bits) are valid and match nothing.
+    """
+    value = request.query_params.get(name)
+    if value in (None, ""):
+        return None
+    digits = value.removeprefix("-")
+    if not digits.isascii() or not digits.isdigit():
+        raise ValidationError({name: [f"must be a whole number, not {value!r}."]})
+    return -1 if value.startswith("-") else id_param(digits)
+
+
+def choice_filter(request: Request, name: str, choices: Sequence[str]) -> str | None:
+    """An enum filter: None when absent; 400 naming the parameter and the allowed values when unknown."""
+    value = request.query_params.get(name)
+    if value in (None, ""):
+        return None
+    if value not in choices:
+        raise ValidationError({name: [f"{value!r} is not one of: {', '.join(choices)}."]})
+    return value
+
+
 def _param(name: str, description: str, enum: list[str] | None = None, type_: type = str) -> OpenApiParameter:
     return OpenApiParameter(name, type_, OpenApiParameter.QUERY, required=False, description=description, enum=enum)
+
+
+# Token first: DRF answers a request without credentials with 401 and the first class's challenge
+# (``WWW-Authenticate: Token``); session authentication has no challenge, so first it would make that a 403.
+AUTHENTICATION: Sequence[type[BaseAuthentication]] = [TokenAuthentication, SessionAuthentication]
 
 
 class ResearcherAPIMixin:
     """Researcher-only, and JSON request bodies only: form encoding cannot express the nulls the bodies use."""
 
+    authentication_classes: Sequence[type[BaseAuthentication]] = AUTHENTICATION
     permission_classes: Sequence[_PermissionClass] = [IsResearcher]
     parser_classes: Sequence[type[BaseParser]] = [JSONParser]
 
@@ -96,12 +153,12 @@ class ResearcherAPIMixin:
     list=extend_schema(
         summary="List conversations",
         parameters=[
-            _param("status", "Filter by status.", [c for c, _ in Conversation.Status.choices]),
+            _param("status", "Filter by status.", CONVERSATION_STATUSES),
             _param("category", "Filter by topic category.", list(TOPIC_CATEGORIES)),
             _param("original_model", "Filter by original-model alias."),
             _param("dataset_version", "Only conversations in this dataset version.", type_=int),
         ],
-        responses={200: ConversationSummarySerializer(many=True), **DENIED},
+        responses={200: ConversationSummarySerializer(many=True), **BAD_FILTER, **DENIED},
     ),
     retrieve=extend_schema(
         summary="A conversation in the canonical SPEC 3.1 shape",
@@ -120,13 +177,13 @@ class ConversationViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
             .order_by("conversation_id")
         )
         params = self.request.query_params
-        if params.get("status"):
-            queryset = queryset.filter(status=params["status"])
-        if params.get("category"):
-            queryset = queryset.filter(topic__category=params["category"])
+        if status_ := choice_filter(self.request, "status", CONVERSATION_STATUSES):
+            queryset = queryset.filter(status=status_)
+        if category := choice_filter(self.request, "category", TOPIC_CATEGORIES):
+            queryset = queryset.filter(topic__category=category)
         if params.get("original_model"):
             queryset = queryset.filter(original_model__alias=params["original_model"])
-        if (version := id_param(params.get("dataset_version"))) is not None:
+        if (version := int_filter(self.request, "dataset_version")) is not None:
             queryset = queryset.filter(dataset_versions=version)
         return queryset
 
@@ -140,8 +197,8 @@ class ConversationViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
 @extend_schema_view(
     list=extend_schema(
         summary="Evaluated-model registry",
-        parameters=[_param("kind", "Filter by kind.", [k for k, _ in EvaluatedModel.Kind.choices])],
-        responses={200: EvaluatedModelSerializer(many=True), **DENIED},
+        parameters=[_param("kind", "Filter by kind.", MODEL_KINDS)],
+        responses={200: EvaluatedModelSerializer(many=True), **BAD_FILTER, **DENIED},
     ),
     retrieve=extend_schema(
         summary="One evaluated model", responses={200: EvaluatedModelSerializer, **DENIED, **NOT_FOUND}
@@ -152,8 +209,8 @@ class EvaluatedModelViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self) -> QuerySet[EvaluatedModel]:
         queryset = EvaluatedModel.objects.order_by("name")
-        if self.request.query_params.get("kind"):
-            queryset = queryset.filter(kind=self.request.query_params["kind"])
+        if kind := choice_filter(self.request, "kind", MODEL_KINDS):
+            queryset = queryset.filter(kind=kind)
         return queryset
 
 
@@ -205,10 +262,10 @@ class DatasetVersionViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewset
     list=extend_schema(
         summary="Export jobs",
         parameters=[
-            _param("status", "Filter by status.", [s for s, _ in ExportJob.Status.choices]),
+            _param("status", "Filter by status.", EXPORT_STATUSES),
             _param("dataset_version", "Filter by dataset version id.", type_=int),
         ],
-        responses={200: ExportJobSerializer(many=True), **DENIED},
+        responses={200: ExportJobSerializer(many=True), **BAD_FILTER, **DENIED},
     ),
     retrieve=extend_schema(summary="Export job status", responses={200: ExportJobSerializer, **DENIED, **NOT_FOUND}),
 )
@@ -217,10 +274,9 @@ class ExportJobViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self) -> QuerySet[ExportJob]:
         queryset = ExportJob.objects.select_related("dataset_version").order_by("-created_at", "-pk")
-        params = self.request.query_params
-        if params.get("status"):
-            queryset = queryset.filter(status=params["status"])
-        if (version := id_param(params.get("dataset_version"))) is not None:
+        if status_ := choice_filter(self.request, "status", EXPORT_STATUSES):
+            queryset = queryset.filter(status=status_)
+        if (version := int_filter(self.request, "dataset_version")) is not None:
             queryset = queryset.filter(dataset_version_id=version)
         return queryset
 
@@ -242,11 +298,11 @@ class ExportJobViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
     list=extend_schema(
         summary="Evaluation runs",
         parameters=[
-            _param("status", "Filter by status.", [s for s, _ in EvaluationRun.Status.choices]),
+            _param("status", "Filter by status.", RUN_STATUSES),
             _param("model", "Filter by evaluated-model name."),
-            _param("mode", "Filter by mode.", ["default", "verbose", "omniscient", "verbose_omniscient"]),
+            _param("mode", "Filter by mode.", list(MODES)),
         ],
-        responses={200: RunSerializer(many=True), **DENIED},
+        responses={200: RunSerializer(many=True), **BAD_FILTER, **DENIED},
     ),
     retrieve=extend_schema(summary="Run status and progress", responses={200: RunSerializer, **DENIED, **NOT_FOUND}),
 )
@@ -257,20 +313,19 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
         queryset = EvaluationRun.objects.select_related("evaluated_model", "judge_model", "score").order_by(
             "-created_at", "-pk"
         )
-        params = self.request.query_params
-        if params.get("status"):
-            queryset = queryset.filter(status=params["status"])
-        if params.get("model"):
-            queryset = queryset.filter(evaluated_model__name=params["model"])
-        if params.get("mode"):
-            queryset = queryset.filter(mode=params["mode"])
+        if status_ := choice_filter(self.request, "status", RUN_STATUSES):
+            queryset = queryset.filter(status=status_)
+        if model := self.request.query_params.get("model"):
+            queryset = queryset.filter(evaluated_model__name=model)
+        if mode := choice_filter(self.request, "mode", MODES):
+            queryset = queryset.filter(mode=mode)
         return queryset
 
     @extend_schema(
         summary="Launch runs (one per model and mode), or estimate them with dry_run",
         request=RunCreateSerializer,
         responses={
-            201: RunSerializer(many=True),
+            201: RunLaunchSerializer,
             200: EstimateSerializer,
             400: INVALID,
             409: CONFLICT,
@@ -297,7 +352,7 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
             runs = launcher.do_launch_runs(launch, request.user)
         except launcher.LauncherError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        return Response(RunSerializer(runs, many=True).data, status=status.HTTP_201_CREATED)
+        return Response({"runs": RunSerializer(runs, many=True).data}, status=status.HTTP_201_CREATED)
 
     @extend_schema(
         summary="Cancel a queued or running run",
@@ -345,14 +400,14 @@ class LeaderboardView(ResearcherAPIMixin, APIView):
     @extend_schema(
         summary="Leaderboard per (model, mode) with 95% CIs and capability scores",
         parameters=[
-            _param("weighting", "SPEC composite or equal-weight composite.", ["spec", "equal"]),
+            _param("weighting", "SPEC composite or equal-weight composite.", list(WEIGHTINGS)),
             _param("dataset_version", "Only runs on this dataset version.", type_=int),
         ],
-        responses={200: LeaderboardSerializer, **DENIED},
+        responses={200: LeaderboardSerializer, **BAD_FILTER, **DENIED},
     )
     def get(self, request: Request) -> Response:
-        weighting = "equal" if request.query_params.get("weighting") == "equal" else "spec"
-        data = evaluation_data(id_param(request.query_params.get("dataset_version")))
+        weighting = choice_filter(request, "weighting", WEIGHTINGS) or "spec"
+        data = evaluation_data(int_filter(request, "dataset_version"))
         rows = leaderboard_rows(data, weighting=weighting)
         # The rows are the dashboard's own models, serialised like every result (LeaderboardSerializer documents them).
         return Response(
@@ -368,10 +423,10 @@ class AnalysesView(ResearcherAPIMixin, APIView):
     @extend_schema(
         summary="SPEC 6 analyses over the leaderboard runs",
         parameters=[_param("dataset_version", "Only runs on this dataset version.", type_=int)],
-        responses={200: AnalysesSerializer, **DENIED},
+        responses={200: AnalysesSerializer, **BAD_FILTER, **DENIED},
     )
     def get(self, request: Request) -> Response:
-        data = evaluation_data(id_param(request.query_params.get("dataset_version")))
+        data = evaluation_data(int_filter(request, "dataset_version"))
         return Response(
             {
                 "research_only_statement": RESEARCH_ONLY_STATEMENT,
@@ -381,12 +436,65 @@ class AnalysesView(ResearcherAPIMixin, APIView):
         )
 
 
+class AgreementView(ResearcherAPIMixin, APIView):
+    @extend_schema(
+        summary="Agreement between human-baseline raters (Krippendorff's alpha with bootstrap CIs)",
+        responses={200: RaterAgreementSerializer, **DENIED},
+    )
+    def get(self, request: Request) -> Response:
+        return Response(asdict(rater_agreement()))
+
+
+def _account(request: Request) -> User:
+    """The researcher the permission check let through."""
+    if not isinstance(request.user, User):
+        raise NotAuthenticated()
+    return request.user
+
+
+class TokenView(ResearcherAPIMixin, APIView):
+    """The signed-in researcher's own API token, so scripts need no password and no server command.
+
+    Sign in on the research pages, open the API docs (/api/docs/) and call POST /api/token/ there (the
+    page sends the session and CSRF token), or call it with an existing token to rotate it.
+    """
+
+    @extend_schema(
+        summary="Issue a new API token for yourself (any previous one stops working)",
+        request=None,
+        responses={201: TokenSerializer, **DENIED},
+    )
+    def post(self, request: Request) -> Response:
+        user = _account(request)
+        with transaction.atomic():
+            Token.objects.filter(user=user).delete()
+            token = Token.objects.create(user=user)
+        body = {"token": token.key, "username": user.get_username(), "created": token.created}
+        return Response(TokenSerializer(body).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(summary="Revoke your API token", request=None, responses={204: None, **DENIED})
+    def delete(self, request: Request) -> Response:
+        Token.objects.filter(user=_account(request)).delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
 # ---------------------------------------------------------------------------
 # Schema and offline docs
 # ---------------------------------------------------------------------------
 
 
-class SchemaView(SpectacularAPIView):
+class JSONErrorsMixin(APIView):
+    """Errors as JSON even from views whose renderers are YAML or HTML (the schema and the docs page)."""
+
+    def handle_exception(self, exc: Exception) -> Response:
+        response = super().handle_exception(exc)
+        self.request.accepted_renderer = JSONRenderer()
+        self.request.accepted_media_type = JSONRenderer.media_type
+        return response
+
+
+class SchemaView(JSONErrorsMixin, SpectacularAPIView):
+    authentication_classes = AUTHENTICATION
     permission_classes = [IsResearcher]
 
 
@@ -396,9 +504,10 @@ def _sidecar_root() -> Path:
     return Path(drf_spectacular_sidecar.__file__).parent / "static" / "drf_spectacular_sidecar"
 
 
-class DocsView(SpectacularSwaggerView):
+class DocsView(JSONErrorsMixin, SpectacularSwaggerView):
     """Swagger UI from the drf-spectacular-sidecar package, served by this app: no CDN needed."""
 
+    authentication_classes = AUTHENTICATION
     permission_classes = [IsResearcher]
     url_name = "api:schema"
 
@@ -417,4 +526,12 @@ class DocsView(SpectacularSwaggerView):
 
 def docs_asset(request: HttpRequest, path: str) -> HttpResponseBase:
     """The sidecar's Swagger UI files (public static assets, no data)."""
-    return serve(request, path, document_root=str(_sidecar_root()))
+    try:
+        return serve(request, path, document_root=str(_sidecar_root()))
+    except Http404:
+        return not_found(request)
+
+
+def not_found(request: HttpRequest, path: str = "") -> JsonResponse:
+    """Any other address under /api/: a JSON 404 like the API's own, not the site's HTML page."""
+    return JsonResponse({"detail": f"No API endpoint at {request.path}."}, status=404)

@@ -1,4 +1,4 @@
-from django.urls import include, path
+from django.urls import include, path, re_path
 from rest_framework.routers import DefaultRouter
 
 from research import api
@@ -18,5 +18,10 @@ urlpatterns = [
     path("docs/assets/<path:path>", api.docs_asset, name="docs-asset"),
     path("leaderboard/", api.LeaderboardView.as_view(), name="leaderboard"),
     path("analyses/", api.AnalysesView.as_view(), name="analyses"),
+    path("agreement/", api.AgreementView.as_view(), name="agreement"),
+    path("token/", api.TokenView.as_view(), name="token"),
     path("", include(router.urls)),
+    # Last: any other address ending in "/" is a JSON 404. One without the slash still gets Django's
+    # redirect to the slashed form first (so /api/runs reaches /api/runs/), then this JSON 404 if unknown.
+    re_path(r"^(?P<path>.*/)$", api.not_found, name="not-found"),
 ]

@@ -15,7 +15,6 @@ exist to probe models' sensitivity to phrasing, not people's).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +27,8 @@ from django.utils import timezone
 
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
+from attunebench.metrics import agreement
+from attunebench.metrics.agreement import RaterAgreement
 from attunebench.metrics.keys import HUMAN_PREFIX
 from attunebench.replay.protocol import masked_labels
 from collection.models import Conversation, PanasSurvey, Turn
@@ -340,85 +341,17 @@ def _expected_turn(assignment: HumanAssignment) -> int:
 # ---------------------------------------------------------------------------
 
 
-@dataclass
-class Agreement:
-    raters: list[str]
-    conversations: int
-    binary_alpha: float | None
-    binary_units: int
-    emotion_alpha: float | None
-    emotion_units: int
-    note: str | None
+def rater_agreement() -> RaterAgreement:
+    """Krippendorff's alpha between human raters on every conversation two or more of them finished.
 
-
-def _alpha(matrix: list[list[float]]) -> float | None:
-    """Nominal Krippendorff's alpha; None when undefined (one value everywhere, or no pairable unit)."""
-    import krippendorff
-    import numpy as np
-
-    data = np.array(matrix, dtype=float)
-    pairable = (~np.isnan(data)).sum(axis=0) >= 2
-    if data.shape[0] < 2 or not pairable.any():
-        return None
-    data = data[:, pairable]
-    values = data[~np.isnan(data)]
-    if np.unique(values).size < 2:
-        return None  # alpha = 1 − Do/De is undefined when De = 0 (a single value is ever used)
-    result = float(krippendorff.alpha(reliability_data=data, level_of_measurement="nominal"))
-    return result if math.isfinite(result) else None
-
-
-def rater_agreement() -> Agreement:
-    """Krippendorff's alpha between human raters on the binary answers and on the emotion tags.
-
-    Binary units are (conversation, turn, question, OM-or-participant) with
-    values yes/no/na; emotion units are (conversation, turn, PANAS word) for
-    every word any rater tagged, valued 1 if the rater tagged it and 0 if they
-    tagged others that turn. Only conversations with two or more finished
-    raters count.
+    The units, the alpha and its bootstrap interval are the core's
+    (``attunebench.metrics.agreement``); this only gathers the finished answers.
     """
     done = RunConversation.objects.filter(
         run__evaluated_model__kind=EvaluatedModel.Kind.HUMAN, status=RunConversation.Status.DONE
-    ).select_related("run__evaluated_model")
-    by_conversation: dict[int, dict[str, dict[str, Any]]] = {}
-    for rc in done:
-        if rc.output is not None:
-            by_conversation.setdefault(rc.conversation_id, {})[rc.run.evaluated_model.name] = rc.output
-    shared = {cid: outs for cid, outs in by_conversation.items() if len(outs) >= 2}
-    raters = sorted({name for outs in shared.values() for name in outs})
-    if len(raters) < 2:
-        return Agreement(
-            raters, 0, None, 0, None, 0, "Agreement needs at least two raters who finished the same conversation."
-        )
-    codes = {cat.YES: 0.0, cat.NO: 1.0, cat.NOT_APPLICABLE: 2.0}
-    binary_units: dict[tuple, dict[str, float]] = {}
-    emotion_units: dict[tuple, dict[str, float]] = {}
-    for cid, outputs in shared.items():
-        for rater, output in outputs.items():
-            for turn in output.get("turns", []):
-                n = turn["turnNumber"]
-                for variant in ("em_binary_om_assessment", "em_binary_human_prediction"):
-                    for qid, answer in (turn.get(variant) or {}).items():
-                        if answer in codes:
-                            binary_units.setdefault((cid, n, qid, variant), {})[rater] = codes[answer]
-        turn_numbers = {t["turnNumber"] for o in outputs.values() for t in o.get("turns", [])}
-        for n in turn_numbers:
-            tagged = {
-                rater: {t["emotion"].strip().lower() for t in (_output_turn(o, n) or {}).get("em_emotion_tags", [])}
-                for rater, o in outputs.items()
-                if _output_turn(o, n) is not None
-            }
-            for word in set().union(*tagged.values()):
-                for rater, words in tagged.items():
-                    emotion_units.setdefault((cid, n, word), {})[rater] = 1.0 if word in words else 0.0
-
-    def matrix(units: dict[tuple, dict[str, float]]) -> list[list[float]]:
-        keys = sorted(units)
-        return [[units[k].get(r, math.nan) for k in keys] for r in raters]
-
-    binary_alpha = _alpha(matrix(binary_units)) if binary_units else None
-    emotion_alpha = _alpha(matrix(emotion_units)) if emotion_units else None
-    note = None
-    if binary_alpha is None or emotion_alpha is None:
-        note = "An alpha is empty when its units have fewer than two ratings or every rating is the same value."
-    return Agreement(raters, len(shared), binary_alpha, len(binary_units), emotion_alpha, len(emotion_units), note)
+    ).values_list("conversation__conversation_id", "run__evaluated_model__name", "output")
+    outputs: dict[str, dict[str, dict[str, Any]]] = {}
+    for conversation_id, rater, output in done:
+        if output is not None:
+            outputs.setdefault(conversation_id, {})[rater] = output
+    return agreement.rater_agreement(outputs)

@@ -15,9 +15,12 @@ from datasets.exchange import EXPORT_FORMATS
 from datasets.models import DatasetVersion, ExportJob
 from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun
 
-# Text the database can store (no NUL) with at least one visible character: the schema states exactly what is accepted.
-NAME_PATTERN = r"^[^\x00]*[^\x00\s][^\x00]*$"
-NO_NUL_PATTERN = r"^[^\x00]*$"
+# Names: no control characters (C0, DEL, C1) and at least one visible character. Free text (descriptions) may
+# also hold tabs and line breaks. The schema states exactly these patterns, so clients see what is accepted.
+NAME_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*[^\x00-\x1f\x7f-\x9f\s][^\x00-\x1f\x7f-\x9f]*$"
+TEXT_PATTERN = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*$"
+NAME_INVALID = "must contain a visible character and no control characters."
+TEXT_INVALID = "must not contain control characters (tabs and line breaks are fine)."
 
 
 class ConversationSummarySerializer(serializers.ModelSerializer):
@@ -97,8 +100,15 @@ class DatasetVersionSerializer(serializers.ModelSerializer):
 
 
 class DatasetVersionCreateSerializer(serializers.Serializer):
-    name = serializers.RegexField(NAME_PATTERN, max_length=200, help_text="Unique; must contain a non-space character.")
-    description = serializers.RegexField(NO_NUL_PATTERN, required=False, allow_blank=True, default="")
+    name = serializers.RegexField(
+        NAME_PATTERN,
+        max_length=200,
+        error_messages={"invalid": NAME_INVALID},
+        help_text="Unique; a visible character and no control characters.",
+    )
+    description = serializers.RegexField(
+        TEXT_PATTERN, required=False, allow_blank=True, default="", error_messages={"invalid": TEXT_INVALID}
+    )
     topic_categories = serializers.ListField(
         child=serializers.ChoiceField(choices=list(cat.TOPIC_CATEGORIES)), required=False, default=list
     )
@@ -217,13 +227,20 @@ class ModesField(serializers.ListField):
 
 class RunCreateSerializer(serializers.Serializer):
     models = serializers.ListField(
-        child=serializers.RegexField(NAME_PATTERN, trim_whitespace=False),
+        child=serializers.RegexField(NAME_PATTERN, trim_whitespace=False, error_messages={"invalid": NAME_INVALID}),
         min_length=1,
         help_text="Evaluated-model names.",
     )
     modes = ModesField()
     panas_strategy = serializers.ChoiceField(choices=list(cat.PANAS_STRATEGIES), default="absolute")
-    judge = serializers.RegexField(NAME_PATTERN, trim_whitespace=False, required=False, allow_null=True, default=None)
+    judge = serializers.RegexField(
+        NAME_PATTERN,
+        trim_whitespace=False,
+        required=False,
+        allow_null=True,
+        default=None,
+        error_messages={"invalid": NAME_INVALID},
+    )
     dataset_version = serializers.IntegerField(required=False, allow_null=True, default=None)
     topic_categories = serializers.ListField(
         child=serializers.ChoiceField(choices=list(cat.TOPIC_CATEGORIES)), required=False, default=list
@@ -251,6 +268,12 @@ class RunCreateSerializer(serializers.Serializer):
                 raise NotFound(f"no frozen dataset version with id {attrs['dataset_version']}")
             attrs["dataset_version"] = version
         return attrs
+
+
+class RunLaunchSerializer(serializers.Serializer):
+    """What launching returns: the runs created, one per (model, mode), in the order asked."""
+
+    runs = RunSerializer(many=True)
 
 
 class EstimateSerializer(serializers.Serializer):
@@ -334,6 +357,33 @@ class AnalysesSerializer(serializers.Serializer):
     research_only_statement = serializers.CharField()
     runs = serializers.ListField(child=serializers.IntegerField())
     analysis = serializers.DictField(allow_null=True, help_text="attunebench.metrics.analysis.analyze output (SPEC 6).")
+
+
+class AlphaEstimateSerializer(serializers.Serializer):
+    alpha = serializers.FloatField(allow_null=True, help_text="Nominal Krippendorff's alpha; null when undefined.")
+    ci_low = serializers.FloatField(allow_null=True)
+    ci_high = serializers.FloatField(allow_null=True)
+    units = serializers.IntegerField(help_text="Units with two or more ratings.")
+    values = serializers.IntegerField(help_text="Ratings in those units.")
+
+
+class RaterAgreementSerializer(serializers.Serializer):
+    """attunebench.metrics.agreement.RaterAgreement: how far human raters agree with one another."""
+
+    raters = serializers.ListField(child=serializers.CharField())
+    conversations = serializers.IntegerField(help_text="Conversations finished by two or more raters.")
+    emotion = AlphaEstimateSerializer(help_text="Emotion tags: one unit per (conversation, turn, PANAS item).")
+    per_item = serializers.DictField(child=AlphaEstimateSerializer(), help_text="The emotion units of each item.")
+    binary = AlphaEstimateSerializer(help_text="Behaviour questions, OM and participant wording (yes/no/na).")
+    pairwise = AlphaEstimateSerializer(help_text="Pairwise choices.")
+    n_bootstrap = serializers.IntegerField(help_text="Bootstrap resamples of units behind each 95% interval.")
+    seed = serializers.IntegerField()
+
+
+class TokenSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="Send as the header 'Authorization: Token <token>'. Shown only here.")
+    username = serializers.CharField()
+    created = serializers.DateTimeField()
 
 
 class ErrorSerializer(serializers.Serializer):

@@ -563,6 +563,12 @@ ENDPOINTS = [
         lambda w: _r("api:analyses"),
         lambda w: ["budget:middling"],
     ),
+    Endpoint(
+        "api:agreement",
+        3,  # the raters' finished outputs
+        lambda w: _r("api:agreement"),
+        lambda w: ['"emotion"'],
+    ),
 ]
 
 

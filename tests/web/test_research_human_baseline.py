@@ -159,14 +159,16 @@ def test_krippendorff_alpha_between_raters_matches_the_hand_computation(sample_c
         )
     agreement = rater_agreement()
     assert agreement.raters == ["human:a", "human:b"] and agreement.conversations == 1
-    assert agreement.binary_units == 4
-    assert math.isclose(agreement.binary_alpha, 1 - 0.25 / (30 / 56))
-    # identical emotion tags: every unit is "1" for both raters, so alpha is undefined (one value only)
-    assert agreement.emotion_units == 2 and agreement.emotion_alpha is None
+    assert agreement.binary.units == 4
+    assert math.isclose(agreement.binary.alpha, 1 - 0.25 / (30 / 56))
+    # identical emotion tags over all 20 items of 2 turns (40 units, values 0 and 1): perfect agreement
+    assert agreement.emotion.units == 40 and agreement.emotion.alpha == 1.0
+    assert agreement.per_item["Upset"].alpha == 1.0 and agreement.per_item["Proud"].alpha is None
 
 
 def test_agreement_is_empty_with_fewer_than_two_raters(sample_conversations):
     from research.human_baseline import rater_agreement
 
     agreement = rater_agreement()
-    assert agreement.binary_alpha is None and agreement.emotion_alpha is None and "two raters" in agreement.note
+    assert agreement.conversations == 0
+    assert agreement.binary.alpha is None and agreement.emotion.alpha is None and agreement.pairwise.alpha is None
