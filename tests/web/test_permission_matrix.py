@@ -335,3 +335,19 @@ def test_researchers_are_the_research_group_not_every_staff_account(django_user_
     assert not is_researcher(rosa)
     boss = django_user_model.objects.create_superuser("boss", "b@example.org", "boss-pass-123")
     assert is_researcher(boss)
+
+
+@pytest.mark.django_db
+def test_the_admin_never_shows_a_participants_study_token(participant, researcher, site_admin) -> None:
+    from django.urls import reverse
+
+    for user in (researcher, site_admin):
+        client = Client()
+        client.force_login(user)
+        for url in (
+            reverse("admin:collection_participant_changelist"),
+            reverse("admin:collection_participant_change", args=[participant.pk]),
+        ):
+            response = client.get(url)
+            assert response.status_code == 200
+            assert participant.token not in response.content.decode(), (user.username, url)
