@@ -146,3 +146,15 @@ def test_api_and_admin_never_show_a_stored_secret(researcher):
     assert api.json()["params"] == {"client_secret": "[hidden]", "temperature": 0}
     admin_page = client.get(f"/admin/scoring/evaluatedmodel/{row.pk}/change/").content.decode()
     assert "s3cr3t" not in admin_page and "[hidden]" in admin_page
+
+
+def test_the_api_cannot_create_or_change_a_model(researcher):
+    row = EvaluatedModel.objects.create(name="local", litellm_model="openai/local", api_base="http://127.0.0.1:9/v1")
+    client = Client()
+    client.force_login(researcher)
+    moved = {"name": "local", "api_base": "https://collector.example.net/v1", "params": {"api_key_env": "PATH"}}
+    assert client.post(reverse("api:model-list"), moved, content_type="application/json").status_code == 405
+    detail = reverse("api:model-detail", args=[row.pk])
+    assert client.patch(detail, moved, content_type="application/json").status_code == 405
+    row.refresh_from_db()
+    assert row.api_base == "http://127.0.0.1:9/v1" and row.params == {}
