@@ -12,9 +12,11 @@ import os
 import secrets
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from attune_site.datadir import STATIC_SUBDIR, data_dir, resource_dir, stored_secret_key
 from attune_site.env import env_bool, env_float, env_int, env_list, env_str
+from attunebench.replay.llm import DEFAULT_PROVIDER_KEY_ENV, never_a_key_env
 
 # Nothing here writes a file or creates a folder: the entry points prepare the
 # data directory and its secret key first (attune_site/datadir.py).
@@ -152,7 +154,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
+    # The research role, not bare is_staff: views that name no permission (the API root) follow it too.
+    "DEFAULT_PERMISSION_CLASSES": ["research.access.IsResearcher"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -172,6 +175,17 @@ SPECTACULAR_SETTINGS = {
 ATTUNE_ALLOW_LIVE_MODELS = env_bool("ATTUNE_ALLOW_LIVE_MODELS", False)
 # The hand-written example conversations ``attune demo`` loads.
 ATTUNE_SAMPLE_DATA_DIR = resource_dir("sample_data")
+# Environment variables an evaluated model may name as its key (params.api_key_env); the
+# application's own secrets are refused here even when listed, so a typo cannot expose them.
+ATTUNE_PROVIDER_KEY_ENV = env_list("ATTUNE_PROVIDER_KEY_ENV", DEFAULT_PROVIDER_KEY_ENV)
+if _own_secrets := [name for name in ATTUNE_PROVIDER_KEY_ENV if never_a_key_env(name)]:
+    raise ImproperlyConfigured(
+        f"environment variable ATTUNE_PROVIDER_KEY_ENV lists {', '.join(_own_secrets)}: the application's own "
+        "secrets (ATTUNE_*, SECRET*, DATABASE_URL, REDIS_URL) are never sent to a model"
+    )
+# Hosts an evaluated model's api_base may name when live models are allowed (empty: none, so
+# only the providers' default endpoints are called); loopback needs no entry while live calls are off.
+ATTUNE_PROVIDER_HOSTS = [host.lower() for host in env_list("ATTUNE_PROVIDER_HOSTS")]
 ATTUNE_EXPORT_DIR = DATA_DIR / "exports"
 ATTUNE_RUNS_DIR = DATA_DIR / "runs"
 ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE = env_int("ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE", 12, minimum=1)

@@ -59,7 +59,10 @@ class ParticipantAdmin(admin.ModelAdmin):
     list_display = ("pseudonym", "study", "created_at", "withdrawn_at", "conversation_count")
     list_filter = ("study", ("withdrawn_at", admin.EmptyFieldListFilter), "created_at")
     search_fields = ("pseudonym", "platform_id")
-    readonly_fields = ("pseudonym", "token", "created_at", "completion_code")
+    readonly_fields = ("pseudonym", "created_at", "completion_code")
+    # The study-link token is the participant's credential: whoever reads it can act as them,
+    # so the admin never shows it (the invite command prints each link once).
+    exclude = ("token",)
     inlines = [ConsentInline]
     date_hierarchy = "created_at"
 

@@ -97,11 +97,15 @@ class FakeStats:
     # sha256 of each request's messages (json, sorted keys) -> times asked; lets a test
     # prove that no call of a finished conversation was sent twice.
     digests: Counter = field(default_factory=Counter)
+    # The bearer token of each request -> times sent: lets a test prove which key (if
+    # any) a client handed to this host.
+    bearer_tokens: Counter = field(default_factory=Counter)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["by_call_type"] = dict(self.by_call_type)
         data["errors"] = dict(self.errors)
+        data["bearer_tokens"] = dict(self.bearer_tokens)
         del data["digests"]
         return data
 
@@ -211,6 +215,7 @@ class _App:
     async def _answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.stats.requests += 1
+        self.stats.bearer_tokens[request.headers.get("Authorization", "").removeprefix("Bearer ")] += 1
         outcome = self._next_outcome()
         config = self.config
         delay = config.latency_ms + (self.rng.uniform(0, config.jitter_ms) if config.jitter_ms else 0.0)

@@ -61,7 +61,7 @@ def login_required_403(view: View) -> View:
 class IsResearcher(BasePermission):
     """DRF permission: the same rule as ``researcher_required``."""
 
-    message = "Researcher (staff) access only."
+    message = "Researcher access only (the research group)."
 
     def has_permission(self, request: Any, view: Any) -> bool:
         return is_researcher(request.user)

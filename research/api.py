@@ -285,7 +285,7 @@ class ExportJobViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
         responses={(200, "application/zip"): OpenApiTypes.BINARY, **DENIED, **NOT_FOUND},
     )
     @action(detail=True, methods=["get"], url_path="download", url_name="download")
-    def download(self, request: Request, pk: str | None = None) -> FileResponse:
+    def download(self, request: Request, pk: str | None = None, format: str | None = None) -> FileResponse:
         job = self.get_object()
         try:
             path = access_export_file(job)
@@ -389,7 +389,7 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
         responses={200: ConversationScoreSerializer(many=True), **DENIED, **NOT_FOUND},
     )
     @action(detail=True, methods=["get"])
-    def scores(self, request: Request, pk: str | None = None) -> Response:
+    def scores(self, request: Request, pk: str | None = None, format: str | None = None) -> Response:
         run = self.get_object()
         queryset = run.conversation_scores.select_related("conversation").order_by("conversation__conversation_id")
         page = self.paginate_queryset(queryset)

@@ -73,8 +73,24 @@ def apply_research_group(group_model: Any, permission_model: Any) -> Any:
 
 
 def is_researcher(user: Any) -> bool:
-    """Staff (or superuser) accounts are researchers; the check every researcher view and API uses."""
-    return bool(user and user.is_authenticated and user.is_active and (user.is_staff or user.is_superuser))
+    """Superusers, and staff accounts in the research group, are researchers.
+
+    The check every researcher view and the API use. ``is_staff`` alone is not
+    enough: a staff account made for something else (say, editing studies in
+    admin) must not see diagnoses, exports or the launcher. The answer is kept
+    on the user object so a page asking twice costs one query.
+    """
+    if not (user and user.is_authenticated and user.is_active):
+        return False
+    if user.is_superuser:
+        return True
+    if not user.is_staff:
+        return False
+    cached = getattr(user, "_attune_is_researcher", None)
+    if cached is None:
+        cached = user.groups.filter(name=RESEARCH_GROUP).exists()
+        user._attune_is_researcher = cached
+    return bool(cached)
 
 
 def do_make_researcher(user: Any) -> None:

@@ -10,6 +10,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 
 from attunebench import catalogue as cat
+from attunebench.replay.llm import scrub_params
 from collection.models import Conversation
 from datasets.exchange import EXPORT_FORMATS
 from datasets.models import DatasetVersion, ExportJob
@@ -79,6 +80,12 @@ class EvaluatedModelSerializer(serializers.ModelSerializer):
             "created_at",
         ]
         read_only_fields = ["id", "created_at"]
+
+    def to_representation(self, instance: EvaluatedModel) -> dict[str, Any]:
+        """Never shows a stored secret, even one saved before the registry refused them."""
+        data = super().to_representation(instance)
+        data["params"] = scrub_params(data.get("params") or {})
+        return data
 
 
 class DatasetVersionSerializer(serializers.ModelSerializer):

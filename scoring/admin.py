@@ -6,8 +6,12 @@ read-only here so a hand edit can never make a leaderboard disagree with its dat
 
 from __future__ import annotations
 
-from django.contrib import admin
+import json
 
+from django.contrib import admin
+from django.http import HttpRequest
+
+from attunebench.replay.llm import scrub_params
 from scoring import models as m
 
 
@@ -25,6 +29,24 @@ class EvaluatedModelAdmin(admin.ModelAdmin):
     list_filter = ("kind", "active")
     search_fields = ("name", "litellm_model", "notes")
     readonly_fields = ("created_at",)
+
+    # Where a model is called and with which key variable are the admin's decision only: a
+    # researcher who could point a model at a host of their choice could collect a key there.
+    def get_readonly_fields(self, request: HttpRequest, obj: m.EvaluatedModel | None = None) -> tuple[str, ...]:
+        if request.user.is_superuser:
+            return tuple(self.readonly_fields)
+        return (*self.readonly_fields, "api_base", "params_shown")
+
+    def get_fields(self, request: HttpRequest, obj: m.EvaluatedModel | None = None) -> tuple[str, ...]:
+        fields = [str(f) for f in super().get_fields(request, obj) if f != "params_shown"]
+        if request.user.is_superuser:
+            return tuple(fields)
+        return tuple("params_shown" if f == "params" else f for f in fields)
+
+    @admin.display(description="params")
+    def params_shown(self, obj: m.EvaluatedModel) -> str:
+        """The params with anything that looks like a stored secret hidden."""
+        return json.dumps(scrub_params(obj.params or {}), sort_keys=True)
 
 
 class RunConversationInline(admin.TabularInline):

@@ -7,6 +7,7 @@ collected conversations are protected (PROTECT) from anything here.
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -15,6 +16,7 @@ from attunebench import catalogue as cat
 from attunebench.replay import cache as replay_cache
 from collection.models import Conversation
 from datasets.models import DatasetVersion
+from scoring.provider_access import registry_problem
 
 
 class EvaluatedModel(models.Model):
@@ -31,7 +33,12 @@ class EvaluatedModel(models.Model):
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.LLM)
     litellm_model = models.CharField(max_length=200, blank=True)
     api_base = models.CharField(max_length=300, blank=True)
-    params = models.JSONField(default=dict, blank=True, help_text="temperature, max_tokens, seed, ...")
+    params = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="temperature, max_tokens, seed, ...; never a key: api_key_env names a provider key variable "
+        "(ATTUNE_PROVIDER_KEY_ENV) read at call time.",
+    )
     max_concurrency = models.PositiveIntegerField(
         default=8,
         help_text="Requests in flight at once to this model's provider (litellm prefix and API base), "
@@ -56,10 +63,18 @@ class EvaluatedModel(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(kind__in=["offline", "llm", "human"]), name="em_kind_valid"),
             models.CheckConstraint(condition=Q(max_concurrency__gte=1), name="em_concurrency_positive"),
+            # Keys live in the environment only (scoring.provider_access checks every other name).
+            models.CheckConstraint(condition=~Q(params__has_key="api_key"), name="em_params_hold_no_key"),
         ]
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """Refuse a stored key, a key variable off the allow-list and an api_base on an unlisted host."""
+        super().clean()
+        if errors := registry_problem(self.api_base, self.params):
+            raise ValidationError(errors)
 
 
 class EvaluationRun(models.Model):

@@ -26,7 +26,6 @@ demo can never spend money.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import logging
 import os
@@ -36,7 +35,6 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlparse
 
 from django.conf import settings
 from django.db import transaction
@@ -56,6 +54,8 @@ from collection.models import Conversation
 from datasets.exchange import conversation_to_canonical, with_export_relations
 from datasets.selection import selection_queryset
 from scoring.models import EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation
+from scoring.provider_access import allowed_key_env, api_base_problem
+from scoring.provider_access import is_loopback as _is_loopback
 from scoring.redis_limits import RedisInFlightSlots, RedisRateLimiter
 from scoring.run_scoring import do_score_evaluation_run
 
@@ -75,16 +75,6 @@ class ReplayRefused(ValueError):
 # ---------------------------------------------------------------------------
 
 
-def _is_loopback(api_base: str) -> bool:
-    host = urlparse(api_base).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def live_calls_allowed(model: EvaluatedModel) -> bool:
     """Whether replaying ``model`` may call it: offline, served on this machine, or live models allowed."""
     if model.kind != EvaluatedModel.Kind.LLM:
@@ -98,6 +88,10 @@ def em_spec(model: EvaluatedModel) -> EMSpec:
         raise ReplayRefused(
             f"{model.name} is a live model and ATTUNE_ALLOW_LIVE_MODELS is not set; set it to allow paid calls"
         )
+    if model.kind == EvaluatedModel.Kind.LLM and (
+        problem := api_base_problem(model.api_base, live=settings.ATTUNE_ALLOW_LIVE_MODELS)
+    ):
+        raise ReplayRefused(f"{model.name}: {problem}")
     return registry_spec(model)
 
 
@@ -107,17 +101,21 @@ def registry_spec(model: EvaluatedModel) -> EMSpec:
         raise ReplayRefused(f"{model.name} is a human rater: humans take part through assignments, not replay")
     if model.kind == EvaluatedModel.Kind.OFFLINE:
         return EMSpec(name=model.name, kind=KIND_OFFLINE, litellm_model=model.name)
-    return EMSpec(
-        name=model.name,
-        kind=KIND_LLM,
-        litellm_model=model.litellm_model or model.name,
-        api_base=model.api_base or None,
-        params=dict(model.params or {}),
-        max_in_flight=model.max_concurrency,
-        rpm=model.requests_per_minute,
-        input_cost_per_million=model.input_cost_per_million,
-        output_cost_per_million=model.output_cost_per_million,
-    )
+    try:
+        return EMSpec(
+            name=model.name,
+            kind=KIND_LLM,
+            litellm_model=model.litellm_model or model.name,
+            api_base=model.api_base or None,
+            params=dict(model.params or {}),
+            max_in_flight=model.max_concurrency,
+            rpm=model.requests_per_minute,
+            input_cost_per_million=model.input_cost_per_million,
+            output_cost_per_million=model.output_cost_per_million,
+            allowed_key_env=allowed_key_env(),
+        )
+    except ValueError as exc:  # params refused by the core (a stored key, a key variable off the list)
+        raise ReplayRefused(str(exc)) from exc
 
 
 def spec_for_name(name: str) -> EMSpec:
@@ -127,7 +125,7 @@ def spec_for_name(name: str) -> EMSpec:
         return em_spec(model)
     if name.startswith("baseline:"):
         return EMSpec(name=name, kind=KIND_OFFLINE, litellm_model=name)
-    return EMSpec(name=name, litellm_model=name)
+    return EMSpec(name=name, litellm_model=name, allowed_key_env=allowed_key_env())
 
 
 def run_limits(run: EvaluationRun) -> list[str]:

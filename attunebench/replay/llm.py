@@ -16,7 +16,12 @@ Choices:
 - litellm's own retries are off (``num_retries=0``, ``max_retries=0``): the
   scheduler owns retries, so Retry-After and the global caps are respected.
 - API keys are read from the environment only: a spec may name the variable
-  (``params.api_key_env``) but never carry a key.
+  (``params.api_key_env``) but never carry a key, and only a variable on the
+  allow-list of provider key names (``allowed_key_env``); the application's own
+  secrets (``ATTUNE_*``, ``SECRET*``, ``DATABASE_URL``, ``REDIS_URL``) never,
+  whatever a list says. A model served at its own ``api_base`` gets that named
+  key or the placeholder ``NO_KEY``, never litellm's fallback to an ambient
+  provider key, so a host chosen in the registry cannot collect one.
 - Cost is the provider's token usage times ``price_per_token``: the spec's
   price override when given, else litellm's cost map; a model missing from the
   map has a null cost rather than failing the call.
@@ -25,7 +30,7 @@ Choices:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Protocol
@@ -57,6 +62,76 @@ ANSWER_PARAMS: Final = frozenset(
 TRANSPORT_PARAMS: Final = frozenset({"timeout", "api_key_env", "api_version"})
 DEFAULT_TIMEOUT_S: Final = 120.0
 
+# The variables a model may name as its key when no other list is configured:
+# the usual providers' key variables, as litellm reads them.
+DEFAULT_PROVIDER_KEY_ENV: Final = (
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    "MISTRAL_API_KEY",
+    "GROQ_API_KEY",
+    "TOGETHERAI_API_KEY",
+    "COHERE_API_KEY",
+    "AZURE_API_KEY",
+    "OPENROUTER_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "XAI_API_KEY",
+    "FIREWORKS_AI_API_KEY",
+)
+# Never a model's key, even when listed: the application's own secrets and connections.
+NEVER_KEY_ENV_PREFIXES: Final = ("ATTUNE_", "SECRET")
+NEVER_KEY_ENV: Final = frozenset({"DATABASE_URL", "REDIS_URL"})
+# The key sent to a model's own api_base when it names no key variable.
+NO_KEY: Final = "none"
+# Parameter names that would hold a secret itself rather than name where one is.
+SECRET_PARAM_WORDS: Final = ("api_key", "secret", "password", "token")
+HIDDEN: Final = "[hidden]"
+
+
+def never_a_key_env(name: str) -> bool:
+    """Whether ``name`` is one of the application's own secrets, which no model may read."""
+    upper = name.upper()
+    return upper in NEVER_KEY_ENV or upper.startswith(NEVER_KEY_ENV_PREFIXES)
+
+
+def key_env_problem(name: object, allowed: Collection[str]) -> str | None:
+    """Why ``name`` may not be read as a model's API key, or None when it may."""
+    if not isinstance(name, str) or not name:
+        return f"api_key_env must be the name of an environment variable, not {name!r}"
+    if never_a_key_env(name):
+        return f"api_key_env {name!r} is one of the application's own secrets and is never sent to a model"
+    if name not in allowed:
+        return f"api_key_env {name!r} is not a provider key variable; allowed: {', '.join(sorted(allowed))}"
+    return None
+
+
+def _is_secret_param(key: str) -> bool:
+    lowered = key.lower()
+    if lowered == "api_key_env" or lowered in ("max_tokens", "max_completion_tokens"):
+        return False
+    return any(word in lowered for word in SECRET_PARAM_WORDS)
+
+
+def params_problem(params: Mapping[str, Any], allowed_key_env: Collection[str]) -> str | None:
+    """Why a model's ``params`` are refused (a stored secret, an unknown name, a key variable off the list)."""
+    secrets = sorted(k for k in params if _is_secret_param(str(k)))
+    if secrets:
+        return (
+            f"{', '.join(secrets)}: API keys come from the environment only, never stored with a model; "
+            "name the variable in api_key_env"
+        )
+    unknown = set(params) - ANSWER_PARAMS - TRANSPORT_PARAMS
+    if unknown:
+        return f"unknown model parameters {sorted(unknown)}"
+    if "api_key_env" in params:
+        return key_env_problem(params["api_key_env"], allowed_key_env)
+    return None
+
+
+def scrub_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` for display: anything that looks like a stored secret is replaced by ``HIDDEN``."""
+    return {k: (HIDDEN if _is_secret_param(str(k)) else v) for k, v in params.items()}
+
 
 @dataclass(frozen=True)
 class EMSpec:
@@ -72,14 +147,13 @@ class EMSpec:
     rpm: int | None = None
     input_cost_per_million: float | None = None
     output_cost_per_million: float | None = None
+    allowed_key_env: frozenset[str] = frozenset(DEFAULT_PROVIDER_KEY_ENV)
 
     def __post_init__(self) -> None:
         params = dict(self.params)
-        if "api_key" in params:
-            raise ValueError(f"{self.name}: API keys come from the environment only; use params.api_key_env")
-        unknown = set(params) - ANSWER_PARAMS - TRANSPORT_PARAMS
-        if unknown:
-            raise ValueError(f"{self.name}: unknown model parameters {sorted(unknown)}")
+        problem = params_problem(params, self.allowed_key_env)
+        if problem:
+            raise ValueError(f"{self.name}: {problem}")
         object.__setattr__(self, "params", MappingProxyType(params))
         if self.kind == KIND_LLM and not self.litellm_model:
             object.__setattr__(self, "litellm_model", self.name)
@@ -117,19 +191,24 @@ class EMSpec:
     def api_key(self) -> str | None:
         """The key from the environment, if the spec names a variable for it.
 
-        Without ``api_key_env`` litellm finds the provider's usual variable
-        (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...) itself. A local server reached
-        through api_base often needs no key, but the OpenAI client insists on
-        one, so a dummy key is sent there.
+        The name is checked again here, at call time, against the allow-list:
+        whatever path built the spec, no other variable is ever read. Without
+        ``api_key_env`` litellm finds the provider's usual variable
+        (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...) for the provider's own
+        endpoint; a model at its own api_base gets ``NO_KEY`` instead, so
+        litellm's fallback cannot send an ambient provider key to that host.
         """
         env = self.params.get("api_key_env")
-        if env:
+        if env is not None:
+            problem = key_env_problem(env, self.allowed_key_env)
+            if problem:
+                raise PermanentCallError(f"{self.name}: {problem}")
             value = os.environ.get(str(env))
             if not value:
                 raise PermanentCallError(f"{self.name}: environment variable {env} is not set")
             return value
-        if self.api_base and self.litellm_model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
-            return "sk-local-no-key"
+        if self.api_base:
+            return NO_KEY
         return None
 
 

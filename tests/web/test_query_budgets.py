@@ -401,54 +401,56 @@ def _r(name: str, *args: Any) -> str:
     return reverse(name, args=args)
 
 
-# Budgets: session and user (2) are in every count; each comment lists the rest.
+# Budgets: session and user (2) are in every count, and on researcher pages and the API the research-group
+# check (1, research.roles.is_researcher; counted in the number, not repeated in the comments); each comment
+# lists the rest.
 ENDPOINTS = [
     Endpoint(
         "research:home",
-        9,  # runs, newest run score, score stamps (cache key), scores, conversation details, diagnoses, frozen datasets
+        10,  # runs, newest run score, score stamps (cache key), scores, conversation details, diagnoses, frozen datasets
         lambda w: _r("research:home"),
         lambda w: ["budget:strong", "budget:weak", w.main_version.name],
     ),
     Endpoint(
         "research:home leaderboard fragment",
-        8,  # runs, newest run score, score stamps (cache key), scores, conversation details, diagnoses
+        9,  # runs, newest run score, score stamps (cache key), scores, conversation details, diagnoses
         lambda w: _r("research:home") + "?part=leaderboard",
         lambda w: ["budget:middling"],
         headers=(("HTTP_HX_REQUEST", "true"),),
     ),
     Endpoint(
         "research:figure leaderboard.csv",
-        8,  # runs, newest run score, score stamps (cache key), scores, conversation details, diagnoses
+        9,  # runs, newest run score, score stamps (cache key), scores, conversation details, diagnoses
         lambda w: _r("research:figure", "leaderboard", "csv"),
         lambda w: ["budget:strong"],
     ),
     Endpoint(
         "research:collection",
-        11,  # by status, by category, by model, turns, annotated turns, timings, participants, withdrawn, newest 50
+        12,  # by status, by category, by model, turns, annotated turns, timings, participants, withdrawn, newest 50
         lambda w: _r("research:collection"),
         lambda w: [w.conversation_id(w.n - 1), w.conversation_id(max(0, w.n - 50))],
     ),
     Endpoint(
         "research:conversation",
-        11,  # conversation, PANAS, items, turns (+alternates), tags, judgements, comparisons, Four-Branch, runs
+        12,  # conversation, PANAS, items, turns (+alternates), tags, judgements, comparisons, Four-Branch, runs
         lambda w: _r("research:conversation", w.long_conversation.conversation_id),
         lambda w: [f"long message {w.n}", f"budget-em-{w.n - 1:05d}"],
     ),
     Endpoint(
         "research:runs",
-        6,  # form: models, judges, datasets; newest 50 runs (+model, judge, dataset)
+        7,  # form: models, judges, datasets; newest 50 runs (+model, judge, dataset)
         lambda w: _r("research:runs"),
         lambda w: [f'id="run-{w.newest_run.pk}"', f"budget-em-{w.n - 1:05d}", "budget-judge"],
     ),
     Endpoint(
         "research:run",
-        5,  # run, its score, first 500 conversation scores (+conversation, topic)
+        6,  # run, its score, first 500 conversation scores (+conversation, topic)
         lambda w: _r("research:run", w.main_run.pk),
         lambda w: [w.conversation_id(w.n - 1)],
     ),
     Endpoint(
         "research:run_progress",
-        3,  # run
+        4,  # run
         lambda w: _r("research:run_progress", w.main_run.pk),
         lambda w: [f'id="progress-{w.main_run.pk}"'],
     ),
@@ -457,31 +459,31 @@ ENDPOINTS = [
         # run, conversation, output, score, turns, tags, judgements, comparisons, PANAS, items, wide, Four-Branch,
         # and the conversation as the scorer reads it (conversation + relations, turns, tags, judgements,
         # comparisons, PANAS, items, Four-Branch)
-        22,
+        23,
         lambda w: _r("research:drilldown", w.main_run.pk, w.long_conversation.conversation_id),
         lambda w: [f"long message {w.n}"],
     ),
     Endpoint(
         "research:datasets",
-        3,  # versions (+creator, export count)
+        4,  # versions (+creator, export count)
         lambda w: _r("research:datasets"),
         lambda w: ["budget-v00000", w.main_version.name],
     ),
     Endpoint(
         "research:dataset",
-        9,  # version, datasheet (rows, diagnoses, consents, turns), summary, export jobs (+creator)
+        10,  # version, datasheet (rows, diagnoses, consents, turns), summary, export jobs (+creator)
         lambda w: _r("research:dataset", w.main_version.pk),
         lambda w: [f'id="export-{w.newest_job.pk}"'],
     ),
     Endpoint(
         "research:export_status",
-        3,  # job
+        4,  # job
         lambda w: _r("research:export_status", w.newest_job.pk),
         lambda w: [f'id="export-{w.newest_job.pk}"'],
     ),
     Endpoint(
         "research:human",
-        6,  # agreement outputs, form: raters, conversations; assignments (+rater, conversation, output)
+        7,  # agreement outputs, form: raters, conversations; assignments (+rater, conversation, output)
         lambda w: _r("research:human"),
         lambda w: [w.conversation_id(0), w.conversation_id(w.n - 1), "compare"],
     ),
@@ -505,61 +507,61 @@ ENDPOINTS = [
     ),
     Endpoint(
         "api:conversation-list",
-        4,  # count, page (+topic, model, participant, turn count)
+        5,  # count, page (+topic, model, participant, turn count)
         lambda w: _r("api:conversation-list"),
         lambda w: [w.conversation_id(0), '"participant":"p-budget00000"'],
     ),
     Endpoint(
         "api:conversation-list ?dataset_version",
-        4,  # count, page
+        5,  # count, page
         lambda w: _r("api:conversation-list") + f"?dataset_version={w.main_version.pk}",
         lambda w: [w.conversation_id(0), f'"count":{w.n}'],
     ),
     Endpoint(
         "api:conversation-detail",
-        10,  # conversation, turns, tags, judgements, comparisons, PANAS, items, Four-Branch
+        11,  # conversation, turns, tags, judgements, comparisons, PANAS, items, Four-Branch
         lambda w: _r("api:conversation-detail", w.long_conversation.conversation_id),
         lambda w: [f"long message {w.n}"],
     ),
     Endpoint(
         "api:model-list",
-        4,  # count, page
+        5,  # count, page
         lambda w: _r("api:model-list"),
         lambda w: ["budget-em-00000"],
     ),
     Endpoint(
         "api:dataset-version-list",
-        4,  # count, page (+creator)
+        5,  # count, page (+creator)
         lambda w: _r("api:dataset-version-list"),
         lambda w: [w.main_version.name, '"created_by":"rita-budget"'],
     ),
     Endpoint(
         "api:export-list",
-        4,  # count, page
+        5,  # count, page
         lambda w: _r("api:export-list"),
         lambda w: [f'"id":{w.newest_job.pk},'],
     ),
     Endpoint(
         "api:run-list",
-        4,  # count, page (+model, judge, score)
+        5,  # count, page (+model, judge, score)
         lambda w: _r("api:run-list"),
         lambda w: ['"evaluated_model":"budget:weak"', '"judge_model":"budget-judge"'],
     ),
     Endpoint(
         "api:run-scores",
-        5,  # run, count, page (+conversation)
+        6,  # run, count, page (+conversation)
         lambda w: _r("api:run-scores", w.main_run.pk),
         lambda w: [w.conversation_id(0), f'"count":{w.n + 1}'],
     ),
     Endpoint(
         "api:leaderboard",
-        8,  # runs, newest run score, score stamps (cache key), scores, conversation details, diagnoses
+        9,  # runs, newest run score, score stamps (cache key), scores, conversation details, diagnoses
         lambda w: _r("api:leaderboard"),
         lambda w: ["budget:strong", "budget:weak"],
     ),
     Endpoint(
         "api:analyses",
-        8,  # runs, newest run score, score stamps (cache key), scores, conversation details, diagnoses
+        9,  # runs, newest run score, score stamps (cache key), scores, conversation details, diagnoses
         lambda w: _r("api:analyses"),
         lambda w: ["budget:middling"],
     ),

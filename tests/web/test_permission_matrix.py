@@ -1,0 +1,353 @@
+"""Who may open what (issue 13 item 3): every URL pattern against every role, from one table.
+
+The roles are the documented ones (research.roles): an anonymous visitor, a
+participant holding a study link (never a Django user), a rater (a plain
+account), a staff account outside the research group, a researcher (staff in
+the research group) and a superuser. Every pattern the URL resolver knows,
+admin and API included, is requested once per role with real objects behind
+its arguments, and the outcome must match the table. A new URL without an
+entry fails ``test_every_url_pattern_has_an_entry``: deciding who may open it is
+part of adding it.
+
+Outcomes: ``in`` (the view answered: a page, a redirect elsewhere, 405 for a
+POST-only view), ``login`` (sent to a login page), ``denied`` (401/403),
+``missing`` (404).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.contrib import admin
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+ROLES = ("anonymous", "participant", "rater", "staff", "researcher", "superuser")
+
+
+@dataclass(frozen=True)
+class Pattern:
+    route: str  # the full pattern, e.g. "research/runs/<int:run_id>/"
+    name: str  # "namespace:name", or "" for an unnamed pattern
+    converters: tuple[str, ...]  # argument names, in order
+
+
+def _walk(patterns: list[Any], prefix: str = "", namespace: str = "", args: tuple[str, ...] = ()) -> Iterator[Pattern]:
+    for p in patterns:
+        here = (*args, *p.pattern.regex.groupindex)
+        if isinstance(p, URLResolver):
+            inner = f"{namespace}{p.namespace}:" if p.namespace else namespace
+            yield from _walk(p.url_patterns, prefix + str(p.pattern), inner, here)
+        elif isinstance(p, URLPattern):
+            name = f"{namespace}{p.name}" if p.name else ""
+            yield Pattern(prefix + str(p.pattern), name, here)
+
+
+def all_patterns() -> list[Pattern]:
+    return list(_walk(get_resolver().url_patterns))
+
+
+# Outcomes per role, in ROLES order.
+PUBLIC = ("in", "in", "in", "in", "in", "in")
+LINK = PUBLIC  # the study link is the participant's credential: whoever holds it is let in
+RESEARCH = ("login", "login", "denied", "denied", "in", "in")
+API = ("denied", "denied", "denied", "denied", "in", "in")
+SIGNED_IN = ("login", "login", "in", "in", "in", "in")
+ASSIGNEE = ("login", "login", "in", "denied", "in", "in")  # a rating page: its rater, and researchers to check it
+ADMIN_SITE = ("login", "login", "login", "in", "in", "in")  # any staff account reaches the (empty) index
+ADMIN_ONLY = ("login", "login", "login", "denied", "denied", "in")
+RESEARCH_ADMIN = ("login", "login", "login", "denied", "in", "in")
+
+# Named patterns outside the admin. Format-suffix variants of an API route share its name.
+EXPECTED: dict[str, tuple[str, ...]] = {
+    "landing": PUBLIC,
+    "healthz": PUBLIC,
+    "research:login": PUBLIC,
+    "research:logout": PUBLIC,
+    "research:home": RESEARCH,
+    "research:figure": RESEARCH,
+    "research:collection": RESEARCH,
+    "research:conversation": RESEARCH,
+    "research:runs": RESEARCH,
+    "research:run_estimate": RESEARCH,
+    "research:run": RESEARCH,
+    "research:run_progress": RESEARCH,
+    "research:run_cancel": RESEARCH,
+    "research:run_resume": RESEARCH,
+    "research:drilldown": RESEARCH,
+    "research:datasets": RESEARCH,
+    "research:dataset": RESEARCH,
+    "research:dataset_export": RESEARCH,
+    "research:export_status": RESEARCH,
+    "research:export_download": RESEARCH,
+    "research:human": RESEARCH,
+    "research:rater_home": SIGNED_IN,
+    "research:rate": ASSIGNEE,
+    "api:schema": API,
+    "api:docs": API,
+    "api:docs-asset": PUBLIC,  # Swagger UI's own static files, no data
+    "api:leaderboard": API,
+    "api:analyses": API,
+    "api:api-root": API,
+    "api:conversation-list": API,
+    "api:conversation-detail": API,
+    "api:model-list": API,
+    "api:model-detail": API,
+    "api:dataset-version-list": API,
+    "api:dataset-version-detail": API,
+    "api:dataset-version-export": API,
+    "api:export-list": API,
+    "api:export-detail": API,
+    "api:export-download": API,
+    "api:run-list": API,
+    "api:run-detail": API,
+    "api:run-cancel": API,
+    "api:run-resume": API,
+    "api:run-scores": API,
+    "collection:join": LINK,
+    "collection:resume": LINK,
+    "collection:consent": LINK,
+    "collection:profile": LINK,
+    "collection:pre_panas": LINK,
+    "collection:topic": LINK,
+    "collection:chat": LINK,
+    "collection:chat_send": LINK,
+    "collection:chat_reply": LINK,
+    "collection:chat_finish": LINK,
+    "collection:post_panas": LINK,
+    "collection:survey": LINK,
+    "collection:done": LINK,
+    "collection:withdraw": LINK,
+    "collection:annotation:annotate": LINK,
+    # Django admin's own pages.
+    "admin:index": ADMIN_SITE,
+    "admin:login": PUBLIC,
+    "admin:logout": PUBLIC,
+    "admin:password_change": ADMIN_SITE,
+    "admin:password_change_done": ADMIN_SITE,
+    "admin:jsi18n": ADMIN_SITE,
+    # Asked without a field to complete it refuses every account; a real lookup needs the model's view right.
+    "admin:autocomplete": ("login", "login", "login", "denied", "denied", "denied"),
+    "admin:view_on_site": ("login", "login", "login", "missing", "missing", "missing"),  # no model has a site page
+    "admin:app_list": ("login", "login", "login", "missing", "in", "in"),  # staff outside the group see no app
+    "": ("login", "login", "login", "missing", "missing", "missing"),  # the catch-all: unknown admin URLs
+}
+# admin/<app>/<model>/<id>/ only redirects to the change page (checked on its own), whoever asks.
+BARE_OBJECT_URL = ("login", "login", "login", "in", "in", "in")
+
+# Each model in the admin: what the research group may do there (research.roles.RESEARCH_GROUP_PERMISSIONS).
+# Staff outside the group get nothing; superusers everything.
+ADMIN_MODELS: dict[str, str] = {
+    "auth.group": "",
+    "auth.user": "",
+    "authtoken.tokenproxy": "",
+    "collection.study": "view",
+    "collection.participant": "view",
+    "collection.consent": "view",
+    "collection.participantprofile": "view",
+    "collection.sensitiveprofile": "",  # diagnoses: admins only
+    "collection.originalmodel": "view",
+    "collection.topic": "view",
+    "collection.conversation": "view",
+    "collection.turn": "view",
+    "collection.panassurvey": "view",
+    "collection.panasitemresponse": "view",
+    "collection.conversationwideanswers": "view",
+    "collection.fourbranchrating": "view",
+    "annotation.moodtag": "view",
+    "annotation.binaryjudgement": "view",
+    "annotation.alternateresponses": "view",
+    "annotation.pairwisecomparison": "view",
+    "datasets.datasetversion": "view add",
+    "datasets.exportjob": "view add",
+    "scoring.evaluatedmodel": "view add change",
+    "scoring.evaluationrun": "view add change",
+    "scoring.runconversation": "view",
+    "scoring.conversationscore": "view",
+    "scoring.runscore": "view",
+    "scoring.modelcallcache": "view",
+    "research.humanassignment": "view add change delete",
+}
+ADMIN_ACTION_NEEDS = {
+    "changelist": "view",
+    "change": "view",
+    "history": "view",
+    "add": "add",
+    "delete": "delete",
+    "password_change": "change",  # auth.user only
+}
+
+
+def _admin_model(pattern: Pattern) -> tuple[Any, str] | None:
+    """(model, action) for an admin model pattern, named or not."""
+    parts = pattern.route.split("/")
+    for model in admin.site._registry:
+        meta = model._meta
+        if parts[:3] == ["admin", meta.app_label, meta.model_name]:
+            if pattern.name:
+                return model, pattern.name.removeprefix(f"admin:{meta.app_label}_{meta.model_name}_")
+            return model, "change"  # <path:object_id>/ redirects to the change page
+    return None
+
+
+def expected(pattern: Pattern) -> tuple[str, ...] | None:
+    found = _admin_model(pattern)
+    if found is None:
+        return EXPECTED.get(pattern.name)
+    model, action = found
+    if not pattern.name:
+        return BARE_OBJECT_URL
+    label = model._meta.label_lower
+    if label not in ADMIN_MODELS or action not in ADMIN_ACTION_NEEDS:
+        return None
+    return RESEARCH_ADMIN if ADMIN_ACTION_NEEDS[action] in ADMIN_MODELS[label].split() else ADMIN_ONLY
+
+
+def test_every_url_pattern_has_an_entry() -> None:
+    missing = [p.route for p in all_patterns() if expected(p) is None]
+    assert not missing, f"URL patterns with no entry in the permission matrix: {missing}"
+    assert set(ADMIN_MODELS) == {m._meta.label_lower for m in admin.site._registry}
+
+
+# ---------------------------------------------------------------------------
+# The world every URL is requested in
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def world(scored_runs, researcher, site_admin, rater, participant, export_dir, django_user_model):
+    from django.contrib.contenttypes.models import ContentType
+    from rest_framework.authtoken.models import Token
+
+    from collection.models import Consent, Conversation, SensitiveProfile
+    from datasets.models import ExportJob
+    from datasets.versions import do_freeze_dataset_version, run_export_job
+    from research.models import HumanAssignment
+    from scoring.models import ModelCallCache
+
+    staff = django_user_model.objects.create_user("stan", password="staff-pass-123", is_staff=True)
+    version = do_freeze_dataset_version("matrix-v1", user=researcher)
+    job = ExportJob.objects.create(dataset_version=version, fmt="json", created_by=researcher)
+    run_export_job(job.pk)
+    conversation = Conversation.objects.filter(pk__in=version.conversations.values("pk")).first()
+    assert conversation is not None
+    assignment = HumanAssignment.objects.create(rater=rater, conversation=conversation, assigned_by=researcher)
+    Token.objects.create(user=researcher)
+    ModelCallCache.objects.create(key="k" * 64, model="synth:strong", response="{}")
+    if not Consent.objects.exists():
+        Consent.objects.create(participant=conversation.participant, version="v1")
+    if not SensitiveProfile.objects.exists():
+        SensitiveProfile.objects.create(participant=conversation.participant, diagnoses=["example"])
+    run = scored_runs[0]
+    values = {
+        "run_id": run.pk,
+        "version_id": version.pk,
+        "job_id": job.pk,
+        "assignment_id": assignment.pk,
+        "conversation_id": conversation.conversation_id,
+        "name": "leaderboard",
+        "ext": "csv",
+        "path": "swagger-ui-dist/swagger-ui.css",
+        "format": "json",
+        "token": participant.token,
+        "slug": participant.study.slug,
+        "turn_number": 1,
+        "url": "nowhere/",
+        "content_type_id": ContentType.objects.get_for_model(Conversation).pk,
+        "object_id": conversation.pk,
+        "app_label": "collection",
+    }
+    api_pk = {"model": run.evaluated_model_id, "dataset-version": version.pk, "export": job.pk, "run": run.pk}
+    clients = {role: Client() for role in ROLES}
+    clients["participant"].get(f"/s/{participant.token}/")  # holds the link and its session
+    for role, user in (("rater", rater), ("staff", staff), ("researcher", researcher), ("superuser", site_admin)):
+        clients[role].force_login(user)
+    return values, api_pk, clients
+
+
+def _url(pattern: Pattern, values: dict[str, Any], api_pk: dict[str, int]) -> str:
+    from django.urls import reverse
+
+    kwargs = {arg: values[arg] for arg in pattern.converters if arg not in ("pk", "id")}
+    if "pk" in pattern.converters:
+        resource = pattern.name.removeprefix("api:").rsplit("-", 1)[0]
+        kwargs["pk"] = api_pk[resource.removesuffix("-version") + "-version" if "dataset" in resource else resource]
+    found = _admin_model(pattern)
+    if found is not None:
+        # DRF's token admin finds a token by its user's id, every other admin by the row's pk.
+        key = "user_id" if found[0]._meta.label_lower == "authtoken.tokenproxy" else "pk"
+        first = found[0]._default_manager.order_by("pk").values_list(key, flat=True).first()
+        assert first is not None, f"no {found[0]._meta.label} in the world"
+        kwargs.update({arg: first for arg in ("object_id", "id") if arg in pattern.converters})
+    if pattern.name:
+        return reverse(pattern.name, kwargs=kwargs)
+    route = "/" + pattern.route.removesuffix("(?P<url>.*)$")
+    for arg, value in kwargs.items():
+        route = route.replace(f"<path:{arg}>", str(value))
+    return route + ("nowhere/" if "url" in kwargs else "")
+
+
+def _outcome(response: Any) -> str:
+    status = response.status_code
+    assert status < 500, f"server error {status}"
+    if status in (301, 302) and "/login/" in response.get("Location", ""):
+        return "login"
+    if status in (401, 403):
+        return "denied"
+    if status == 404:
+        return "missing"
+    return "in"
+
+
+@pytest.mark.django_db
+def test_every_role_gets_what_the_table_says(world) -> None:
+    values, api_pk, clients = world
+    wrong = []
+    for pattern in all_patterns():
+        want = expected(pattern)
+        assert want is not None, pattern.route
+        url = _url(pattern, values, api_pk)
+        got = tuple(_outcome(clients[role].get(url)) for role in ROLES)
+        if got != want:
+            wrong.append(f"{url} ({pattern.name or pattern.route}): expected {want}, got {got}")
+    assert not wrong, f"{len(wrong)} wrong:\n" + "\n".join(wrong)
+
+
+@pytest.mark.django_db
+def test_researchers_are_the_research_group_not_every_staff_account(django_user_model) -> None:
+    from django.contrib.auth.models import Group
+    from django.core.management import call_command
+
+    from research.roles import RESEARCH_GROUP, is_researcher
+
+    call_command("create_researcher", "rosa", "--password", "rosa-pass-123", stdout=io.StringIO())
+    rosa = django_user_model.objects.get(username="rosa")
+    assert is_researcher(rosa)
+    staff = django_user_model.objects.create_user("stan", is_staff=True)
+    assert not is_researcher(django_user_model.objects.get(pk=staff.pk))
+    staff.groups.add(Group.objects.get(name=RESEARCH_GROUP))
+    assert is_researcher(django_user_model.objects.get(pk=staff.pk))
+    rosa.is_active = False
+    assert not is_researcher(rosa)
+    boss = django_user_model.objects.create_superuser("boss", "b@example.org", "boss-pass-123")
+    assert is_researcher(boss)
+
+
+@pytest.mark.django_db
+def test_the_admin_never_shows_a_participants_study_token(participant, researcher, site_admin) -> None:
+    from django.urls import reverse
+
+    for user in (researcher, site_admin):
+        client = Client()
+        client.force_login(user)
+        for url in (
+            reverse("admin:collection_participant_changelist"),
+            reverse("admin:collection_participant_change", args=[participant.pk]),
+        ):
+            response = client.get(url)
+            assert response.status_code == 200
+            assert participant.token not in response.content.decode(), (user.username, url)
