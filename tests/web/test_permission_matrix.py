@@ -108,6 +108,9 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "api:run-cancel": API,
     "api:run-resume": API,
     "api:run-scores": API,
+    "api:agreement": API,
+    "api:token": API,
+    "api:not-found": ("missing", "missing", "missing", "missing", "missing", "missing"),  # JSON 404 for all
     "collection:join": LINK,
     "collection:resume": LINK,
     "collection:consent": LINK,
@@ -273,6 +276,8 @@ def _url(pattern: Pattern, values: dict[str, Any], api_pk: dict[str, int]) -> st
     from django.urls import reverse
 
     kwargs = {arg: values[arg] for arg in pattern.converters if arg not in ("pk", "id")}
+    if pattern.name == "api:not-found":
+        kwargs["path"] = "no-such-endpoint/"  # the API's catch-all takes any path ending in a slash
     if "pk" in pattern.converters:
         resource = pattern.name.removeprefix("api:").rsplit("-", 1)[0]
         kwargs["pk"] = api_pk[resource.removesuffix("-version") + "-version" if "dataset" in resource else resource]

@@ -567,7 +567,7 @@ ENDPOINTS = [
     ),
     Endpoint(
         "api:agreement",
-        3,  # the raters' finished outputs
+        4,  # session, user, research group check, the raters' finished outputs
         lambda w: _r("api:agreement"),
         lambda w: ['"emotion"'],
     ),

@@ -212,7 +212,9 @@ def test_no_credentials_is_401_with_a_challenge_and_a_non_researcher_is_403(meth
         by_session = Client()
         by_session.force_login(rater)
         refused = getattr(by_session, method)(url, content_type="application/json")
-        assert refused.status_code == 403 and refused.json()["detail"] == "Researcher (staff) access only.", url
+        assert (
+            refused.status_code == 403 and refused.json()["detail"] == "Researcher access only (the research group)."
+        ), url
         by_token = getattr(Client(), method)(
             url,
             content_type="application/json",
