@@ -147,21 +147,14 @@ def test_a_429_burst_from_the_provider_halves_once_and_its_retry_after_is_honour
     from attunebench.replay.aio import run_sync
     from attunebench.replay.llm import EMSpec, LiteLLMBackend
     from devtools.fake_llm_server import FakeConfig, FakeLLMServer
+    from tests.core.replay_calls import draft_context
 
     with FakeLLMServer(FakeConfig(script=["429"] * 8, retry_after_s=0.3)) as server:
         spec = EMSpec(name="fake/em", litellm_model="openai/fake-em", api_base=server.url, params={"timeout": 10.0})
         assert spec.max_in_flight is None  # not in the registry: the scheduler's cap is the ceiling
         scheduler = Scheduler(max_concurrency=8, base_delay=0.01, max_delay=0.05)
         backend = LiteLLMBackend()
-        ctx = P.CallContext(
-            call_type=P.DRAFT,
-            conversation_id="c1",
-            category="Work",
-            subtopic="Stress and burnout",
-            mode="default",
-            turns=(P.VisibleTurn(1, "I had a rough day at work.", None),),
-            turn_number=1,
-        )
+        ctx = draft_context()
         messages = P.build_messages(ctx)
 
         async def main():

@@ -22,6 +22,7 @@ from attunebench.replay.llm import (
 )
 from attunebench.replay.scheduler import PermanentCallError, Scheduler
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer
+from tests.core.replay_calls import draft_context
 
 ALLOWED = frozenset(DEFAULT_PROVIDER_KEY_ENV)
 
@@ -33,15 +34,7 @@ def server():
 
 
 def _call(spec: EMSpec) -> None:
-    ctx = P.CallContext(
-        call_type=P.DRAFT,
-        conversation_id="c1",
-        category="Work",
-        subtopic="Stress and burnout",
-        mode="default",
-        turns=(P.VisibleTurn(1, "I had a rough day at work.", None),),
-        turn_number=1,
-    )
+    ctx = draft_context()
     scheduler = Scheduler(base_delay=0.01, max_delay=0.05, max_attempts=1)
     backend = LiteLLMBackend()
     run_sync(scheduler.submit(spec.provider, lambda: backend.complete(spec, P.build_messages(ctx), ctx)))

@@ -22,6 +22,7 @@ from attunebench.replay.protocol import ReplayConfig, Replayer, planned_calls
 from attunebench.replay.scheduler import RetriesExhausted, Scheduler
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer, http_json, root_url
 from devtools.replay_fixtures import marked_conversation
+from tests.core.replay_calls import draft_context
 
 
 @pytest.fixture(scope="module")
@@ -43,15 +44,7 @@ def em(server, **overrides) -> EMSpec:
 
 
 def one_call(server, spec: EMSpec, scheduler: Scheduler):
-    ctx = P.CallContext(
-        call_type=P.DRAFT,
-        conversation_id="c1",
-        category="Work",
-        subtopic="Stress and burnout",
-        mode="default",
-        turns=(P.VisibleTurn(1, "I had a rough day at work.", None),),
-        turn_number=1,
-    )
+    ctx = draft_context()
     backend = LiteLLMBackend()
     return run_sync(scheduler.submit(spec.provider, lambda: backend.complete(spec, P.build_messages(ctx), ctx)))
 
