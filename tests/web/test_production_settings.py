@@ -27,7 +27,9 @@ REAL_KEY = secrets.token_urlsafe(50)
 
 
 def _run(tmp_path: Path, args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("ATTUNE_") and k != "DJANGO_SETTINGS_MODULE"}
+    # Earlier tests may leave DJANGO_ALLOW_ASYNC_UNSAFE set in this process; a deployment never has it.
+    dropped = {"DJANGO_SETTINGS_MODULE", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("ATTUNE_") and k not in dropped}
     clean.update({"ATTUNE_DATA_DIR": str(tmp_path / "data"), "DJANGO_SETTINGS_MODULE": "attune_site.settings"})
     clean.update(env)
     return subprocess.run(
