@@ -15,7 +15,8 @@ COPY templates templates
 COPY static static
 COPY sample_data sample_data
 COPY manage.py ./
-# A build-time key only: no generated secret key is baked into the image's data dir.
+# A build-time key only, so collectstatic generates no secret key into the image's data dir; the real key
+# comes from ATTUNE_SECRET_KEY at run time (ATTUNE_PRODUCTION=1 refuses this one).
 RUN pip install --no-cache-dir . && ATTUNE_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput
 EXPOSE 8000
 CMD ["gunicorn", "attune_site.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "120"]

@@ -122,9 +122,42 @@ LOGIN_URL = "/research/login/"
 LOGIN_REDIRECT_URL = "/research/"
 
 SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = env_bool("ATTUNE_SECURE_COOKIES", False)
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 X_FRAME_OPTIONS = "DENY"
+
+# --- Production: HTTPS behind a TLS proxy, and no start without a real key ----------
+# ATTUNE_PRODUCTION=1 is the switch an operator running a real study turns on; off, the demo is unchanged.
+ATTUNE_PRODUCTION = env_bool("ATTUNE_PRODUCTION", False)
+# Keys Attune itself has ever shipped or suggested: never a production secret.
+KNOWN_PLACEHOLDER_KEYS = frozenset({"collectstatic-only", "change-me", "changeme", "secret", "dev"})
+if ATTUNE_PRODUCTION:
+    _key = env_str("ATTUNE_SECRET_KEY")
+    # Django's own deploy check wants at least 50 characters, 5 of them distinct, and no insecure prefix.
+    if not _key:
+        raise ImproperlyConfigured(
+            "ATTUNE_PRODUCTION=1 needs ATTUNE_SECRET_KEY: set it to a random value of at least 50 characters, "
+            "e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+        )
+    if _key in KNOWN_PLACEHOLDER_KEYS or _key.startswith("django-insecure") or len(_key) < 50 or len(set(_key)) < 5:
+        raise ImproperlyConfigured(
+            "ATTUNE_PRODUCTION=1 refuses this ATTUNE_SECRET_KEY: it is a placeholder or too weak; use a random "
+            "value of at least 50 characters, e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+        )
+    if not env_list("ATTUNE_ALLOWED_HOSTS"):
+        raise ImproperlyConfigured("ATTUNE_PRODUCTION=1 needs ATTUNE_ALLOWED_HOSTS: the study's host name(s)")
+    if DEBUG:
+        raise ImproperlyConfigured("ATTUNE_PRODUCTION=1 refuses ATTUNE_DEBUG=1: debug pages show settings and code")
+# Cookies only over HTTPS: always in production, else on request (behind TLS without the full switch).
+SESSION_COOKIE_SECURE = ATTUNE_PRODUCTION or env_bool("ATTUNE_SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+if ATTUNE_PRODUCTION:
+    SECURE_SSL_REDIRECT = True
+    # The container health check probes over plain HTTP from inside; it must not be sent to HTTPS.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    # The TLS proxy terminates HTTPS and says so in this header; it must set (overwrite) it on every request.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = 31_536_000  # one year
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
 
 # --- Celery: in-process unless a broker is configured -----------------------
 REDIS_URL = env_str("REDIS_URL")
