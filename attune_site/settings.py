@@ -156,7 +156,7 @@ REST_FRAMEWORK = {
     ],
     # The research role, not bare is_staff: views that name no permission (the API root) follow it too.
     "DEFAULT_PERMISSION_CLASSES": ["research.access.IsResearcher"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "research.pagination.CappedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
