@@ -1,0 +1,69 @@
+"""Refuse NUL bytes at the door: no database stores one in text, and PostgreSQL errors on it.
+
+A ``%00`` in a path, query parameter or form field would otherwise reach a lookup and turn into a
+500 (SQLite stores it, PostgreSQL raises). One middleware answers every such request with a 400
+that says what was wrong: JSON under ``/api/`` (every API error is JSON), plain text elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+
+NUL = "\x00"
+
+
+def _holds_nul(value: object) -> bool:
+    """Whether a decoded JSON value has a NUL in any string, key or nested item."""
+    if isinstance(value, str):
+        return NUL in value
+    if isinstance(value, dict):
+        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(item) for item in value)
+    return False
+
+
+def _first_nul_field(pairs: Iterable[tuple[str, list[str]]]) -> str | None:
+    for key, values in pairs:
+        if NUL in key or any(NUL in value for value in values):
+            return key.replace(NUL, "\\x00")
+    return None
+
+
+def nul_byte_problem(request: HttpRequest) -> str | None:
+    """Where the request carries a NUL byte (path, query parameter, form or JSON field), or None."""
+    if NUL in request.path:
+        return "the path"
+    if (field := _first_nul_field(request.GET.lists())) is not None:
+        return f"query parameter {field!r}"
+    if request.method in ("POST", "PUT", "PATCH"):
+        if request.content_type == "application/json":
+            # Cheap test first: JSON spells a NUL as \u0000, so only then is the body decoded.
+            if b"\\u0000" in request.body:
+                try:
+                    if _holds_nul(json.loads(request.body)):
+                        return "the JSON body"
+                except ValueError:
+                    return None  # malformed JSON: the view's parser reports it
+        elif (field := _first_nul_field(request.POST.lists())) is not None:
+            return f"form field {field!r}"
+    return None
+
+
+class RejectNulBytesMiddleware:
+    """Answer 400 to a request with a NUL byte anywhere the application would read text from."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        where = nul_byte_problem(request)
+        if where is None:
+            return self.get_response(request)
+        message = f"{where} contains a NUL byte (%00), which no text field accepts"
+        if request.path.startswith("/api/"):
+            return JsonResponse({"detail": message}, status=400)
+        return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
