@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse
+
+from attune_site.request_limits import refusal
 
 NUL = "\x00"
 
@@ -64,6 +66,4 @@ class RejectNulBytesMiddleware:
         if where is None:
             return self.get_response(request)
         message = f"{where} contains a NUL byte (%00), which no text field accepts"
-        if request.path.startswith("/api/"):
-            return JsonResponse({"detail": message}, status=400)
-        return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
+        return refusal(request, message, 400)

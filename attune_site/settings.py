@@ -52,6 +52,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # A body over ATTUNE_MAX_REQUEST_BYTES is a 413 before it is read (attune_site/request_limits.py).
+    "attune_site.request_limits.RequestSizeLimitMiddleware",
     # A %00 in a path, parameter or field is a 400 here, not a database error later.
     "attune_site.nul_bytes.RejectNulBytesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -188,6 +190,15 @@ if _own_secrets := [name for name in ATTUNE_PROVIDER_KEY_ENV if never_a_key_env(
 # Hosts an evaluated model's api_base may name when live models are allowed (empty: none, so
 # only the providers' default endpoints are called); loopback needs no entry while live calls are off.
 ATTUNE_PROVIDER_HOSTS = [host.lower() for host in env_list("ATTUNE_PROVIDER_HOSTS")]
+# --- Request sizes -----------------------------------------------------------------
+# The largest legitimate body is an annotation page or a chat message (4,000 characters, at most
+# 16 KB in UTF-8) or an API request naming a dataset's conversations: 2.5 MiB holds any of them
+# many times over. Attune takes no file uploads, so a file part is refused whatever its size.
+ATTUNE_MAX_REQUEST_BYTES = env_int("ATTUNE_MAX_REQUEST_BYTES", 2_621_440, minimum=65_536)
+DATA_UPLOAD_MAX_MEMORY_SIZE = ATTUNE_MAX_REQUEST_BYTES
+FILE_UPLOAD_MAX_MEMORY_SIZE = ATTUNE_MAX_REQUEST_BYTES
+DATA_UPLOAD_MAX_NUMBER_FIELDS = env_int("ATTUNE_MAX_FORM_FIELDS", 1000, minimum=100)
+DATA_UPLOAD_MAX_NUMBER_FILES = 0
 ATTUNE_EXPORT_DIR = DATA_DIR / "exports"
 ATTUNE_RUNS_DIR = DATA_DIR / "runs"
 ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE = env_int("ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE", 12, minimum=1)

@@ -85,3 +85,48 @@ def test_json_body_with_nul_is_refused(api, sample_conversations):
 def test_text_without_nul_passes_through(api, sample_conversations):
     # A literal backslash-u-zero text (escaped in JSON as \\u0000) is not a NUL byte.
     assert api.get("/api/conversations/?search=%5Cu0000").status_code == 200
+
+
+# --- Body sizes ---------------------------------------------------------------------------------
+
+
+def test_oversized_api_body_is_a_413_and_nothing_is_saved(api, sample_conversations, settings):
+    from datasets.models import DatasetVersion
+
+    assert settings.ATTUNE_MAX_REQUEST_BYTES == settings.DATA_UPLOAD_MAX_MEMORY_SIZE == 2_621_440
+    before = DatasetVersion.objects.count()
+    # 3,000,000 bytes of description plus the JSON around it: over the 2,621,440-byte limit.
+    body = {"name": "huge", "description": "x" * 3_000_000}
+    response = api.post("/api/dataset-versions/", body, content_type="application/json")
+    assert response.status_code == 413
+    assert "at most 2621440" in response.json()["detail"]
+    assert DatasetVersion.objects.count() == before
+
+
+def test_multipart_upload_of_any_size_is_refused(client):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    big = client.post("/admin/login/", {"username": "a", "f": SimpleUploadedFile("a.bin", b"\0" * 3_000_000)})
+    assert big.status_code == 413 and big["Content-Type"].startswith("text/plain")
+    # A small file is still no file Attune reads: a 400, not a spool to disk and not a 500.
+    small = client.post("/admin/login/", {"username": "a", "f": SimpleUploadedFile("a.txt", b"hello")})
+    assert small.status_code == 400
+
+
+def test_too_many_form_fields_is_a_400(client):
+    fields = {f"f{i}": "1" for i in range(1001)}
+    assert client.post("/admin/login/", fields).status_code == 400
+
+
+def test_request_size_settings_come_from_the_environment(tmp_path):
+    from tests.web.test_settings_env import _settings_process
+
+    code = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.DATA_UPLOAD_MAX_MEMORY_SIZE, s.FILE_UPLOAD_MAX_MEMORY_SIZE, s.DATA_UPLOAD_MAX_NUMBER_FIELDS)"
+    )
+    result = _settings_process(tmp_path, code, ATTUNE_MAX_REQUEST_BYTES="100000", ATTUNE_MAX_FORM_FIELDS="200")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["100000", "100000", "200"]
+    too_small = _settings_process(tmp_path, "import django; django.setup()", ATTUNE_MAX_REQUEST_BYTES="1000")
+    assert too_small.returncode != 0 and "ATTUNE_MAX_REQUEST_BYTES='1000'" in too_small.stderr
