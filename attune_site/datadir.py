@@ -7,6 +7,10 @@ test Celery worker) call ``prepare_data_dir`` first: it creates the directory an
 when ``ATTUNE_SECRET_KEY`` is not set, a secret key file beside the database,
 once. Settings only read that file. A process started some other way without
 the variable gets a key of its own for its lifetime (sessions then end with it).
+
+The data holds participants' conversations, so an entry point also makes every
+file the process creates afterwards private to its owner (umask 077: files
+0600, folders 0700): the database, exports, run files and the key.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
 SECRET_KEY_FILE = "secret_key"
 STATIC_SUBDIR = "staticfiles"
+# Permission bits withheld from everything a prepared process creates: group and others get nothing.
+PRIVATE_UMASK = 0o077
 
 
 def installed() -> bool:
@@ -68,9 +74,14 @@ def _write_secret_key(directory: Path) -> None:
 
 
 def prepare_data_dir() -> Path:
-    """Create the data directory (and its static files folder) and, unless one is configured, the secret key."""
+    """Make new files owner-only, create the data directory (0700) and its static files folder and,
+    unless one is configured, the secret key (0600).
+
+    A data directory that exists already keeps its mode: it may be a mount the operator set up.
+    """
+    os.umask(PRIVATE_UMASK)
     directory = data_dir()
-    (directory / STATIC_SUBDIR).mkdir(parents=True, exist_ok=True)
+    (directory / STATIC_SUBDIR).mkdir(mode=0o700, parents=True, exist_ok=True)
     if not env_str("ATTUNE_SECRET_KEY") and stored_secret_key(directory) is None:
         _write_secret_key(directory)
     return directory

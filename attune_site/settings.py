@@ -52,6 +52,10 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # A body over ATTUNE_MAX_REQUEST_BYTES is a 413 before it is read (attune_site/request_limits.py).
+    "attune_site.request_limits.RequestSizeLimitMiddleware",
+    # A %00 in a path, parameter or field is a 400 here, not a database error later.
+    "attune_site.nul_bytes.RejectNulBytesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -101,9 +105,13 @@ DATABASES = {
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Checked wherever a password is chosen: the admin's forms and ``attune create_researcher --password``.
+# A password like the username, shorter than 12 characters, common or all digits is refused.
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
 LANGUAGE_CODE = "en"
@@ -189,7 +197,7 @@ REST_FRAMEWORK = {
     ],
     # The research role, not bare is_staff: views that name no permission (the API root) follow it too.
     "DEFAULT_PERMISSION_CLASSES": ["research.access.IsResearcher"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "research.pagination.CappedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
@@ -219,6 +227,15 @@ if _own_secrets := [name for name in ATTUNE_PROVIDER_KEY_ENV if never_a_key_env(
 # Hosts an evaluated model's api_base may name when live models are allowed (empty: none, so
 # only the providers' default endpoints are called); loopback needs no entry while live calls are off.
 ATTUNE_PROVIDER_HOSTS = [host.lower() for host in env_list("ATTUNE_PROVIDER_HOSTS")]
+# --- Request sizes -----------------------------------------------------------------
+# The largest legitimate body is an annotation page or a chat message (4,000 characters, at most
+# 16 KB in UTF-8) or an API request naming a dataset's conversations: 2.5 MiB holds any of them
+# many times over. Attune takes no file uploads, so a file part is refused whatever its size.
+ATTUNE_MAX_REQUEST_BYTES = env_int("ATTUNE_MAX_REQUEST_BYTES", 2_621_440, minimum=65_536)
+DATA_UPLOAD_MAX_MEMORY_SIZE = ATTUNE_MAX_REQUEST_BYTES
+FILE_UPLOAD_MAX_MEMORY_SIZE = ATTUNE_MAX_REQUEST_BYTES
+DATA_UPLOAD_MAX_NUMBER_FIELDS = env_int("ATTUNE_MAX_FORM_FIELDS", 1000, minimum=100)
+DATA_UPLOAD_MAX_NUMBER_FILES = 0
 ATTUNE_EXPORT_DIR = DATA_DIR / "exports"
 ATTUNE_RUNS_DIR = DATA_DIR / "runs"
 ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE = env_int("ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE", 12, minimum=1)

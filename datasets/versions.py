@@ -248,7 +248,8 @@ def _write_bundle(job: ExportJob) -> Path:
 
     relative = Path(bundle_name(job))
     final = export_root() / relative
-    final.parent.mkdir(parents=True, exist_ok=True)
+    # Owner-only whatever the process umask: a bundle holds participants' conversations.
+    final.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     datasheet = build_datasheet(version, job.fmt, job.include_model_identity)
     with tempfile.TemporaryDirectory(dir=final.parent) as work:
         work_dir = Path(work)
@@ -268,6 +269,7 @@ def _write_bundle(job: ExportJob) -> Path:
                 bundle.write(data_file, DATA_FILE_NAMES[job.fmt])
                 bundle.writestr("DATASHEET.md", datasheet.as_markdown())
                 bundle.writestr("datasheet.json", datasheet.as_json())
+        partial.chmod(0o600)
         shutil.move(str(partial), final)
     return relative
 

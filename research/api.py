@@ -3,7 +3,7 @@
 Every endpoint requires a researcher (staff) account, by token or session:
 no credentials is 401 (with a ``WWW-Authenticate: Token`` challenge), a
 signed-in account without researcher rights is 403. Lists are paginated
-(limit/offset) and filter by query parameters documented in the schema; a
+(limit/offset, at most 500 rows a page) and filter by query parameters documented in the schema; a
 filter value outside its documented choices is a 400 naming the parameter and
 the choices, never an empty page. Every error under /api/ is JSON.
 

@@ -18,6 +18,8 @@ from typing import Any
 
 from django.utils.safestring import SafeString, mark_safe
 
+from attunebench.spreadsheet import csv_row
+
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 # Lines also differ in dash pattern, so series with identical values (a baseline in two modes)
 # stay visible where they overlap instead of the last one hiding the others.
@@ -53,7 +55,7 @@ class Chart:
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         for row in self.table:
-            writer.writerow(["" if v is None else (f"{v:.6g}" if isinstance(v, float) else v) for v in row])
+            writer.writerow(csv_row(row, float_format=".6g"))
         return buffer.getvalue()
 
 

@@ -43,6 +43,7 @@ from attunebench.metrics.results import (
     to_json,
 )
 from attunebench.sources import iter_documents
+from attunebench.spreadsheet import csv_row
 
 
 @dataclass
@@ -267,7 +268,7 @@ def aggregates_csv(report: ScoringReport) -> str:
         headers += [f"{prefix}_{k}" for k in POOLED_METRIC_KEYS]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(headers)
+    writer.writerow(csv_row(headers))
     for agg in report.aggregates:
         lb = caps[(agg.em_model, agg.mode)]
         values = to_json(agg)
@@ -276,5 +277,5 @@ def aggregates_csv(report: ScoringReport) -> str:
         line += [lb.capabilities.capability(c) for c in LEADERBOARD_CAPABILITIES]
         for pooled in (agg.pooled_binary_om_metrics, agg.pooled_binary_human_metrics):
             line += [getattr(pooled, k) for k in POOLED_METRIC_KEYS]
-        writer.writerow(["" if v is None else v for v in line])
+        writer.writerow(csv_row(line))
     return buffer.getvalue()

@@ -329,7 +329,7 @@ def test_researchers_are_the_research_group_not_every_staff_account(django_user_
 
     from research.roles import RESEARCH_GROUP, is_researcher
 
-    call_command("create_researcher", "rosa", "--password", "rosa-pass-123", stdout=io.StringIO())
+    call_command("create_researcher", "rosa", "--password", "quiet-harbour-lamp-7", stdout=io.StringIO())
     rosa = django_user_model.objects.get(username="rosa")
     assert is_researcher(rosa)
     staff = django_user_model.objects.create_user("stan", is_staff=True)

@@ -188,3 +188,15 @@ def test_stored_scores_an_older_scorer_wrote_are_skipped_with_a_message(scored_r
     assert len(skipped) == 2
     assert any(s.endswith("stored score lacks avg_emotion_f1") for s in skipped)
     assert any("does not read as a record (coverage: Input should be a valid number" in s for s in skipped)
+
+
+def test_figure_csv_escapes_a_hostile_model_name(client_, sample_conversations):
+    from tests.web.conftest import make_scored_run
+
+    hostile = '=HYPERLINK("http://evil.example","click")'
+    make_scored_run(hostile, "default", skill=0.5)
+    rows = list(csv.reader(io.StringIO(client_.get("/research/figures/leaderboard.csv").content.decode())))
+    # The chart labels a row "<model> [<mode>]"; that label is escaped, the numbers beside it are not.
+    [row] = [r for r in rows if "HYPERLINK" in r[0]]
+    assert row[0] == "'" + hostile + " [default]"
+    assert not any(cell.startswith(("'", "=")) for cell in row[1:]) and float(row[1]) > 0
