@@ -277,11 +277,58 @@ def next_turn_number(conversation: Conversation) -> int:
 
 
 def turn_count(conversation: Conversation) -> int:
+    """Turns the model has answered (the minimum to finish counts these)."""
     return conversation.turns.exclude(llm_response="").count()
+
+
+def turns_sent(conversation: Conversation) -> int:
+    """Every turn the participant has sent, answered or not: the maximum counts these."""
+    return conversation.turns.count()
 
 
 class StaleSubmission(Exception):
     """The form was for a turn that is no longer the next one (e.g. an old tab)."""
+
+
+class TurnRefused(Exception):
+    """A new message is not taken now; ``str()`` is the calm sentence shown to the participant."""
+
+
+class ReplyOutstanding(TurnRefused):
+    """The previous message has no finished reply yet (it is being written, or it failed and awaits a retry)."""
+
+
+class AnnotationOutstanding(TurnRefused):
+    """The previous reply has not been annotated yet."""
+
+
+class ChatFull(TurnRefused):
+    """The conversation has reached the study's ``max_turns``."""
+
+
+REPLY_OUTSTANDING_MESSAGE = (
+    "The model has not finished replying to your last message yet. Please wait for its reply (or press "
+    "\u201cTry again\u201d if it could not be fetched); your new message is kept here."
+)
+ANNOTATION_OUTSTANDING_MESSAGE = (
+    "Please answer the questions about the model\u2019s last reply first. Your new message is kept here."
+)
+CHAT_FULL_MESSAGE = "This chat has reached its length limit. Please finish the chat below."
+
+
+def check_can_send(conversation: Conversation, last: Turn | None) -> None:
+    """Raise a :class:`TurnRefused` unless a new message may follow ``last`` (the latest turn, if any).
+
+    One unanswered turn at a time (issue 13): the latest reply must exist and be
+    annotated before the next message, and ``max_turns`` counts every turn sent,
+    answered or not.
+    """
+    if last is not None and not last.llm_response:
+        raise ReplyOutstanding(REPLY_OUTSTANDING_MESSAGE)
+    if last is not None and last.annotation_completed_at is None:
+        raise AnnotationOutstanding(ANNOTATION_OUTSTANDING_MESSAGE)
+    if turns_sent(conversation) >= study_of(conversation.participant).max_turns:
+        raise ChatFull(CHAT_FULL_MESSAGE)
 
 
 def do_add_message(conversation: Conversation, turn_number: int, text: str) -> tuple[Turn, bool]:
@@ -289,17 +336,28 @@ def do_add_message(conversation: Conversation, turn_number: int, text: str) -> t
 
     Returns (turn, created). Re-sending the form for a turn that already exists
     returns that turn unchanged, so a double click never adds a second message.
+    A new turn is taken only under a lock on the conversation row and only when
+    :func:`check_can_send` passes, so simultaneous posts (two tabs, a script)
+    can never open a second unanswered turn or pass ``max_turns``; raises
+    :class:`TurnRefused` otherwise, having saved nothing.
     """
-    expected = next_turn_number(conversation)
-    if turn_number < expected:
-        return conversation.turns.get(turn_number=turn_number), False
-    if turn_number > expected:
-        raise StaleSubmission(f"turn {turn_number} is not next ({expected} is)")
-    try:
-        with transaction.atomic():
-            return Turn.objects.create(conversation=conversation, turn_number=turn_number, user_message=text), True
-    except IntegrityError:  # a simultaneous identical submission won the race
-        return conversation.turns.get(turn_number=turn_number), False
+    with transaction.atomic():
+        # Postgres: the row lock queues simultaneous sends. SQLite: every transaction already holds the
+        # write lock from its start (transaction_mode IMMEDIATE), which serialises them the same way.
+        Conversation.objects.select_for_update().only("pk").get(pk=conversation.pk)
+        last = conversation.turns.order_by("-turn_number").first()
+        expected = (last.turn_number if last else 0) + 1
+        if turn_number < expected:
+            return conversation.turns.get(turn_number=turn_number), False
+        if turn_number > expected:
+            raise StaleSubmission(f"turn {turn_number} is not next ({expected} is)")
+        check_can_send(conversation, last)
+        try:
+            with transaction.atomic():
+                turn = Turn.objects.create(conversation=conversation, turn_number=turn_number, user_message=text)
+        except IntegrityError:  # SQLite without the row lock: a simultaneous identical submission won the race
+            return conversation.turns.get(turn_number=turn_number), False
+        return turn, True
 
 
 def do_save_reply(turn: Turn, text: str) -> bool:
@@ -313,12 +371,13 @@ def can_finish_chat(conversation: Conversation) -> bool:
 
 
 def chat_is_full(conversation: Conversation) -> bool:
-    return turn_count(conversation) >= study_of(conversation.participant).max_turns
+    """True once the participant has sent ``max_turns`` messages, whether or not all were answered."""
+    return turns_sent(conversation) >= study_of(conversation.participant).max_turns
 
 
 def do_finish_chat(conversation: Conversation) -> bool:
-    """End the chat (participant's choice, after the minimum number of turns)."""
-    if not can_finish_chat(conversation):
+    """End the chat (participant's choice, after the minimum number of turns, with no reply outstanding)."""
+    if not can_finish_chat(conversation) or conversation.turns.filter(llm_response="").exists():
         return False
     Conversation.objects.filter(pk=conversation.pk, status=Conversation.Status.IN_PROGRESS).update(
         status=Conversation.Status.ANNOTATING

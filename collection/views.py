@@ -197,7 +197,7 @@ def _chat_context(
     pending = turns[-1] if turns and not turns[-1].llm_response else None
     study = flow.study_of(participant)
     answered = sum(1 for t in turns if t.llm_response)
-    full = answered >= study.max_turns
+    full = len(turns) >= study.max_turns  # every turn sent counts towards the maximum
     if form is None and pending is None and not full:
         form = MessageForm(initial={"turn_number": flow.next_turn_number(conversation)})
     return page_context(
@@ -260,12 +260,17 @@ def chat_send(request: HttpRequest, token: str) -> HttpResponse:
         return refuse(str(errors[0]), 400)
     turn_number = form.cleaned_data["turn_number"]
     is_new = turn_number == flow.next_turn_number(conversation)
-    if is_new and flow.chat_is_full(conversation):
-        return refuse("This chat has reached its length limit. Please finish the chat below.", 400)
-    if is_new and not flow.check_chat_rate(participant):
-        return refuse(RATE_LIMIT_MESSAGE, 429)
+    if is_new:  # refused before the rate limit counts it; do_add_message checks again under the lock
+        try:
+            flow.check_can_send(conversation, position.turn)
+        except flow.TurnRefused as refusal:
+            return refuse(str(refusal), 400 if isinstance(refusal, flow.ChatFull) else 409)
+        if not flow.check_chat_rate(participant):
+            return refuse(RATE_LIMIT_MESSAGE, 429)
     try:
         turn, _ = flow.do_add_message(conversation, turn_number, form.cleaned_data["message"])
+    except flow.TurnRefused as refusal:
+        return refuse(str(refusal), 400 if isinstance(refusal, flow.ChatFull) else 409)
     except flow.StaleSubmission:
         target = reverse("collection:resume", kwargs={"token": token})
         return JsonResponse({"redirect": target}, status=409) if _wants_json(request) else redirect(target)
