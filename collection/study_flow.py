@@ -14,6 +14,7 @@ is answering the post-chat questions; ``complete`` when those are saved;
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import time
@@ -22,6 +23,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import F, Q
 from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
@@ -44,6 +46,8 @@ from collection.models import (
     Turn,
 )
 from collection.rate_limits import Clock, SlidingWindowLimiter, WindowLog, window_log
+
+logger = logging.getLogger("attune.participant")
 
 CONSENT = "consent"
 PROFILE = "profile"
@@ -180,8 +184,47 @@ def progress_for(step: str) -> Progress:
 
 
 def do_enrol(study: Study, platform_id: str = "") -> Participant:
-    """A new participant in ``study`` (invitation command and open enrolment)."""
+    """A new participant in ``study`` (invitation command; open enrolment goes through do_open_enrol)."""
     return Participant.objects.create(study=study, platform_id=platform_id[:128])
+
+
+class EnrolmentRefused(Exception):
+    """Open enrolment does not take this visitor now; ``str()`` is the calm sentence shown to them."""
+
+
+class StudyFull(EnrolmentRefused):
+    """The study has reached its ``max_participants``."""
+
+
+class EnrolmentThrottled(EnrolmentRefused):
+    """Too many people joined from this address, or this study, in the last hour."""
+
+    retry_after = 600  # seconds suggested to the visitor (Retry-After)
+
+
+STUDY_FULL_MESSAGE = (
+    "This study has all the participants it needs, so it is not taking anyone new. Thank you for your interest."
+)
+ENROL_THROTTLED_MESSAGE = (
+    "A lot of people are joining this study just now. Please try again in a few minutes; nothing has been recorded."
+)
+
+
+def study_is_full(study: Study) -> bool:
+    """True once the study has ``max_participants`` participants (withdrawn ones still count: the cap is on places)."""
+    return study.max_participants is not None and study.participants.count() >= study.max_participants
+
+
+def do_open_enrol(study: Study) -> Participant:
+    """A participant who joined through the study's open link; refuses once the study is full.
+
+    The study row is locked while counting, so simultaneous joins cannot pass the cap together.
+    """
+    with transaction.atomic():
+        locked = Study.objects.select_for_update().get(pk=study.pk)
+        if study_is_full(locked):
+            raise StudyFull(STUDY_FULL_MESSAGE)
+        return Participant.objects.create(study=locked)
 
 
 def do_record_consent(participant: Participant, sensitive_data_consent: bool) -> Consent:
@@ -420,17 +463,18 @@ def do_withdraw(participant: Participant) -> None:
         Conversation.objects.filter(participant=participant).update(status=Conversation.Status.WITHDRAWN)
 
 
-# The clock of the chat limit; tests replace it to move time instead of waiting for it.
+# The clocks of the chat and enrolment limits; tests replace them to move time instead of waiting for it.
 chat_clock: Clock = time.time
-_chat_log: tuple[int, WindowLog] | None = None
+enrol_clock: Clock = time.time
+_window_log: tuple[int, WindowLog] | None = None
 
 
-def _chat_window_log() -> WindowLog:
+def _shared_window_log() -> WindowLog:
     """One log per process (Redis-backed when configured), made again in a forked child."""
-    global _chat_log
-    if _chat_log is None or _chat_log[0] != os.getpid():
-        _chat_log = (os.getpid(), window_log(settings.REDIS_URL))
-    return _chat_log[1]
+    global _window_log
+    if _window_log is None or _window_log[0] != os.getpid():
+        _window_log = (os.getpid(), window_log(settings.REDIS_URL))
+    return _window_log[1]
 
 
 def check_chat_rate(participant: Participant) -> bool:
@@ -440,6 +484,50 @@ def check_chat_rate(participant: Participant) -> bool:
     web worker through Redis when ``REDIS_URL`` is set.
     """
     limiter = SlidingWindowLimiter(
-        _chat_window_log(), settings.ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE, 60.0, "attune:chat-rate", clock=chat_clock
+        _shared_window_log(), settings.ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE, 60.0, "attune:chat-rate", clock=chat_clock
     )
     return limiter.admit(participant.token)  # never reused, unlike a primary key after a rollback
+
+
+def check_enrolment_rate(study: Study, address: str) -> None:
+    """Record one open-enrolment join; raise EnrolmentThrottled when the address or the study is over its rate.
+
+    ``ATTUNE_ENROL_PER_ADDRESS_PER_HOUR`` per client address and
+    ``ATTUNE_ENROL_PER_STUDY_PER_HOUR`` per study, each over a sliding hour.
+    The address is checked first, so one address filling the study's hour is
+    stopped at its own limit.
+    """
+    log = _shared_window_log()
+    per_address = SlidingWindowLimiter(
+        log, settings.ATTUNE_ENROL_PER_ADDRESS_PER_HOUR, 3600.0, "attune:enrol-address", clock=enrol_clock
+    )
+    per_study = SlidingWindowLimiter(
+        log, settings.ATTUNE_ENROL_PER_STUDY_PER_HOUR, 3600.0, "attune:enrol-study", clock=enrol_clock
+    )
+    if not per_address.admit(f"{study.pk}:{address}") or not per_study.admit(str(study.pk)):
+        raise EnrolmentThrottled(ENROL_THROTTLED_MESSAGE)
+
+
+# ---------------------------------------------------------------------------
+# The study's live-model budget
+# ---------------------------------------------------------------------------
+
+LIVE_BUDGET_MESSAGE = (
+    "The study cannot fetch more replies just now. Your message is saved. The research team has been told; "
+    "please try again later with the same link."
+)
+
+
+def claim_live_call(study: Study) -> bool:
+    """Count one live model call against the study's budget; False (nothing counted) once it is spent.
+
+    One conditional update, so simultaneous calls can never pass the budget together.
+    """
+    claimed = (
+        Study.objects.filter(pk=study.pk)
+        .filter(Q(live_call_budget__isnull=True) | Q(live_calls_used__lt=F("live_call_budget")))
+        .update(live_calls_used=F("live_calls_used") + 1)
+    )
+    if not claimed:
+        logger.error("study %s has spent its live-model budget; a participant's reply was not fetched", study.slug)
+    return claimed == 1

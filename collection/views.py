@@ -27,6 +27,7 @@ from attunebench import catalogue as cat
 from collection import study_flow as flow
 from collection.assignment import NoModelAvailable
 from collection.chat_model import PARTICIPANT_FACING_NAME, ChatModelError, build_request, stream_reply
+from collection.client_ip import client_ip
 from collection.forms import ConsentForm, MessageForm, PanasForm, ProfileForm, SurveyForm, TopicForm
 from collection.models import Conversation, Participant, Study, Turn
 
@@ -104,11 +105,26 @@ def join(request: HttpRequest, slug: str) -> HttpResponse:
         participant = Participant.objects.filter(token=known, study=study, withdrawn_at__isnull=True).first()
         if participant is not None:
             return redirect("collection:resume", token=participant.token)
+    if flow.study_is_full(study):
+        return _join_closed(request, study, flow.STUDY_FULL_MESSAGE, 403)
     if request.method == "POST":
-        participant = flow.do_enrol(study)
+        try:
+            flow.check_enrolment_rate(study, client_ip(request))
+            participant = flow.do_open_enrol(study)
+        except flow.EnrolmentThrottled as refusal:
+            response = _join_closed(request, study, str(refusal), 429)
+            response["Retry-After"] = str(refusal.retry_after)
+            return response
+        except flow.StudyFull as refusal:
+            return _join_closed(request, study, str(refusal), 403)
         request.session[session_key] = participant.token
         return redirect("collection:resume", token=participant.token)
     return render(request, "participant/join.html", {"study": study, "hide_withdraw": True})
+
+
+def _join_closed(request: HttpRequest, study: Study, message: str, status: int) -> HttpResponse:
+    context = {"study": study, "message": message, "hide_withdraw": True}
+    return render(request, "participant/join_closed.html", context, status=status)
 
 
 @participant_step(flow.CONSENT)
@@ -301,9 +317,14 @@ def _reply_events(participant: Participant, conversation: Conversation, turn: Tu
         yield _event({"type": "busy"})  # another request is already producing this reply
         return
     try:
+        reply_request = build_request(conversation, turn)
+        # The study's live-model budget is spent before the provider is called, never after.
+        if reply_request.litellm_model and not flow.claim_live_call(flow.study_of(participant)):
+            yield _event({"type": "error", "message": flow.LIVE_BUDGET_MESSAGE})
+            return
         parts: list[str] = []
         try:
-            for chunk in stream_reply(build_request(conversation, turn)):
+            for chunk in stream_reply(reply_request):
                 parts.append(chunk)
                 yield _event({"type": "delta", "text": chunk})
         except ChatModelError as exc:
