@@ -17,6 +17,7 @@ from django.conf import settings
 
 from collection.chat_model import uses_live_model
 from collection.models import Turn
+from collection.study_flow import claim_live_call
 
 logger = logging.getLogger("attune.alternates")
 
@@ -74,6 +75,11 @@ def offline_rewrite(user_message: str, reply: str) -> str:
 def improved_reply(turn: Turn) -> str:
     """The rewrite for ``turn`` (live when configured, otherwise or on failure offline)."""
     live = _live_model_for(turn)
+    participant = turn.conversation.participant
+    study = participant.study if participant is not None else None
+    if live is not None and study is not None and not claim_live_call(study):
+        logger.warning("study %s has spent its live-model budget; turn %s is rewritten offline", study.slug, turn.pk)
+        live = None
     if live is not None:
         model, api_base = live
         import litellm  # heavy: imported only for a live rewrite

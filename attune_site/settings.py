@@ -9,9 +9,12 @@ from the environment only.
 from __future__ import annotations
 
 import os
+import re
 import secrets
+from datetime import timedelta
 
 import dj_database_url
+from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 from attune_site.datadir import STATIC_SUBDIR, data_dir, resource_dir, stored_secret_key
@@ -41,6 +44,8 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "django_htmx",
+    "axes",
+    "csp",
     "attune_site",
     "collection",
     "annotation",
@@ -51,6 +56,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # The Content-Security-Policy header on every response (policy below).
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # A body over ATTUNE_MAX_REQUEST_BYTES is a 413 before it is read (attune_site/request_limits.py).
     "attune_site.request_limits.RequestSizeLimitMiddleware",
@@ -63,6 +70,14 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
+]
+
+# django-axes checks every password login (the research login and the admin's) before Django's own backend.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "attune_site.urls"
@@ -126,6 +141,28 @@ WHITENOISE_USE_FINDERS = True
 MEDIA_ROOT = DATA_DIR / "media"
 MEDIA_URL = "/media/"
 
+# --- Content-Security-Policy (django-csp) ----------------------------------------------
+# Scripts and style sheets come from this site only; an inline <script> or <style> runs only with the
+# per-response nonce ({{ request.csp_nonce }}; Attune's pages have none, the API docs load their start-up
+# script as a file). Style *attributes* are allowed: the research pages draw progress bars and charts
+# with computed widths, and CSS in an attribute cannot run script. Nothing may frame a page, post a
+# form elsewhere or load plugins.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, NONCE],
+        "style-src-attr": [UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+
 LOGIN_URL = "/research/login/"
 LOGIN_REDIRECT_URL = "/research/"
 
@@ -167,6 +204,26 @@ if ATTUNE_PRODUCTION:
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
 
+# --- Client addresses behind the TLS proxy ------------------------------------------
+# How many proxies in front of Attune append to X-Forwarded-For (production: the one TLS proxy). The
+# client is the address the outermost trusted proxy saw; 0 uses the connection's own address. Used by
+# the enrolment throttle, the login lockout and the API throttles alike (collection/client_ip.py).
+ATTUNE_TRUSTED_PROXIES = env_int("ATTUNE_TRUSTED_PROXIES", 1 if ATTUNE_PRODUCTION else 0, minimum=0, maximum=5)
+
+# --- Login lockout (django-axes) ------------------------------------------------------
+# After ATTUNE_LOGIN_FAILURE_LIMIT wrong passwords for one username from one address, that pair is locked
+# for ATTUNE_LOGIN_COOLOFF_MINUTES; each further try while locked starts the wait again. Locking the pair
+# (not the username alone) means nobody can lock a researcher out from elsewhere; attempts and lockouts
+# are in the database (admin: Axes) and work the same on SQLite and PostgreSQL.
+AXES_FAILURE_LIMIT = env_int("ATTUNE_LOGIN_FAILURE_LIMIT", 5, minimum=1, maximum=100)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("ATTUNE_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "collection.client_ip.client_ip"
+AXES_LOCKOUT_CALLABLE = "research.lockout.lockout_response"  # 429, Retry-After, a calm page
+AXES_DISABLE_ACCESS_LOG = True  # successful logins are not recorded; failures are
+AXES_VERBOSE = False
+
 # --- Celery: in-process unless a broker is configured -----------------------
 REDIS_URL = env_str("REDIS_URL")
 CELERY_BROKER_URL = REDIS_URL or "memory://"
@@ -190,6 +247,21 @@ CACHES = {
 }
 
 # --- REST API ------------------------------------------------------------------
+
+
+def _rate(name: str, default: str) -> str:
+    """A DRF rate such as ``600/minute``: a positive count, a slash, second, minute, hour or day."""
+    value = env_str(name, default)
+    if not re.fullmatch(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)", value):
+        raise ImproperlyConfigured(
+            f"environment variable {name}={value!r} is not a rate: use COUNT/PERIOD with PERIOD second, "
+            "minute, hour or day, e.g. 600/minute"
+        )
+    return value
+
+
+ATTUNE_API_RATE = _rate("ATTUNE_API_RATE", "600/minute")
+ATTUNE_API_ANON_RATE = _rate("ATTUNE_API_ANON_RATE", "60/minute")
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
@@ -200,7 +272,14 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "research.pagination.CappedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Requests per researcher (per address when not signed in); over it a 429 JSON with Retry-After.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "research.throttles.ResearcherRateThrottle",
+        "research.throttles.AnonymousRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {"user": ATTUNE_API_RATE, "anon": ATTUNE_API_ANON_RATE},
 }
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "Attune API",
     "DESCRIPTION": (
@@ -239,6 +318,10 @@ DATA_UPLOAD_MAX_NUMBER_FILES = 0
 ATTUNE_EXPORT_DIR = DATA_DIR / "exports"
 ATTUNE_RUNS_DIR = DATA_DIR / "runs"
 ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE = env_int("ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE", 12, minimum=1)
+# Open enrolment (/join/<study>/): new participants per address per hour and per study per hour, over
+# a sliding window shared through Redis when configured; a study can also cap its participants (admin).
+ATTUNE_ENROL_PER_ADDRESS_PER_HOUR = env_int("ATTUNE_ENROL_PER_ADDRESS_PER_HOUR", 10, minimum=1)
+ATTUNE_ENROL_PER_STUDY_PER_HOUR = env_int("ATTUNE_ENROL_PER_STUDY_PER_HOUR", 120, minimum=1)
 ATTUNE_CHAT_TIMEOUT_SECONDS = env_float("ATTUNE_CHAT_TIMEOUT_SECONDS", 60.0, minimum=1)
 # Seconds between streamed lines of the offline scripted model (0 in tests that need speed).
 ATTUNE_OFFLINE_STREAM_DELAY = env_float("ATTUNE_OFFLINE_STREAM_DELAY", 0.03, minimum=0)

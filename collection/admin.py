@@ -34,6 +34,9 @@ class StudyAdmin(admin.ModelAdmin):
         "max_turns",
         "active",
         "participant_count",
+        "max_participants",
+        "live_calls_used",
+        "live_call_budget",
     )
     list_filter = ("active", "open_enrolment", "consent_version")
     search_fields = ("title", "slug")

@@ -57,6 +57,21 @@ class Study(models.Model):
     )
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
+    max_participants = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Open enrolment closes once the study has this many participants (withdrawn ones included); "
+        "blank for no cap. Invitations are not capped.",
+    )
+    live_call_budget = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Most live model calls this study may make (participants' replies, retries included, and "
+        "improved-reply rewrites); blank for no limit. Checked before each call.",
+    )
+    live_calls_used = models.PositiveIntegerField(
+        default=0, help_text="Live model calls made so far (counted when a call is started)."
+    )
 
     class Meta:
         verbose_name_plural = "studies"

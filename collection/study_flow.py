@@ -14,6 +14,7 @@ is answering the post-chat questions; ``complete`` when those are saved;
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import time
@@ -22,6 +23,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import F, Q
 from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
@@ -44,6 +46,8 @@ from collection.models import (
     Turn,
 )
 from collection.rate_limits import Clock, SlidingWindowLimiter, WindowLog, window_log
+
+logger = logging.getLogger("attune.participant")
 
 CONSENT = "consent"
 PROFILE = "profile"
@@ -180,8 +184,47 @@ def progress_for(step: str) -> Progress:
 
 
 def do_enrol(study: Study, platform_id: str = "") -> Participant:
-    """A new participant in ``study`` (invitation command and open enrolment)."""
+    """A new participant in ``study`` (invitation command; open enrolment goes through do_open_enrol)."""
     return Participant.objects.create(study=study, platform_id=platform_id[:128])
+
+
+class EnrolmentRefused(Exception):
+    """Open enrolment does not take this visitor now; ``str()`` is the calm sentence shown to them."""
+
+
+class StudyFull(EnrolmentRefused):
+    """The study has reached its ``max_participants``."""
+
+
+class EnrolmentThrottled(EnrolmentRefused):
+    """Too many people joined from this address, or this study, in the last hour."""
+
+    retry_after = 600  # seconds suggested to the visitor (Retry-After)
+
+
+STUDY_FULL_MESSAGE = (
+    "This study has all the participants it needs, so it is not taking anyone new. Thank you for your interest."
+)
+ENROL_THROTTLED_MESSAGE = (
+    "A lot of people are joining this study just now. Please try again in a few minutes; nothing has been recorded."
+)
+
+
+def study_is_full(study: Study) -> bool:
+    """True once the study has ``max_participants`` participants (withdrawn ones still count: the cap is on places)."""
+    return study.max_participants is not None and study.participants.count() >= study.max_participants
+
+
+def do_open_enrol(study: Study) -> Participant:
+    """A participant who joined through the study's open link; refuses once the study is full.
+
+    The study row is locked while counting, so simultaneous joins cannot pass the cap together.
+    """
+    with transaction.atomic():
+        locked = Study.objects.select_for_update().get(pk=study.pk)
+        if study_is_full(locked):
+            raise StudyFull(STUDY_FULL_MESSAGE)
+        return Participant.objects.create(study=locked)
 
 
 def do_record_consent(participant: Participant, sensitive_data_consent: bool) -> Consent:
@@ -277,11 +320,58 @@ def next_turn_number(conversation: Conversation) -> int:
 
 
 def turn_count(conversation: Conversation) -> int:
+    """Turns the model has answered (the minimum to finish counts these)."""
     return conversation.turns.exclude(llm_response="").count()
+
+
+def turns_sent(conversation: Conversation) -> int:
+    """Every turn the participant has sent, answered or not: the maximum counts these."""
+    return conversation.turns.count()
 
 
 class StaleSubmission(Exception):
     """The form was for a turn that is no longer the next one (e.g. an old tab)."""
+
+
+class TurnRefused(Exception):
+    """A new message is not taken now; ``str()`` is the calm sentence shown to the participant."""
+
+
+class ReplyOutstanding(TurnRefused):
+    """The previous message has no finished reply yet (it is being written, or it failed and awaits a retry)."""
+
+
+class AnnotationOutstanding(TurnRefused):
+    """The previous reply has not been annotated yet."""
+
+
+class ChatFull(TurnRefused):
+    """The conversation has reached the study's ``max_turns``."""
+
+
+REPLY_OUTSTANDING_MESSAGE = (
+    "The model has not finished replying to your last message yet. Please wait for its reply (or press "
+    "\u201cTry again\u201d if it could not be fetched); your new message is kept here."
+)
+ANNOTATION_OUTSTANDING_MESSAGE = (
+    "Please answer the questions about the model\u2019s last reply first. Your new message is kept here."
+)
+CHAT_FULL_MESSAGE = "This chat has reached its length limit. Please finish the chat below."
+
+
+def check_can_send(conversation: Conversation, last: Turn | None) -> None:
+    """Raise a :class:`TurnRefused` unless a new message may follow ``last`` (the latest turn, if any).
+
+    One unanswered turn at a time (issue 13): the latest reply must exist and be
+    annotated before the next message, and ``max_turns`` counts every turn sent,
+    answered or not.
+    """
+    if last is not None and not last.llm_response:
+        raise ReplyOutstanding(REPLY_OUTSTANDING_MESSAGE)
+    if last is not None and last.annotation_completed_at is None:
+        raise AnnotationOutstanding(ANNOTATION_OUTSTANDING_MESSAGE)
+    if turns_sent(conversation) >= study_of(conversation.participant).max_turns:
+        raise ChatFull(CHAT_FULL_MESSAGE)
 
 
 def do_add_message(conversation: Conversation, turn_number: int, text: str) -> tuple[Turn, bool]:
@@ -289,17 +379,28 @@ def do_add_message(conversation: Conversation, turn_number: int, text: str) -> t
 
     Returns (turn, created). Re-sending the form for a turn that already exists
     returns that turn unchanged, so a double click never adds a second message.
+    A new turn is taken only under a lock on the conversation row and only when
+    :func:`check_can_send` passes, so simultaneous posts (two tabs, a script)
+    can never open a second unanswered turn or pass ``max_turns``; raises
+    :class:`TurnRefused` otherwise, having saved nothing.
     """
-    expected = next_turn_number(conversation)
-    if turn_number < expected:
-        return conversation.turns.get(turn_number=turn_number), False
-    if turn_number > expected:
-        raise StaleSubmission(f"turn {turn_number} is not next ({expected} is)")
-    try:
-        with transaction.atomic():
-            return Turn.objects.create(conversation=conversation, turn_number=turn_number, user_message=text), True
-    except IntegrityError:  # a simultaneous identical submission won the race
-        return conversation.turns.get(turn_number=turn_number), False
+    with transaction.atomic():
+        # Postgres: the row lock queues simultaneous sends. SQLite: every transaction already holds the
+        # write lock from its start (transaction_mode IMMEDIATE), which serialises them the same way.
+        Conversation.objects.select_for_update().only("pk").get(pk=conversation.pk)
+        last = conversation.turns.order_by("-turn_number").first()
+        expected = (last.turn_number if last else 0) + 1
+        if turn_number < expected:
+            return conversation.turns.get(turn_number=turn_number), False
+        if turn_number > expected:
+            raise StaleSubmission(f"turn {turn_number} is not next ({expected} is)")
+        check_can_send(conversation, last)
+        try:
+            with transaction.atomic():
+                turn = Turn.objects.create(conversation=conversation, turn_number=turn_number, user_message=text)
+        except IntegrityError:  # SQLite without the row lock: a simultaneous identical submission won the race
+            return conversation.turns.get(turn_number=turn_number), False
+        return turn, True
 
 
 def do_save_reply(turn: Turn, text: str) -> bool:
@@ -313,12 +414,13 @@ def can_finish_chat(conversation: Conversation) -> bool:
 
 
 def chat_is_full(conversation: Conversation) -> bool:
-    return turn_count(conversation) >= study_of(conversation.participant).max_turns
+    """True once the participant has sent ``max_turns`` messages, whether or not all were answered."""
+    return turns_sent(conversation) >= study_of(conversation.participant).max_turns
 
 
 def do_finish_chat(conversation: Conversation) -> bool:
-    """End the chat (participant's choice, after the minimum number of turns)."""
-    if not can_finish_chat(conversation):
+    """End the chat (participant's choice, after the minimum number of turns, with no reply outstanding)."""
+    if not can_finish_chat(conversation) or conversation.turns.filter(llm_response="").exists():
         return False
     Conversation.objects.filter(pk=conversation.pk, status=Conversation.Status.IN_PROGRESS).update(
         status=Conversation.Status.ANNOTATING
@@ -361,17 +463,18 @@ def do_withdraw(participant: Participant) -> None:
         Conversation.objects.filter(participant=participant).update(status=Conversation.Status.WITHDRAWN)
 
 
-# The clock of the chat limit; tests replace it to move time instead of waiting for it.
+# The clocks of the chat and enrolment limits; tests replace them to move time instead of waiting for it.
 chat_clock: Clock = time.time
-_chat_log: tuple[int, WindowLog] | None = None
+enrol_clock: Clock = time.time
+_window_log: tuple[int, WindowLog] | None = None
 
 
-def _chat_window_log() -> WindowLog:
+def _shared_window_log() -> WindowLog:
     """One log per process (Redis-backed when configured), made again in a forked child."""
-    global _chat_log
-    if _chat_log is None or _chat_log[0] != os.getpid():
-        _chat_log = (os.getpid(), window_log(settings.REDIS_URL))
-    return _chat_log[1]
+    global _window_log
+    if _window_log is None or _window_log[0] != os.getpid():
+        _window_log = (os.getpid(), window_log(settings.REDIS_URL))
+    return _window_log[1]
 
 
 def check_chat_rate(participant: Participant) -> bool:
@@ -381,6 +484,50 @@ def check_chat_rate(participant: Participant) -> bool:
     web worker through Redis when ``REDIS_URL`` is set.
     """
     limiter = SlidingWindowLimiter(
-        _chat_window_log(), settings.ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE, 60.0, "attune:chat-rate", clock=chat_clock
+        _shared_window_log(), settings.ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE, 60.0, "attune:chat-rate", clock=chat_clock
     )
     return limiter.admit(participant.token)  # never reused, unlike a primary key after a rollback
+
+
+def check_enrolment_rate(study: Study, address: str) -> None:
+    """Record one open-enrolment join; raise EnrolmentThrottled when the address or the study is over its rate.
+
+    ``ATTUNE_ENROL_PER_ADDRESS_PER_HOUR`` per client address and
+    ``ATTUNE_ENROL_PER_STUDY_PER_HOUR`` per study, each over a sliding hour.
+    The address is checked first, so one address filling the study's hour is
+    stopped at its own limit.
+    """
+    log = _shared_window_log()
+    per_address = SlidingWindowLimiter(
+        log, settings.ATTUNE_ENROL_PER_ADDRESS_PER_HOUR, 3600.0, "attune:enrol-address", clock=enrol_clock
+    )
+    per_study = SlidingWindowLimiter(
+        log, settings.ATTUNE_ENROL_PER_STUDY_PER_HOUR, 3600.0, "attune:enrol-study", clock=enrol_clock
+    )
+    if not per_address.admit(f"{study.pk}:{address}") or not per_study.admit(str(study.pk)):
+        raise EnrolmentThrottled(ENROL_THROTTLED_MESSAGE)
+
+
+# ---------------------------------------------------------------------------
+# The study's live-model budget
+# ---------------------------------------------------------------------------
+
+LIVE_BUDGET_MESSAGE = (
+    "The study cannot fetch more replies just now. Your message is saved. The research team has been told; "
+    "please try again later with the same link."
+)
+
+
+def claim_live_call(study: Study) -> bool:
+    """Count one live model call against the study's budget; False (nothing counted) once it is spent.
+
+    One conditional update, so simultaneous calls can never pass the budget together.
+    """
+    claimed = (
+        Study.objects.filter(pk=study.pk)
+        .filter(Q(live_call_budget__isnull=True) | Q(live_calls_used__lt=F("live_call_budget")))
+        .update(live_calls_used=F("live_calls_used") + 1)
+    )
+    if not claimed:
+        logger.error("study %s has spent its live-model budget; a participant's reply was not fetched", study.slug)
+    return claimed == 1

@@ -27,6 +27,7 @@ from attunebench import catalogue as cat
 from collection import study_flow as flow
 from collection.assignment import NoModelAvailable
 from collection.chat_model import PARTICIPANT_FACING_NAME, ChatModelError, build_request, stream_reply
+from collection.client_ip import client_ip
 from collection.forms import ConsentForm, MessageForm, PanasForm, ProfileForm, SurveyForm, TopicForm
 from collection.models import Conversation, Participant, Study, Turn
 
@@ -104,11 +105,26 @@ def join(request: HttpRequest, slug: str) -> HttpResponse:
         participant = Participant.objects.filter(token=known, study=study, withdrawn_at__isnull=True).first()
         if participant is not None:
             return redirect("collection:resume", token=participant.token)
+    if flow.study_is_full(study):
+        return _join_closed(request, study, flow.STUDY_FULL_MESSAGE, 403)
     if request.method == "POST":
-        participant = flow.do_enrol(study)
+        try:
+            flow.check_enrolment_rate(study, client_ip(request))
+            participant = flow.do_open_enrol(study)
+        except flow.EnrolmentThrottled as refusal:
+            response = _join_closed(request, study, str(refusal), 429)
+            response["Retry-After"] = str(refusal.retry_after)
+            return response
+        except flow.StudyFull as refusal:
+            return _join_closed(request, study, str(refusal), 403)
         request.session[session_key] = participant.token
         return redirect("collection:resume", token=participant.token)
     return render(request, "participant/join.html", {"study": study, "hide_withdraw": True})
+
+
+def _join_closed(request: HttpRequest, study: Study, message: str, status: int) -> HttpResponse:
+    context = {"study": study, "message": message, "hide_withdraw": True}
+    return render(request, "participant/join_closed.html", context, status=status)
 
 
 @participant_step(flow.CONSENT)
@@ -197,7 +213,7 @@ def _chat_context(
     pending = turns[-1] if turns and not turns[-1].llm_response else None
     study = flow.study_of(participant)
     answered = sum(1 for t in turns if t.llm_response)
-    full = answered >= study.max_turns
+    full = len(turns) >= study.max_turns  # every turn sent counts towards the maximum
     if form is None and pending is None and not full:
         form = MessageForm(initial={"turn_number": flow.next_turn_number(conversation)})
     return page_context(
@@ -260,12 +276,17 @@ def chat_send(request: HttpRequest, token: str) -> HttpResponse:
         return refuse(str(errors[0]), 400)
     turn_number = form.cleaned_data["turn_number"]
     is_new = turn_number == flow.next_turn_number(conversation)
-    if is_new and flow.chat_is_full(conversation):
-        return refuse("This chat has reached its length limit. Please finish the chat below.", 400)
-    if is_new and not flow.check_chat_rate(participant):
-        return refuse(RATE_LIMIT_MESSAGE, 429)
+    if is_new:  # refused before the rate limit counts it; do_add_message checks again under the lock
+        try:
+            flow.check_can_send(conversation, position.turn)
+        except flow.TurnRefused as refusal:
+            return refuse(str(refusal), 400 if isinstance(refusal, flow.ChatFull) else 409)
+        if not flow.check_chat_rate(participant):
+            return refuse(RATE_LIMIT_MESSAGE, 429)
     try:
         turn, _ = flow.do_add_message(conversation, turn_number, form.cleaned_data["message"])
+    except flow.TurnRefused as refusal:
+        return refuse(str(refusal), 400 if isinstance(refusal, flow.ChatFull) else 409)
     except flow.StaleSubmission:
         target = reverse("collection:resume", kwargs={"token": token})
         return JsonResponse({"redirect": target}, status=409) if _wants_json(request) else redirect(target)
@@ -296,9 +317,14 @@ def _reply_events(participant: Participant, conversation: Conversation, turn: Tu
         yield _event({"type": "busy"})  # another request is already producing this reply
         return
     try:
+        reply_request = build_request(conversation, turn)
+        # The study's live-model budget is spent before the provider is called, never after.
+        if reply_request.litellm_model and not flow.claim_live_call(flow.study_of(participant)):
+            yield _event({"type": "error", "message": flow.LIVE_BUDGET_MESSAGE})
+            return
         parts: list[str] = []
         try:
-            for chunk in stream_reply(build_request(conversation, turn)):
+            for chunk in stream_reply(reply_request):
                 parts.append(chunk)
                 yield _event({"type": "delta", "text": chunk})
         except ChatModelError as exc:

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db.models import Count, F, Q, QuerySet
 
 from annotation.models import BinaryJudgement, MoodTag, PairwiseComparison
-from collection.models import Conversation, OriginalModel, Participant, Turn
+from collection.models import Conversation, OriginalModel, Participant, Study, Turn
 
 
 @dataclass
@@ -103,6 +103,16 @@ def collection_stats() -> CollectionStats:
         participants=Participant.objects.count(),
         withdrawn_participants=Participant.objects.filter(withdrawn_at__isnull=False).count(),
         withdrawn_conversations=status_counts.get(Conversation.Status.WITHDRAWN, 0),
+    )
+
+
+def study_limits(limit: int = 50) -> QuerySet[Study]:
+    """The newest active studies with their participant counts, for the limits table (cap, live-model budget).
+
+    One query; the admin lists every study.
+    """
+    return (
+        Study.objects.filter(active=True).annotate(n_participants=Count("participants")).order_by("-created_at")[:limit]
     )
 
 

@@ -181,6 +181,7 @@ def collection_dashboard(request: HttpRequest) -> HttpResponse:
         "research/collection.html",
         {
             "stats": collection_stats.collection_stats(),
+            "studies": collection_stats.study_limits(),
             "conversations": collection_stats.recent_conversations(status, category),
             "status": status,
             "category": category,

@@ -174,7 +174,13 @@ ADMIN_MODELS: dict[str, str] = {
     "scoring.runscore": "view",
     "scoring.modelcallcache": "view",
     "research.humanassignment": "view add change delete",
+    # django-axes' login attempts and lockouts (issue 13 item 5): admins only.
+    "axes.accessattempt": "",
+    "axes.accesslog": "",
+    "axes.accessfailurelog": "",
 }
+# Admin pages nobody may use, superusers included: login attempts are recorded by django-axes, never typed in.
+ADMIN_NOBODY = {("axes.accessattempt", "add"), ("axes.accesslog", "add"), ("axes.accessfailurelog", "add")}
 ADMIN_ACTION_NEEDS = {
     "changelist": "view",
     "change": "view",
@@ -205,6 +211,8 @@ def expected(pattern: Pattern) -> tuple[str, ...] | None:
     if not pattern.name:
         return BARE_OBJECT_URL
     label = model._meta.label_lower
+    if (label, action) in ADMIN_NOBODY:
+        return ("login", "login", "login", "denied", "denied", "denied")
     if label not in ADMIN_MODELS or action not in ADMIN_ACTION_NEEDS:
         return None
     return RESEARCH_ADMIN if ADMIN_ACTION_NEEDS[action] in ADMIN_MODELS[label].split() else ADMIN_ONLY
@@ -241,6 +249,14 @@ def world(scored_runs, researcher, site_admin, rater, participant, export_dir, d
     assignment = HumanAssignment.objects.create(rater=rater, conversation=conversation, assigned_by=researcher)
     Token.objects.create(user=researcher)
     ModelCallCache.objects.create(key="k" * 64, model="synth:strong", response="{}")
+    from axes.models import AccessAttempt, AccessFailureLog, AccessLog
+
+    login_row = {"user_agent": "matrix", "ip_address": "127.0.0.1", "username": "nobody", "http_accept": "*/*"}
+    AccessAttempt.objects.create(
+        **login_row, path_info="/research/login/", get_data="", post_data="", failures_since_start=1
+    )
+    AccessLog.objects.create(**login_row, path_info="/research/login/")
+    AccessFailureLog.objects.create(**login_row, path_info="/research/login/")
     if not Consent.objects.exists():
         Consent.objects.create(participant=conversation.participant, version="v1")
     if not SensitiveProfile.objects.exists():

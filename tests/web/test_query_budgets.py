@@ -426,7 +426,7 @@ ENDPOINTS = [
     ),
     Endpoint(
         "research:collection",
-        12,  # by status, by category, by model, turns, annotated turns, timings, participants, withdrawn, newest 50
+        13,  # by status, by category, by model, turns, annotated turns, timings, participants, withdrawn, newest 50, studies (limits)
         lambda w: _r("research:collection"),
         lambda w: [w.conversation_id(w.n - 1), w.conversation_id(max(0, w.n - 50))],
     ),
@@ -621,7 +621,7 @@ ADMIN_BUDGETS = {
     "scoring.runconversation": 8,  # + model filter choices
     "scoring.runscore": 8,  # + model filter choices
 }
-NOT_RESEARCH_DATA = ("auth", "authtoken")  # accounts: admins only, not a research list
+NOT_RESEARCH_DATA = ("auth", "authtoken", "axes")  # accounts and login attempts: admins only, not a research list
 
 
 def _admin_models() -> dict[str, Any]:
