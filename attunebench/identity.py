@@ -117,10 +117,10 @@ class IdentityScanner:
                 found.append(IdentityMatch(entry.name.label, entry.name.kind, match.start(), match.end(), match[0]))
         found.sort(key=lambda m: (m.start, -(m.end - m.start)))
         merged: list[IdentityMatch] = []
-        for match in found:
-            if merged and match.start < merged[-1].end:
+        for hit in found:
+            if merged and hit.start < merged[-1].end:
                 continue
-            merged.append(match)
+            merged.append(hit)
         return merged
 
     def mask(self, text: str) -> str:
