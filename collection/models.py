@@ -231,7 +231,8 @@ class Conversation(models.Model):
         ]
         constraints = [
             models.CheckConstraint(
-                condition=Q(completeness__in=list(cat.CONVERSATION_COMPLETENESS)), name="conversation_completeness_valid"
+                condition=Q(completeness__in=list(cat.CONVERSATION_COMPLETENESS)),
+                name="conversation_completeness_valid",
             ),
             # Never more complete than the collection: a complete conversation's participant has finished it.
             models.CheckConstraint(

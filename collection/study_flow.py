@@ -31,10 +31,10 @@ from attunebench import catalogue as cat
 from collection.assignment import choose_original_model
 from collection.completeness import do_note_first_reply, do_refresh_conversation_completeness
 from collection.models import (
+    IDENTITY_UNSCREENED,
     Consent,
     Conversation,
     ConversationWideAnswers,
-    IDENTITY_UNSCREENED,
     FourBranchRating,
     PanasItemResponse,
     PanasSurvey,

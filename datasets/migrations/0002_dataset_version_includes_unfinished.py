@@ -4,15 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('datasets', '0001_initial'),
+        ("datasets", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='datasetversion',
-            name='includes_unfinished',
-            field=models.BooleanField(default=False, help_text='Frozen with unfinished conversations too (flagged in their records); by default only complete ones.'),
+            model_name="datasetversion",
+            name="includes_unfinished",
+            field=models.BooleanField(
+                default=False,
+                help_text="Frozen with unfinished conversations too (flagged in their records); by default only complete ones.",
+            ),
         ),
     ]
