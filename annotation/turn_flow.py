@@ -131,6 +131,7 @@ def do_save_mood(turn: Turn, tags: list[tuple[str, int | None]], binary_sample_s
     """
     with transaction.atomic():
         Turn.objects.select_for_update().get(pk=turn.pk)
+        Turn.objects.filter(pk=turn.pk).update(mood_answered=True)  # from now on no tags means "no change"
         MoodTag.objects.filter(turn=turn).delete()
         MoodTag.objects.bulk_create(
             [
@@ -219,7 +220,7 @@ def do_save_comparisons(turn: Turn, winners: dict[int, str]) -> None:
             PairwiseComparison.objects.filter(turn=turn, position=position).update(winner=winner)
         if not PairwiseComparison.objects.filter(turn=turn, winner__isnull=True).exists():
             Turn.objects.filter(pk=turn.pk, annotation_completed_at__isnull=True).update(
-                annotation_completed_at=timezone.now()
+                annotation_completed_at=timezone.now(), completeness=cat.TURN_COMPLETE
             )
 
 

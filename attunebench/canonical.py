@@ -18,9 +18,12 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_serializer,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -467,6 +470,26 @@ def check_run_options(run: RunOutput, source: str = "<input>") -> list[Problem]:
 # ---------------------------------------------------------------------------
 
 
+def _completeness(options: tuple[str, ...]) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if isinstance(value, str) and value.strip().lower() in options:
+            return value.strip().lower()
+        raise _fail("completeness", "/".join(options), value)
+
+    return check
+
+
+TurnCompleteness = Annotated[str, BeforeValidator(_completeness(cat.TURN_COMPLETENESS))]
+ConversationCompleteness = Annotated[str, BeforeValidator(_completeness(cat.CONVERSATION_COMPLETENESS))]
+
+
+def _omit_when_complete(data: Any, value: str) -> Any:
+    """Complete records carry no completeness key, so they keep the exact SPEC 3.1 shape and bytes."""
+    if isinstance(data, dict) and value == cat.TURN_COMPLETE:
+        data.pop("completeness", None)
+    return data
+
+
 class Metadata(_Open):
     model: Text
     provider: str = ""
@@ -474,6 +497,12 @@ class Metadata(_Open):
     category: Text
     subtopic: Text
     turnCount: int | None = None
+    # Absent means complete; written only on an unfinished conversation (exports that include them).
+    completeness: ConversationCompleteness = cat.CONVERSATION_COMPLETE
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        return _omit_when_complete(handler(self), self.completeness)
 
 
 class ParticipantProfile(_Open):
@@ -559,28 +588,63 @@ def _ordered_unique_turns(turns: list[Any]) -> list[Any]:
 
 
 class Annotations(_Strict):
-    binaryJudgements: list[BinaryJudgement] = Field(default_factory=list)
+    """A turn's annotations. ``None`` (JSON null) is a step the participant has not answered yet;
+    ``[]`` is an answered step with nothing in it (SPEC 2.1: an empty mood list means "no change")."""
+
+    binaryJudgements: list[BinaryJudgement] | None = Field(default_factory=list)
     alternateResponses: AlternateResponses | None = None
-    pairwiseComparisons: list[PairwiseComparison] = Field(default_factory=list)
-    selectedPairwiseQuestions: list[str] = Field(default_factory=list)
+    pairwiseComparisons: list[PairwiseComparison] | None = Field(default_factory=list)
+    selectedPairwiseQuestions: list[str] | None = Field(default_factory=list)
 
     @field_validator("binaryJudgements")
     @classmethod
-    def _unique_questions(cls, values: list[BinaryJudgement]) -> list[BinaryJudgement]:
+    def _unique_questions(cls, values: list[BinaryJudgement] | None) -> list[BinaryJudgement] | None:
         seen: set[str] = set()
-        for value in values:
+        for value in values or []:
             if value.questionId in seen:
                 raise ValueError(f"question {value.questionId} is answered twice")
             seen.add(value.questionId)
         return values
 
 
+#: The steps of a turn that are null until the participant answers them.
+UNANSWERABLE_STEPS: Final = ("moodShiftTags", "binaryJudgements", "pairwiseComparisons", "selectedPairwiseQuestions")
+
+
 class Turn(_Strict):
     turnNumber: Annotated[int, Field(ge=1)]
     userMessage: str
     llmResponse: str
-    moodShiftTags: list[EmotionTag] = Field(default_factory=list)
+    moodShiftTags: list[EmotionTag] | None = Field(default_factory=list)
     annotations: Annotations = Field(default_factory=Annotations)
+    # Absent means complete; written only on an unfinished turn (exports that include them).
+    completeness: TurnCompleteness = cat.TURN_COMPLETE
+
+    @property
+    def unanswered_steps(self) -> list[str]:
+        """The steps still null: the turn's ground truth is not all there (it is not scored, SPEC 5.1)."""
+        values = {
+            "moodShiftTags": self.moodShiftTags,
+            "binaryJudgements": self.annotations.binaryJudgements,
+            "pairwiseComparisons": self.annotations.pairwiseComparisons,
+            "selectedPairwiseQuestions": self.annotations.selectedPairwiseQuestions,
+        }
+        return [step for step in UNANSWERABLE_STEPS if values[step] is None]
+
+    @model_validator(mode="after")
+    def _null_only_when_unfinished(self) -> Turn:
+        missing = self.unanswered_steps
+        if missing and self.completeness == cat.TURN_COMPLETE:
+            raise ValueError(
+                f"{', '.join(missing)} is null (not answered) but the turn is not flagged unfinished: "
+                f"a complete turn answers every step; an unfinished one says "
+                f'"completeness": "{cat.TURN_ANNOTATION_UNFINISHED}"'
+            )
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        return _omit_when_complete(handler(self), self.completeness)
 
     @field_validator("moodShiftTags", mode="before")
     @classmethod
@@ -608,6 +672,16 @@ class ConversationFile(_Strict):
     def _turn_count(self) -> ConversationFile:
         if self.metadata.turnCount is None:
             self.metadata.turnCount = len(self.turns)
+        return self
+
+    @model_validator(mode="after")
+    def _complete_means_every_turn(self) -> ConversationFile:
+        unfinished = [t.turnNumber for t in self.turns if t.completeness != cat.TURN_COMPLETE]
+        if unfinished and self.metadata.completeness == cat.CONVERSATION_COMPLETE:
+            raise ValueError(
+                f"turn(s) {', '.join(map(str, unfinished))} are flagged unfinished but the conversation is not: "
+                f'its metadata needs "completeness": "{cat.CONVERSATION_UNFINISHED}"'
+            )
         return self
 
 

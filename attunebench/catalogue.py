@@ -714,3 +714,101 @@ RESEARCH_ONLY_STATEMENT: Final = (
     "model's predictions matched participants' own annotations in this dataset; they are not a "
     "certificate that any model is safe or suitable for clinical, therapeutic or crisis use."
 )
+
+# ---------------------------------------------------------------------------
+# Completeness of collected data (SPEC 3.1 "completeness")
+# ---------------------------------------------------------------------------
+
+#: A turn: every annotation step answered / reply stored but annotation not finished / message without a reply.
+TURN_COMPLETE: Final = "complete"
+TURN_ANNOTATION_UNFINISHED: Final = "annotation_unfinished"
+TURN_NO_REPLY: Final = "no_reply"
+TURN_COMPLETENESS: Final[tuple[str, ...]] = (TURN_COMPLETE, TURN_ANNOTATION_UNFINISHED, TURN_NO_REPLY)
+
+#: A conversation: finished by the participant with every turn complete / started but not finished /
+#: no turn with a reply at all.
+CONVERSATION_COMPLETE: Final = "complete"
+CONVERSATION_UNFINISHED: Final = "unfinished"
+CONVERSATION_EMPTY: Final = "empty"
+CONVERSATION_COMPLETENESS: Final[tuple[str, ...]] = (CONVERSATION_COMPLETE, CONVERSATION_UNFINISHED, CONVERSATION_EMPTY)
+
+# ---------------------------------------------------------------------------
+# Model, provider and product names a reply must never show a participant (SPEC 1: the OM is anonymised)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IdentityName:
+    """One name to screen replies for.
+
+    ``pattern`` is a regular expression (matched case-insensitively, between
+    word boundaries) written with ``~`` where a space, hyphen, dot or underscore
+    may sit, or nothing at all: ``open~ai`` matches OpenAI, Open AI, open-ai.
+    An ``ambiguous`` name is also an ordinary word or a person's name (Claude,
+    Gemini the star sign, a llama, the mistral wind): it counts as a leak only
+    with a version after it ("Gemini 1.5", "Llama-3") or beside words that make
+    it a self-description ("I'm Claude", "made by Google", "Mistral, an AI model").
+    """
+
+    label: str
+    kind: str  # "model", "provider" or "product"
+    pattern: str
+    ambiguous: bool = False
+
+
+# Maintained list: add a name when a new model family, provider or chat product appears.
+IDENTITY_NAMES: Final[tuple[IdentityName, ...]] = (
+    IdentityName("ChatGPT", "product", r"chat~gpt"),
+    IdentityName("GPT", "model", r"gpt"),
+    IdentityName("OpenAI", "provider", r"open~ai"),
+    IdentityName("Anthropic", "provider", r"anthropic"),
+    IdentityName("Claude", "model", r"claude", ambiguous=True),
+    IdentityName("Google DeepMind", "provider", r"(?:google~)?deep[-_]?mind"),
+    IdentityName("Gemini", "model", r"gemini", ambiguous=True),
+    IdentityName("Gemma", "model", r"gemma", ambiguous=True),
+    IdentityName("Bard", "product", r"bard", ambiguous=True),
+    IdentityName("Google", "provider", r"google", ambiguous=True),
+    IdentityName("Meta AI", "provider", r"meta~ai"),
+    IdentityName("Meta", "provider", r"meta", ambiguous=True),
+    IdentityName("Llama", "model", r"llama", ambiguous=True),
+    IdentityName("Mistral AI", "provider", r"mistral~ai"),
+    IdentityName("Mistral", "model", r"mistral", ambiguous=True),
+    IdentityName("Mixtral", "model", r"mixtral"),
+    IdentityName("Qwen", "model", r"qwen"),
+    IdentityName("Alibaba", "provider", r"alibaba", ambiguous=True),
+    IdentityName("DeepSeek", "model", r"deep~seek"),
+    IdentityName("Grok", "model", r"grok", ambiguous=True),
+    IdentityName("xAI", "provider", r"xai"),
+    IdentityName("Copilot", "product", r"co~pilot", ambiguous=True),
+    IdentityName("Microsoft", "provider", r"microsoft", ambiguous=True),
+    IdentityName("Phi", "model", r"phi", ambiguous=True),
+    IdentityName("Cohere", "provider", r"cohere", ambiguous=True),
+    IdentityName("Command R", "model", r"command~r\+?", ambiguous=True),
+    IdentityName("Perplexity", "product", r"perplexity", ambiguous=True),
+    IdentityName("Falcon", "model", r"falcon", ambiguous=True),
+    IdentityName("Nemotron", "model", r"nemotron"),
+    IdentityName("NVIDIA", "provider", r"nvidia", ambiguous=True),
+    IdentityName("Hugging Face", "provider", r"hugging~face", ambiguous=True),
+    IdentityName("Character.AI", "product", r"character~ai"),
+    IdentityName("Inflection AI", "provider", r"inflection~ai"),
+    IdentityName("Kimi", "model", r"kimi", ambiguous=True),
+    IdentityName("Moonshot AI", "provider", r"moonshot~ai"),
+    IdentityName("Baidu", "provider", r"baidu", ambiguous=True),
+    IdentityName("ERNIE Bot", "product", r"ernie~bot"),
+    IdentityName("ChatGLM", "model", r"chat~glm"),
+    IdentityName("Zhipu", "provider", r"zhipu"),
+    IdentityName("Yi", "model", r"yi", ambiguous=True),
+    IdentityName("01.AI", "provider", r"01~ai"),
+    IdentityName("Amazon Nova", "model", r"amazon~nova"),
+    IdentityName("Titan", "model", r"titan", ambiguous=True),
+    IdentityName("Amazon", "provider", r"amazon", ambiguous=True),
+    IdentityName("Apple Intelligence", "product", r"apple~intelligence"),
+    IdentityName("Siri", "product", r"siri", ambiguous=True),
+    IdentityName("Alexa", "product", r"alexa", ambiguous=True),
+    IdentityName("Replika", "product", r"replika"),
+    IdentityName("Vicuna", "model", r"vicuna", ambiguous=True),
+    IdentityName("Bing", "product", r"bing~chat"),
+)
+
+#: What a masked name is replaced with (a reply shown to a participant never carries a real name).
+IDENTITY_MASK: Final = "[name withheld]"

@@ -20,6 +20,14 @@ def _choices(values: tuple[str, ...]) -> list[tuple[str, str]]:
     return [(v, v) for v in values]
 
 
+#: Outcomes of the identity screen of a reply (collection.identity_guard).
+IDENTITY_UNSCREENED = "unscreened"
+IDENTITY_CLEAN = "clean"
+IDENTITY_REGENERATED = "regenerated"
+IDENTITY_MASKED = "masked"
+IDENTITY_SCREEN_OUTCOMES: tuple[str, ...] = (IDENTITY_UNSCREENED, IDENTITY_CLEAN, IDENTITY_REGENERATED, IDENTITY_MASKED)
+
+
 def new_pseudonym() -> str:
     """The only participant id that ever leaves the database (SPEC 2.5)."""
     return "p-" + secrets.token_hex(6)
@@ -222,10 +230,30 @@ class Conversation(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
     metadata_extra = models.JSONField(default=dict, blank=True, help_text="Further metadata keys, kept on round trip.")
     comment = models.TextField(blank=True, help_text="Participant's optional closing comment.")
+    completeness = models.CharField(
+        max_length=20,
+        choices=_choices(cat.CONVERSATION_COMPLETENESS),
+        default=cat.CONVERSATION_EMPTY,
+        help_text="complete: finished by the participant with every turn complete (the default export); "
+        "unfinished: started but not finished; empty: no turn with a reply. Withdrawal is the status, not this.",
+    )
 
     class Meta:
-        indexes = [models.Index(fields=["status"]), models.Index(fields=["started_at"])]
+        indexes = [
+            models.Index(fields=["status"]),
+            models.Index(fields=["started_at"]),
+            models.Index(fields=["completeness"], name="conversation_completeness_idx"),
+        ]
         constraints = [
+            models.CheckConstraint(
+                condition=Q(completeness__in=list(cat.CONVERSATION_COMPLETENESS)),
+                name="conversation_completeness_valid",
+            ),
+            # Never more complete than the collection: a complete conversation's participant has finished it.
+            models.CheckConstraint(
+                condition=~Q(completeness=cat.CONVERSATION_COMPLETE) | Q(status__in=["complete", "withdrawn"]),
+                name="conversation_complete_only_when_finished",
+            ),
             models.CheckConstraint(
                 condition=Q(status__in=["in_progress", "annotating", "complete", "withdrawn"]),
                 name="conversation_status_valid",
@@ -247,12 +275,52 @@ class Turn(models.Model):
     responded_at = models.DateTimeField(null=True, blank=True)
     annotation_started_at = models.DateTimeField(null=True, blank=True)
     annotation_completed_at = models.DateTimeField(null=True, blank=True)
+    completeness = models.CharField(
+        max_length=24,
+        choices=_choices(cat.TURN_COMPLETENESS),
+        default=cat.TURN_NO_REPLY,
+        help_text="complete: every annotation step answered; annotation_unfinished: reply stored, annotation "
+        "not finished; no_reply: the message has no stored reply.",
+    )
+    mood_answered = models.BooleanField(
+        default=False,
+        help_text="The mood step was answered (no tags then means 'no change'); until then it exports as null.",
+    )
+    identity_screen = models.CharField(
+        max_length=12,
+        choices=_choices(IDENTITY_SCREEN_OUTCOMES),
+        default=IDENTITY_UNSCREENED,
+        help_text="What the identity screen did to the reply before the participant saw it: clean, regenerated "
+        "(a reply naming a model, provider or product was discarded and asked again), masked (names replaced), "
+        "or unscreened (stored before screening existed, or imported).",
+    )
+    identity_leaks = models.JSONField(
+        default=list, blank=True, help_text="Names the screen caught in discarded or masked replies (never shown)."
+    )
 
     class Meta:
         ordering = ["conversation_id", "turn_number"]
         constraints = [
             models.UniqueConstraint(fields=["conversation", "turn_number"], name="turn_number_unique_per_conversation"),
             models.CheckConstraint(condition=Q(turn_number__gte=1), name="turn_number_positive"),
+            models.CheckConstraint(
+                condition=Q(completeness__in=list(cat.TURN_COMPLETENESS)), name="turn_completeness_valid"
+            ),
+            # The state never claims more than the data holds: no reply means no_reply, and a turn
+            # whose annotation was finished is complete.
+            models.CheckConstraint(
+                condition=~Q(llm_response="") | Q(completeness=cat.TURN_NO_REPLY), name="turn_without_reply_is_no_reply"
+            ),
+            models.CheckConstraint(
+                condition=Q(annotation_completed_at__isnull=True) | Q(completeness=cat.TURN_COMPLETE),
+                name="turn_annotated_is_complete",
+            ),
+            models.CheckConstraint(
+                condition=~Q(completeness=cat.TURN_COMPLETE) | Q(mood_answered=True), name="turn_complete_has_mood"
+            ),
+            models.CheckConstraint(
+                condition=Q(identity_screen__in=list(IDENTITY_SCREEN_OUTCOMES)), name="turn_identity_screen_valid"
+            ),
         ]
 
     def __str__(self) -> str:

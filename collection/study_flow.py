@@ -31,7 +31,9 @@ from django.utils import timezone
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
 from collection.assignment import choose_original_model
+from collection.completeness import do_note_first_reply, do_refresh_conversation_completeness
 from collection.models import (
+    IDENTITY_UNSCREENED,
     Consent,
     Conversation,
     ConversationWideAnswers,
@@ -403,9 +405,26 @@ def do_add_message(conversation: Conversation, turn_number: int, text: str) -> t
         return turn, True
 
 
-def do_save_reply(turn: Turn, text: str) -> bool:
-    """Store the finished reply once; only the first writer wins (conditional update)."""
-    changed = Turn.objects.filter(pk=turn.pk, llm_response="").update(llm_response=text, responded_at=timezone.now())
+def do_save_reply(
+    turn: Turn, text: str, identity_screen: str = IDENTITY_UNSCREENED, identity_leaks: list[str] | None = None
+) -> bool:
+    """Store the finished reply once; only the first writer wins (conditional update).
+
+    The turn then awaits its annotation, and its conversation is no longer empty.
+    ``identity_screen`` and ``identity_leaks`` record what the identity screen
+    did to the reply (``collection.identity_guard``); callers that did not screen
+    it leave it ``unscreened``.
+    """
+    with transaction.atomic():
+        changed = Turn.objects.filter(pk=turn.pk, llm_response="").update(
+            llm_response=text,
+            responded_at=timezone.now(),
+            completeness=cat.TURN_ANNOTATION_UNFINISHED,
+            identity_screen=identity_screen,
+            identity_leaks=list(identity_leaks or []),
+        )
+        if changed:
+            do_note_first_reply(turn.conversation_id)
     return changed == 1
 
 
@@ -454,6 +473,7 @@ def do_save_conversation_wide(conversation: Conversation, answers: dict[str, Any
             status=Conversation.Status.COMPLETE,
             completed_at=timezone.now(),
         )
+        do_refresh_conversation_completeness(conversation.pk)
 
 
 def do_withdraw(participant: Participant) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 
 from annotation.models import AlternateResponses, BinaryJudgement, MoodTag, PairwiseComparison
 from attunebench import canonical as cf
@@ -38,7 +38,7 @@ from collection.study_flow import write_panas
 
 EXPORT_FORMATS = ("json", "jsonl", "parquet")
 _REDACTED_ALIAS = re.compile(r"^om-[0-9a-f]{8}$")
-_DECLARED_METADATA = {"model", "provider", "timestamp", "category", "subtopic"}
+_DECLARED_METADATA = {"model", "provider", "timestamp", "category", "subtopic", "completeness"}
 _DECLARED_PROFILE = {"participant_id", "age", "traits", "goals", "responses", "diagnoses"}
 
 
@@ -136,12 +136,26 @@ def _participant(profile: cf.ParticipantProfile | None) -> Participant | None:
     return participant
 
 
+def _imported_completeness(declared: str, turn_states: list[str]) -> str:
+    """The state of an imported conversation: what its file declares (absent = complete), never more.
+
+    No turn with a reply makes it empty, and a complete one needs every turn complete.
+    """
+    if all(state == cat.TURN_NO_REPLY for state in turn_states):
+        return cat.CONVERSATION_EMPTY
+    if declared == cat.CONVERSATION_EMPTY or any(state != cat.TURN_COMPLETE for state in turn_states):
+        return cat.CONVERSATION_UNFINISHED
+    return declared
+
+
 def write_conversation(doc: cf.ConversationFile) -> Conversation:
     """Write one validated conversation (caller holds the transaction)."""
     meta = doc.metadata
     extra = {k: v for k, v in (meta.model_extra or {}).items() if k not in _DECLARED_METADATA}
     extra["turnCount"] = meta.turnCount
+    turn_states = {t.turnNumber: t.completeness if t.llmResponse else cat.TURN_NO_REPLY for t in doc.turns}
     conversation = Conversation.objects.create(
+        completeness=_imported_completeness(meta.completeness, list(turn_states.values())),
         conversation_id=doc.conversationId,
         participant=_participant(doc.participant_profile),
         original_model=_original_model(meta.model, meta.provider),
@@ -174,11 +188,13 @@ def write_conversation(doc: cf.ConversationFile) -> Conversation:
             turn_number=t.turnNumber,
             user_message=t.userMessage,
             llm_response=t.llmResponse,
-            selected_pairwise_questions=t.annotations.selectedPairwiseQuestions,
+            selected_pairwise_questions=t.annotations.selectedPairwiseQuestions or [],
+            completeness=turn_states[t.turnNumber],
+            mood_answered=t.moodShiftTags is not None,
         )
         tags += [
             MoodTag(turn=turn, position=i, emotion=g.emotion, intensity=g.intensity)
-            for i, g in enumerate(t.moodShiftTags)
+            for i, g in enumerate(t.moodShiftTags or [])
         ]
         judgements += [
             BinaryJudgement(
@@ -189,7 +205,7 @@ def write_conversation(doc: cf.ConversationFile) -> Conversation:
                 preferred=j.preferredBehavior,
                 llm_value=j.llmValue,
             )
-            for i, j in enumerate(t.annotations.binaryJudgements)
+            for i, j in enumerate(t.annotations.binaryJudgements or [])
         ]
         comparisons += [
             PairwiseComparison(
@@ -200,7 +216,7 @@ def write_conversation(doc: cf.ConversationFile) -> Conversation:
                 response_b=p.responseB,
                 winner=p.winner,
             )
-            for i, p in enumerate(t.annotations.pairwiseComparisons)
+            for i, p in enumerate(t.annotations.pairwiseComparisons or [])
         ]
         if t.annotations.alternateResponses is not None:
             alternates.append(
@@ -223,10 +239,35 @@ def write_conversation(doc: cf.ConversationFile) -> Conversation:
 
 
 def exportable_conversations() -> QuerySet[Conversation]:
-    """Conversations that may leave the database: never withdrawn ones."""
+    """Conversations that may leave the database: never withdrawn ones (complete or not)."""
     return Conversation.objects.exclude(status=Conversation.Status.WITHDRAWN).exclude(
         participant__withdrawn_at__isnull=False
     )
+
+
+def export_selection(include_unfinished: bool = False) -> QuerySet[Conversation]:
+    """What an export holds: complete, non-withdrawn conversations; unfinished and empty ones only on request.
+
+    Records of unfinished ones say so (``metadata.completeness`` and each unfinished
+    turn's ``completeness``), and their unanswered steps are null (SPEC 3.1).
+    """
+    queryset = exportable_conversations()
+    return queryset if include_unfinished else queryset.filter(completeness=cat.CONVERSATION_COMPLETE)
+
+
+def left_out_counts(included: QuerySet[Conversation]) -> dict[str, int]:
+    """Why the database's other conversations are not in ``included``: withdrawn, empty, unfinished or
+    (complete but) outside the selection. Two grouped queries."""
+    withdrawn = Q(status=Conversation.Status.WITHDRAWN) | Q(participant__withdrawn_at__isnull=False)
+    rest = Conversation.objects.exclude(pk__in=included.values("pk"))
+    counts = {"withdrawn": rest.filter(withdrawn).count()}
+    by_state = dict(
+        rest.exclude(withdrawn).values_list("completeness").annotate(n=Count("id")).values_list("completeness", "n")
+    )
+    counts[cat.CONVERSATION_EMPTY] = by_state.get(cat.CONVERSATION_EMPTY, 0)
+    counts[cat.CONVERSATION_UNFINISHED] = by_state.get(cat.CONVERSATION_UNFINISHED, 0)
+    counts["not_selected"] = by_state.get(cat.CONVERSATION_COMPLETE, 0)
+    return counts
 
 
 def with_export_relations(queryset: QuerySet[Conversation]) -> QuerySet[Conversation]:
@@ -282,6 +323,8 @@ def conversation_to_dict(conversation: Conversation, include_model_identity: boo
     turns = list(conversation.turns.all())
     metadata = dict(conversation.metadata_extra)
     metadata.setdefault("turnCount", len(turns))
+    if conversation.completeness != cat.CONVERSATION_COMPLETE:
+        metadata["completeness"] = conversation.completeness
     metadata.update(
         {
             "model": om.exported_identity if include_model_identity else om.alias,
@@ -315,35 +358,47 @@ def conversation_to_dict(conversation: Conversation, include_model_identity: boo
 
 
 def _turn_dict(turn: Turn) -> dict[str, Any]:
+    """A turn's canonical object. In an unfinished turn a step not answered yet is null, never ``[]``
+    (SPEC 2.1: an empty mood list means "no change"), and the turn says it is unfinished."""
     alternates = getattr(turn, "alternates", None)
-    return {
+    complete = turn.completeness == cat.TURN_COMPLETE
+    judgements = [
+        {
+            "questionId": j.question_id,
+            "observedBehavior": j.observed,
+            "preferredBehavior": j.preferred,
+            "llmValue": j.llm_value,
+        }
+        for j in sorted(turn.binary_judgements.all(), key=lambda j: j.position)
+    ]
+    comparisons = [
+        {"questionId": p.question_id, "responseA": p.response_a, "responseB": p.response_b, "winner": p.winner}
+        for p in sorted(turn.pairwise_comparisons.all(), key=lambda p: p.position)
+    ]
+    selected = list(turn.selected_pairwise_questions)
+    pairwise_answered = complete or bool(selected or comparisons)
+    data: dict[str, Any] = {
         "turnNumber": turn.turn_number,
         "userMessage": turn.user_message,
         "llmResponse": turn.llm_response,
         "moodShiftTags": [
             {"emotion": m.emotion, "intensity": m.intensity}
             for m in sorted(turn.mood_tags.all(), key=lambda m: m.position)
-        ],
+        ]
+        if complete or turn.mood_answered
+        else None,
         "annotations": {
-            "binaryJudgements": [
-                {
-                    "questionId": j.question_id,
-                    "observedBehavior": j.observed,
-                    "preferredBehavior": j.preferred,
-                    "llmValue": j.llm_value,
-                }
-                for j in sorted(turn.binary_judgements.all(), key=lambda j: j.position)
-            ],
+            "binaryJudgements": judgements if complete or judgements else None,
             "alternateResponses": None
             if alternates is None
             else {"llmImproved": alternates.llm_improved, "humanEdited": alternates.human_edited},
-            "pairwiseComparisons": [
-                {"questionId": p.question_id, "responseA": p.response_a, "responseB": p.response_b, "winner": p.winner}
-                for p in sorted(turn.pairwise_comparisons.all(), key=lambda p: p.position)
-            ],
-            "selectedPairwiseQuestions": list(turn.selected_pairwise_questions),
+            "pairwiseComparisons": comparisons if pairwise_answered else None,
+            "selectedPairwiseQuestions": selected if pairwise_answered else None,
         },
     }
+    if not complete:
+        data["completeness"] = turn.completeness
+    return data
 
 
 def conversation_to_canonical(conversation: Conversation, include_model_identity: bool = False) -> cf.ConversationFile:

@@ -16,7 +16,7 @@ from datasets.exchange import EXPORT_FORMATS
 
 
 class DatasetVersion(models.Model):
-    """A named, immutable selection of complete, non-withdrawn conversations."""
+    """A named, immutable selection of non-withdrawn conversations: complete ones, unless frozen with unfinished."""
 
     name = models.CharField(max_length=200, unique=True)
     description = models.TextField(blank=True)
@@ -26,6 +26,10 @@ class DatasetVersion(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
     frozen = models.BooleanField(default=False)
+    includes_unfinished = models.BooleanField(
+        default=False,
+        help_text="Frozen with unfinished conversations too (flagged in their records); by default only complete ones.",
+    )
 
     class Meta:
         db_table = "scoring_datasetversion"  # kept from when versions lived in the scoring app

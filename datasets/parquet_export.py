@@ -1,12 +1,18 @@
-"""A flat Parquet table of turns: one row per turn, annotations as typed nested columns."""
+"""A flat Parquet table of turns: one row per turn, annotations as typed nested columns.
+
+A step the participant has not answered is null, never an empty list (an empty mood list
+means "no change", SPEC 2.1); ``conversation_completeness`` and ``turn_completeness`` say
+whether each row is finished (SPEC 3.1 completeness).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import BaseModel
 
 from attunebench import canonical as cf
 
@@ -48,8 +54,15 @@ TURN_SCHEMA = pa.schema(
         ("pre_total_negative", pa.int16()),
         ("post_total_positive", pa.int16()),
         ("post_total_negative", pa.int16()),
+        ("conversation_completeness", pa.string()),
+        ("turn_completeness", pa.string()),
     ]
 )
+
+
+def _dumped(values: Sequence[BaseModel] | None) -> list[dict] | None:
+    """A step's rows, or None (null) when the participant has not answered the step (SPEC 2.1: [] is an answer)."""
+    return None if values is None else [v.model_dump() for v in values]
 
 
 def _rows(doc: cf.ConversationFile) -> list[dict]:
@@ -65,6 +78,7 @@ def _rows(doc: cf.ConversationFile) -> list[dict]:
         "pre_total_negative": pre.totalNegativeAffect if pre else None,
         "post_total_positive": post.totalPositiveAffect if post else None,
         "post_total_negative": post.totalNegativeAffect if post else None,
+        "conversation_completeness": doc.metadata.completeness,
     }
     rows = []
     for turn in doc.turns:
@@ -73,14 +87,17 @@ def _rows(doc: cf.ConversationFile) -> list[dict]:
             {
                 **shared,
                 "turn_number": turn.turnNumber,
+                "turn_completeness": turn.completeness,
                 "user_message": turn.userMessage,
                 "llm_response": turn.llmResponse,
-                "mood_shift_tags": [t.model_dump() for t in turn.moodShiftTags],
-                "binary_judgements": [j.model_dump() for j in turn.annotations.binaryJudgements],
+                "mood_shift_tags": _dumped(turn.moodShiftTags),
+                "binary_judgements": _dumped(turn.annotations.binaryJudgements),
                 "llm_improved": alt.llmImproved if alt else None,
                 "human_edited": alt.humanEdited if alt else None,
-                "pairwise_comparisons": [p.model_dump() for p in turn.annotations.pairwiseComparisons],
-                "selected_pairwise_questions": list(turn.annotations.selectedPairwiseQuestions),
+                "pairwise_comparisons": _dumped(turn.annotations.pairwiseComparisons),
+                "selected_pairwise_questions": None
+                if turn.annotations.selectedPairwiseQuestions is None
+                else list(turn.annotations.selectedPairwiseQuestions),
             }
         )
     return rows

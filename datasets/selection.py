@@ -9,20 +9,22 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from collection.models import Conversation
-from datasets.exchange import exportable_conversations
+from datasets.exchange import export_selection, exportable_conversations
 from datasets.models import DatasetVersion
 
 
 def complete_conversations() -> QuerySet[Conversation]:
-    """Every conversation that may enter a dataset version: complete and not withdrawn."""
-    return exportable_conversations().filter(status=Conversation.Status.COMPLETE)
+    """Every conversation that may enter a dataset version by default: complete and not withdrawn."""
+    return export_selection(include_unfinished=False)
 
 
 def selection_queryset(
     topic_categories: list[str] | None = None,
     dataset_version: DatasetVersion | None = None,
+    include_unfinished: bool = False,
 ) -> QuerySet[Conversation]:
-    """The conversations a selection names: a saved version, or all complete ones, optionally by topic.
+    """The conversations a selection names: a saved version, or all complete ones (with
+    ``include_unfinished`` every non-withdrawn one), optionally by topic.
 
     Conversations of a version whose participant withdrew since are dropped here
     too: withdrawal wins over immutability (SPEC: exports and scoring skip withdrawn data).
@@ -30,7 +32,7 @@ def selection_queryset(
     if dataset_version is not None:
         queryset = exportable_conversations().filter(dataset_versions=dataset_version)
     else:
-        queryset = complete_conversations()
+        queryset = export_selection(include_unfinished)
     if topic_categories:
         queryset = queryset.filter(topic__category__in=topic_categories)
     return queryset.order_by("conversation_id")

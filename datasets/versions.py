@@ -22,18 +22,26 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.utils import timezone
 from django.utils.text import slugify
 
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
 from collection.models import Consent, Conversation, SensitiveProfile, Turn
-from datasets.exchange import export_conversations, iter_canonical
+from datasets.exchange import export_conversations, iter_canonical, left_out_counts
 from datasets.models import DatasetVersion, ExportJob
 from datasets.selection import selection_queryset
 
 logger = logging.getLogger("attune.research")
+
+#: Why a conversation of the database is not in an export (datasheet wording).
+_LEFT_OUT_REASONS = {
+    "unfinished": "unfinished: the participant has not finished it (or a turn is unfinished)",
+    "empty": "empty: no turn with a reply",
+    "withdrawn": "withdrawn: the participant withdrew (never exported)",
+    "not_selected": "complete, but outside this version (another topic selection, or collected after the freeze)",
+}
 
 DATA_FILE_NAMES = {"json": "conversations", "jsonl": "conversations.jsonl", "parquet": "turns.parquet"}
 
@@ -66,13 +74,19 @@ def do_freeze_dataset_version(
     description: str = "",
     topic_categories: list[str] | None = None,
     user: Any = None,
+    include_unfinished: bool = False,
 ) -> DatasetVersion:
-    """Create a frozen version of the complete, non-withdrawn conversations (optionally one topic set)."""
+    """Create a frozen version of the complete, non-withdrawn conversations (optionally one topic set).
+
+    ``include_unfinished`` adds the unfinished and empty ones; their records say so
+    and their unanswered steps are null, and scoring leaves such turns out (SPEC 5.1).
+    """
     cleaned = check_version_name(name)
-    queryset = selection_queryset(topic_categories)
+    queryset = selection_queryset(topic_categories, include_unfinished=include_unfinished)
     ids = list(queryset.values_list("pk", flat=True))
     if not ids:
-        raise DatasetError("No complete, non-withdrawn conversations match this selection.")
+        what = "non-withdrawn" if include_unfinished else "complete, non-withdrawn"
+        raise DatasetError(f"No {what} conversations match this selection.")
     digest = content_hash(Conversation.objects.filter(pk__in=ids))
     with transaction.atomic():
         version = DatasetVersion.objects.create(
@@ -82,6 +96,7 @@ def do_freeze_dataset_version(
             conversation_count=len(ids),
             created_by=user if getattr(user, "is_authenticated", False) else None,
             frozen=True,
+            includes_unfinished=include_unfinished,
         )
         version.conversations.add(*ids)
     return version
@@ -126,6 +141,25 @@ class Datasheet:
             f"- Turns: {d['counts']['turns']}",
             f"- Participants: {d['counts']['participants']}",
             "",
+            "## What is in and what is left out",
+            "",
+            "Conversations in this export by completeness (a record that is not complete says so in "
+            "`metadata.completeness`; its unanswered steps are `null`):",
+            "",
+            "| completeness | conversations |",
+            "|---|---|",
+            *[f"| {k} | {v} |" for k, v in d["included"]["conversations"].items()],
+            "",
+            "| turn completeness | turns |",
+            "|---|---|",
+            *[f"| {k} | {v} |" for k, v in d["included"]["turns"].items()],
+            "",
+            "Conversations in the database but not in this export, and why:",
+            "",
+            "| reason | conversations |",
+            "|---|---|",
+            *[f"| {_LEFT_OUT_REASONS[k]} | {v} |" for k, v in d["left_out"].items()],
+            "",
         ]
         for title, key in (
             ("Topic categories", "topic_distribution"),
@@ -150,7 +184,9 @@ def build_datasheet(version: DatasetVersion, fmt: str, include_model_identity: b
     """Counts and distributions of the conversations an export of ``version`` contains."""
     queryset = selection_queryset(dataset_version=version)
     rows = list(
-        queryset.values_list("pk", "topic__category", "original_model__alias", "original_model__name", "participant_id")
+        queryset.values_list(
+            "pk", "topic__category", "original_model__alias", "original_model__name", "participant_id", "completeness"
+        )
     )
     pks = [r[0] for r in rows]
     participant_ids = {r[4] for r in rows if r[4] is not None}
@@ -162,8 +198,24 @@ def build_datasheet(version: DatasetVersion, fmt: str, include_model_identity: b
     consent_versions = sorted(
         set(Consent.objects.filter(participant_id__in=participant_ids).values_list("version", flat=True))
     )
+    turn_states = Counter(
+        dict(
+            Turn.objects.filter(conversation_id__in=pks)
+            .values_list("completeness")
+            .annotate(n=Count("id"))
+            .values_list("completeness", "n")
+        )
+    )
+    conversation_states = Counter(r[5] for r in rows)
+    left_out = left_out_counts(queryset)  # withdrawn ones include those withdrawn since the freeze
     data = {
         "dataset_version": version.name,
+        "includes_unfinished": version.includes_unfinished,
+        "included": {
+            "conversations": {state: conversation_states[state] for state in cat.CONVERSATION_COMPLETENESS},
+            "turns": {state: turn_states[state] for state in cat.TURN_COMPLETENESS},
+        },
+        "left_out": left_out,
         "description": version.description,
         "content_hash": version.content_hash,
         "created_at": version.created_at.isoformat(),
@@ -178,7 +230,7 @@ def build_datasheet(version: DatasetVersion, fmt: str, include_model_identity: b
             "conversations": len(pks),
             "frozen_conversations": version.conversation_count,
             "withdrawn_since_freeze": max(0, version.conversation_count - len(pks)),
-            "turns": Turn.objects.filter(conversation_id__in=pks).count(),
+            "turns": sum(turn_states.values()),
             "participants": len(participant_ids),
         },
         "topic_distribution": dict(sorted(Counter(r[1] for r in rows).items())),

@@ -40,7 +40,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from attunebench.catalogue import MODES, RESEARCH_ONLY_STATEMENT, TOPIC_CATEGORIES
+from attunebench.catalogue import (
+    CONVERSATION_COMPLETE,
+    CONVERSATION_COMPLETENESS,
+    MODES,
+    RESEARCH_ONLY_STATEMENT,
+    TOPIC_CATEGORIES,
+)
 from attunebench.metrics.results import to_json
 from collection.models import Conversation
 from datasets.exchange import conversation_to_dict, with_export_relations
@@ -94,6 +100,7 @@ CONFLICT = OpenApiResponse(
 
 MAX_ID = 2**63 - 1
 CONVERSATION_STATUSES = [c for c, _ in Conversation.Status.choices]
+COMPLETENESS_STATES = list(CONVERSATION_COMPLETENESS)
 MODEL_KINDS = [k for k, _ in EvaluatedModel.Kind.choices]
 EXPORT_STATUSES = [s for s, _ in ExportJob.Status.choices]
 RUN_STATUSES = [s for s, _ in EvaluationRun.Status.choices]
@@ -154,6 +161,12 @@ class ResearcherAPIMixin:
         summary="List conversations",
         parameters=[
             _param("status", "Filter by status.", CONVERSATION_STATUSES),
+            _param(
+                "completeness",
+                "Filter by completeness; without it only complete conversations are listed.",
+                COMPLETENESS_STATES,
+            ),
+            _param("include_unfinished", "true: list unfinished and empty conversations too.", ["true", "false"]),
             _param("category", "Filter by topic category.", list(TOPIC_CATEGORIES)),
             _param("original_model", "Filter by original-model alias."),
             _param("dataset_version", "Only conversations in this dataset version.", type_=int),
@@ -177,6 +190,12 @@ class ConversationViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
             .order_by("conversation_id")
         )
         params = self.request.query_params
+        # Like exports, the list holds complete conversations unless asked for more (records say which they are).
+        completeness = choice_filter(self.request, "completeness", COMPLETENESS_STATES)
+        if completeness:
+            queryset = queryset.filter(completeness=completeness)
+        elif choice_filter(self.request, "include_unfinished", ["true", "false"]) != "true":
+            queryset = queryset.filter(completeness=CONVERSATION_COMPLETE)
         if status_ := choice_filter(self.request, "status", CONVERSATION_STATUSES):
             queryset = queryset.filter(status=status_)
         if category := choice_filter(self.request, "category", TOPIC_CATEGORIES):
@@ -234,7 +253,9 @@ class DatasetVersionViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewset
         payload.is_valid(raise_exception=True)
         d = payload.validated_data
         try:
-            version = do_freeze_dataset_version(d["name"], d["description"], d["topic_categories"], request.user)
+            version = do_freeze_dataset_version(
+                d["name"], d["description"], d["topic_categories"], request.user, d["include_unfinished"]
+            )
         except DatasetError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(DatasetVersionSerializer(version).data, status=status.HTTP_201_CREATED)

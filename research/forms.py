@@ -63,6 +63,12 @@ class DatasetVersionForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         help_text="Leave empty for every complete, non-withdrawn conversation.",
     )
+    include_unfinished = forms.BooleanField(
+        required=False,
+        label="Include unfinished conversations",
+        help_text="Off by default: a version holds complete conversations only. On, unfinished and empty ones are "
+        "added, flagged in their records, with unanswered steps as null.",
+    )
 
 
 class ExportForm(forms.Form):

@@ -44,6 +44,7 @@ class ConversationSummarySerializer(serializers.ModelSerializer):
             "original_model",
             "participant",
             "turn_count",
+            "completeness",
             "started_at",
             "completed_at",
         ]
@@ -100,6 +101,7 @@ class DatasetVersionSerializer(serializers.ModelSerializer):
             "content_hash",
             "conversation_count",
             "frozen",
+            "includes_unfinished",
             "created_at",
             "created_by",
         ]
@@ -118,6 +120,11 @@ class DatasetVersionCreateSerializer(serializers.Serializer):
     )
     topic_categories = serializers.ListField(
         child=serializers.ChoiceField(choices=list(cat.TOPIC_CATEGORIES)), required=False, default=list
+    )
+    include_unfinished = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Also freeze unfinished and empty conversations (flagged in their records); default: complete only.",
     )
 
 

@@ -320,7 +320,9 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
         try:
-            version = do_freeze_dataset_version(d["name"], d["description"], list(d["topic_categories"]), request.user)
+            version = do_freeze_dataset_version(
+                d["name"], d["description"], list(d["topic_categories"]), request.user, d["include_unfinished"]
+            )
         except DatasetError as exc:
             form.add_error(None, str(exc))
         else:

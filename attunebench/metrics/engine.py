@@ -66,9 +66,9 @@ def panas_side(panas: Panas | None) -> cm.PanasSide | None:
 
 def prepare_turn(turn: Turn, index: int) -> PreparedTurn:
     """Everything about one ground-truth turn that does not depend on the EM."""
-    tags = [(t.emotion, t.intensity) for t in turn.moodShiftTags]
+    tags = [(t.emotion, t.intensity) for t in turn.moodShiftTags or []]
     ann = turn.annotations
-    judgements = ann.binaryJudgements
+    judgements = ann.binaryJudgements or []
     om_yes: list[str] = []
     om_no: list[str] = []
     human_yes: list[str] = []
@@ -84,7 +84,7 @@ def prepare_turn(turn: Turn, index: int) -> PreparedTurn:
                 yes.append(qid)
             elif target == cat.NO:
                 no.append(qid)
-    comparisons = [(c.responseA, c.responseB, c.winner) for c in ann.pairwiseComparisons]
+    comparisons = [(c.responseA, c.responseB, c.winner) for c in ann.pairwiseComparisons or []]
     alternates = ann.alternateResponses
     wins = tm.gt_wins(comparisons)
     return PreparedTurn(
@@ -107,8 +107,13 @@ def prepare_turn(turn: Turn, index: int) -> PreparedTurn:
 
 
 def prepare_conversation(conversation: ConversationFile) -> PreparedConversation:
-    """Ground truth of one conversation in the shape every run of it is scored against."""
-    turns = [prepare_turn(t, i) for i, t in enumerate(conversation.turns)]
+    """Ground truth of one conversation in the shape every run of it is scored against.
+
+    A turn with a step the participant never answered (null, only in exports that include
+    unfinished conversations) has no complete ground truth: it is left out like a turn
+    that does not exist, so it neither scores nor lowers coverage (SPEC 5.1).
+    """
+    turns = [prepare_turn(t, i) for i, t in enumerate(conversation.turns) if not t.unanswered_steps]
     return PreparedConversation(
         conversation=conversation,
         turns=turns,
@@ -199,7 +204,7 @@ def judgement_details(turn: Turn, em: RunTurn | None) -> list[JudgementDetail]:
     }
     draft = em.em_draft_binary_assessment
     out: list[JudgementDetail] = []
-    for j in turn.annotations.binaryJudgements:
+    for j in turn.annotations.binaryJudgements or []:
         om = tm.om_target(j.observedBehavior, j.llmValue)
         human = tm.human_target(j.preferredBehavior, j.observedBehavior)
         targets = {"binary_om": om, "binary_human": human, "binary_om_hp": om, "binary_human_hp": human}

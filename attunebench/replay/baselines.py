@@ -199,7 +199,7 @@ def _tally_conversation(conversation: ConversationFile) -> _Tally:
     tally = _Tally()
     for turn in conversation.turns:
         tally.add(("turns",))
-        for tag in turn.moodShiftTags:
+        for tag in turn.moodShiftTags or []:
             item = cat.canonical_panas_item(tag.emotion)
             if item is None:
                 continue
@@ -208,14 +208,14 @@ def _tally_conversation(conversation: ConversationFile) -> _Tally:
             if tag.intensity is not None:
                 tally.add(("tag_int", item), tag.intensity)
                 tally.add(("tag_int_n", item))
-        for judgement in turn.annotations.binaryJudgements:
+        for judgement in turn.annotations.binaryJudgements or []:
             observed = judgement.observedBehavior or judgement.llmValue
             preferred = judgement.preferredBehavior or judgement.observedBehavior
             if observed in (cat.YES, cat.NO):
                 tally.add(("obs", judgement.questionId, observed))
             if preferred in (cat.YES, cat.NO):
                 tally.add(("pref", judgement.questionId, preferred))
-        for comparison in turn.annotations.pairwiseComparisons:
+        for comparison in turn.annotations.pairwiseComparisons or []:
             if comparison.winner is None:
                 continue
             tally.add(("pw_pos", comparison.winner))

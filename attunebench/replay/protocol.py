@@ -251,7 +251,7 @@ def _question_ids(turn: Turn) -> tuple[str, ...]:
     """The questions the participant answered on this turn, in stored order (SPEC 4 step 2)."""
     return tuple(
         j.questionId
-        for j in turn.annotations.binaryJudgements
+        for j in turn.annotations.binaryJudgements or []
         if j.observedBehavior is not None or j.preferredBehavior is not None or j.llmValue is not None
     )
 
@@ -361,7 +361,7 @@ class ConversationView:
             P.ComparisonView(
                 i, c.questionId, _pairwise_question_text(c.questionId), mask[c.responseA], mask[c.responseB]
             )
-            for i, c in enumerate(turn.annotations.pairwiseComparisons)
+            for i, c in enumerate(turn.annotations.pairwiseComparisons or [])
         )
         return self._base(
             P.PAIRWISE, self._visible(index, True), turn.turnNumber, candidates=candidates, comparisons=comparisons

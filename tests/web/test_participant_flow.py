@@ -273,7 +273,9 @@ def test_choosing_a_topic_starts_the_conversation_and_moves_the_pre_panas(walker
 def test_chat_page_shows_only_model_as_the_name(walker):
     conversation = walker.to_chat()
     answered_turn(conversation)
-    conversation.turns.update(annotation_completed_at=conversation.started_at)
+    conversation.turns.update(
+        annotation_completed_at=conversation.started_at, completeness=cat.TURN_COMPLETE, mood_answered=True
+    )
     html = walker.body(walker.get(walker.url("chat/")))
     assert '<p class="bubble-who">Model</p>' in html
     assert conversation.original_model.name not in html
@@ -702,7 +704,7 @@ def test_withdrawal_asks_first_then_excludes_everything_from_export(walker, stud
         assert "You have withdrawn" in walker.body(walker.get(walker.url(suffix)))
     assert walker.send("still here?", 2).status_code == 409
     out = tmp_path / "export"
-    call_command("export", "--out", str(out))
+    call_command("export", "--out", str(out), "--include-unfinished")  # even with unfinished ones included
     exported = [cf.load_conversation(p.read_bytes()).conversationId for p in out.glob("*.json")]
     assert conversation.conversation_id not in exported and len(exported) == 1
 

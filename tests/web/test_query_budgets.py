@@ -165,6 +165,7 @@ def build_world(n: int) -> World:
             original_model=models[i % len(models)],
             topic=topics[i % len(topics)],
             status=Conversation.Status.COMPLETE,
+            completeness=cat.CONVERSATION_COMPLETE,
             source=Conversation.Source.COLLECTED if i % 2 else Conversation.Source.IMPORTED,
             started_at=started,
             completed_at=started + timedelta(minutes=20),
@@ -185,6 +186,8 @@ def build_world(n: int) -> World:
                 llm_response=f"reply {c.conversation_id}/{t}",
                 annotation_started_at=c.started_at,
                 annotation_completed_at=c.started_at + timedelta(seconds=30 + t),
+                completeness=cat.TURN_COMPLETE,
+                mood_answered=True,
             )
             for c in conversations
             for t in range(1, TURNS_PER_CONVERSATION + 1)
@@ -195,6 +198,8 @@ def build_world(n: int) -> World:
                 turn_number=t,
                 user_message=f"long message {t}",
                 llm_response=f"long reply {t}",
+                completeness=cat.TURN_COMPLETE,
+                mood_answered=True,
             )
             for t in range(1, n + 1)
         ]
@@ -471,7 +476,9 @@ ENDPOINTS = [
     ),
     Endpoint(
         "research:dataset",
-        10,  # version, datasheet (rows, diagnoses, consents, turns), summary, export jobs (+creator)
+        # version, datasheet (rows, diagnoses, consents, turns by completeness, left out: withdrawn, by
+        # completeness), summary, export jobs (+creator)
+        12,
         lambda w: _r("research:dataset", w.main_version.pk),
         lambda w: [f'id="export-{w.newest_job.pk}"'],
     ),

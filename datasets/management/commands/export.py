@@ -4,13 +4,14 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from datasets.exchange import EXPORT_FORMATS, export_conversations, exportable_conversations
+from datasets.exchange import EXPORT_FORMATS, export_conversations, export_selection, left_out_counts
 
 
 class Command(BaseCommand):
     help = (
-        "Export every non-withdrawn conversation. json: one canonical file per conversation in the folder "
-        "OUT (or a .zip when OUT ends in .zip); jsonl: one line per conversation; parquet: one row per turn. "
+        "Export every complete, non-withdrawn conversation (--include-unfinished adds unfinished and empty ones, "
+        "flagged in each record, with unanswered steps as null). json: one canonical file per conversation in the "
+        "folder OUT (or a .zip when OUT ends in .zip); jsonl: one line per conversation; parquet: one row per turn. "
         "Participant ids are always pseudonyms; original models appear by alias unless --include-model-identity."
     )
 
@@ -23,6 +24,11 @@ class Command(BaseCommand):
             help="write original models' real identities instead of their aliases",
         )
         parser.add_argument(
+            "--include-unfinished",
+            action="store_true",
+            help="also export conversations the participant has not finished (flagged: metadata.completeness)",
+        )
+        parser.add_argument(
             "--status",
             action="append",
             default=None,
@@ -30,7 +36,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        queryset = exportable_conversations()
+        queryset = export_selection(options["include_unfinished"])
         if options["status"]:
             queryset = queryset.filter(status__in=options["status"])
         interactive = sys.stderr.isatty()
@@ -50,3 +56,13 @@ class Command(BaseCommand):
         self.stdout.write(
             self.style.SUCCESS(f"Exported {count} conversation(s) to {options['out']} ({options['format']}).")
         )
+        out = left_out_counts(queryset)
+        reasons = [
+            (out["unfinished"], "unfinished"),
+            (out["empty"], "empty (no reply)"),
+            (out["withdrawn"], "withdrawn"),
+            (out["not_selected"], "complete but not of the --status asked for"),
+        ]
+        if any(n for n, _ in reasons):
+            hint = "" if options["include_unfinished"] else "; --include-unfinished exports unfinished ones too"
+            self.stdout.write(f"Left out: {', '.join(f'{n} {why}' for n, why in reasons if n)}{hint}.")
