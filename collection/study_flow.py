@@ -184,6 +184,18 @@ def do_enrol(study: Study, platform_id: str = "") -> Participant:
     return Participant.objects.create(study=study, platform_id=platform_id[:128])
 
 
+def do_enrol_once(study: Study, token: str) -> Participant:
+    """The participant with this (server-made, signed) study-link token, made by the first of any repeated posts.
+
+    Two simultaneous posts of one start page race on the unique token: one
+    row is created and both get it.
+    """
+    participant, _ = Participant.objects.get_or_create(token=token, defaults={"study": study})
+    if participant.study_id != study.pk:
+        raise Http404("No such study link.")
+    return participant
+
+
 def do_record_consent(participant: Participant, sensitive_data_consent: bool) -> Consent:
     """Store consent to the study's current version; a repeat submission keeps the first record."""
     consent, _ = Consent.objects.get_or_create(
