@@ -8,7 +8,7 @@ from django import forms
 
 from annotation.models import PairwiseComparison
 from attunebench import catalogue as cat
-from collection.forms import ParticipantForm
+from collection.forms import FreeTextField, ParticipantForm, too_long_message
 
 INTENSITY_CHOICES = [("", "\u2013")] + [(str(n), str(n)) for n in range(1, 8)]
 YES_NO_NA_CHOICES = [(v, cat.YES_NO_NA_LABELS[v]) for v in cat.YES_NO_NA]
@@ -84,14 +84,16 @@ class BinaryPageForm(ParticipantForm):
 
 
 class GoldenReplyForm(ParticipantForm):
-    human_edited = forms.CharField(
+    human_edited = FreeTextField(
         label="The reply you would have wanted",
         max_length=GOLDEN_MAX_LENGTH,
         widget=forms.Textarea(attrs={"rows": 8}),
         error_messages={
             "required": (
-                "Please write the reply you would have wanted. You can keep the suggested text if it already fits."
-            )
+                "Please write the reply you would have wanted. You can start from one of the replies above "
+                "if one already comes close."
+            ),
+            "max_length": too_long_message(),
         },
     )
 

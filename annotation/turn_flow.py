@@ -59,8 +59,19 @@ def binary_pages(turn: Turn) -> list[tuple[str, list[cat.BinaryQuestion]]]:
     return pages_by_category(asked)
 
 
+def same_text(first: str, second: str) -> bool:
+    """Two replies a participant could not tell apart: equal once runs of whitespace are ignored."""
+    return " ".join(first.split()) == " ".join(second.split())
+
+
+def skipped_pairs(turn: Turn, question_id: str) -> list[dict[str, str]]:
+    """The comparisons of ``question_id`` that were skipped because both texts were identical."""
+    return [s for s in turn.skipped_comparisons if s.get("questionId") == question_id]
+
+
 def compare_questions(turn: Turn) -> list[str]:
-    return list(turn.selected_pairwise_questions)
+    """The chosen questions that have at least one comparison to ask (the others were all identical pairs)."""
+    return [q for q in turn.selected_pairwise_questions if len(skipped_pairs(turn, q)) < len(REPLY_PAIRS)]
 
 
 def locate_annotation(turn: Turn) -> AnnotationPosition:
@@ -77,9 +88,9 @@ def locate_annotation(turn: Turn) -> AnnotationPosition:
     alternates = AlternateResponses.objects.filter(turn=turn).first()
     if alternates is None or not alternates.human_edited.strip():
         return AnnotationPosition(REWRITE)
-    selected = compare_questions(turn)
-    if not selected:
+    if not turn.selected_pairwise_questions:
         return AnnotationPosition(CHOOSE)
+    selected = compare_questions(turn)
     open_questions = set(
         PairwiseComparison.objects.filter(turn=turn, winner__isnull=True).values_list("question_id", flat=True)
     )
@@ -193,15 +204,28 @@ def do_save_golden_reply(turn: Turn, text: str) -> None:
 
 
 def do_select_pairwise_questions(turn: Turn, question_ids: list[str]) -> None:
-    """Store the chosen questions and create their comparisons with randomised A/B positions."""
+    """Store the chosen questions and create their comparisons with randomised A/B positions.
+
+    A pair whose two replies have the same text (say, the participant kept the
+    suggested rewrite as their ideal reply) is never asked: no comparison row is
+    made, and the turn records it in ``skipped_comparisons``. When nothing is
+    left to ask, the turn's annotation is complete at once.
+    """
     ordered = [qid for qid in cat.PAIRWISE_QUESTION_IDS if qid in question_ids]
+    texts = reply_texts(turn)
     with transaction.atomic():
         locked = Turn.objects.select_for_update().get(pk=turn.pk)
         if locked.selected_pairwise_questions:
             return  # already chosen: a repeat submission changes nothing
         rows: list[PairwiseComparison] = []
+        skipped: list[dict[str, str]] = []
         for question_id in ordered:
             for first, second in REPLY_PAIRS:
+                if same_text(texts[first], texts[second]):
+                    skipped.append(
+                        {"questionId": question_id, "responseA": first, "responseB": second, "reason": "identical"}
+                    )
+                    continue
                 a, b = (first, second) if _positions.random() < 0.5 else (second, first)
                 rows.append(
                     PairwiseComparison(
@@ -210,7 +234,12 @@ def do_select_pairwise_questions(turn: Turn, question_ids: list[str]) -> None:
                 )
         PairwiseComparison.objects.bulk_create(rows)
         locked.selected_pairwise_questions = ordered
-        locked.save(update_fields=["selected_pairwise_questions"])
+        locked.skipped_comparisons = skipped
+        fields = ["selected_pairwise_questions", "skipped_comparisons"]
+        if not rows and locked.annotation_completed_at is None:
+            locked.annotation_completed_at = timezone.now()
+            fields.append("annotation_completed_at")
+        locked.save(update_fields=fields)
 
 
 def do_save_comparisons(turn: Turn, winners: dict[int, str]) -> None:

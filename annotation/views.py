@@ -17,9 +17,10 @@ from annotation import turn_flow as tf
 from annotation.forms import BinaryPageForm, ChooseQuestionsForm, CompareForm, GoldenReplyForm, MoodForm
 from annotation.models import PairwiseComparison
 from attunebench import catalogue as cat
+from collection import page_safety as ps
 from collection import study_flow as flow
 from collection.models import Participant, Turn
-from collection.views import page_context, render_withdrawn
+from collection.views import bound_form, page_context, render_withdrawn, stale_page
 
 SECTIONS: tuple[tuple[str, str], ...] = (
     (tf.MOOD, "Your feelings"),
@@ -36,10 +37,28 @@ _SECTION_OF = {
 }
 
 
+#: Where the ideal reply may start from (``?start=`` on the rewrite page; the script does the same without a reload).
+START_CHOICES = ("empty", "original", "rewrite")
+
+
 def _form_for(
-    turn: Turn, where: tf.AnnotationPosition, data: Any, participant: Participant
+    turn: Turn,
+    where: tf.AnnotationPosition,
+    data: Any,
+    participant: Participant,
+    start: str = "",
+    extra: dict[str, Any] | None = None,
+) -> Any:
+    """The form for the current sub-step; what its template needs goes into ``extra``."""
+    form, context = _form_and_context(turn, where, data, participant, start)
+    if extra is not None:
+        extra.update(context)
+    return form
+
+
+def _form_and_context(
+    turn: Turn, where: tf.AnnotationPosition, data: Any, participant: Participant, start: str
 ) -> tuple[Any, dict[str, Any]]:
-    """The form for the current sub-step, plus what its template needs."""
     if where.step == tf.MOOD:
         return MoodForm(data), {}
     if where.step == tf.BINARY:
@@ -49,8 +68,11 @@ def _form_for(
         alternates = tf.prepared_rewrite(turn)
         if alternates is None:  # the view shows the continue page until it is prepared
             raise RuntimeError(f"turn {turn.pk}: the rewrite page was asked for before its rewrite was made")
-        initial = {"human_edited": alternates.human_edited or alternates.llm_improved}
+        start = start if start in START_CHOICES else "empty"
+        begin = {"empty": "", "original": turn.llm_response, "rewrite": alternates.llm_improved}[start]
+        initial = {"human_edited": alternates.human_edited or begin}
         return GoldenReplyForm(data, initial=initial), {
+            "start": start,
             "improved": alternates.llm_improved,
             "draft_key": f"golden-{turn.conversation.conversation_id}-{turn.turn_number}",
         }
@@ -64,7 +86,20 @@ def _form_for(
         (i + 1, texts[c.response_a], texts[c.response_b], form[f"winner_{c.position}"])
         for i, c in enumerate(comparisons)
     ]
-    return form, {"question_text": cat.PAIRWISE_QUESTIONS.get(question_id, question_id), "pairs": pairs}
+    skipped = [SKIPPED_NOTES[frozenset((s["responseA"], s["responseB"]))] for s in tf.skipped_pairs(turn, question_id)]
+    return form, {
+        "question_text": cat.PAIRWISE_QUESTIONS.get(question_id, question_id),
+        "pairs": pairs,
+        "skipped_notes": skipped,
+    }
+
+
+#: Why a pair is missing from a comparison page (its two replies had the same text).
+SKIPPED_NOTES: dict[frozenset[str], str] = {
+    frozenset((cat.RESPONSE_ORIGINAL, cat.RESPONSE_ALTERNATE)): "the model\u2019s reply and the suggested rewrite",
+    frozenset((cat.RESPONSE_ORIGINAL, cat.RESPONSE_HUMAN)): "the model\u2019s reply and your ideal reply",
+    frozenset((cat.RESPONSE_ALTERNATE, cat.RESPONSE_HUMAN)): "the suggested rewrite and your ideal reply",
+}
 
 
 def _save(turn: Turn, where: tf.AnnotationPosition, form: Any, participant: Participant, shown: str) -> None:
@@ -101,12 +136,17 @@ def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse
     if position.step == flow.WITHDRAWN:
         return render_withdrawn(request, participant)
     turn = position.turn
+    posted = request.method == "POST"
+    fresh = posted and ps.claim(request)  # False for a repeat of a post already seen (a double click)
     if position.step != flow.ANNOTATE or turn is None or turn.turn_number != turn_number:
+        if fresh:  # a post from a tab the study has moved past: say so, keep its text
+            return stale_page(request, participant, position)
         return redirect(flow.step_url(participant, position))
     where = tf.locate_annotation(turn)
-    posted = request.method == "POST"
     if posted and request.POST.get("step") != where.key:
-        return redirect(request.path)  # stale or repeated submission: nothing to change
+        if fresh:
+            return stale_page(request, participant, position)
+        return redirect(request.path)  # a repeated submission: nothing to change
     # Two states a page cannot show without writing (left by an interrupted request or an older
     # version): a continue button makes the write a POST of its own.
     if where.step == tf.FINISHED:  # all answers stored but completion not yet stamped
@@ -120,12 +160,17 @@ def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse
         tf.ensure_alternates(turn)
         if "human_edited" not in request.POST:  # the continue button; a reply already written is saved below
             return redirect(request.path)
-    form, extra = _form_for(turn, where, request.POST if posted else None, participant)
-    if posted and form.is_valid():
+    extra: dict[str, Any] = {}
+    form = bound_form(
+        request, lambda data: _form_for(turn, where, data, participant, request.GET.get("start", ""), extra)
+    )
+    if posted:
+        if not form.is_valid():
+            return ps.bounce(request, form)  # post/redirect/get: the page shows the answers and errors again
         _save(turn, where, form, participant, request.POST.get("shown", ""))
         return redirect(request.path)
     if where.step == tf.MOOD:  # a form shown again with errors keeps the time it was first shown
-        extra["shown"] = request.POST.get("shown") if posted and request.POST.get("shown") else tf.shown_token(turn)
+        extra["shown"] = (form.data.get("shown") if form.is_bound else "") or tf.shown_token(turn)
     return render(
         request,
         f"participant/annotate_{where.step}.html",

@@ -168,6 +168,8 @@ LOGIN_REDIRECT_URL = "/research/"
 
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
+# A refused form post gets the calm error page, not Django's developer text.
+CSRF_FAILURE_VIEW = "attune_site.errors.csrf_failure"
 
 # --- Production: HTTPS behind a TLS proxy, and no start without a real key ----------
 # ATTUNE_PRODUCTION=1 is the switch an operator running a real study turns on; off, the demo is unchanged.

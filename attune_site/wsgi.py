@@ -1,4 +1,4 @@
-"""The WSGI application (gunicorn): prepares the data directory, then loads settings."""
+"""The WSGI application (gunicorn): prepares the data directory, loads settings, warms heavy imports."""
 
 import os
 
@@ -9,3 +9,7 @@ from attune_site.datadir import prepare_data_dir
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "attune_site.settings")
 prepare_data_dir()
 application = get_wsgi_application()
+
+from attune_site.warmup import warm_up  # noqa: E402  (needs the settings loaded above)
+
+warm_up()  # before the first request, not during it

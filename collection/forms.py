@@ -34,6 +34,19 @@ Q1_SCREEN_LABELS: dict[str, str] = {
 }
 
 
+def too_long_message(advice: str = "Please shorten it: everything you wrote is still in the box.") -> str:
+    """The error for text over its limit: nothing is cut, the message says by how much (Django %-formats it)."""
+    return "This is %(show_value)d characters long and the limit is %(limit_value)d. " + advice.replace("%", "%%")
+
+
+class FreeTextField(forms.CharField):
+    """Free text with line breaks counted once (browsers post CR LF), as the live counter counts them."""
+
+    def to_python(self, value: Any) -> str:
+        text = super().to_python(value) or ""
+        return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 class ParticipantForm(forms.Form):
     """Base of every participant form: knows where the first problem is, for the error summary link."""
 
@@ -165,14 +178,16 @@ class TopicForm(ParticipantForm):
 
 
 class MessageForm(ParticipantForm):
-    message = forms.CharField(
+    message = FreeTextField(
         label="Your message",
         max_length=MESSAGE_MAX_LENGTH,
         widget=forms.Textarea(attrs={"rows": 4}),
         error_messages={
             "required": "Please write a message before sending.",
-            "max_length": f"Please keep your message under {MESSAGE_MAX_LENGTH} characters "
-            "(it is %(show_value)d). You could send the rest in your next message.",
+            "max_length": too_long_message(
+                "Please shorten it, or send part of it now and the rest in your next message. "
+                "Your text is still in the box."
+            ),
         },
     )
     turn_number = forms.IntegerField(widget=forms.HiddenInput, min_value=1)
@@ -205,17 +220,19 @@ class SurveyForm(ParticipantForm):
         choices=_options(cat.Q3_WHAT_FELT_OFF_SUGGESTIONS),
         widget=forms.CheckboxSelectMultiple,
     )
-    felt_off_other = forms.CharField(
+    felt_off_other = FreeTextField(
         label="Anything else that felt off? Write one thing per line (optional).",
         required=False,
         max_length=2000,
         widget=forms.Textarea(attrs={"rows": 3}),
+        error_messages={"max_length": too_long_message()},
     )
-    comment = forms.CharField(
+    comment = FreeTextField(
         label="Anything else you would like to tell the researchers? (optional)",
         required=False,
         max_length=4000,
         widget=forms.Textarea(attrs={"rows": 4}),
+        error_messages={"max_length": too_long_message()},
     )
 
     def __init__(self, *args: Any, **kwargs: Any):

@@ -271,6 +271,12 @@ class Turn(models.Model):
     user_message = models.TextField()
     llm_response = models.TextField(blank=True)
     selected_pairwise_questions = models.JSONField(default=list, blank=True)
+    skipped_comparisons = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Comparisons never asked because both replies had the same text: "
+        '[{"questionId", "responseA", "responseB", "reason": "identical"}].',
+    )
     created_at = models.DateTimeField(default=timezone.now)
     responded_at = models.DateTimeField(null=True, blank=True)
     annotation_started_at = models.DateTimeField(null=True, blank=True)

@@ -217,15 +217,24 @@ def study_is_full(study: Study) -> bool:
     return study.max_participants is not None and study.participants.count() >= study.max_participants
 
 
-def do_open_enrol(study: Study) -> Participant:
+def do_open_enrol(study: Study, token: str | None = None) -> Participant:
     """A participant who joined through the study's open link; refuses once the study is full.
 
     The study row is locked while counting, so simultaneous joins cannot pass the cap together.
+    ``token`` is the (server-made, signed) token of the start page that was posted: repeated or
+    simultaneous posts of one start page get the participant the first one made, not a second.
     """
     with transaction.atomic():
         locked = Study.objects.select_for_update().get(pk=study.pk)
+        existing = Participant.objects.filter(token=token).first() if token else None
+        if existing is not None:
+            if existing.study_id != study.pk:
+                raise Http404("No such study link.")
+            return existing
         if study_is_full(locked):
             raise StudyFull(STUDY_FULL_MESSAGE)
+        if token:
+            return Participant.objects.create(study=locked, token=token)
         return Participant.objects.create(study=locked)
 
 

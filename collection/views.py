@@ -12,24 +12,27 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
 from functools import wraps
 from typing import Any
 
+from django.core import signing
 from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from attunebench import catalogue as cat
+from collection import page_safety as ps
 from collection import study_flow as flow
 from collection.assignment import NoModelAvailable
 from collection.chat_model import PARTICIPANT_FACING_NAME, ChatModelError, build_request, stream_reply
 from collection.client_ip import client_ip
 from collection.forms import ConsentForm, MessageForm, PanasForm, ProfileForm, SurveyForm, TopicForm
-from collection.models import Conversation, Participant, Study, Turn
+from collection.models import Conversation, Participant, Study, Turn, new_token
 
 logger = logging.getLogger("attune.participant")
 
@@ -50,8 +53,29 @@ def page_context(participant: Participant, step: str, **extra: Any) -> dict[str,
         "token": participant.token,
         "progress": flow.progress_for(step),
         "model_name": PARTICIPANT_FACING_NAME,
+        "form_nonce": ps.new_nonce(),
         **extra,
     }
+
+
+def bound_form(request: HttpRequest, make: Callable[[Any], Any]) -> Any:
+    """The page's form: bound to the post, to a refused post kept for this GET (with its errors), or empty."""
+    if request.method == "POST":
+        return make(request.POST)
+    data, errors = ps.bounced(request)
+    form = make(data)
+    if data is not None:
+        ps.restore_errors(form, errors)
+    return form
+
+
+def stale_page(request: HttpRequest, participant: Participant, position: flow.Position) -> HttpResponse:
+    """A post from a page the study has moved past (another tab went ahead): say so and keep its text."""
+    return ps.render_stale(
+        request,
+        page_context(participant, position.step, hide_withdraw=False),
+        reverse("collection:resume", kwargs={"token": participant.token}),
+    )
 
 
 def render_withdrawn(request: HttpRequest, participant: Participant) -> HttpResponse:
@@ -73,10 +97,14 @@ def participant_step(step: str) -> Callable[[Handler], Handler]:
         @never_cache
         def wrapper(request: HttpRequest, token: str, **kwargs: Any) -> HttpResponse:
             participant = flow.access_participant(token)
+            note_seen(request, participant)
             position = flow.locate(participant)
             if position.step == flow.WITHDRAWN:
                 return render_withdrawn(request, participant)
+            fresh = request.method == "POST" and ps.claim(request)
             if position.step != step:
+                if fresh:  # not a double click: a post from a tab the study has moved past
+                    return stale_page(request, participant, position)
                 return redirect(flow.step_url(participant, position))
             return view(request, participant, position, **kwargs)
 
@@ -89,37 +117,110 @@ def participant_step(step: str) -> Callable[[Handler], Handler]:
 def resume(request: HttpRequest, token: str) -> HttpResponse:
     """The study link itself: always lands on the step the participant is on."""
     participant = flow.access_participant(token)
+    note_seen(request, participant)
     position = flow.locate(participant)
     if position.step == flow.WITHDRAWN:
         return render_withdrawn(request, participant)
     return redirect(flow.step_url(participant, position))
 
 
+#: How long a browser that joined a study offers "Continue as the previous participant" after its last page;
+#: after that a shared device starts someone new by default (the previous person still has their own link).
+JOIN_RESUME_WINDOW = timedelta(minutes=30)
+JOIN_SALT = "attune.join"
+#: How long a join page's Start button stays valid (its participant is made once, by the first post).
+JOIN_PAGE_SECONDS = 3600
+
+
+def _join_session_key(study: Study) -> str:
+    return f"attune-join-{study.pk}"
+
+
+def _remembered(request: HttpRequest, study: Study) -> Participant | None:
+    """The participant this browser joined as, if they are still within the resume window and unfinished."""
+    entry = request.session.get(_join_session_key(study))
+    if not isinstance(entry, dict):
+        return None
+    try:
+        seen = datetime.fromisoformat(str(entry.get("seen")))
+    except ValueError:
+        return None
+    if timezone.now() - seen > JOIN_RESUME_WINDOW:
+        return None
+    participant = Participant.objects.filter(token=entry.get("token"), study=study, withdrawn_at__isnull=True).first()
+    if participant is None or flow.locate(participant).step == flow.DONE:
+        return None
+    return participant
+
+
+def _remember(request: HttpRequest, participant: Participant) -> None:
+    request.session[_join_session_key(flow.study_of(participant))] = {
+        "token": participant.token,
+        "seen": timezone.now().isoformat(),
+    }
+
+
+def note_seen(request: HttpRequest, participant: Participant) -> None:
+    """Keep a joined browser's resume window open while its participant is using it (no write when unjoined)."""
+    key = _join_session_key(flow.study_of(participant))
+    entry = request.session.get(key)
+    if not isinstance(entry, dict) or entry.get("token") != participant.token:
+        return
+    try:
+        seen = datetime.fromisoformat(str(entry.get("seen")))
+    except ValueError:
+        seen = None
+    if seen is None or timezone.now() - seen > timedelta(minutes=1):
+        _remember(request, participant)
+
+
 @never_cache
 def join(request: HttpRequest, slug: str) -> HttpResponse:
-    """Open enrolment: a start page, and on POST a new participant (remembered in the session)."""
+    """Open enrolment: a start page, and on POST a new participant (remembered in this browser's session).
+
+    On a shared device the next person must never land in someone else's
+    study: a browser that joined recently is asked "Continue as the previous
+    participant" or "I'm someone new" (new is the first choice, and after
+    ``JOIN_RESUME_WINDOW`` without activity only the start page is shown). The
+    start page carries the new participant's token, signed, so a double click
+    or two simultaneous posts make one participant, not two.
+    """
     study = get_object_or_404(Study, slug=slug, active=True, open_enrolment=True)
-    session_key = f"attune-join-{study.pk}"
-    known = request.session.get(session_key)
-    if known:
-        participant = Participant.objects.filter(token=known, study=study, withdrawn_at__isnull=True).first()
-        if participant is not None:
-            return redirect("collection:resume", token=participant.token)
-    if flow.study_is_full(study):
-        return _join_closed(request, study, flow.STUDY_FULL_MESSAGE, 403)
+    previous = _remembered(request, study)
     if request.method == "POST":
+        choice = request.POST.get("choice", "new")
+        if choice == "continue" and previous is not None:
+            _remember(request, previous)
+            return redirect("collection:resume", token=previous.token)
+        try:
+            token = signing.loads(request.POST.get("start", ""), salt=JOIN_SALT, max_age=JOIN_PAGE_SECONDS)
+        except signing.BadSignature:
+            # an expired or altered start page: show a fresh one, nothing made
+            return redirect(request.path + "?expired=1")
         try:
             flow.check_enrolment_rate(study, client_ip(request))
-            participant = flow.do_open_enrol(study)
+            participant = flow.do_open_enrol(study, str(token))
         except flow.EnrolmentThrottled as refusal:
             response = _join_closed(request, study, str(refusal), 429)
             response["Retry-After"] = str(refusal.retry_after)
             return response
         except flow.StudyFull as refusal:
             return _join_closed(request, study, str(refusal), 403)
-        request.session[session_key] = participant.token
+        _remember(request, participant)
         return redirect("collection:resume", token=participant.token)
-    return render(request, "participant/join.html", {"study": study, "hide_withdraw": True})
+    if previous is None and flow.study_is_full(study):
+        return _join_closed(request, study, flow.STUDY_FULL_MESSAGE, 403)
+    return render(
+        request,
+        "participant/join.html",
+        {
+            "study": study,
+            "hide_withdraw": True,
+            "previous": previous,
+            "expired": request.GET.get("expired") == "1",
+            "start": signing.dumps(new_token(), salt=JOIN_SALT),
+        },
+    )
 
 
 def _join_closed(request: HttpRequest, study: Study, message: str, status: int) -> HttpResponse:
@@ -129,14 +230,16 @@ def _join_closed(request: HttpRequest, study: Study, message: str, status: int) 
 
 @participant_step(flow.CONSENT)
 def consent(request: HttpRequest, participant: Participant, position: flow.Position) -> HttpResponse:
-    form = ConsentForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
+    form = bound_form(request, ConsentForm)
+    if request.method == "POST":
+        if not form.is_valid():
+            return ps.bounce(request, form)
         flow.do_record_consent(participant, form.cleaned_data["sensitive"])
         return redirect("collection:resume", token=participant.token)
     return render(
         request,
         "participant/consent.html",
-        page_context(participant, flow.CONSENT, form=form, research_only=cat.RESEARCH_ONLY_STATEMENT),
+        page_context(participant, flow.CONSENT, form=form),
     )
 
 
@@ -144,8 +247,10 @@ def consent(request: HttpRequest, participant: Participant, position: flow.Posit
 def profile(request: HttpRequest, participant: Participant, position: flow.Position) -> HttpResponse:
     consent_record = flow.current_consent(participant)
     ask = bool(consent_record and consent_record.sensitive_data_consent)
-    form = ProfileForm(request.POST or None, ask_diagnoses=ask)
-    if request.method == "POST" and form.is_valid():
+    form = bound_form(request, lambda data: ProfileForm(data, ask_diagnoses=ask))
+    if request.method == "POST":
+        if not form.is_valid():
+            return ps.bounce(request, form)
         data = form.cleaned_data
         flow.do_save_profile(
             participant,
@@ -166,8 +271,10 @@ def _panas_page(
     intro: str,
     save: Callable[[dict[str, int]], None],
 ) -> HttpResponse:
-    form = PanasForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
+    form = bound_form(request, PanasForm)
+    if request.method == "POST":
+        if not form.is_valid():
+            return ps.bounce(request, form)
         save(form.ratings())
         return redirect("collection:resume", token=participant.token)
     return render(
@@ -189,8 +296,10 @@ def pre_panas(request: HttpRequest, participant: Participant, position: flow.Pos
 
 @participant_step(flow.TOPIC)
 def topic(request: HttpRequest, participant: Participant, position: flow.Position) -> HttpResponse:
-    form = TopicForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
+    form = bound_form(request, TopicForm)
+    if request.method == "POST":
+        if not form.is_valid():
+            return ps.bounce(request, form)
         try:
             flow.do_start_conversation(participant, form.cleaned_data["topic"], form.cleaned_data["attitude"])
         except NoModelAvailable:
@@ -240,7 +349,12 @@ def _chat_context(
 @participant_step(flow.CHAT)
 def chat(request: HttpRequest, participant: Participant, position: flow.Position) -> HttpResponse:
     failed = request.GET.get("reply") == "failed"
-    return render(request, "participant/chat.html", _chat_context(participant, position.chat, None, failed))
+    data, errors = ps.bounced(request)
+    form = None
+    if data is not None:
+        form = MessageForm(data)
+        ps.restore_errors(form, errors)
+    return render(request, "participant/chat.html", _chat_context(participant, position.chat, form, failed))
 
 
 def _wants_json(request: HttpRequest) -> bool:
@@ -252,15 +366,31 @@ RATE_LIMIT_MESSAGE = (
 )
 
 
+STALE_MESSAGE = (
+    "This page was out of date: the study has moved on in another tab or window, so this message was not sent. "
+    "It is still in the box if you want to copy it."
+)
+
+
 @never_cache
 @require_POST
 def chat_send(request: HttpRequest, token: str) -> HttpResponse:
     """Save the participant's message (before any model call), then hand over to the reply stream."""
     participant = flow.access_participant(token)
     position = flow.locate(participant)
+    fresh = ps.claim(request)
+    resume_url = reverse("collection:resume", kwargs={"token": token})
+
+    def stale() -> HttpResponse:
+        if _wants_json(request):
+            return JsonResponse({"stale": True, "error": STALE_MESSAGE, "redirect": resume_url}, status=409)
+        return stale_page(request, participant, position)
+
+    def moved_on() -> HttpResponse:
+        return JsonResponse({"redirect": resume_url}, status=409) if _wants_json(request) else redirect(resume_url)
+
     if position.step != flow.CHAT:
-        target = reverse("collection:resume", kwargs={"token": token})
-        return JsonResponse({"redirect": target}, status=409) if _wants_json(request) else redirect(target)
+        return stale() if fresh and position.step != flow.WITHDRAWN else moved_on()
     conversation = position.chat
     form = MessageForm(request.POST)
 
@@ -269,7 +399,7 @@ def chat_send(request: HttpRequest, token: str) -> HttpResponse:
             return JsonResponse({"error": message}, status=status)
         if message and not form.errors:
             form.add_error("message", message)
-        return render(request, "participant/chat.html", _chat_context(participant, conversation, form), status=status)
+        return ps.bounce(request, form, reverse("collection:chat", kwargs={"token": token}))
 
     if not form.is_valid():
         errors = form.errors.get("message") or ["Please try sending again."]
@@ -284,12 +414,13 @@ def chat_send(request: HttpRequest, token: str) -> HttpResponse:
         if not flow.check_chat_rate(participant):
             return refuse(RATE_LIMIT_MESSAGE, 429)
     try:
-        turn, _ = flow.do_add_message(conversation, turn_number, form.cleaned_data["message"])
+        turn, created = flow.do_add_message(conversation, turn_number, form.cleaned_data["message"])
     except flow.TurnRefused as refusal:
         return refuse(str(refusal), 400 if isinstance(refusal, flow.ChatFull) else 409)
     except flow.StaleSubmission:
-        target = reverse("collection:resume", kwargs={"token": token})
-        return JsonResponse({"redirect": target}, status=409) if _wants_json(request) else redirect(target)
+        return stale() if fresh else moved_on()
+    if not created and not same_message(turn.user_message, form.cleaned_data["message"]):
+        return stale()  # another tab sent a different message for this turn first: this one was not saved
     if _wants_json(request):
         return JsonResponse(
             {
@@ -299,6 +430,11 @@ def chat_send(request: HttpRequest, token: str) -> HttpResponse:
             }
         )
     return redirect("collection:chat", token=token)
+
+
+def same_message(stored: str, sent: str) -> bool:
+    """A repeat of the stored message (a double click), as opposed to a different one from another tab."""
+    return stored.strip() == sent.strip()
 
 
 def _event(payload: dict[str, Any]) -> bytes:
@@ -389,8 +525,10 @@ def post_panas(request: HttpRequest, participant: Participant, position: flow.Po
 
 @participant_step(flow.SURVEY)
 def survey(request: HttpRequest, participant: Participant, position: flow.Position) -> HttpResponse:
-    form = SurveyForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
+    form = bound_form(request, SurveyForm)
+    if request.method == "POST":
+        if not form.is_valid():
+            return ps.bounce(request, form)
         flow.do_save_conversation_wide(position.chat, form.answers())
         return redirect("collection:resume", token=participant.token)
     return render(request, "participant/survey.html", page_context(participant, flow.SURVEY, form=form))

@@ -325,6 +325,9 @@ def conversation_to_dict(conversation: Conversation, include_model_identity: boo
     metadata.setdefault("turnCount", len(turns))
     if conversation.completeness != cat.CONVERSATION_COMPLETE:
         metadata["completeness"] = conversation.completeness
+    skipped = skipped_identical_comparisons(turns)
+    if skipped:  # an imported file's own list stays in metadata_extra, as read
+        metadata[SKIPPED_IDENTICAL_KEY] = skipped
     metadata.update(
         {
             "model": om.exported_identity if include_model_identity else om.alias,
@@ -355,6 +358,30 @@ def conversation_to_dict(conversation: Conversation, include_model_identity: boo
         "conversationWideQuestions": wide_dict,
         "turns": [_turn_dict(t) for t in turns],
     }
+
+
+#: Metadata key listing the comparisons never asked because both texts were the same (metadata is open, SPEC 3.1).
+SKIPPED_IDENTICAL_KEY = "skippedIdenticalComparisons"
+
+
+def skipped_identical_comparisons(turns: list[Turn]) -> list[dict[str, Any]]:
+    """Per turn, the (question, pair) comparisons skipped as identical; they are not in ``pairwiseComparisons``.
+
+    A skipped pair has no winner and was never shown, so it is left out of the
+    comparisons (where a null winner would count against every evaluated model)
+    and listed here instead, so nothing about what was asked is hidden.
+    """
+    return [
+        {
+            "turnNumber": turn.turn_number,
+            "questionId": s["questionId"],
+            "responseA": s["responseA"],
+            "responseB": s["responseB"],
+            "reason": s.get("reason", "identical"),
+        }
+        for turn in turns
+        for s in turn.skipped_comparisons
+    ]
 
 
 def _turn_dict(turn: Turn) -> dict[str, Any]:

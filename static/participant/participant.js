@@ -94,7 +94,7 @@
     var li = document.createElement("li");
     li.className = "bubble " + cls;
     var label = document.createElement("p"); label.className = "bubble-who"; label.textContent = who;
-    var body = document.createElement("div"); body.className = "bubble-text"; body.textContent = text;
+    var body = document.createElement("div"); body.className = "bubble-text"; body.dir = "auto"; body.textContent = text;
     li.appendChild(label); li.appendChild(body); list.appendChild(li);
     return li;
   }
@@ -190,6 +190,13 @@
         .then(function (response) { return response.json().then(function (data) { return [response, data]; }); })
         .then(function (pair) {
           var response = pair[0], data = pair[1];
+          if (data.stale) {  // another tab moved the study on: keep the text here, offer the way forward
+            showError(data.error);
+            var onward = document.createElement("a"); onward.href = data.redirect; onward.textContent = "Go to where you are now";
+            var line = document.createElement("p"); line.appendChild(onward); errorText.after(line);
+            form.dataset.submitting = ""; button.disabled = true;
+            return;
+          }
           if (data.redirect) { window.location.href = data.redirect; return; }
           if (!response.ok) {
             form.dataset.submitting = ""; button.disabled = false;

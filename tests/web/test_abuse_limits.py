@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from axes.models import AccessAttempt
 from django.conf import settings as django_settings
+from django.core import signing
 from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
@@ -26,7 +27,8 @@ from rest_framework.authtoken.models import Token
 
 from annotation.models import AlternateResponses
 from collection import study_flow as flow
-from collection.models import OriginalModel, Participant, Study
+from collection.models import OriginalModel, Participant, Study, new_token
+from collection.views import JOIN_SALT
 from research import throttles
 from tests.web.test_participant_flow import Walker
 
@@ -63,8 +65,9 @@ def enrol_clock(monkeypatch) -> FakeClock:
 
 
 def join(study: Study, address: str = "203.0.113.7", **extra: str):
-    """One new browser pressing Start on the open enrolment page."""
-    return Client(REMOTE_ADDR=address, **extra).post(f"/join/{study.slug}/")
+    """One new browser pressing Start on the open enrolment page (its own signed start token)."""
+    start = signing.dumps(new_token(), salt=JOIN_SALT)
+    return Client(REMOTE_ADDR=address, **extra).post(f"/join/{study.slug}/", {"start": start})
 
 
 # ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -69,6 +70,13 @@ class Walker:
         response = self.client.post(path, data or {}, **extra)
         self.responses.append(response)
         return response
+
+    def refused(self, response):
+        """A refused form redirects to its own page (post/redirect/get), which shows the answers and errors again."""
+        assert response.status_code == 302, response.status_code
+        page = self.get(response.url)
+        assert page.status_code == 200
+        return page
 
     def current(self) -> str:
         """Where the study link sends the participant now."""
@@ -182,15 +190,16 @@ def test_study_link_starts_at_consent_and_shows_help(walker, study):
     page = walker.get(walker.url("consent/"))
     html = walker.body(page)
     assert study.crisis_resources[:40] in html
-    assert escape(cat.RESEARCH_ONLY_STATEMENT) in html
+    # plain words, not the benchmark's research jargon (issue 15 item 6)
+    assert "This is not therapy" in html and "it cannot get help for you in an emergency" in html
+    assert escape(cat.RESEARCH_ONLY_STATEMENT) not in html and "diagnostic instrument" not in html
     assert "Withdraw from the study" in html
     assert 'name="csrfmiddlewaretoken"' in html
     assert page["Cache-Control"].startswith("max-age=0")
 
 
 def test_consent_without_the_box_is_refused_in_words(walker):
-    page = walker.post(walker.url("consent/"), {"sensitive": "on"})
-    assert page.status_code == 200
+    page = walker.refused(walker.post(walker.url("consent/"), {"sensitive": "on"}))
     html = walker.body(page)
     assert "To take part, please tick this box" in html
     assert 'name="sensitive" id="id_sensitive" checked' in html  # the rest is kept
@@ -217,9 +226,10 @@ def test_profile_without_sensitive_consent_never_asks_or_stores_diagnoses(walker
 
 def test_profile_errors_are_next_to_the_field_and_keep_other_answers(walker):
     walker.consent(sensitive=True)
-    page = walker.post(walker.url("about-you/"), {"traits": ["Anxious"], "diagnoses": ["None", "Anxiety"]})
+    page = walker.refused(
+        walker.post(walker.url("about-you/"), {"traits": ["Anxious"], "diagnoses": ["None", "Anxiety"]})
+    )
     html = walker.body(page)
-    assert page.status_code == 200
     assert "Please choose an age range" in html
     assert "“None” cannot be combined with other answers" in html
     assert re.search(r'value="Anxious"[^>]*checked', html)
@@ -232,9 +242,8 @@ def test_panas_requires_all_twenty_items_and_names_the_missing_one(walker):
     walker.consent()
     walker.profile()
     data = {item: "4" for item in cat.PANAS_ITEMS if item != "Jittery"}
-    page = walker.post(walker.url("feelings-before/"), data)
+    page = walker.refused(walker.post(walker.url("feelings-before/"), data))
     html = walker.body(page)
-    assert page.status_code == 200
     assert "Please choose how jittery you feel, from 1 to 7." in html
     assert html.count("checked") == 19  # everything else kept
     walker.participant.refresh_from_db()
@@ -357,10 +366,38 @@ def test_empty_or_overlong_message_is_refused_in_words(walker):
     empty = walker.send("   ", 1)
     assert empty.status_code == 400 and empty.json()["error"] == "Please write a message before sending."
     too_long = walker.send("x" * 4001, 1, as_json=False)
-    assert too_long.status_code == 400
-    assert "Please keep your message under 4000 characters" in walker.body(too_long)
-    assert "x" * 4001 in walker.body(too_long)  # the words are kept in the box
-    assert not Turn.objects.exists()
+    assert too_long.status_code == 302 and too_long.url == walker.url("chat/")  # post/redirect/get
+    html = walker.body(walker.get(too_long.url))
+    assert "This is 4001 characters long and the limit is 4000" in html
+    assert "x" * 4001 in html  # the words are kept in the box, never cut
+    assert 'maxlength="' not in html  # the browser does not cut a paste either: the counter warns instead
+    assert 'data-limit="4000"' in html
+    assert walker.get(walker.url("chat/")).content.count(b"x" * 4001) == 0  # shown once, then gone
+    as_json = walker.send("y" * 4001, 1)
+    assert as_json.status_code == 400 and "4001 characters long" in as_json.json()["error"]
+    # line breaks count once, as the live counter counts them (browsers post CR LF)
+    assert walker.send("a\r\n" * 1999 + "ab", 1).status_code == 200
+    assert Turn.objects.get().user_message == "a\n" * 1999 + "ab"
+
+
+def test_overlong_free_text_in_the_survey_is_refused_and_kept(walker):
+    walker.to_chat()
+    walker.turn(1)
+    walker.turn(2)
+    walker.turn(3)
+    walker.post(walker.url("chat/finish/"))
+    walker.post(walker.url("feelings-after/"), dict.fromkeys(cat.PANAS_ITEMS, "5"))
+    answers = {
+        "looking_for": [cat.Q1_OPTIONS[1]],
+        "emotion_clarity": cat.Q2_OPTIONS[0],
+        "model_fit": cat.Q3_OPTIONS[0],
+        **{f"branch_{b}": "6" for b in cat.FOUR_BRANCHES},
+        "comment": "z" * 4100,
+    }
+    page = walker.refused(walker.post(walker.url("your-view/"), answers))
+    html = walker.body(page)
+    assert "This is 4100 characters long and the limit is 4000" in html and "z" * 4100 in html
+    assert Conversation.objects.get().status == Conversation.Status.ANNOTATING
 
 
 def test_no_new_message_before_the_reply_is_annotated(walker):
@@ -379,8 +416,7 @@ def test_chat_messages_are_rate_limited_per_participant(walker, settings, client
     monkeypatch.setattr(flow, "chat_clock", lambda: 1_000_000.0)  # every message at the same instant
     walker.to_chat()
     walker.turn(1)
-    refused = walker.send("Sorry, one more thing", 2, as_json=False)
-    assert refused.status_code == 429
+    refused = walker.refused(walker.send("Sorry, one more thing", 2, as_json=False))
     html = walker.body(refused)
     assert "You are sending messages very quickly" in html and "Sorry, one more thing" in html
     assert walker.send("Sorry, one more thing", 2).json()["error"].startswith("You are sending messages")
@@ -422,9 +458,9 @@ def test_mood_step_needs_a_feeling_or_no_change_and_not_both(walker):
     conversation = walker.to_chat()
     turn = answered_turn(conversation)
     url = walker.url("turn/1/")
-    neither = walker.body(walker.post(url, {"step": "mood:0"}))
+    neither = walker.body(walker.refused(walker.post(url, {"step": "mood:0"})))
     assert "Please tick at least one feeling, or tick “No change”" in neither
-    both = walker.post(url, {"step": "mood:0", "no_change": "on", "mood_Upset": "on"})
+    both = walker.refused(walker.post(url, {"step": "mood:0", "no_change": "on", "mood_Upset": "on"}))
     assert "Please untick one or the other" in walker.body(both)
     assert not BinaryJudgement.objects.filter(turn=turn).exists()
     # a strength alone counts as choosing the word; a tick without strength stores no intensity
@@ -454,7 +490,7 @@ def test_behaviour_questions_are_first_person_grouped_paged_and_each_answered_tw
     for q in first_page:
         assert escape(q.first_person) in html
     assert "Did it happen?" in html and "Did you want it?" in html
-    page = walker.post(url, {"step": "binary:0", "observed_B1": "yes"})
+    page = walker.refused(walker.post(url, {"step": "binary:0", "observed_B1": "yes"}))
     html = walker.body(page)
     assert "Please say whether you wanted this" in html and "Please say whether this happened" in html
     assert "answers are missing" in html
@@ -481,7 +517,7 @@ def test_sampling_keeps_catalogue_order_and_all_when_k_is_zero():
     assert len({tuple(sample_question_ids(f"conv-{i}", 1, 10)) for i in range(10)}) > 1
 
 
-def test_rewrite_is_shown_and_the_golden_reply_is_prefilled_and_required(walker):
+def test_rewrite_is_shown_and_the_golden_reply_starts_from_the_participants_choice(walker):
     conversation = walker.to_chat()
     turn = answered_turn(conversation, "I keep crying at work and I feel ashamed.")
     url = walker.url("turn/1/")
@@ -495,8 +531,13 @@ def test_rewrite_is_shown_and_the_golden_reply_is_prefilled_and_required(walker)
     html = walker.body(walker.get(url))
     improved = AlternateResponses.objects.get(turn=turn).llm_improved
     assert improved and "I keep crying at work" in improved
-    assert html.count(escape(improved)) == 2  # shown, and prefilled in the editable box
-    refused = walker.post(url, {"step": "rewrite:0", "human_edited": "  "})
+    # the ideal reply starts empty; the participant may start from the rewrite or the original instead
+    box = re.compile(r'<textarea name="human_edited"[^>]*>(.*?)</textarea>', re.S)
+    assert box.search(html).group(1) == ""
+    assert box.search(walker.body(walker.get(url + "?start=rewrite"))).group(1) == escape(improved)
+    assert box.search(walker.body(walker.get(url + "?start=original"))).group(1) == escape(turn.llm_response)
+    assert box.search(walker.body(walker.get(url + "?start=nonsense"))).group(1) == ""
+    refused = walker.refused(walker.post(url, {"step": "rewrite:0", "human_edited": "  "}))
     assert "Please write the reply you would have wanted" in walker.body(refused)
     walker.post(url, {"step": "rewrite:0", "human_edited": "  I hear you. That sounds exhausting.  "})
     assert AlternateResponses.objects.get(turn=turn).human_edited == "I hear you. That sounds exhausting."
@@ -515,7 +556,7 @@ def test_pairwise_choice_creates_three_pairs_per_question_with_stored_positions(
             {"step": f"binary:{index}", **{f"{k}_{q.id}": "yes" for q in questions for k in ("observed", "preferred")}},
         )
     walker.post(url, {"step": "rewrite:0", "human_edited": "Mine"})
-    refused = walker.post(url, {"step": "choose:0"})
+    refused = walker.refused(walker.post(url, {"step": "choose:0"}))
     assert "Please choose at least one question" in walker.body(refused)
     walker.post(url, {"step": "choose:0", "questions": ["PW15", "general", "PW4"]})
     turn.refresh_from_db()
@@ -530,12 +571,14 @@ def test_pairwise_choice_creates_three_pairs_per_question_with_stored_positions(
     shown = {}
     for chunk in html.split('<fieldset class="pair')[1:]:
         position = int(re.search(r'name="winner_(\d+)"', chunk).group(1))
-        shown[position] = [t.strip() for t in re.findall(r'<div class="bubble-text">(.*?)</div>', chunk, re.S)]
+        shown[position] = [
+            t.strip() for t in re.findall(r'<div class="bubble-text" dir="auto">(.*?)</div>', chunk, re.S)
+        ]
     assert shown == {r.position: [escape(texts[r.response_a]), escape(texts[r.response_b])] for r in rows[:3]}
     # a repeated choice changes nothing
     walker.post(url, {"step": "choose:0", "questions": ["general"]})
     assert PairwiseComparison.objects.filter(turn=turn).count() == 9
-    missing = walker.post(url, {"step": "compare:0", "winner_0": "A"})
+    missing = walker.refused(walker.post(url, {"step": "compare:0", "winner_0": "A"}))
     assert "Please choose Reply A or Reply B" in walker.body(missing)
     walker.post(url, {"step": "compare:0", "winner_0": "A", "winner_1": "B", "winner_2": "A"})
     assert [r.winner for r in PairwiseComparison.objects.filter(turn=turn).order_by("position")][:4] == [
@@ -549,6 +592,7 @@ def test_pairwise_choice_creates_three_pairs_per_question_with_stored_positions(
 def test_positions_are_randomised_in_both_orders(walker):
     conversation = walker.to_chat()
     turn = answered_turn(conversation)
+    AlternateResponses.objects.create(turn=turn, llm_improved="A rewrite.", human_edited="My own reply.")
     tf.do_select_pairwise_questions(turn, list(cat.PAIRWISE_QUESTION_IDS))
     orders = set(PairwiseComparison.objects.filter(turn=turn).values_list("response_a", "response_b"))
     assert len(PairwiseComparison.objects.filter(turn=turn)) == 48
@@ -667,14 +711,48 @@ def test_closed_enrolment_and_participants_without_a_study_are_404(client, study
     assert client.get(f"/s/{orphan.token}/").status_code == 404
 
 
-def test_open_enrolment_creates_one_participant_per_browser(client, study):
+def start_value(html: str) -> str:
+    return re.search(r'name="start" value="([^"]+)"', html).group(1)
+
+
+def test_open_enrolment_makes_one_participant_per_start_page(client, study):
     page = client.get(f"/join/{study.slug}/")
     assert page.status_code == 200 and b"Start" in page.content
-    first = client.post(f"/join/{study.slug}/")
-    second = client.post(f"/join/{study.slug}/")
+    start = start_value(page.content.decode())
+    first = client.post(f"/join/{study.slug}/", {"start": start, "choice": "new"})
+    second = client.post(f"/join/{study.slug}/", {"start": start, "choice": "new"})  # a double click
     assert first.url == second.url
     assert Participant.objects.count() == 1
-    assert Client().post(f"/join/{study.slug}/").url != first.url
+    other = Client()
+    other_start = start_value(other.get(f"/join/{study.slug}/").content.decode())
+    assert other.post(f"/join/{study.slug}/", {"start": other_start}).url != first.url
+    # a start page that was altered or has no token makes nobody
+    assert client.post(f"/join/{study.slug}/", {"start": "forged"}).url.endswith("?expired=1")
+    assert Participant.objects.count() == 2
+
+
+def test_shared_device_asks_before_resuming_and_defaults_to_someone_new(client, study, monkeypatch):
+    from collection import views
+
+    page = client.get(f"/join/{study.slug}/")
+    first = client.post(f"/join/{study.slug}/", {"start": start_value(page.content.decode())})
+    again = client.get(f"/join/{study.slug}/")  # the next person opens the join link in the same browser
+    html = again.content.decode()
+    assert again.status_code == 200 and "Is this a new person?" in html
+    assert "I&rsquo;m someone new" in html and "Continue as the previous participant" in html
+    assert html.index("someone new") < html.index("Continue as the previous")  # new comes first
+    # someone new: a new participant, and this browser now belongs to them
+    new = client.post(f"/join/{study.slug}/", {"start": start_value(html), "choice": "new"})
+    assert new.url != first.url and Participant.objects.count() == 2
+    # continuing is possible on purpose, and lands on the remembered participant's current step
+    resumed = client.post(f"/join/{study.slug}/", {"choice": "continue"})
+    assert resumed.url == new.url
+    # after the resume window without activity, only the start page is shown (new by default)
+    monkeypatch.setattr(views, "JOIN_RESUME_WINDOW", timedelta(0))  # the window has passed
+    html = client.get(f"/join/{study.slug}/").content.decode()
+    assert "Is this a new person?" not in html and "Welcome to" in html
+    assert client.post(f"/join/{study.slug}/", {"choice": "continue"}).url.endswith("?expired=1")
+    assert Participant.objects.count() == 2
 
 
 def test_forms_require_csrf(participant):

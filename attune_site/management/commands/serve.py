@@ -5,6 +5,8 @@ from typing import Any
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
+from attune_site.warmup import warm_up
+
 
 class Command(BaseCommand):
     help = (
@@ -20,6 +22,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if not options["no_migrate"]:
             call_command("migrate", interactive=False, verbosity=0)
+        warm_up()  # heavy imports now, not on a participant's first request
         address = f"{options['host']}:{options['port']}"
         self.stdout.write(f"Attune is serving on http://{address}/  (Ctrl+C stops it)")
         call_command("runserver", address, use_reloader=False, use_threading=True, skip_checks=True)
