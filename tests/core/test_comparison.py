@@ -133,8 +133,9 @@ def test_humans_are_paired_with_models_on_exactly_the_conversations_they_rated()
 def test_exact_paired_test_agrees_with_scipy_on_tied_data() -> None:
     rng = np.random.default_rng(3)
     checked = 0
-    for _ in range(40):
-        n = int(rng.integers(2, 14))
+    # scipy's own route (a permutation test) is the slow one, so the reference cases stay few and small.
+    for _ in range(16):
+        n = int(rng.integers(2, 9))
         x, y = rng.integers(0, 4, n) / 4, rng.integers(0, 4, n) / 4
         if not (x - y).any():
             continue
@@ -142,4 +143,4 @@ def test_exact_paired_test_agrees_with_scipy_on_tied_data() -> None:
         expected = stats.wilcoxon(x, y)
         assert p == pytest.approx(expected.pvalue) and statistic == pytest.approx(expected.statistic)
         checked += 1
-    assert checked > 20
+    assert checked > 8
