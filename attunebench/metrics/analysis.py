@@ -21,8 +21,10 @@ import numpy as np
 
 from attunebench import catalogue as cat
 from attunebench.canonical import ConversationFile
-from attunebench.metrics.aggregate import mean_or_none
+from attunebench.metrics.aggregate import mean_or_none, standard_error
 from attunebench.metrics.comparison import (
+    DEFAULT_BOOTSTRAP,
+    DEFAULT_SEED,
     MIN_CONVERSATIONS_FOR_CI,
     PRIOR_BASELINE,
     human_pairings,
@@ -77,8 +79,7 @@ from attunebench.metrics.results import (
 
 ALPHA = 0.05
 CONFIDENCE = 0.95
-DEFAULT_BOOTSTRAP = 2000
-DEFAULT_SEED = 0
+Z_95 = 1.959964
 MIN_ROWS_FOR_CORRELATION = 3  # two points always correlate at ±1: nothing to learn
 
 # Metrics whose power to separate rows is reported (capabilities first, then their parts).
@@ -604,12 +605,22 @@ def _conversation_info(
 
 
 def _summary(records: Sequence[ConversationRecord]) -> dict[str, Any]:
-    """The shared columns of breakdown rows: n, mean composite, mean capabilities."""
+    """The shared columns of breakdown rows: n, mean composite with its interval, mean capabilities.
+
+    The interval is mean ± 1.96·SE over the cell's conversations, left out below
+    MIN_CONVERSATIONS_FOR_CI like every interval (a cell of 1 or 2 conversations is a
+    reading, not an estimate).
+    """
     caps = [capability_scores(r.metrics()) for r in records]
+    composites = [r.composite_score for r in records]
+    mean = mean_or_none(composites)
+    se = standard_error(composites) if len(composites) >= MIN_CONVERSATIONS_FOR_CI else None
     return {
         "n_conversations": len(records),
-        "composite_score": mean_or_none(r.composite_score for r in records),
+        "composite_score": mean,
         **{name: mean_or_none(c[name] for c in caps) for name in CAPABILITIES},
+        "composite_ci_low": None if se is None or mean is None else mean - Z_95 * se,
+        "composite_ci_high": None if se is None or mean is None else mean + Z_95 * se,
     }
 
 

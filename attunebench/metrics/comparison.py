@@ -44,6 +44,9 @@ from attunebench.metrics.results import (
 # 2, 3 or 5 values only restates the values (issue 17), and SE-based intervals are no better.
 MIN_CONVERSATIONS_FOR_CI = 10
 PRIOR_BASELINE = "baseline:prior"
+# One resample count and seed for the dashboard, the API and ``attune analyze`` (issue 17: they differed).
+DEFAULT_BOOTSTRAP = 2000
+DEFAULT_SEED = 0
 BASELINE_PREFIX = "baseline:"
 PREFERRED_MODE = "default"
 

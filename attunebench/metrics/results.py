@@ -292,6 +292,8 @@ class CategoryRow(_Summary):
     preference_prediction: float | None
     response_quality: float | None
     holistic_comprehension: float | None
+    composite_ci_low: float | None = None  # mean ± 1.96·SE; null below the minimum n for an interval
+    composite_ci_high: float | None = None
 
 
 class CategoryOverall(_Summary):
@@ -305,6 +307,8 @@ class CategoryOverall(_Summary):
     preference_prediction: float | None
     response_quality: float | None
     holistic_comprehension: float | None
+    composite_ci_low: float | None = None  # mean ± 1.96·SE; null below the minimum n for an interval
+    composite_ci_high: float | None = None
 
 
 class OriginalModelRow(_Summary):
@@ -320,6 +324,8 @@ class OriginalModelRow(_Summary):
     preference_prediction: float | None
     response_quality: float | None
     holistic_comprehension: float | None
+    composite_ci_low: float | None = None  # mean ± 1.96·SE; null below the minimum n for an interval
+    composite_ci_high: float | None = None
 
 
 class OriginalModelOverall(_Summary):
@@ -333,6 +339,8 @@ class OriginalModelOverall(_Summary):
     preference_prediction: float | None
     response_quality: float | None
     holistic_comprehension: float | None
+    composite_ci_low: float | None = None  # mean ± 1.96·SE; null below the minimum n for an interval
+    composite_ci_high: float | None = None
 
 
 class CategoryBreakdown(Result):
