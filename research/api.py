@@ -47,6 +47,7 @@ from attunebench.catalogue import (
     RESEARCH_ONLY_STATEMENT,
     TOPIC_CATEGORIES,
 )
+from attunebench.metrics.comparison import DEFAULT_SEED, MIN_CONVERSATIONS_FOR_CI
 from attunebench.metrics.results import to_json
 from collection.models import Conversation
 from datasets.exchange import conversation_to_dict, with_export_relations
@@ -55,7 +56,14 @@ from datasets.tasks import do_request_export
 from datasets.versions import DatasetError, access_export_file, do_freeze_dataset_version
 from research import launcher
 from research.access import IsResearcher
-from research.evaluation import evaluation_data, leaderboard_rows
+from research.evaluation import (
+    N_BOOTSTRAP,
+    EvaluationData,
+    SelectionError,
+    apart_rows,
+    evaluation_data,
+    leaderboard_rows,
+)
 from research.human_baseline import rater_agreement
 from research.serializers import (
     AnalysesSerializer,
@@ -417,37 +425,75 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
         return self.get_paginated_response(ConversationScoreSerializer(page, many=True).data)
 
 
+SET_PARAMETERS = [
+    _param("dataset_version", "Only runs on this dataset version (its selection with most rows).", type_=int),
+    _param("set", "Comparison set key, as listed in `sets` (e.g. `v3`, `v3:Work`, `live`). Overrides dataset_version."),
+    _param("runs", "Comma-separated run ids to pin, replacing the default run of their (model, mode)."),
+]
+
+
+def _evaluation(request: Request) -> EvaluationData:
+    """The chosen comparison; a bad set or run id is a 400 naming the parameter."""
+    pinned: list[int] = []
+    for part in (request.query_params.get("runs") or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if not part.isascii() or not part.isdigit() or len(part) > 18:
+            raise ValidationError({"runs": [f"must be comma-separated run ids, not {part!r}."]})
+        pinned.append(int(part))
+    try:
+        return evaluation_data(
+            int_filter(request, "dataset_version"), set_key=request.query_params.get("set") or None, pinned=pinned
+        )
+    except SelectionError as exc:
+        raise ValidationError({"runs" if pinned and "run " in str(exc) else "set": [str(exc)]}) from None
+
+
 class LeaderboardView(ResearcherAPIMixin, APIView):
     @extend_schema(
-        summary="Leaderboard per (model, mode) with 95% CIs and capability scores",
+        summary="Leaderboard of the rows compared on one conversation set, with skill, 95% CIs and rows apart",
         parameters=[
             _param("weighting", "SPEC composite or equal-weight composite.", list(WEIGHTINGS)),
-            _param("dataset_version", "Only runs on this dataset version.", type_=int),
+            *SET_PARAMETERS,
         ],
         responses={200: LeaderboardSerializer, **BAD_FILTER, **DENIED},
     )
     def get(self, request: Request) -> Response:
         weighting = choice_filter(request, "weighting", WEIGHTINGS) or "spec"
-        data = evaluation_data(int_filter(request, "dataset_version"))
+        data = _evaluation(request)
         rows = leaderboard_rows(data, weighting=weighting)
+        comparability = data.analysis.comparability if data.analysis else None
         # The rows are the dashboard's own models, serialised like every result (LeaderboardSerializer documents them).
         return Response(
             {
                 "weighting": weighting,
                 "research_only_statement": RESEARCH_ONLY_STATEMENT,
+                "conversation_set": data.current_set.key if data.current_set else None,
+                "conversation_set_label": data.current_set.label if data.current_set else None,
+                "compared_set": comparability.compared_set if comparability else None,
+                "n_compared_conversations": comparability.n_compared_conversations if comparability else 0,
+                "min_conversations_for_ci": MIN_CONVERSATIONS_FOR_CI,
+                "n_bootstrap": data.analysis.bootstrap.n_resamples if data.analysis else N_BOOTSTRAP,
+                "seed": data.analysis.bootstrap.seed if data.analysis else DEFAULT_SEED,
+                "prior_baseline": data.analysis.bootstrap.prior_baseline if data.analysis else None,
+                "sets": [{"key": s.key, "label": s.label, "n_rows": s.n_rows} for s in data.sets],
                 "rows": [to_json(row) for row in rows],
+                "apart": [to_json(row) for row in apart_rows(data, weighting=weighting)],
+                "apart_reasons": [to_json(a) for a in comparability.apart] if comparability else [],
+                "human_pairings": [to_json(h) for h in comparability.human_pairings] if comparability else [],
             }
         )
 
 
 class AnalysesView(ResearcherAPIMixin, APIView):
     @extend_schema(
-        summary="SPEC 6 analyses over the leaderboard runs",
-        parameters=[_param("dataset_version", "Only runs on this dataset version.", type_=int)],
+        summary="SPEC 6 analyses over the rows compared on one conversation set",
+        parameters=SET_PARAMETERS,
         responses={200: AnalysesSerializer, **BAD_FILTER, **DENIED},
     )
     def get(self, request: Request) -> Response:
-        data = evaluation_data(int_filter(request, "dataset_version"))
+        data = _evaluation(request)
         return Response(
             {
                 "research_only_statement": RESEARCH_ONLY_STATEMENT,

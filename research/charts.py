@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any
@@ -21,6 +21,39 @@ from django.utils.safestring import SafeString, mark_safe
 from attunebench.spreadsheet import csv_row
 
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+# Past eight models: Paul Tol's muted and dark qualitative colours, so colours repeat only after 20 models
+# (line charts also vary the dash pattern, so even then two lines stay apart).
+EXTENDED_PALETTE = (
+    *PALETTE,
+    "#332288",
+    "#88CCEE",
+    "#44AA99",
+    "#117733",
+    "#999933",
+    "#DDCC77",
+    "#CC6677",
+    "#882255",
+    "#AA4499",
+    "#6E6E6E",
+    "#A6761D",
+    "#1B9E77",
+)
+
+
+def model_colours(names: Iterable[str]) -> dict[str, str]:
+    """One colour per evaluated model, the same in every chart and table of a page (sorted names, in order)."""
+    return {name: EXTENDED_PALETTE[i % len(EXTENDED_PALETTE)] for i, name in enumerate(sorted(set(names)))}
+
+
+def _colour(colours: Mapping[str, str] | None, label: str, index: int) -> str:
+    """The colour of a row label "model [mode]" from the model's colour; by position when no map is given."""
+    if colours:
+        model = label.rsplit(" [", 1)[0]
+        if model in colours:
+            return colours[model]
+    return EXTENDED_PALETTE[index % len(EXTENDED_PALETTE)]
+
+
 # Lines also differ in dash pattern, so series with identical values (a baseline in two modes)
 # stay visible where they overlap instead of the last one hiding the others.
 DASHES = ("", "7 5", "2 4", "10 4 2 4", "4 2", "1 3")
@@ -106,28 +139,35 @@ def bar_panels(
     x_max: float = 1.0,
     digits: int = 2,
     columns: int = 3,
+    colours: Mapping[str, str] | None = None,
+    axis_label: str | None = None,
+    bar_area: int = 170,
 ) -> Chart:
     """Small multiples: one panel per series, one horizontal bar per label, value written at the bar end."""
-    label_w = min(230, 12 + 6.6 * max((len(_truncate(lab, 34)) for lab in labels), default=4))
-    bar_area = 170
+    label_w = min(300, 12 + 6.6 * max((len(_truncate(lab, 44)) for lab in labels), default=4))
     panel_w = label_w + bar_area + 56
     bar_h, gap = 16, 6
     panel_h = 34 + len(labels) * (bar_h + gap) + 8
+    axis_h = 26  # tick values and the axis title under each panel
     columns = max(1, min(columns, len(panels)))
     rows = (len(panels) + columns - 1) // columns
-    width, height = columns * panel_w + 10, rows * panel_h + 10
+    width, height = columns * panel_w + 10, rows * (panel_h + axis_h) + 10
     body: list[str] = []
     for index, (panel_title, values) in enumerate(panels):
         ox = 5 + (index % columns) * panel_w
-        oy = 5 + (index // columns) * panel_h
+        oy = 5 + (index // columns) * (panel_h + axis_h)
         body.append(_text(ox + 4, oy + 16, panel_title, 13, weight="600"))
         for tick in (0.0, 0.5, 1.0):
             x = ox + label_w + bar_area * tick
             body.append(f'<line x1="{x:.1f}" y1="{oy + 24}" x2="{x:.1f}" y2="{oy + panel_h - 8}" stroke="{GRID}"/>')
+            tick_text = fmt(tick * x_max, 0 if x_max >= 10 else 1)
+            body.append(_text(x, oy + panel_h + 4, tick_text, 10, anchor="middle", fill=MUTED))
+        if axis_label:
+            body.append(_text(ox + label_w + bar_area / 2, oy + panel_h + 18, axis_label, 11, "middle", MUTED))
         for i, (label, value) in enumerate(zip(labels, values, strict=True)):
             y = oy + 28 + i * (bar_h + gap)
-            body.append(_text(ox + label_w - 6, y + 12, _truncate(label, 34), 11, anchor="end", fill=MUTED))
-            colour = PALETTE[i % len(PALETTE)]
+            body.append(_text(ox + label_w - 6, y + 12, _truncate(label, 44), 11, anchor="end", fill=MUTED))
+            colour = _colour(colours, label, i)
             if value is not None:
                 w = bar_area * max(0.0, min(value, x_max)) / x_max
                 body.append(
@@ -194,15 +234,21 @@ def heatmap(
     diverging: bool = True,
     digits: int = 2,
     note: str | None = None,
+    annotations: Sequence[Sequence[str]] | None = None,
+    scale: tuple[float, float] | None = None,
 ) -> Chart:
-    """A grid with each cell's value written in it; diverging (−1…1) or sequential (min…max) colours."""
-    cell_w, cell_h = 92, 34
+    """A grid with each cell's value written in it; diverging (−1…1) or sequential (min…max) colours.
+
+    ``annotations`` adds a small second line per cell (n and interval, a test's p) and its own
+    columns in the CSV; ``scale`` fixes the sequential colour range (e.g. 0–1 for probabilities).
+    """
+    cell_w, cell_h = (118, 46) if annotations else (92, 34)
     label_w = min(240, 14 + 6.8 * max((len(_truncate(r, 34)) for r in row_labels), default=4))
     head_h = 64
     width = label_w + cell_w * len(col_labels) + 16
     height = head_h + cell_h * len(row_labels) + (30 if note else 12)
     present = [v for row in values for v in row if v is not None]
-    low, high = (min(present), max(present)) if present else (0.0, 1.0)
+    low, high = scale or ((min(present), max(present)) if present else (0.0, 1.0))
     body: list[str] = []
     for j, col in enumerate(col_labels):
         x = label_w + j * cell_w + cell_w / 2
@@ -227,10 +273,21 @@ def heatmap(
             dark = value is not None and (
                 abs(value) > 0.6 if diverging else (high > low and (value - low) / (high - low) > 0.55)
             )
+            if annotations and annotations[i][j]:
+                body.append(
+                    _text(
+                        x + cell_w / 2 - 1,
+                        y + cell_h - 8,
+                        annotations[i][j],
+                        9,
+                        anchor="middle",
+                        fill="#ffffff" if dark else MUTED,
+                    )
+                )
             body.append(
                 _text(
                     x + cell_w / 2 - 1,
-                    y + cell_h / 2 + 4,
+                    y + (cell_h / 2 - 2 if annotations else cell_h / 2 + 4),
                     fmt(value, digits),
                     12,
                     anchor="middle",
@@ -242,6 +299,10 @@ def heatmap(
         body.append(_text(8, height - 10, note, 11, fill=MUTED))
     table: list[list[Any]] = [["row", *col_labels]]
     table += [[r, *values[i]] for i, r in enumerate(row_labels)]
+    if annotations:
+        table[0] += [f"{c} (detail)" for c in col_labels]
+        for i in range(len(row_labels)):
+            table[i + 1] += list(annotations[i])
     return Chart(name, title, _svg(width, height, body, title), table)
 
 
@@ -259,10 +320,11 @@ def line_chart(
     x_label: str = "turn",
     y_min: float = 0.0,
     y_max: float = 1.0,
+    colours: Mapping[str, str] | None = None,
 ) -> Chart:
     """Lines over integer x; each point's value is written when there are few series, end values always."""
-    width, height = 860, 330
-    left, right, top, bottom = 52, 270, 20, 44
+    width, height = 920, 330
+    left, right, top, bottom = 52, 330, 20, 44
     plot_w, plot_h = width - left - right, height - top - bottom
     xs = list(x_values)
     span = max(1, (max(xs) - min(xs)) if xs else 1)
@@ -298,7 +360,7 @@ def line_chart(
     label_points = len(series) == 1 and len(xs) <= 16
     legend_y = top + 6
     for index, (label, values) in enumerate(series):
-        colour = PALETTE[index % len(PALETTE)]
+        colour = _colour(colours, label, index)
         points = [(px(x), py(v), v) for x, v in zip(xs, values, strict=True) if v is not None]
         if points:
             path = "M" + "L".join(f"{x:.1f} {y:.1f}" for x, y, _ in points)
@@ -315,7 +377,7 @@ def line_chart(
             f'<path d="M{left + plot_w + 10} {legend_y - 3}h24" stroke="{colour}" stroke-width="2.6"{dash_attr}/>'
         )
         last = points[-1][2] if points else None
-        body.append(_text(left + plot_w + 40, legend_y + 1, f"{_truncate(label, 26)}  (last {fmt(last)})", 11))
+        body.append(_text(left + plot_w + 40, legend_y + 1, f"{_truncate(label, 36)}  (last {fmt(last)})", 11))
         legend_y += 18
     table: list[list[Any]] = [[x_label, *[s[0] for s in series]]]
     for i, x in enumerate(xs):

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from attunebench import catalogue as cat
 from attunebench.metrics.aggregate import aggregate_rows, mean_or_none, standard_error
+from attunebench.metrics.comparison import DEFAULT_BOOTSTRAP, ComparableSplit, ci_allowed, split_comparable
 from attunebench.metrics.composite import CAPABILITY_TITLES, LEADERBOARD_CAPABILITIES
 from attunebench.metrics.keys import CONVERSATION_KEYS
 from attunebench.metrics.report import leaderboard_rows as core_leaderboard_rows
@@ -33,54 +34,179 @@ from attunebench.metrics.results import (
     ConversationRecord,
     LeaderboardRow,
     ScoringReport,
+    SkillIntervals,
     row_label,
 )
 from collection.models import Conversation, SensitiveProfile
 from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, RunScore
 
-N_BOOTSTRAP = 1000
-CACHE_VERSION = 3  # part of the cache key: bump when the cached report or analysis changes shape
+# One statistics path (issue 17): the dashboard and the API use the core's resample count and seed, as
+# ``attune analyze`` does by default, so the same runs give the same intervals everywhere.
+N_BOOTSTRAP = DEFAULT_BOOTSTRAP
+CACHE_VERSION = 4  # part of the cache key: bump when the cached report or analysis changes shape
 Z_95 = 1.959964
 
-SORT_KEYS = ("composite", "label", "n", "coverage", "post_coverage", "cost", *LEADERBOARD_CAPABILITIES)
+SORT_KEYS = ("composite", "skill", "label", "n", "coverage", "post_coverage", "cost", *LEADERBOARD_CAPABILITIES)
 # Added to the scorer's record after scores were first stored: older stored records may lack them.
 POST_KEYS = ("post_coverage", "holistic_imputed")
+
+LIVE = "live"  # set key of runs launched on the live selection (no dataset version)
+
+RUN_CHOICE_TEXT: dict[str, str] = {
+    "latest complete": "the latest run that scored every conversation of its selection (never a smaller run)",
+    "pinned": "chosen explicitly (run= in the address)",
+    "incomplete": "no run scored its whole selection: the largest partial run is shown",
+    "human": "a human rater's run (rated conversation by conversation)",
+}
+
+
+class SelectionError(ValueError):
+    """A comparison set or pinned run that does not exist or cannot be shown; the message says which."""
+
+
+@dataclass(frozen=True)
+class ConversationSet:
+    """A dataset version (or the live data) and the topic selection runs were launched on."""
+
+    key: str  # "v<dataset version id>" or "live", then ":Cat1,Cat2" when restricted to topics
+    label: str
+    n_rows: int  # (model, mode) rows with a scored run on this selection
+    newest: Any  # creation time of its newest run, for the default choice
+
+
+def set_key(run: EvaluationRun) -> str:
+    """The comparison set a run belongs to: its dataset version (or the live data) and its topic selection."""
+    base = f"v{run.dataset_version_id}" if run.dataset_version_id else LIVE
+    selection = run.selection if isinstance(run.selection, dict) else {}
+    categories = sorted(str(c) for c in selection.get("topic_categories") or [])
+    return base + (":" + ",".join(categories) if categories else "")
+
+
+def _set_label(run: EvaluationRun) -> str:
+    version = f"dataset {run.dataset_version.name}" if run.dataset_version else "live conversations (no version)"
+    selection = run.selection if isinstance(run.selection, dict) else {}
+    categories = sorted(str(c) for c in selection.get("topic_categories") or [])
+    return version + (" · " + ", ".join(categories) if categories else " · all topics")
 
 
 @dataclass
 class EvaluationData:
-    """Everything the dashboard draws, computed once per set of scored runs."""
+    """Everything the dashboard draws, computed once per set of scored runs.
+
+    ``report`` holds every chosen run (compared rows, rows on another set and
+    human rows); ``analysis`` and ``split`` say which are compared.
+    """
 
     runs: list[EvaluationRun]
     report: ScoringReport
     analysis: Analysis | None
     skipped: list[str] = field(default_factory=list)
+    sets: list[ConversationSet] = field(default_factory=list)
+    current_set: ConversationSet | None = None
+    choice: dict[int, str] = field(default_factory=dict)  # run pk -> how it was chosen (RUN_CHOICE_TEXT key)
+    split: ComparableSplit | None = None
 
     @property
     def run_by_label(self) -> dict[str, EvaluationRun]:
         return {row_label(r.evaluated_model.name, r.mode): r for r in self.runs}
 
 
-def leaderboard_runs(dataset_version_id: int | None = None) -> list[EvaluationRun]:
-    """One run per (EM, mode): the newest with scores.
-
-    Model runs count once finished (done); human-baseline runs count as soon as
-    a conversation is scored, because raters finish conversations one by one.
-    Restricting to a dataset version compares models on the same conversations.
-    """
-    queryset = (
+def _scored_runs() -> list[EvaluationRun]:
+    """Every run with at least one score that may be shown: finished model runs, and human runs as they fill."""
+    return list(
         EvaluationRun.objects.select_related("evaluated_model", "judge_model", "dataset_version")
         .annotate(n_scores=Count("conversation_scores"))
         .filter(n_scores__gt=0)
         .filter(Q(status=EvaluationRun.Status.DONE) | Q(evaluated_model__kind=EvaluatedModel.Kind.HUMAN))
         .order_by("-created_at", "-pk")
     )
-    if dataset_version_id:
-        queryset = queryset.filter(dataset_version_id=dataset_version_id)
+
+
+def _is_human(run: EvaluationRun) -> bool:
+    return run.evaluated_model.kind == EvaluatedModel.Kind.HUMAN
+
+
+def _complete(run: EvaluationRun) -> bool:
+    n_scores: int = getattr(run, "n_scores", 0)
+    return n_scores >= run.conversations_total > 0 and run.conversations_failed == 0
+
+
+def comparison_sets(runs: Sequence[EvaluationRun]) -> list[ConversationSet]:
+    """The selections model runs were made on, most (model, mode) rows first, then newest."""
+    rows: dict[str, set[tuple[str, str]]] = {}
+    first: dict[str, EvaluationRun] = {}
+    for run in runs:
+        if _is_human(run):
+            continue
+        key = set_key(run)
+        rows.setdefault(key, set()).add((run.evaluated_model.name, run.mode))
+        first.setdefault(key, run)  # runs come newest first
+    sets = [
+        ConversationSet(key=k, label=_set_label(first[k]), n_rows=len(v), newest=first[k].created_at)
+        for k, v in rows.items()
+    ]
+    sets.sort(key=lambda s: (-s.n_rows, -s.newest.timestamp(), s.key))
+    return sets
+
+
+def choose_set(
+    sets: Sequence[ConversationSet], key: str | None = None, dataset_version_id: int | None = None
+) -> ConversationSet | None:
+    """The set asked for; else the dataset version's set with most rows; else the set with most rows."""
+    if key:
+        for s in sets:
+            if s.key == key:
+                return s
+        raise SelectionError(f"no scored runs on set {key!r}; known sets: {', '.join(s.key for s in sets) or 'none'}")
+    if dataset_version_id is not None:
+        prefix = f"v{dataset_version_id}"
+        matching = [s for s in sets if s.key == prefix or s.key.startswith(prefix + ":")]
+        return matching[0] if matching else None
+    return sets[0] if sets else None
+
+
+def leaderboard_runs(
+    dataset_version_id: int | None = None, set_key_: str | None = None, pinned: Sequence[int] = ()
+) -> tuple[list[EvaluationRun], dict[int, str], list[ConversationSet], ConversationSet | None]:
+    """One run per (EM, mode) on one comparison set, chosen explicitly, plus every human rater's run.
+
+    Default per row: the newest run that scored its whole selection; among
+    several, the one with most scored conversations first, so a small test run
+    never replaces a full one. Without a complete run, the largest partial run
+    is shown (and, being on another conversation set, ends up apart). A pinned
+    run (``pinned`` run ids) replaces the default of its (EM, mode).
+    """
+    runs = _scored_runs()
+    sets = comparison_sets(runs)
+    current = choose_set(sets, set_key_, dataset_version_id)
+    by_pk = {r.pk: r for r in runs}
     chosen: dict[tuple[str, str], EvaluationRun] = {}
-    for run in queryset:
-        chosen.setdefault((run.evaluated_model.name, run.mode), run)
-    return sorted(chosen.values(), key=lambda r: (r.evaluated_model.name, r.mode))
+    choice: dict[int, str] = {}
+    for run in runs:
+        if _is_human(run):
+            key = (run.evaluated_model.name, run.mode)
+            if key not in chosen:
+                chosen[key] = run
+                choice[run.pk] = "human"
+    candidates: dict[tuple[str, str], list[EvaluationRun]] = {}
+    for run in runs:
+        if not _is_human(run) and current is not None and set_key(run) == current.key:
+            candidates.setdefault((run.evaluated_model.name, run.mode), []).append(run)
+    for key, group in candidates.items():
+        best = max(group, key=lambda r: (_complete(r), getattr(r, "n_scores", 0), r.created_at, r.pk))
+        chosen[key] = best
+        choice[best.pk] = "latest complete" if _complete(best) else "incomplete"
+    for pk in pinned:
+        pinned_run = by_pk.get(pk)
+        if pinned_run is None:
+            raise SelectionError(f"run {pk} has no scores or is not finished, so it cannot be shown")
+        key = (pinned_run.evaluated_model.name, pinned_run.mode)
+        if key in chosen:
+            choice.pop(chosen[key].pk, None)
+        chosen[key] = pinned_run
+        choice[pinned_run.pk] = "pinned"
+    ordered = sorted(chosen.values(), key=lambda r: (r.evaluated_model.name, r.mode))
+    return ordered, choice, sets, current
 
 
 def conversation_info(conversation_pks: Iterable[int]) -> dict[int, dict[str, Any]]:
@@ -183,11 +309,26 @@ def _cache_key(runs: Sequence[EvaluationRun]) -> str:
     return "research:evaluation:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-def evaluation_data(dataset_version_id: int | None = None, n_bootstrap: int = N_BOOTSTRAP) -> EvaluationData:
-    """Report and SPEC 6 analyses of the leaderboard runs, cached until any score changes."""
-    runs = leaderboard_runs(dataset_version_id)
+def evaluation_data(
+    dataset_version_id: int | None = None,
+    n_bootstrap: int = N_BOOTSTRAP,
+    *,
+    set_key: str | None = None,
+    pinned: Sequence[int] = (),
+) -> EvaluationData:
+    """Report and SPEC 6 analyses of the chosen runs on one comparison set, cached until any score changes.
+
+    Raises SelectionError for an unknown set or an unusable pinned run.
+    """
+    runs, choice, sets, current = leaderboard_runs(dataset_version_id, set_key, pinned)
     if not runs:
-        return EvaluationData(runs=[], report=ScoringReport(conversations=[], aggregates=[]), analysis=None)
+        return EvaluationData(
+            runs=[],
+            report=ScoringReport(conversations=[], aggregates=[]),
+            analysis=None,
+            sets=sets,
+            current_set=current,
+        )
     key = _cache_key(runs) + f":{n_bootstrap}:v{CACHE_VERSION}"
     cached = cache.get(key)
     if cached is None:
@@ -197,7 +338,17 @@ def evaluation_data(dataset_version_id: int | None = None, n_bootstrap: int = N_
         analysis = analyze(report, n_bootstrap=n_bootstrap) if report.conversations else None
         cached = {"report": report, "analysis": analysis, "skipped": skipped}
         cache.set(key, cached, timeout=600)
-    return EvaluationData(runs=runs, report=cached["report"], analysis=cached["analysis"], skipped=cached["skipped"])
+    report = cached["report"]
+    return EvaluationData(
+        runs=runs,
+        report=report,
+        analysis=cached["analysis"],
+        skipped=cached["skipped"],
+        sets=sets,
+        current_set=current,
+        choice=choice,
+        split=split_comparable(report),
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -224,15 +375,18 @@ class DashboardRow(LeaderboardRow):
     rank: int
     weighting: Literal["spec", "equal"]
     composite: float | None
-    ci_low: float | None
+    ci_low: float | None  # null below the minimum n (MIN_CONVERSATIONS_FOR_CI)
     ci_high: float | None
+    skill: SkillIntervals | None  # over the prior baseline, SPEC composite and capabilities; null without a prior row
     run: int | None
-    cost: float | None
+    run_choice: str | None  # how the row's run was chosen (a RUN_CHOICE_TEXT key)
+    cost: float | None  # of the row's own run
 
 
 # Sort keys the page accepts -> the row field they sort by (capabilities are looked up in row.capabilities).
 SORT_FIELDS = {
     "composite": "composite",
+    "skill": "skill",
     "label": "label",
     "n": "n_conversations",
     "coverage": "coverage",
@@ -241,34 +395,24 @@ SORT_FIELDS = {
 }
 
 
-def leaderboard_rows(
-    data: EvaluationData, weighting: str = "spec", sort: str = "composite", descending: bool = True
-) -> list[DashboardRow]:
-    """Rows of the leaderboard, one per (EM, mode).
-
-    ``weighting='spec'`` shows the SPEC 5.3 composite with a percentile
-    bootstrap CI over conversations; ``'equal'`` shows the equal-weight
-    composite with a normal CI from its standard error.
-    """
-    if data.analysis is None:
-        return []
+def _rows_of(data: EvaluationData, report: ScoringReport, weighting: str) -> list[dict[str, Any]]:
     shown: Literal["spec", "equal"] = "equal" if weighting == "equal" else "spec"
     runs = data.run_by_label
-    bootstrap_rows = {r.label: r for r in data.analysis.bootstrap.rows}
+    bootstrap_rows = {r.label: r for r in data.analysis.bootstrap.rows} if data.analysis else {}
     by_row: dict[tuple[str, str], list[ConversationRecord]] = {}
-    for record in data.report.conversations:
+    for record in report.conversations:
         by_row.setdefault((record.em_model, record.mode), []).append(record)
     rows: list[dict[str, Any]] = []
-    for base in sorted(core_leaderboard_rows(data.report), key=lambda r: (r.em_model, r.mode)):
+    for base in sorted(core_leaderboard_rows(report), key=lambda r: (r.em_model, r.mode)):
         run = runs.get(base.label)
+        boot = bootstrap_rows.get(base.label)
         if shown == "equal":
             values = [r.equal_weight_composite for r in by_row.get((base.em_model, base.mode), [])]
             estimate = mean_or_none(values)
-            low, high = _normal_ci(values)
+            low, high = _normal_ci(values) if ci_allowed(len(values)) else (None, None)
         else:
-            boot = bootstrap_rows.get(base.label)
             ci = boot.composite_score if boot else None
-            estimate, low, high = (ci.estimate, ci.low, ci.high) if ci else (None, None, None)
+            estimate, low, high = (ci.estimate, ci.low, ci.high) if ci else (base.composite_score, None, None)
         rows.append(
             {
                 **dict(base),
@@ -276,20 +420,65 @@ def leaderboard_rows(
                 "composite": estimate,
                 "ci_low": low,
                 "ci_high": high,
+                "skill": boot.skill if boot else None,
                 "run": run.pk if run else None,
+                "run_choice": data.choice.get(run.pk) if run else None,
                 "cost": run.cost_usd if run else None,
             }
         )
+    return rows
+
+
+def leaderboard_rows(
+    data: EvaluationData, weighting: str = "spec", sort: str = "composite", descending: bool = True
+) -> list[DashboardRow]:
+    """Ranked rows of the leaderboard: the (EM, mode) rows compared on one conversation set.
+
+    ``weighting='spec'`` shows the SPEC 5.3 composite with a percentile
+    bootstrap CI over conversations; ``'equal'`` shows the equal-weight
+    composite with a normal CI from its standard error. Either CI is left out
+    below MIN_CONVERSATIONS_FOR_CI conversations. Rows on another set are in
+    :func:`apart_rows`, never ranked here.
+    """
+    if data.analysis is None or data.split is None:
+        return []
+    rows = _rows_of(data, data.split.compared, weighting)
     sort = sort if sort in SORT_KEYS else "composite"
 
     def key(row: dict[str, Any]) -> Any:
-        value = row["capabilities"].capability(sort) if sort in LEADERBOARD_CAPABILITIES else row[SORT_FIELDS[sort]]
+        if sort in LEADERBOARD_CAPABILITIES:
+            value = row["capabilities"].capability(sort)
+        elif sort == "skill":
+            value = row["skill"].composite_score.estimate if row["skill"] else None
+        else:
+            value = row[SORT_FIELDS[sort]]
         if sort == "label":
             return value
         return -math.inf if value is None else value
 
     rows.sort(key=key, reverse=descending)
     return [DashboardRow(**row, rank=rank) for rank, row in enumerate(rows, start=1)]
+
+
+def apart_rows(data: EvaluationData, weighting: str = "spec") -> list[DashboardRow]:
+    """Rows scored on another conversation set (humans included), with their own n and no rank among the compared.
+
+    Their composite is their own mean over their own conversations; they get
+    an interval only at or above the minimum n (a normal one, from their own SE).
+    """
+    if data.split is None:
+        return []
+    rows = _rows_of(data, data.split.apart, weighting)
+    for row in rows:
+        values = [
+            r.equal_weight_composite if weighting == "equal" else r.composite_score
+            for r in data.split.apart.conversations
+            if (r.em_model, r.mode) == (row["em_model"], row["mode"])
+        ]
+        row["composite"] = mean_or_none(values)
+        row["ci_low"], row["ci_high"] = _normal_ci(values) if ci_allowed(len(values)) else (None, None)
+        row["skill"] = None  # skill is measured on the compared set; humans get it paired (human_pairings)
+    return [DashboardRow(**row, rank=0) for row in rows]
 
 
 def capability_columns() -> list[tuple[str, str]]:

@@ -11,8 +11,16 @@ from collections.abc import Callable
 from typing import Any
 
 from attunebench.metrics.composite import CAPABILITIES, CAPABILITY_TITLES
-from attunebench.metrics.results import GroupComparison, GroupRow, Interval, row_label
-from research.charts import Chart, bar_panels, heatmap, line_chart, table_chart
+from attunebench.metrics.results import (
+    CategoryOverall,
+    CategoryRow,
+    GroupComparison,
+    GroupRow,
+    Interval,
+    PairTest,
+    row_label,
+)
+from research.charts import Chart, bar_panels, heatmap, line_chart, model_colours, table_chart
 from research.evaluation import EvaluationData, leaderboard_rows
 
 TURN_METRIC_TITLES = {
@@ -22,18 +30,71 @@ TURN_METRIC_TITLES = {
 }
 
 
+def colours(data: EvaluationData) -> dict[str, str]:
+    """The page's one palette: a colour per evaluated model, shared by every chart and table."""
+    return model_colours(r.em_model for r in data.report.conversations)
+
+
+def _n_label(label: str, n: int) -> str:
+    return f"{label} (n={n})"
+
+
 def leaderboard_chart(data: EvaluationData, weighting: str = "spec") -> Chart:
     rows = leaderboard_rows(data, weighting=weighting)
-    title = "Composite (0–100) with 95% CI" if weighting == "spec" else "Equal-weight composite (0–100) with 95% CI"
+    name = "Composite" if weighting == "spec" else "Equal-weight composite"
     return bar_panels(
         "leaderboard",
-        title,
-        [r.label for r in rows],
-        [("composite" if weighting == "spec" else "equal-weight composite", [r.composite for r in rows])],
+        f"{name} (0–100) with 95% CI, rows compared on the same conversations",
+        [_n_label(r.label, r.n_conversations) for r in rows],
+        [(name.lower(), [r.composite for r in rows])],
         intervals=[[(r.ci_low, r.ci_high) for r in rows]],
         x_max=100.0,
         digits=1,
         columns=1,
+        colours=colours(data),
+        axis_label=f"{name.lower()}, 0–100",
+        bar_area=520,
+    )
+
+
+def comparison_matrix_chart(data: EvaluationData) -> Chart:
+    """P(row beats column) on the composite from the paired bootstrap, with the paired test's Holm p per cell."""
+    analysis = data.analysis
+    outrank = analysis.bootstrap.outrank_probability if analysis else {}
+    profile = analysis.capability_profile if analysis else []
+    order = [p.label for p in sorted(profile, key=lambda p: (-(p.composite_score or 0.0), p.label))]
+    tests: dict[tuple[str, str], PairTest] = {}
+    if analysis and "composite_score" in analysis.discrimination.metrics:
+        for pair in analysis.discrimination.metrics["composite_score"].pairs:
+            tests[(pair.a, pair.b)] = tests[(pair.b, pair.a)] = pair
+    values = [[outrank.get(a, {}).get(b) for b in order] for a in order]
+    annotations = []
+    for a in order:
+        line = []
+        for b in order:
+            found = tests.get((a, b))
+            if a == b or found is None:
+                line.append("")
+            elif found.p_holm is None:
+                line.append(f"n={found.n_shared}, untested")
+            else:
+                mark = "different" if found.different else "n.s."
+                line.append(f"p={found.p_holm:.3f} {mark}")
+        annotations.append(line)
+    n = analysis.comparability.n_compared_conversations if analysis and analysis.comparability else 0
+    return heatmap(
+        "comparison_matrix",
+        f"P(row beats column) on the composite (paired bootstrap over the same {n} conversations) "
+        "and Holm-corrected paired Wilcoxon p",
+        order,
+        order,
+        values,
+        diverging=False,
+        digits=2,
+        annotations=annotations,
+        scale=(0.0, 1.0),
+        note="Each cell: share of bootstrap resamples where the row's composite beats the column's (ties half); "
+        "below it the paired test over shared conversations.",
     )
 
 
@@ -47,8 +108,16 @@ def capability_profile_chart(data: EvaluationData) -> Chart:
         [(ci.low, ci.high) for ci in (boot[lab].capability(c) if lab in boot else no_interval for lab in labels)]
         for c in CAPABILITIES
     ]
+    n = {p.label: p.n_conversations for p in profile}
     return bar_panels(
-        "capability_profile", "Capability profile (0–1, 95% bootstrap CI)", labels, panels, intervals, columns=3
+        "capability_profile",
+        "Capability profile (0–1, 95% bootstrap CI)",
+        [_n_label(lab, n[lab]) for lab in labels],
+        panels,
+        intervals,
+        columns=3,
+        colours=colours(data),
+        axis_label="score, 0–1",
     )
 
 
@@ -79,7 +148,7 @@ def discrimination_chart(data: EvaluationData) -> Chart:
         "discrimination",
         "Discrimination: share of (model, mode) pairs significantly different "
         "(paired Wilcoxon over shared conversations, Holm-corrected, α = 0.05)",
-        ["metric", "pairs tested", "pairs different", "share different", "variance ratio F", "note"],
+        ["metric", "pairs tested", "pairs different", "share different", "between/within F (ANOVA)", "note"],
         rows,
     )
 
@@ -89,19 +158,27 @@ def by_topic_chart(data: EvaluationData) -> Chart:
     rows = breakdown.rows if breakdown else []
     categories = [r.category for r in breakdown.overall] if breakdown else []  # hardest first
     labels = sorted({row_label(r.em_model, r.mode) for r in rows})
-    cell = {(row_label(r.em_model, r.mode), r.category): r.composite_score for r in rows}
-    values = [[cell.get((lab, c)) for c in categories] for lab in labels]
-    overall = {r.category: r.composite_score for r in breakdown.overall} if breakdown else {}
-    values.append([overall.get(c) for c in categories])
+    cell = {(row_label(r.em_model, r.mode), r.category): r for r in rows}
+    overall = {r.category: r for r in breakdown.overall} if breakdown else {}
+
+    def detail(summary: CategoryRow | CategoryOverall | None) -> str:
+        if summary is None:
+            return ""
+        if summary.composite_ci_low is None or summary.composite_ci_high is None:
+            return f"n={summary.n_conversations}"
+        return f"n={summary.n_conversations} [{summary.composite_ci_low:.0f}, {summary.composite_ci_high:.0f}]"
+
+    grid = [[cell.get((lab, c)) for c in categories] for lab in labels] + [[overall.get(c) for c in categories]]
     return heatmap(
         "by_topic",
-        "Composite by topic category (columns hardest first)",
+        "Composite (0–100) by topic category, columns hardest first; n and 95% CI in each cell",
         [*labels, "all rows"],
         categories,
-        values,
+        [[s.composite_score if s else None for s in line] for line in grid],
         diverging=False,
         digits=1,
         note=breakdown.note if breakdown else None,
+        annotations=[[detail(s) for s in line] for line in grid],
     )
 
 
@@ -120,6 +197,8 @@ def by_group_chart(data: EvaluationData) -> Chart:
         x_max=100.0,
         digits=1,
         columns=2,
+        colours=colours(data),
+        axis_label="composite, 0–100",
     )
     chart.table = [
         [
@@ -160,12 +239,16 @@ def turn_position_chart(data: EvaluationData, metric: str = "behaviour_accuracy"
     for r in rows:
         points = {p.turn: p.metric(metric) for p in r.curve}
         series.append((row_label(r.em_model, r.mode), [points.get(t) for t in turns]))
+    n_at = {t: max((p.n for r in rows for p in r.curve if p.turn == t), default=0) for t in turns}
+    thin = [t for t in turns if n_at[t] < 3]
     return line_chart(
         "turn_position",
-        f"{TURN_METRIC_TITLES[metric]} by turn position",
+        f"{TURN_METRIC_TITLES[metric]} by turn position"
+        + (f" (turns {', '.join(map(str, thin))} rest on fewer than 3 conversations)" if thin else ""),
         turns,
         series,
         y_label=TURN_METRIC_TITLES[metric].split(" (")[0],
+        colours=colours(data),
     )
 
 
@@ -177,6 +260,7 @@ FIGURES: dict[str, Callable[..., Chart]] = {
     "by_topic": by_topic_chart,
     "by_group": by_group_chart,
     "turn_position": turn_position_chart,
+    "comparison_matrix": comparison_matrix_chart,
 }
 
 

@@ -330,7 +330,25 @@ class LeaderboardCapabilitiesSerializer(serializers.Serializer):
     emotion_tracking = serializers.FloatField(allow_null=True)
     behaviour_judgement = serializers.FloatField(allow_null=True)
     preference_prediction = serializers.FloatField(allow_null=True)
+    response_quality = serializers.FloatField(allow_null=True)
     holistic_comprehension = serializers.FloatField(allow_null=True)
+
+
+class IntervalSerializer(serializers.Serializer):
+    estimate = serializers.FloatField(allow_null=True)
+    low = serializers.FloatField(allow_null=True, help_text="Null below the minimum n for an interval.")
+    high = serializers.FloatField(allow_null=True)
+
+
+class SkillSerializer(serializers.Serializer):
+    """attunebench.metrics.results.SkillIntervals: (score − prior) / (scale − prior) with paired bootstrap CIs."""
+
+    composite_score = IntervalSerializer()
+    emotion_tracking = IntervalSerializer()
+    behaviour_judgement = IntervalSerializer()
+    preference_prediction = IntervalSerializer()
+    response_quality = IntervalSerializer()
+    holistic_comprehension = IntervalSerializer()
 
 
 class LeaderboardRowSerializer(serializers.Serializer):
@@ -355,16 +373,72 @@ class LeaderboardRowSerializer(serializers.Serializer):
     rank = serializers.IntegerField()
     weighting = serializers.ChoiceField(choices=["spec", "equal"])
     composite = serializers.FloatField(allow_null=True, help_text="The composite under the chosen weighting.")
-    ci_low = serializers.FloatField(allow_null=True)
+    ci_low = serializers.FloatField(allow_null=True, help_text="Null below the minimum n for an interval.")
     ci_high = serializers.FloatField(allow_null=True)
+    skill = SkillSerializer(
+        allow_null=True, help_text="Skill over the prior baseline (1 perfect, 0 the prior); null without a prior row."
+    )
     run = serializers.IntegerField(allow_null=True, help_text="Primary key of the row's run.")
-    cost = serializers.FloatField(allow_null=True)
+    run_choice = serializers.CharField(
+        allow_null=True, help_text="How the run was chosen: latest complete, pinned, incomplete or human."
+    )
+    cost = serializers.FloatField(allow_null=True, help_text="Cost of the row's own run (USD).")
+
+
+class ConversationSetSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a field named like Field.label
+    n_rows = serializers.IntegerField()
+
+
+class ApartReasonSerializer(serializers.Serializer):
+    """attunebench.metrics.results.ApartRow: why a row is not ranked with the compared rows."""
+
+    em_model = serializers.CharField()
+    mode = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]
+    human_baseline = serializers.BooleanField()
+    n_conversations = serializers.IntegerField()
+    n_in_compared_set = serializers.IntegerField()
+    conversation_set = serializers.CharField()
+    composite_score = serializers.FloatField(allow_null=True)
+    reason = serializers.CharField()
+
+
+class HumanPairingSerializer(serializers.Serializer):
+    """attunebench.metrics.results.HumanPairing: a human row against a model row on the conversations it rated."""
+
+    human = serializers.CharField()
+    model = serializers.CharField()
+    n_shared = serializers.IntegerField()
+    human_composite = serializers.FloatField(allow_null=True)
+    model_composite = serializers.FloatField(allow_null=True)
+    mean_difference = serializers.FloatField(allow_null=True)
+    prior_composite = serializers.FloatField(allow_null=True)
+    human_skill = serializers.FloatField(allow_null=True)
+    model_skill = serializers.FloatField(allow_null=True)
+    statistic = serializers.FloatField(allow_null=True)
+    p = serializers.FloatField(allow_null=True)
+    p_holm = serializers.FloatField(allow_null=True)
+    note = serializers.CharField(allow_null=True)
 
 
 class LeaderboardSerializer(serializers.Serializer):
     weighting = serializers.CharField()
     research_only_statement = serializers.CharField()
-    rows = LeaderboardRowSerializer(many=True)
+    conversation_set = serializers.CharField(allow_null=True, help_text="Key of the comparison set shown.")
+    conversation_set_label = serializers.CharField(allow_null=True)
+    compared_set = serializers.CharField(allow_null=True, help_text="Fingerprint of the compared conversation ids.")
+    n_compared_conversations = serializers.IntegerField()
+    min_conversations_for_ci = serializers.IntegerField()
+    n_bootstrap = serializers.IntegerField()
+    seed = serializers.IntegerField()
+    prior_baseline = serializers.CharField(allow_null=True, help_text="The row skill is measured against.")
+    sets = ConversationSetSerializer(many=True)
+    rows = LeaderboardRowSerializer(many=True, help_text="Ranked rows, all scored on the compared set.")
+    apart = LeaderboardRowSerializer(many=True, help_text="Rows on another conversation set: not ranked, rank 0.")
+    apart_reasons = ApartReasonSerializer(many=True)
+    human_pairings = HumanPairingSerializer(many=True)
 
 
 class AnalysesSerializer(serializers.Serializer):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.db.models import Count
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, QueryDict
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -12,6 +12,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from attunebench import catalogue as cat
+from attunebench.metrics.comparison import MIN_CONVERSATIONS_FOR_CI
 from collection.models import Conversation
 from datasets.models import DatasetVersion, ExportJob
 from datasets.tasks import do_request_export
@@ -24,7 +25,17 @@ from datasets.versions import (
 )
 from research import collection_stats, drilldown, launcher
 from research.access import login_required_403, researcher_required, signed_in_user
-from research.evaluation import SORT_KEYS, capability_columns, evaluation_data, leaderboard_rows
+from research.charts import model_colours
+from research.evaluation import (
+    RUN_CHOICE_TEXT,
+    SORT_KEYS,
+    EvaluationData,
+    SelectionError,
+    apart_rows,
+    capability_columns,
+    evaluation_data,
+    leaderboard_rows,
+)
 from research.figures import TURN_METRIC_TITLES, figure
 from research.forms import AnalysisForm, AssignForm, DatasetVersionForm, DraftForm, ExportForm, LaunchForm, PostForm
 from research.human_baseline import (
@@ -62,7 +73,7 @@ def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
     descending = request.GET.get("dir", "desc") != "asc"
     metric = request.GET.get("metric", "behaviour_accuracy")
     dataset = _dataset_filter(request)
-    data = evaluation_data(dataset)
+    data = _evaluation_data(request, dataset)
     rows = leaderboard_rows(data, weighting=weighting, sort=sort, descending=descending)
     figures = {}
     if data.analysis:
@@ -76,8 +87,13 @@ def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
                 "by_topic",
                 "by_group",
                 "turn_position",
+                "comparison_matrix",
             )
         }
+    keep = QueryDict(mutable=True)
+    for name in ("set", "dataset", "run"):
+        if values := [v for v in request.GET.getlist(name) if v]:
+            keep.setlist(name, values)
     context = {
         "data": data,
         "rows": rows,
@@ -85,8 +101,18 @@ def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
         "sort": sort if sort in SORT_KEYS else "composite",
         "descending": descending,
         "capability_columns": capability_columns(),
+        "apart": apart_rows(data, weighting=weighting),
+        "apart_info": {a.label: a for a in data.analysis.comparability.apart}
+        if data.analysis and data.analysis.comparability
+        else {},
+        "colours": model_colours(r.em_model for r in data.report.conversations),
+        "keep": keep.urlencode(),
+        "run_choice_text": RUN_CHOICE_TEXT,
+        "min_n": MIN_CONVERSATIONS_FOR_CI,
+        "pinned": request.GET.getlist("run"),
         "sort_columns": [
             ("label", "Model"),
+            ("skill", "Skill"),
             ("composite", "Composite" if weighting == "spec" else "Equal-weight"),
             *capability_columns(),
             ("n", "Conv."),
@@ -98,7 +124,6 @@ def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
         "analysis": data.analysis,
         "metric": metric if metric in TURN_METRIC_TITLES else "behaviour_accuracy",
         "turn_metrics": TURN_METRIC_TITLES,
-        "datasets": DatasetVersion.objects.filter(frozen=True).order_by("-created_at"),
         "dataset": dataset,
         "query": request.GET.urlencode(),
     }
@@ -110,10 +135,20 @@ def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
     return render(request, template, context)
 
 
+def _evaluation_data(request: HttpRequest, dataset: int | None) -> EvaluationData:
+    """The dashboard's data for ?set=…&run=…&dataset=…; a bad choice is said in a message and the default shown."""
+    pinned = [int(v) for v in request.GET.getlist("run") if v.isascii() and v.isdigit() and len(v) < 19]
+    try:
+        return evaluation_data(dataset, set_key=request.GET.get("set") or None, pinned=pinned)
+    except SelectionError as exc:
+        messages.error(request, f"{exc}. Showing the default comparison instead.")
+        return evaluation_data(dataset)
+
+
 @researcher_required
 @require_GET
 def figure_download(request: HttpRequest, name: str, ext: str) -> HttpResponse:
-    data = evaluation_data(_dataset_filter(request))
+    data = _evaluation_data(request, _dataset_filter(request))
     if data.analysis is None:
         raise Http404("No scored runs yet.")
     try:

@@ -21,7 +21,16 @@ import numpy as np
 
 from attunebench import catalogue as cat
 from attunebench.canonical import ConversationFile
-from attunebench.metrics.aggregate import mean_or_none
+from attunebench.metrics.aggregate import mean_or_none, standard_error
+from attunebench.metrics.comparison import (
+    DEFAULT_BOOTSTRAP,
+    DEFAULT_SEED,
+    MIN_CONVERSATIONS_FOR_CI,
+    PRIOR_BASELINE,
+    human_pairings,
+    skill,
+    split_comparable,
+)
 from attunebench.metrics.composite import CAPABILITIES, capability_scores, composite_parts, hp_perspective
 from attunebench.metrics.keys import is_human
 from attunebench.metrics.results import (
@@ -35,6 +44,7 @@ from attunebench.metrics.results import (
     CategoryBreakdown,
     CategoryOverall,
     CategoryRow,
+    Comparability,
     ConversationRecord,
     CurvePoint,
     Discrimination,
@@ -58,6 +68,7 @@ from attunebench.metrics.results import (
     ProfileRow,
     ResponseQualityParts,
     ScoringReport,
+    SkillIntervals,
     Spearman,
     TurnHalves,
     TurnPosition,
@@ -68,8 +79,7 @@ from attunebench.metrics.results import (
 
 ALPHA = 0.05
 CONFIDENCE = 0.95
-DEFAULT_BOOTSTRAP = 2000
-DEFAULT_SEED = 0
+Z_95 = 1.959964
 MIN_ROWS_FOR_CORRELATION = 3  # two points always correlate at ±1: nothing to learn
 
 # Metrics whose power to separate rows is reported (capabilities first, then their parts).
@@ -283,19 +293,51 @@ def rank_independence(profile: Sequence[ProfileRow], metrics: Sequence[str] = CA
 # ---------------------------------------------------------------------------
 
 
+EXACT_SIGN_FLIP_MAX = 13  # 2**13 sign patterns: enumerated at once, in milliseconds
+
+
+def _exact_sign_flip_p(nonzero: np.ndarray) -> float:
+    """Exact two-sided p of the Wilcoxon signed-rank statistic by enumerating every sign pattern.
+
+    The same null distribution scipy's ``wilcoxon`` samples with a permutation
+    test when ties or zeros rule out its exact table (zeros dropped, average
+    ranks for ties), but computed in one array operation: scipy's route takes
+    about a second per pair on 12 tied values, and the dashboard runs hundreds.
+    """
+    from scipy import stats
+
+    ranks = stats.rankdata(np.abs(nonzero))
+    n = ranks.size
+    observed = float(ranks[nonzero > 0].sum())
+    patterns = (np.arange(2**n)[:, None] >> np.arange(n)) & 1
+    r_plus = patterns @ ranks
+    tolerance = 1e-9 * max(1.0, float(ranks.sum()))
+    greater = float(np.mean(r_plus >= observed - tolerance))
+    less = float(np.mean(r_plus <= observed + tolerance))
+    return min(1.0, 2 * min(greater, less))
+
+
 def paired_test(x: Sequence[float], y: Sequence[float]) -> tuple[float | None, float | None, str | None]:
     """(statistic, p, note) of a two-sided Wilcoxon signed-rank test on paired values.
 
     Fewer than 2 pairs: untestable (None). All differences zero: p = 1, since the
-    data show no difference at all (scipy would return NaN there).
+    data show no difference at all (scipy would return NaN there). With ties or
+    zero differences among at most 13 non-zero differences the p-value is exact
+    (every sign pattern enumerated); otherwise scipy's default method.
     """
     from scipy import stats
 
     if len(x) < 2:
         return None, None, "fewer than 2 shared conversations"
-    diffs = [a - b for a, b in zip(x, y, strict=True)]
-    if all(d == 0 for d in diffs):
+    diffs = np.asarray([a - b for a, b in zip(x, y, strict=True)], dtype=float)
+    if not diffs.any():
         return 0.0, 1.0, "identical scores on every shared conversation"
+    nonzero = diffs[diffs != 0]
+    tied = np.unique(np.abs(nonzero)).size < nonzero.size
+    if (tied or nonzero.size < diffs.size) and nonzero.size <= EXACT_SIGN_FLIP_MAX:
+        ranks = stats.rankdata(np.abs(nonzero))
+        r_plus = float(ranks[nonzero > 0].sum())
+        return min(r_plus, float(ranks.sum()) - r_plus), _exact_sign_flip_p(nonzero), None
     result = stats.wilcoxon(x, y)
     p = _num(result.pvalue)
     if p is None:
@@ -401,6 +443,7 @@ def bootstrap(
     n_resamples: int = DEFAULT_BOOTSTRAP,
     seed: int = DEFAULT_SEED,
     confidence: float = CONFIDENCE,
+    min_conversations: int = MIN_CONVERSATIONS_FOR_CI,
 ) -> Bootstrap:
     """Percentile CIs of each row's composite and capabilities, resampling conversations.
 
@@ -409,6 +452,11 @@ def bootstrap(
     are compared on the same resampled conversations; a row's replicate is its
     mean over the drawn conversations it has. P(a outranks b) is the share of
     replicates where a's composite beats b's (ties count half).
+
+    A row with fewer than ``min_conversations`` conversations gets its estimate
+    but no interval (low and high null). When the report has a
+    ``baseline:prior`` row, each row also gets its skill over it per replicate,
+    (row − prior) / (scale − prior), so the skill interval is paired too.
     """
     rows = _rows(report)
     keys = list(rows)
@@ -416,6 +464,9 @@ def bootstrap(
     universe = sorted({r.conversationId for records in rows.values() for r in records})
     position = {cid: i for i, cid in enumerate(universe)}
     n_u, n_rows = len(universe), len(keys)
+
+    prior_keys = [key for key in keys if key[0] == PRIOR_BASELINE]
+    prior_label = row_label(*prior_keys[0]) if prior_keys else None
 
     def result(rows: list[BootstrapRow], outrank: Matrix, note: str | None) -> Bootstrap:
         return Bootstrap(
@@ -426,6 +477,8 @@ def bootstrap(
             rows=rows,
             outrank_probability=outrank,
             note=note,
+            min_conversations_for_ci=min_conversations,
+            prior_baseline=prior_label if rows else None,
         )
 
     if n_rows == 0 or n_u == 0 or n_resamples < 1:
@@ -457,22 +510,49 @@ def bootstrap(
         with np.errstate(invalid="ignore", divide="ignore"):
             replicates[m_i] = np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), np.nan)
 
+    prior_index = keys.index(prior_keys[0]) if prior_keys else None
+    scales = [100.0 if metric == "composite_score" else 1.0 for metric in metrics]
+
+    def interval(observed: float | None, reps: np.ndarray, allowed: bool) -> Interval:
+        reps = reps[~np.isnan(reps)]
+        low = high = None
+        if allowed and reps.size:
+            low, high = np.percentile(reps, [low_q, high_q])
+        return Interval(estimate=_num(observed), low=_num(low), high=_num(high))
+
     boot_rows = []
+    few = []
     for r_i, key in enumerate(keys):
+        n_row = int((~np.isnan(values[0, r_i])).sum())
+        allowed = n_row >= min_conversations
+        if not allowed:
+            few.append(f"{row_label(*key)} (n = {n_row})")
         intervals = {}
+        skills = {}
         for m_i, metric in enumerate(metrics):
             observed = values[m_i, r_i][~np.isnan(values[m_i, r_i])]
-            reps = replicates[m_i, :, r_i]
-            reps = reps[~np.isnan(reps)]
             estimate = float(observed.mean()) if observed.size else None
-            if reps.size:
-                low, high = np.percentile(reps, [low_q, high_q])
-            else:
-                low = high = None
-            intervals[metric] = Interval(estimate=_num(estimate), low=_num(low), high=_num(high))
+            intervals[metric] = interval(estimate, replicates[m_i, :, r_i], allowed)
+            if prior_index is not None:
+                prior_obs = values[m_i, prior_index][~np.isnan(values[m_i, prior_index])]
+                prior_estimate = float(prior_obs.mean()) if prior_obs.size else None
+                prior_reps = replicates[m_i, :, prior_index]
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    # A replicate whose prior is perfect has no skill scale: NaN, dropped like a missing value.
+                    skill_reps = np.where(
+                        prior_reps < scales[m_i],
+                        (replicates[m_i, :, r_i] - prior_reps) / (scales[m_i] - prior_reps),
+                        np.nan,
+                    )
+                skills[metric] = interval(skill(estimate, prior_estimate, scales[m_i]), skill_reps, allowed)
         boot_rows.append(
             BootstrapRow(
-                em_model=key[0], mode=key[1], label=row_label(*key), human_baseline=is_human(key[0]), **intervals
+                em_model=key[0],
+                mode=key[1],
+                label=row_label(*key),
+                human_baseline=is_human(key[0]),
+                skill=SkillIntervals(**skills) if skills else None,
+                **intervals,
             )
         )
 
@@ -488,7 +568,8 @@ def bootstrap(
                     ci, cj = composite[ok, i], composite[ok, j]
                     prob = float(np.mean((ci > cj) + 0.5 * (ci == cj)))
             outrank[row_label(*a)][row_label(*b)] = prob
-    return result(boot_rows, outrank, f"only {n_u} conversations: bootstrap intervals are rough" if n_u < 10 else None)
+    note = f"no interval for rows with fewer than {min_conversations} conversations: {', '.join(few)}" if few else None
+    return result(boot_rows, outrank, note)
 
 
 # ---------------------------------------------------------------------------
@@ -524,12 +605,22 @@ def _conversation_info(
 
 
 def _summary(records: Sequence[ConversationRecord]) -> dict[str, Any]:
-    """The shared columns of breakdown rows: n, mean composite, mean capabilities."""
+    """The shared columns of breakdown rows: n, mean composite with its interval, mean capabilities.
+
+    The interval is mean ± 1.96·SE over the cell's conversations, left out below
+    MIN_CONVERSATIONS_FOR_CI like every interval (a cell of 1 or 2 conversations is a
+    reading, not an estimate).
+    """
     caps = [capability_scores(r.metrics()) for r in records]
+    composites = [r.composite_score for r in records]
+    mean = mean_or_none(composites)
+    se = standard_error(composites) if len(composites) >= MIN_CONVERSATIONS_FOR_CI else None
     return {
         "n_conversations": len(records),
-        "composite_score": mean_or_none(r.composite_score for r in records),
+        "composite_score": mean,
         **{name: mean_or_none(c[name] for c in caps) for name in CAPABILITIES},
+        "composite_ci_low": None if se is None or mean is None else mean - Z_95 * se,
+        "composite_ci_high": None if se is None or mean is None else mean + Z_95 * se,
     }
 
 
@@ -738,24 +829,39 @@ def analyze(
     seed: int = DEFAULT_SEED,
     n_bootstrap: int = DEFAULT_BOOTSTRAP,
     alpha: float = ALPHA,
+    reference: Sequence[str] | None = None,
 ) -> Analysis:
-    """All SPEC 6 analyses over a scoring report.
+    """All SPEC 6 analyses over the comparable rows of a scoring report.
+
+    The report is first split (:func:`attunebench.metrics.comparison.split_comparable`):
+    every analysis runs over the rows scored on one conversation set
+    (``reference``, or the set most model rows share); rows on another set and
+    human rows are listed in ``comparability`` with their n, and each human row
+    is compared with each model row on the conversations it rated.
 
     ``conversations`` supplies topic category, original model, participant
     group and turn counts for the breakdowns; without it, a report made with
     ``include_details=True`` is used, and otherwise those breakdowns are empty
     with a note. Deterministic for a given seed.
     """
-    info = _conversation_info(report, conversations)
+    split = split_comparable(report, reference)
+    full = report
+    report = split.compared
+    info = _conversation_info(full, conversations)
     profile = capability_profile(report)
     notes = []
     if len(profile) < 2:
-        notes.append("fewer than 2 (model, mode) rows: comparisons between models are empty")
-    if not info and report.conversations:
+        notes.append("fewer than 2 compared (model, mode) rows: comparisons between models are empty")
+    if split.apart_rows:
+        notes.append(
+            f"{len(split.apart_rows)} row(s) scored on another conversation set are shown apart, not ranked: "
+            + ", ".join(f"{row.label} (n = {row.n_conversations})" for row in split.apart_rows)
+        )
+    if not info and full.conversations:
         notes.append(
             "no conversation metadata given: category, participant-group and original-model breakdowns are empty"
         )
-    humans = [row.label for row in profile if row.human_baseline]
+    humans = [row.label for row in split.apart_rows if row.human_baseline]
     return Analysis(
         rows=[row.label for row in profile],
         capability_profile=profile,
@@ -770,9 +876,19 @@ def analyze(
         ),
         human_baseline=HumanBaseline(
             rows=humans,
-            note="human rows (em_model 'human:...') are scored exactly like models and included in every analysis"
+            note="human rows (em_model 'human:...') are scored exactly like models and compared with each model "
+            "on exactly the conversations they rated (comparability.human_pairings)"
             if humans
             else "no human baseline rows",
         ),
         notes=notes,
+        comparability=Comparability(
+            compared_set=split.fingerprint,
+            n_compared_conversations=len(split.reference),
+            min_conversations_for_ci=MIN_CONVERSATIONS_FOR_CI,
+            collapsed=split.collapsed,
+            apart=split.apart_rows,
+            human_pairings=human_pairings(split),
+            test="wilcoxon signed-rank (two-sided) on composite over shared conversations, Holm per human row",
+        ),
     )

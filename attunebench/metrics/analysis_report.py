@@ -6,13 +6,21 @@ import itertools
 
 from attunebench.metrics.composite import CAPABILITIES, CAPABILITY_LABELS
 from attunebench.metrics.report import fmt, render_table
-from attunebench.metrics.results import Analysis
+from attunebench.metrics.results import Analysis, Interval
 
 MAX_MATRIX_ROWS = 8  # beyond this the outrank matrix is too wide to read; adjacent pairs are shown
 
 
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}"
+def _cap(value: float | None) -> str:
+    """A capability score on its own 0–1 scale, as the dashboard and the API show it."""
+    return fmt(value, 3)
+
+
+def _interval(ci: Interval, digits: int) -> str:
+    """estimate [low, high]; only the estimate when the row is below the minimum n for an interval."""
+    if ci.low is None or ci.high is None:
+        return fmt(ci.estimate, digits)
+    return f"{fmt(ci.estimate, digits)} [{fmt(ci.low, digits)}, {fmt(ci.high, digits)}]"
 
 
 def _section(title: str) -> str:
@@ -24,7 +32,36 @@ def format_analysis(analysis: Analysis) -> str:
     out: list[str] = []
     profile = analysis.capability_profile
 
-    out.append(_section("Capability profile (0-100; * = human baseline)"))
+    comp = analysis.comparability
+    if comp is not None:
+        out.append(_section("Compared rows"))
+        out.append(
+            f"Every table below compares rows scored on the same {comp.n_compared_conversations} conversations "
+            f"(set {comp.compared_set}); rows on another set are listed here, not ranked. Rows with fewer than "
+            f"{comp.min_conversations_for_ci} conversations get no confidence interval."
+        )
+        for note in comp.collapsed:
+            out.append(f"note: {note}")
+        if comp.apart:
+            out.append("Shown apart (own conversation set; their means are not comparable to the rows below):")
+            out.append(
+                render_table(
+                    ["model [mode]", "n", "in compared set", "set", "own composite", "why"],
+                    [
+                        [
+                            a.label + (" *" if a.human_baseline else ""),
+                            str(a.n_conversations),
+                            str(a.n_in_compared_set),
+                            a.conversation_set,
+                            fmt(a.composite_score, 2),
+                            a.reason,
+                        ]
+                        for a in comp.apart
+                    ],
+                )
+            )
+
+    out.append(_section("Capability profile (composite 0-100, capabilities 0-1; * = human baseline)"))
     if profile:
         headers = ["model [mode]", "n", "composite"] + [CAPABILITY_LABELS[c] for c in CAPABILITIES] + ["HP gap"]
         rows = []
@@ -36,7 +73,7 @@ def format_analysis(analysis: Analysis) -> str:
                     str(row.n_conversations),
                     fmt(row.composite_score, 2),
                 ]
-                + [_pct(row.capabilities.capability(c)) for c in CAPABILITIES]
+                + [_cap(row.capabilities.capability(c)) for c in CAPABILITIES]
                 + [fmt(gap, 3)]
             )
         out.append(render_table(headers, rows))
@@ -77,6 +114,10 @@ def format_analysis(analysis: Analysis) -> str:
             ]
         )
     out.append(render_table(["metric", "pairs differing", "share", "between/within F", "note"], rows))
+    out.append(
+        "between/within F = one-way ANOVA F over the rows' per-conversation values: how far the rows' means "
+        "spread apart relative to conversation-to-conversation noise (larger separates better)."
+    )
 
     boot = analysis.bootstrap
     out.append(
@@ -84,15 +125,32 @@ def format_analysis(analysis: Analysis) -> str:
     )
     rows = []
     for boot_row in boot.rows:
-        comp = boot_row.composite_score
         rows.append(
-            [boot_row.label, f"{fmt(comp.estimate, 2)} [{fmt(comp.low, 2)}, {fmt(comp.high, 2)}]"]
-            + [f"{_pct(boot_row.capability(c).low)}-{_pct(boot_row.capability(c).high)}" for c in CAPABILITIES]
+            [boot_row.label, _interval(boot_row.composite_score, 2)]
+            + [_interval(boot_row.capability(c), 3) for c in CAPABILITIES]
         )
     if rows:
         out.append(
             render_table(["model [mode]", "composite [CI]"] + [CAPABILITY_LABELS[c] for c in CAPABILITIES], rows)
         )
+    if boot.prior_baseline:
+        out.append(
+            f"Skill over the prior baseline {boot.prior_baseline}: (score - prior) / (scale - prior); "
+            "0 = the prior, 1 = perfect, below 0 = worse than the prior. Read this first."
+        )
+        skill_rows = [
+            [boot_row.label, _interval(boot_row.skill.composite_score, 3)]
+            + [_interval(boot_row.skill.capability(c), 3) for c in CAPABILITIES]
+            for boot_row in boot.rows
+            if boot_row.skill is not None
+        ]
+        out.append(
+            render_table(
+                ["model [mode]", "composite skill [CI]"] + [CAPABILITY_LABELS[c] for c in CAPABILITIES], skill_rows
+            )
+        )
+    else:
+        out.append("Skill over the prior baseline: no baseline:prior row among the compared rows.")
     outrank = boot.outrank_probability
     order = [row.label for row in sorted(profile, key=lambda r: -(r.composite_score or 0))]
     if 1 < len(order) <= MAX_MATRIX_ROWS:
@@ -114,7 +172,7 @@ def format_analysis(analysis: Analysis) -> str:
             ["category", "n", "composite"] + [CAPABILITY_LABELS[c] for c in CAPABILITIES],
             [
                 [c_row.category, str(c_row.n_conversations), fmt(c_row.composite_score, 2)]
-                + [_pct(c_row.capability(c)) for c in CAPABILITIES]
+                + [_cap(c_row.capability(c)) for c in CAPABILITIES]
                 for c_row in cat_.overall
             ],
         )
@@ -188,7 +246,7 @@ def format_analysis(analysis: Analysis) -> str:
             ["original model", "n", "composite"] + [CAPABILITY_LABELS[c] for c in CAPABILITIES],
             [
                 [o_row.original_model, str(o_row.n_conversations), fmt(o_row.composite_score, 2)]
-                + [_pct(o_row.capability(c)) for c in CAPABILITIES]
+                + [_cap(o_row.capability(c)) for c in CAPABILITIES]
                 for o_row in om.overall
             ],
         )
@@ -200,6 +258,28 @@ def format_analysis(analysis: Analysis) -> str:
     humans = analysis.human_baseline.rows
     out.append(", ".join(humans) if humans else "none")
     out.append(analysis.human_baseline.note)
+    if comp is not None and comp.human_pairings:
+        out.append(f"Paired on the conversations each human rated ({comp.test}):")
+        out.append(
+            render_table(
+                ["human", "model", "n", "human", "model", "human - model", "human skill", "model skill", "p", "p Holm"],
+                [
+                    [
+                        h.human,
+                        h.model,
+                        str(h.n_shared),
+                        fmt(h.human_composite, 2),
+                        fmt(h.model_composite, 2),
+                        fmt(h.mean_difference, 2),
+                        fmt(h.human_skill, 3),
+                        fmt(h.model_skill, 3),
+                        fmt(h.p, 3),
+                        fmt(h.p_holm, 3),
+                    ]
+                    for h in comp.human_pairings
+                ],
+            )
+        )
     for note in analysis.notes:
         out.append(f"note: {note}")
     return "\n".join(out).lstrip("\n") + "\n"

@@ -18,12 +18,8 @@ CAPABILITIES: tuple[str, ...] = (
     "response_quality",
     "holistic_comprehension",
 )
-LEADERBOARD_CAPABILITIES: tuple[str, ...] = (
-    "emotion_tracking",
-    "behaviour_judgement",
-    "preference_prediction",
-    "holistic_comprehension",
-)
+# The leaderboard shows every capability, response quality included (issue 17: the profile had it, the table not).
+LEADERBOARD_CAPABILITIES: tuple[str, ...] = CAPABILITIES
 CAPABILITY_LABELS: dict[str, str] = {
     "emotion_tracking": "emotion",
     "behaviour_judgement": "behaviour",

@@ -149,10 +149,6 @@ def fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def _percent(value: float | None) -> float | None:
-    return None if value is None else 100 * value
-
-
 def _coverage(value: float | None) -> str:
     """A coverage share as a whole percentage; '–' when not recorded."""
     return "–" if value is None else f"{100 * value:.0f}%"
@@ -213,10 +209,19 @@ def leaderboard_rows(report: ScoringReport) -> list[LeaderboardRow]:
 
 
 def format_leaderboard(report: ScoringReport) -> str:
-    """The leaderboard printed by ``attune score``; capabilities shown 0–100."""
+    """The leaderboard printed by ``attune score``; composite 0–100, capabilities 0–1 as everywhere else.
+
+    Rows scored on another conversation set than the compared rows are marked
+    (``†``) and their SE is left out below the minimum n, as on the dashboard.
+    """
+    from attunebench.metrics.comparison import MIN_CONVERSATIONS_FOR_CI, split_comparable
+
     rows = leaderboard_rows(report)
     if not rows:
         return "No run was scored."
+    split = split_comparable(report)
+    apart = {a.label: a for a in split.apart_rows}
+    rows = [r for r in rows if r.label not in apart] + [r for r in rows if r.label in apart]  # compared rows first
     headers = (
         ["model", "mode", "n", "composite ± SE"]
         + [CAPABILITY_LABELS[c] for c in LEADERBOARD_CAPABILITIES]
@@ -224,22 +229,29 @@ def format_leaderboard(report: ScoringReport) -> str:
     )
     body = []
     for r in rows:
-        name = r.em_model + (" *" if r.human_baseline else "")
-        se = "–" if r.se_composite is None else f"{r.se_composite:.2f}"
+        name = r.em_model + (" *" if r.human_baseline else "") + (" †" if r.label in apart else "")
+        se = "–" if r.se_composite is None or r.n_conversations < MIN_CONVERSATIONS_FOR_CI else f"{r.se_composite:.2f}"
         body.append(
             [name, r.mode, str(r.n_conversations), f"{fmt(r.composite_score, 2)} ± {se}"]
-            + [fmt(_percent(r.capabilities.capability(c)), 1) for c in LEADERBOARD_CAPABILITIES]
+            + [fmt(r.capabilities.capability(c), 3) for c in LEADERBOARD_CAPABILITIES]
             + [_coverage(r.coverage), _coverage(r.post_coverage)]
         )
     table = render_table(headers, body, align_left=2)
     notes = [
         "",
-        "Capability scores are 0–100: emotion = (emotion F1 + VA)/2, behaviour = (OM + human binary accuracy)/2,",
-        "preference = pairwise accuracy, holistic = PANAS, survey and Four-Branch comprehension.",
-        "Read the capabilities, not only the composite: they are weakly coupled.",
+        "Capability scores are 0–1: emotion = (emotion F1 + VA)/2, behaviour = (OM + human binary accuracy)/2,",
+        "preference = pairwise accuracy, response = draft similarity (and judge), holistic = PANAS, survey and",
+        "Four-Branch comprehension. Read the capabilities, not only the composite: they are weakly coupled.",
+        f"No SE is shown below {MIN_CONVERSATIONS_FOR_CI} conversations. `attune analyze` gives intervals and the",
+        "skill over the prior baseline.",
         "turn cov. = share of ground-truth turns the model answered; post cov. = share of conversations with a",
         "post-conversation prediction (below 100%, holistic rests partly on defaults, not on the model).",
     ]
+    if apart:
+        notes.append(
+            f"† scored on another conversation set than the other rows ({len(split.reference)} conversations, "
+            f"set {split.fingerprint}): not comparable with them; humans are compared paired in `attune analyze`."
+        )
     if any(r.human_baseline for r in rows):
         notes.append("* human baseline (a person in the model's seat, scored exactly like a model).")
     notes.append(cat.RESEARCH_ONLY_STATEMENT)

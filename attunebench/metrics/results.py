@@ -212,6 +212,21 @@ class Interval(Result):
     high: float | None
 
 
+class SkillIntervals(Result):
+    """Skill over the prior baseline of the composite and each capability (1 perfect, 0 the prior, < 0 below it)."""
+
+    composite_score: Interval
+    emotion_tracking: Interval
+    behaviour_judgement: Interval
+    preference_prediction: Interval
+    response_quality: Interval
+    holistic_comprehension: Interval
+
+    def capability(self, name: str) -> Interval:
+        value: Interval = _field(self, name, CAPABILITIES, "capability")
+        return value
+
+
 class BootstrapRow(Result):
     em_model: str
     mode: str
@@ -223,6 +238,10 @@ class BootstrapRow(Result):
     preference_prediction: Interval
     response_quality: Interval
     holistic_comprehension: Interval
+
+    # Skill over the prior baseline, (score − prior) / (scale − prior), with the same resamples;
+    # None when the report has no prior-baseline row (SPEC 6, docs/benchmark.md "Skill over baselines").
+    skill: SkillIntervals | None = None
 
     def capability(self, name: str) -> Interval:
         """The interval of capability ``name`` (one of CAPABILITIES)."""
@@ -238,6 +257,8 @@ class Bootstrap(Result):
     rows: list[BootstrapRow]
     outrank_probability: Matrix  # row label -> row label -> P(first outranks second); None on the diagonal
     note: str | None
+    min_conversations_for_ci: int = 0  # rows with fewer conversations get no interval (low and high null)
+    prior_baseline: str | None = None  # label of the row skill is measured against; None: no skill
 
 
 # ---------------------------------------------------------------------------
@@ -271,6 +292,8 @@ class CategoryRow(_Summary):
     preference_prediction: float | None
     response_quality: float | None
     holistic_comprehension: float | None
+    composite_ci_low: float | None = None  # mean ± 1.96·SE; null below the minimum n for an interval
+    composite_ci_high: float | None = None
 
 
 class CategoryOverall(_Summary):
@@ -284,6 +307,8 @@ class CategoryOverall(_Summary):
     preference_prediction: float | None
     response_quality: float | None
     holistic_comprehension: float | None
+    composite_ci_low: float | None = None  # mean ± 1.96·SE; null below the minimum n for an interval
+    composite_ci_high: float | None = None
 
 
 class OriginalModelRow(_Summary):
@@ -299,6 +324,8 @@ class OriginalModelRow(_Summary):
     preference_prediction: float | None
     response_quality: float | None
     holistic_comprehension: float | None
+    composite_ci_low: float | None = None  # mean ± 1.96·SE; null below the minimum n for an interval
+    composite_ci_high: float | None = None
 
 
 class OriginalModelOverall(_Summary):
@@ -312,6 +339,8 @@ class OriginalModelOverall(_Summary):
     preference_prediction: float | None
     response_quality: float | None
     holistic_comprehension: float | None
+    composite_ci_low: float | None = None  # mean ± 1.96·SE; null below the minimum n for an interval
+    composite_ci_high: float | None = None
 
 
 class CategoryBreakdown(Result):
@@ -429,6 +458,50 @@ class HumanBaseline(Result):
     note: str
 
 
+class ApartRow(Result):
+    """A row left out of the comparison because it was scored on other conversations than the compared rows."""
+
+    em_model: str
+    mode: str
+    label: str
+    human_baseline: bool
+    n_conversations: int
+    n_in_compared_set: int  # of its conversations, how many belong to the compared set
+    conversation_set: str  # short fingerprint of its conversation ids, to tell sets apart
+    composite_score: float | None  # its own mean, over its own conversations: not comparable to the compared rows
+    reason: str
+
+
+class HumanPairing(Result):
+    """A human row against a compared model row on exactly the conversations the human rated (paired test)."""
+
+    human: str
+    model: str
+    n_shared: int
+    human_composite: float | None
+    model_composite: float | None
+    mean_difference: float | None  # human − model, composite points
+    prior_composite: float | None  # the prior baseline on the same conversations, when there is one
+    human_skill: float | None
+    model_skill: float | None
+    statistic: float | None
+    p: float | None
+    p_holm: float | None  # Holm over this human's comparisons
+    note: str | None
+
+
+class Comparability(Result):
+    """Which rows are compared (one conversation set) and which are shown apart, and why."""
+
+    compared_set: str  # fingerprint of the compared conversation set
+    n_compared_conversations: int
+    min_conversations_for_ci: int
+    collapsed: list[str]  # mode-agnostic baselines shown once: notes naming the modes left out
+    apart: list[ApartRow]
+    human_pairings: list[HumanPairing]
+    test: str
+
+
 class Analysis(Result):
     """All SPEC 6 analyses over one scoring report: what ``attune analyze --json`` writes."""
 
@@ -440,6 +513,7 @@ class Analysis(Result):
     breakdowns: Breakdowns
     human_baseline: HumanBaseline
     notes: list[str]
+    comparability: Comparability | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -682,6 +756,7 @@ class LeaderboardCapabilities(Result):
     emotion_tracking: float | None
     behaviour_judgement: float | None
     preference_prediction: float | None
+    response_quality: float | None
     holistic_comprehension: float | None
 
     def capability(self, name: str) -> float | None:

@@ -412,8 +412,15 @@ def test_analyze_flags_human_baseline_rows() -> None:
     report = report_of([record("human:ann", "c1", 80.0), record("model", "c1", 60.0)])
     out = an.analyze(report, n_bootstrap=20)
     assert out.human_baseline.rows == ["human:ann [default]"]
-    flags = {row.em_model: row.human_baseline for row in out.capability_profile}
-    assert flags == {"human:ann": True, "model": False}
+    # The human is not ranked among the models: it is shown apart and compared on the conversation it rated.
+    assert [row.em_model for row in out.capability_profile] == ["model"]
+    assert out.comparability is not None
+    assert [(a.label, a.human_baseline, a.n_conversations) for a in out.comparability.apart] == [
+        ("human:ann [default]", True, 1)
+    ]
+    (pairing,) = out.comparability.human_pairings
+    assert (pairing.human, pairing.model, pairing.n_shared) == ("human:ann [default]", "model [default]", 1)
+    assert pairing.mean_difference == 20.0 and pairing.p is None  # one pair: untestable, and said so
 
 
 def test_analyze_on_synthetic_runs_separates_skill_levels() -> None:

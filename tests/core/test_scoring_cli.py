@@ -129,16 +129,19 @@ def test_score_prints_a_leaderboard_and_writes_json_and_csv(dataset: tuple[Path,
         "emotion",
         "behaviour",
         "preference",
+        "response",
         "holistic",
         "turn",
         "cov.",
         "post",
         "cov.",
     ]
-    # strongest first; the human baseline is starred; n and coverage per row
+    # strongest first among the rows on the full set; the human baseline, rated on 4 of the 8
+    # conversations, comes after them, starred and marked as on another set (†), with no SE below the minimum n
     body = [line.split() for line in lines[2:5]]
-    assert [row[0] for row in body] == ["em/strong", "human:rater1", "em/weak"]  # skills 0.9, 0.7, 0.1
-    assert body[1][1] == "*" and body[1][3] == "4"
+    assert [row[0] for row in body] == ["em/strong", "em/weak", "human:rater1"]  # skills 0.9, 0.1; human apart
+    assert body[2][1:3] == ["*", "†"] and body[2][4] == "4" and body[2][5:8] == [body[2][5], "±", "–"]
+    assert "† scored on another conversation set" in out
     assert body[0][:3] == ["em/strong", "default", "8"] and body[0][-2:] == ["100%", "100%"]
     assert "Scored 20 runs against 8 conversations; 0 input(s) skipped." in out
 
@@ -210,9 +213,9 @@ def test_cli_table_and_csv_read_the_leaderboard_row_model(dataset: tuple[Path, P
     strong = rows[0]
     assert (strong.label, strong.human_baseline, strong.n_conversations) == ("em/strong [default]", False, 8)
     assert rows[1].human_baseline and rows[1].n_conversations == 4
-    # the table shows capabilities 0–100; the CSV and the model keep 0–1
+    # the table, the CSV and the model all show capabilities 0–1 (one scale everywhere, as on the dashboard)
     table_row = format_leaderboard(report).splitlines()[2].split()
-    assert table_row[6] == f"{100 * strong.capabilities.emotion_tracking:.1f}"
+    assert table_row[6] == f"{strong.capabilities.emotion_tracking:.3f}"
     [csv_row] = [r for r in csv.DictReader(io.StringIO(aggregates_csv(report))) if r["em_model"] == "em/strong"]
     assert float(csv_row["capability_emotion_tracking"]) == strong.capabilities.emotion_tracking
 
@@ -310,7 +313,15 @@ def test_analyze_prints_every_section_and_writes_json(dataset: tuple[Path, Path]
         "breakdowns",
         "human_baseline",
         "notes",
+        "comparability",
     }
+    # The human rated 4 of the 8 conversations: shown apart and paired with each model on those 4.
+    assert analysis["rows"] == ["em/strong [default]", "em/weak [verbose]"]
+    assert [(a["label"], a["n_conversations"]) for a in analysis["comparability"]["apart"]] == [
+        ("human:rater1 [default]", 4)
+    ]
+    assert {p["n_shared"] for p in analysis["comparability"]["human_pairings"]} == {4}
+    assert "== Compared rows" in out and "Paired on the conversations each human rated" in out
     assert analysis["bootstrap"]["seed"] == 4 and analysis["bootstrap"]["n_resamples"] == 200
     assert analysis["human_baseline"]["rows"] == ["human:rater1 [default]"]
     # the file reads back into the typed model, equal to the analysis computed in memory

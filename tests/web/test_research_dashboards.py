@@ -198,5 +198,5 @@ def test_figure_csv_escapes_a_hostile_model_name(client_, sample_conversations):
     rows = list(csv.reader(io.StringIO(client_.get("/research/figures/leaderboard.csv").content.decode())))
     # The chart labels a row "<model> [<mode>]"; that label is escaped, the numbers beside it are not.
     [row] = [r for r in rows if "HYPERLINK" in r[0]]
-    assert row[0] == "'" + hostile + " [default]"
+    assert row[0] == "'" + hostile + " [default] (n=15)"
     assert not any(cell.startswith(("'", "=")) for cell in row[1:]) and float(row[1]) > 0

@@ -6,6 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from attunebench.metrics.comparison import DEFAULT_BOOTSTRAP, DEFAULT_SEED
+
 SKIPPED_EXIT_CODE = 2
 
 
@@ -39,15 +41,17 @@ class Command(BaseCommand):
         parser.add_argument(
             "--seed",
             type=int,
-            default=0,
-            help="seed of the bootstrap resampling (default 0); the same seed gives the same intervals",
+            default=DEFAULT_SEED,
+            help=f"seed of the bootstrap resampling (default {DEFAULT_SEED}, as on the dashboard); the same seed "
+            "gives the same intervals",
         )
         parser.add_argument(
             "--bootstrap",
             type=int,
-            default=2000,
+            default=DEFAULT_BOOTSTRAP,
             metavar="N",
-            help="number of bootstrap resamples of the conversations (default 2000)",
+            help=f"number of bootstrap resamples of the conversations (default {DEFAULT_BOOTSTRAP}, as on the "
+            "dashboard and the API)",
         )
         parser.add_argument(
             "--alpha",
