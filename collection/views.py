@@ -198,7 +198,8 @@ def join(request: HttpRequest, slug: str) -> HttpResponse:
             # an expired or altered start page: show a fresh one, nothing made
             return redirect(request.path + "?expired=1")
         try:
-            flow.check_enrolment_rate(study, client_ip(request))
+            if not Participant.objects.filter(token=str(token), study=study).exists():  # a repeated post is free
+                flow.check_enrolment_rate(study, client_ip(request))
             participant = flow.do_open_enrol(study, str(token))
         except flow.EnrolmentThrottled as refusal:
             response = _join_closed(request, study, str(refusal), 429)

@@ -107,8 +107,11 @@ def test_enrolment_is_throttled_per_study(study, settings, enrol_clock):
 def test_a_returning_browser_is_not_counted_again(study, settings, enrol_clock):
     settings.ATTUNE_ENROL_PER_ADDRESS_PER_HOUR = 1
     browser = Client(REMOTE_ADDR="203.0.113.9")
-    first = browser.post(f"/join/{study.slug}/")
-    assert browser.post(f"/join/{study.slug}/").url == first.url  # resumes, no new participant, no refusal
+    start = signing.dumps(new_token(), salt=JOIN_SALT)
+    first = browser.post(f"/join/{study.slug}/", {"start": start})
+    assert browser.post(f"/join/{study.slug}/", {"start": start}).url == first.url  # a double click: no refusal
+    # the same browser choosing "Continue as the previous participant" resumes, no new participant, no refusal
+    assert browser.post(f"/join/{study.slug}/", {"choice": "continue"}).url == first.url
     assert Participant.objects.count() == 1
 
 
