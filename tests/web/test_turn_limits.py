@@ -42,10 +42,13 @@ def test_no_second_message_while_the_reply_is_still_to_come(walker):
     assert refused.status_code == 409
     assert refused.json()["error"].startswith("The model has not finished replying to your last message yet.")
     assert "your new message is kept here" in refused.json()["error"]
-    # without JavaScript the chat page comes back with the words still in the box and the reply button
-    page = walker.send("Second, before any reply", 2, as_json=False)
+    # without JavaScript the refusal redirects (post/redirect/get) to the chat page, which comes back with
+    # the words still in the box and the reply button
+    refused_form = walker.send("Second, before any reply", 2, as_json=False)
+    assert refused_form.status_code == 302
+    page = walker.client.get(refused_form.url)
     html = walker.body(page)
-    assert page.status_code == 409
+    assert page.status_code == 200
     assert "has not finished replying" in html and "Second, before any reply</textarea>" in html
     assert "Get the reply" in html
     assert list(Turn.objects.values_list("turn_number", flat=True)) == [1]
