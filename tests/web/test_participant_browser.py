@@ -317,6 +317,7 @@ def test_full_participant_walk_exports_exactly_what_was_entered(page, site, live
     expect(page.get_by_role("heading", name="Your view of the conversation")).to_be_visible()
     page.get_by_label(Q1_SCREEN_LABELS[cat.Q1_OPTIONS[0]], exact=True).check()
     page.get_by_label(Q1_SCREEN_LABELS[cat.Q1_OPTIONS[5]], exact=True).check()
+    page.get_by_label(re.compile("^If you chose “Other”")).fill("Someone to check in on me")  # ticks Other too
     page.get_by_label(cat.Q2_OPTIONS[2], exact=True).check()
     page.get_by_label(cat.Q3_OPTIONS[1], exact=True).check()
     page.get_by_label("Too many questions", exact=True).check()
@@ -344,6 +345,7 @@ def test_full_participant_walk_exports_exactly_what_was_entered(page, site, live
     assert data["conversationId"] == conversation.conversation_id
     assert data["metadata"]["category"] == "Study" and data["metadata"]["subtopic"] == "Exam pressure"
     assert data["metadata"]["turnCount"] == 3
+    assert data["metadata"][cat.Q1_OTHER_TEXT_KEY] == "Someone to check in on me"
     assert data["participant_profile"] == {
         "participant_id": participant.pseudonym,
         "age": "25-34",
@@ -356,7 +358,7 @@ def test_full_participant_walk_exports_exactly_what_was_entered(page, site, live
     assert data["prePanas"]["totalPositiveAffect"] == sum(pre[i] for i in cat.POSITIVE_AFFECT_ITEMS)
     assert data["postPanas"]["items"] == post
     assert data["conversationWideQuestions"] == {
-        "q1_lookingFor": [cat.Q1_OPTIONS[0], cat.Q1_OPTIONS[5]],
+        "q1_lookingFor": [cat.Q1_OPTIONS[0], cat.Q1_OPTIONS[5], cat.Q1_OTHER],
         "q2_emotionClarity": cat.Q2_OPTIONS[2],
         "q3_modelFit": cat.Q3_OPTIONS[1],
         "q3_followUp_whatFeltOff": ["Too many questions", "Ended a bit abruptly"],
