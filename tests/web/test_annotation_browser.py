@@ -19,6 +19,7 @@ import pytest
 # by the test itself are still plain synchronous code.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
+from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Locator, Page, expect
 
 from annotation.models import BinaryJudgement, MoodTag, PairwiseComparison
@@ -59,15 +60,23 @@ UNNAMED_GROUPS = """() => [...document.querySelectorAll('fieldset')].filter(f =>
     .map(f => f.id || f.className)"""
 
 
+def accessible(page: Page, name: str) -> None:
+    """axe-core finds no violation (WCAG A/AA and best practice rules, as axe runs by default)."""
+    results = Axe().run(page)
+    assert results.violations_count == 0, f"{name}:\n{results.generate_report()}"
+
+
 def shot(page: Page, name: str) -> None:
-    """Screenshots at 1280 and 390 px, after the checks every annotation page must pass: every control
-    labelled, every group named by a legend, ids unique, nothing scrolling sideways on a phone."""
+    """Screenshots at 1280 and 390 px, after the checks every annotation page must pass at both sizes:
+    axe-core, every control labelled, every group named by a legend, ids unique, no sideways scroll."""
     assert page.evaluate(UNLABELLED_CONTROLS) == [], name
     assert page.evaluate(UNNAMED_GROUPS) == [], name
     assert page.evaluate(DUPLICATE_IDS) == [], name
+    accessible(page, name)
     SHOT_DIR.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOT_DIR / f"{name}-1280.png"), full_page=True)
     page.set_viewport_size(PHONE)
+    accessible(page, f"{name} at 390 px")
     page.screenshot(path=str(SHOT_DIR / f"{name}-390.png"), full_page=True)
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], f"{name} scrolls sideways"
     page.set_viewport_size(DESKTOP)
@@ -188,6 +197,7 @@ def test_the_message_panel_folds_away_on_a_phone(page, site):
     panel.locator("summary").press("Enter")  # and back, from the keyboard
     expect(panel.locator(".bubble-model")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    accessible(page, "answers page on a phone")
     page.screenshot(path=str(SHOT_DIR / "04-answers-phone-390.png"))
 
 
