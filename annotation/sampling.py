@@ -42,14 +42,3 @@ def sample_question_ids(asked_before: int, k: int) -> list[str]:
     start = asked_before % len(ROTATION_CYCLE)
     chosen = {ROTATION_CYCLE[(start + i) % len(ROTATION_CYCLE)] for i in range(k)}
     return [qid for qid in ids if qid in chosen]
-
-
-def group_by_category(question_ids: list[str]) -> list[tuple[str, list[cat.BinaryQuestion]]]:
-    """The questions grouped by category (empty categories skipped), in catalogue order."""
-    wanted = set(question_ids)
-    groups = []
-    for category in cat.BINARY_CATEGORIES:
-        questions = [q for q in cat.BINARY_QUESTIONS if q.category == category and q.id in wanted]
-        if questions:
-            groups.append((category, questions))
-    return groups

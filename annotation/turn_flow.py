@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from annotation.alternates import improved_reply
 from annotation.models import AlternateResponses, BinaryJudgement, MoodTag, PairwiseComparison
-from annotation.sampling import group_by_category, sample_question_ids
+from annotation.sampling import sample_question_ids
 from attunebench import catalogue as cat
 from collection.models import Conversation, Study, Turn
 
@@ -79,10 +79,6 @@ def asked_question_ids(turn: Turn) -> list[str]:
         else 0  # everything is asked: no need to count
     )
     return sample_question_ids(asked_before, study.binary_sample_size)
-
-
-def questions_by_category(question_ids: list[str]) -> list[tuple[str, list[cat.BinaryQuestion]]]:
-    return group_by_category(question_ids)
 
 
 def compare_questions(turn: Turn) -> list[str]:

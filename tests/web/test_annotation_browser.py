@@ -197,6 +197,11 @@ def test_the_message_panel_folds_away_on_a_phone(page, site):
     panel.locator("summary").press("Enter")  # and back, from the keyboard
     expect(panel.locator(".bubble-model")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    # Tab follows the pairs: what happened, then what I wanted, then the next question
+    page.focus("#id_observed_B1_0")
+    for name in ("preferred_B1", "observed_B2", "preferred_B2", "observed_B3"):
+        page.keyboard.press("Tab")
+        assert page.evaluate("document.activeElement.name") == name
     accessible(page, "answers page on a phone")
     page.screenshot(path=str(SHOT_DIR / "04-answers-phone-390.png"))
 
