@@ -53,28 +53,48 @@ class MoodForm(ParticipantForm):
         return data
 
 
-class BinaryPageForm(ParticipantForm):
-    """One category's behaviour questions, each answered twice: did it happen, did I want it."""
+def _binary_fields(form: forms.Form, questions: list[cat.BinaryQuestion]) -> None:
+    for q in questions:
+        form.fields[f"observed_{q.id}"] = forms.ChoiceField(
+            label="Did it happen?",
+            choices=YES_NO_NA_CHOICES,
+            widget=forms.RadioSelect,
+            error_messages={"required": "Please say whether this happened (Yes, No or Not applicable)."},
+        )
+        form.fields[f"preferred_{q.id}"] = forms.ChoiceField(
+            label=q.wanted,
+            choices=YES_NO_NA_CHOICES,
+            widget=forms.RadioSelect,
+            error_messages={"required": "Please say whether you wanted this (Yes, No or Not applicable)."},
+        )
+
+
+def _winner_field() -> forms.ChoiceField:
+    return forms.ChoiceField(
+        label="Which do you prefer?",
+        choices=[("A", "Reply A"), ("B", "Reply B")],
+        widget=forms.RadioSelect,
+        error_messages={"required": "Please choose Reply A or Reply B."},
+    )
+
+
+class AnswersForm(MoodForm):
+    """The answers page: mood-shift tags, then each behaviour question answered twice (did it happen, did I want it)."""
 
     def __init__(self, *args: Any, questions: list[cat.BinaryQuestion], **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.questions = questions
-        for q in questions:
-            self.fields[f"observed_{q.id}"] = forms.ChoiceField(
-                label="Did it happen?",
-                choices=YES_NO_NA_CHOICES,
-                widget=forms.RadioSelect,
-                error_messages={"required": "Please say whether this happened (Yes, No or Not applicable)."},
-            )
-            self.fields[f"preferred_{q.id}"] = forms.ChoiceField(
-                label="Did you want it?",
-                choices=YES_NO_NA_CHOICES,
-                widget=forms.RadioSelect,
-                error_messages={"required": "Please say whether you wanted this (Yes, No or Not applicable)."},
-            )
+        _binary_fields(self, questions)
 
-    def rows(self) -> list[tuple[cat.BinaryQuestion, forms.BoundField, forms.BoundField]]:
-        return [(q, self[f"observed_{q.id}"], self[f"preferred_{q.id}"]) for q in self.questions]
+    def question_groups(self) -> list[tuple[str, list[tuple[cat.BinaryQuestion, forms.BoundField, forms.BoundField]]]]:
+        """(category label, [(question, observed field, preferred field)]) in catalogue order."""
+        groups: list[tuple[str, list[tuple[cat.BinaryQuestion, forms.BoundField, forms.BoundField]]]] = []
+        for q in self.questions:
+            label = cat.BINARY_CATEGORY_LABELS[q.category]
+            if not groups or groups[-1][0] != label:
+                groups.append((label, []))
+            groups[-1][1].append((q, self[f"observed_{q.id}"], self[f"preferred_{q.id}"]))
+        return groups
 
     def answers(self) -> dict[str, tuple[str, str]]:
         return {
@@ -83,7 +103,9 @@ class BinaryPageForm(ParticipantForm):
         }
 
 
-class GoldenReplyForm(ParticipantForm):
+class RewriteForm(ParticipantForm):
+    """The participant's own ("golden") reply and the preference questions they choose to answer."""
+
     human_edited = FreeTextField(
         label="The reply you would have wanted",
         max_length=GOLDEN_MAX_LENGTH,
@@ -96,9 +118,6 @@ class GoldenReplyForm(ParticipantForm):
             "max_length": too_long_message(),
         },
     )
-
-
-class ChooseQuestionsForm(ParticipantForm):
     questions = forms.MultipleChoiceField(
         label="Which questions would you like to answer about the replies?",
         choices=list(cat.PAIRWISE_QUESTIONS.items()),
@@ -107,19 +126,27 @@ class ChooseQuestionsForm(ParticipantForm):
     )
 
 
-class CompareForm(ParticipantForm):
-    """A/B choice for each pair of replies under one preference question."""
+class ReviewForm(AnswersForm):
+    """A saved turn's answers, to review and change: the answers page plus the comparison winners."""
 
     def __init__(self, *args: Any, comparisons: list[PairwiseComparison], **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.comparisons = comparisons
         for c in comparisons:
-            self.fields[f"winner_{c.position}"] = forms.ChoiceField(
-                label="Which do you prefer?",
-                choices=[("A", "Reply A"), ("B", "Reply B")],
-                widget=forms.RadioSelect,
-                error_messages={"required": "Please choose Reply A or Reply B."},
-            )
+            self.fields[f"winner_{c.position}"] = _winner_field()
+
+    def winners(self) -> dict[int, str]:
+        return {c.position: self.cleaned_data[f"winner_{c.position}"] for c in self.comparisons}
+
+
+class CompareForm(ParticipantForm):
+    """A/B choice for each pair of replies under every chosen preference question."""
+
+    def __init__(self, *args: Any, comparisons: list[PairwiseComparison], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.comparisons = comparisons
+        for c in comparisons:
+            self.fields[f"winner_{c.position}"] = _winner_field()
 
     def winners(self) -> dict[int, str]:
         return {c.position: self.cleaned_data[f"winner_{c.position}"] for c in self.comparisons}

@@ -1,12 +1,16 @@
 """The per-turn annotation a participant gives after each model reply (SPEC 2.1–2.3).
 
-Sub-steps, in order: mood-shift tags → behaviour questions (one page per
-category) → the improved rewrite and the participant's own "golden" reply →
-choosing pairwise questions → one comparison page per chosen question. As with
-the study steps, the sub-step is derived from stored rows: behaviour-question
-rows are created (unanswered) when the mood step is saved, and comparison rows
+Three pages per turn, in order: *answers* (mood-shift tags and the behaviour
+questions, on one page beside the message and reply) → *rewrite* (the improved
+rewrite, the participant's own "golden" reply and the preference questions to
+answer) → *compare* (every chosen comparison on one page). As with the study
+steps, the page is derived from stored rows: mood tags and behaviour-question
+rows are written together when the answers page is saved, and comparison rows
 (with their randomised A/B positions) when the questions are chosen, so a
 refresh shows exactly the same questions and positions.
+
+Until the participant sends their next message, the turn's answers can be
+reviewed and changed (``can_review`` / ``do_revise_answers``).
 """
 
 from __future__ import annotations
@@ -21,14 +25,12 @@ from django.utils import timezone
 
 from annotation.alternates import improved_reply
 from annotation.models import AlternateResponses, BinaryJudgement, MoodTag, PairwiseComparison
-from annotation.sampling import pages_by_category, sample_question_ids
+from annotation.sampling import sample_question_ids
 from attunebench import catalogue as cat
-from collection.models import Turn
+from collection.models import Conversation, Study, Turn
 
-MOOD = "mood"
-BINARY = "binary"
+ANSWERS = "answers"
 REWRITE = "rewrite"
-CHOOSE = "choose"
 COMPARE = "compare"
 FINISHED = "finished"
 
@@ -45,18 +47,38 @@ _positions = random.SystemRandom()
 @dataclass(frozen=True)
 class AnnotationPosition:
     step: str
-    page: int = 0  # behaviour page or comparison question index, 0-based
-    page_count: int = 1
 
     @property
     def key(self) -> str:
-        """Identifies the sub-step a form was rendered for (stale or double submissions are ignored)."""
-        return f"{self.step}:{self.page}"
+        """Identifies the page a form was rendered for (stale or double submissions are ignored)."""
+        return self.step
 
 
-def binary_pages(turn: Turn) -> list[tuple[str, list[cat.BinaryQuestion]]]:
-    asked = [j.question_id for j in turn.binary_judgements.all()]
-    return pages_by_category(asked)
+def study_of_turn(turn: Turn) -> Study:
+    participant = turn.conversation.participant
+    study = participant.study if participant is not None else None
+    if study is None:  # participants reach a turn only through a study link
+        raise ValueError(f"turn {turn.pk} belongs to no study")
+    return study
+
+
+def asked_question_ids(turn: Turn) -> list[str]:
+    """The behaviour questions this turn asks (read only).
+
+    Once saved, the stored rows; before that, the study's next window of the
+    rotation (SPEC 2.2 sampling, ``annotation.sampling``). The page carries the
+    ids it showed (``shown_token``), so what is saved is what was shown.
+    """
+    stored = list(turn.binary_judgements.order_by("position").values_list("question_id", flat=True))
+    if stored:
+        return stored
+    study = study_of_turn(turn)
+    asked_before = (
+        BinaryJudgement.objects.filter(turn__conversation__participant__study=study).count()
+        if 0 < study.binary_sample_size < len(cat.BINARY_QUESTION_IDS)
+        else 0  # everything is asked: no need to count
+    )
+    return sample_question_ids(asked_before, study.binary_sample_size)
 
 
 def same_text(first: str, second: str) -> bool:
@@ -74,45 +96,70 @@ def compare_questions(turn: Turn) -> list[str]:
     return [q for q in turn.selected_pairwise_questions if len(skipped_pairs(turn, q)) < len(REPLY_PAIRS)]
 
 
+def answers_saved(turn: Turn) -> bool:
+    """The answers page is saved: every asked question has both answers."""
+    rows = list(turn.binary_judgements.all())
+    return bool(rows) and all(j.observed is not None and j.preferred is not None for j in rows)
+
+
 def locate_annotation(turn: Turn) -> AnnotationPosition:
-    """The annotation sub-step ``turn`` is on, from stored rows only."""
+    """The annotation page ``turn`` is on, from stored rows only."""
     if turn.annotation_completed_at is not None:
         return AnnotationPosition(FINISHED)
-    judgements = {j.question_id: j for j in turn.binary_judgements.all()}
-    if not judgements:
-        return AnnotationPosition(MOOD)
-    pages = pages_by_category(list(judgements))
-    for index, (_, questions) in enumerate(pages):
-        if any(judgements[q.id].observed is None or judgements[q.id].preferred is None for q in questions):
-            return AnnotationPosition(BINARY, index, len(pages))
+    if not answers_saved(turn):
+        return AnnotationPosition(ANSWERS)
     alternates = AlternateResponses.objects.filter(turn=turn).first()
-    if alternates is None or not alternates.human_edited.strip():
+    if alternates is None or not alternates.human_edited.strip() or not turn.selected_pairwise_questions:
         return AnnotationPosition(REWRITE)
-    if not turn.selected_pairwise_questions:
-        return AnnotationPosition(CHOOSE)
-    selected = compare_questions(turn)
-    open_questions = set(
-        PairwiseComparison.objects.filter(turn=turn, winner__isnull=True).values_list("question_id", flat=True)
-    )
-    for index, question_id in enumerate(selected):
-        if question_id in open_questions:
-            return AnnotationPosition(COMPARE, index, len(selected))
+    if PairwiseComparison.objects.filter(turn=turn, winner__isnull=True).exists():
+        return AnnotationPosition(COMPARE)
     return AnnotationPosition(FINISHED)
+
+
+def can_review(turn: Turn) -> bool:
+    """A turn's saved answers may be changed until the participant sends the next message (or ends the chat)."""
+    return (
+        answers_saved(turn)
+        and turn.conversation.status == Conversation.Status.IN_PROGRESS
+        and not Turn.objects.filter(conversation_id=turn.conversation_id, turn_number__gt=turn.turn_number).exists()
+    )
 
 
 _SHOWN_SALT = "attune.annotation.shown"
 
 
-def shown_token(turn: Turn) -> str:
-    """A signed note of when the first annotation page of ``turn`` was shown, carried by its form.
+def shown_token(turn: Turn, asked: list[str]) -> str:
+    """A signed note of when the answers page of ``turn`` was shown and which questions it asked.
 
     (A refreshed page carries the time of the copy the participant answers.)
 
-    Showing a page writes nothing; the time reaches the database with the
-    participant's first answer (``do_start_annotation``), and the signature keeps
-    it from being forged or moved to another turn.
+    Showing a page writes nothing; the note reaches the database with the
+    participant's answers (``do_save_answers``), and the signature keeps it
+    from being forged or moved to another turn.
     """
-    return signing.dumps({"turn": turn.pk, "at": timezone.now().timestamp()}, salt=_SHOWN_SALT, compress=True)
+    return signing.dumps(
+        {"turn": turn.pk, "at": timezone.now().timestamp(), "asked": asked}, salt=_SHOWN_SALT, compress=True
+    )
+
+
+def _read_shown(turn: Turn, shown: str) -> dict[str, object] | None:
+    try:
+        note = signing.loads(shown, salt=_SHOWN_SALT)
+    except signing.BadSignature:
+        return None
+    return note if isinstance(note, dict) and note.get("turn") == turn.pk else None
+
+
+def questions_shown(turn: Turn, shown: str) -> list[str]:
+    """The questions the submitted page showed: stored rows win, then the page's signed note, else a fresh sample."""
+    stored = list(turn.binary_judgements.order_by("position").values_list("question_id", flat=True))
+    if stored:
+        return stored
+    note = _read_shown(turn, shown)
+    asked = note.get("asked") if note else None
+    if isinstance(asked, list) and asked and all(qid in cat.BINARY_QUESTIONS_BY_ID for qid in asked):
+        return [qid for qid in cat.BINARY_QUESTION_IDS if qid in set(asked)]
+    return asked_question_ids(turn)
 
 
 def do_start_annotation(turn: Turn, shown: str = "") -> None:
@@ -123,58 +170,72 @@ def do_start_annotation(turn: Turn, shown: str = "") -> None:
     record is kept.
     """
     started = timezone.now()
-    try:
-        note = signing.loads(shown, salt=_SHOWN_SALT)
-    except signing.BadSignature:
-        note = None
-    if isinstance(note, dict) and note.get("turn") == turn.pk and isinstance(note.get("at"), int | float):
-        started = min(started, datetime.fromtimestamp(note["at"], tz=UTC))
+    note = _read_shown(turn, shown)
+    if note is not None and isinstance(note.get("at"), int | float):
+        started = min(started, datetime.fromtimestamp(float(note["at"]), tz=UTC))  # type: ignore[arg-type]
     Turn.objects.filter(pk=turn.pk, annotation_started_at__isnull=True).update(annotation_started_at=started)
 
 
-def do_save_mood(turn: Turn, tags: list[tuple[str, int | None]], binary_sample_size: int) -> None:
-    """Replace the turn's mood tags (empty = "no change") and set up its behaviour questions.
-
-    A double submit must leave one set of rows and answer normally: the turn's
-    row lock makes a second identical request wait for the first and then
-    replace its tags (on SQLite the immediate transaction serialises writers the
-    same way), and questions already set up are skipped rather than re-inserted.
-    """
-    with transaction.atomic():
-        Turn.objects.select_for_update().get(pk=turn.pk)
-        Turn.objects.filter(pk=turn.pk).update(mood_answered=True)  # from now on no tags means "no change"
-        MoodTag.objects.filter(turn=turn).delete()
-        MoodTag.objects.bulk_create(
-            [
-                MoodTag(turn=turn, position=i, emotion=emotion, intensity=intensity)
-                for i, (emotion, intensity) in enumerate(tags)
-            ]
-        )
-        asked = sample_question_ids(turn.conversation.conversation_id, turn.turn_number, binary_sample_size)
-        existing = set(BinaryJudgement.objects.filter(turn=turn).values_list("question_id", flat=True))
-        BinaryJudgement.objects.bulk_create(
-            [
-                BinaryJudgement(turn=turn, position=i, question_id=qid)
-                for i, qid in enumerate(asked)
-                if qid not in existing
-            ],
-            ignore_conflicts=True,
+def _write_answers(
+    turn: Turn, tags: list[tuple[str, int | None]], answers: dict[str, tuple[str, str]], asked: list[str]
+) -> None:
+    """Replace the mood tags and store the behaviour answers (inside the caller's transaction, turn locked)."""
+    Turn.objects.filter(pk=turn.pk).update(mood_answered=True)  # from now on no tags means "no change"
+    MoodTag.objects.filter(turn=turn).delete()
+    MoodTag.objects.bulk_create(
+        [
+            MoodTag(turn=turn, position=i, emotion=emotion, intensity=intensity)
+            for i, (emotion, intensity) in enumerate(tags)
+        ]
+    )
+    existing = set(BinaryJudgement.objects.filter(turn=turn).values_list("question_id", flat=True))
+    BinaryJudgement.objects.bulk_create(
+        [BinaryJudgement(turn=turn, position=i, question_id=qid) for i, qid in enumerate(asked) if qid not in existing],
+        ignore_conflicts=True,
+    )
+    for question_id, (observed, preferred) in answers.items():
+        BinaryJudgement.objects.filter(turn=turn, question_id=question_id).update(
+            observed=observed, preferred=preferred
         )
 
 
-def do_save_binary_answers(turn: Turn, answers: dict[str, tuple[str, str]]) -> None:
-    """Store (observed, preferred) for the questions on one page; after the last page, prepare the rewrite.
+def do_save_answers(
+    turn: Turn, tags: list[tuple[str, int | None]], answers: dict[str, tuple[str, str]], asked: list[str]
+) -> None:
+    """Store the answers page: mood tags (empty = "no change") and every asked question's two answers.
 
+    The asked questions are recorded as the turn's judgement rows. A double
+    submit leaves one set of rows: the turn's row lock makes a second identical
+    request wait for the first (on SQLite the immediate transaction serialises
+    writers the same way), and rows already there are updated, not re-inserted.
     The improved reply is made here, in the answer that leads to the rewrite
     page, so that showing that page only reads (no row created, no model called).
     """
     with transaction.atomic():
-        for question_id, (observed, preferred) in answers.items():
-            BinaryJudgement.objects.filter(turn=turn, question_id=question_id).update(
-                observed=observed, preferred=preferred
-            )
+        Turn.objects.select_for_update().get(pk=turn.pk)
+        _write_answers(turn, tags, answers, asked)
     if locate_annotation(turn).step == REWRITE:
         ensure_alternates(turn)
+
+
+def do_revise_answers(
+    turn: Turn, tags: list[tuple[str, int | None]], answers: dict[str, tuple[str, str]], winners: dict[int, str]
+) -> bool:
+    """Change a turn's saved answers (mood, behaviour answers, comparison winners) while ``can_review`` holds.
+
+    Returns False, changing nothing, once the next message exists (checked under the turn's lock).
+    """
+    with transaction.atomic():
+        locked = Turn.objects.select_for_update().get(pk=turn.pk)
+        if not can_review(locked):
+            return False
+        asked = list(locked.binary_judgements.values_list("question_id", flat=True))
+        _write_answers(locked, tags, {q: a for q, a in answers.items() if q in asked}, asked)
+        for position, winner in winners.items():
+            PairwiseComparison.objects.filter(turn=locked, position=position, winner__isnull=False).update(
+                winner=winner
+            )
+    return True
 
 
 def prepared_rewrite(turn: Turn) -> AlternateResponses | None:
@@ -199,24 +260,23 @@ def ensure_alternates(turn: Turn) -> AlternateResponses:
     return alternates
 
 
-def do_save_golden_reply(turn: Turn, text: str) -> None:
-    AlternateResponses.objects.filter(turn=turn).update(human_edited=text)
+def do_save_rewrite(turn: Turn, golden: str, question_ids: list[str]) -> None:
+    """Store the participant's own reply and the chosen questions, creating their comparisons.
 
-
-def do_select_pairwise_questions(turn: Turn, question_ids: list[str]) -> None:
-    """Store the chosen questions and create their comparisons with randomised A/B positions.
-
+    Each chosen question compares every pair of replies, in randomised A/B positions.
+    Once questions are chosen the comparisons exist, so a repeat submission changes nothing.
     A pair whose two replies have the same text (say, the participant kept the
     suggested rewrite as their ideal reply) is never asked: no comparison row is
     made, and the turn records it in ``skipped_comparisons``. When nothing is
     left to ask, the turn's annotation is complete at once.
     """
     ordered = [qid for qid in cat.PAIRWISE_QUESTION_IDS if qid in question_ids]
-    texts = reply_texts(turn)
     with transaction.atomic():
         locked = Turn.objects.select_for_update().get(pk=turn.pk)
         if locked.selected_pairwise_questions:
             return  # already chosen: a repeat submission changes nothing
+        AlternateResponses.objects.filter(turn=locked).update(human_edited=golden)
+        texts = reply_texts(locked)  # with the ideal reply just saved
         rows: list[PairwiseComparison] = []
         skipped: list[dict[str, str]] = []
         for question_id in ordered:
@@ -238,7 +298,8 @@ def do_select_pairwise_questions(turn: Turn, question_ids: list[str]) -> None:
         fields = ["selected_pairwise_questions", "skipped_comparisons"]
         if not rows and locked.annotation_completed_at is None:
             locked.annotation_completed_at = timezone.now()
-            fields.append("annotation_completed_at")
+            locked.completeness = cat.TURN_COMPLETE
+            fields += ["annotation_completed_at", "completeness"]
         locked.save(update_fields=fields)
 
 

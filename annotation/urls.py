@@ -7,4 +7,5 @@ from annotation import views
 app_name = "annotation"
 urlpatterns = [
     path("", views.annotate, name="annotate"),
+    path("review/", views.review, name="review"),
 ]

@@ -1,8 +1,9 @@
-"""The per-turn annotation page: one URL per turn that always shows the turn's current sub-step.
+"""The per-turn annotation pages: one URL per turn that always shows the turn's current page, and a review page.
 
-Each form carries the key of the sub-step it was rendered for; a submission for
-any other sub-step (double click, an old tab, the back button) changes nothing
-and simply shows the current sub-step again.
+Each form carries the key of the page it was rendered for; a submission for any
+other page (double click, an old tab, the back button) changes nothing and
+simply shows the current page again. Three pages per turn (answers, rewrite,
+compare): with the chat page, at most four page loads per turn.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.cache import never_cache
 
 from annotation import turn_flow as tf
-from annotation.forms import BinaryPageForm, ChooseQuestionsForm, CompareForm, GoldenReplyForm, MoodForm
-from annotation.models import PairwiseComparison
+from annotation.forms import AnswersForm, CompareForm, ReviewForm, RewriteForm
+from annotation.models import MoodTag, PairwiseComparison
 from attunebench import catalogue as cat
 from collection import page_safety as ps
 from collection import study_flow as flow
@@ -23,78 +25,16 @@ from collection.models import Participant, Turn
 from collection.views import bound_form, page_context, render_withdrawn, stale_page
 
 SECTIONS: tuple[tuple[str, str], ...] = (
-    (tf.MOOD, "Your feelings"),
-    (tf.BINARY, "What the reply did"),
+    (tf.ANSWERS, "Your feelings and what the reply did"),
     (tf.REWRITE, "Your ideal reply"),
-    (tf.CHOOSE, "Comparing replies"),
+    (tf.COMPARE, "Comparing replies"),
 )
-_SECTION_OF = {
-    tf.MOOD: tf.MOOD,
-    tf.BINARY: tf.BINARY,
-    tf.REWRITE: tf.REWRITE,
-    tf.CHOOSE: tf.CHOOSE,
-    tf.COMPARE: tf.CHOOSE,
-}
 
 
 #: Where the ideal reply may start from (``?start=`` on the rewrite page; the script does the same without a reload).
 START_CHOICES = ("empty", "original", "rewrite")
 
-
-def _form_for(
-    turn: Turn,
-    where: tf.AnnotationPosition,
-    data: Any,
-    participant: Participant,
-    start: str = "",
-    extra: dict[str, Any] | None = None,
-) -> Any:
-    """The form for the current sub-step; what its template needs goes into ``extra``."""
-    form, context = _form_and_context(turn, where, data, participant, start)
-    if extra is not None:
-        extra.update(context)
-    return form
-
-
-def _form_and_context(
-    turn: Turn, where: tf.AnnotationPosition, data: Any, participant: Participant, start: str
-) -> tuple[Any, dict[str, Any]]:
-    if where.step == tf.MOOD:
-        return MoodForm(data), {}
-    if where.step == tf.BINARY:
-        category, questions = tf.binary_pages(turn)[where.page]
-        return BinaryPageForm(data, questions=questions), {"category_label": cat.BINARY_CATEGORY_LABELS[category]}
-    if where.step == tf.REWRITE:
-        alternates = tf.prepared_rewrite(turn)
-        if alternates is None:  # the view shows the continue page until it is prepared
-            raise RuntimeError(f"turn {turn.pk}: the rewrite page was asked for before its rewrite was made")
-        start = start if start in START_CHOICES else "empty"
-        begin = {"empty": "", "original": turn.llm_response, "rewrite": alternates.llm_improved}[start]
-        initial = {"human_edited": alternates.human_edited or begin}
-        return GoldenReplyForm(data, initial=initial), {
-            "start": start,
-            "improved": alternates.llm_improved,
-            "draft_key": f"golden-{turn.conversation.conversation_id}-{turn.turn_number}",
-        }
-    if where.step == tf.CHOOSE:
-        return ChooseQuestionsForm(data, initial={"questions": ["general"]}), {}
-    question_id = tf.compare_questions(turn)[where.page]
-    comparisons = list(PairwiseComparison.objects.filter(turn=turn, question_id=question_id).order_by("position"))
-    form = CompareForm(data, comparisons=comparisons)
-    texts = tf.reply_texts(turn)
-    pairs = [
-        (i + 1, texts[c.response_a], texts[c.response_b], form[f"winner_{c.position}"])
-        for i, c in enumerate(comparisons)
-    ]
-    skipped = [SKIPPED_NOTES[frozenset((s["responseA"], s["responseB"]))] for s in tf.skipped_pairs(turn, question_id)]
-    return form, {
-        "question_text": cat.PAIRWISE_QUESTIONS.get(question_id, question_id),
-        "pairs": pairs,
-        "skipped_notes": skipped,
-    }
-
-
-#: Why a pair is missing from a comparison page (its two replies had the same text).
+#: Why a pair is missing from the comparison page (its two replies had the same text).
 SKIPPED_NOTES: dict[frozenset[str], str] = {
     frozenset((cat.RESPONSE_ORIGINAL, cat.RESPONSE_ALTERNATE)): "the model\u2019s reply and the suggested rewrite",
     frozenset((cat.RESPONSE_ORIGINAL, cat.RESPONSE_HUMAN)): "the model\u2019s reply and your ideal reply",
@@ -102,35 +42,108 @@ SKIPPED_NOTES: dict[frozenset[str], str] = {
 }
 
 
-def _save(turn: Turn, where: tf.AnnotationPosition, form: Any, participant: Participant, shown: str) -> None:
-    if where.step == tf.MOOD:
+def _skipped_notes(turn: Turn) -> list[str]:
+    """One line per pair of identical replies that was never asked (the same pair for every question)."""
+    notes: list[str] = []
+    for s in turn.skipped_comparisons:
+        note = SKIPPED_NOTES[frozenset((s["responseA"], s["responseB"]))]
+        if note not in notes:
+            notes.append(note)
+    return notes
+
+
+def _questions(ids: list[str]) -> list[cat.BinaryQuestion]:
+    return [cat.BINARY_QUESTIONS_BY_ID[qid] for qid in ids]
+
+
+def _saved_answers(turn: Turn) -> dict[str, str]:
+    """The turn's stored answers as form data (to show them again for review or after a partial save)."""
+    initial: dict[str, str] = {}
+    for tag in MoodTag.objects.filter(turn=turn):
+        initial[f"mood_{tag.emotion}"] = "on"
+        if tag.intensity:
+            initial[f"intensity_{tag.emotion}"] = str(tag.intensity)
+    for j in turn.binary_judgements.all():
+        if j.observed:
+            initial[f"observed_{j.question_id}"] = j.observed
+        if j.preferred:
+            initial[f"preferred_{j.question_id}"] = j.preferred
+    if any(k.startswith("observed_") for k in initial) and not any(k.startswith("mood_") for k in initial):
+        initial["no_change"] = "on"  # answers saved with no mood tag: "no change" was chosen
+    return initial
+
+
+def _pairs(turn: Turn, form: Any, comparisons: list[PairwiseComparison]) -> list[tuple[str, list[Any]]]:
+    """[(question text, [(number, text A, text B, field)])] grouped by question, in the order chosen."""
+    texts = tf.reply_texts(turn)
+    groups: list[tuple[str, list[Any]]] = []
+    current = None
+    for c in comparisons:
+        if c.question_id != current:
+            current = c.question_id
+            groups.append((cat.PAIRWISE_QUESTIONS.get(c.question_id, c.question_id), []))
+        pairs = groups[-1][1]
+        pairs.append((len(pairs) + 1, texts[c.response_a], texts[c.response_b], form[f"winner_{c.position}"]))
+    return groups
+
+
+def _form_for(turn: Turn, where: tf.AnnotationPosition, request: HttpRequest, data: Any) -> tuple[Any, dict[str, Any]]:
+    """The form for the current page (bound to ``data``: a post, or a refused post kept for this GET),
+    plus what its template needs."""
+    if where.step == tf.ANSWERS:
+        shown = data.get("shown", "") if data is not None else ""
+        asked = tf.questions_shown(turn, shown) if data is not None else tf.asked_question_ids(turn)
+        stored = _saved_answers(turn) if data is None else None
+        form = AnswersForm(data, initial=stored or None, questions=_questions(asked))
+        # a form shown again with errors keeps the time it was first shown
+        return form, {"shown": shown or tf.shown_token(turn, asked)}
+    if where.step == tf.REWRITE:
+        alternates = tf.prepared_rewrite(turn)
+        if alternates is None:  # the view shows the continue page until it is prepared
+            raise RuntimeError(f"turn {turn.pk}: the rewrite page was asked for before its rewrite was made")
+        start = request.GET.get("start", "")
+        start = start if start in START_CHOICES else "empty"
+        begin = {"empty": "", "original": turn.llm_response, "rewrite": alternates.llm_improved}[start]
+        initial = {"human_edited": alternates.human_edited or begin, "questions": ["general"]}
+        return RewriteForm(data, initial=initial), {
+            "start": start,
+            "improved": alternates.llm_improved,
+            "draft_key": f"golden-{turn.conversation.conversation_id}-{turn.turn_number}",
+        }
+    comparisons = list(PairwiseComparison.objects.filter(turn=turn).order_by("position"))
+    compare = CompareForm(data, comparisons=comparisons)
+    return compare, {"groups": _pairs(turn, compare, comparisons), "skipped_notes": _skipped_notes(turn)}
+
+
+def _save(turn: Turn, where: tf.AnnotationPosition, form: Any, request: HttpRequest) -> None:
+    if where.step == tf.ANSWERS:
+        shown = request.POST.get("shown", "")
         tf.do_start_annotation(turn, shown)
-        tf.do_save_mood(turn, form.cleaned_data["tags"], flow.study_of(participant).binary_sample_size)
-    elif where.step == tf.BINARY:
-        tf.do_save_binary_answers(turn, form.answers())
+        tf.do_save_answers(turn, form.cleaned_data["tags"], form.answers(), [q.id for q in form.questions])
     elif where.step == tf.REWRITE:
-        tf.do_save_golden_reply(turn, form.cleaned_data["human_edited"].strip())
-    elif where.step == tf.CHOOSE:
-        tf.do_select_pairwise_questions(turn, list(form.cleaned_data["questions"]))
+        tf.do_save_rewrite(turn, form.cleaned_data["human_edited"].strip(), list(form.cleaned_data["questions"]))
     else:
         tf.do_save_comparisons(turn, form.winners())
 
 
 def _sections(step: str) -> list[tuple[str, str, str]]:
-    section = _SECTION_OF.get(step, tf.CHOOSE)
     sections = []
     reached = True
     for key, label in SECTIONS:
-        state = "current" if key == section else "done" if reached else "todo"
-        if key == section:
+        state = "current" if key == step else "done" if reached else "todo"
+        if key == step:
             reached = False
         sections.append((key, label, state))
     return sections
 
 
+def _review_url(participant: Participant, turn: Turn) -> str:
+    return reverse("collection:annotation:review", kwargs={"token": participant.token, "turn_number": turn.turn_number})
+
+
 @never_cache
 def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse:
-    """Show the turn's current sub-step (GET only reads) or save it (POST, then redirect)."""
+    """Show the turn's current page (GET only reads) or save it (POST, then redirect)."""
     participant = flow.access_participant(token)
     position = flow.locate(participant)
     if position.step == flow.WITHDRAWN:
@@ -161,21 +174,72 @@ def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse
         if "human_edited" not in request.POST:  # the continue button; a reply already written is saved below
             return redirect(request.path)
     extra: dict[str, Any] = {}
-    form = bound_form(
-        request, lambda data: _form_for(turn, where, data, participant, request.GET.get("start", ""), extra)
-    )
+
+    def make(data: Any) -> Any:
+        form, context = _form_for(turn, where, request, data)
+        extra.update(context)
+        return form
+
+    form = bound_form(request, make)
     if posted:
         if not form.is_valid():
             return ps.bounce(request, form)  # post/redirect/get: the page shows the answers and errors again
-        _save(turn, where, form, participant, request.POST.get("shown", ""))
+        _save(turn, where, form, request)
         return redirect(request.path)
-    if where.step == tf.MOOD:  # a form shown again with errors keeps the time it was first shown
-        extra["shown"] = (form.data.get("shown") if form.is_bound else "") or tf.shown_token(turn)
+    if where.step != tf.ANSWERS:
+        extra["review_url"] = _review_url(participant, turn)
     return render(
         request,
         f"participant/annotate_{where.step}.html",
         page_context(
             participant, flow.ANNOTATE, turn=turn, where=where, form=form, sections=_sections(where.step), **extra
+        ),
+    )
+
+
+@never_cache
+def review(request: HttpRequest, token: str, turn_number: int) -> HttpResponse:
+    """Review and change a turn's saved answers, until the participant sends their next message.
+
+    GET only reads; POST saves and returns to wherever the participant was (the
+    turn's next annotation page, or the chat).
+    """
+    participant = flow.access_participant(token)
+    position = flow.locate(participant)
+    if position.step == flow.WITHDRAWN:
+        return render_withdrawn(request, participant)
+    turn = position.turn
+    if position.step not in (flow.ANNOTATE, flow.CHAT) or turn is None or turn.turn_number != turn_number:
+        return redirect(flow.step_url(participant, position))
+    if not tf.can_review(turn):  # nothing saved yet, or the chat has moved on
+        return redirect(flow.step_url(participant, position))
+    back = flow.step_url(participant, position)
+    comparisons = list(PairwiseComparison.objects.filter(turn=turn, winner__isnull=False).order_by("position"))
+    asked = tf.asked_question_ids(turn)
+    initial = _saved_answers(turn)
+    initial.update({f"winner_{c.position}": c.winner or "" for c in comparisons})
+    form = bound_form(
+        request,
+        lambda data: ReviewForm(
+            data, initial=None if data is not None else initial, questions=_questions(asked), comparisons=comparisons
+        ),
+    )
+    if request.method == "POST":
+        if not form.is_valid():
+            return ps.bounce(request, form)  # post/redirect/get, as on every participant page
+        tf.do_revise_answers(turn, form.cleaned_data["tags"], form.answers(), form.winners())
+        return redirect(back)
+    return render(
+        request,
+        "participant/annotate_review.html",
+        page_context(
+            participant,
+            flow.ANNOTATE,
+            turn=turn,
+            form=form,
+            groups=_pairs(turn, form, comparisons),
+            golden=tf.reply_texts(turn)[cat.RESPONSE_HUMAN],
+            back_url=back,
         ),
     )
 

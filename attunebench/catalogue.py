@@ -155,6 +155,11 @@ class BinaryQuestion:
     third_person: str
     first_person: str
 
+    @property
+    def wanted(self) -> str:
+        """The participant's second prompt: what they wanted (SPEC 2.2 *preferred*), worded for this question."""
+        return BINARY_WANTED_PROMPTS[self.id]
+
 
 BINARY_QUESTIONS: Final[tuple[BinaryQuestion, ...]] = (
     # perceiving
@@ -377,6 +382,46 @@ BINARY_QUESTIONS: Final[tuple[BinaryQuestion, ...]] = (
     ),
 )
 BINARY_QUESTION_IDS: Final[tuple[str, ...]] = tuple(q.id for q in BINARY_QUESTIONS)
+#: The second prompt of each behaviour question (SPEC 2.2 *preferred*, "did I want it?"), asked
+#: in the participant's own words about what they wanted, so it reads sensibly beside every question.
+BINARY_WANTED_PROMPTS: Final[dict[str, str]] = {
+    "B1": "Did I want it to pick up on my feelings?",
+    "B2": "Did I want it to describe my feelings only as I had expressed them?",
+    "B3": "Did I want it to mention a specific detail I shared?",
+    "B108": "Did I want it to use my own words for my feelings?",
+    "B109": "Did I want it to focus on the one feeling that mattered most?",
+    "B4": "Did I want it to recognise more than one feeling, or how strong it was?",
+    "B5": "Did I want it to notice how my feelings had changed?",
+    "B6": "Did I want it to read between the lines, beyond what I had said?",
+    "B7": "Did I want it to put its guesses about my feelings tentatively?",
+    "B206": "Did I want it to sound formal or clinical?",
+    "B207": "Did I want it to repeat emotional words that often?",
+    "B8": "Did I want its tone to match how I was feeling?",
+    "B9": "Did I want it to take my situation as seriously as it felt to me?",
+    "B10": "Did I want its emotional intensity to match mine?",
+    "B11": "Did I want to be guided or told what to do?",
+    "B12": "Did I want explanations or reasons?",
+    "B13": "Did I want to be asked a follow-up question?",
+    "B14": "Did I want it to judge what I or others did?",
+    "B15": "Did I want it to repeat back something I said?",
+    "B310": "Did I want advice, even if it was not tailored to my situation?",
+    "B311": "Did I want it to move on to something more general?",
+    "B313": "Did I want advice straight away, before being asked anything?",
+    "B315": "Did I want it to bring up a new topic?",
+    "B316": "Did I want it to recognise what might make its suggestions hard for me?",
+    "B16": "Did I want it to adjust after I reacted or explained more?",
+    "B17": "Did I want it to look out for signs that I might be at risk?",
+    "B18": "Did I want to be pointed to safety or emergency help?",
+    "B19": "Did I want it to tell me my feelings were valid?",
+    "B20": "Did I want it to use stronger or more alarming language?",
+    "B406": "Did I want it to correct what it had wrongly assumed about me?",
+    "B408": "Did I want it to repeat advice it had already given?",
+    "B501": "Did I want to be invited to reflect on my own view or feelings?",
+    "B502": "Did I want to hear how someone else might see my situation?",
+    "B503": "Did I want more than one way of looking at what happened?",
+    "B504": "Did I want it to recognise that my situation might be complicated?",
+    "B505": "Did I want to be asked something that made me think?",
+}
 BINARY_QUESTIONS_BY_ID: Final[dict[str, BinaryQuestion]] = {q.id: q for q in BINARY_QUESTIONS}
 
 YES: Final = "yes"
@@ -439,6 +484,10 @@ Q1_OPTIONS: Final[tuple[str, ...]] = (
     "To help me calm down or feel steadier",
     "Other",
 )
+Q1_OTHER: Final = "Other"
+#: Where the participant's own words for Q1 "Other" go: ``q1_lookingFor`` holds only the listed
+#: strings (``Other`` among them), and the conversation file's open ``metadata`` section takes the text.
+Q1_OTHER_TEXT_KEY: Final = "q1_lookingFor_otherText"
 Q2_OPTIONS: Final[tuple[str, ...]] = (
     "Clear and explicitly stated",
     "Implied or indirect",

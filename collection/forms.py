@@ -202,6 +202,12 @@ class SurveyForm(ParticipantForm):
         widget=forms.CheckboxSelectMultiple,
         error_messages={"required": "Please choose at least one answer (you can choose \u201cOther\u201d)."},
     )
+    looking_for_other = forms.CharField(
+        label="If you chose “Other”: what were you looking for? (optional)",
+        required=False,
+        max_length=300,
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
     emotion_clarity = forms.ChoiceField(
         label=cat.Q2_PROMPT,
         choices=_options(cat.Q2_OPTIONS),
@@ -246,6 +252,15 @@ class SurveyForm(ParticipantForm):
     def branch_fields(self) -> list[forms.BoundField]:
         return [self[f"branch_{b}"] for b in cat.FOUR_BRANCHES]
 
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        # words written under "Other" choose "Other", as a strength chooses its feeling
+        if (data.get("looking_for_other") or "").strip() and cat.Q1_OTHER not in data.get(
+            "looking_for", [cat.Q1_OTHER]
+        ):
+            data["looking_for"] = [*data["looking_for"], cat.Q1_OTHER]
+        return data
+
     def answers(self) -> dict[str, Any]:
         data = self.cleaned_data
         felt_off = list(data["felt_off"])
@@ -255,6 +270,7 @@ class SurveyForm(ParticipantForm):
                 felt_off.append(line)
         return {
             "looking_for": [o for o in cat.Q1_OPTIONS if o in data["looking_for"]],
+            "looking_for_other": " ".join(data["looking_for_other"].split()),
             "emotion_clarity": data["emotion_clarity"],
             "model_fit": data["model_fit"],
             "what_felt_off": felt_off,

@@ -462,7 +462,11 @@ def do_save_post_panas(conversation: Conversation, ratings: dict[str, int]) -> N
 
 
 def do_save_conversation_wide(conversation: Conversation, answers: dict[str, Any]) -> None:
-    """Save Q1–Q3, the follow-up, the four-branch ratings and the comment; completes the conversation."""
+    """Save Q1–Q3, the follow-up, the four-branch ratings and the comment; completes the conversation.
+
+    Q1 "Other" in the participant's words is kept in the conversation's metadata
+    (``cat.Q1_OTHER_TEXT_KEY``), so ``q1_lookingFor`` stays the listed strings (SPEC 2.4).
+    """
     with transaction.atomic():
         ConversationWideAnswers.objects.update_or_create(
             conversation=conversation,
@@ -477,7 +481,11 @@ def do_save_conversation_wide(conversation: Conversation, answers: dict[str, Any
             FourBranchRating.objects.update_or_create(
                 conversation=conversation, branch=branch, defaults={"rating": int(answers["branches"][branch])}
             )
+        extra = {k: v for k, v in conversation.metadata_extra.items() if k != cat.Q1_OTHER_TEXT_KEY}
+        if answers.get("looking_for_other") and cat.Q1_OTHER in answers["looking_for"]:
+            extra[cat.Q1_OTHER_TEXT_KEY] = answers["looking_for_other"]
         Conversation.objects.filter(pk=conversation.pk).update(
+            metadata_extra=extra,
             comment=answers.get("comment", ""),
             status=Conversation.Status.COMPLETE,
             completed_at=timezone.now(),

@@ -344,6 +344,12 @@ def _chat_context(
         if pending
         else "",
         draft_key=f"chat-{conversation.conversation_id}-{flow.next_turn_number(conversation)}",
+        # the last turn's answers can be changed until the next message is sent (issue 15)
+        review_url=reverse(
+            "collection:annotation:review", kwargs={"token": participant.token, "turn_number": turns[-1].turn_number}
+        )
+        if turns and turns[-1].annotation_completed_at and pending is None
+        else "",
     )
 
 

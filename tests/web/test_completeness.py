@@ -20,7 +20,7 @@ from attunebench import canonical as cf
 from collection import study_flow as flow
 from collection.models import Conversation, Turn
 from datasets.versions import build_datasheet, do_freeze_dataset_version
-from tests.web.test_participant_flow import Walker
+from tests.web.test_participant_flow import Walker, save_answers
 
 MIGRATION = "0005_completeness_and_identity_screen"
 
@@ -33,7 +33,7 @@ def _quick_and_clean(settings):
 
 @pytest.fixture
 def four_participants(study):
-    """One finished conversation, one stopped right after a reply, one after the mood step ("no change"),
+    """One finished conversation, one stopped right after a reply, one after the answers page ("no change"),
     and one that never got past choosing the topic: all through the participant pages."""
     study.min_turns = 1
     study.save(update_fields=["min_turns"])
@@ -51,7 +51,7 @@ def four_participants(study):
     mood_only.to_chat()
     mood_only.send("I feel nervous about tomorrow.", 1)
     mood_only.reply(1)
-    mood_only.post(mood_only.url("turn/1/"), {"step": "mood:0", "no_change": "on"})
+    save_answers(mood_only, mood_only.url("turn/1/"))  # the answers page: "no change" and all 36 questions
 
     empty = Walker(Client(), flow.do_enrol(study))
     empty.to_chat()

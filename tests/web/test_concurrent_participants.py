@@ -146,7 +146,7 @@ def together(participants: list[Participant], action: Callable[[Participant], ob
 COUNTS = """
 import json
 from annotation.models import BinaryJudgement, MoodTag
-from annotation.sampling import sample_question_ids
+from attunebench import catalogue as cat
 from collection.models import Consent, Conversation, PanasSurvey, Participant, ParticipantProfile, Turn
 turns = list(Turn.objects.select_related("conversation"))
 print(json.dumps({
@@ -160,8 +160,8 @@ print(json.dumps({
     "moods": sorted(list(MoodTag.objects.values_list("turn_id", "position", "emotion", "intensity"))),
     "turn_ids": sorted(t.pk for t in turns),
     "binary_ok": all(
-        sorted(BinaryJudgement.objects.filter(turn=t).values_list("question_id", flat=True))
-        == sorted(sample_question_ids(t.conversation.conversation_id, t.turn_number, t.conversation.participant.study.binary_sample_size))
+        sorted(BinaryJudgement.objects.filter(turn=t, observed="yes", preferred="no").values_list("question_id", flat=True))
+        == sorted(cat.BINARY_QUESTION_IDS)  # the default asks all 36, each stored once
         for t in turns
     ),
 }))
@@ -197,13 +197,15 @@ def test_eight_participants_submitting_together_get_no_errors_and_lose_nothing(s
         copies=2,
     )
     together(people, lambda p: p.post(p.s("chat/reply/1/"), Accept="application/x-ndjson"), copies=2)
-    mood = {"step": "mood:0", "mood_Nervous": "on", "intensity_Nervous": "3", "mood_Jittery": "on"}
+    mood = {"step": "answers", "mood_Nervous": "on", "intensity_Nervous": "3", "mood_Jittery": "on"}
+    mood.update({f"observed_{q}": "yes" for q in cat.BINARY_QUESTION_IDS})
+    mood.update({f"preferred_{q}": "no" for q in cat.BINARY_QUESTION_IDS})
     together(people, lambda p: p.post(p.s("turn/1/"), mood), copies=2)
 
     statuses = [status for person in people for _, status in person.statuses]
     assert (
         len(statuses) == PARTICIPANTS * 15
-    )  # join once, then consent, profile, PANAS, topic, send, reply and mood twice each
+    )  # join once, then consent, profile, PANAS, topic, send, reply and answers twice each
 
     counts = json.loads(manage(env, "shell", "-c", COUNTS).strip().splitlines()[-1])
     assert {key: counts[key] for key in ("participants", "consents", "profiles", "panas", "conversations")} == {

@@ -37,15 +37,14 @@ def walker(client, participant) -> Walker:
     return Walker(client, participant)
 
 
-def answer_binary_pages(walker: Walker, url: str) -> None:
-    while True:
-        html = walker.body(walker.get(url))
-        ids = sorted(set(re.findall(r'name="observed_(B\d+)"', html)))
-        if not ids:
-            return
-        step = re.search(r'name="step" value="([^"]+)"', html).group(1)
-        data = {"step": step, **{f"observed_{q}": "yes" for q in ids}, **{f"preferred_{q}": "no" for q in ids}}
-        assert walker.post(url, data).status_code == 302
+def save_answers(walker: Walker, url: str) -> None:
+    """Save the answers page (mood "no change" and every behaviour question) as a browser would."""
+    html = walker.body(walker.get(url))
+    ids = sorted(set(re.findall(r'name="observed_(B\d+)"', html)))
+    shown = re.search(r'name="shown" value="([^"]+)"', html).group(1)
+    data = {"step": "answers", "shown": shown, "no_change": "on"}
+    data.update({**{f"observed_{q}": "yes" for q in ids}, **{f"preferred_{q}": "no" for q in ids}})
+    assert walker.post(url, data).status_code == 302
 
 
 def test_the_first_annotation_page_writes_nothing_and_the_answer_records_when_it_was_shown(walker):
@@ -58,7 +57,9 @@ def test_the_first_annotation_page_writes_nothing_and_the_answer_records_when_it
     assert first.status_code == 200 and snapshot(turn) == before
     assert Turn.objects.get(pk=turn.pk).annotation_started_at is None
     shown = re.search(r'name="shown" value="([^"]+)"', walker.body(first)).group(1)
-    walker.post(url, {"step": "mood:0", "shown": shown, "no_change": "on"})
+    ids = sorted(set(re.findall(r'name="observed_(B\d+)"', walker.body(first))))
+    answers = {**{f"observed_{q}": "yes" for q in ids}, **{f"preferred_{q}": "no" for q in ids}}
+    walker.post(url, {"step": "answers", "shown": shown, "no_change": "on", **answers})
     page_time = datetime.fromtimestamp(signing.loads(shown, salt=tf._SHOWN_SALT)["at"], tz=UTC)
     started = Turn.objects.get(pk=turn.pk).annotation_started_at
     assert abs(started - page_time) < timedelta(milliseconds=1)  # the page's time, carried by the answer
@@ -84,7 +85,7 @@ def test_a_shown_time_is_kept_only_when_signed_for_this_turn(walker):
     assert abs(Turn.objects.get(pk=turn.pk).annotation_started_at - hour_ago) < timedelta(milliseconds=1)
 
 
-def test_the_rewrite_is_made_by_the_last_behaviour_answer_and_the_page_only_reads(walker, settings, fake_openai_server):
+def test_the_rewrite_is_made_by_the_saved_answers_and_the_page_only_reads(walker, settings, fake_openai_server):
     settings.ATTUNE_ALLOW_LIVE_MODELS = True
     OriginalModel.objects.update(active=False)
     OriginalModel.objects.create(
@@ -95,9 +96,8 @@ def test_the_rewrite_is_made_by_the_last_behaviour_answer_and_the_page_only_read
     assert walker.reply(1)[-1]["type"] == "done"
     turn = conversation.turns.get()
     url = walker.url("turn/1/")
-    walker.post(url, {"step": "mood:0", "no_change": "on"})
     calls_before_rewrite = len(fake_openai_server.requests)
-    answer_binary_pages(walker, url)  # the last page's POST prepares the live rewrite: one call
+    save_answers(walker, url)  # the answers page's POST prepares the live rewrite: one call
     assert len(fake_openai_server.requests) == calls_before_rewrite + 1
     assert AlternateResponses.objects.get(turn=turn).llm_improved == fake_openai_server.rewrite
     before = snapshot(turn)
@@ -112,14 +112,13 @@ def test_a_rewrite_not_yet_made_is_made_by_a_continue_button_not_by_the_page(wal
     conversation = walker.to_chat()
     turn = answered_turn(conversation)
     url = walker.url("turn/1/")
-    walker.post(url, {"step": "mood:0", "no_change": "on"})
-    answer_binary_pages(walker, url)
+    save_answers(walker, url)
     AlternateResponses.objects.filter(turn=turn).delete()  # as an interrupted request or older version left it
     before = snapshot(turn)
     page = walker.get(url)
     assert page.status_code == 200 and "Continue" in walker.body(page)
     assert snapshot(turn) == before and not AlternateResponses.objects.filter(turn=turn).exists()
-    assert walker.post(url, {"step": "rewrite:0"}).status_code == 302
+    assert walker.post(url, {"step": "rewrite"}).status_code == 302
     assert AlternateResponses.objects.get(turn=turn).llm_improved.startswith("When you say")
     assert "A suggested rewrite" in walker.body(walker.get(url))
 
@@ -128,16 +127,14 @@ def test_an_unstamped_finished_annotation_is_completed_by_a_post_not_by_the_page
     conversation = walker.to_chat()
     turn = answered_turn(conversation)
     url = walker.url("turn/1/")
-    walker.post(url, {"step": "mood:0", "no_change": "on"})
-    answer_binary_pages(walker, url)
-    walker.post(url, {"step": "rewrite:0", "human_edited": "My ideal reply"})
-    walker.post(url, {"step": "choose:0", "questions": ["general"]})
+    save_answers(walker, url)
+    walker.post(url, {"step": "rewrite", "human_edited": "My ideal reply", "questions": ["general"]})
     PairwiseComparison.objects.filter(turn=turn).update(winner="A")  # answered, completion not stamped
     before = snapshot(turn)
     page = walker.get(url)
     assert page.status_code == 200 and "Continue" in walker.body(page)
     assert snapshot(turn) == before and before[6] is None
-    done = walker.post(url, {"step": "finished:0"})
+    done = walker.post(url, {"step": "finished"})
     assert done.status_code == 302 and done.url == walker.url()
     assert Turn.objects.get(pk=turn.pk).annotation_completed_at is not None
     assert walker.current().endswith("/chat/")
@@ -158,19 +155,23 @@ def test_a_reply_written_before_the_rewrite_was_made_is_still_saved(walker):
     conversation = walker.to_chat()
     turn = answered_turn(conversation)
     url = walker.url("turn/1/")
-    walker.post(url, {"step": "mood:0", "no_change": "on"})
-    answer_binary_pages(walker, url)
+    save_answers(walker, url)
     AlternateResponses.objects.filter(turn=turn).delete()
-    assert walker.post(url, {"step": "rewrite:0", "human_edited": "What I wanted to hear"}).status_code == 302
+    assert (
+        walker.post(
+            url, {"step": "rewrite", "human_edited": "What I wanted to hear", "questions": ["general"]}
+        ).status_code
+        == 302
+    )
     alternates = AlternateResponses.objects.get(turn=turn)
     assert alternates.human_edited == "What I wanted to hear" and alternates.llm_improved
 
 
-def test_a_mood_form_shown_again_with_errors_keeps_its_first_time(walker):
+def test_an_answers_form_shown_again_with_errors_keeps_its_first_time(walker):
     conversation = walker.to_chat()
     answered_turn(conversation)
     url = walker.url("turn/1/")
     shown = re.search(r'name="shown" value="([^"]+)"', walker.body(walker.get(url))).group(1)
-    again = walker.post(url, {"step": "mood:0", "shown": shown})  # nothing ticked: shown again with an error
+    again = walker.post(url, {"step": "answers", "shown": shown})  # nothing ticked: shown again with an error
     assert again.status_code == 200
     assert re.search(r'name="shown" value="([^"]+)"', walker.body(again)).group(1) == shown

@@ -130,20 +130,14 @@ def binary_answer(index: int, turn_number: int) -> tuple[str, str]:
     return cat.YES_NO_NA[(index + turn_number) % 3], cat.YES_NO_NA[(index + 2 * turn_number) % 3]
 
 
-def answer_binary_pages(page: Page, turn_number: int, screenshots: bool) -> None:
+def answer_behaviour_questions(page: Page, turn_number: int) -> None:
+    """Answer every behaviour question on the answers page by clicking (the keyboard path has its own test)."""
     index_of = {qid: i for i, qid in enumerate(cat.BINARY_QUESTION_IDS)}
-    page_number = 0
-    while page.locator("fieldset.binary-question").count():
-        qids = page.locator("fieldset.binary-question").evaluate_all("els => els.map(e => e.id.slice(2))")
-        for qid in qids:
-            observed, preferred = binary_answer(index_of[qid], turn_number)
-            page.check(f"#id_observed_{qid}_{cat.YES_NO_NA.index(observed)}")
-            page.check(f"#id_preferred_{qid}_{cat.YES_NO_NA.index(preferred)}")
-        if screenshots and page_number == 0:
-            shot(page, "08-behaviour-questions")
-        page.get_by_role("button", name="Save and continue").click()
-        page.wait_for_load_state()
-        page_number += 1
+    qids = page.locator("fieldset.binary-question").evaluate_all("els => els.map(e => e.id.slice(2))")
+    for qid in qids:
+        observed, preferred = binary_answer(index_of[qid], turn_number)
+        page.check(f"#id_observed_{qid}_{cat.YES_NO_NA.index(observed)}")
+        page.check(f"#id_preferred_{qid}_{cat.YES_NO_NA.index(preferred)}")
 
 
 def read_pairs(page: Page) -> list[tuple[str, str, str]]:
@@ -243,27 +237,22 @@ def test_full_participant_walk_exports_exactly_what_was_entered(page, site, live
                     page.select_option(f"#id_intensity_{emotion}", str(intensity))
         else:
             page.get_by_label(re.compile("^No change")).check()
+        answer_behaviour_questions(page, number)
         if first:
-            shot(page, "07-mood")
+            shot(page, "07-answers")
         page.get_by_role("button", name="Save and continue").click()
-
-        answer_binary_pages(page, number, screenshots=first)
 
         expect(page.get_by_role("heading", name="The reply you would have wanted")).to_be_visible()
         improved_shown = page.locator(".bubble-alt .bubble-text").inner_text().strip()
         assert page.get_by_label("The reply you would have wanted").input_value() == improved_shown
         page.get_by_label("The reply you would have wanted").fill(plan["golden"])
-        if first:
-            shot(page, "09-golden-reply")
-        page.get_by_role("button", name="Save and continue").click()
-
-        expect(page.get_by_role("heading", name="Comparing replies")).to_be_visible()
         for question in plan["questions"]:
             page.check(f"input[name=questions][value='{question}']")
         if first:
-            shot(page, "10-choose-questions")
+            shot(page, "09-golden-reply-and-questions")
         page.get_by_role("button", name="Save and continue").click()
 
+        expect(page.get_by_role("heading", name="Comparing replies", exact=True)).to_be_visible()
         texts = {
             cat.RESPONSE_ORIGINAL: reply_shown,
             cat.RESPONSE_ALTERNATE: improved_shown,
@@ -271,9 +260,11 @@ def test_full_participant_walk_exports_exactly_what_was_entered(page, site, live
         }
         label_of = {text: label for label, text in texts.items()}
         comparisons = []
+        pairs = read_pairs(page)
+        assert len(pairs) == 3 * len(plan["questions"])  # every chosen question on one page
         for q_index, question in enumerate(plan["questions"]):
             expect(page.get_by_role("heading", name=cat.PAIRWISE_QUESTIONS[question])).to_be_visible()
-            for p_index, (name, text_a, text_b) in enumerate(read_pairs(page)):
+            for p_index, (name, text_a, text_b) in enumerate(pairs[3 * q_index : 3 * q_index + 3]):
                 winner = "A" if (q_index + p_index + number) % 2 else "B"
                 page.check(f"input[name='{name}'][value='{winner}']")
                 comparisons.append(
@@ -284,9 +275,9 @@ def test_full_participant_walk_exports_exactly_what_was_entered(page, site, live
                         "winner": winner,
                     }
                 )
-            if first and q_index == 0:
-                shot(page, "11-compare")
-            page.get_by_role("button", name="Save and continue").click()
+        if first:
+            shot(page, "11-compare")
+        page.get_by_role("button", name="Save and continue").click()
 
         expected_turns.append(
             {
@@ -326,6 +317,7 @@ def test_full_participant_walk_exports_exactly_what_was_entered(page, site, live
     expect(page.get_by_role("heading", name="Your view of the conversation")).to_be_visible()
     page.get_by_label(Q1_SCREEN_LABELS[cat.Q1_OPTIONS[0]], exact=True).check()
     page.get_by_label(Q1_SCREEN_LABELS[cat.Q1_OPTIONS[5]], exact=True).check()
+    page.get_by_label(re.compile("^If you chose “Other”")).fill("Someone to check in on me")  # ticks Other too
     page.get_by_label(cat.Q2_OPTIONS[2], exact=True).check()
     page.get_by_label(cat.Q3_OPTIONS[1], exact=True).check()
     page.get_by_label("Too many questions", exact=True).check()
@@ -353,6 +345,7 @@ def test_full_participant_walk_exports_exactly_what_was_entered(page, site, live
     assert data["conversationId"] == conversation.conversation_id
     assert data["metadata"]["category"] == "Study" and data["metadata"]["subtopic"] == "Exam pressure"
     assert data["metadata"]["turnCount"] == 3
+    assert data["metadata"][cat.Q1_OTHER_TEXT_KEY] == "Someone to check in on me"
     assert data["participant_profile"] == {
         "participant_id": participant.pseudonym,
         "age": "25-34",
@@ -365,7 +358,7 @@ def test_full_participant_walk_exports_exactly_what_was_entered(page, site, live
     assert data["prePanas"]["totalPositiveAffect"] == sum(pre[i] for i in cat.POSITIVE_AFFECT_ITEMS)
     assert data["postPanas"]["items"] == post
     assert data["conversationWideQuestions"] == {
-        "q1_lookingFor": [cat.Q1_OPTIONS[0], cat.Q1_OPTIONS[5]],
+        "q1_lookingFor": [cat.Q1_OPTIONS[0], cat.Q1_OPTIONS[5], cat.Q1_OTHER],
         "q2_emotionClarity": cat.Q2_OPTIONS[2],
         "q3_modelFit": cat.Q3_OPTIONS[1],
         "q3_followUp_whatFeltOff": ["Too many questions", "Ended a bit abruptly"],
@@ -417,26 +410,23 @@ def test_refresh_mid_annotation_keeps_answers(page, site):
     page.reload()  # unsaved choices survive a refresh
     expect(page.locator("#id_mood_Scared")).to_be_checked()
     expect(page.locator("#id_intensity_Scared")).to_have_value("6")
-    page.get_by_role("button", name="Save and continue").click()
-
-    expect(page.locator("fieldset.binary-question").first).to_be_visible()
     page.check("#id_observed_B1_0")
     page.check("#id_preferred_B1_1")
     page.reload()
     expect(page.locator("#id_observed_B1_0")).to_be_checked()
     expect(page.locator("#id_preferred_B1_1")).to_be_checked()
-    # saved answers are stored: a new tab on the study link resumes on this very page
+    # a new tab on the study link resumes on this very page, with the unsent choices
     other = page.context.new_page()
     other.goto(f"/s/{participant.token}/")
     assert other.url == page.url
-    expect(other.locator("#id_observed_B1_0")).to_be_checked()  # unsent choices follow to the new tab too
+    expect(other.locator("#id_observed_B1_0")).to_be_checked()
     other.close()
-    assert list(MoodTag.objects.filter(turn=turn).values_list("emotion", "intensity")) == [("Scared", 6)]
-    assert page.get_by_text("What the reply did: Noticing feelings").is_visible()
 
     # golden reply typed but not sent survives a refresh
-    answer_binary_pages(page, 1, screenshots=False)
+    answer_behaviour_questions(page, 1)
+    page.get_by_role("button", name="Save and continue").click()
     expect(page.get_by_role("heading", name="The reply you would have wanted")).to_be_visible()
+    assert list(MoodTag.objects.filter(turn=turn).values_list("emotion", "intensity")) == [("Scared", 6)]
     page.get_by_label("The reply you would have wanted").fill("Opening the post can feel so frightening.")
     page.reload()
     expect(page.get_by_label("The reply you would have wanted")).to_have_value(
@@ -473,8 +463,9 @@ def test_double_submissions_change_nothing_twice(browser, site, live_server):
     page.get_by_role("button", name="Get the reply").dblclick()
     expect(page.get_by_role("heading", name="Did this reply change how you feel?")).to_be_visible()
     page.check("#id_mood_Upset")
+    answer_behaviour_questions(page, 1)
     page.get_by_role("button", name="Save and continue").dblclick()
-    expect(page.locator("fieldset.binary-question").first).to_be_visible()
+    expect(page.get_by_role("heading", name="The reply you would have wanted")).to_be_visible()
 
     conversation = Conversation.objects.get(participant=participant)
     assert conversation.turns.count() == 1

@@ -21,7 +21,7 @@ from django.utils.html import escape
 
 from annotation import turn_flow as tf
 from annotation.models import AlternateResponses, BinaryJudgement, MoodTag, PairwiseComparison
-from annotation.sampling import pages_by_category, sample_question_ids
+from annotation.sampling import ROTATION_CYCLE, sample_question_ids
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
 from collection import study_flow as flow
@@ -123,29 +123,19 @@ class Walker:
         return [json.loads(line) for line in self.body(response).splitlines() if line]
 
     def annotate(self, turn_number: int, moods: dict | None = None, questions: tuple[str, ...] = ("general",)) -> None:
-        """Answer every annotation sub-step of a turn through the page."""
+        """Answer the three annotation pages of a turn through the pages, as a browser would."""
         url = self.url(f"turn/{turn_number}/")
-        page = self.get(url)
-        assert page.status_code == 200
-        self.post(url, {"step": "mood:0", **(moods if moods is not None else {"no_change": "on"})})
-        while True:
-            page = self.get(url)
-            html = self.body(page)
-            ids = sorted(set(re.findall(r'name="observed_(B\d+)"', html)))
-            if not ids:
-                break
-            step = re.search(r'name="step" value="([^"]+)"', html).group(1)
-            data = {"step": step}
-            for qid in ids:
-                data[f"observed_{qid}"] = "yes"
-                data[f"preferred_{qid}"] = "no"
-            assert self.post(url, data).status_code == 302
-        assert self.post(url, {"step": "rewrite:0", "human_edited": f"My ideal reply {turn_number}"}).status_code == 302
-        assert self.post(url, {"step": "choose:0", "questions": list(questions)}).status_code == 302
-        for index in range(len(questions)):
-            html = self.body(self.get(url))
-            names = set(re.findall(r'name="(winner_\d+)"', html))
-            assert self.post(url, {"step": f"compare:{index}", **dict.fromkeys(names, "B")}).status_code == 302
+        html = self.body(self.get(url))
+        ids = re.findall(r'name="observed_(B\d+)"', html)
+        shown = re.search(r'name="shown" value="([^"]+)"', html).group(1)
+        data = {"step": "answers", "shown": shown, **(moods if moods is not None else {"no_change": "on"})}
+        data.update(every_answer(list(dict.fromkeys(ids)), "yes", "no"))
+        assert self.post(url, data).status_code == 302
+        data = {"step": "rewrite", "human_edited": f"My ideal reply {turn_number}", "questions": list(questions)}
+        assert self.post(url, data).status_code == 302
+        html = self.body(self.get(url))
+        names = set(re.findall(r'name="(winner_\d+)"', html))
+        assert self.post(url, {"step": "compare", **dict.fromkeys(names, "B")}).status_code == 302
 
     def turn(self, turn_number: int, text: str | None = None) -> None:
         assert self.send(text or f"Message number {turn_number}: I feel worried.", turn_number).status_code == 200
@@ -454,17 +444,40 @@ def test_chat_stops_taking_messages_at_the_maximum(walker, study):
 # ---------------------------------------------------------------------------
 
 
-def test_mood_step_needs_a_feeling_or_no_change_and_not_both(walker):
+def every_answer(question_ids: list[str], observed: str = "yes", preferred: str = "no") -> dict[str, str]:
+    return {
+        **{f"observed_{qid}": observed for qid in question_ids},
+        **{f"preferred_{qid}": preferred for qid in question_ids},
+    }
+
+
+def answers_page(walker: Walker, url: str) -> tuple[list[str], str]:
+    """(question ids shown, signed shown-token) of the answers page."""
+    html = walker.body(walker.get(url))
+    ids = list(dict.fromkeys(re.findall(r'name="observed_(B\d+)"', html)))
+    return ids, re.search(r'name="shown" value="([^"]+)"', html).group(1)
+
+
+def save_answers(walker: Walker, url: str, moods: dict | None = None, value: str = "yes") -> list[str]:
+    ids, shown = answers_page(walker, url)
+    data = {"step": "answers", "shown": shown, **(moods if moods is not None else {"no_change": "on"})}
+    assert walker.post(url, {**data, **every_answer(ids, value, value)}).status_code == 302
+    return ids
+
+
+def test_mood_needs_a_feeling_or_no_change_and_not_both(walker):
     conversation = walker.to_chat()
     turn = answered_turn(conversation)
     url = walker.url("turn/1/")
-    neither = walker.body(walker.refused(walker.post(url, {"step": "mood:0"})))
+    ids, shown = answers_page(walker, url)
+    answers = every_answer(ids)
+    neither = walker.body(walker.refused(walker.post(url, {"step": "answers", "shown": shown, **answers})))
     assert "Please tick at least one feeling, or tick “No change”" in neither
-    both = walker.refused(walker.post(url, {"step": "mood:0", "no_change": "on", "mood_Upset": "on"}))
+    both = walker.refused(walker.post(url, {"step": "answers", "no_change": "on", "mood_Upset": "on", **answers}))
     assert "Please untick one or the other" in walker.body(both)
     assert not BinaryJudgement.objects.filter(turn=turn).exists()
     # a strength alone counts as choosing the word; a tick without strength stores no intensity
-    walker.post(url, {"step": "mood:0", "intensity_Upset": "4", "mood_Alert": "on"})
+    walker.post(url, {"step": "answers", "shown": shown, "intensity_Upset": "4", "mood_Alert": "on", **answers})
     assert list(MoodTag.objects.filter(turn=turn).values_list("emotion", "intensity")) == [
         ("Alert", None),
         ("Upset", 4),
@@ -474,60 +487,86 @@ def test_mood_step_needs_a_feeling_or_no_change_and_not_both(walker):
 def test_no_change_is_stored_as_an_empty_tag_list(walker):
     conversation = walker.to_chat()
     turn = answered_turn(conversation)
-    walker.post(walker.url("turn/1/"), {"step": "mood:0", "no_change": "on"})
+    save_answers(walker, walker.url("turn/1/"))
     assert not MoodTag.objects.filter(turn=turn).exists()
     assert BinaryJudgement.objects.filter(turn=turn).count() == 36
 
 
-def test_behaviour_questions_are_first_person_grouped_paged_and_each_answered_twice(walker):
+def test_all_behaviour_questions_are_on_one_page_first_person_each_with_its_own_second_prompt(walker):
     conversation = walker.to_chat()
     turn = answered_turn(conversation)
     url = walker.url("turn/1/")
-    walker.post(url, {"step": "mood:0", "no_change": "on"})
     html = walker.body(walker.get(url))
-    assert "Noticing feelings" in html and "Page 1 of 5" in html
-    first_page = [q for q in cat.BINARY_QUESTIONS if q.category == cat.BRANCH_PERCEIVING]
-    for q in first_page:
-        assert escape(q.first_person) in html
-    assert "Did it happen?" in html and "Did you want it?" in html
-    page = walker.refused(walker.post(url, {"step": "binary:0", "observed_B1": "yes"}))
+    assert "Did this reply change how you feel?" in html  # mood and questions share the page
+    for label in cat.BINARY_CATEGORY_LABELS.values():
+        assert label in html
+    for q in cat.BINARY_QUESTIONS:
+        assert escape(q.first_person) in html and escape(q.wanted) in html
+    assert "Did you want it?" not in html
+    assert html.count("Did it happen?") == 36
+    assert "Keyboard shortcuts" in html and "participant/annotate.js" in html
+    assert escape(turn.llm_response) in html  # the reply stays beside the questions
+    _, shown = answers_page(walker, url)
+    page = walker.refused(
+        walker.post(url, {"step": "answers", "shown": shown, "no_change": "on", "observed_B1": "yes"})
+    )
     html = walker.body(page)
     assert "Please say whether you wanted this" in html and "Please say whether this happened" in html
     assert "answers are missing" in html
-    assert BinaryJudgement.objects.get(turn=turn, question_id="B1").observed is None
+    assert not BinaryJudgement.objects.filter(turn=turn).exists()
+    assert re.search(r'name="observed_B1" value="yes"[^>]*checked', html)  # the answer given is kept
 
 
-def test_binary_questions_can_be_sampled_per_turn_deterministically(walker, study):
-    Study.objects.filter(pk=study.pk).update(binary_sample_size=5)
-    conversation = walker.to_chat()
-    turn = answered_turn(conversation)
-    walker.post(walker.url("turn/1/"), {"step": "mood:0", "no_change": "on"})
-    asked = list(BinaryJudgement.objects.filter(turn=turn).order_by("position").values_list("question_id", flat=True))
-    assert asked == sample_question_ids(conversation.conversation_id, 1, 5)
-    assert len(asked) == 5
-    assert sample_question_ids(conversation.conversation_id, 1, 5) == asked  # same again
-    assert sum(len(qs) for _, qs in pages_by_category(asked)) == 5
+def test_second_prompts_fit_their_questions():
+    assert set(cat.BINARY_WANTED_PROMPTS) == set(cat.BINARY_QUESTION_IDS)
+    assert len(set(cat.BINARY_WANTED_PROMPTS.values())) == 36  # no generic prompt repeated
+    assert cat.BINARY_QUESTIONS_BY_ID["B8"].wanted == "Did I want its tone to match how I was feeling?"
+    assert all(p.startswith("Did I want") and p.endswith("?") for p in cat.BINARY_WANTED_PROMPTS.values())
+
+
+def test_sampled_questions_are_recorded_and_rotate_evenly_across_turns_and_participants(study, client):
+    """k = 8: each saved turn takes the next 8 of the rotation cycle; after 9 turns (72 = 2 x 36) every
+    question has been asked exactly twice, across three participants."""
+    Study.objects.filter(pk=study.pk).update(binary_sample_size=8)
+    asked_per_turn = []
+    for n in range(3):
+        participant = flow.do_enrol(Study.objects.get(pk=study.pk))
+        walker = Walker(client, participant)
+        walker.to_chat()
+        for number in (1, 2, 3):
+            walker.send(f"Participant {n}, message {number}: I feel uneasy.", number)
+            walker.reply(number)
+            url = walker.url(f"turn/{number}/")
+            shown_ids = save_answers(walker, url)
+            turn = Turn.objects.get(conversation__participant=participant, turn_number=number)
+            stored = list(turn.binary_judgements.order_by("position").values_list("question_id", flat=True))
+            assert stored == shown_ids and len(stored) == 8  # what was asked is what was shown, recorded
+            assert stored == [q for q in cat.BINARY_QUESTION_IDS if q in stored]
+            asked_per_turn.append(stored)
+            walker.post(url, {"step": "rewrite", "human_edited": "Mine", "questions": ["general"]})
+            names = set(re.findall(r'name="(winner_\d+)"', walker.body(walker.get(url))))
+            walker.post(url, {"step": "compare", **dict.fromkeys(names, "A")})
+    counts = {qid: sum(qid in turn for turn in asked_per_turn) for qid in cat.BINARY_QUESTION_IDS}
+    assert set(counts.values()) == {2}
+    # the first window spans all five categories
+    assert {cat.BINARY_QUESTIONS_BY_ID[q].category for q in asked_per_turn[0]} == set(cat.BINARY_CATEGORIES)
 
 
 def test_sampling_keeps_catalogue_order_and_all_when_k_is_zero():
-    assert sample_question_ids("c", 1, 0) == list(cat.BINARY_QUESTION_IDS)
-    assert sample_question_ids("c", 1, 36) == list(cat.BINARY_QUESTION_IDS)
-    picked = sample_question_ids("conv-x", 3, 10)
+    assert sample_question_ids(5, 0) == list(cat.BINARY_QUESTION_IDS)
+    assert sample_question_ids(5, 36) == list(cat.BINARY_QUESTION_IDS)
+    picked = sample_question_ids(3, 10)
     assert picked == [q for q in cat.BINARY_QUESTION_IDS if q in picked]
-    assert len({tuple(sample_question_ids(f"conv-{i}", 1, 10)) for i in range(10)}) > 1
+    assert sample_question_ids(0, 8) != sample_question_ids(8, 8)
+    assert sample_question_ids(0, 8) == sample_question_ids(36, 8)  # the cycle repeats
+    assert sorted(ROTATION_CYCLE) == sorted(cat.BINARY_QUESTION_IDS)
 
 
 def test_rewrite_is_shown_and_the_golden_reply_starts_from_the_participants_choice(walker):
     conversation = walker.to_chat()
     turn = answered_turn(conversation, "I keep crying at work and I feel ashamed.")
     url = walker.url("turn/1/")
-    walker.post(url, {"step": "mood:0", "no_change": "on"})
-    for index, (_, questions) in enumerate(tf.binary_pages(turn)):
-        data = {"step": f"binary:{index}"}
-        for q in questions:
-            data[f"observed_{q.id}"] = "na"
-            data[f"preferred_{q.id}"] = "na"
-        walker.post(url, data)
+    save_answers(walker, url, value="na")
     html = walker.body(walker.get(url))
     improved = AlternateResponses.objects.get(turn=turn).llm_improved
     assert improved and "I keep crying at work" in improved
@@ -537,35 +576,31 @@ def test_rewrite_is_shown_and_the_golden_reply_starts_from_the_participants_choi
     assert box.search(walker.body(walker.get(url + "?start=rewrite"))).group(1) == escape(improved)
     assert box.search(walker.body(walker.get(url + "?start=original"))).group(1) == escape(turn.llm_response)
     assert box.search(walker.body(walker.get(url + "?start=nonsense"))).group(1) == ""
-    refused = walker.refused(walker.post(url, {"step": "rewrite:0", "human_edited": "  "}))
+    refused = walker.refused(walker.post(url, {"step": "rewrite", "human_edited": "  ", "questions": ["general"]}))
     assert "Please write the reply you would have wanted" in walker.body(refused)
-    walker.post(url, {"step": "rewrite:0", "human_edited": "  I hear you. That sounds exhausting.  "})
+    walker.post(
+        url, {"step": "rewrite", "human_edited": "  I hear you. That sounds exhausting.  ", "questions": ["general"]}
+    )
     assert AlternateResponses.objects.get(turn=turn).human_edited == "I hear you. That sounds exhausting."
 
 
-def test_pairwise_choice_creates_three_pairs_per_question_with_stored_positions(walker):
+def test_pairwise_choice_creates_three_pairs_per_question_all_on_one_page(walker):
     conversation = walker.to_chat()
     walker.send("I feel lost", 1)
     walker.reply(1)
     turn = conversation.turns.get()
     url = walker.url("turn/1/")
-    walker.post(url, {"step": "mood:0", "no_change": "on"})
-    for index, (_, questions) in enumerate(tf.binary_pages(turn)):
-        walker.post(
-            url,
-            {"step": f"binary:{index}", **{f"{k}_{q.id}": "yes" for q in questions for k in ("observed", "preferred")}},
-        )
-    walker.post(url, {"step": "rewrite:0", "human_edited": "Mine"})
-    refused = walker.refused(walker.post(url, {"step": "choose:0"}))
+    save_answers(walker, url)
+    refused = walker.refused(walker.post(url, {"step": "rewrite", "human_edited": "Mine"}))
     assert "Please choose at least one question" in walker.body(refused)
-    walker.post(url, {"step": "choose:0", "questions": ["PW15", "general", "PW4"]})
+    walker.post(url, {"step": "rewrite", "human_edited": "Mine", "questions": ["PW15", "general", "PW4"]})
     turn.refresh_from_db()
     assert turn.selected_pairwise_questions == ["general", "PW4", "PW15"]
     rows = list(PairwiseComparison.objects.filter(turn=turn).order_by("position"))
     assert len(rows) == 9
     assert [r.question_id for r in rows] == ["general"] * 3 + ["PW4"] * 3 + ["PW15"] * 3
     assert {frozenset((r.response_a, r.response_b)) for r in rows} == {frozenset(p) for p in tf.REPLY_PAIRS}
-    # the page shows the texts in exactly the stored positions
+    # one page shows all nine pairs, the texts in exactly the stored positions
     html = walker.body(walker.get(url))
     texts = tf.reply_texts(turn)
     shown = {}
@@ -574,26 +609,57 @@ def test_pairwise_choice_creates_three_pairs_per_question_with_stored_positions(
         shown[position] = [
             t.strip() for t in re.findall(r'<div class="bubble-text" dir="auto">(.*?)</div>', chunk, re.S)
         ]
-    assert shown == {r.position: [escape(texts[r.response_a]), escape(texts[r.response_b])] for r in rows[:3]}
+    assert shown == {r.position: [escape(texts[r.response_a]), escape(texts[r.response_b])] for r in rows}
     # a repeated choice changes nothing
-    walker.post(url, {"step": "choose:0", "questions": ["general"]})
+    walker.post(url, {"step": "rewrite", "human_edited": "Other", "questions": ["general"]})
     assert PairwiseComparison.objects.filter(turn=turn).count() == 9
-    missing = walker.refused(walker.post(url, {"step": "compare:0", "winner_0": "A"}))
+    missing = walker.refused(walker.post(url, {"step": "compare", "winner_0": "A"}))
     assert "Please choose Reply A or Reply B" in walker.body(missing)
-    walker.post(url, {"step": "compare:0", "winner_0": "A", "winner_1": "B", "winner_2": "A"})
-    assert [r.winner for r in PairwiseComparison.objects.filter(turn=turn).order_by("position")][:4] == [
-        "A",
-        "B",
-        "A",
-        None,
-    ]
+    assert not PairwiseComparison.objects.filter(turn=turn, winner__isnull=False).exists()
+    walker.post(url, {"step": "compare", **{f"winner_{r.position}": "AB"[r.position % 2] for r in rows}})
+    assert [r.winner for r in PairwiseComparison.objects.filter(turn=turn).order_by("position")] == list("ABABABABA")
+    assert Turn.objects.get(pk=turn.pk).annotation_completed_at is not None
+
+
+def test_answers_can_be_reviewed_and_changed_until_the_next_message(walker):
+    conversation = walker.to_chat()
+    walker.send("I feel lost", 1)
+    walker.reply(1)
+    turn = conversation.turns.get()
+    url = walker.url("turn/1/")
+    review = walker.url("turn/1/review/")
+    assert walker.get(review).url == url  # nothing saved yet: nothing to review
+    save_answers(walker, url, moods={"mood_Upset": "on", "intensity_Upset": "3"})
+    walker.post(url, {"step": "rewrite", "human_edited": "Mine", "questions": ["general"]})
+    assert review in walker.body(walker.get(url))  # the compare page links to the review
+    walker.post(url, {"step": "compare", "winner_0": "A", "winner_1": "A", "winner_2": "A"})
+    chat = walker.body(walker.get(walker.url("chat/")))
+    assert review in chat and "Review or change your answers" in chat
+    html = walker.body(walker.get(review))
+    assert re.search(r'name="mood_Upset"[^>]*checked', html)
+    assert len(re.findall(r'value="yes"[^>]*checked', html)) == 72 and "Mine" in html
+    data = {"mood_Proud": "on", **every_answer(list(cat.BINARY_QUESTION_IDS), "no", "na")}
+    data.update({"winner_0": "B", "winner_1": "A", "winner_2": "B"})
+    done = walker.post(review, data)
+    assert done.status_code == 302 and done.url == walker.url("chat/")
+    assert list(MoodTag.objects.filter(turn=turn).values_list("emotion", "intensity")) == [("Proud", None)]
+    assert set(turn.binary_judgements.values_list("observed", "preferred")) == {("no", "na")}
+    assert turn.binary_judgements.count() == 36
+    assert [c.winner for c in PairwiseComparison.objects.filter(turn=turn).order_by("position")] == ["B", "A", "B"]
+    # after the next message the answers are final
+    walker.send("Another message", 2)
+    assert walker.get(review).status_code == 302
+    refused = walker.post(review, {**data, "mood_Proud": "", "no_change": "on"})
+    assert refused.status_code == 302
+    assert list(MoodTag.objects.filter(turn=turn).values_list("emotion", flat=True)) == ["Proud"]
+    assert "Review or change" not in walker.body(walker.get(walker.url("chat/")))
 
 
 def test_positions_are_randomised_in_both_orders(walker):
     conversation = walker.to_chat()
     turn = answered_turn(conversation)
-    AlternateResponses.objects.create(turn=turn, llm_improved="A rewrite.", human_edited="My own reply.")
-    tf.do_select_pairwise_questions(turn, list(cat.PAIRWISE_QUESTION_IDS))
+    AlternateResponses.objects.create(turn=turn, llm_improved="A rewrite.")
+    tf.do_save_rewrite(turn, "My own reply.", list(cat.PAIRWISE_QUESTION_IDS))
     orders = set(PairwiseComparison.objects.filter(turn=turn).values_list("response_a", "response_b"))
     assert len(PairwiseComparison.objects.filter(turn=turn)) == 48
     # 16 draws per pair: the chance of one orientation only is 2 * 3 / 2**16
@@ -604,8 +670,9 @@ def test_stale_or_repeated_annotation_submission_changes_nothing(walker):
     conversation = walker.to_chat()
     turn = answered_turn(conversation)
     url = walker.url("turn/1/")
-    walker.post(url, {"step": "mood:0", "mood_Upset": "on", "intensity_Upset": "3"})
-    again = walker.post(url, {"step": "mood:0", "mood_Proud": "on"})  # double click / back button
+    save_answers(walker, url, moods={"mood_Upset": "on", "intensity_Upset": "3"})
+    ids = list(cat.BINARY_QUESTION_IDS)
+    again = walker.post(url, {"step": "answers", "mood_Proud": "on", **every_answer(ids)})  # double click / back
     assert again.status_code == 302 and again.url == url
     assert list(MoodTag.objects.filter(turn=turn).values_list("emotion", flat=True)) == ["Upset"]
     assert turn.annotation_started_at is None
@@ -905,18 +972,20 @@ def test_no_participant_response_ever_contains_a_real_model_name(walker, setting
     walker.reply(1)
     settings.ATTUNE_OFFLINE_MODEL_FAILS = False
     walker.reply(1)
-    walker.post(walker.url("turn/1/"), {"step": "mood:0"})
+    walker.post(walker.url("turn/1/"), {"step": "answers"})
     walker.annotate(1, moods={"mood_Upset": "on", "intensity_Upset": "6"}, questions=("general", "PW2"))
     walker.send("", 2)
     for n in (2, 3):
         walker.turn(n)
+    walker.get(walker.url("turn/3/review/"))
+    walker.post(walker.url("turn/3/review/"), {})
     walker.post(walker.url("chat/finish/"))
     walker.post(walker.url("feelings-after/"), {})
     walker.finish()
     walker.get(walker.current())
     walker.get(walker.url("withdraw/"))
     secrets = [m.name for m in OriginalModel.objects.exclude(name="")] + [m.alias for m in OriginalModel.objects.all()]
-    assert conversation.original_model.name in secrets and len(walker.responses) > 60
+    assert conversation.original_model.name in secrets and len(walker.responses) > 35  # three pages a turn
     assert leaks(walker.responses, [*secrets, "offline-scripted", "litellm"]) == []
 
 
@@ -1004,16 +1073,16 @@ def test_offline_model_never_repeats_its_general_line_on_consecutive_turns():
         assert all(a != b for a, b in itertools.pairwise(used))
 
 
-def test_mood_saved_twice_by_two_requests_that_both_passed_the_step_check_leaves_one_set(walker):
-    """A double submit can get past the step check twice (both requests read "mood" first); the second save
+def test_answers_saved_twice_by_two_requests_that_both_passed_the_step_check_leaves_one_set(walker):
+    """A double submit can get past the step check twice (both requests read "answers" first); the second save
     replaces the first's tags instead of failing on the unique (turn, position) and (turn, question) rows."""
     conversation = walker.to_chat()
     turn = answered_turn(conversation)
-    size = conversation.participant.study.binary_sample_size
-    tf.do_save_mood(turn, [("Upset", 3), ("Nervous", None)], size)
-    tf.do_save_mood(turn, [("Upset", 3), ("Nervous", None)], size)
+    asked = tf.asked_question_ids(turn)
+    answers = dict.fromkeys(asked, ("yes", "no"))
+    tf.do_save_answers(turn, [("Upset", 3), ("Nervous", None)], answers, asked)
+    tf.do_save_answers(turn, [("Upset", 3), ("Nervous", None)], answers, asked)
     rows = list(MoodTag.objects.filter(turn=turn).order_by("position").values_list("position", "emotion", "intensity"))
     assert rows == [(0, "Upset", 3), (1, "Nervous", None)]
-    asked = sample_question_ids(conversation.conversation_id, turn.turn_number, size)
     assert sorted(BinaryJudgement.objects.filter(turn=turn).values_list("question_id", flat=True)) == sorted(asked)
-    assert BinaryJudgement.objects.filter(turn=turn).count() == len(asked)
+    assert BinaryJudgement.objects.filter(turn=turn).count() == len(asked) == 36

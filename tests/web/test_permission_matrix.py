@@ -126,6 +126,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "collection:done": LINK,
     "collection:withdraw": LINK,
     "collection:annotation:annotate": LINK,
+    "collection:annotation:review": LINK,
     # Django admin's own pages.
     "admin:index": ADMIN_SITE,
     "admin:login": PUBLIC,

@@ -15,6 +15,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from attunebench import canonical as cf
 from attunebench import catalogue as cat
 from collection import study_flow as flow
 from collection.forms import Q1_SCREEN_LABELS, SurveyForm
@@ -89,6 +90,39 @@ def test_saved_survey_holds_the_listed_strings():
     flow.do_save_conversation_wide(conversation, form.answers())
     wide = ConversationWideAnswers.objects.get(conversation=conversation)
     assert wide.looking_for == ["To just listen or let me vent", "To get specific information or advice"]
+
+
+@pytest.mark.django_db
+def test_q1_other_has_a_text_box_kept_in_the_metadata_and_the_file_stays_canonical():
+    from datasets.exchange import conversation_to_canonical
+
+    html = str(SurveyForm()["looking_for_other"])
+    assert "<textarea" in html and 'maxlength="300"' in html
+    conversation = _conversation("c-other")
+    # words under "Other" choose "Other" too
+    form = SurveyForm(_valid_post(looking_for=[cat.Q1_OPTIONS[0]], looking_for_other="  Someone to  check in on me "))
+    assert form.is_valid(), form.errors
+    answers = form.answers()
+    assert answers["looking_for"] == [cat.Q1_OPTIONS[0], "Other"]
+    flow.do_save_conversation_wide(conversation, answers)
+    conversation.refresh_from_db()
+    assert ConversationWideAnswers.objects.get(conversation=conversation).looking_for == [cat.Q1_OPTIONS[0], "Other"]
+    assert conversation.metadata_extra[cat.Q1_OTHER_TEXT_KEY] == "Someone to check in on me"
+    doc = conversation_to_canonical(conversation)
+    assert doc.conversationWideQuestions.q1_lookingFor == [cat.Q1_OPTIONS[0], "Other"]
+    assert cf.check_conversation_options(doc) == []  # every stored answer is a listed string
+    data = cf.to_canonical_dict(doc)
+    assert data["metadata"][cat.Q1_OTHER_TEXT_KEY] == "Someone to check in on me"
+    assert cf.load_conversation(json.dumps(data).encode(), source="x.json").metadata.model_extra == {
+        cat.Q1_OTHER_TEXT_KEY: "Someone to check in on me",
+        **{k: v for k, v in conversation.metadata_extra.items() if k != cat.Q1_OTHER_TEXT_KEY},
+    }
+    # saved again without text (or without "Other"): no stale words left behind
+    flow.do_save_conversation_wide(conversation, {**answers, "looking_for_other": ""})
+    conversation.refresh_from_db()
+    assert cat.Q1_OTHER_TEXT_KEY not in conversation.metadata_extra
+    too_long = SurveyForm(_valid_post(looking_for=["Other"], looking_for_other="x" * 301))
+    assert not too_long.is_valid() and "looking_for_other" in too_long.errors
 
 
 # ---------------------------------------------------------------------------
