@@ -171,11 +171,14 @@ print(json.dumps({
 def test_eight_participants_submitting_together_get_no_errors_and_lose_nothing(server):
     base, env = server
     people = [Participant(base) for _ in range(PARTICIPANTS)]
-    for person in people:  # the start page sets the CSRF cookie
-        assert person.http.get(f"/join/{SLUG}/").status_code == 200
+    starts = {}
+    for person in people:  # the start page sets the CSRF cookie and carries the signed start of its participant
+        page = person.http.get(f"/join/{SLUG}/")
+        assert page.status_code == 200
+        starts[id(person)] = re.search(r'name="start" value="([^"]+)"', page.text).group(1)
 
     def join(person: Participant) -> None:
-        response = person.post(f"/join/{SLUG}/")
+        response = person.post(f"/join/{SLUG}/", {"start": starts[id(person)]})
         person.token = re.search(r"/s/([^/]+)/", response.headers["location"]).group(1)
 
     together(people, join)
