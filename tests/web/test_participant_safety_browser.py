@@ -23,18 +23,27 @@ from annotation.models import AlternateResponses, PairwiseComparison
 from attunebench import catalogue as cat
 from collection import study_flow as flow
 from collection.models import OriginalModel, Participant, Turn
-from tests.web.test_participant_browser import (  # noqa: F401  (fixtures)
-    DESKTOP,
-    SHOT_DIR,
-    add_answered_turn,
-    page,
-    shot,
-    site,
-    start_chat,
-    token_of,
-)
+from collection.setup import ensure_defaults
+from tests.web.test_participant_browser import DESKTOP, SHOT_DIR, add_answered_turn, shot, start_chat, token_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def site(live_server, settings):
+    """Defaults installed in the (flushed) live database, and a quick offline stream."""
+    settings.ATTUNE_OFFLINE_STREAM_DELAY = 0.005
+    return ensure_defaults()
+
+
+@pytest.fixture
+def page(browser, live_server):
+    context = browser.new_context(viewport=DESKTOP, base_url=live_server.url)
+    context.set_default_timeout(10_000)
+    opened = context.new_page()
+    yield opened
+    context.close()
+
 
 PHONE = {"width": 390, "height": 844}
 
@@ -54,7 +63,7 @@ def to_rewrite_step(participant: Participant) -> Turn:
     turn = add_answered_turn(conversation, "I moved cities for work and I feel very alone in the evenings.")
     tf.do_start_annotation(turn)
     tf.do_save_mood(turn, [], 0)
-    answers = {qid: ("no", "no") for qid in cat.BINARY_QUESTION_IDS}
+    answers = dict.fromkeys(cat.BINARY_QUESTION_IDS, ("no", "no"))
     tf.do_save_binary_answers(turn, answers)
     assert tf.locate_annotation(turn).step == tf.REWRITE
     return Turn.objects.get(pk=turn.pk)
@@ -88,7 +97,7 @@ def test_two_tabs_the_stale_one_is_told_and_keeps_its_text(page, site):
     turn = Turn.objects.get()
     tf.do_start_annotation(turn)
     tf.do_save_mood(turn, [], 0)
-    tf.do_save_binary_answers(turn, {qid: ("yes", "yes") for qid in cat.BINARY_QUESTION_IDS})
+    tf.do_save_binary_answers(turn, dict.fromkeys(cat.BINARY_QUESTION_IDS, ("yes", "yes")))
     page.goto(f"/s/{participant.token}/")
     other.goto(f"/s/{participant.token}/")
     expect(other.get_by_role("heading", name="The reply you would have wanted")).to_be_visible()
