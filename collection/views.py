@@ -397,7 +397,10 @@ def chat_send(request: HttpRequest, token: str) -> HttpResponse:
         return JsonResponse({"redirect": resume_url}, status=409) if _wants_json(request) else redirect(resume_url)
 
     if position.step != flow.CHAT:
-        return stale() if fresh and position.step != flow.WITHDRAWN else moved_on()
+        # the script never posts one message twice, so from it a message for a moved-on study is always stale
+        if position.step != flow.WITHDRAWN and (fresh or _wants_json(request)):
+            return stale()
+        return moved_on()
     conversation = position.chat
     form = MessageForm(request.POST)
 
@@ -425,7 +428,7 @@ def chat_send(request: HttpRequest, token: str) -> HttpResponse:
     except flow.TurnRefused as refusal:
         return refuse(str(refusal), 400 if isinstance(refusal, flow.ChatFull) else 409)
     except flow.StaleSubmission:
-        return stale() if fresh else moved_on()
+        return stale() if fresh or _wants_json(request) else moved_on()
     if not created and not same_message(turn.user_message, form.cleaned_data["message"]):
         return stale()  # another tab sent a different message for this turn first: this one was not saved
     if _wants_json(request):

@@ -172,6 +172,8 @@ def test_an_answers_form_shown_again_with_errors_keeps_its_first_time(walker):
     answered_turn(conversation)
     url = walker.url("turn/1/")
     shown = re.search(r'name="shown" value="([^"]+)"', walker.body(walker.get(url))).group(1)
-    again = walker.refused(walker.post(url, {"step": "answers", "shown": shown}))  # nothing ticked: shown again
-    assert again.status_code == 200
+    refused = walker.post(url, {"step": "answers", "shown": shown})  # nothing ticked: shown again with an error
+    assert refused.status_code == 302 and refused.url == url  # post/redirect/get
+    again = walker.get(url)
+    assert "Please tick at least one feeling" in walker.body(again)
     assert re.search(r'name="shown" value="([^"]+)"', walker.body(again)).group(1) == shown

@@ -244,6 +244,8 @@ def test_full_participant_walk_exports_exactly_what_was_entered(page, site, live
 
         expect(page.get_by_role("heading", name="The reply you would have wanted")).to_be_visible()
         improved_shown = page.locator(".bubble-alt .bubble-text").inner_text().strip()
+        assert page.get_by_label("The reply you would have wanted").input_value() == ""  # starts empty
+        page.get_by_role("button", name="Start from the suggested rewrite").click()
         assert page.get_by_label("The reply you would have wanted").input_value() == improved_shown
         page.get_by_label("The reply you would have wanted").fill(plan["golden"])
         for question in plan["questions"]:

@@ -66,6 +66,7 @@ RESEARCH_ADMIN = ("login", "login", "login", "denied", "in", "in")
 EXPECTED: dict[str, tuple[str, ...]] = {
     "landing": PUBLIC,
     "healthz": PUBLIC,
+    "favicon": PUBLIC,
     "research:login": PUBLIC,
     "research:logout": PUBLIC,
     "research:home": RESEARCH,
