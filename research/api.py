@@ -29,7 +29,7 @@ from django.views.static import serve
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework import mixins, status, viewsets
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication, TokenAuthentication
 from rest_framework.authtoken.models import Token
 from rest_framework.decorators import action
@@ -59,6 +59,7 @@ from research.evaluation import (
     leaderboard_rows,
 )
 from research.human_baseline import rater_agreement
+from research.models import ResultSnapshot
 from research.serializers import (
     AnalysesSerializer,
     CanonicalConversationSerializer,
@@ -76,8 +77,12 @@ from research.serializers import (
     RunCreateSerializer,
     RunLaunchSerializer,
     RunSerializer,
+    SnapshotCreateSerializer,
+    SnapshotSerializer,
+    SnapshotSummarySerializer,
     TokenSerializer,
 )
+from research.snapshots import SnapshotError, do_freeze_snapshot
 from scoring.models import EvaluatedModel, EvaluationRun
 
 if TYPE_CHECKING:
@@ -480,6 +485,48 @@ class AnalysesView(ResearcherAPIMixin, APIView):
                 "analysis": to_json(data.analysis) if data.analysis else None,
             }
         )
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="Frozen result snapshots", responses={200: SnapshotSummarySerializer(many=True), **DENIED}
+    ),
+    retrieve=extend_schema(
+        summary="One frozen snapshot: manifest, leaderboard and analyses",
+        responses={200: SnapshotSerializer, **DENIED, **NOT_FOUND},
+    ),
+)
+class SnapshotViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Snapshots are created once and never changed: no update or delete."""
+
+    queryset = ResultSnapshot.objects.select_related("created_by").order_by("-created_at", "-pk")
+
+    def get_serializer_class(self) -> type[serializers.BaseSerializer]:
+        return SnapshotSummarySerializer if self.action == "list" else SnapshotSerializer
+
+    def get_queryset(self) -> QuerySet[ResultSnapshot]:
+        if self.action == "list":
+            return self.queryset.defer("leaderboard", "table", "analysis", "manifest")
+        return self.queryset
+
+    @extend_schema(
+        summary="Freeze the current comparison (set, pinned runs, weighting) as a named snapshot",
+        request=SnapshotCreateSerializer,
+        responses={201: SnapshotSerializer, 400: INVALID, 409: CONFLICT, **DENIED},
+    )
+    def create(self, request: Request, *args: object, **kwargs: object) -> Response:
+        payload = SnapshotCreateSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        d = payload.validated_data
+        try:
+            data = evaluation_data(set_key=d["set"] or None, pinned=d["runs"])
+        except SelectionError as exc:
+            raise ValidationError({"runs" if d["runs"] and "run " in str(exc) else "set": [str(exc)]}) from None
+        try:
+            snapshot = do_freeze_snapshot(d["name"], d["description"], data, d["weighting"], request.user)
+        except SnapshotError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(SnapshotSerializer(snapshot).data, status=status.HTTP_201_CREATED)
 
 
 class AgreementView(ResearcherAPIMixin, APIView):

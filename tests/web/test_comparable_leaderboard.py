@@ -192,3 +192,26 @@ def test_skill_over_the_prior_leads_the_table_and_mode_agnostic_baselines_count_
     assert 'data-column="skill"' in page and 'data-column="response_quality"' in page
     assert "against baseline:prior [default]" in page and "ignores the mode" in page
     assert "Research use only" in page
+
+
+def test_the_leaderboard_csv_has_every_column_and_the_rows_apart(client_, sample_conversations):
+    import csv
+    import io
+
+    scored_run("baseline:prior", skill=0.3)
+    scored_run("synth:a", skill=0.8)
+    scored_run("human:ravi", skill=0.7, limit=4)
+    page = client_.get("/research/").content.decode()
+    assert 'id="leaderboard-csv"' in page
+    text = client_.get("/research/figures/leaderboard_table.csv").content.decode()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    by_model = {r["em_model"]: r for r in rows}
+    assert set(by_model) == {"baseline:prior", "synth:a", "human:ravi"}
+    a, human = by_model["synth:a"], by_model["human:ravi"]
+    assert a["rank"] == "1" and a["compared"] == "True" and a["n_conversations"] == "15"
+    assert float(a["skill_ci_low"]) <= float(a["skill"]) <= float(a["skill_ci_high"])
+    for column in ("response_quality", "preference_prediction_skill", "cost_usd", "run_choice", "post_coverage"):
+        assert a[column] != "", column
+    assert a["n_bootstrap"] == "2000" and a["seed"] == "0" and a["prior_baseline"] == "baseline:prior [default]"
+    assert human["rank"] == "" and human["compared"] == "False" and human["n_conversations"] == "4"
+    assert human["ci_low"] == "" and human["skill"] == ""

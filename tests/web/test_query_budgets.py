@@ -407,9 +407,11 @@ def _r(name: str, *args: Any) -> str:
 ENDPOINTS = [
     Endpoint(
         "research:home",
-        10,  # runs, newest run score, score stamps (cache key), scores, conversation details, diagnoses, frozen datasets
+        # runs, newest run score, score stamps (cache key), scores, conversation details, diagnoses; the set
+        # selector lists the selections of the scored runs already loaded (no frozen-dataset query any more)
+        9,
         lambda w: _r("research:home"),
-        lambda w: ["budget:strong", "budget:weak", w.main_version.name],
+        lambda w: ["budget:strong", "budget:weak", "live conversations (no version) · all topics"],
     ),
     Endpoint(
         "research:home leaderboard fragment",
