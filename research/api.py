@@ -33,7 +33,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication, TokenAuthentication
 from rest_framework.authtoken.models import Token
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotAuthenticated, ValidationError
+from rest_framework.exceptions import NotAuthenticated, NotFound, ValidationError
 from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -411,8 +411,20 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
 
 SET_PARAMETERS = [
     _param("dataset_version", "Only runs on this dataset version (its selection with most rows).", type_=int),
-    _param("set", "Comparison set key, as listed in `sets` (e.g. `v3`, `v3:Work`, `live`). Overrides dataset_version."),
-    _param("runs", "Comma-separated run ids to pin, replacing the default run of their (model, mode)."),
+    _param(
+        "set",
+        "Comparison set key, as listed in `sets` (e.g. `v3`, `v3:Work`, `live`); overrides dataset_version. "
+        "A set with no scored runs is a 404.",
+    ),
+    OpenApiParameter(
+        "runs",
+        str,
+        OpenApiParameter.QUERY,
+        required=False,
+        pattern=r"^[0-9]{1,18}(,[0-9]{1,18})*$",
+        description="Comma-separated run ids to pin, replacing the default run of their (model, mode). "
+        "A run without scores is a 404.",
+    ),
 ]
 
 
@@ -431,7 +443,7 @@ def _evaluation(request: Request) -> EvaluationData:
             int_filter(request, "dataset_version"), set_key=request.query_params.get("set") or None, pinned=pinned
         )
     except SelectionError as exc:
-        raise ValidationError({"runs" if pinned and "run " in str(exc) else "set": [str(exc)]}) from None
+        raise NotFound(str(exc)) from None
 
 
 class LeaderboardView(ResearcherAPIMixin, APIView):
@@ -441,7 +453,7 @@ class LeaderboardView(ResearcherAPIMixin, APIView):
             _param("weighting", "SPEC composite or equal-weight composite.", list(WEIGHTINGS)),
             *SET_PARAMETERS,
         ],
-        responses={200: LeaderboardSerializer, **BAD_FILTER, **DENIED},
+        responses={200: LeaderboardSerializer, **BAD_FILTER, **DENIED, **NOT_FOUND},
     )
     def get(self, request: Request) -> Response:
         weighting = choice_filter(request, "weighting", WEIGHTINGS) or "spec"
@@ -474,7 +486,7 @@ class AnalysesView(ResearcherAPIMixin, APIView):
     @extend_schema(
         summary="SPEC 6 analyses over the rows compared on one conversation set",
         parameters=SET_PARAMETERS,
-        responses={200: AnalysesSerializer, **BAD_FILTER, **DENIED},
+        responses={200: AnalysesSerializer, **BAD_FILTER, **DENIED, **NOT_FOUND},
     )
     def get(self, request: Request) -> Response:
         data = _evaluation(request)
@@ -512,7 +524,7 @@ class SnapshotViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.Read
     @extend_schema(
         summary="Freeze the current comparison (set, pinned runs, weighting) as a named snapshot",
         request=SnapshotCreateSerializer,
-        responses={201: SnapshotSerializer, 400: INVALID, 409: CONFLICT, **DENIED},
+        responses={201: SnapshotSerializer, 400: INVALID, 409: CONFLICT, **DENIED, **NOT_FOUND},
     )
     def create(self, request: Request, *args: object, **kwargs: object) -> Response:
         payload = SnapshotCreateSerializer(data=request.data)
@@ -521,7 +533,7 @@ class SnapshotViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.Read
         try:
             data = evaluation_data(set_key=d["set"] or None, pinned=d["runs"])
         except SelectionError as exc:
-            raise ValidationError({"runs" if d["runs"] and "run " in str(exc) else "set": [str(exc)]}) from None
+            raise NotFound(str(exc)) from None
         try:
             snapshot = do_freeze_snapshot(d["name"], d["description"], data, d["weighting"], request.user)
         except SnapshotError as exc:

@@ -138,10 +138,11 @@ def test_api_names_the_set_and_refuses_unknown_sets_and_runs(client_, sample_con
     assert board["conversation_set"] == LIVE and board["n_compared_conversations"] == 15
     assert board["min_conversations_for_ci"] == 10 and board["n_bootstrap"] == 2000 and board["seed"] == 0
     assert board["sets"] == [{"key": LIVE, "label": "live conversations (no version) · all topics", "n_rows": 1}]
+    # A set or run that does not exist is a 404 saying which; a malformed run list is a 400 naming the parameter.
     bad_set = client_.get("/api/leaderboard/?set=v999")
-    assert bad_set.status_code == 400 and "v999" in bad_set.json()["set"][0]
+    assert bad_set.status_code == 404 and "v999" in bad_set.json()["detail"]
     bad_run = client_.get("/api/analyses/?runs=999999")
-    assert bad_run.status_code == 400 and "999999" in bad_run.json()["runs"][0]
+    assert bad_run.status_code == 404 and "run 999999" in bad_run.json()["detail"]
     malformed = client_.get("/api/leaderboard/?runs=1,x")
     assert malformed.status_code == 400 and "'x'" in malformed.json()["runs"][0]
 

@@ -61,7 +61,7 @@ def test_rater_sees_no_future_turn_and_no_participant_annotation(assignment, rat
 
 
 def test_finished_rating_is_a_canonical_run_scored_like_a_model(assignment, rater, django_capture_on_commit_callbacks):
-    from research.evaluation import evaluation_data, leaderboard_rows
+    from research.evaluation import apart_rows, evaluation_data, leaderboard_rows
     from scoring.models import ConversationScore, EvaluatedModel
 
     client = Client()
@@ -93,8 +93,11 @@ def test_finished_rating_is_a_canonical_run_scored_like_a_model(assignment, rate
     assert EvaluatedModel.objects.get(name="human:ravi").kind == EvaluatedModel.Kind.HUMAN
     score = ConversationScore.objects.get(run=assignment.run_conversation.run)
     assert score.coverage == 1.0 and 0 <= score.composite_score <= 100
-    rows = leaderboard_rows(evaluation_data())
-    assert [r.em_model for r in rows] == ["human:ravi"] and rows[0].human_baseline
+    # A human row is never ranked among models (it rated other conversations than they did): it is shown apart.
+    data = evaluation_data()
+    assert leaderboard_rows(data) == []
+    rows = apart_rows(data)
+    assert [r.em_model for r in rows] == ["human:ravi"] and rows[0].human_baseline and rows[0].n_conversations == 1
 
 
 def test_answers_for_the_wrong_turn_are_refused(assignment, rater):
