@@ -785,6 +785,20 @@ def looks_like_run(data: Any) -> bool:
     return isinstance(data, dict) and "em_model" in data
 
 
+# Keys every export's datasheet.json carries (datasets.versions.build_datasheet) and no conversation or run has.
+DATASHEET_KEYS = frozenset({"dataset_version", "content_hash", "counts", "schema_version"})
+
+
+def looks_like_datasheet(data: Any) -> bool:
+    """An export archive's datasheet.json: a description of the data beside it, not a conversation or a run."""
+    return (
+        isinstance(data, dict)
+        and data.keys() >= DATASHEET_KEYS
+        and "conversationId" not in data
+        and "em_model" not in data
+    )
+
+
 def to_canonical_dict(document: BaseModel) -> dict[str, Any]:
     return document.model_dump(mode="json")
 
