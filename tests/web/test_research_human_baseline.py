@@ -168,6 +168,15 @@ def test_krippendorff_alpha_between_raters_matches_the_hand_computation(sample_c
     assert agreement.emotion.units == 40 and agreement.emotion.alpha == 1.0
     assert agreement.per_item["Upset"].alpha == 1.0 and agreement.per_item["Proud"].alpha is None
 
+    # Cached under a digest of the answers: the same answers give the stored result, a changed answer a new one.
+    assert rater_agreement() == agreement
+    changed = RunConversation.objects.get(run__evaluated_model__name="human:b")
+    changed.output = _finished_output(
+        conversation.conversation_id, "b", [("yes", "yes"), ("no", "no")], [{"Upset"}, {"Guilty"}]
+    )
+    changed.save()
+    assert rater_agreement().binary.alpha == 1.0
+
 
 def test_agreement_is_empty_with_fewer_than_two_raters(sample_conversations):
     from research.human_baseline import rater_agreement
