@@ -496,8 +496,22 @@ class SnapshotSerializer(SnapshotSummarySerializer):
 
 
 class SnapshotCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
-    description = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
-    set = serializers.CharField(required=False, allow_blank=True, default="", help_text="Comparison set key.")
+    name = serializers.RegexField(
+        NAME_PATTERN,
+        max_length=200,
+        error_messages={"invalid": NAME_INVALID},
+        help_text="Unique (a snapshot is never renamed); a visible character and no control characters.",
+    )
+    description = serializers.RegexField(
+        TEXT_PATTERN,
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=2000,
+        error_messages={"invalid": TEXT_INVALID},
+    )
+    set = serializers.CharField(
+        required=False, allow_blank=True, default="", help_text="Comparison set key; one with no scored runs is a 404."
+    )
     runs = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, default=list)
     weighting = serializers.ChoiceField(choices=["spec", "equal"], default="spec")

@@ -486,7 +486,7 @@ ENDPOINTS = [
         "research:snapshots",
         4,  # snapshots (+creator), at most 500
         lambda w: _r("research:snapshots"),
-        lambda w: ["budget-snapshot-00000", f"budget-snapshot-{w.n - 1:05d}"],
+        lambda w: [f"budget-snapshot-{w.n - 1:05d}", f"budget-snapshot-{w.n - 2:05d}"],
     ),
     Endpoint(
         "research:snapshot",
