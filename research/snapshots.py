@@ -100,6 +100,8 @@ def do_freeze_snapshot(
     name = name.strip()
     if not name:
         raise SnapshotError("Give the snapshot a name.")
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in name):
+        raise SnapshotError("The name holds a control character; use visible characters only.")
     if len(name) > MAX_NAME:
         raise SnapshotError(f"The name is {len(name)} characters; at most {MAX_NAME}.")
     if data.analysis is None:

@@ -70,6 +70,8 @@ def test_snapshot_names_are_unique_and_required(client_, sample_conversations):
     assert "exists already" in again and ResultSnapshot.objects.count() == 1
     blank = client_.post("/research/snapshots/", {"name": "  "}, follow=True).content.decode()
     assert "Give the snapshot a name" in blank
+    control = client_.post("/research/snapshots/", {"name": "a\x1bb"}, follow=True).content.decode()
+    assert "control character" in control and ResultSnapshot.objects.count() == 1
 
 
 def test_snapshots_through_the_api(client_, sample_conversations):
