@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Count, QuerySet
-from django.http import FileResponse, Http404, HttpRequest, JsonResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404
 from django.views.static import serve
@@ -60,6 +60,7 @@ from research.evaluation import (
 )
 from research.human_baseline import rater_agreement
 from research.models import ResultSnapshot
+from research.run_download import run_archive
 from research.serializers import (
     AnalysesSerializer,
     CanonicalConversationSerializer,
@@ -392,6 +393,17 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         run.refresh_from_db()
         return Response(RunSerializer(run).data)
+
+    @extend_schema(
+        summary="Download the run's canonical outputs and manifest (zip)",
+        responses={(200, "application/zip"): OpenApiTypes.BINARY, **DENIED, **NOT_FOUND},
+    )
+    @action(detail=True, methods=["get"], url_path="download", url_name="download")
+    def download(self, request: Request, pk: str | None = None, format: str | None = None) -> HttpResponse:
+        run = self.get_object()
+        response = HttpResponse(run_archive(run), content_type="application/zip")
+        response["Content-Disposition"] = f'attachment; filename="attunebench-run-{run.pk}.zip"'
+        return response
 
     @extend_schema(
         summary="Per-conversation scores of a run",

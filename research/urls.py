@@ -21,6 +21,7 @@ urlpatterns = [
     path("runs/estimate/", views.run_estimate, name="run_estimate"),
     path("runs/<int:run_id>/", views.run_detail, name="run"),
     path("runs/<int:run_id>/progress/", views.run_progress, name="run_progress"),
+    path("runs/<int:run_id>/download.zip", views.run_download, name="run_download"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/resume/", views.run_resume, name="run_resume"),
     path("runs/<int:run_id>/conversations/<str:conversation_id>/", views.run_conversation_drilldown, name="drilldown"),

@@ -49,6 +49,7 @@ from research.human_baseline import (
     rater_agreement,
 )
 from research.models import HumanAssignment, ResultSnapshot
+from research.run_download import run_archive
 from scoring.models import EvaluationRun, RunConversation
 from scoring.replay_service import ACTIVE_STATUSES as ACTIVE_RUN_STATUSES
 from scoring.replay_service import run_limits
@@ -561,4 +562,16 @@ def snapshot_download(request: HttpRequest, snapshot_id: int, ext: str) -> HttpR
     else:
         raise Http404("Snapshots download as .json or .csv.")
     response["Content-Disposition"] = f'attachment; filename="{filename}.{ext}"'
+    return response
+
+
+@researcher_required
+@require_GET
+def run_download(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The run's canonical outputs and manifest as a zip (research.run_download)."""
+    run = get_object_or_404(
+        EvaluationRun.objects.select_related("evaluated_model", "judge_model", "dataset_version"), pk=run_id
+    )
+    response = HttpResponse(run_archive(run), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="attunebench-run-{run.pk}.zip"'
     return response

@@ -91,3 +91,39 @@ def test_snapshots_through_the_api(client_, sample_conversations):
         client_.put(f"/api/snapshots/{body['id']}/", {"name": "y"}, content_type="application/json").status_code == 405
     )
     assert client_.delete(f"/api/snapshots/{body['id']}/").status_code == 405
+
+
+def test_a_run_downloads_as_its_canonical_outputs_and_manifest_that_the_cli_reads(
+    client_, sample_conversations, tmp_path
+):
+    import zipfile
+
+    from django.core.management import call_command
+
+    run = scored_run("synth:a", skill=0.8)
+    page = client_.get(f"/research/runs/{run.pk}/").content.decode()
+    assert 'id="run-download"' in page
+    archive = client_.get(f"/research/runs/{run.pk}/download.zip")
+    assert archive["Content-Type"] == "application/zip"
+    assert client_.get(f"/api/runs/{run.pk}/download/").content == archive.content  # one archive, byte-stable
+    path = tmp_path / "run.zip"
+    path.write_bytes(archive.content)
+    with zipfile.ZipFile(path) as bundle:
+        names = bundle.namelist()
+        manifest = json.loads(bundle.read("manifest.json"))
+    assert len([n for n in names if n.startswith("runs/")]) == 15
+    assert manifest["run"] == run.pk and manifest["model"] == "synth:a" and manifest["mode"] == "default"
+    assert len(manifest["conversations"]) == 15 and manifest["code_version"]
+    assert {"params", "seed", "prompt_version", "panas_strategy", "judge", "dataset_version"} <= set(manifest)
+    # The outputs are canonical run files: the CLI scores them against the exported conversations.
+    from attunebench import canonical as cf
+    from datasets.exchange import iter_canonical
+    from datasets.selection import complete_conversations
+
+    conversations = tmp_path / "conversations"
+    conversations.mkdir()
+    for document in iter_canonical(complete_conversations(), include_model_identity=True):
+        (conversations / f"{document.conversationId}.json").write_text(cf.dumps_canonical(document))
+    out = io.StringIO()
+    call_command("score", "--conversations", str(conversations), "--runs", str(path), stdout=out)
+    assert "synth:a" in out.getvalue() and "Scored 15 runs" in out.getvalue()
