@@ -27,6 +27,7 @@ def run_manifest(run: EvaluationRun, conversation_ids: list[str]) -> dict[str, A
     params = {k: v for k, v in (model.params or {}).items() if k != "api_key_env"}
     version = run.dataset_version
     return {
+        "document": cf.RUN_MANIFEST_DOCUMENT,  # so attune score / analyze / validate skip it, as a datasheet
         "research_only_statement": RESEARCH_ONLY_STATEMENT,
         "run": run.pk,
         "status": run.status,
