@@ -859,6 +859,21 @@ def looks_like_run(data: Any) -> bool:
     return isinstance(data, dict) and "em_model" in data
 
 
+# Keys every export's datasheet.json carries (datasets.versions.build_datasheet) and no conversation or run has.
+DATASHEET_KEYS = frozenset({"dataset_version", "content_hash", "counts", "schema_version"})
+
+
+RUN_MANIFEST_DOCUMENT = "attunebench-run-manifest"  # the "document" of a run download's manifest.json
+
+
+def looks_like_datasheet(data: Any) -> bool:
+    """A file describing the data beside it, not a conversation or a run: an export's datasheet.json or a
+    run download's manifest.json. Readers skip it instead of reporting it as a malformed document."""
+    if not isinstance(data, dict) or "conversationId" in data or "em_model" in data:
+        return False
+    return data.keys() >= DATASHEET_KEYS or data.get("document") == RUN_MANIFEST_DOCUMENT
+
+
 def to_canonical_dict(document: BaseModel) -> dict[str, Any]:
     return document.model_dump(mode="json")
 

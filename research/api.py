@@ -22,18 +22,18 @@ from typing import TYPE_CHECKING
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Count, QuerySet
-from django.http import FileResponse, Http404, HttpRequest, JsonResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404
 from django.views.static import serve
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
-from rest_framework import mixins, status, viewsets
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication, TokenAuthentication
 from rest_framework.authtoken.models import Token
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotAuthenticated, ValidationError
+from rest_framework.exceptions import NotAuthenticated, NotFound, ValidationError
 from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -65,6 +65,8 @@ from research.evaluation import (
     leaderboard_rows,
 )
 from research.human_baseline import rater_agreement
+from research.models import ResultSnapshot
+from research.run_download import run_archive
 from research.serializers import (
     AnalysesSerializer,
     CanonicalConversationSerializer,
@@ -82,8 +84,12 @@ from research.serializers import (
     RunCreateSerializer,
     RunLaunchSerializer,
     RunSerializer,
+    SnapshotCreateSerializer,
+    SnapshotSerializer,
+    SnapshotSummarySerializer,
     TokenSerializer,
 )
+from research.snapshots import SnapshotError, do_freeze_snapshot
 from scoring.models import EvaluatedModel, EvaluationRun
 
 if TYPE_CHECKING:
@@ -410,6 +416,17 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
         return Response(RunSerializer(run).data)
 
     @extend_schema(
+        summary="Download the run's canonical outputs and manifest (zip)",
+        responses={(200, "application/zip"): OpenApiTypes.BINARY, **DENIED, **NOT_FOUND},
+    )
+    @action(detail=True, methods=["get"], url_path="download", url_name="download")
+    def download(self, request: Request, pk: str | None = None, format: str | None = None) -> HttpResponse:
+        run = self.get_object()
+        response = HttpResponse(run_archive(run), content_type="application/zip")
+        response["Content-Disposition"] = f'attachment; filename="attunebench-run-{run.pk}.zip"'
+        return response
+
+    @extend_schema(
         summary="Per-conversation scores of a run",
         parameters=[
             OpenApiParameter("limit", int, OpenApiParameter.QUERY, required=False),
@@ -427,8 +444,20 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
 
 SET_PARAMETERS = [
     _param("dataset_version", "Only runs on this dataset version (its selection with most rows).", type_=int),
-    _param("set", "Comparison set key, as listed in `sets` (e.g. `v3`, `v3:Work`, `live`). Overrides dataset_version."),
-    _param("runs", "Comma-separated run ids to pin, replacing the default run of their (model, mode)."),
+    _param(
+        "set",
+        "Comparison set key, as listed in `sets` (e.g. `v3`, `v3:Work`, `live`); overrides dataset_version. "
+        "A set with no scored runs is a 404.",
+    ),
+    OpenApiParameter(
+        "runs",
+        str,
+        OpenApiParameter.QUERY,
+        required=False,
+        pattern=r"^[0-9]{1,18}(,[0-9]{1,18})*$",
+        description="Comma-separated run ids to pin, replacing the default run of their (model, mode). "
+        "A run without scores is a 404.",
+    ),
 ]
 
 
@@ -447,7 +476,7 @@ def _evaluation(request: Request) -> EvaluationData:
             int_filter(request, "dataset_version"), set_key=request.query_params.get("set") or None, pinned=pinned
         )
     except SelectionError as exc:
-        raise ValidationError({"runs" if pinned and "run " in str(exc) else "set": [str(exc)]}) from None
+        raise NotFound(str(exc)) from None
 
 
 class LeaderboardView(ResearcherAPIMixin, APIView):
@@ -457,7 +486,7 @@ class LeaderboardView(ResearcherAPIMixin, APIView):
             _param("weighting", "SPEC composite or equal-weight composite.", list(WEIGHTINGS)),
             *SET_PARAMETERS,
         ],
-        responses={200: LeaderboardSerializer, **BAD_FILTER, **DENIED},
+        responses={200: LeaderboardSerializer, **BAD_FILTER, **DENIED, **NOT_FOUND},
     )
     def get(self, request: Request) -> Response:
         weighting = choice_filter(request, "weighting", WEIGHTINGS) or "spec"
@@ -490,7 +519,7 @@ class AnalysesView(ResearcherAPIMixin, APIView):
     @extend_schema(
         summary="SPEC 6 analyses over the rows compared on one conversation set",
         parameters=SET_PARAMETERS,
-        responses={200: AnalysesSerializer, **BAD_FILTER, **DENIED},
+        responses={200: AnalysesSerializer, **BAD_FILTER, **DENIED, **NOT_FOUND},
     )
     def get(self, request: Request) -> Response:
         data = _evaluation(request)
@@ -501,6 +530,48 @@ class AnalysesView(ResearcherAPIMixin, APIView):
                 "analysis": to_json(data.analysis) if data.analysis else None,
             }
         )
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="Frozen result snapshots", responses={200: SnapshotSummarySerializer(many=True), **DENIED}
+    ),
+    retrieve=extend_schema(
+        summary="One frozen snapshot: manifest, leaderboard and analyses",
+        responses={200: SnapshotSerializer, **DENIED, **NOT_FOUND},
+    ),
+)
+class SnapshotViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Snapshots are created once and never changed: no update or delete."""
+
+    queryset = ResultSnapshot.objects.select_related("created_by").order_by("-created_at", "-pk")
+
+    def get_serializer_class(self) -> type[serializers.BaseSerializer]:
+        return SnapshotSummarySerializer if self.action == "list" else SnapshotSerializer
+
+    def get_queryset(self) -> QuerySet[ResultSnapshot]:
+        if self.action == "list":
+            return self.queryset.defer("leaderboard", "table", "analysis", "manifest")
+        return self.queryset
+
+    @extend_schema(
+        summary="Freeze the current comparison (set, pinned runs, weighting) as a named snapshot",
+        request=SnapshotCreateSerializer,
+        responses={201: SnapshotSerializer, 400: INVALID, 409: CONFLICT, **DENIED, **NOT_FOUND},
+    )
+    def create(self, request: Request, *args: object, **kwargs: object) -> Response:
+        payload = SnapshotCreateSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        d = payload.validated_data
+        try:
+            data = evaluation_data(set_key=d["set"] or None, pinned=d["runs"])
+        except SelectionError as exc:
+            raise NotFound(str(exc)) from None
+        try:
+            snapshot = do_freeze_snapshot(d["name"], d["description"], data, d["weighting"], request.user)
+        except SnapshotError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(SnapshotSerializer(snapshot).data, status=status.HTTP_201_CREATED)
 
 
 class AgreementView(ResearcherAPIMixin, APIView):

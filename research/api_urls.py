@@ -11,6 +11,7 @@ router.register("models", api.EvaluatedModelViewSet, basename="model")
 router.register("dataset-versions", api.DatasetVersionViewSet, basename="dataset-version")
 router.register("exports", api.ExportJobViewSet, basename="export")
 router.register("runs", api.RunViewSet, basename="run")
+router.register("snapshots", api.SnapshotViewSet, basename="snapshot")
 
 urlpatterns = [
     path("schema/", api.SchemaView.as_view(), name="schema"),

@@ -21,7 +21,7 @@ from attunebench.metrics.results import (
     row_label,
 )
 from research.charts import Chart, bar_panels, heatmap, line_chart, model_colours, table_chart
-from research.evaluation import EvaluationData, leaderboard_rows
+from research.evaluation import EvaluationData, apart_rows, leaderboard_rows
 
 TURN_METRIC_TITLES = {
     "behaviour_accuracy": "Behaviour accuracy (mean of OM and participant)",
@@ -252,6 +252,92 @@ def turn_position_chart(data: EvaluationData, metric: str = "behaviour_accuracy"
     )
 
 
+def leaderboard_table(data: EvaluationData, weighting: str = "spec") -> Chart:
+    """Every leaderboard column as CSV: ranked rows, then the rows apart (rank empty), with set, skill and CIs."""
+    capabilities = list(CAPABILITIES)
+    header = [
+        "rank",
+        "em_model",
+        "mode",
+        "label",
+        "human_baseline",
+        "compared",
+        "n_conversations",
+        "weighting",
+        "composite",
+        "ci_low",
+        "ci_high",
+        "skill",
+        "skill_ci_low",
+        "skill_ci_high",
+        *capabilities,
+        *[f"{c}_skill" for c in capabilities],
+        *[f"{c}_skill_ci_low" for c in capabilities],
+        *[f"{c}_skill_ci_high" for c in capabilities],
+        "se_composite",
+        "coverage",
+        "post_coverage",
+        "holistic_imputed",
+        "run",
+        "run_choice",
+        "cost_usd",
+        "conversation_set",
+        "compared_set",
+        "n_compared_conversations",
+        "min_conversations_for_ci",
+        "n_bootstrap",
+        "seed",
+        "prior_baseline",
+    ]
+    comparability = data.analysis.comparability if data.analysis else None
+    boot = data.analysis.bootstrap if data.analysis else None
+    context = [
+        data.current_set.key if data.current_set else None,
+        comparability.compared_set if comparability else None,
+        comparability.n_compared_conversations if comparability else 0,
+        comparability.min_conversations_for_ci if comparability else None,
+        boot.n_resamples if boot else None,
+        boot.seed if boot else None,
+        boot.prior_baseline if boot else None,
+    ]
+    body = []
+    ranked = leaderboard_rows(data, weighting=weighting)
+    for compared, rows in ((True, ranked), (False, apart_rows(data, weighting=weighting))):
+        for r in rows:
+            sk = r.skill
+            body.append(
+                [
+                    r.rank if compared else None,
+                    r.em_model,
+                    r.mode,
+                    r.label,
+                    r.human_baseline,
+                    compared,
+                    r.n_conversations,
+                    r.weighting,
+                    r.composite,
+                    r.ci_low,
+                    r.ci_high,
+                    sk.composite_score.estimate if sk else None,
+                    sk.composite_score.low if sk else None,
+                    sk.composite_score.high if sk else None,
+                    *[r.capabilities.capability(c) for c in capabilities],
+                    *[sk.capability(c).estimate if sk else None for c in capabilities],
+                    *[sk.capability(c).low if sk else None for c in capabilities],
+                    *[sk.capability(c).high if sk else None for c in capabilities],
+                    r.se_composite,
+                    r.coverage,
+                    r.post_coverage,
+                    r.holistic_imputed,
+                    r.run,
+                    r.run_choice,
+                    r.cost,
+                    *context,
+                ]
+            )
+    return table_chart("leaderboard_table", "Leaderboard, every column", header, body)
+
+
 FIGURES: dict[str, Callable[..., Chart]] = {
     "leaderboard": leaderboard_chart,
     "capability_profile": capability_profile_chart,
@@ -261,13 +347,14 @@ FIGURES: dict[str, Callable[..., Chart]] = {
     "by_group": by_group_chart,
     "turn_position": turn_position_chart,
     "comparison_matrix": comparison_matrix_chart,
+    "leaderboard_table": leaderboard_table,
 }
 
 
 def figure(name: str, data: EvaluationData, **options: Any) -> Chart:
     """A named figure; raises KeyError for unknown names (the view turns that into 404)."""
     builder = FIGURES[name]
-    if name == "leaderboard":
+    if name in ("leaderboard", "leaderboard_table"):
         return builder(data, weighting=options.get("weighting", "spec"))
     if name == "turn_position":
         return builder(data, metric=options.get("metric", "behaviour_accuracy"))

@@ -15,10 +15,13 @@ exist to probe models' sensitivity to phrasing, not people's).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import F
@@ -354,4 +357,13 @@ def rater_agreement() -> RaterAgreement:
     for conversation_id, rater, output in done:
         if output is not None:
             outputs.setdefault(conversation_id, {})[rater] = output
-    return agreement.rater_agreement(outputs)
+    # The bootstrap is the dear part, so the result is cached under a digest of exactly the answers it
+    # was computed from: any new or changed answer gives a new key, and no stale value can be served.
+    digest = hashlib.sha256(json.dumps(outputs, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+    key = f"research:agreement:v1:{digest}"
+    cached = cache.get(key)
+    if isinstance(cached, RaterAgreement):
+        return cached
+    result = agreement.rater_agreement(outputs)
+    cache.set(key, result, timeout=3600)
+    return result

@@ -45,3 +45,36 @@ class HumanAssignment(models.Model):
     @property
     def is_complete(self) -> bool:
         return self.completed_at is not None
+
+
+class ResultSnapshot(models.Model):
+    """A named, frozen leaderboard with its manifest: what a paper cites (by id and content hash).
+
+    Written once by research.snapshots.do_freeze_snapshot and never changed: ``save`` refuses an
+    update, and no page, API endpoint or admin edits one. Everything a reader needs is inside it
+    (rows, rows apart, human pairings, the analyses, the runs and the conversation ids), so it
+    stays readable when the runs it came from are deleted or re-scored.
+    """
+
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    manifest = models.JSONField(help_text="Runs, conversation set, dataset version, bootstrap settings, code version.")
+    leaderboard = models.JSONField(help_text="Ranked rows, rows apart and human pairings, as the API returns them.")
+    table = models.JSONField(help_text="The leaderboard CSV's header and rows (every column).")
+    analysis = models.JSONField(null=True, blank=True, help_text="The SPEC 6 analyses of the compared rows.")
+    content_sha256 = models.CharField(max_length=64, help_text="SHA-256 of the canonical JSON of the four parts.")
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"snapshot {self.pk}: {self.name}"
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        if self.pk is not None and type(self).objects.filter(pk=self.pk).exists():
+            raise ValueError(f"snapshot {self.pk} is frozen: make a new snapshot instead of changing it")
+        super().save(*args, **kwargs)  # type: ignore[arg-type]

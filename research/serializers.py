@@ -14,6 +14,7 @@ from attunebench.replay.llm import scrub_params
 from collection.models import Conversation
 from datasets.exchange import EXPORT_FORMATS
 from datasets.models import DatasetVersion, ExportJob
+from research.models import ResultSnapshot
 from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun
 
 # Names: no control characters (C0, DEL, C1) and at least one visible character. Free text (descriptions) may
@@ -476,3 +477,48 @@ class TokenSerializer(serializers.Serializer):
 
 class ErrorSerializer(serializers.Serializer):
     detail = serializers.CharField()
+
+
+class SnapshotSummarySerializer(serializers.ModelSerializer):
+    """A frozen result snapshot in a list (no leaderboard or analyses: fetch one for those)."""
+
+    created_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = ResultSnapshot
+        fields = ["id", "name", "description", "created_at", "created_by", "content_sha256"]
+        read_only_fields = fields
+
+
+class SnapshotSerializer(SnapshotSummarySerializer):
+    """A frozen result snapshot: the citable document (research.snapshots.snapshot_json)."""
+
+    manifest = serializers.DictField(help_text="Runs, conversation ids and set, dataset versions, bootstrap, code.")
+    leaderboard = serializers.DictField(help_text="rows, apart, apart_reasons, human_pairings as frozen.")
+    analysis = serializers.DictField(allow_null=True, help_text="The SPEC 6 analyses of the compared rows.")
+
+    class Meta(SnapshotSummarySerializer.Meta):
+        fields = [*SnapshotSummarySerializer.Meta.fields, "manifest", "leaderboard", "analysis"]
+        read_only_fields = fields
+
+
+class SnapshotCreateSerializer(serializers.Serializer):
+    name = serializers.RegexField(
+        NAME_PATTERN,
+        max_length=200,
+        error_messages={"invalid": NAME_INVALID},
+        help_text="Unique (a snapshot is never renamed); a visible character and no control characters.",
+    )
+    description = serializers.RegexField(
+        TEXT_PATTERN,
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=2000,
+        error_messages={"invalid": TEXT_INVALID},
+    )
+    set = serializers.CharField(
+        required=False, allow_blank=True, default="", help_text="Comparison set key; one with no scored runs is a 404."
+    )
+    runs = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, default=list)
+    weighting = serializers.ChoiceField(choices=["spec", "equal"], default="spec")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.db.models import Count
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse, QueryDict
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -23,7 +23,7 @@ from datasets.versions import (
     do_freeze_dataset_version,
     version_summary,
 )
-from research import collection_stats, drilldown, launcher
+from research import collection_stats, drilldown, launcher, snapshots
 from research.access import login_required_403, researcher_required, signed_in_user
 from research.charts import model_colours
 from research.evaluation import (
@@ -48,7 +48,8 @@ from research.human_baseline import (
     do_record_post,
     rater_agreement,
 )
-from research.models import HumanAssignment
+from research.models import HumanAssignment, ResultSnapshot
+from research.run_download import run_archive
 from scoring.models import EvaluationRun, RunConversation
 from scoring.replay_service import ACTIVE_STATUSES as ACTIVE_RUN_STATUSES
 from scoring.replay_service import run_limits
@@ -507,3 +508,73 @@ def rater_step(request: HttpRequest, assignment_id: int) -> HttpResponse:
             ),
         },
     )
+
+
+# ---------------------------------------------------------------------------
+# Frozen result snapshots
+# ---------------------------------------------------------------------------
+
+
+@researcher_required
+def snapshot_list(request: HttpRequest) -> HttpResponse:
+    """GET: the snapshots. POST: freeze the comparison the dashboard showed (its set, pinned runs, weighting)."""
+    if request.method == "POST":
+        weighting = "equal" if request.POST.get("weighting") == "equal" else "spec"
+        pinned = [int(v) for v in request.POST.getlist("run") if v.isascii() and v.isdigit() and len(v) < 19]
+        try:
+            data = evaluation_data(_dataset_filter(request), set_key=request.POST.get("set") or None, pinned=pinned)
+            snapshot = snapshots.do_freeze_snapshot(
+                request.POST.get("name", ""), request.POST.get("description", ""), data, weighting, request.user
+            )
+        except (SelectionError, snapshots.SnapshotError) as exc:
+            messages.error(request, str(exc))
+            return redirect("research:snapshots")
+        messages.success(request, f"Froze snapshot {snapshot.pk}: {snapshot.name}.")
+        return redirect("research:snapshot", snapshot_id=snapshot.pk)
+    listed = ResultSnapshot.objects.select_related("created_by").defer("leaderboard", "table", "analysis")
+    return render(request, "research/snapshots.html", {"snapshots": listed[:500]})
+
+
+@researcher_required
+@require_GET
+def snapshot_detail(request: HttpRequest, snapshot_id: int) -> HttpResponse:
+    snapshot = get_object_or_404(ResultSnapshot.objects.select_related("created_by"), pk=snapshot_id)
+    return render(
+        request,
+        "research/snapshot_detail.html",
+        {
+            "snapshot": snapshot,
+            "rows": snapshot.leaderboard.get("rows", []),
+            "apart": snapshot.leaderboard.get("apart", []),
+            "pairings": snapshot.leaderboard.get("human_pairings", []),
+            "manifest": snapshot.manifest,
+            "capability_columns": capability_columns(),
+        },
+    )
+
+
+@researcher_required
+@require_GET
+def snapshot_download(request: HttpRequest, snapshot_id: int, ext: str) -> HttpResponse:
+    snapshot = get_object_or_404(ResultSnapshot, pk=snapshot_id)
+    filename = f"attunebench-snapshot-{snapshot.pk}"
+    if ext == "csv":
+        response = HttpResponse(snapshots.snapshot_csv(snapshot), content_type="text/csv; charset=utf-8")
+    elif ext == "json":
+        response = JsonResponse(snapshots.snapshot_json(snapshot), json_dumps_params={"indent": 2})
+    else:
+        raise Http404("Snapshots download as .json or .csv.")
+    response["Content-Disposition"] = f'attachment; filename="{filename}.{ext}"'
+    return response
+
+
+@researcher_required
+@require_GET
+def run_download(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The run's canonical outputs and manifest as a zip (research.run_download)."""
+    run = get_object_or_404(
+        EvaluationRun.objects.select_related("evaluated_model", "judge_model", "dataset_version"), pk=run_id
+    )
+    response = HttpResponse(run_archive(run), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="attunebench-run-{run.pk}.zip"'
+    return response

@@ -35,7 +35,6 @@ from attunebench.metrics.keys import is_human
 from attunebench.metrics.results import (
     ApartRow,
     ConversationRecord,
-    HumanPairing,
     ScoringReport,
     row_label,
 )
@@ -172,56 +171,6 @@ def split_comparable(report: ScoringReport, reference: Iterable[str] | None = No
         collapsed=collapsed,
         apart_rows=apart_rows,
     )
-
-
-def human_pairings(split: ComparableSplit) -> list[HumanPairing]:
-    """Each human row against each compared model row on the conversations both have (Wilcoxon, Holm per human).
-
-    The prior baseline's mean on the same conversations gives both sides'
-    skill, so a human rated on the 4 shortest conversations is measured
-    against the floor of those 4, not of the whole set.
-    """
-    from attunebench.metrics.analysis import holm, paired_test
-
-    compared = _rows(split.compared.conversations)
-    prior_rows = [records for (em_model, _), records in compared.items() if em_model == PRIOR_BASELINE]
-    prior = {r.conversationId: r.composite_score for r in prior_rows[0]} if prior_rows else {}
-    out: list[HumanPairing] = []
-    for (h_model, h_mode), h_records in _rows(split.apart.conversations).items():
-        if not is_human(h_model):
-            continue
-        human = {r.conversationId: r.composite_score for r in h_records}
-        pending: list[HumanPairing] = []
-        for (m_model, m_mode), m_records in compared.items():
-            model = {r.conversationId: r.composite_score for r in m_records}
-            shared = sorted(human.keys() & model.keys())
-            x = [human[c] for c in shared]
-            y = [model[c] for c in shared]
-            statistic, p, note = paired_test(x, y)
-            h_mean, m_mean = mean_or_none(x), mean_or_none(y)
-            p_mean = mean_or_none(prior[c] for c in shared if c in prior) if prior else None
-            pending.append(
-                HumanPairing(
-                    human=row_label(h_model, h_mode),
-                    model=row_label(m_model, m_mode),
-                    n_shared=len(shared),
-                    human_composite=h_mean,
-                    model_composite=m_mean,
-                    mean_difference=None if h_mean is None or m_mean is None else h_mean - m_mean,
-                    prior_composite=p_mean,
-                    human_skill=skill(h_mean, p_mean, 100.0),
-                    model_skill=skill(m_mean, p_mean, 100.0),
-                    statistic=statistic,
-                    p=p,
-                    p_holm=None,
-                    note=note,
-                )
-            )
-        adjusted = iter(holm([pair.p for pair in pending if pair.p is not None]))
-        out.extend(
-            pair.model_copy(update={"p_holm": next(adjusted)}) if pair.p is not None else pair for pair in pending
-        )
-    return out
 
 
 def ci_allowed(n_conversations: int) -> bool:

@@ -26,6 +26,7 @@ from attunebench.canonical import (
     check_conversation_options,
     check_run_options,
     decode_json,
+    looks_like_datasheet,
     looks_like_run,
     parse_conversation,
     parse_run,
@@ -78,6 +79,10 @@ def load_inputs(conversation_paths: Iterable[str | Path], run_paths: Iterable[st
             source, raw = item
             try:
                 data = decode_json(source, raw)
+                if looks_like_datasheet(data):
+                    if source not in loaded.ignored:  # an export's datasheet.json: described data, not data
+                        loaded.ignored.append(source)
+                    continue
                 if (
                     looks_like_run(data) != want_run
                     and isinstance(data, dict)

@@ -138,10 +138,11 @@ def test_api_names_the_set_and_refuses_unknown_sets_and_runs(client_, sample_con
     assert board["conversation_set"] == LIVE and board["n_compared_conversations"] == 15
     assert board["min_conversations_for_ci"] == 10 and board["n_bootstrap"] == 2000 and board["seed"] == 0
     assert board["sets"] == [{"key": LIVE, "label": "live conversations (no version) · all topics", "n_rows": 1}]
+    # A set or run that does not exist is a 404 saying which; a malformed run list is a 400 naming the parameter.
     bad_set = client_.get("/api/leaderboard/?set=v999")
-    assert bad_set.status_code == 400 and "v999" in bad_set.json()["set"][0]
+    assert bad_set.status_code == 404 and "v999" in bad_set.json()["detail"]
     bad_run = client_.get("/api/analyses/?runs=999999")
-    assert bad_run.status_code == 400 and "999999" in bad_run.json()["runs"][0]
+    assert bad_run.status_code == 404 and "run 999999" in bad_run.json()["detail"]
     malformed = client_.get("/api/leaderboard/?runs=1,x")
     assert malformed.status_code == 400 and "'x'" in malformed.json()["runs"][0]
 
@@ -192,3 +193,26 @@ def test_skill_over_the_prior_leads_the_table_and_mode_agnostic_baselines_count_
     assert 'data-column="skill"' in page and 'data-column="response_quality"' in page
     assert "against baseline:prior [default]" in page and "ignores the mode" in page
     assert "Research use only" in page
+
+
+def test_the_leaderboard_csv_has_every_column_and_the_rows_apart(client_, sample_conversations):
+    import csv
+    import io
+
+    scored_run("baseline:prior", skill=0.3)
+    scored_run("synth:a", skill=0.8)
+    scored_run("human:ravi", skill=0.7, limit=4)
+    page = client_.get("/research/").content.decode()
+    assert 'id="leaderboard-csv"' in page
+    text = client_.get("/research/figures/leaderboard_table.csv").content.decode()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    by_model = {r["em_model"]: r for r in rows}
+    assert set(by_model) == {"baseline:prior", "synth:a", "human:ravi"}
+    a, human = by_model["synth:a"], by_model["human:ravi"]
+    assert a["rank"] == "1" and a["compared"] == "True" and a["n_conversations"] == "15"
+    assert float(a["skill_ci_low"]) <= float(a["skill"]) <= float(a["skill_ci_high"])
+    for column in ("response_quality", "preference_prediction_skill", "cost_usd", "run_choice", "post_coverage"):
+        assert a[column] != "", column
+    assert a["n_bootstrap"] == "2000" and a["seed"] == "0" and a["prior_baseline"] == "baseline:prior [default]"
+    assert human["rank"] == "" and human["compared"] == "False" and human["n_conversations"] == "4"
+    assert human["ci_low"] == "" and human["skill"] == ""

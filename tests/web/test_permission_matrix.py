@@ -77,6 +77,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "research:run_estimate": RESEARCH,
     "research:run": RESEARCH,
     "research:run_progress": RESEARCH,
+    "research:run_download": RESEARCH,
     "research:run_cancel": RESEARCH,
     "research:run_resume": RESEARCH,
     "research:drilldown": RESEARCH,
@@ -86,6 +87,9 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "research:export_status": RESEARCH,
     "research:export_download": RESEARCH,
     "research:human": RESEARCH,
+    "research:snapshots": RESEARCH,
+    "research:snapshot": RESEARCH,
+    "research:snapshot_download": RESEARCH,
     "research:rater_home": SIGNED_IN,
     "research:rate": ASSIGNEE,
     "api:schema": API,
@@ -109,7 +113,10 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "api:run-cancel": API,
     "api:run-resume": API,
     "api:run-scores": API,
+    "api:run-download": API,
     "api:agreement": API,
+    "api:snapshot-list": API,
+    "api:snapshot-detail": API,
     "api:token": API,
     "api:not-found": ("missing", "missing", "missing", "missing", "missing", "missing"),  # JSON 404 for all
     "collection:join": LINK,
@@ -263,8 +270,13 @@ def world(scored_runs, researcher, site_admin, rater, participant, export_dir, d
         Consent.objects.create(participant=conversation.participant, version="v1")
     if not SensitiveProfile.objects.exists():
         SensitiveProfile.objects.create(participant=conversation.participant, diagnoses=["example"])
+    from research.evaluation import evaluation_data
+    from research.snapshots import do_freeze_snapshot
+
+    snapshot = do_freeze_snapshot("matrix-snapshot", "", evaluation_data(), "spec", researcher)
     run = scored_runs[0]
     values = {
+        "snapshot_id": snapshot.pk,
         "run_id": run.pk,
         "version_id": version.pk,
         "job_id": job.pk,
@@ -282,7 +294,13 @@ def world(scored_runs, researcher, site_admin, rater, participant, export_dir, d
         "object_id": conversation.pk,
         "app_label": "collection",
     }
-    api_pk = {"model": run.evaluated_model_id, "dataset-version": version.pk, "export": job.pk, "run": run.pk}
+    api_pk = {
+        "model": run.evaluated_model_id,
+        "dataset-version": version.pk,
+        "export": job.pk,
+        "run": run.pk,
+        "snapshot": snapshot.pk,
+    }
     clients = {role: Client() for role in ROLES}
     clients["participant"].get(f"/s/{participant.token}/")  # holds the link and its session
     for role, user in (("rater", rater), ("staff", staff), ("researcher", researcher), ("superuser", site_admin)):

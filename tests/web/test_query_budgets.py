@@ -47,6 +47,7 @@ class World:
     main_version: Any
     newest_job: Any
     long_assignment: Any
+    newest_snapshot: Any
 
     def conversation_id(self, i: int) -> str:
         return f"budget-{i:05d}"
@@ -368,8 +369,24 @@ def build_world(n: int) -> World:
     long_assignment = HumanAssignment.objects.create(
         rater=researcher, conversation=long_conversation, assigned_by=researcher, turns_done=n // 2
     )
+    from research.models import ResultSnapshot
+
+    snapshots = ResultSnapshot.objects.bulk_create(
+        ResultSnapshot(
+            name=f"budget-snapshot-{i:05d}",
+            created_by=researcher,
+            created_at=start + timedelta(minutes=i),
+            manifest={"conversation_set_label": "budget set", "runs": [{"id": i}], "compared_conversations": ["c"]},
+            leaderboard={"rows": [{"em_model": f"budget-row-{i:05d}", "mode": "default"}], "apart": []},
+            table=[["em_model"], [f"budget-row-{i:05d}"]],
+            analysis=None,
+            content_sha256=f"{i:064d}",
+        )
+        for i in range(n)
+    )
     return World(
         n=n,
+        newest_snapshot=snapshots[-1],
         researcher=researcher,
         long_conversation=long_conversation,
         main_run=main_run,
@@ -412,9 +429,11 @@ def _r(name: str, *args: Any) -> str:
 ENDPOINTS = [
     Endpoint(
         "research:home",
-        10,  # runs, newest run score, score stamps (cache key), scores, conversation details, diagnoses, frozen datasets
+        # runs, newest run score, score stamps (cache key), scores, conversation details, diagnoses; the set
+        # selector lists the selections of the scored runs already loaded (no frozen-dataset query any more)
+        9,
         lambda w: _r("research:home"),
-        lambda w: ["budget:strong", "budget:weak", w.main_version.name],
+        lambda w: ["budget:strong", "budget:weak", "live conversations (no version) · all topics"],
     ),
     Endpoint(
         "research:home leaderboard fragment",
@@ -467,6 +486,24 @@ ENDPOINTS = [
         23,
         lambda w: _r("research:drilldown", w.main_run.pk, w.long_conversation.conversation_id),
         lambda w: [f"long message {w.n}"],
+    ),
+    Endpoint(
+        "research:snapshots",
+        4,  # snapshots (+creator), at most 500
+        lambda w: _r("research:snapshots"),
+        lambda w: [f"budget-snapshot-{w.n - 1:05d}", f"budget-snapshot-{w.n - 2:05d}"],
+    ),
+    Endpoint(
+        "research:snapshot",
+        4,  # the snapshot (+creator); everything shown is inside it
+        lambda w: _r("research:snapshot", w.newest_snapshot.pk),
+        lambda w: [f"budget-row-{w.n - 1:05d}"],
+    ),
+    Endpoint(
+        "api:snapshot-list",
+        5,  # count, page (+creator)
+        lambda w: _r("api:snapshot-list"),
+        lambda w: [f"budget-snapshot-{w.n - 1:05d}"],
     ),
     Endpoint(
         "research:datasets",

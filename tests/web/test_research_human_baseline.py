@@ -61,7 +61,7 @@ def test_rater_sees_no_future_turn_and_no_participant_annotation(assignment, rat
 
 
 def test_finished_rating_is_a_canonical_run_scored_like_a_model(assignment, rater, django_capture_on_commit_callbacks):
-    from research.evaluation import evaluation_data, leaderboard_rows
+    from research.evaluation import apart_rows, evaluation_data, leaderboard_rows
     from scoring.models import ConversationScore, EvaluatedModel
 
     client = Client()
@@ -93,8 +93,11 @@ def test_finished_rating_is_a_canonical_run_scored_like_a_model(assignment, rate
     assert EvaluatedModel.objects.get(name="human:ravi").kind == EvaluatedModel.Kind.HUMAN
     score = ConversationScore.objects.get(run=assignment.run_conversation.run)
     assert score.coverage == 1.0 and 0 <= score.composite_score <= 100
-    rows = leaderboard_rows(evaluation_data())
-    assert [r.em_model for r in rows] == ["human:ravi"] and rows[0].human_baseline
+    # A human row is never ranked among models (it rated other conversations than they did): it is shown apart.
+    data = evaluation_data()
+    assert leaderboard_rows(data) == []
+    rows = apart_rows(data)
+    assert [r.em_model for r in rows] == ["human:ravi"] and rows[0].human_baseline and rows[0].n_conversations == 1
 
 
 def test_answers_for_the_wrong_turn_are_refused(assignment, rater):
@@ -164,6 +167,15 @@ def test_krippendorff_alpha_between_raters_matches_the_hand_computation(sample_c
     # identical emotion tags over all 20 items of 2 turns (40 units, values 0 and 1): perfect agreement
     assert agreement.emotion.units == 40 and agreement.emotion.alpha == 1.0
     assert agreement.per_item["Upset"].alpha == 1.0 and agreement.per_item["Proud"].alpha is None
+
+    # Cached under a digest of the answers: the same answers give the stored result, a changed answer a new one.
+    assert rater_agreement() == agreement
+    changed = RunConversation.objects.get(run__evaluated_model__name="human:b")
+    changed.output = _finished_output(
+        conversation.conversation_id, "b", [("yes", "yes"), ("no", "no")], [{"Upset"}, {"Guilty"}]
+    )
+    changed.save()
+    assert rater_agreement().binary.alpha == 1.0
 
 
 def test_agreement_is_empty_with_fewer_than_two_raters(sample_conversations):

@@ -19,6 +19,7 @@ from attunebench.canonical import (
     Problem,
     check_conversation_options,
     decode_json,
+    looks_like_datasheet,
     looks_like_run,
     parse_conversation,
     parse_run,
@@ -45,6 +46,9 @@ def check_paths(paths: list[str]) -> tuple[int, int, list[Problem]]:
         source, raw = item
         try:
             data = decode_json(source, raw)
+            if looks_like_datasheet(data):
+                valid += 1  # an export's datasheet.json describes the files beside it; it is not one of them
+                continue
             if looks_like_run(data):
                 run = parse_run(data, source)
                 key = (run.conversationId, run.em_model, run.mode)
