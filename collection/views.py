@@ -28,7 +28,7 @@ from collection import study_flow as flow
 from collection.assignment import NoModelAvailable
 from collection.chat_model import PARTICIPANT_FACING_NAME, ChatModelError, build_request, stream_reply
 from collection.forms import ConsentForm, MessageForm, PanasForm, ProfileForm, SurveyForm, TopicForm
-from collection.models import Conversation, Participant, Study, Turn
+from collection.models import Conversation, Participant, Study, Turn, hash_token
 
 logger = logging.getLogger("attune.participant")
 
@@ -101,9 +101,11 @@ def join(request: HttpRequest, slug: str) -> HttpResponse:
     session_key = f"attune-join-{study.pk}"
     known = request.session.get(session_key)
     if known:
-        participant = Participant.objects.filter(token=known, study=study, withdrawn_at__isnull=True).first()
+        participant = Participant.objects.filter(
+            token_hash=hash_token(known), study=study, withdrawn_at__isnull=True
+        ).first()
         if participant is not None:
-            return redirect("collection:resume", token=participant.token)
+            return redirect("collection:resume", token=known)
     if request.method == "POST":
         participant = flow.do_enrol(study)
         request.session[session_key] = participant.token

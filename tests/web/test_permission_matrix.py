@@ -174,6 +174,13 @@ ADMIN_MODELS: dict[str, str] = {
     "scoring.runscore": "view",
     "scoring.modelcallcache": "view",
     "research.humanassignment": "view add change delete",
+    "research.erasurerecord": "view add",  # "add" = may erase (the participant action); records are immutable
+}
+# Admin pages nobody may use whatever their permissions: an erasure record is written only by an erasure.
+ADMIN_CLOSED = ("login", "login", "login", "denied", "denied", "denied")
+ADMIN_PAGE_EXCEPTIONS = {
+    "admin:research_erasurerecord_add": ADMIN_CLOSED,
+    "admin:research_erasurerecord_delete": ADMIN_CLOSED,
 }
 ADMIN_ACTION_NEEDS = {
     "changelist": "view",
@@ -204,6 +211,8 @@ def expected(pattern: Pattern) -> tuple[str, ...] | None:
     model, action = found
     if not pattern.name:
         return BARE_OBJECT_URL
+    if pattern.name in ADMIN_PAGE_EXCEPTIONS:
+        return ADMIN_PAGE_EXCEPTIONS[pattern.name]
     label = model._meta.label_lower
     if label not in ADMIN_MODELS or action not in ADMIN_ACTION_NEEDS:
         return None
@@ -241,6 +250,9 @@ def world(scored_runs, researcher, site_admin, rater, participant, export_dir, d
     assignment = HumanAssignment.objects.create(rater=rater, conversation=conversation, assigned_by=researcher)
     Token.objects.create(user=researcher)
     ModelCallCache.objects.create(key="k" * 64, model="synth:strong", response="{}")
+    from research.models import ErasureRecord
+
+    ErasureRecord.objects.create(via="command", rows_deleted={"collection.Participant": 1})
     if not Consent.objects.exists():
         Consent.objects.create(participant=conversation.participant, version="v1")
     if not SensitiveProfile.objects.exists():
