@@ -150,7 +150,7 @@ def build_world(n: int) -> World:
         OriginalModel(name=f"budget-om-{k}", alias=f"om-budget{k}", provider="offline", active=k < 3) for k in range(n)
     )[:3]
     participants = Participant.objects.bulk_create(
-        Participant(pseudonym=f"p-budget{i:05d}", token=f"budget-token-{i:05d}") for i in range(n + 1)
+        Participant(pseudonym=f"p-budget{i:05d}", token_hash=f"budget-token-{i:05d}") for i in range(n + 1)
     )
     Consent.objects.bulk_create(Consent(participant=p, version="1.0") for p in participants)
     SensitiveProfile.objects.bulk_create(
