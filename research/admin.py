@@ -49,7 +49,7 @@ def erase_participants(modeladmin: admin.ModelAdmin, request: HttpRequest, query
 
 
 class ErasingParticipantAdmin(ParticipantAdmin):
-    actions = [erase_participants]
+    actions = [*(ParticipantAdmin.actions or []), erase_participants]
 
     def get_actions(self, request: HttpRequest) -> dict[str, Any]:
         actions = super().get_actions(request)
@@ -67,6 +67,7 @@ class ErasureRecordAdmin(admin.ModelAdmin):
     """The audit trail of erasures: read-only, nothing in it identifies a participant."""
 
     list_display = ("pk", "erased_at", "erased_by", "via")
+    list_select_related = ("erased_by",)  # nullable, so the admin would not join it by itself
     readonly_fields = ("erased_at", "erased_by", "via", "rows_deleted", "runs_rescored", "exports_withdrawn")
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -227,11 +227,12 @@ class ConversationViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
 
     def retrieve(self, request: Request, *args: object, **kwargs: object) -> Response:
         include_identity = identity_param(request)
-        if withdrawn_conversations().filter(conversation_id=kwargs["conversation_id"]).exists():
-            return Response({"detail": WITHDRAWN_DETAIL}, status=status.HTTP_410_GONE)
         conversation = get_object_or_404(
-            with_export_relations(exportable_conversations()), conversation_id=kwargs["conversation_id"]
+            with_export_relations(Conversation.objects.all()), conversation_id=kwargs["conversation_id"]
         )
+        participant = conversation.participant
+        if conversation.status == Conversation.Status.WITHDRAWN or (participant and participant.is_withdrawn):
+            return Response({"detail": WITHDRAWN_DETAIL}, status=status.HTTP_410_GONE)
         return Response(conversation_to_dict(conversation, include_model_identity=include_identity))
 
 

@@ -32,7 +32,6 @@ from attunebench.metrics.agreement import RaterAgreement
 from attunebench.metrics.keys import HUMAN_PREFIX
 from attunebench.replay.protocol import masked_labels
 from collection.models import Conversation, PanasSurvey, Turn
-from datasets.exchange import withdrawn_conversations
 from research.models import HumanAssignment
 from research.roles import is_researcher
 from scoring.models import EvaluatedModel, EvaluationRun, RunConversation
@@ -50,8 +49,8 @@ WITHDRAWN_MESSAGE = "The participant withdrew from the study: this conversation 
 
 
 def is_withdrawn(conversation: Conversation) -> bool:
-    """Withdrawn itself, or its participant withdrew (the two are set together; either suffices)."""
-    return withdrawn_conversations().filter(pk=conversation.pk).exists()
+    """Whether the participant withdrew (``do_withdraw`` sets the status in the same transaction)."""
+    return conversation.status == Conversation.Status.WITHDRAWN
 
 
 def human_model_name(user: User) -> str:

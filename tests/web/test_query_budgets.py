@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
+from datasets.pseudonyms import export_pseudonym
 
 pytestmark = pytest.mark.django_db
 
@@ -458,8 +459,8 @@ ENDPOINTS = [
         "research:drilldown",
         # run, conversation, output, score, turns, tags, judgements, comparisons, PANAS, items, wide, Four-Branch,
         # and the conversation as the scorer reads it (conversation + relations, turns, tags, judgements,
-        # comparisons, PANAS, items, Four-Branch)
-        23,
+        # comparisons, PANAS, items, Four-Branch, sensitive-data consent)
+        24,
         lambda w: _r("research:drilldown", w.main_run.pk, w.long_conversation.conversation_id),
         lambda w: [f"long message {w.n}"],
     ),
@@ -509,7 +510,8 @@ ENDPOINTS = [
         "api:conversation-list",
         5,  # count, page (+topic, model, participant, turn count)
         lambda w: _r("api:conversation-list"),
-        lambda w: [w.conversation_id(0), '"participant":"p-budget00000"'],
+        # Participants as exports show them: the keyed-hash pseudonym, never the stored id.
+        lambda w: [w.conversation_id(0), f'"participant":"{export_pseudonym("p-budget00000")}"'],
     ),
     Endpoint(
         "api:conversation-list ?dataset_version",
@@ -519,7 +521,7 @@ ENDPOINTS = [
     ),
     Endpoint(
         "api:conversation-detail",
-        11,  # conversation, turns, tags, judgements, comparisons, PANAS, items, Four-Branch
+        12,  # conversation, turns, tags, judgements, comparisons, PANAS, items, Four-Branch, sensitive-data consent
         lambda w: _r("api:conversation-detail", w.long_conversation.conversation_id),
         lambda w: [f"long message {w.n}"],
     ),
@@ -614,6 +616,7 @@ ADMIN_BUDGETS = {
     "datasets.datasetversion": 7,  # (+creator)
     "datasets.exportjob": 7,
     "research.humanassignment": 8,  # + rater filter choices
+    "research.erasurerecord": 7,  # counts only, nothing about the participant (+erased by)
     "scoring.conversationscore": 9,  # + model and category filter choices
     "scoring.evaluatedmodel": 7,
     "scoring.evaluationrun": 10,  # + model filter choices, date hierarchy (2)
