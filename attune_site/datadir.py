@@ -27,6 +27,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 # Where an installed package keeps the top-level folders (the build copies them there: setup.py).
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
 SECRET_KEY_FILE = "secret_key"
+# The key of participant pseudonyms in exports (datasets/pseudonyms.py), kept beside the secret key.
+PSEUDONYM_KEY_FILE = "pseudonym_key"
 STATIC_SUBDIR = "staticfiles"
 # Permission bits withheld from everything a prepared process creates: group and others get nothing.
 PRIVATE_UMASK = 0o077
@@ -51,16 +53,16 @@ def data_dir() -> Path:
     return env_path("ATTUNE_DATA_DIR", (Path.cwd() if installed() else BASE_DIR) / "data")
 
 
-def stored_secret_key(directory: Path) -> str | None:
+def stored_secret_key(directory: Path, name: str = SECRET_KEY_FILE) -> str | None:
     """The key generated into ``directory`` earlier, if there is one."""
     try:
-        key = (directory / SECRET_KEY_FILE).read_text(encoding="utf-8").strip()
+        key = (directory / name).read_text(encoding="utf-8").strip()
     except FileNotFoundError:
         return None
     return key or None
 
 
-def _write_secret_key(directory: Path) -> None:
+def _write_secret_key(directory: Path, name: str = SECRET_KEY_FILE) -> None:
     """Publish a new key atomically; when two processes race, the first file wins and both read it."""
     handle, temp = tempfile.mkstemp(dir=directory, prefix=".secret-")
     try:
@@ -68,14 +70,14 @@ def _write_secret_key(directory: Path) -> None:
             stream.write(secrets.token_urlsafe(50))
         os.chmod(temp, 0o600)
         with contextlib.suppress(FileExistsError):  # a key is there already: never replace it
-            os.link(temp, directory / SECRET_KEY_FILE)
+            os.link(temp, directory / name)
     finally:
         os.unlink(temp)
 
 
 def prepare_data_dir() -> Path:
     """Make new files owner-only, create the data directory (0700) and its static files folder and,
-    unless one is configured, the secret key (0600).
+    unless one is configured, the secret key and the pseudonym key (0600).
 
     A data directory that exists already keeps its mode: it may be a mount the operator set up.
     """
@@ -84,4 +86,6 @@ def prepare_data_dir() -> Path:
     (directory / STATIC_SUBDIR).mkdir(mode=0o700, parents=True, exist_ok=True)
     if not env_str("ATTUNE_SECRET_KEY") and stored_secret_key(directory) is None:
         _write_secret_key(directory)
+    if not env_str("ATTUNE_PSEUDONYM_KEY") and stored_secret_key(directory, PSEUDONYM_KEY_FILE) is None:
+        _write_secret_key(directory, PSEUDONYM_KEY_FILE)
     return directory

@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.urls import reverse
 
-from collection.models import Participant, Study
+from collection.models import Participant, Study, hash_token
 from collection.setup import DEFAULT_CRISIS_RESOURCES
 
 logger = logging.getLogger("attune.errors")
@@ -87,10 +87,11 @@ def _study_for(request: HttpRequest) -> tuple[dict[str, str], str]:
             elif len(parts) >= 2 and parts[0] == "join":
                 kwargs = {"slug": parts[1]}
         if "token" in kwargs:
-            participant = Participant.objects.select_related("study").filter(token=str(kwargs["token"])[:64]).first()
-            if participant is not None and participant.study is not None:
+            token = str(kwargs["token"])[:64]
+            participant = Participant.objects.select_related("study").filter(token_hash=hash_token(token)).first()
+            if participant is not None and participant.study is not None and participant.link_usable():
                 study = participant.study
-                back = reverse("collection:resume", kwargs={"token": participant.token})
+                back = reverse("collection:resume", kwargs={"token": token})
         elif "slug" in kwargs:
             study = Study.objects.filter(slug=str(kwargs["slug"])[:50], active=True).first()
             if study is not None and study.open_enrolment:

@@ -8,6 +8,7 @@ from the environment only.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import secrets
@@ -17,7 +18,7 @@ import dj_database_url
 from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
-from attune_site.datadir import STATIC_SUBDIR, data_dir, resource_dir, stored_secret_key
+from attune_site.datadir import PSEUDONYM_KEY_FILE, STATIC_SUBDIR, data_dir, resource_dir, stored_secret_key
 from attune_site.env import env_bool, env_float, env_int, env_list, env_str
 from attunebench.replay.llm import DEFAULT_PROVIDER_KEY_ENV, never_a_key_env
 
@@ -30,6 +31,13 @@ DEBUG = env_bool("ATTUNE_DEBUG", False)
 # From the environment; else the key generated into the data dir by the entry point;
 # else (a process started without one) a key that lives as long as this process.
 SECRET_KEY = env_str("ATTUNE_SECRET_KEY") or stored_secret_key(DATA_DIR) or secrets.token_urlsafe(50)
+# The key of participant pseudonyms in every export (datasets/pseudonyms.py): from the environment, else
+# generated into the data dir beside the secret key, else (an unprepared process) derived from SECRET_KEY.
+ATTUNE_PSEUDONYM_KEY = (
+    env_str("ATTUNE_PSEUDONYM_KEY")
+    or stored_secret_key(DATA_DIR, PSEUDONYM_KEY_FILE)
+    or hashlib.sha256(("attune-pseudonym-key:" + SECRET_KEY).encode("utf-8")).hexdigest()
+)
 ALLOWED_HOSTS = env_list("ATTUNE_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("ATTUNE_CSRF_TRUSTED_ORIGINS")
 

@@ -7,11 +7,13 @@ only, and admins edit through here only to fix mistakes. Derived values
 
 from __future__ import annotations
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
 
 from collection import models as m
+from collection import study_flow as flow
 
 
 class TurnInline(admin.TabularInline):
@@ -62,12 +64,27 @@ class ParticipantAdmin(admin.ModelAdmin):
     list_display = ("pseudonym", "study", "created_at", "withdrawn_at", "conversation_count")
     list_filter = ("study", ("withdrawn_at", admin.EmptyFieldListFilter), "created_at")
     search_fields = ("pseudonym", "platform_id")
-    readonly_fields = ("pseudonym", "created_at", "completion_code")
-    # The study-link token is the participant's credential: whoever reads it can act as them,
-    # so the admin never shows it (the invite command prints each link once).
-    exclude = ("token",)
+    readonly_fields = ("pseudonym", "created_at", "completion_code", "link_issued_at", "link_revoked_at")
+    # The study-link token is the participant's credential: only its hash is stored, and the admin shows
+    # neither (the invite command, and "Issue new study links" here, print each link once).
+    exclude = ("token_hash",)
     inlines = [ConsentInline]
     date_hierarchy = "created_at"
+    actions = ["revoke_links", "issue_links"]
+
+    @admin.action(description="Revoke the selected participants' study links", permissions=["change"])
+    def revoke_links(self, request: HttpRequest, queryset: QuerySet) -> None:
+        count = flow.do_revoke_links(queryset)
+        self.message_user(request, f"Revoked {count} study link(s); they no longer open the study.", messages.SUCCESS)
+
+    @admin.action(description="Issue new study links (shown once, here)", permissions=["change"])
+    def issue_links(self, request: HttpRequest, queryset: QuerySet) -> None:
+        base = request.build_absolute_uri("/").rstrip("/")
+        for participant in queryset:
+            token = flow.do_issue_link(participant)
+            link = base + reverse("collection:resume", kwargs={"token": token})
+            self.message_user(request, f"{participant.pseudonym}: {link}", messages.WARNING)
+        self.message_user(request, "Copy these links now: they are not stored and cannot be shown again.")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).select_related("study").annotate(_conversations=Count("conversations"))

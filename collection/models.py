@@ -7,7 +7,10 @@ is a status, and exports and scoring skip withdrawn data.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
+from datetime import timedelta
+from typing import Any
 
 from django.db import models
 from django.db.models import Q
@@ -37,6 +40,11 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
+def hash_token(token: str) -> str:
+    """What the database keeps of a study-link token: its SHA-256 (the token has 192 random bits, so no salt)."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
 def new_alias() -> str:
     return "om-" + secrets.token_hex(4)
 
@@ -64,6 +72,10 @@ class Study(models.Model):
         default=0, help_text="Behaviour questions asked per turn; 0 asks all 36."
     )
     active = models.BooleanField(default=True)
+    link_valid_days = models.PositiveSmallIntegerField(
+        default=90,
+        help_text="Days a participant's study link works after it was issued; 0 = it never expires.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     max_participants = models.PositiveIntegerField(
         null=True,
@@ -94,11 +106,19 @@ class Study(models.Model):
 
 
 class Participant(models.Model):
-    """A pseudonymous participant. The study-link token is a secret; the pseudonym is what exports show."""
+    """A pseudonymous participant. The study-link token is a secret; the pseudonym is what exports show.
+
+    Only the token's hash is stored. The token itself exists in memory on the
+    instance that issued it (``token``: a new participant, ``issue_link``) or
+    that was reached through it (``study_flow.access_participant``), so the
+    invitation prints it once and nobody can read it back later.
+    """
 
     study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="participants", null=True, blank=True)
     pseudonym = models.CharField(max_length=64, unique=True, default=new_pseudonym)
-    token = models.CharField(max_length=64, unique=True, default=new_token)
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    link_issued_at = models.DateTimeField(default=timezone.now, editable=False)
+    link_revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
     platform_id = models.CharField(
         max_length=128, blank=True, help_text="Recruitment platform id, if any; never exported."
     )
@@ -115,8 +135,31 @@ class Participant(models.Model):
     class Meta:
         indexes = [models.Index(fields=["withdrawn_at"])]
 
+    #: The study-link token, known only on an instance that issued or was reached by it; never stored.
+    token: str = ""
+
     def __str__(self) -> str:
         return self.pseudonym
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self.token_hash:
+            self.issue_link()
+        super().save(*args, **kwargs)
+
+    def issue_link(self) -> str:
+        """A new token for this participant (the old link stops working once saved); returns the token."""
+        self.token = new_token()
+        self.token_hash = hash_token(self.token)
+        self.link_issued_at = timezone.now()
+        self.link_revoked_at = None
+        return self.token
+
+    def link_usable(self, now: Any = None) -> bool:
+        """False once revoked, or once the study's link lifetime has passed since it was issued."""
+        if self.link_revoked_at is not None:
+            return False
+        days = self.study.link_valid_days if self.study is not None else 0
+        return not days or (now or timezone.now()) < self.link_issued_at + timedelta(days=days)
 
     @property
     def is_withdrawn(self) -> bool:

@@ -46,8 +46,10 @@ from collection.models import (
     Study,
     Topic,
     Turn,
+    hash_token,
 )
 from collection.rate_limits import Clock, SlidingWindowLimiter, WindowLog, window_log
+from collection.signals import participant_withdrawn
 
 logger = logging.getLogger("attune.participant")
 
@@ -104,12 +106,37 @@ class Progress:
     steps: tuple[tuple[str, str, str], ...]  # (step, label, "done"|"current"|"todo")
 
 
+LINK_GONE = "This study link has expired or was withdrawn by the research team; ask them for a new one."
+
+
 def access_participant(token: str) -> Participant:
-    """The participant owning ``token``; Http404 for anything else (no hint that ids exist)."""
-    participant = Participant.objects.select_related("study").filter(token=token, study__isnull=False).first()
+    """The participant owning ``token``; Http404 for anything else (no hint that ids exist).
+
+    Only the token's hash is stored, so the lookup hashes it; the instance
+    returned carries the token for the links its pages build. A link past the
+    study's ``link_valid_days`` or revoked in the admin is refused.
+    """
+    participant = (
+        Participant.objects.select_related("study").filter(token_hash=hash_token(token), study__isnull=False).first()
+    )
     if participant is None:
         raise Http404("No such study link.")
+    if not participant.link_usable():
+        raise Http404(LINK_GONE)
+    participant.token = token
     return participant
+
+
+def do_issue_link(participant: Participant) -> str:
+    """A new study link token for ``participant`` (the old one stops working); shown once by the caller."""
+    token = participant.issue_link()
+    participant.save(update_fields=["token_hash", "link_issued_at", "link_revoked_at"])
+    return token
+
+
+def do_revoke_links(participants: Any) -> int:
+    """Stop the study links of these participants (a queryset) from working; returns how many changed."""
+    return int(participants.filter(link_revoked_at__isnull=True).update(link_revoked_at=timezone.now()))
 
 
 def study_of(participant: Participant | None) -> Study:
@@ -226,16 +253,19 @@ def do_open_enrol(study: Study, token: str | None = None) -> Participant:
     """
     with transaction.atomic():
         locked = Study.objects.select_for_update().get(pk=study.pk)
-        existing = Participant.objects.filter(token=token).first() if token else None
+        existing = Participant.objects.filter(token_hash=hash_token(token)).first() if token else None
         if existing is not None:
             if existing.study_id != study.pk:
                 raise Http404("No such study link.")
+            existing.token = token  # only the hash is stored
             return existing
         if study_is_full(locked):
             raise StudyFull(STUDY_FULL_MESSAGE)
+        participant = Participant(study=locked)
         if token:
-            return Participant.objects.create(study=locked, token=token)
-        return Participant.objects.create(study=locked)
+            participant.token, participant.token_hash = token, hash_token(token)
+        participant.save()
+        return participant
 
 
 def do_record_consent(participant: Participant, sensitive_data_consent: bool) -> Consent:
@@ -494,10 +524,21 @@ def do_save_conversation_wide(conversation: Conversation, answers: dict[str, Any
 
 
 def do_withdraw(participant: Participant) -> None:
-    """Mark the participant and every conversation of theirs withdrawn: excluded from exports and scoring."""
+    """Mark the participant and every conversation of theirs withdrawn, and announce it.
+
+    The status takes the data out of every surface that reads collected data
+    (exports, dataset versions, the API, the research pages, rating); the
+    ``participant_withdrawn`` signal has the layers above re-score the runs
+    and regenerate the export files that held it (issue 13).
+    """
     with transaction.atomic():
         Participant.objects.filter(pk=participant.pk, withdrawn_at__isnull=True).update(withdrawn_at=timezone.now())
-        Conversation.objects.filter(participant=participant).update(status=Conversation.Status.WITHDRAWN)
+        conversations = Conversation.objects.filter(participant=participant)
+        pks = list(conversations.values_list("pk", flat=True))
+        conversations.update(status=Conversation.Status.WITHDRAWN)
+        withdrawn_at = Participant.objects.values_list("withdrawn_at", flat=True).get(pk=participant.pk)
+        if pks:
+            participant_withdrawn.send(sender=Participant, conversation_pks=pks, withdrawn_at=withdrawn_at)
 
 
 # The clocks of the chat and enrolment limits; tests replace them to move time instead of waiting for it.
@@ -523,7 +564,7 @@ def check_chat_rate(participant: Participant) -> bool:
     limiter = SlidingWindowLimiter(
         _shared_window_log(), settings.ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE, 60.0, "attune:chat-rate", clock=chat_clock
     )
-    return limiter.admit(participant.token)  # never reused, unlike a primary key after a rollback
+    return limiter.admit(participant.token_hash)  # never reused, unlike a primary key after a rollback
 
 
 def check_enrolment_rate(study: Study, address: str) -> None:

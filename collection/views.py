@@ -32,7 +32,7 @@ from collection.assignment import NoModelAvailable
 from collection.chat_model import PARTICIPANT_FACING_NAME, ChatModelError, build_request, stream_reply
 from collection.client_ip import client_ip
 from collection.forms import ConsentForm, MessageForm, PanasForm, ProfileForm, SurveyForm, TopicForm
-from collection.models import Conversation, Participant, Study, Turn, new_token
+from collection.models import Conversation, Participant, Study, Turn, hash_token, new_token
 
 logger = logging.getLogger("attune.participant")
 
@@ -147,9 +147,13 @@ def _remembered(request: HttpRequest, study: Study) -> Participant | None:
         return None
     if timezone.now() - seen > JOIN_RESUME_WINDOW:
         return None
-    participant = Participant.objects.filter(token=entry.get("token"), study=study, withdrawn_at__isnull=True).first()
+    token = str(entry.get("token") or "")
+    participant = Participant.objects.filter(
+        token_hash=hash_token(token), study=study, withdrawn_at__isnull=True, link_revoked_at__isnull=True
+    ).first()
     if participant is None or flow.locate(participant).step == flow.DONE:
         return None
+    participant.token = token  # only the hash is stored; the browser's session holds the link
     return participant
 
 
@@ -198,7 +202,7 @@ def join(request: HttpRequest, slug: str) -> HttpResponse:
             # an expired or altered start page: show a fresh one, nothing made
             return redirect(request.path + "?expired=1")
         try:
-            if not Participant.objects.filter(token=str(token), study=study).exists():  # a repeated post is free
+            if not Participant.objects.filter(token_hash=hash_token(str(token)), study=study).exists():  # repeat: free
                 flow.check_enrolment_rate(study, client_ip(request))
             participant = flow.do_open_enrol(study, str(token))
         except flow.EnrolmentThrottled as refusal:

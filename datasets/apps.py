@@ -10,3 +10,11 @@ class DatasetsConfig(AppConfig):
 
     name = "datasets"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from collection.signals import participant_withdrawn
+        from datasets.withdrawal import withdraw_exports_after_withdrawal
+
+        participant_withdrawn.connect(
+            withdraw_exports_after_withdrawal, dispatch_uid="attune.datasets.withdraw-exports"
+        )

@@ -23,6 +23,7 @@ from attunebench import catalogue as cat
 from attunebench.sources import read_conversations
 from attunebench.synth import document_filename
 from collection.models import (
+    Consent,
     Conversation,
     ConversationWideAnswers,
     FourBranchRating,
@@ -35,11 +36,16 @@ from collection.models import (
     Turn,
 )
 from collection.study_flow import write_panas
+from datasets.pseudonyms import export_pseudonym
 
 EXPORT_FORMATS = ("json", "jsonl", "parquet")
 _REDACTED_ALIAS = re.compile(r"^om-[0-9a-f]{8}$")
 _DECLARED_METADATA = {"model", "provider", "timestamp", "category", "subtopic", "completeness"}
-_DECLARED_PROFILE = {"participant_id", "age", "traits", "goals", "responses", "diagnoses"}
+_DECLARED_PROFILE = {"participant_id", "age", "traits", "goals", "responses", "diagnoses", "sensitiveDataConsent"}
+#: Profile key of a canonical file saying the participant consented to sensitive data (diagnoses).
+SENSITIVE_CONSENT_KEY = "sensitiveDataConsent"
+#: The consent version recorded for an imported participant whose file says they consented.
+IMPORTED_CONSENT_VERSION = "imported"
 
 
 @dataclass
@@ -119,7 +125,12 @@ def _topic(category: str, subtopic: str) -> Topic:
 def _participant(profile: cf.ParticipantProfile | None) -> Participant | None:
     if profile is None:
         return None
-    participant, _ = Participant.objects.get_or_create(pseudonym=profile.participant_id)
+    # Only the keyed hash is stored: an imported id (an e-mail address, a platform id) never enters the database.
+    participant, _ = Participant.objects.get_or_create(pseudonym=export_pseudonym(profile.participant_id))
+    if (profile.model_extra or {}).get(SENSITIVE_CONSENT_KEY) is True:
+        Consent.objects.get_or_create(
+            participant=participant, version=IMPORTED_CONSENT_VERSION, defaults={"sensitive_data_consent": True}
+        )
     extra = {k: v for k, v in (profile.model_extra or {}).items() if k not in _DECLARED_PROFILE}
     ParticipantProfile.objects.update_or_create(
         participant=participant,
@@ -270,6 +281,13 @@ def left_out_counts(included: QuerySet[Conversation]) -> dict[str, int]:
     return counts
 
 
+def withdrawn_conversations() -> QuerySet[Conversation]:
+    """Conversations that must not be shown, rated, scored or exported: the complement of the above."""
+    return Conversation.objects.filter(
+        Q(status=Conversation.Status.WITHDRAWN) | Q(participant__withdrawn_at__isnull=False)
+    )
+
+
 def with_export_relations(queryset: QuerySet[Conversation]) -> QuerySet[Conversation]:
     """Everything export needs, in a fixed number of queries however many conversations."""
     return (
@@ -301,20 +319,44 @@ def _panas(survey: PanasSurvey | None) -> dict[str, Any] | None:
     }
 
 
+def has_sensitive_consent(participant: Participant) -> bool:
+    """Whether consent to sensitive data is recorded (uses the ``sensitive_consents`` prefetch when present)."""
+    prefetched = getattr(participant, "sensitive_consents", None)
+    if prefetched is not None:
+        return bool(prefetched)
+    return participant.consents.filter(sensitive_data_consent=True).exists()
+
+
+def consented_diagnoses(participant_pks: Iterable[int]) -> dict[int, list[str]]:
+    """participant pk -> diagnoses, for participants whose consent to sensitive data is recorded (SPEC 2.5)."""
+    consented = Consent.objects.filter(participant_id__in=list(participant_pks), sensitive_data_consent=True)
+    return dict(
+        SensitiveProfile.objects.filter(participant_id__in=consented.values("participant_id")).values_list(
+            "participant_id", "diagnoses"
+        )
+    )
+
+
 def _profile(participant: Participant | None) -> dict[str, Any] | None:
+    """The exported profile: a keyed-hash pseudonym, and diagnoses only under recorded consent."""
     if participant is None:
         return None
     profile = getattr(participant, "profile", None)
-    sensitive = getattr(participant, "sensitive_profile", None)
-    return {
+    sensitive = getattr(participant, "sensitive_profile", None) if has_sensitive_consent(participant) else None
+    exported: dict[str, Any] = {
         **(profile.extra if profile else {}),
-        "participant_id": participant.pseudonym,
+        "participant_id": export_pseudonym(participant.pseudonym),
         "age": profile.age_band or None if profile else None,
         "traits": list(profile.traits) if profile else [],
         "goals": list(profile.goals) if profile else [],
         "responses": dict(profile.responses) if profile else {},
         "diagnoses": list(sensitive.diagnoses) if sensitive else None,
     }
+    if sensitive is not None:
+        exported[SENSITIVE_CONSENT_KEY] = True
+    else:
+        exported.pop(SENSITIVE_CONSENT_KEY, None)
+    return exported
 
 
 def conversation_to_dict(conversation: Conversation, include_model_identity: bool = False) -> dict[str, Any]:

@@ -46,11 +46,13 @@ class ExportJob(models.Model):
         RUNNING = "running", "Running"
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
+        WITHDRAWN = "withdrawn", "Withdrawn from download"
 
     dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="export_jobs")
     fmt = models.CharField("format", max_length=10, choices=[(f, f) for f in EXPORT_FORMATS])
     include_model_identity = models.BooleanField(
-        default=True, help_text="Export the original model's real name (researcher exports); off gives aliases only."
+        default=False,
+        help_text="Export the original models' real names; off (the default everywhere) gives their aliases only.",
     )
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     progress_done = models.PositiveIntegerField(default=0)
@@ -63,6 +65,17 @@ class ExportJob(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    withdrawn_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the file was deleted because a participant in it withdrew."
+    )
+    replaced_by = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="replaces",
+        help_text="The export regenerated without the withdrawn participant's data.",
+    )
 
     class Meta:
         db_table = "research_exportjob"  # kept from when export jobs lived in the research app
@@ -70,7 +83,8 @@ class ExportJob(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(fmt__in=list(EXPORT_FORMATS)), name="export_job_fmt_valid"),
             models.CheckConstraint(
-                condition=Q(status__in=["queued", "running", "done", "failed"]), name="export_job_status_valid"
+                condition=Q(status__in=["queued", "running", "done", "failed", "withdrawn"]),
+                name="export_job_status_valid",
             ),
             models.CheckConstraint(
                 condition=Q(progress_done__lte=models.F("progress_total")), name="export_job_done_le_total"
@@ -90,4 +104,4 @@ class ExportJob(models.Model):
 
     @property
     def is_finished(self) -> bool:
-        return self.status in (self.Status.DONE, self.Status.FAILED)
+        return self.status in (self.Status.DONE, self.Status.FAILED, self.Status.WITHDRAWN)

@@ -27,7 +27,7 @@ def export_dataset_version(job_id: int) -> str | None:
 
 
 def do_request_export(
-    version: DatasetVersion, fmt: str, user: Any = None, include_model_identity: bool = True
+    version: DatasetVersion, fmt: str, user: Any = None, include_model_identity: bool = False
 ) -> ExportJob:
     """Record an export job and enqueue it once the transaction commits (the request returns at once)."""
     if fmt not in EXPORT_FORMATS:

@@ -28,8 +28,8 @@ from django.utils.text import slugify
 
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
-from collection.models import Consent, Conversation, SensitiveProfile, Turn
-from datasets.exchange import export_conversations, iter_canonical, left_out_counts
+from collection.models import Consent, Conversation, Turn
+from datasets.exchange import consented_diagnoses, export_conversations, iter_canonical, left_out_counts
 from datasets.models import DatasetVersion, ExportJob
 from datasets.selection import selection_queryset
 
@@ -42,6 +42,17 @@ _LEFT_OUT_REASONS = {
     "withdrawn": "withdrawn: the participant withdrew (never exported)",
     "not_selected": "complete, but outside this version (another topic selection, or collected after the freeze)",
 }
+WITHDRAWAL_STATEMENT = (
+    "Participants who withdrew are not in this export. When a participant withdraws, every earlier export "
+    "holding their data is withdrawn from download (its file deleted) and regenerated without it."
+)
+PSEUDONYM_STATEMENT = (
+    "Participant ids are pseudonyms: a keyed hash (HMAC-SHA256 under a key kept only by this deployment) of "
+    "the stored id, so an imported id such as an e-mail address never appears. The same participant has the "
+    "same pseudonym in every export of this deployment. Self-reported diagnoses appear only where the "
+    "participant's consent to sensitive data is recorded; imported conversations without such a record "
+    "carry none."
+)
 
 DATA_FILE_NAMES = {"json": "conversations", "jsonl": "conversations.jsonl", "parquet": "turns.parquet"}
 
@@ -129,6 +140,15 @@ class Datasheet:
             f"- Schema version: {d['schema_version']}",
             f"- Consent version(s): {', '.join(d['consent_versions']) or 'not recorded (imported data)'}",
             f"- Original-model identities: {'real names' if d['include_model_identity'] else 'aliases only'}",
+            *(
+                [
+                    "- Regenerated after a participant withdrew; replaces export(s) "
+                    + ", ".join(f"#{n}" for n in d["replaces_exports"])
+                    + ", withdrawn from download"
+                ]
+                if d.get("replaces_exports")
+                else []
+            ),
             "",
             "## Counts",
             "",
@@ -172,16 +192,24 @@ class Datasheet:
         lines += [
             "## Notes",
             "",
-            "Participant ids are pseudonyms. Self-reported diagnoses are present only where the participant gave "
-            "explicit consent for sensitive data. Participant groups follow SPEC 6: `anxiety_depression` (diagnosed "
-            "anxiety or depression), `none`, and `unknown` (not said, other diagnoses, or no profile).",
+            d["pseudonymisation_statement"],
+            "",
+            d["withdrawal_statement"],
+            "",
+            "Participant groups follow SPEC 6: `anxiety_depression` (diagnosed anxiety or depression, with consent), "
+            "`none`, and `unknown` (not said, other diagnoses, no consent recorded, or no profile).",
             "",
         ]
         return "\n".join(lines)
 
 
-def build_datasheet(version: DatasetVersion, fmt: str, include_model_identity: bool) -> Datasheet:
-    """Counts and distributions of the conversations an export of ``version`` contains."""
+def build_datasheet(
+    version: DatasetVersion, fmt: str, include_model_identity: bool, replaces: list[int] | None = None
+) -> Datasheet:
+    """Counts and distributions of the conversations an export of ``version`` contains.
+
+    ``replaces``: the exports this one regenerates because a participant in them withdrew.
+    """
     queryset = selection_queryset(dataset_version=version)
     rows = list(
         queryset.values_list(
@@ -190,9 +218,7 @@ def build_datasheet(version: DatasetVersion, fmt: str, include_model_identity: b
     )
     pks = [r[0] for r in rows]
     participant_ids = {r[4] for r in rows if r[4] is not None}
-    diagnoses = dict(
-        SensitiveProfile.objects.filter(participant_id__in=participant_ids).values_list("participant_id", "diagnoses")
-    )
+    diagnoses = consented_diagnoses(participant_ids)  # as the export writes them: only under recorded consent
     groups = Counter(cat.participant_group(diagnoses.get(r[4])) or "unknown" for r in rows)
     identity = (lambda r: r[3] or r[2]) if include_model_identity else (lambda r: r[2])
     consent_versions = sorted(
@@ -236,6 +262,9 @@ def build_datasheet(version: DatasetVersion, fmt: str, include_model_identity: b
         "topic_distribution": dict(sorted(Counter(r[1] for r in rows).items())),
         "participant_group_distribution": dict(sorted(groups.items())),
         "original_model_distribution": dict(sorted(Counter(identity(r) for r in rows).items())),
+        "replaces_exports": sorted(replaces or []),
+        "withdrawal_statement": WITHDRAWAL_STATEMENT,
+        "pseudonymisation_statement": PSEUDONYM_STATEMENT,
     }
     return Datasheet(data)
 
@@ -271,13 +300,16 @@ def run_export_job(job_id: int) -> ExportJob | None:
         job.refresh_from_db()
         return job
     path = export_root() / relative
-    ExportJob.objects.filter(pk=job_id).update(
+    # Conditional: a participant who withdrew while this ran has had the job withdrawn; its file goes too.
+    finished = ExportJob.objects.filter(pk=job_id, status=ExportJob.Status.RUNNING).update(
         status=ExportJob.Status.DONE,
         file_path=str(relative),
         file_size=path.stat().st_size,
         file_sha256=_file_sha256(path),
         finished_at=timezone.now(),
     )
+    if finished != 1:
+        path.unlink(missing_ok=True)
     job.refresh_from_db()
     return job
 
@@ -302,7 +334,8 @@ def _write_bundle(job: ExportJob) -> Path:
     final = export_root() / relative
     # Owner-only whatever the process umask: a bundle holds participants' conversations.
     final.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    datasheet = build_datasheet(version, job.fmt, job.include_model_identity)
+    replaces = list(job.replaces.values_list("pk", flat=True))
+    datasheet = build_datasheet(version, job.fmt, job.include_model_identity, replaces)
     with tempfile.TemporaryDirectory(dir=final.parent) as work:
         work_dir = Path(work)
         partial = work_dir / relative.name
@@ -336,6 +369,11 @@ def _file_sha256(path: Path) -> str:
 
 def access_export_file(job: ExportJob) -> Path:
     """The finished file of a job, refusing paths that escape the export directory."""
+    if job.status == ExportJob.Status.WITHDRAWN:
+        replacement = f"; export #{job.replaced_by_id} replaces it" if job.replaced_by_id else ""
+        raise DatasetError(
+            f"This export was withdrawn from download because a participant in it withdrew from the study{replacement}."
+        )
     if job.status != ExportJob.Status.DONE or not job.file_path:
         raise DatasetError("This export is not ready.")
     root = export_root().resolve()

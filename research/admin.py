@@ -7,9 +7,17 @@ scoring/admin.py, datasets/admin.py), which Django's admin autodiscovery imports
 
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
 
-from research.models import HumanAssignment
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from collection.admin import ParticipantAdmin
+from collection.models import Participant
+from research.erasure import do_erase_participant
+from research.models import ErasureRecord, HumanAssignment
 
 
 @admin.register(HumanAssignment)
@@ -19,3 +27,54 @@ class HumanAssignmentAdmin(admin.ModelAdmin):
     search_fields = ("rater__username", "conversation__conversation_id")
     readonly_fields = ("run_conversation", "turns_done", "completed_at", "assigned_at")
     list_select_related = ("rater", "conversation", "assigned_by")
+
+
+# ---------------------------------------------------------------------------
+# Erasure: an action on the participant list (collection cannot import research, so it is added here)
+# ---------------------------------------------------------------------------
+
+
+@admin.action(description="Erase the selected participants and all their data (cannot be undone)")
+def erase_participants(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Participant]) -> None:
+    if not request.user.is_superuser and not request.user.has_perm("research.add_erasurerecord"):
+        raise PermissionDenied("Only an administrator may erase participants.")
+    records = [do_erase_participant(p, erased_by=request.user, via="admin") for p in queryset]
+    modeladmin.message_user(
+        request,
+        f"Erased {len(records)} participant(s); audit record(s) "
+        + ", ".join(f"#{r.pk}" for r in records)
+        + ". Affected runs are re-scored and export files holding them withdrawn.",
+        messages.SUCCESS,
+    )
+
+
+class ErasingParticipantAdmin(ParticipantAdmin):
+    actions = [*(ParticipantAdmin.actions or []), erase_participants]
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        if not (request.user.is_superuser or request.user.has_perm("research.add_erasurerecord")):
+            actions.pop("erase_participants", None)
+        return actions
+
+
+admin.site.unregister(Participant)
+admin.site.register(Participant, ErasingParticipantAdmin)
+
+
+@admin.register(ErasureRecord)
+class ErasureRecordAdmin(admin.ModelAdmin):
+    """The audit trail of erasures: read-only, nothing in it identifies a participant."""
+
+    list_display = ("pk", "erased_at", "erased_by", "via")
+    list_select_related = ("erased_by",)  # nullable, so the admin would not join it by itself
+    readonly_fields = ("erased_at", "erased_by", "via", "rows_deleted", "runs_rescored", "exports_withdrawn")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: ErasureRecord | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: ErasureRecord | None = None) -> bool:
+        return False

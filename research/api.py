@@ -50,7 +50,12 @@ from attunebench.catalogue import (
 from attunebench.metrics.comparison import DEFAULT_SEED, MIN_CONVERSATIONS_FOR_CI
 from attunebench.metrics.results import to_json
 from collection.models import Conversation
-from datasets.exchange import conversation_to_dict, with_export_relations
+from datasets.exchange import (
+    conversation_to_dict,
+    exportable_conversations,
+    with_export_relations,
+    withdrawn_conversations,
+)
 from datasets.models import DatasetVersion, ExportJob
 from datasets.tasks import do_request_export
 from datasets.versions import DatasetError, access_export_file, do_freeze_dataset_version
@@ -153,8 +158,32 @@ def choice_filter(request: Request, name: str, choices: Sequence[str]) -> str | 
     return value
 
 
+def identity_param(request: Request) -> bool:
+    """``include_model_identity``: false (aliases) unless given as true; 400 naming it when not a boolean."""
+    value = request.query_params.get("include_model_identity")
+    if value in (None, ""):
+        return False
+    lowered = value.lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise ValidationError({"include_model_identity": [f"must be true or false, not {value!r}."]})
+
+
 def _param(name: str, description: str, enum: list[str] | None = None, type_: type = str) -> OpenApiParameter:
     return OpenApiParameter(name, type_, OpenApiParameter.QUERY, required=False, description=description, enum=enum)
+
+
+IDENTITY_PARAM = OpenApiParameter(
+    "include_model_identity",
+    bool,
+    OpenApiParameter.QUERY,
+    required=False,
+    description="Show original models' real names; by default their aliases, as in the UI and `attune export`.",
+)
+WITHDRAWN_DETAIL = "The participant withdrew from the study; their conversation is no longer available."
+GONE = {410: OpenApiResponse(ErrorSerializer, description="The participant withdrew.")}
 
 
 # Token first: DRF answers a request without credentials with 401 and the first class's challenge
@@ -184,22 +213,31 @@ class ResearcherAPIMixin:
             _param("category", "Filter by topic category.", list(TOPIC_CATEGORIES)),
             _param("original_model", "Filter by original-model alias."),
             _param("dataset_version", "Only conversations in this dataset version.", type_=int),
+            IDENTITY_PARAM,
         ],
         responses={200: ConversationSummarySerializer(many=True), **BAD_FILTER, **DENIED},
     ),
     retrieve=extend_schema(
-        summary="A conversation in the canonical SPEC 3.1 shape",
-        responses={200: CanonicalConversationSerializer, **DENIED, **NOT_FOUND},
+        summary="A conversation in the canonical SPEC 3.1 shape, exactly as exports write it",
+        parameters=[IDENTITY_PARAM],
+        responses={200: CanonicalConversationSerializer, **DENIED, **NOT_FOUND, **GONE},
     ),
 )
 class ConversationViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
+    """Conversations as exports show them: withdrawn ones are gone, participants are pseudonyms, and
+    original models are aliases unless ``include_model_identity=true`` (as in the UI and ``attune export``)."""
+
     lookup_field = "conversation_id"
     lookup_value_regex = "[^/]+"
     serializer_class = ConversationSummarySerializer
 
+    def get_serializer_context(self) -> dict[str, object]:
+        return {**super().get_serializer_context(), "include_model_identity": identity_param(self.request)}
+
     def get_queryset(self) -> QuerySet[Conversation]:
         queryset = (
-            Conversation.objects.select_related("topic", "original_model", "participant")
+            exportable_conversations()
+            .select_related("topic", "original_model", "participant")
             .annotate(n_turns=Count("turns"))
             .order_by("conversation_id")
         )
@@ -221,10 +259,14 @@ class ConversationViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
         return queryset
 
     def retrieve(self, request: Request, *args: object, **kwargs: object) -> Response:
+        include_identity = identity_param(request)
         conversation = get_object_or_404(
             with_export_relations(Conversation.objects.all()), conversation_id=kwargs["conversation_id"]
         )
-        return Response(conversation_to_dict(conversation, include_model_identity=True))
+        participant = conversation.participant
+        if conversation.status == Conversation.Status.WITHDRAWN or (participant and participant.is_withdrawn):
+            return Response({"detail": WITHDRAWN_DETAIL}, status=status.HTTP_410_GONE)
+        return Response(conversation_to_dict(conversation, include_model_identity=include_identity))
 
 
 @extend_schema_view(
@@ -437,7 +479,11 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
     @action(detail=True, methods=["get"])
     def scores(self, request: Request, pk: str | None = None, format: str | None = None) -> Response:
         run = self.get_object()
-        queryset = run.conversation_scores.select_related("conversation").order_by("conversation__conversation_id")
+        queryset = (
+            run.conversation_scores.exclude(conversation__in=withdrawn_conversations())
+            .select_related("conversation")
+            .order_by("conversation__conversation_id")
+        )
         page = self.paginate_queryset(queryset)
         return self.get_paginated_response(ConversationScoreSerializer(page, many=True).data)
 

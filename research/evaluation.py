@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from django.core.cache import cache
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Max, Q, QuerySet
 from pydantic import ValidationError
 
 from attunebench import catalogue as cat
@@ -38,6 +38,7 @@ from attunebench.metrics.results import (
     row_label,
 )
 from collection.models import Conversation, SensitiveProfile
+from datasets.exchange import withdrawn_conversations
 from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, RunScore
 
 # One statistics path (issue 17): the dashboard and the API use the core's resample count and seed, as
@@ -255,11 +256,7 @@ def build_report(runs: Sequence[EvaluationRun]) -> tuple[ScoringReport, list[str
     it was written by an older scorer.
     """
     run_by_pk = {r.pk: r for r in runs}
-    scores = list(
-        ConversationScore.objects.filter(run__in=runs).values_list(
-            "run_id", "conversation_id", "metrics", "post_coverage"
-        )
-    )
+    scores = list(_current_scores(runs).values_list("run_id", "conversation_id", "metrics", "post_coverage"))
     info = conversation_info({s[1] for s in scores})
     records: list[ConversationRecord] = []
     skipped: list[str] = []
@@ -296,13 +293,20 @@ def build_report(runs: Sequence[EvaluationRun]) -> tuple[ScoringReport, list[str
     return ScoringReport(conversations=records, aggregates=aggregate_rows(records)), skipped
 
 
-def _cache_key(runs: Sequence[EvaluationRun]) -> str:
-    stamps = (
-        ConversationScore.objects.filter(run__in=runs)
-        .values("run_id")
-        .annotate(n=Count("id"), last=Max("id"))
-        .order_by("run_id")
+def _current_scores(runs: Sequence[EvaluationRun]) -> QuerySet[ConversationScore]:
+    """Scores of the runs, without any of a withdrawn conversation.
+
+    Withdrawal re-scores the runs (scoring/withdrawal.py); until that has run, a
+    withdrawn conversation's stored score is still left out here, and the cache
+    key (which counts these rows) changes at once.
+    """
+    return ConversationScore.objects.filter(run__in=runs).exclude(
+        conversation_id__in=withdrawn_conversations().values("pk")
     )
+
+
+def _cache_key(runs: Sequence[EvaluationRun]) -> str:
+    stamps = _current_scores(runs).values("run_id").annotate(n=Count("id"), last=Max("id")).order_by("run_id")
     # Re-scoring updates rows in place (same ids and count): the newest scoring time tells it apart.
     scored = RunScore.objects.filter(run__in=runs).aggregate(last=Max("scored_at"))["last"]
     text = "|".join(f"{s['run_id']}:{s['n']}:{s['last']}" for s in stamps) + f"|{scored}"

@@ -79,14 +79,16 @@ class ExportForm(forms.Form):
         label="Format",
     )
     include_model_identity = forms.BooleanField(
-        required=False, initial=True, label="Include original models' real names"
+        required=False, initial=False, label="Include original models' real names (default: aliases)"
     )
 
 
 class AssignForm(forms.Form):
     rater = forms.ModelChoiceField(queryset=get_user_model().objects.filter(is_active=True).order_by("username"))
     conversation = forms.ModelChoiceField(
-        queryset=Conversation.objects.filter(status=Conversation.Status.COMPLETE).order_by("conversation_id"),
+        queryset=Conversation.objects.filter(
+            status=Conversation.Status.COMPLETE, participant__withdrawn_at__isnull=True
+        ).order_by("conversation_id"),
         to_field_name="conversation_id",
     )
 

@@ -48,6 +48,14 @@ class HumanBaselineError(ValueError):
     """A request the rater or researcher must correct; the message is shown to them."""
 
 
+WITHDRAWN_MESSAGE = "The participant withdrew from the study: this conversation can no longer be rated."
+
+
+def is_withdrawn(conversation: Conversation) -> bool:
+    """Whether the participant withdrew (``do_withdraw`` sets the status in the same transaction)."""
+    return conversation.status == Conversation.Status.WITHDRAWN
+
+
 def human_model_name(user: User) -> str:
     return f"{HUMAN_PREFIX}{user.get_username()}"
 
@@ -79,6 +87,8 @@ def human_run(user: User) -> EvaluationRun:
 
 def do_assign(conversation: Conversation, rater: User, assigned_by: User | None) -> HumanAssignment:
     """Assign a complete conversation to a rater; assigning twice returns the existing assignment."""
+    if is_withdrawn(conversation):
+        raise HumanBaselineError(WITHDRAWN_MESSAGE)
     if conversation.status != Conversation.Status.COMPLETE:
         raise HumanBaselineError("Only complete conversations can be rated.")
     if not conversation.turns.exists():
@@ -161,7 +171,12 @@ def _output_turn(output: dict[str, Any], turn_number: int) -> dict[str, Any] | N
 
 
 def current_step(assignment: HumanAssignment) -> RaterStep:
-    """The screen the rater is on, derived from what is stored (so reloads and new devices agree)."""
+    """The screen the rater is on, derived from what is stored (so reloads and new devices agree).
+
+    After the participant withdrew, the rater sees nothing of the conversation any more.
+    """
+    if is_withdrawn(assignment.conversation):
+        return RaterStep("withdrawn", None, 0, [], None, [], [], [], None, None)
     turns = list(assignment.conversation.turns.order_by("turn_number"))
     output = assignment.run_conversation.output if assignment.run_conversation else {}
     pre = assignment.conversation.panas_surveys.filter(kind=PanasSurvey.Kind.PRE).first()
@@ -217,6 +232,8 @@ def current_step(assignment: HumanAssignment) -> RaterStep:
 
 def _lock(assignment: HumanAssignment) -> tuple[HumanAssignment, RunConversation]:
     locked = HumanAssignment.objects.select_for_update().get(pk=assignment.pk)
+    if is_withdrawn(locked.conversation):
+        raise HumanBaselineError(WITHDRAWN_MESSAGE)
     if locked.is_complete:
         raise HumanBaselineError("This conversation is already finished.")
     if locked.run_conversation_id is None:

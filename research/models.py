@@ -78,3 +78,27 @@ class ResultSnapshot(models.Model):
         if self.pk is not None and type(self).objects.filter(pk=self.pk).exists():
             raise ValueError(f"snapshot {self.pk} is frozen: make a new snapshot instead of changing it")
         super().save(*args, **kwargs)  # type: ignore[arg-type]
+
+
+class ErasureRecord(models.Model):
+    """That a participant's data was erased, when and by whom: nothing about the participant.
+
+    No pseudonym, conversation id, topic or date of taking part is kept, only
+    how many rows of each kind were deleted and which runs were re-scored, so
+    the record proves the erasure without undoing it.
+    """
+
+    erased_at = models.DateTimeField(default=timezone.now)
+    erased_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    via = models.CharField(max_length=20, help_text="admin or command")
+    rows_deleted = models.JSONField(default=dict, help_text="Model label -> rows deleted.")
+    runs_rescored = models.JSONField(default=list, help_text="Evaluation runs re-scored without the data.")
+    exports_withdrawn = models.JSONField(default=list, help_text="Export jobs whose files were deleted.")
+
+    class Meta:
+        ordering = ["-erased_at"]
+
+    def __str__(self) -> str:
+        return f"erasure {self.pk} at {self.erased_at:%Y-%m-%d %H:%M}"

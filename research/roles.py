@@ -54,6 +54,8 @@ RESEARCH_GROUP_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("scoring", "modelcallcache", ("view",)),
     ("datasets", "exportjob", ("view", "add")),
     ("research", "humanassignment", ("view", "add", "change", "delete")),
+    # "add" an erasure record = may erase a participant (admin action; research/erasure.py).
+    ("research", "erasurerecord", ("view", "add")),
 )
 
 

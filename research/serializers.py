@@ -14,6 +14,7 @@ from attunebench.replay.llm import scrub_params
 from collection.models import Conversation
 from datasets.exchange import EXPORT_FORMATS
 from datasets.models import DatasetVersion, ExportJob
+from datasets.pseudonyms import export_pseudonym
 from research.models import ResultSnapshot
 from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun
 
@@ -29,9 +30,20 @@ class ConversationSummarySerializer(serializers.ModelSerializer):
     category = serializers.CharField(source="topic.category")
     subtopic = serializers.CharField(source="topic.subtopic")
     original_model_alias = serializers.CharField(source="original_model.alias")
-    original_model = serializers.CharField(source="original_model.exported_identity")
-    participant = serializers.CharField(source="participant.pseudonym", allow_null=True, default=None)
+    original_model = serializers.SerializerMethodField(
+        help_text="The real name with include_model_identity=true, else the alias (the default)."
+    )
+    participant = serializers.SerializerMethodField(help_text="The participant's pseudonym, as exports write it.")
     turn_count = serializers.IntegerField(source="n_turns")
+
+    def get_original_model(self, conversation: Conversation) -> str:
+        om = conversation.original_model
+        return om.exported_identity if self.context.get("include_model_identity") else om.alias
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_participant(self, conversation: Conversation) -> str | None:
+        participant = conversation.participant
+        return export_pseudonym(participant.pseudonym) if participant is not None else None
 
     class Meta:
         model = Conversation
@@ -153,6 +165,8 @@ class ExportJobSerializer(serializers.ModelSerializer):
             "created_at",
             "started_at",
             "finished_at",
+            "withdrawn_at",
+            "replaced_by",
             "download_url",
         ]
         read_only_fields = fields
@@ -168,7 +182,11 @@ class ExportJobSerializer(serializers.ModelSerializer):
 
 class ExportRequestSerializer(serializers.Serializer):
     fmt = serializers.ChoiceField(choices=list(EXPORT_FORMATS))
-    include_model_identity = serializers.BooleanField(required=False, default=True)
+    include_model_identity = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Write original models' real names; by default (as in the UI and `attune export`) their aliases.",
+    )
 
 
 class RunSerializer(serializers.ModelSerializer):

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 from attunebench import catalogue as cat
 from attunebench.metrics.comparison import MIN_CONVERSATIONS_FOR_CI
 from collection.models import Conversation
+from datasets.exchange import exportable_conversations, withdrawn_conversations
 from datasets.models import DatasetVersion, ExportJob
 from datasets.tasks import do_request_export
 from datasets.versions import (
@@ -177,7 +178,7 @@ def figure_download(request: HttpRequest, name: str, ext: str) -> HttpResponse:
 def run_conversation_drilldown(request: HttpRequest, run_id: int, conversation_id: str) -> HttpResponse:
     run = get_object_or_404(EvaluationRun.objects.select_related("evaluated_model"), pk=run_id)
     conversation = get_object_or_404(
-        Conversation.objects.select_related("topic", "original_model"), conversation_id=conversation_id
+        exportable_conversations().select_related("topic", "original_model"), conversation_id=conversation_id
     )
     context = drilldown.drilldown(run, conversation)
     return render(request, "research/drilldown.html", context)
@@ -189,7 +190,11 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(
         EvaluationRun.objects.select_related("evaluated_model", "judge_model", "dataset_version"), pk=run_id
     )
-    scores = run.conversation_scores.select_related("conversation__topic").order_by("-composite_score")
+    scores = (
+        run.conversation_scores.exclude(conversation__in=withdrawn_conversations())
+        .select_related("conversation__topic")
+        .order_by("-composite_score")
+    )
     return render(
         request,
         "research/run_detail.html",
@@ -230,8 +235,9 @@ def collection_dashboard(request: HttpRequest) -> HttpResponse:
 @researcher_required
 @require_GET
 def conversation_viewer(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    # A withdrawn participant's conversation is gone from the research pages as from exports (issue 13).
     conversation = get_object_or_404(
-        Conversation.objects.select_related("topic", "original_model", "participant", "wide_answers"),
+        exportable_conversations().select_related("topic", "original_model", "participant", "wide_answers"),
         conversation_id=conversation_id,
     )
     surveys = {s.kind: s for s in conversation.panas_surveys.prefetch_related("item_responses")}
@@ -480,6 +486,13 @@ def rater_step(request: HttpRequest, assignment_id: int) -> HttpResponse:
         form = AnalysisForm(request.POST or None, step=step, initial={"turn_number": step.turn_number})
     elif step.stage == "post":
         form = PostForm(request.POST or None)
+    if step.stage == "withdrawn":  # nothing shown, nothing saved (issue 13)
+        return render(
+            request,
+            "research/rater_step.html",
+            {"assignment": assignment, "step": step, "own": own, "progress": 0},
+            status=410,
+        )
     if request.method == "POST":
         if not own:
             raise Http404("Only the assigned rater can answer.")

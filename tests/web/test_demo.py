@@ -3,8 +3,9 @@
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.test import Client
 
-from collection.models import Conversation
+from collection.models import Conversation, Participant
 from scoring.models import EvaluationRun, RunScore
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -30,8 +31,15 @@ def test_demo_sets_everything_up_and_is_idempotent(capsys):
     assert "/s/" in out and "not a certificate" in out
 
     link = out.split("Participant study link: ")[1].split()[0]
+    participants = Participant.objects.count()
     call_command("demo", "--no-serve")
     out = capsys.readouterr().out
-    assert out.split("Participant study link: ")[1].split()[0] == link  # the same unused invitation
+    # The same unused invitation, with a fresh link: only the hash of a token is stored, so the old one
+    # cannot be printed again, and it stops working.
+    again = out.split("Participant study link: ")[1].split()[0]
+    assert again != link and Participant.objects.count() == participants
+    client = Client()
+    assert client.get(again.removeprefix("http://localhost:8000")).status_code == 302
+    assert client.get(link.removeprefix("http://localhost:8000")).status_code == 404
     assert EvaluationRun.objects.count() == 6
     assert "0 imported" in out and "already scored" in out

@@ -13,6 +13,7 @@ from django.core.management.base import CommandError
 from attunebench import canonical as cf
 from collection.models import Conversation, OriginalModel, Participant, SensitiveProfile
 from datasets.exchange import export_conversations, exportable_conversations, import_paths
+from datasets.pseudonyms import export_pseudonym
 from tests.documents import conversation_dict
 
 pytestmark = pytest.mark.django_db
@@ -75,7 +76,9 @@ def test_import_writes_every_section(tmp_path):
     pre = conversation.panas_surveys.get(kind="pre")
     assert (pre.total_positive, pre.total_negative) == (30, 30)  # derived: 10 items × 3 each side
     assert pre.item_responses.count() == 20
-    assert SensitiveProfile.objects.get(participant__pseudonym="test-p1").diagnoses == ["Anxiety"]
+    # The imported id is stored only as its keyed hash, the pseudonym every export writes.
+    assert SensitiveProfile.objects.get(participant__pseudonym=export_pseudonym("test-p1")).diagnoses == ["Anxiety"]
+    assert not Participant.objects.filter(pseudonym="test-p1").exists()
     assert conversation.original_model.name == "acme/chat-large"
 
 
@@ -168,7 +171,8 @@ def test_export_formats_and_pseudonyms(tmp_path):
     lines = (tmp_path / "out.jsonl").read_text().splitlines()
     assert len(lines) == 1
     document = cf.parse_conversation(json.loads(lines[0]))
-    assert document.participant_profile.participant_id == participant.pseudonym
+    assert document.participant_profile.participant_id == export_pseudonym(participant.pseudonym)
+    assert participant.pseudonym not in lines[0]
     assert "prolific-123" not in lines[0] and participant.token not in lines[0]
 
     call_command("export", "--format", "parquet", "--out", str(tmp_path / "out.parquet"))
@@ -192,7 +196,7 @@ def test_withdrawn_conversations_are_never_exported(tmp_path):
         ),
     )
     import_paths([tmp_path])
-    Participant.objects.filter(pseudonym="p-b").update(withdrawn_at="2025-03-02T00:00:00Z")
+    Participant.objects.filter(pseudonym=export_pseudonym("p-b")).update(withdrawn_at="2025-03-02T00:00:00Z")
     assert list(exportable_conversations().values_list("conversation_id", flat=True)) == ["a"]
     Conversation.objects.filter(conversation_id="a").update(status=Conversation.Status.WITHDRAWN)
     assert exportable_conversations().count() == 0

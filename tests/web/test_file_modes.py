@@ -26,9 +26,11 @@ def umask_022():
 def test_prepare_data_dir_makes_everything_after_it_owner_only(tmp_path, monkeypatch, umask_022):
     monkeypatch.setenv("ATTUNE_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.delenv("ATTUNE_SECRET_KEY", raising=False)
+    monkeypatch.delenv("ATTUNE_PSEUDONYM_KEY", raising=False)
     directory = datadir.prepare_data_dir()
     assert mode(directory) == 0o700 and mode(directory / datadir.STATIC_SUBDIR) == 0o700
     assert mode(directory / datadir.SECRET_KEY_FILE) == 0o600
+    assert mode(directory / datadir.PSEUDONYM_KEY_FILE) == 0o600
     # Whatever the process writes next (a database, a run file) gets 0666 & ~077 = 0600.
     (directory / "db.sqlite3").write_text("x")
     (directory / "runs").mkdir()

@@ -30,7 +30,7 @@ from attunebench import catalogue as cat
 from collection import study_flow as flow
 from collection.chat_model import build_request, offline_reply
 from collection.forms import Q1_SCREEN_LABELS
-from collection.models import Conversation, OriginalModel, Participant, Topic, Turn
+from collection.models import Conversation, OriginalModel, Participant, Topic, Turn, hash_token
 from collection.setup import OFFLINE_MODEL_NAMES, ensure_defaults
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -191,7 +191,7 @@ def test_full_participant_walk_exports_exactly_what_was_entered(page, site, live
     page.get_by_role("button", name="Continue").click()
 
     token = token_of(page)
-    participant = Participant.objects.get(token=token)
+    participant = Participant.objects.get(token_hash=hash_token(token))
     expect(page.get_by_role("heading", name="A little about you")).to_be_visible()
     page.get_by_label("25-34", exact=True).check()
     page.get_by_label("Analytical", exact=True).check()

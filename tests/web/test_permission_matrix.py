@@ -187,6 +187,13 @@ ADMIN_MODELS: dict[str, str] = {
     "axes.accessattempt": "",
     "axes.accesslog": "",
     "axes.accessfailurelog": "",
+    "research.erasurerecord": "view add",  # "add" = may erase (the participant action); records are immutable
+}
+# Admin pages nobody may use whatever their permissions: an erasure record is written only by an erasure.
+ADMIN_CLOSED = ("login", "login", "login", "denied", "denied", "denied")
+ADMIN_PAGE_EXCEPTIONS = {
+    "admin:research_erasurerecord_add": ADMIN_CLOSED,
+    "admin:research_erasurerecord_delete": ADMIN_CLOSED,
 }
 # Admin pages nobody may use, superusers included: login attempts are recorded by django-axes, never typed in.
 ADMIN_NOBODY = {("axes.accessattempt", "add"), ("axes.accesslog", "add"), ("axes.accessfailurelog", "add")}
@@ -219,6 +226,8 @@ def expected(pattern: Pattern) -> tuple[str, ...] | None:
     model, action = found
     if not pattern.name:
         return BARE_OBJECT_URL
+    if pattern.name in ADMIN_PAGE_EXCEPTIONS:
+        return ADMIN_PAGE_EXCEPTIONS[pattern.name]
     label = model._meta.label_lower
     if (label, action) in ADMIN_NOBODY:
         return ("login", "login", "login", "denied", "denied", "denied")
@@ -266,6 +275,9 @@ def world(scored_runs, researcher, site_admin, rater, participant, export_dir, d
     )
     AccessLog.objects.create(**login_row, path_info="/research/login/")
     AccessFailureLog.objects.create(**login_row, path_info="/research/login/")
+    from research.models import ErasureRecord
+
+    ErasureRecord.objects.create(via="command", rows_deleted={"collection.Participant": 1})
     if not Consent.objects.exists():
         Consent.objects.create(participant=conversation.participant, version="v1")
     if not SensitiveProfile.objects.exists():

@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
+from datasets.pseudonyms import export_pseudonym
 
 pytestmark = pytest.mark.django_db
 
@@ -151,7 +152,7 @@ def build_world(n: int) -> World:
         OriginalModel(name=f"budget-om-{k}", alias=f"om-budget{k}", provider="offline", active=k < 3) for k in range(n)
     )[:3]
     participants = Participant.objects.bulk_create(
-        Participant(pseudonym=f"p-budget{i:05d}", token=f"budget-token-{i:05d}") for i in range(n + 1)
+        Participant(pseudonym=f"p-budget{i:05d}", token_hash=f"budget-token-{i:05d}") for i in range(n + 1)
     )
     Consent.objects.bulk_create(Consent(participant=p, version="1.0") for p in participants)
     SensitiveProfile.objects.bulk_create(
@@ -482,8 +483,8 @@ ENDPOINTS = [
         "research:drilldown",
         # run, conversation, output, score, turns, tags, judgements, comparisons, PANAS, items, wide, Four-Branch,
         # and the conversation as the scorer reads it (conversation + relations, turns, tags, judgements,
-        # comparisons, PANAS, items, Four-Branch)
-        23,
+        # comparisons, PANAS, items, Four-Branch, sensitive-data consent)
+        24,
         lambda w: _r("research:drilldown", w.main_run.pk, w.long_conversation.conversation_id),
         lambda w: [f"long message {w.n}"],
     ),
@@ -553,7 +554,8 @@ ENDPOINTS = [
         "api:conversation-list",
         5,  # count, page (+topic, model, participant, turn count)
         lambda w: _r("api:conversation-list"),
-        lambda w: [w.conversation_id(0), '"participant":"p-budget00000"'],
+        # Participants as exports show them: the keyed-hash pseudonym, never the stored id.
+        lambda w: [w.conversation_id(0), f'"participant":"{export_pseudonym("p-budget00000")}"'],
     ),
     Endpoint(
         "api:conversation-list ?dataset_version",
@@ -563,7 +565,7 @@ ENDPOINTS = [
     ),
     Endpoint(
         "api:conversation-detail",
-        11,  # conversation, turns, tags, judgements, comparisons, PANAS, items, Four-Branch
+        12,  # conversation, turns, tags, judgements, comparisons, PANAS, items, Four-Branch, sensitive-data consent
         lambda w: _r("api:conversation-detail", w.long_conversation.conversation_id),
         lambda w: [f"long message {w.n}"],
     ),
@@ -658,6 +660,7 @@ ADMIN_BUDGETS = {
     "datasets.datasetversion": 7,  # (+creator)
     "datasets.exportjob": 7,
     "research.humanassignment": 8,  # + rater filter choices
+    "research.erasurerecord": 7,  # counts only, nothing about the participant (+erased by)
     "scoring.conversationscore": 9,  # + model and category filter choices
     "scoring.evaluatedmodel": 7,
     "scoring.evaluationrun": 10,  # + model filter choices, date hierarchy (2)

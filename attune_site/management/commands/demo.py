@@ -132,7 +132,11 @@ class Command(BaseCommand):
             .order_by("created_at")
             .first()
         )
-        return unused or Participant.objects.create(study=study)
+        if unused is None:
+            return Participant.objects.create(study=study)
+        unused.issue_link()  # only the token's hash is stored: a fresh link is the only one that can be shown
+        unused.save(update_fields=["token_hash", "link_issued_at", "link_revoked_at"])
+        return unused
 
     def researcher_login(self) -> str:
         """A staff account in the research group, with a fresh password printed on every demo start."""

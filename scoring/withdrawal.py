@@ -1,0 +1,44 @@
+"""A withdrawn participant's conversations leave every score: the runs that held them are re-scored.
+
+``do_score_evaluation_run`` scores only non-withdrawn conversations and
+deletes the rows of the others, so re-scoring each affected run after the
+withdrawal commits leaves the leaderboard, the analyses and the run pages as
+if the conversation had never been scored (its n included).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+
+from scoring.models import EvaluationRun
+
+
+def runs_holding(conversation_pks: Sequence[int]) -> list[int]:
+    """Runs with a score or an output of any of these conversations."""
+    return list(
+        EvaluationRun.objects.filter(
+            Q(conversation_scores__conversation_id__in=conversation_pks)
+            | Q(conversation_outputs__conversation_id__in=conversation_pks)
+        )
+        .distinct()
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+
+
+def rescore_after_withdrawal(sender: Any, conversation_pks: Sequence[int], **kwargs: Any) -> None:
+    """Receiver of ``collection.signals.participant_withdrawn``: enqueue a re-score of each affected run."""
+    from scoring.tasks import rescore_run
+
+    run_ids = runs_holding(conversation_pks)
+
+    def enqueue() -> None:
+        for run_id in run_ids:
+            rescore_run.delay(run_id)
+
+    if run_ids:
+        transaction.on_commit(enqueue)
