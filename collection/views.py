@@ -26,8 +26,9 @@ from django.views.decorators.http import require_POST
 from attunebench import catalogue as cat
 from collection import study_flow as flow
 from collection.assignment import NoModelAvailable
-from collection.chat_model import PARTICIPANT_FACING_NAME, ChatModelError, build_request, stream_reply
+from collection.chat_model import PARTICIPANT_FACING_NAME, ChatModelError, build_request
 from collection.forms import ConsentForm, MessageForm, PanasForm, ProfileForm, SurveyForm, TopicForm
+from collection.identity_guard import GuardedReply, identity_scanner
 from collection.models import Conversation, Participant, Study, Turn
 
 logger = logging.getLogger("attune.participant")
@@ -285,7 +286,11 @@ def _event(payload: dict[str, Any]) -> bytes:
 
 
 def _reply_events(participant: Participant, conversation: Conversation, turn: Turn) -> Iterator[bytes]:
-    """NDJSON events: delta*, then done or error. The reply is saved only when complete."""
+    """NDJSON events: delta*, then done or error. The reply is saved only when complete.
+
+    A ``restart`` event (the reply named a model and is being asked again) tells the
+    client to clear the reply text it has shown so far; deltas then start afresh.
+    """
     next_url = reverse("collection:resume", kwargs={"token": participant.token})
     if turn.llm_response:
         yield _event({"type": "delta", "text": turn.llm_response})
@@ -296,15 +301,15 @@ def _reply_events(participant: Participant, conversation: Conversation, turn: Tu
         yield _event({"type": "busy"})  # another request is already producing this reply
         return
     try:
-        parts: list[str] = []
+        # Screened before it is shown: names held back, a leaking reply asked again or masked (identity_guard).
+        guarded = GuardedReply(build_request(conversation, turn), identity_scanner(conversation.original_model))
         try:
-            for chunk in stream_reply(build_request(conversation, turn)):
-                parts.append(chunk)
-                yield _event({"type": "delta", "text": chunk})
+            for kind, text in guarded.events():
+                yield _event({"type": "delta", "text": text} if kind == "delta" else {"type": kind})
         except ChatModelError as exc:
             yield _event({"type": "error", "message": str(exc)})
             return
-        flow.do_save_reply(turn, "".join(parts).strip())
+        flow.do_save_reply(turn, guarded.text, guarded.outcome, guarded.leaks)
         yield _event({"type": "done", "next": next_url})
     finally:
         cache.delete(lock_key)

@@ -431,7 +431,9 @@ ENDPOINTS = [
     ),
     Endpoint(
         "research:collection",
-        12,  # by status, by category, by model, turns, annotated turns, timings, participants, withdrawn, newest 50
+        # by status, by category, by model, turns, annotated turns, timings, identity screen outcomes, participants,
+        # withdrawn, newest 50
+        13,
         lambda w: _r("research:collection"),
         lambda w: [w.conversation_id(w.n - 1), w.conversation_id(max(0, w.n - 50))],
     ),
