@@ -76,8 +76,9 @@ def test_a_reply_that_names_its_model_is_asked_again_and_the_participant_never_s
 
     turn = Turn.objects.get()
     assert turn.llm_response == CLEAN
-    # The first attempt was dropped as soon as "GPT-4o" arrived, before "OpenAI" was streamed.
-    assert (turn.identity_screen, turn.identity_leaks) == ("regenerated", ["GPT"])
+    # The first attempt is dropped at the first screen after "GPT-4o" arrived ("OpenAI" may be in by then).
+    assert turn.identity_screen == "regenerated" and turn.identity_leaks[0] == "GPT"
+    assert set(turn.identity_leaks) <= {"GPT", "OpenAI"}
 
     walker.get(walker.url("chat/"))
     walker.annotate(1)  # the live rewrite named a product: it is masked before the participant sees it
@@ -112,7 +113,7 @@ def test_without_javascript_the_stored_reply_is_the_screened_one(walker, live):
     assert response.status_code == 302
     turn = Turn.objects.get()
     assert (turn.llm_response, turn.identity_screen) == (CLEAN, "regenerated")
-    assert turn.identity_leaks == ["acme-frontier-9000"]  # dropped at the first name
+    assert turn.identity_leaks[0] == "acme-frontier-9000" and set(turn.identity_leaks) <= {"acme-frontier-9000", "acme"}
     walker.get(walker.url("chat/"))
     assert leaks(walker.responses, NAMES) == []
 
