@@ -16,6 +16,7 @@ import re
 from django.conf import settings
 
 from collection.chat_model import uses_live_model
+from collection.identity_guard import identity_scanner
 from collection.models import Turn
 from collection.study_flow import claim_live_call
 
@@ -102,8 +103,13 @@ def improved_reply(turn: Turn) -> str:
             )
             text = (response.choices[0].message.content or "").strip()
             if text:
-                return text
+                return _screened(turn, text)
             logger.warning("live rewrite for turn %s was empty; using the offline rewrite", turn.pk)
         except Exception:  # provider failure: report it, then fall back so the participant can go on
             logger.exception("live rewrite for turn %s failed; using the offline rewrite", turn.pk)
-    return offline_rewrite(turn.user_message, turn.llm_response)
+    return _screened(turn, offline_rewrite(turn.user_message, turn.llm_response))
+
+
+def _screened(turn: Turn, text: str) -> str:
+    """The rewrite with any model, provider or product name masked: it must not copy or add a leak."""
+    return identity_scanner(turn.conversation.original_model).mask(text)

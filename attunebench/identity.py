@@ -64,16 +64,14 @@ class IdentityMatch:
     text: str
 
 
-@dataclass(frozen=True)
-class _Compiled:
-    name: cat.IdentityName
-    regex: re.Pattern[str]
+def _compile(names: list[cat.IdentityName]) -> re.Pattern[str]:
+    """One pattern for every name (one pass over the text); group ``n<i>`` is ``names[i]``.
 
-
-def _compile(name: cat.IdentityName) -> _Compiled:
-    body = name.pattern.replace("~", _SEPARATOR)
-    versioned = rf"(?<![a-z0-9])(?:{body})(?P<version>{_VERSION}*)(?![a-z0-9])"
-    return _Compiled(name, re.compile(versioned, re.IGNORECASE))
+    At one position the first listed name that matches wins, so longer names that begin
+    like a shorter one are listed first (ChatGPT before GPT, Meta AI before Meta).
+    """
+    bodies = "|".join(f"(?P<n{i}>{n.pattern.replace('~', _SEPARATOR)})" for i, n in enumerate(names))
+    return re.compile(rf"(?<![a-z0-9])(?:{bodies})(?P<version>{_VERSION}*)(?![a-z0-9])", re.IGNORECASE)
 
 
 def _configured_pattern(value: str) -> str:
@@ -100,21 +98,26 @@ class IdentityScanner:
     """Finds catalogue names (and optionally a configured model's own names) in a text."""
 
     def __init__(self, extra_names: Iterable[str] = ()) -> None:
-        entries = [_compile(n) for n in cat.IDENTITY_NAMES]
-        for value in extra_names:
-            pattern = _configured_pattern(value)
-            if pattern:
-                entries.append(_compile(cat.IdentityName(value, "configured", pattern)))
-        self._entries = tuple(entries)
+        configured = [
+            cat.IdentityName(value, "configured", pattern)
+            for value in sorted(extra_names, key=len, reverse=True)
+            if (pattern := _configured_pattern(value))
+        ]
+        self._names = [*configured, *cat.IDENTITY_NAMES]
+        self._regex = _compile(self._names)
 
-    def find(self, text: str) -> list[IdentityMatch]:
-        """Every leak in ``text``, in order, overlapping finds merged (the longer one kept)."""
+    def find(self, text: str, start: int = 0) -> list[IdentityMatch]:
+        """Every leak in ``text`` from ``start`` on, in order, overlapping finds merged (the longer one kept).
+
+        Context before ``start`` still counts (word boundaries, "I'm" before a name): ``start`` only
+        saves rescanning text already screened.
+        """
         found: list[IdentityMatch] = []
-        for entry in self._entries:
-            for match in entry.regex.finditer(text):
-                if entry.name.ambiguous and not _self_description(text, match):
-                    continue
-                found.append(IdentityMatch(entry.name.label, entry.name.kind, match.start(), match.end(), match[0]))
+        for match in self._regex.finditer(text, start):
+            name = self._names[int(next(k for k, v in match.groupdict().items() if v is not None and k[0] == "n")[1:])]
+            if name.ambiguous and not _self_description(text, match):
+                continue
+            found.append(IdentityMatch(name.label, name.kind, match.start(), match.end(), match[0]))
         found.sort(key=lambda m: (m.start, -(m.end - m.start)))
         merged: list[IdentityMatch] = []
         for hit in found:
@@ -165,15 +168,24 @@ class StreamScreen:
     """
 
     HOLD = 80
+    #: Text already released is rescanned only this far back: a name and its context fit in it.
+    RESCAN = HOLD + _BEFORE_WINDOW
+    #: Providers send a few characters per chunk; screening every chunk would rescan the same
+    #: window many times, so the screen runs once this much new text has arrived (nothing is
+    #: released in between, so nothing unscreened is ever shown).
+    SCAN_EVERY = 24
 
     def __init__(self, scanner: IdentityScanner) -> None:
         self.scanner = scanner
         self.text = ""
         self.released = 0
+        self.scanned = 0
         self.leaks: list[IdentityMatch] = []
 
     def feed(self, chunk: str) -> str | None:
         self.text += chunk
+        if len(self.text) - self.scanned < self.SCAN_EVERY:
+            return ""
         if self._leaked():
             return None
         cut = len(self.text) - self.HOLD
@@ -194,5 +206,7 @@ class StreamScreen:
         return out
 
     def _leaked(self) -> bool:
-        self.leaks = self.scanner.find(self.text)
+        # Released text was screened with at least HOLD characters after it; only the rest can change.
+        self.leaks = self.scanner.find(self.text, max(0, self.released - self.RESCAN))
+        self.scanned = len(self.text)
         return bool(self.leaks)

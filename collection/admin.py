@@ -150,9 +150,10 @@ class ConversationAdmin(admin.ModelAdmin):
         "participant",
         "started_at",
         "completed_at",
+        "completeness",
         "turn_count",
     )
-    list_filter = ("status", "source", "topic__category", "original_model", "started_at")
+    list_filter = ("status", "completeness", "source", "topic__category", "original_model", "started_at")
     search_fields = (
         "conversation_id",
         "participant__pseudonym",
@@ -160,7 +161,8 @@ class ConversationAdmin(admin.ModelAdmin):
         "original_model__alias",
         "original_model__name",
     )
-    readonly_fields = ("conversation_id", "source", "started_at", "turn_count")
+    # Completeness follows the collected rows (collection.completeness); editing it by hand would let it lie.
+    readonly_fields = ("conversation_id", "source", "started_at", "completeness", "turn_count")
     list_select_related = ("topic", "original_model", "participant")
     date_hierarchy = "started_at"
     inlines = [TurnInline]
@@ -175,10 +177,32 @@ class ConversationAdmin(admin.ModelAdmin):
 
 @admin.register(m.Turn)
 class TurnAdmin(admin.ModelAdmin):
-    list_display = ("conversation", "turn_number", "created_at", "annotation_started_at", "annotation_completed_at")
-    list_filter = ("conversation__topic__category", ("annotation_completed_at", admin.EmptyFieldListFilter))
+    list_display = (
+        "conversation",
+        "turn_number",
+        "created_at",
+        "annotation_started_at",
+        "annotation_completed_at",
+        "completeness",
+        "identity_screen",
+    )
+    list_filter = (
+        "conversation__topic__category",
+        ("annotation_completed_at", admin.EmptyFieldListFilter),
+        "completeness",
+        "identity_screen",
+    )
     search_fields = ("conversation__conversation_id", "user_message", "llm_response")
-    readonly_fields = ("created_at", "responded_at", "annotation_started_at", "annotation_completed_at")
+    readonly_fields = (
+        "created_at",
+        "responded_at",
+        "annotation_started_at",
+        "annotation_completed_at",
+        "completeness",
+        "mood_answered",
+        "identity_screen",
+        "identity_leaks",
+    )
     list_select_related = ("conversation",)
 
 

@@ -17,7 +17,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Generator
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -67,7 +67,9 @@ def system_prompt(topic: Topic) -> str:
         "support. The person chose to talk about: "
         f"{topic.category} - {topic.subtopic}. Listen closely, respond to what they actually said, "
         "keep replies short (under 150 words), do not diagnose, and if they mention being in danger "
-        "encourage them to contact local emergency services or a crisis line."
+        "encourage them to contact local emergency services or a crisis line. The study keeps you anonymous: "
+        "do not reveal, hint at or guess which AI model, company or product you are, and do not name any; "
+        "if asked, say kindly that you cannot share that here and return to what they were saying."
     )
 
 
@@ -171,7 +173,7 @@ async def _next_chunk(agen: AsyncGenerator[str, None]) -> object:
         return _END
 
 
-def stream_reply(request: ReplyRequest) -> Iterator[str]:
+def stream_reply(request: ReplyRequest) -> Generator[str, None, None]:
     """The async stream driven from synchronous code (a WSGI streaming response).
 
     Closing this generator early (the participant's browser went away) closes

@@ -29,9 +29,10 @@ from django.views.decorators.http import require_POST
 from collection import page_safety as ps
 from collection import study_flow as flow
 from collection.assignment import NoModelAvailable
-from collection.chat_model import PARTICIPANT_FACING_NAME, ChatModelError, build_request, stream_reply
+from collection.chat_model import PARTICIPANT_FACING_NAME, ChatModelError, build_request
 from collection.client_ip import client_ip
 from collection.forms import ConsentForm, MessageForm, PanasForm, ProfileForm, SurveyForm, TopicForm
+from collection.identity_guard import GuardedReply, identity_scanner
 from collection.models import Conversation, Participant, Study, Turn, hash_token, new_token
 
 logger = logging.getLogger("attune.participant")
@@ -456,7 +457,11 @@ def _event(payload: dict[str, Any]) -> bytes:
 
 
 def _reply_events(participant: Participant, conversation: Conversation, turn: Turn) -> Iterator[bytes]:
-    """NDJSON events: delta*, then done or error. The reply is saved only when complete."""
+    """NDJSON events: delta*, then done or error. The reply is saved only when complete.
+
+    A ``restart`` event (the reply named a model and is being asked again) tells the
+    client to clear the reply text it has shown so far; deltas then start afresh.
+    """
     next_url = reverse("collection:resume", kwargs={"token": participant.token})
     if turn.llm_response:
         yield _event({"type": "delta", "text": turn.llm_response})
@@ -472,15 +477,15 @@ def _reply_events(participant: Participant, conversation: Conversation, turn: Tu
         if reply_request.litellm_model and not flow.claim_live_call(flow.study_of(participant)):
             yield _event({"type": "error", "message": flow.LIVE_BUDGET_MESSAGE})
             return
-        parts: list[str] = []
+        # Screened before it is shown: names held back, a leaking reply asked again or masked (identity_guard).
+        guarded = GuardedReply(reply_request, identity_scanner(conversation.original_model))
         try:
-            for chunk in stream_reply(reply_request):
-                parts.append(chunk)
-                yield _event({"type": "delta", "text": chunk})
+            for kind, text in guarded.events():
+                yield _event({"type": "delta", "text": text} if kind == "delta" else {"type": kind})
         except ChatModelError as exc:
             yield _event({"type": "error", "message": str(exc)})
             return
-        flow.do_save_reply(turn, "".join(parts).strip())
+        flow.do_save_reply(turn, guarded.text, guarded.outcome, guarded.leaks)
         yield _event({"type": "done", "next": next_url})
     finally:
         cache.delete(lock_key)

@@ -14,7 +14,16 @@ from django.conf import settings
 from django.db.models import Count, F, Q, QuerySet
 
 from annotation.models import BinaryJudgement, MoodTag, PairwiseComparison
-from collection.models import Conversation, OriginalModel, Participant, Study, Turn
+from collection.models import (
+    IDENTITY_MASKED,
+    IDENTITY_REGENERATED,
+    IDENTITY_UNSCREENED,
+    Conversation,
+    OriginalModel,
+    Participant,
+    Study,
+    Turn,
+)
 
 
 @dataclass
@@ -30,6 +39,15 @@ class CollectionStats:
     participants: int
     withdrawn_participants: int
     withdrawn_conversations: int
+    # The identity screen (collection.identity_guard): screened replies, and those that named a model,
+    # provider or product and were asked again (regenerated) or shown masked.
+    identity_screened: int = 0
+    identity_regenerated: int = 0
+    identity_masked: int = 0
+
+    @property
+    def identity_leaks(self) -> int:
+        return self.identity_regenerated + self.identity_masked
 
 
 def reply_source(model: OriginalModel, collected: int) -> str:
@@ -91,7 +109,16 @@ def collection_stats() -> CollectionStats:
         .values_list("took", flat=True)
         if d is not None and d.total_seconds() >= 0
     ]
+    screens = dict(
+        Turn.objects.exclude(identity_screen=IDENTITY_UNSCREENED)
+        .values_list("identity_screen")
+        .annotate(n=Count("id"))
+        .values_list("identity_screen", "n")
+    )
     return CollectionStats(
+        identity_screened=sum(screens.values()),
+        identity_regenerated=screens.get(IDENTITY_REGENERATED, 0),
+        identity_masked=screens.get(IDENTITY_MASKED, 0),
         total=sum(status_counts.values()),
         by_status=by_status,
         by_category=by_category,

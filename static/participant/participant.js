@@ -147,6 +147,7 @@
           var event;
           try { event = JSON.parse(line); } catch (e) { fail(); return; }
           if (event.type === "delta") { body.textContent += event.text; }
+          else if (event.type === "restart") { body.textContent = ""; }
           else if (event.type === "done") {
             finished = true;
             li.removeAttribute("aria-busy");

@@ -58,7 +58,8 @@ class FakeOpenAIServer:
     """A tiny local OpenAI-compatible chat endpoint, so live-model code paths run without any real provider.
 
     ``fail_next`` makes the next N chat requests answer HTTP 500; ``reply`` is
-    what successful requests return (streamed word by word when asked to stream).
+    what successful requests return (streamed word by word when asked to stream),
+    after the queued ``replies`` have been given one per streamed request.
     ``model_seen`` records the model names requests asked for.
     """
 
@@ -92,7 +93,7 @@ class FakeOpenAIServer:
                     self.send_response(200)
                     self.send_header("Content-Type", "text/event-stream")
                     self.end_headers()
-                    words = server.reply.split(" ")
+                    words = (server.replies.pop(0) if server.replies else server.reply).split(" ")
                     for i, word in enumerate(words):
                         chunk = {
                             "id": "c1",
@@ -143,6 +144,7 @@ class FakeOpenAIServer:
 
         self.requests: list[dict] = []
         self.fail_next = 0
+        self.replies: list[str] = []  # streamed replies to give first, in order; then ``reply`` every time
         self.reply = "I am here with you. That sounds really hard. What feels heaviest right now?"
         self.rewrite = "That sounds so hard, and it makes sense you feel this way. What would help most right now?"
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -451,7 +451,9 @@ ENDPOINTS = [
     ),
     Endpoint(
         "research:collection",
-        13,  # by status, by category, by model, turns, annotated turns, timings, participants, withdrawn, newest 50, studies (limits)
+        # by status, by category, by model, turns, annotated turns, timings, identity screen outcomes, participants,
+        # withdrawn, newest 50, studies (limits)
+        14,
         lambda w: _r("research:collection"),
         lambda w: [w.conversation_id(w.n - 1), w.conversation_id(max(0, w.n - 50))],
     ),

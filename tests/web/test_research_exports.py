@@ -37,6 +37,7 @@ def test_versions_are_immutable_and_skip_incomplete_or_withdrawn(sample_conversa
 
     first = Conversation.objects.order_by("conversation_id").first()
     first.status = Conversation.Status.ANNOTATING
+    first.completeness = "unfinished"  # the participant is still answering the post-chat questions
     first.save()
     version = do_freeze_dataset_version("v1", user=researcher)
     assert version.conversation_count == 14
