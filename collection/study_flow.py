@@ -244,7 +244,7 @@ def study_is_full(study: Study) -> bool:
     return study.max_participants is not None and study.participants.count() >= study.max_participants
 
 
-def do_open_enrol(study: Study, token: str | None = None) -> Participant:
+def do_open_enrol(study: Study, token: str = "") -> Participant:
     """A participant who joined through the study's open link; refuses once the study is full.
 
     The study row is locked while counting, so simultaneous joins cannot pass the cap together.
