@@ -16,6 +16,7 @@ from functools import wraps
 from typing import Any
 
 from django.core.cache import cache
+from django.db import connections
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
@@ -26,7 +27,14 @@ from django.views.decorators.http import require_POST
 from attunebench import catalogue as cat
 from collection import study_flow as flow
 from collection.assignment import NoModelAvailable
-from collection.chat_model import PARTICIPANT_FACING_NAME, ChatModelError, build_request, stream_reply
+from collection.chat_model import (
+    CALM_FAILURE_MESSAGE,
+    PARTICIPANT_FACING_NAME,
+    ChatModelError,
+    build_request,
+    reply_slot,
+    stream_reply,
+)
 from collection.forms import ConsentForm, MessageForm, PanasForm, ProfileForm, SurveyForm, TopicForm
 from collection.models import Conversation, Participant, Study, Turn
 
@@ -296,18 +304,40 @@ def _reply_events(participant: Participant, conversation: Conversation, turn: Tu
         yield _event({"type": "busy"})  # another request is already producing this reply
         return
     try:
-        parts: list[str] = []
-        try:
-            for chunk in stream_reply(build_request(conversation, turn)):
-                parts.append(chunk)
-                yield _event({"type": "delta", "text": chunk})
-        except ChatModelError as exc:
-            yield _event({"type": "error", "message": str(exc)})
-            return
-        flow.do_save_reply(turn, "".join(parts).strip())
+        with reply_slot() as granted:
+            if not granted:
+                logger.warning(
+                    "no free reply slot in this process for turn %s: refused, the participant may retry", turn.pk
+                )
+                yield _event({"type": "error", "message": CALM_FAILURE_MESSAGE})
+                return
+            reply_request = build_request(conversation, turn)
+            release_database_connections()
+            parts: list[str] = []
+            try:
+                for chunk in stream_reply(reply_request):
+                    parts.append(chunk)
+                    yield _event({"type": "delta", "text": chunk})
+            except ChatModelError as exc:
+                yield _event({"type": "error", "message": str(exc)})
+                return
+        flow.do_save_reply(turn, "".join(parts).strip())  # takes a connection again, for this write only
         yield _event({"type": "done", "next": next_url})
     finally:
         cache.delete(lock_key)
+
+
+def release_database_connections() -> None:
+    """Give this thread's database connections back (to the pool, or closed) before a long wait on a provider.
+
+    A hundred replies streaming must not hold a hundred Postgres connections
+    (``max_connections`` is 100 by default); the next query opens one again.
+    A connection inside a transaction is left alone: closing it would abort the
+    transaction (the test suite wraps each test in one).
+    """
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:
+            connection.close()
 
 
 @never_cache
