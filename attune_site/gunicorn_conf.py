@@ -16,8 +16,9 @@ threads = web_threads()
 # Idle keep-alive connections wait in each worker's poller and take no thread; allow plenty beside the threads.
 worker_connections = threads + 1000
 # A gthread worker's heartbeat comes from its main loop, not from requests, so a long stream is never
-# mistaken for a hung worker; this only catches a worker whose main loop is stuck.
-timeout = 60
+# mistaken for a hung worker; this only catches a worker whose main loop is stuck (generous: on a busy
+# machine a worker importing litellm at boot can take a minute).
+timeout = 120
 # On restart, replies still streaming get this long to finish (the participant's message is saved either way).
 graceful_timeout = 30
 # Each worker shares a bounded pool of database connections between its threads (settings read this before

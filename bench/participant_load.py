@@ -396,7 +396,7 @@ def main() -> None:
             stderr=subprocess.STDOUT,
         )
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600  # a worker imports litellm before it answers: slow on a busy machine
         while True:
             try:
                 if httpx.get(base + "/healthz", timeout=5).status_code == 200:
