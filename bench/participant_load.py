@@ -186,7 +186,10 @@ class Results:
 
 class Participant:
     def __init__(self, base: str, results: Results, think: float, rng: random.Random) -> None:
-        self.http = httpx.AsyncClient(base_url=base, timeout=120)
+        # A connection per request, as a TLS proxy in front of gunicorn sends them (nginx's default): a kept-alive
+        # connection that the server closes as a request goes out fails that request, which a browser would
+        # retry and httpx does not.
+        self.http = httpx.AsyncClient(base_url=base, timeout=120, limits=httpx.Limits(max_keepalive_connections=0))
         self.results = results
         self.think_s = think
         self.rng = rng
