@@ -19,6 +19,10 @@ worker_connections = threads + 1000
 # mistaken for a hung worker; this only catches a worker whose main loop is stuck (generous: on a busy
 # machine a worker importing litellm at boot can take a minute).
 timeout = 120
+# How long a connection may wait for its (next) request. gunicorn also closes a new connection whose request
+# has not been read within this time, which a CPU-starved worker can take longer than the default 2 s to do
+# ("server disconnected without a response" under load); an idle connection takes no thread.
+keepalive = 10
 # On restart, replies still streaming get this long to finish (the participant's message is saved either way).
 graceful_timeout = 30
 # Each worker shares a bounded pool of database connections between its threads (settings read this before

@@ -31,7 +31,8 @@ import pytest
 
 from tests.web.test_concurrent_participants import free_port, manage, server_env, wait_until_serving
 
-pytestmark = pytest.mark.slow
+# Two server processes boot here (migrate, then gunicorn): minutes on a busy machine, past the suite default.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[2]
 HELD, REFUSED = 3, 2
