@@ -19,4 +19,6 @@ COPY manage.py ./
 # comes from ATTUNE_SECRET_KEY at run time (ATTUNE_PRODUCTION=1 refuses this one).
 RUN pip install --no-cache-dir . && ATTUNE_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput
 EXPOSE 8000
-CMD ["gunicorn", "attune_site.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "120"]
+# Threaded workers hold many slow streaming replies cheaply (attune_site/serving.py says why); the same
+# configuration as `attune serve`. Sizes: ATTUNE_WEB_WORKERS, ATTUNE_WEB_THREADS.
+CMD ["gunicorn", "--config", "python:attune_site.gunicorn_conf", "--bind", "0.0.0.0:8000"]

@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: demo test check install install-test browser-deps bench clean
+.PHONY: demo test check install install-test browser-deps bench bench-load clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ check: install-test
 bench: install-test
 	$(BIN)/python bench/score_speed.py
 	$(BIN)/python bench/replay_throughput.py
+
+## Simulated participants against the production server configuration (needs DATABASE_URL: a Postgres server).
+bench-load: install-test
+	$(BIN)/python bench/participant_load.py
 
 clean:
 	rm -rf $(VENV) data artifacts .pytest_cache .hypothesis

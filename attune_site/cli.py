@@ -11,7 +11,7 @@ import sys
 
 ATTUNE_COMMANDS = (
     ("demo", "install sample data, run the offline baselines, score, and serve the site"),
-    ("serve", "serve the site (development server, or gunicorn-like threaded server)"),
+    ("serve", "serve the site with gunicorn's threaded workers, as in production"),
     ("worker", "start a Celery worker (needs REDIS_URL)"),
     ("import", "validate and import canonical conversation files, folders or .zip archives"),
     ("export", "export conversations as canonical JSON, JSONL or Parquet"),

@@ -20,6 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from attune_site.datadir import PSEUDONYM_KEY_FILE, STATIC_SUBDIR, data_dir, resource_dir, stored_secret_key
 from attune_site.env import env_bool, env_float, env_int, env_list, env_str
+from attune_site.serving import db_pool_size, stream_slots, web_threads
 from attunebench.replay.llm import DEFAULT_PROVIDER_KEY_ENV, never_a_key_env
 
 # Nothing here writes a file or creates a folder: the entry points prepare the
@@ -110,8 +111,24 @@ TEMPLATES = [
 
 SQLITE_PATH = DATA_DIR / "attune.sqlite3"
 DATABASE_URL = env_str("DATABASE_URL")
+# Connections shared by the threads of one process (Postgres only; the web server turns it on, see
+# attune_site/serving.py); 0 keeps one connection per thread for 60 s.
+ATTUNE_DB_POOL_SIZE = db_pool_size()
+
+
+def _database_from_url(url: str) -> dj_database_url.DBConfig:
+    if not ATTUNE_DB_POOL_SIZE or not url.startswith(("postgres://", "postgresql://", "pgsql://")):
+        return dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    # A pooled connection goes back to the pool at the end of each request (the pool checks it on the
+    # way out): Django refuses persistent connections beside a pool.
+    database = dj_database_url.parse(url, conn_max_age=0)
+    pool = {"min_size": min(2, ATTUNE_DB_POOL_SIZE), "max_size": ATTUNE_DB_POOL_SIZE, "timeout": 30}
+    database["OPTIONS"] = {**database.get("OPTIONS", {}), "pool": pool}
+    return database
+
+
 DATABASES = {
-    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+    "default": _database_from_url(DATABASE_URL)
     if DATABASE_URL
     else {
         "ENGINE": "django.db.backends.sqlite3",
@@ -333,6 +350,8 @@ ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE = env_int("ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE",
 ATTUNE_ENROL_PER_ADDRESS_PER_HOUR = env_int("ATTUNE_ENROL_PER_ADDRESS_PER_HOUR", 10, minimum=1)
 ATTUNE_ENROL_PER_STUDY_PER_HOUR = env_int("ATTUNE_ENROL_PER_STUDY_PER_HOUR", 120, minimum=1)
 ATTUNE_CHAT_TIMEOUT_SECONDS = env_float("ATTUNE_CHAT_TIMEOUT_SECONDS", 60.0, minimum=1)
+# Streaming replies one process holds at once; the rest of its threads stay free for page loads.
+ATTUNE_STREAMS_PER_PROCESS = stream_slots(web_threads())
 # Seconds between streamed lines of the offline scripted model (0 in tests that need speed).
 ATTUNE_OFFLINE_STREAM_DELAY = env_float("ATTUNE_OFFLINE_STREAM_DELAY", 0.03, minimum=0)
 # Test switch: the offline model fails on purpose, to exercise the participant's retry path.

@@ -30,7 +30,7 @@ PARTICIPANT_TEMPLATES: tuple[str, ...] = (
     "participant/panas.html",
     "participant/topic.html",
     "participant/chat.html",
-    "participant/annotate_mood.html",
+    "participant/annotate_answers.html",
     "participant/stale.html",
     "errors/error.html",
 )

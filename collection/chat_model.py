@@ -17,7 +17,9 @@ import logging
 import os
 import re
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Generator
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -166,29 +168,75 @@ def _background_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-async def _next_chunk(agen: AsyncGenerator[str, None]) -> object:
+_LATE = object()
+
+
+async def _next_chunk(agen: AsyncGenerator[str, None], seconds_left: float) -> object:
+    """The next chunk, _END, or _LATE when the reply's time is up (the provider stream is then cancelled)."""
     try:
-        return await agen.__anext__()
+        return await asyncio.wait_for(agen.__anext__(), timeout=max(seconds_left, 0.0))
     except StopAsyncIteration:
         return _END
+    except TimeoutError:
+        return _LATE
 
 
 def stream_reply(request: ReplyRequest) -> Generator[str, None, None]:
     """The async stream driven from synchronous code (a WSGI streaming response).
 
-    Closing this generator early (the participant's browser went away) closes
-    the provider stream too.
+    The whole reply must arrive within ``ATTUNE_CHAT_TIMEOUT_SECONDS``: a provider
+    that hangs, or trickles a word now and then, ends in ChatModelError and frees
+    the thread. Closing this generator early (the participant's browser went
+    away) closes the provider stream too.
     """
     loop = _background_loop()
     agen = astream_reply(request)
+    limit = settings.ATTUNE_CHAT_TIMEOUT_SECONDS
+    deadline = time.monotonic() + limit
     try:
         while True:
-            chunk = asyncio.run_coroutine_threadsafe(_next_chunk(agen), loop).result()
+            seconds_left = deadline - time.monotonic()
+            chunk = asyncio.run_coroutine_threadsafe(_next_chunk(agen, seconds_left), loop).result()
             if chunk is _END:
                 return
+            if chunk is _LATE:
+                logger.warning(
+                    "original model %s did not finish turn %s within %s s",
+                    request.model_key,
+                    request.turn_number,
+                    limit,
+                )
+                raise ChatModelError()
             yield chunk  # type: ignore[misc]
     finally:
         asyncio.run_coroutine_threadsafe(agen.aclose(), loop).result()
+
+
+_slots_lock = threading.Lock()
+_streams_in_flight = 0
+
+
+@contextmanager
+def reply_slot() -> Iterator[bool]:
+    """Claim one of this process's ``ATTUNE_STREAMS_PER_PROCESS`` reply slots; yields whether it got one.
+
+    Every reply holds a server thread while it waits on the provider; the slots
+    keep the process's remaining threads for page loads and form posts, so
+    however many providers hang, other participants' pages still load. A reply
+    without a slot is refused at once (the participant sees the calm retry
+    message) rather than queued behind the others.
+    """
+    global _streams_in_flight
+    with _slots_lock:
+        granted = _streams_in_flight < settings.ATTUNE_STREAMS_PER_PROCESS
+        if granted:
+            _streams_in_flight += 1
+    try:
+        yield granted
+    finally:
+        if granted:
+            with _slots_lock:
+                _streams_in_flight -= 1
 
 
 # ---------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 
 from django.core import signing
 from django.core.cache import cache
+from django.db import connections
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
@@ -29,7 +30,13 @@ from django.views.decorators.http import require_POST
 from collection import page_safety as ps
 from collection import study_flow as flow
 from collection.assignment import NoModelAvailable
-from collection.chat_model import PARTICIPANT_FACING_NAME, ChatModelError, build_request
+from collection.chat_model import (
+    CALM_FAILURE_MESSAGE,
+    PARTICIPANT_FACING_NAME,
+    ChatModelError,
+    build_request,
+    reply_slot,
+)
 from collection.client_ip import client_ip
 from collection.forms import ConsentForm, MessageForm, PanasForm, ProfileForm, SurveyForm, TopicForm
 from collection.identity_guard import GuardedReply, identity_scanner
@@ -472,23 +479,45 @@ def _reply_events(participant: Participant, conversation: Conversation, turn: Tu
         yield _event({"type": "busy"})  # another request is already producing this reply
         return
     try:
-        reply_request = build_request(conversation, turn)
-        # The study's live-model budget is spent before the provider is called, never after.
-        if reply_request.litellm_model and not flow.claim_live_call(flow.study_of(participant)):
-            yield _event({"type": "error", "message": flow.LIVE_BUDGET_MESSAGE})
-            return
-        # Screened before it is shown: names held back, a leaking reply asked again or masked (identity_guard).
-        guarded = GuardedReply(reply_request, identity_scanner(conversation.original_model))
-        try:
-            for kind, text in guarded.events():
-                yield _event({"type": "delta", "text": text} if kind == "delta" else {"type": kind})
-        except ChatModelError as exc:
-            yield _event({"type": "error", "message": str(exc)})
-            return
+        with reply_slot() as granted:
+            if not granted:
+                logger.warning(
+                    "no free reply slot in this process for turn %s: refused, the participant may retry", turn.pk
+                )
+                yield _event({"type": "error", "message": CALM_FAILURE_MESSAGE})
+                return
+            reply_request = build_request(conversation, turn)
+            # The study's live-model budget is spent before the provider is called, never after.
+            if reply_request.litellm_model and not flow.claim_live_call(flow.study_of(participant)):
+                yield _event({"type": "error", "message": flow.LIVE_BUDGET_MESSAGE})
+                return
+            # Screened before it is shown: names held back, a leaking reply asked again or masked (identity_guard).
+            guarded = GuardedReply(reply_request, identity_scanner(conversation.original_model))
+            release_database_connections()
+            try:
+                for kind, text in guarded.events():
+                    yield _event({"type": "delta", "text": text} if kind == "delta" else {"type": kind})
+            except ChatModelError as exc:
+                yield _event({"type": "error", "message": str(exc)})
+                return
+        # takes a connection again, for this write only
         flow.do_save_reply(turn, guarded.text, guarded.outcome, guarded.leaks)
         yield _event({"type": "done", "next": next_url})
     finally:
         cache.delete(lock_key)
+
+
+def release_database_connections() -> None:
+    """Give this thread's database connections back (to the pool, or closed) before a long wait on a provider.
+
+    A hundred replies streaming must not hold a hundred Postgres connections
+    (``max_connections`` is 100 by default); the next query opens one again.
+    A connection inside a transaction is left alone: closing it would abort the
+    transaction (the test suite wraps each test in one).
+    """
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:
+            connection.close()
 
 
 @never_cache

@@ -49,6 +49,12 @@ READY_PREFIX = "FAKE_LLM_SERVER_READY"
 ERROR_KINDS = ("429", "500", "503", "timeout")
 SCRIPT_OUTCOMES = (*ERROR_KINDS, "malformed", "ok")
 
+#: What a streamed participant-chat request (no TASK line of ours) is answered with.
+CHAT_REPLY = (
+    "That sounds like a lot to carry right now, and it makes sense that you feel this way. "
+    "What part of it feels heaviest today, and what would help you most?"
+)
+
 _QUESTION_LINE = re.compile(r"^- (B\d+):", re.MULTILINE)
 _COMPARISON_LINE = re.compile(r"^Comparison (\d+):", re.MULTILINE)
 
@@ -67,6 +73,8 @@ class FakeConfig:
     messy_rate: float = 0.0
     seed: int = 0
     script: list[str] = field(default_factory=list)
+    # A streamed reply (``"stream": true``, as the participant chat asks) arrives word by word over this long.
+    stream_ms: float = 0.0
 
     def update(self, changes: dict[str, Any]) -> None:
         known = {f.name for f in fields(self)}
@@ -257,6 +265,8 @@ class _App:
             self.stats.messy += 1
             text = _messy(json.loads(text), self.rng)
         self.stats.completions += 1
+        if body.get("stream"):
+            return await self._stream(request, body.get("model", "fake"), text if call_type else CHAT_REPLY)
         prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
         usage = {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": len(text) // 4 + 1}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
@@ -270,6 +280,31 @@ class _App:
                 "usage": usage,
             }
         )
+
+    async def _stream(self, request: web.Request, model: str, text: str) -> web.StreamResponse:
+        """Server-sent chat-completion chunks, one word each, spread evenly over ``stream_ms``."""
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        words = text.split(" ")
+        pause = self.config.stream_ms / 1000 / len(words)
+
+        def chunk(delta: dict[str, str], finish: str | None) -> bytes:
+            payload = {
+                "id": f"chatcmpl-fake-{self.stats.requests}",
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+            return f"data: {json.dumps(payload)}\n\n".encode()
+
+        for i, word in enumerate(words):
+            if pause:
+                await asyncio.sleep(pause)
+            await response.write(chunk({"content": word if i == 0 else " " + word}, None))
+        await response.write(chunk({}, "stop") + b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
 
     async def get_stats(self, request: web.Request) -> web.Response:
         return web.json_response(self.stats.to_dict())
@@ -455,6 +490,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--malformed-rate", type=float, default=0.0)
     parser.add_argument("--messy-rate", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--stream-ms", type=float, default=0.0, help="how long a streamed reply takes, word by word")
     options = parser.parse_args(argv)
     config = FakeConfig()
     config.update(
@@ -468,6 +504,7 @@ def main(argv: list[str] | None = None) -> None:
             "malformed_rate": options.malformed_rate,
             "messy_rate": options.messy_rate,
             "seed": options.seed,
+            "stream_ms": options.stream_ms,
         }
     )
 

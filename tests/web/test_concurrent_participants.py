@@ -70,7 +70,7 @@ def manage(env: dict[str, str], *args: str) -> str:
 
 def wait_until_serving(process: subprocess.Popen, url: str) -> None:
     """Poll the port until the server answers (it prints its address before binding)."""
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300  # gunicorn boots a worker after its master: slow on a busy machine
     while time.monotonic() < deadline:
         assert process.poll() is None, process.stderr.read() if process.stderr else "server exited"
         try:

@@ -1,17 +1,20 @@
-"""attune serve: the site on a local port, with static files served by WhiteNoise."""
+"""attune serve: the site under gunicorn's threaded workers, the configuration docker-compose runs too."""
 
+import os
+import sys
 from typing import Any
 
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import connections
 
-from attune_site.warmup import warm_up
+from attune_site.serving import stream_slots, web_threads, web_workers
 
 
 class Command(BaseCommand):
     help = (
-        "Serve the Attune site (participant pages, researcher dashboards, API). Applies pending migrations "
-        "first. For production use gunicorn (see docker-compose.yml)."
+        "Serve the Attune site (participant pages, researcher dashboards, API) with gunicorn's threaded workers, "
+        "static files by WhiteNoise. Applies pending migrations first. Sizes: ATTUNE_WEB_WORKERS, ATTUNE_WEB_THREADS."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -22,7 +25,14 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if not options["no_migrate"]:
             call_command("migrate", interactive=False, verbosity=0)
-        warm_up()  # heavy imports now, not on a participant's first request
+        connections.close_all()  # this process becomes gunicorn's master, which needs no connection
         address = f"{options['host']}:{options['port']}"
-        self.stdout.write(f"Attune is serving on http://{address}/  (Ctrl+C stops it)")
-        call_command("runserver", address, use_reloader=False, use_threading=True, skip_checks=True)
+        workers, threads = web_workers(), web_threads()
+        self.stdout.write(
+            f"Attune is serving on http://{address}/  ({workers} worker process(es) × {threads} threads, "
+            f"up to {stream_slots(threads)} streaming replies each; Ctrl+C stops it)"
+        )
+        self.stdout.flush()
+        # The same gunicorn configuration as the Docker image, in place of this process (signals reach it directly).
+        command = [sys.executable, "-m", "gunicorn", "--config", "python:attune_site.gunicorn_conf", "--bind", address]
+        os.execv(sys.executable, command)

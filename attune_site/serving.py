@@ -1,0 +1,57 @@
+"""How the web server is sized: read by the gunicorn config and by the settings, so both agree.
+
+Why gunicorn with threaded workers (``gthread``), not ASGI or gevent (issue 14 item 1):
+
+- A streaming reply spends seconds waiting on the provider and almost no CPU. A thread
+  that waits costs a small stack and no CPU, so a worker process with 100 threads
+  holds 100 slow streams while its other threads serve page loads.
+- Under ASGI, Django runs every *sync* view in one thread per process
+  (``thread_sensitive``), so all participant pages, which are sync, would queue
+  behind one another; making them async would mean rewriting every view and the ORM
+  calls under them.
+- gevent needs monkeypatching, which psycopg 3 does not support, and Attune patches
+  nothing in Python's runtime (README).
+
+A streaming reply gives its database connection back before it waits on the
+provider and takes one again only to save the reply (collection/views.py), and
+the web workers share a bounded pool of connections per process, so the number
+of Postgres connections stays at workers × pool size however many streams are
+in flight. Each process keeps some threads for page loads: replies beyond
+:func:`stream_slots` get the participant's calm "try again" message at once
+instead of taking the last free thread, so a hung provider can never block
+other participants' page loads.
+"""
+
+from __future__ import annotations
+
+from attune_site.env import env_int, env_str
+
+
+def web_workers() -> int:
+    """Worker processes. Two with Redis (one per core here); one without, because the reply locks and
+    chat rate limits then live in a per-process cache and must be seen by every request."""
+    return env_int("ATTUNE_WEB_WORKERS", 2 if env_str("REDIS_URL") else 1, minimum=1, maximum=64)
+
+
+def web_threads() -> int:
+    """Threads per worker process: each holds one request (a streaming reply holds it for the reply)."""
+    return env_int("ATTUNE_WEB_THREADS", 100, minimum=4, maximum=1000)
+
+
+def reserved_threads(threads: int) -> int:
+    """Threads per process that a streaming reply may never take: they serve page loads and form posts."""
+    return max(2, threads // 5)
+
+
+def stream_slots(threads: int) -> int:
+    """Streaming replies one process holds at once."""
+    return threads - reserved_threads(threads)
+
+
+def db_pool_size() -> int:
+    """Postgres connections one process shares between its threads (0: a connection per thread, kept 60 s).
+
+    The web server turns the pool on (attune_site/gunicorn_conf.py): with a connection per thread, 2 workers
+    × 100 threads could open 200 connections, twice Postgres's default ``max_connections``.
+    """
+    return env_int("ATTUNE_DB_POOL_SIZE", 0, minimum=0, maximum=500)

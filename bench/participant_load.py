@@ -1,0 +1,463 @@
+"""Participant load benchmark (issue 14 item 6): many participants chatting and annotating at once.
+
+Setup, all on this machine:
+- a fresh Postgres database beside DATABASE_URL's (created here, dropped at the end);
+- the fake OpenAI-compatible provider (devtools/fake_llm_server.py) in its own process, streaming each chat
+  reply word by word over ``--reply-seconds`` (default 5 s);
+- the site served as in production: ``manage.py serve``, i.e. gunicorn with attune_site/gunicorn_conf.py
+  (threaded workers, a pool of database connections per worker), Redis as the shared cache when REDIS_URL is
+  set (as in docker-compose), the study's original model live and pointed at the fake provider, so every
+  reply goes through litellm as a real one would.
+
+Then N simulated participants (default 100), each an HTTP client with its own cookies that fills in and posts
+the pages' forms with their CSRF token as a browser does: join, consent, profile, PANAS, topic, then
+``--turns`` chat turns (send, streamed reply, every annotation page of that turn), finish, PANAS, survey.
+Between actions a participant pauses for a think time (``--think-seconds`` ± 50 %). Everyone asks for the
+first reply together, so that all N replies stream at once; later turns drift apart, and annotation
+submits then run beside other participants' streams.
+
+Reported: p50/p95/p99 of annotation submits (POST /s/<token>/turn/<n>/), page loads (every GET) and other
+form posts; errors (a status of 400 or more, a form shown again as invalid, a failed reply, a transport
+error); the most replies streaming at once and how many streamed while annotation submits were made; the
+most database connections the server held; the load average (the machine is shared).
+The last line is machine-readable:
+``participants=N streams=S p95_ms=X p99_ms=Y errors=E`` (S: most replies in flight at once; X, Y: annotation
+submits).
+
+Usage: DATABASE_URL=postgresql://... [REDIS_URL=redis://...] python bench/participant_load.py
+       [--participants 100 --turns 3 --reply-seconds 5 --think-seconds 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+import httpx
+import psycopg
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from devtools.fake_llm_server import start_subprocess  # noqa: E402
+
+SLUG = "attune-demo"
+SETUP = """
+from collection.models import OriginalModel
+from collection.setup import ensure_defaults
+ensure_defaults()
+OriginalModel.objects.update(active=False)
+OriginalModel.objects.create(name="bench-model", provider="fake", litellm_model="openai/bench-model", api_base=API_BASE)
+"""
+
+
+# ---------------------------------------------------------------------------
+# Forms, filled in as a participant would
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Form:
+    action: str
+    fields: list[tuple[str, str, str, bool]] = field(default_factory=list)  # (kind, name, value, checked)
+
+
+class _Forms(HTMLParser):
+    """The POST forms of a page with their inputs, selects and textareas."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.forms: list[Form] = []
+        self._form: Form | None = None
+        self._select: str | None = None
+        self._first_option: str | None = None
+        self._selected: str | None = None
+        self._textarea: str | None = None
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "form" and a.get("method", "").lower() == "post":
+            self._form = Form(a.get("action", ""))
+            self.forms.append(self._form)
+        if self._form is None:
+            return
+        if tag == "input" and a.get("name"):
+            kind = a.get("type", "text").lower()
+            self._form.fields.append(
+                (kind, a["name"], a.get("value", "on" if kind == "checkbox" else ""), "checked" in a)
+            )
+        elif tag == "select":
+            self._select, self._first_option, self._selected = a.get("name"), None, None
+        elif tag == "option" and self._select:
+            if self._first_option is None:
+                self._first_option = a.get("value", "")
+            if "selected" in a:
+                self._selected = a.get("value", "")
+        elif tag == "textarea":
+            self._textarea, self._text = a.get("name"), []
+
+    def handle_data(self, data: str) -> None:
+        if self._textarea:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form":
+            self._form = None
+        elif tag == "select" and self._form is not None and self._select:
+            value = self._selected if self._selected is not None else self._first_option or ""
+            self._form.fields.append(("select", self._select, value, True))
+            self._select = None
+        elif tag == "textarea" and self._form is not None and self._textarea:
+            self._form.fields.append(("textarea", self._textarea, "".join(self._text).strip(), True))
+            self._textarea = None
+
+
+def main_form(html: str) -> Form:
+    """The page's own form (not the withdraw link's or the chat's finish button)."""
+    parser = _Forms()
+    parser.feed(html)
+    forms = [f for f in parser.forms if "withdraw" not in f.action and "finish" not in f.action]
+    if not forms:
+        raise LookupError("no form on the page")
+    return forms[0]
+
+
+def fill(form: Form) -> dict[str, str | list[str]]:
+    """Answers: radios and selects as shown or their first choice, option groups as shown or their first
+    box, single boxes as shown, text as shown; the consent box ticked and one mood picked."""
+    data: dict[str, str | list[str]] = {}
+    groups: dict[str, list[tuple[str, bool]]] = {}
+    for kind, name, value, checked in form.fields:
+        if kind in ("submit", "button"):
+            continue
+        if kind in ("checkbox", "radio"):
+            groups.setdefault(name, []).append((value, checked))
+        else:
+            data[name] = value
+    for name, options in groups.items():
+        kinds = {k for k, n, _, _ in form.fields if n == name}
+        chosen = [value for value, checked in options if checked]
+        if "radio" in kinds:
+            data[name] = chosen[0] if chosen else options[0][0]
+        elif chosen:
+            data[name] = chosen
+        elif len(options) > 1:  # a multiple choice: tick the first
+            data[name] = [options[0][0]]
+    if "agree" in groups:
+        data["agree"] = "on"
+    if str(data.get("step", "")).startswith("mood"):
+        data["mood_Nervous"], data["intensity_Nervous"] = "on", "3"
+    return data
+
+
+# ---------------------------------------------------------------------------
+# Participants
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Results:
+    annotation: list[float] = field(default_factory=list)
+    pages: list[float] = field(default_factory=list)
+    submits: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    streaming: int = 0
+    peak_streams: int = 0
+    streams_at_annotation: list[int] = field(default_factory=list)
+    replies: int = 0
+    finished: int = 0
+
+
+class Participant:
+    def __init__(self, base: str, results: Results, think: float, rng: random.Random) -> None:
+        # A connection per request, as a TLS proxy in front of gunicorn sends them (nginx's default): a kept-alive
+        # connection that the server closes as a request goes out fails that request, which a browser would
+        # retry and httpx does not.
+        self.http = httpx.AsyncClient(base_url=base, timeout=120, limits=httpx.Limits(max_keepalive_connections=0))
+        self.results = results
+        self.think_s = think
+        self.rng = rng
+        self.waited = False  # has passed the first-reply barrier
+
+    async def think(self) -> None:
+        if self.think_s:
+            await asyncio.sleep(self.think_s * self.rng.uniform(0.5, 1.5))
+
+    async def get(self, path: str) -> tuple[str, str]:
+        """Load a page, following redirects one timed GET at a time; returns (path, html)."""
+        for _ in range(10):
+            start = time.perf_counter()
+            response = await self.http.get(path)
+            self.results.pages.append(time.perf_counter() - start)
+            if response.status_code in (301, 302, 303):
+                path = urljoin(path, response.headers["location"])
+                continue
+            if response.status_code >= 400:
+                raise RuntimeError(f"GET {path} answered {response.status_code}")
+            return path, response.text
+        raise RuntimeError(f"GET {path}: too many redirects")
+
+    async def post(self, path: str, data: dict, kind: str) -> httpx.Response:
+        data = {**data, "csrfmiddlewaretoken": self.http.cookies.get("csrftoken", "")}
+        if kind == "annotation":
+            self.results.streams_at_annotation.append(self.results.streaming)
+        start = time.perf_counter()
+        response = await self.http.post(path, data=data, headers={"Referer": str(self.http.base_url)})
+        (self.results.annotation if kind == "annotation" else self.results.submits).append(time.perf_counter() - start)
+        if response.status_code >= 400:
+            raise RuntimeError(f"POST {path} answered {response.status_code}")
+        return response
+
+    async def submit_page(self, path: str, html: str, kind: str = "step") -> tuple[str, str]:
+        """Fill in and post the page's form; the next page, as the redirect after the post leads."""
+        form = main_form(html)
+        target = urljoin(path, form.action) if form.action else path
+        response = await self.post(target, fill(form), kind)
+        if response.status_code not in (301, 302, 303):
+            errors = re.findall(r'class="errorlist[^"]*"[^>]*>(.*?)</ul>', response.text, re.S)
+            raise RuntimeError(f"POST {target} showed the form again: {errors[:1]}")
+        return await self.get(urljoin(target, response.headers["location"]))
+
+    async def until(self, path: str, html: str, stop: str, kind: str = "step") -> tuple[str, str]:
+        while stop not in path:
+            await self.think()
+            path, html = await self.submit_page(path, html, kind)
+        return path, html
+
+    async def reply(self, url: str) -> None:
+        headers = {"Accept": "application/x-ndjson", "Referer": str(self.http.base_url)}
+        data = {"csrfmiddlewaretoken": self.http.cookies.get("csrftoken", "")}
+        results = self.results
+        results.streaming += 1
+        results.peak_streams = max(results.peak_streams, results.streaming)
+        try:
+            last = {}
+            async with self.http.stream("POST", url, data=data, headers=headers) as response:
+                if response.status_code != 200:
+                    raise RuntimeError(f"reply {url} answered {response.status_code}")
+                async for line in response.aiter_lines():
+                    if line.strip():
+                        last = json.loads(line)
+        finally:
+            results.streaming -= 1
+        if last.get("type") != "done":
+            raise RuntimeError(f"reply {url} ended with {last}")
+        results.replies += 1
+
+    async def run(self, turns: int, first_reply: asyncio.Barrier) -> None:
+        await self.think()  # arrivals spread out a little
+        path, html = await self.get(f"/join/{SLUG}/")
+        await self.think()
+        path, html = await self.submit_page(path, html)  # enrol: to the consent page
+        path, html = await self.until(path, html, "/chat/")
+        for turn in range(1, turns + 1):
+            await self.think()
+            send = await self.post(
+                path + "send/",
+                {"message": f"Turn {turn}: exams start soon and I feel anxious all day.", "turn_number": str(turn)},
+                "step",
+            )
+            if send.status_code != 302:
+                raise RuntimeError(f"send answered {send.status_code}")
+            if turn == 1:
+                self.waited = True
+                await first_reply.wait()  # every participant's first reply streams at the same time
+            await self.reply(f"{path}reply/{turn}/")
+            path, html = await self.get(path.replace("/chat/", "/"))  # the step after a reply: its annotation
+            path, html = await self.until(path, html, "/chat/", kind="annotation")
+        await self.think()
+        finish = await self.post(path + "finish/", {}, "step")
+        path, html = await self.get(urljoin(path, finish.headers["location"]))
+        await self.until(path, html, "/thank-you/")
+        self.results.finished += 1
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+
+async def drive(base: str, participants: int, turns: int, think: float, seed: int) -> Results:
+    results = Results()
+    barrier = asyncio.Barrier(participants)
+    people = [Participant(base, results, think, random.Random(seed + i)) for i in range(participants)]
+
+    async def one(person: Participant) -> None:
+        try:
+            await person.run(turns, barrier)
+        except Exception as exc:  # reported; one who fails early still counts at the barrier, so the rest go on
+            results.errors.append(f"{type(exc).__name__}: {exc}")
+            if not person.waited:
+                await barrier.wait()
+        finally:
+            await person.close()
+
+    await asyncio.gather(*(one(p) for p in people))
+    return results
+
+
+# ---------------------------------------------------------------------------
+# Services
+# ---------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def with_database(url: str, name: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path="/" + name))
+
+
+class ConnectionWatch(threading.Thread):
+    """Polls how many connections the server holds to the bench database; keeps the peak."""
+
+    def __init__(self, url: str, name: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.name, self.peak = url, name, 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while not self.stop.wait(0.25):
+                count = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", (self.name,)
+                ).fetchone()
+                self.peak = max(self.peak, count[0] if count else 0)
+
+
+def percentiles(values: list[float]) -> str:
+    if len(values) < 2:
+        return f"n={len(values)}"
+    q = statistics.quantiles([v * 1000 for v in values], n=100, method="inclusive")
+    return f"n={len(values)} p50={q[49]:.0f} ms p95={q[94]:.0f} ms p99={q[98]:.0f} ms max={max(values) * 1000:.0f} ms"
+
+
+def quantile_ms(values: list[float], index: int) -> float:
+    if len(values) < 2:
+        return values[0] * 1000 if values else 0.0
+    return statistics.quantiles([v * 1000 for v in values], n=100, method="inclusive")[index]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--participants", type=int, default=100)
+    parser.add_argument(
+        "--turns", type=int, default=3, help="chat turns per participant (the demo study's minimum is 3)"
+    )
+    parser.add_argument("--reply-seconds", type=float, default=5.0, help="how long each streamed reply takes")
+    parser.add_argument("--think-seconds", type=float, default=1.0, help="pause between a participant's actions")
+    parser.add_argument("--seed", type=int, default=7)
+    options = parser.parse_args()
+    admin_url = os.environ.get("DATABASE_URL", "")
+    if not admin_url.startswith(("postgres://", "postgresql://")):
+        sys.exit("participant_load.py needs DATABASE_URL pointing at a Postgres server (a database beside it is used)")
+
+    name = f"attune_participant_load_{os.getpid()}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    data_dir = Path(tempfile.mkdtemp(prefix="attune-load-"))
+    fake, api_base = start_subprocess("--stream-ms", str(options.reply_seconds * 1000))
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "DATABASE_URL": with_database(admin_url, name),
+        "ATTUNE_DATA_DIR": str(data_dir),
+        "ATTUNE_ALLOW_LIVE_MODELS": "1",
+        "OPENAI_API_KEY": "sk-fake-bench-key",
+        "ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE": "1000",
+    }
+    server = None
+    watch = ConnectionWatch(admin_url, name)
+    try:
+        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=REPO, env=env, check=True)
+        setup = SETUP.replace("API_BASE", repr(api_base))
+        subprocess.run([sys.executable, "manage.py", "shell", "-c", setup], cwd=REPO, env=env, check=True)
+        port = free_port()
+        log = (data_dir / "server.log").open("w")
+        server = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--no-migrate", "--port", str(port)],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 600  # a worker imports litellm before it answers: slow on a busy machine
+        while True:
+            try:
+                if httpx.get(base + "/healthz", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline or server.poll() is not None:
+                sys.exit(f"the server did not start; its log: {data_dir / 'server.log'}")
+            time.sleep(0.2)  # polling a process we started
+        print((data_dir / "server.log").read_text().splitlines()[0])
+        watch.start()
+        load_before = os.getloadavg()
+        started = time.perf_counter()
+        results = asyncio.run(drive(base, options.participants, options.turns, options.think_seconds, options.seed))
+        wall = time.perf_counter() - started
+        load_after = os.getloadavg()
+    finally:
+        watch.stop.set()
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=60)
+        fake.terminate()
+        fake.wait(timeout=30)
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    server_log = (data_dir / "server.log").read_text()
+    log_errors = server_log.count("Traceback") + server_log.count("[ERROR]")
+
+    errors = len(results.errors)
+    during = results.streams_at_annotation
+    print(
+        f"participants {options.participants}, {options.turns} turns each, replies {options.reply_seconds:g} s, "
+        f"think {options.think_seconds:g} s; wall {wall:.1f} s"
+    )
+    print(f"finished {results.finished}/{options.participants}, replies streamed {results.replies}")
+    print(f"annotation submits  {percentiles(results.annotation)}")
+    print(f"page loads          {percentiles(results.pages)}")
+    print(f"other form posts    {percentiles(results.submits)}")
+    if during:
+        print(
+            f"replies streaming while annotation submits were made: median {statistics.median(during):g}, "
+            f"max {max(during)}"
+        )
+    print(f"most replies streaming at once {results.peak_streams}; most server database connections {watch.peak}")
+    print(f"errors {errors}; server log errors {log_errors}")
+    for message in sorted(set(results.errors))[:10]:
+        print(f"  {message}")
+    print(
+        "load average 1/5/15 min: before {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} {:.2f} (2 cores, shared)".format(
+            *load_before, *load_after
+        )
+    )
+    print(
+        f"participants={options.participants} streams={results.peak_streams} "
+        f"p95_ms={quantile_ms(results.annotation, 94):.0f} p99_ms={quantile_ms(results.annotation, 98):.0f} "
+        f"errors={errors + log_errors}"
+    )
+
+
+if __name__ == "__main__":
+    main()
