@@ -157,6 +157,17 @@ class RunConversation(models.Model):
     cost_usd = models.FloatField(default=0.0)
     error = models.TextField(blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # The lease of the worker replaying it (issue 16): only the holder may store the output, and a
+    # conversation is claimed again only once its lease has lapsed, so it is never replayed twice at once.
+    lease_owner = models.CharField(
+        max_length=200, blank=True, help_text="The worker (host:pid:token) replaying it while it runs."
+    )
+    lease_expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="Renewed while the worker lives; past it, the conversation is stalled."
+    )
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="When its worker last renewed the lease.")
+    attempts = models.PositiveIntegerField(default=0, help_text="Times a worker has claimed it.")
+    requeued = models.PositiveIntegerField(default=0, help_text="Times it was requeued after its lease lapsed.")
 
     class Meta:
         constraints = [
@@ -164,7 +175,14 @@ class RunConversation(models.Model):
             models.CheckConstraint(
                 condition=Q(status__in=["pending", "running", "done", "failed"]), name="run_conversation_status_valid"
             ),
+            # Running <=> held under a lease by exactly one worker.
+            models.CheckConstraint(
+                condition=(Q(status="running") & Q(lease_expires_at__isnull=False) & ~Q(lease_owner=""))
+                | (~Q(status="running") & Q(lease_expires_at__isnull=True) & Q(lease_owner="")),
+                name="run_conversation_running_iff_leased",
+            ),
         ]
+        indexes = [models.Index(fields=["status", "lease_expires_at"], name="run_conversation_lease_idx")]
 
     def __str__(self) -> str:
         return f"run {self.run_id} / conversation {self.conversation_id} ({self.status})"

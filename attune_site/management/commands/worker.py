@@ -15,7 +15,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--concurrency", type=int, default=2, help="worker processes (default 2)")
         parser.add_argument("--loglevel", default="INFO", help="log level (default INFO)")
-        parser.add_argument("--queues", default="celery", help="comma-separated queues to consume (default celery)")
+        parser.add_argument(
+            "--queues",
+            default="celery,finalize",
+            help="comma-separated queues to consume (default celery,finalize: conversations and run scoring; "
+            "a worker given only finalize scores finished runs while others replay)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not settings.REDIS_URL:
