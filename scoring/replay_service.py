@@ -167,23 +167,29 @@ def run_config(run: EvaluationRun) -> ReplayConfig:
 # ---------------------------------------------------------------------------
 
 
-class DatabaseCallCache:
-    """ModelCallCache rows. ORM calls run in a small thread pool: the replay loop must not block.
+def _db_pool() -> Any:
+    """The process's threads for ORM calls made from the replay loop (cache rows, sent counts).
 
     SQLite allows one writer at a time (and a shared in-memory test database
     none concurrently), so it gets a single thread; other databases get a few.
     """
+    state = _state
+    with state.lock:
+        if state.db_pool is None:
+            from concurrent.futures import ThreadPoolExecutor
 
-    def __init__(self) -> None:
-        from concurrent.futures import ThreadPoolExecutor
+            from django.db import connection
 
-        from django.db import connection
+            workers = 1 if connection.vendor == "sqlite" else 4
+            state.db_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attune-replay-db")
+        return state.db_pool
 
-        workers = 1 if connection.vendor == "sqlite" else 4
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attune-call-cache")
+
+class DatabaseCallCache:
+    """ModelCallCache rows. ORM calls run in a small thread pool (``_db_pool``): the replay loop must not block."""
 
     async def _run(self, function: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, self._reconnecting, function, *args)
+        return await asyncio.get_running_loop().run_in_executor(_db_pool(), self._reconnecting, function, *args)
 
     @staticmethod
     def _reconnecting(function: Any, *args: Any) -> Any:
@@ -204,7 +210,7 @@ class DatabaseCallCache:
     def _get(key: str) -> CachedCall | None:
         row = (
             ModelCallCache.objects.filter(key=key)
-            .values("model", "prompt_version", "response", "usage", "cost_usd")
+            .values("model", "prompt_version", "response", "usage", "cost_usd", "paid_by", "requests")
             .first()
         )
         if row is None:
@@ -217,6 +223,8 @@ class DatabaseCallCache:
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
             cost_usd=row["cost_usd"],
+            paid_by=row["paid_by"] or None,
+            requests=row["requests"] or 1,
         )
 
     @staticmethod
@@ -231,6 +239,8 @@ class DatabaseCallCache:
                     response=value.response,
                     usage={"prompt_tokens": value.prompt_tokens, "completion_tokens": value.completion_tokens},
                     cost_usd=value.cost_usd,
+                    paid_by=(value.paid_by or "")[:100],
+                    requests=value.requests,
                 )
             ],
             ignore_conflicts=True,
@@ -321,6 +331,7 @@ class ProcessState:
     scheduler: Scheduler | None = None
     cache: CallCache | None = None
     datasets: OrderedDict[int, list[cf.ConversationFile]] = field(default_factory=OrderedDict)
+    db_pool: Any = None
 
 
 _state = ProcessState()
@@ -572,6 +583,41 @@ def runs_to_finalize() -> list[int]:
     )
 
 
+def paid_tag(run_conversation_id: int, attempt: int) -> str:
+    """How a cache entry names the attempt that paid for it."""
+    return f"rc{run_conversation_id}.a{attempt}"
+
+
+def _recoverable(run_conversation_id: int, counted_attempt: int, attempt: int) -> Any:
+    """Whether a cache entry was paid by one of this conversation's attempts whose accounting was lost.
+
+    Those are the attempts after the last one stored (``counted_attempt``) and
+    before this one: their workers died before storing what they paid.
+    """
+    prefix = f"rc{run_conversation_id}.a"
+
+    def recoverable(tag: str) -> bool:
+        if not tag.startswith(prefix) or not tag[len(prefix) :].isdigit():
+            return False
+        return counted_attempt < int(tag[len(prefix) :]) < attempt
+
+    return recoverable
+
+
+def _count_sent(run_conversation_id: int) -> Any:
+    """An ``on_send`` hook: add one to the conversation's paid requests in the database before each is sent."""
+
+    def bump() -> None:
+        DatabaseCallCache._reconnecting(
+            lambda: RunConversation.objects.filter(pk=run_conversation_id).update(paid_sent=F("paid_sent") + 1)
+        )
+
+    async def on_send() -> None:
+        await asyncio.get_running_loop().run_in_executor(_db_pool(), bump)
+
+    return on_send
+
+
 def _store(item: RunConversation, token: str, result: ReplayResult) -> bool:
     """Write the output and add its counts to the run, exactly once per conversation."""
     output = result.output
@@ -582,39 +628,70 @@ def _store(item: RunConversation, token: str, result: ReplayResult) -> bool:
     errors = "; ".join(f"turn {f.turn_number} {f.call_type}: {f.error}" for f in result.failures)
     with transaction.atomic():
         # Only the lease holder stores; a delivery whose lease lapsed and was taken finds nothing to move.
-        moved = RunConversation.objects.filter(
-            pk=item.pk, status=RunConversation.Status.RUNNING, lease_owner=token
-        ).update(
+        row = (
+            RunConversation.objects.select_for_update()
+            .filter(pk=item.pk, status=RunConversation.Status.RUNNING, lease_owner=token)
+            .values("paid_sent", "paid_sent_counted", "attempts")
+            .first()
+        )
+        if row is None:
+            return False
+        # Paid requests of interrupted attempts (answered or lost in flight) that no store has counted:
+        # everything sent so far, less what was counted before, less this attempt's own.
+        interrupted = max(0, row["paid_sent"] - row["paid_sent_counted"] - stats.paid_requests)
+        made = stats.calls_made + interrupted
+        RunConversation.objects.filter(pk=item.pk).update(
             status=status,
             lease_owner="",
             lease_expires_at=None,
             output=cf.to_canonical_dict(output),
-            calls_made=stats.calls_made,
+            calls_made=F("calls_made") + made,
             calls_cached=stats.calls_cached,
+            calls_recovered=stats.calls_recovered,
             calls_failed=stats.calls_failed,
             cost_usd=cost,
             error=errors[:5000],
+            paid_sent_counted=row["paid_sent"],
+            counted_attempt=row["attempts"],
         )
-        if moved:
-            EvaluationRun.objects.filter(pk=item.run_id).update(
-                conversations_done=F("conversations_done") + (1 if usable else 0),
-                conversations_failed=F("conversations_failed") + (0 if usable else 1),
-                calls_made=F("calls_made") + stats.calls_made,
-                calls_cached=F("calls_cached") + stats.calls_cached,
-                calls_failed=F("calls_failed") + stats.calls_failed,
-                cost_usd=F("cost_usd") + stats.cost_spent,
-            )
-    return bool(moved)
+        EvaluationRun.objects.filter(pk=item.run_id).update(
+            conversations_done=F("conversations_done") + (1 if usable else 0),
+            conversations_failed=F("conversations_failed") + (0 if usable else 1),
+            calls_made=F("calls_made") + made,
+            calls_cached=F("calls_cached") + stats.calls_cached,
+            calls_recovered=F("calls_recovered") + stats.calls_recovered,
+            calls_failed=F("calls_failed") + stats.calls_failed,
+            cost_usd=F("cost_usd") + stats.cost_spent,
+        )
+    return True
 
 
 def _fail(item: RunConversation, token: str, error: str, run_error: str = "") -> bool:
     """The conversation could not be replayed at all (configuration, a bug): failed, visibly."""
     with transaction.atomic():
-        moved = RunConversation.objects.filter(
-            pk=item.pk, status=RunConversation.Status.RUNNING, lease_owner=token
-        ).update(status=RunConversation.Status.FAILED, lease_owner="", lease_expires_at=None, error=error[:5000])
+        row = (
+            RunConversation.objects.select_for_update()
+            .filter(pk=item.pk, status=RunConversation.Status.RUNNING, lease_owner=token)
+            .values("paid_sent", "paid_sent_counted", "attempts")
+            .first()
+        )
+        moved = 0
+        if row is not None:
+            made = max(0, row["paid_sent"] - row["paid_sent_counted"])  # sent by interrupted attempts
+            moved = RunConversation.objects.filter(pk=item.pk).update(
+                status=RunConversation.Status.FAILED,
+                lease_owner="",
+                lease_expires_at=None,
+                error=error[:5000],
+                calls_made=F("calls_made") + made,
+                paid_sent_counted=row["paid_sent"],
+                counted_attempt=row["attempts"],
+            )
         if moved:
-            changes: dict[str, Any] = {"conversations_failed": F("conversations_failed") + 1}
+            changes: dict[str, Any] = {
+                "conversations_failed": F("conversations_failed") + 1,
+                "calls_made": F("calls_made") + made,
+            }
             if run_error:
                 changes["error"] = run_error[:2000]
             EvaluationRun.objects.filter(pk=item.run_id).update(**changes)
@@ -646,7 +723,17 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
         except Exception as exc:  # configuration problems fail this conversation, visibly
             _fail(item, token, str(exc), run_error=str(exc))
             return {**summary, "failed": str(exc), "open": open_conversations(run.pk)}
-        replayer = make_replayer(spec, config, dataset=dataset, scheduler=_process_scheduler(), cache=build_cache())
+        cache = build_cache()
+        replayer = make_replayer(
+            spec,
+            config,
+            dataset=dataset,
+            scheduler=_process_scheduler(),
+            cache=cache,
+            on_send=_count_sent(item.pk),
+            paid_tag=paid_tag(item.pk, item.attempts),
+            recoverable=_recoverable(item.pk, item.counted_attempt, item.attempts),
+        )
         try:
             result = run_sync_beating(
                 replayer.replay(conversation), lease_seconds() / 4, lambda: renew_lease(item.pk, token)
@@ -734,6 +821,7 @@ def run_progress(run_id: int) -> dict[str, Any]:
         "conversations_failed": run.conversations_failed,
         "calls_made": run.calls_made,
         "calls_cached": run.calls_cached,
+        "calls_recovered": run.calls_recovered,
         "calls_failed": run.calls_failed,
         "cost_usd": run.cost_usd,
         "percent": run.progress_percent,

@@ -193,9 +193,7 @@ def test_a_killed_worker_s_conversation_is_requeued_by_the_survivor_and_never_re
     workers.start("w2")  # the survivor: nobody starts another worker after the kill
 
     def mid_run() -> bool:
-        held = list(
-            RunConversation.objects.filter(run=run, status="running").values_list("lease_owner", flat=True)
-        )
+        held = list(RunConversation.objects.filter(run=run, status="running").values_list("lease_owner", flat=True))
         done = RunConversation.objects.filter(run=run, status="done").count()
         return done >= 2 and any(str(first.pid) == owner.split(":")[1] for owner in held)
 

@@ -45,7 +45,7 @@ def replay_as(item: RunConversation, token: str) -> bool:
 
 @pytest.mark.django_db
 def test_of_two_claims_on_one_conversation_only_the_first_gets_it():
-    run, (first, _) = prepared_run()
+    _run, (first, _) = prepared_run()
     held = replay_service._claim(first, "worker-a")
     assert held is not None and held.lease_owner == "worker-a" and held.lease_expires_at > timezone.now()
     assert replay_service._claim(first, "worker-b") is None
@@ -79,7 +79,7 @@ def _replayed(item: RunConversation):
 
 @pytest.mark.django_db
 def test_the_database_refuses_a_running_conversation_without_a_lease():
-    run, (first, _) = prepared_run()
+    _run, (first, _) = prepared_run()
     with pytest.raises(IntegrityError), transaction.atomic():
         RunConversation.objects.filter(pk=first).update(status=RunConversation.Status.RUNNING)
     replay_service._claim(first, "worker-a")
@@ -90,7 +90,7 @@ def test_the_database_refuses_a_running_conversation_without_a_lease():
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="concurrent writers need Postgres")
 def test_simultaneous_claims_from_many_workers_have_exactly_one_winner():
-    run, (first, _) = prepared_run()
+    _run, (first, _) = prepared_run()
     start = threading.Barrier(8)
     winners: list[str] = []
 
@@ -186,7 +186,9 @@ def test_the_sweeper_requeues_lapsed_leases_and_finalises_a_run_whose_finaliser_
     other, (only, *_) = prepared_run(1, seed=9)
     replay_service._claim(only, "w")
     replay_service._mark_running(other)
-    assert replay_service._store(RunConversation.objects.get(pk=only), "w", _replayed(RunConversation.objects.get(pk=only)))
+    assert replay_service._store(
+        RunConversation.objects.get(pk=only), "w", _replayed(RunConversation.objects.get(pk=only))
+    )
     assert run_control.sweep()["finalised"] == [other.pk]
     other.refresh_from_db()
     assert other.status == EvaluationRun.Status.DONE
@@ -217,7 +219,9 @@ def test_a_failed_run_says_why_and_lists_its_failed_conversations(client, resear
     settings.ATTUNE_ALLOW_LIVE_MODELS = False
     docs = synth_conversations(1, seed=8, min_turns=2, max_turns=2)
     assert import_documents([(d.conversationId, d) for d in docs]).ok
-    EvaluatedModel.objects.create(name="remote-em", litellm_model="openai/remote-em", api_base="https://api.example.com")
+    EvaluatedModel.objects.create(
+        name="remote-em", litellm_model="openai/remote-em", api_base="https://api.example.com"
+    )
     run = replay_service.do_create_run("remote-em", "default")
     run_control.start_run(run.pk)  # eager: the conversation fails at once (live models are off)
     run.refresh_from_db()
@@ -240,4 +244,6 @@ def test_the_failure_reason_names_the_failed_calls_when_every_conversation_faile
     replay_service._mark_running(run)
     assert replay_service.do_finalize_run(run.pk) == EvaluationRun.Status.FAILED
     run.refresh_from_db()
-    assert run.error == "no conversation could be replayed (2 failed); first failure: turn 1 draft: 429 after 6 attempts"
+    assert (
+        run.error == "no conversation could be replayed (2 failed); first failure: turn 1 draft: 429 after 6 attempts"
+    )
