@@ -13,7 +13,17 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--concurrency", type=int, default=2, help="worker processes (default 2)")
+        parser.add_argument(
+            "--concurrency", type=int, default=2, help="worker processes, or threads with --pool threads (default 2)"
+        )
+        parser.add_argument(
+            "--pool",
+            choices=["prefork", "threads", "solo"],
+            default="prefork",
+            help="prefork (default): one conversation at a time per process; threads: many conversations at once "
+            "in one process, their calls sharing its event loop and ATTUNE_REPLAY_CONCURRENCY (e.g. --pool threads "
+            "--concurrency 32 for replays of slow models)",
+        )
         parser.add_argument("--loglevel", default="INFO", help="log level (default INFO)")
         parser.add_argument(
             "--queues",
@@ -34,6 +44,7 @@ class Command(BaseCommand):
             [
                 "worker",
                 f"--concurrency={options['concurrency']}",
+                f"--pool={options['pool']}",
                 f"--loglevel={options['loglevel']}",
                 f"--queues={options['queues']}",
             ]
