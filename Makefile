@@ -52,6 +52,9 @@ check: install-test
 bench: install-test
 	$(BIN)/python bench/score_speed.py
 	$(BIN)/python bench/replay_throughput.py
+	@echo "Postgres + Redis benchmarks (local servers by default; see their --database and --redis options):"
+	-$(BIN)/python bench/replay_distributed.py
+	-$(BIN)/python bench/replay_faults.py
 
 ## Simulated participants against the production server configuration (needs DATABASE_URL: a Postgres server).
 bench-load: install-test

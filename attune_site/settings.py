@@ -263,7 +263,16 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# Crash safety (issue 16): a task is acknowledged only when it has finished (acks_late) and put back
+# when its worker process dies (reject_on_worker_lost). Redis hands an unacknowledged message out again
+# after the visibility timeout; a replayed conversation does not wait for it: its lease (below) lapses
+# and the workers' sweeper requeues it, so the timeout is only the broker's own backstop.
+ATTUNE_VISIBILITY_TIMEOUT = env_int("ATTUNE_VISIBILITY_TIMEOUT", 900, minimum=1, maximum=86_400)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": ATTUNE_VISIBILITY_TIMEOUT}
+# Finishing a run (scoring it) has a queue of its own, so it never waits behind other runs' conversations;
+# `attune worker` consumes both queues.
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+CELERY_TASK_ROUTES = {"scoring.finalize_run": {"queue": "finalize"}, "scoring.rescore_run": {"queue": "finalize"}}
 
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
@@ -361,6 +370,9 @@ ATTUNE_ALTERNATE_MODEL = env_str("ATTUNE_ALTERNATE_MODEL")
 ATTUNE_ALTERNATE_API_BASE = env_str("ATTUNE_ALTERNATE_API_BASE")
 # Model calls in flight at once in one worker process, across every conversation it replays.
 ATTUNE_REPLAY_CONCURRENCY = env_int("ATTUNE_REPLAY_CONCURRENCY", 32, minimum=1, maximum=1024)
+# A worker holds a lease on each conversation it replays and renews it every quarter of this time;
+# a conversation whose lease has lapsed (its worker died) is requeued by any live worker's sweeper.
+ATTUNE_REPLAY_LEASE_SECONDS = env_int("ATTUNE_REPLAY_LEASE_SECONDS", 60, minimum=2, maximum=3600)
 ATTUNE_LOG_LEVEL = env_str("ATTUNE_LOG_LEVEL", "WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
 
 LOGGING = {

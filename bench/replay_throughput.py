@@ -1,30 +1,28 @@
-"""Replay throughput benchmark (issue 4 item 9).
+"""Replay throughput through the ``attune eval`` command line (issue 16 item 6).
 
-Setup: the fake OpenAI-compatible server in a subprocess (so its CPU is not
-counted) with 200 ms latency; 40 synthetic conversations of 8 turns; judge
-on; global concurrency 32; every call goes through litellm exactly as in
-production (EM and judge are ``openai/...`` models with ``api_base``).
+Setup: the fake OpenAI-compatible server in a subprocess with 200 ms latency;
+40 synthetic conversations of 8 turns written as canonical files; then, for
+each concurrency (default 32 and 64), a fresh ``attune eval`` process exactly
+as a researcher runs it:
 
-Reported:
-- calls      requests the server answered during the timed run
-- wall_s     wall time of the timed run
-- bound_s    critical-path lower bound: max(longest chain × latency,
-             calls × latency / concurrency); a conversation's chain is
-             draft + analysis per turn, then post (protocol.critical_path_calls)
-- efficiency bound_s / wall_s (target ≥ 0.8)
-- speedup    sequential time / wall_s; the sequential time is the measured
-             per-call time of a one-call-at-a-time replay of one conversation,
-             times ``calls`` (a full sequential run would take ~6 minutes)
-- cpu_ms_per_call  this process's CPU time during the timed run / calls
-             (target ≤ 10 ms; the server runs in another process)
+    attune eval --model openai/fake-em --api-base URL --conversations DIR \\
+                --concurrency N --no-cache --out OUT
 
-The timed run is repeated (``--repeat``, default 3; a fresh cache each time,
-so every run makes the same calls) and wall time and CPU are the medians:
-on a shared 2-vCPU machine one run can be 10-20% off. Every run is printed.
-Replays run on the per-process event loop (``aio.run_sync``), as in the CLI
-and the Celery tasks.
+(embedded settings: no database server, no Redis; ``--no-cache`` so every
+run makes every call). Times are taken from the provider's side, so the
+replay is measured apart from the process's start-up and its scoring:
 
-Usage: python bench/replay_throughput.py [--conversations 40 --turns 8 --latency-ms 200 --concurrency 32 --repeat 3]
+- startup_s  process start -> first request at the server (imports, reading files)
+- replay_s   first request -> last answer (the replay itself)
+- tail_s     last answer -> process exit (writing run files, scoring, leaderboard)
+- bound_s    max(longest chain x latency, calls x latency / concurrency); a
+             conversation's chain is draft + analysis per turn, then post
+- efficiency bound_s / replay_s (targets: >= 0.9 at 32, >= 0.8 at 64)
+- peak       most requests in flight at the server at once (never above N)
+- cpu_ms_per_call  the eval process's CPU time (user + system, start-up included) / calls
+
+The machine is shared: the load average is printed with the figures.
+Usage: python bench/replay_throughput.py [--conversations 40 --turns 8 --latency-ms 200 --concurrency 32,64]
 The last line is machine-readable.
 """
 
@@ -32,136 +30,130 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
+import resource
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from attunebench.replay.aio import run_sync
-from attunebench.replay.cache import MemoryCache
-from attunebench.replay.llm import EMSpec, LiteLLMBackend, _litellm
-from attunebench.replay.protocol import ReplayConfig, Replayer, critical_path_calls
-from attunebench.replay.scheduler import Scheduler
-from attunebench.synth import synth_conversations
+from attunebench.canonical import dumps_canonical
+from attunebench.replay.protocol import critical_path_calls
+from attunebench.synth import document_filename, synth_conversations
 from devtools.fake_llm_server import http_json, root_url, start_subprocess
 
-
-def _specs(api_base: str, concurrency: int) -> tuple[EMSpec, EMSpec]:
-    # Prices are given so that cost accounting runs as it would for a priced model.
-    common = {
-        "api_base": api_base,
-        "max_in_flight": concurrency,
-        "input_cost_per_million": 0.15,
-        "output_cost_per_million": 0.60,
-    }
-    em = EMSpec(
-        name="fake/em",
-        litellm_model="openai/fake-em",
-        params={"temperature": 0, "seed": 7, "max_tokens": 800},
-        **common,
-    )
-    judge = EMSpec(name="fake/judge", litellm_model="openai/fake-judge", params={"temperature": 0}, **common)
-    return em, judge
+ROOT = Path(__file__).resolve().parent.parent
 
 
-async def _replay(conversations, em, judge, concurrency: int) -> tuple[Replayer, float, float]:
-    backend = LiteLLMBackend()
-    replayer = Replayer(
-        em,
-        backend,
-        ReplayConfig(judge=judge),
-        judge_backend=backend,
-        scheduler=Scheduler(max_concurrency=concurrency),
-        cache=MemoryCache(),
-    )
-    cpu, wall = time.process_time(), time.perf_counter()
-    await replayer.replay_many(conversations)
-    return replayer, time.perf_counter() - wall, time.process_time() - cpu
+def run_eval(api_base: str, folder: Path, out: Path, concurrency: int, data_dir: Path) -> tuple[float, float, str]:
+    """One ``attune eval`` process; returns (its start time, its exit time, its stdout)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update({"PYTHONPATH": str(ROOT), "ATTUNE_DATA_DIR": str(data_dir), "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    command = [
+        sys.executable,
+        "-m",
+        "attune_site.cli",
+        "eval",
+        "--model",
+        "openai/fake-em",
+        "--api-base",
+        api_base,
+        "--conversations",
+        str(folder),
+        "--concurrency",
+        str(concurrency),
+        "--no-cache",
+        "--temperature",
+        "0",
+        "--out",
+        str(out),
+    ]
+    started = time.time()
+    finished = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    ended = time.time()
+    if finished.returncode:
+        raise SystemExit(f"attune eval failed ({finished.returncode}):\n{finished.stderr[-3000:]}")
+    return started, ended, finished.stdout
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Replay throughput against the fake LLM server")
+    parser = argparse.ArgumentParser(description="Replay throughput of `attune eval` against the fake LLM server")
     parser.add_argument("--conversations", type=int, default=40)
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--latency-ms", type=float, default=200.0)
-    parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs; the medians are reported")
-    parser.add_argument("--skip-sequential", action="store_true", help="assume sequential = calls × latency")
+    parser.add_argument("--concurrency", default="32,64", help="comma-separated values, one eval run each")
     options = parser.parse_args()
     latency = options.latency_ms / 1000
+    levels = [int(v) for v in options.concurrency.split(",") if v.strip()]
 
+    conversations = synth_conversations(
+        options.conversations, seed=2024, min_turns=options.turns, max_turns=options.turns
+    )
+    chain = max(critical_path_calls(c) for c in conversations)
     process, api_base = start_subprocess("--latency-ms", str(options.latency_ms))
     control = root_url(api_base)
+    results = []
     try:
-        conversations = synth_conversations(
-            options.conversations, seed=2024, min_turns=options.turns, max_turns=options.turns
-        )
-        em, judge = _specs(api_base, options.concurrency)
-        _litellm()  # the import takes seconds; it is start-up, not per-call work
-
-        # Warm-up: litellm builds its HTTP client and caches on the first calls.
-        warm = synth_conversations(1, seed=99, min_turns=1, max_turns=1)
-        run_sync(_replay(warm, em, judge, options.concurrency))
-
-        sequential_per_call = latency
-        if not options.skip_sequential:
-            http_json(f"{control}/stats/reset", {})
-            _, seq_wall, _ = run_sync(_replay(conversations[:1], em, judge, 1))
-            seq_calls = http_json(f"{control}/stats")["requests"]
-            sequential_per_call = seq_wall / max(1, seq_calls)
-
-        runs: list[tuple[float, float]] = []  # (wall s, CPU s) per timed run
-        for _ in range(max(1, options.repeat)):
-            http_json(f"{control}/stats/reset", {})
-            replayer, wall, cpu = run_sync(_replay(conversations, em, judge, options.concurrency))
-            stats = http_json(f"{control}/stats")
-            runs.append((wall, cpu))
+        with tempfile.TemporaryDirectory(prefix="attune-bench-") as tmp:
+            folder = Path(tmp) / "conversations"
+            folder.mkdir()
+            for document in conversations:
+                (folder / document_filename(document)).write_text(dumps_canonical(document), encoding="utf-8")
+            for level in levels:
+                http_json(f"{control}/stats/reset", {})
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                out, data = Path(tmp) / f"out-{level}", Path(tmp) / "data"
+                started, ended, stdout = run_eval(api_base, folder, out, level, data)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                stats = http_json(f"{control}/stats")
+                calls = stats["requests"]
+                replay = stats["last_answer_at"] - stats["first_request_at"]
+                bound = max(chain * latency, calls * latency / level)
+                cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+                limit_line = next((line for line in stdout.splitlines() if line.startswith("Calls to ")), "")
+                results.append(
+                    {
+                        "concurrency": level,
+                        "calls": calls,
+                        "startup_s": stats["first_request_at"] - started,
+                        "replay_s": replay,
+                        "tail_s": ended - stats["last_answer_at"],
+                        "bound_s": bound,
+                        "efficiency": bound / replay,
+                        "peak": stats["peak_in_flight"],
+                        "cpu_ms_per_call": 1000 * cpu / max(1, calls),
+                        "limit_line": limit_line,
+                    }
+                )
     finally:
         process.kill()
         process.wait()
 
-    calls = stats["requests"]  # every run makes the same calls: the cache is fresh each time
-    chain = max(critical_path_calls(c) for c in conversations)
-    bound = max(chain * latency, calls * latency / options.concurrency)
-    wall = statistics.median(w for w, _ in runs)
-    cpu_ms = 1000 * statistics.median(c for _, c in runs) / max(1, calls)
-    efficiency = bound / wall
-    speedup = sequential_per_call * calls / wall
+    load = os.getloadavg()
     print(
-        f"conversations: {len(conversations)} x {options.turns} turns, judge on, "
-        f"concurrency {options.concurrency}, latency {options.latency_ms:.0f} ms"
+        f"attune eval, {options.conversations} conversations x {options.turns} turns, no judge, "
+        f"latency {options.latency_ms:.0f} ms, longest chain {chain} calls; "
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs"
     )
-    print(
-        f"calls by type: {stats['by_call_type']}; engine counted {replayer.totals.calls_made} sent, "
-        f"{replayer.totals.calls_failed} failed, peak in flight {replayer.scheduler.peak_in_flight}"
-    )
-    print(f"total calls: {calls}")
-    print(
-        "timed runs: "
-        + "; ".join(
-            f"{w:.2f} s wall, efficiency {bound / w:.3f}, {1000 * c / max(1, calls):.2f} ms CPU/call" for w, c in runs
+    for r in results:
+        print(f"  --concurrency {r['concurrency']}: {r['limit_line']}")
+        print(
+            f"    {r['calls']} calls; start-up {r['startup_s']:.2f} s, replay {r['replay_s']:.2f} s, "
+            f"tail (files + scoring) {r['tail_s']:.2f} s; bound {r['bound_s']:.2f} s; "
+            f"efficiency {r['efficiency']:.3f}; peak in flight {r['peak']} (cap {r['concurrency']}); "
+            f"CPU {r['cpu_ms_per_call']:.2f} ms/call"
         )
-    )
-    print(f"wall time: {wall:.2f} s (median of {len(runs)})")
+        assert r["peak"] <= r["concurrency"], "more calls in flight than --concurrency"
     print(
-        f"critical-path bound: {bound:.2f} s (chain {chain} calls x {latency:.3f} s = {chain * latency:.2f} s; "
-        f"{calls} calls x {latency:.3f} s / {options.concurrency} = {calls * latency / options.concurrency:.2f} s)"
-    )
-    print(f"efficiency: {efficiency:.3f} (target >= 0.8)")
-    print(
-        f"sequential estimate: {sequential_per_call * 1000:.1f} ms/call measured one at a time -> "
-        f"{sequential_per_call * calls:.1f} s; speed-up {speedup:.1f}x"
-    )
-    print(
-        f"CPU per call (client process only, median): {cpu_ms:.2f} ms (target <= 10 ms); "
-        f"cost per run ${replayer.totals.cost_spent:.4f}"
-    )
-    print(
-        f"calls={calls} wall_s={wall:.3f} bound_s={bound:.3f} efficiency={efficiency:.3f} "
-        f"speedup={speedup:.2f} cpu_ms_per_call={cpu_ms:.3f}"
+        " ".join(
+            f"c{r['concurrency']}_efficiency={r['efficiency']:.3f} c{r['concurrency']}_replay_s={r['replay_s']:.3f} "
+            f"c{r['concurrency']}_startup_s={r['startup_s']:.3f} c{r['concurrency']}_peak={r['peak']} "
+            f"c{r['concurrency']}_cpu_ms_per_call={r['cpu_ms_per_call']:.3f}"
+            for r in results
+        )
+        + f" calls={results[0]['calls'] if results else 0} load1={load[0]:.2f}"
     )
 
 

@@ -1,9 +1,8 @@
-"""A Celery worker for integration tests: the project's app with a short broker visibility timeout.
+"""A Celery worker for integration tests and benchmarks: ``attune worker``'s app, solo pool, one task at a time.
 
-Redis redelivers an unacknowledged message only after the visibility timeout
-(an hour in settings). A test that SIGKILLs a worker cannot wait that long, so
-this entry point shortens it (ATTUNE_VISIBILITY_TIMEOUT seconds) and otherwise
-runs exactly ``attune worker``'s app, solo pool, one task at a time.
+The same settings as a real worker (a test shortens ATTUNE_REPLAY_LEASE_SECONDS
+and ATTUNE_VISIBILITY_TIMEOUT through the environment) and the same queues;
+the solo pool keeps the worker a single process, so a SIGKILL kills all of it.
 
 Run: ``python -m devtools.celery_worker --hostname=w1@%h``
 """
@@ -20,18 +19,11 @@ def main(argv: list[str] | None = None) -> None:
     import django
 
     from attune_site.datadir import prepare_data_dir
-    from attune_site.env import env_int
 
     prepare_data_dir()
     django.setup()
     from attune_site.celery import app
 
-    timeout = env_int("ATTUNE_VISIBILITY_TIMEOUT", 0, minimum=1)
-    if timeout:
-        app.conf.broker_transport_options = {
-            **(app.conf.broker_transport_options or {}),
-            "visibility_timeout": timeout,
-        }
     app.worker_main(
         [
             "worker",
@@ -39,6 +31,7 @@ def main(argv: list[str] | None = None) -> None:
             "--loglevel=INFO",
             "--without-gossip",
             "--without-mingle",
+            "--queues=celery,finalize",
             *(sys.argv[1:] if argv is None else argv),
         ]
     )

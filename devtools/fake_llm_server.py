@@ -108,6 +108,10 @@ class FakeStats:
     # The bearer token of each request -> times sent: lets a test prove which key (if
     # any) a client handed to this host.
     bearer_tokens: Counter = field(default_factory=Counter)
+    # Wall-clock (epoch seconds) of the first request received and the last answer sent since the last
+    # reset: a benchmark driving another process measures the replay from the provider's side with them.
+    first_request_at: float | None = None
+    last_answer_at: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -213,12 +217,15 @@ class _App:
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         stats = self.stats
+        if stats.first_request_at is None:
+            stats.first_request_at = time.time()
         stats.in_flight += 1
         stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
         try:
             return await self._answer(request)
         finally:
             stats.in_flight -= 1
+            stats.last_answer_at = time.time()
 
     async def _answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()

@@ -86,6 +86,8 @@ from research.serializers import (
     ExportRequestSerializer,
     LeaderboardSerializer,
     RaterAgreementSerializer,
+    RequeueSerializer,
+    RunConversationStateSerializer,
     RunCreateSerializer,
     RunLaunchSerializer,
     RunSerializer,
@@ -95,7 +97,8 @@ from research.serializers import (
     TokenSerializer,
 )
 from research.snapshots import SnapshotError, do_freeze_snapshot
-from scoring.models import EvaluatedModel, EvaluationRun
+from scoring.models import EvaluatedModel, EvaluationRun, RunConversation
+from scoring.replay_service import conversation_states
 
 if TYPE_CHECKING:
     from rest_framework.permissions import _PermissionClass  # the stubs' name for what APIView accepts
@@ -448,6 +451,40 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, pk: str | None = None) -> Response:
         return self._relay(launcher.do_resume_run, self.get_object())
+
+    @extend_schema(
+        summary="Requeue a run's stalled conversations (their worker stopped renewing its lease)",
+        request=None,
+        responses={200: RequeueSerializer, 409: CONFLICT, **DENIED, **NOT_FOUND},
+    )
+    @action(detail=True, methods=["post"])
+    def requeue(self, request: Request, pk: str | None = None) -> Response:
+        run = self.get_object()
+        try:
+            requeued = launcher.do_requeue_stalled(run)
+        except launcher.LauncherError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        run.refresh_from_db()
+        ids = list(
+            RunConversation.objects.filter(pk__in=requeued)
+            .order_by("conversation__conversation_id")
+            .values_list("conversation__conversation_id", flat=True)
+        )
+        return Response({"requeued": ids, "run": RunSerializer(run).data})
+
+    @extend_schema(
+        summary="Where each conversation of a run stands: status, lease, stalled, attempts, failure reason",
+        parameters=[
+            OpenApiParameter("limit", int, OpenApiParameter.QUERY, required=False),
+            OpenApiParameter("offset", int, OpenApiParameter.QUERY, required=False),
+        ],
+        responses={200: RunConversationStateSerializer(many=True), **DENIED, **NOT_FOUND},
+    )
+    @action(detail=True, methods=["get"])
+    def conversations(self, request: Request, pk: str | None = None, format: str | None = None) -> Response:
+        run = self.get_object()
+        page = self.paginate_queryset(conversation_states(run.pk))
+        return self.get_paginated_response(RunConversationStateSerializer(page, many=True).data)
 
     def _relay(self, operation: object, run: EvaluationRun) -> Response:
         try:

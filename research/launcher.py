@@ -180,6 +180,22 @@ def do_cancel_run(run: EvaluationRun) -> EvaluationRun:
     return run
 
 
+def do_requeue_stalled(run: EvaluationRun) -> list[int]:
+    """Queue again the run's conversations whose worker stopped renewing its lease (it died or hangs).
+
+    The workers' sweeper does this by itself once a lease lapses; this is the
+    researcher's button for when no sweeper is running (every worker is down).
+    """
+    if run.status not in replay_service.ACTIVE_STATUSES:
+        raise LauncherError(
+            f"Run {run.pk} is {run.get_status_display().lower()}; resume it instead of requeueing conversations."
+        )
+    requeued = run_control.requeue_stalled(run.pk)
+    if not requeued:
+        raise LauncherError(f"Run {run.pk} has no stalled conversation: every running one has a live worker.")
+    return requeued
+
+
 def do_resume_run(run: EvaluationRun) -> EvaluationRun:
     """Continue a cancelled or failed run; finished conversations are kept and cached calls are free."""
     if run.status not in (EvaluationRun.Status.CANCELLED, EvaluationRun.Status.FAILED):

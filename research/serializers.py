@@ -16,7 +16,7 @@ from datasets.exchange import EXPORT_FORMATS
 from datasets.models import DatasetVersion, ExportJob
 from datasets.pseudonyms import export_pseudonym
 from research.models import ResultSnapshot
-from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun
+from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, RunConversation
 
 # Names: no control characters (C0, DEL, C1) and at least one visible character. Free text (descriptions) may
 # also hold tabs and line breaks. The schema states exactly these patterns, so clients see what is accepted.
@@ -221,6 +221,7 @@ class RunSerializer(serializers.ModelSerializer):
             "conversations_failed",
             "calls_made",
             "calls_cached",
+            "calls_recovered",
             "calls_failed",
             "cost_usd",
             "progress_percent",
@@ -248,6 +249,44 @@ class RunSerializer(serializers.ModelSerializer):
     def get_post_coverage(self, run: EvaluationRun) -> float | None:
         score = getattr(run, "score", None)
         return (score.metrics or {}).get("post_coverage") if score is not None else None
+
+
+class RunConversationStateSerializer(serializers.ModelSerializer):
+    """Where one conversation of a run stands: its lease, attempts and, when it failed, why."""
+
+    conversation_id = serializers.CharField(source="conversation.conversation_id", read_only=True)
+    stalled = serializers.BooleanField(
+        source="is_stalled",
+        read_only=True,
+        help_text="Running, but its worker stopped renewing the lease (it died or hangs): requeue it.",
+    )
+
+    class Meta:
+        model = RunConversation
+        fields = [
+            "conversation_id",
+            "status",
+            "stalled",
+            "attempts",
+            "requeued",
+            "lease_owner",
+            "lease_expires_at",
+            "heartbeat_at",
+            "calls_made",
+            "calls_cached",
+            "calls_recovered",
+            "calls_failed",
+            "cost_usd",
+            "error",
+        ]
+        read_only_fields = fields
+
+
+class RequeueSerializer(serializers.Serializer):
+    requeued = serializers.ListField(
+        child=serializers.CharField(), help_text="Conversation ids sent to the queue again."
+    )
+    run = RunSerializer()
 
 
 @extend_schema_field({"type": "array", "items": {"$ref": "#/components/schemas/ModeEnum"}, "minItems": 1})

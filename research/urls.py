@@ -24,6 +24,7 @@ urlpatterns = [
     path("runs/<int:run_id>/download.zip", views.run_download, name="run_download"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/resume/", views.run_resume, name="run_resume"),
+    path("runs/<int:run_id>/requeue/", views.run_requeue, name="run_requeue"),
     path("runs/<int:run_id>/conversations/<str:conversation_id>/", views.run_conversation_drilldown, name="drilldown"),
     path("datasets/", views.dataset_list, name="datasets"),
     path("datasets/<int:version_id>/", views.dataset_detail, name="dataset"),

@@ -53,7 +53,7 @@ from research.models import HumanAssignment, ResultSnapshot
 from research.run_download import run_archive
 from scoring.models import EvaluationRun, RunConversation
 from scoring.replay_service import ACTIVE_STATUSES as ACTIVE_RUN_STATUSES
-from scoring.replay_service import run_limits
+from scoring.replay_service import run_limits, stalled_conversations
 
 
 def _dataset_filter(request: HttpRequest) -> int | None:
@@ -203,6 +203,13 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "scores": scores[:500],
             "active_statuses": ACTIVE_RUN_STATUSES,
             "call_limits": run_limits(run),
+            # Stalled: running, but its worker stopped renewing the lease (died or hangs); requeue button below.
+            "stalled": list(stalled_conversations(run.pk).select_related("conversation").order_by("pk")[:100]),
+            "failed": list(
+                run.conversation_outputs.filter(status=RunConversation.Status.FAILED)
+                .select_related("conversation")
+                .order_by("pk")[:100]
+            ),
         },
     )
 
@@ -349,6 +356,12 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_POST
 def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     return _run_action(request, run_id, launcher.do_resume_run, "resumed")
+
+
+@researcher_required
+@require_POST
+def run_requeue(request: HttpRequest, run_id: int) -> HttpResponse:
+    return _run_action(request, run_id, launcher.do_requeue_stalled, "had its stalled conversations requeued")
 
 
 # ---------------------------------------------------------------------------

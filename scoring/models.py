@@ -101,8 +101,15 @@ class EvaluationRun(models.Model):
     conversations_total = models.PositiveIntegerField(default=0)
     conversations_done = models.PositiveIntegerField(default=0)
     conversations_failed = models.PositiveIntegerField(default=0)
-    calls_made = models.PositiveIntegerField(default=0)
-    calls_cached = models.PositiveIntegerField(default=0)
+    calls_made = models.PositiveIntegerField(default=0, help_text="Requests sent to the models: what they saw.")
+    calls_cached = models.PositiveIntegerField(
+        default=0, help_text="Answers reused from the cache that this run did not pay for."
+    )
+    calls_recovered = models.PositiveIntegerField(
+        default=0,
+        help_text="Answers this run paid for in an interrupted attempt (a worker died), reused from the cache; "
+        "their requests and cost are counted in calls_made and cost_usd.",
+    )
     calls_failed = models.PositiveIntegerField(default=0)
     cost_usd = models.FloatField(default=0.0)
     error = models.TextField(blank=True)
@@ -153,10 +160,28 @@ class RunConversation(models.Model):
     output = models.JSONField(null=True, blank=True)
     calls_made = models.PositiveIntegerField(default=0)
     calls_cached = models.PositiveIntegerField(default=0)
+    calls_recovered = models.PositiveIntegerField(default=0)
     calls_failed = models.PositiveIntegerField(default=0)
     cost_usd = models.FloatField(default=0.0)
     error = models.TextField(blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Paid requests, counted before each goes out (issue 16): an attempt killed mid-way still counts
+    # what it sent. ``paid_sent_counted`` is how many of them the run's totals already hold, and
+    # ``counted_attempt`` the last attempt whose accounting was stored.
+    paid_sent = models.PositiveIntegerField(default=0)
+    paid_sent_counted = models.PositiveIntegerField(default=0)
+    counted_attempt = models.PositiveIntegerField(default=0)
+    # The lease of the worker replaying it (issue 16): only the holder may store the output, and a
+    # conversation is claimed again only once its lease has lapsed, so it is never replayed twice at once.
+    lease_owner = models.CharField(
+        max_length=200, blank=True, help_text="The worker (host:pid:token) replaying it while it runs."
+    )
+    lease_expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="Renewed while the worker lives; past it, the conversation is stalled."
+    )
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="When its worker last renewed the lease.")
+    attempts = models.PositiveIntegerField(default=0, help_text="Times a worker has claimed it.")
+    requeued = models.PositiveIntegerField(default=0, help_text="Times it was requeued after its lease lapsed.")
 
     class Meta:
         constraints = [
@@ -164,7 +189,14 @@ class RunConversation(models.Model):
             models.CheckConstraint(
                 condition=Q(status__in=["pending", "running", "done", "failed"]), name="run_conversation_status_valid"
             ),
+            # Running <=> held under a lease by exactly one worker.
+            models.CheckConstraint(
+                condition=(Q(status="running") & Q(lease_expires_at__isnull=False) & ~Q(lease_owner=""))
+                | (~Q(status="running") & Q(lease_expires_at__isnull=True) & Q(lease_owner="")),
+                name="run_conversation_running_iff_leased",
+            ),
         ]
+        indexes = [models.Index(fields=["status", "lease_expires_at"], name="run_conversation_lease_idx")]
 
     def __str__(self) -> str:
         return f"run {self.run_id} / conversation {self.conversation_id} ({self.status})"
@@ -222,6 +254,10 @@ class ModelCallCache(models.Model):
     response = models.TextField()
     usage = models.JSONField(default=dict, blank=True)
     cost_usd = models.FloatField(null=True, blank=True)
+    paid_by = models.CharField(
+        max_length=100, blank=True, help_text="The run conversation attempt that paid for it (rc<id>.a<attempt>)."
+    )
+    requests = models.PositiveIntegerField(default=1, help_text="Requests it took, parse retries included.")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

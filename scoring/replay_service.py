@@ -14,8 +14,13 @@ This is the Django side of issue 4. The replay protocol itself is pure
 - ``scoring.run_control`` starts, resumes and cancels runs (what the research launcher calls)
 
 Checkpointing is per conversation (RunConversation.status/output) and per call
-(the call cache): a killed worker's conversation is redelivered (acks_late)
-and replays from the cache without paying again; finished conversations are
+(the call cache, written before an answer is used). A worker replays a
+conversation under a lease it renews every quarter of
+ATTUNE_REPLAY_LEASE_SECONDS; only the holder stores the output, and a
+conversation is claimed again only once its lease has lapsed, so it is never
+replayed twice at once. A killed worker's conversations are requeued by any
+live worker's sweeper (``scoring.run_control.sweep``) once their leases lapse,
+and replay from the cache without paying again; finished conversations are
 skipped outright.
 
 Live models (kind "llm") are refused unless ATTUNE_ALLOW_LIVE_MODELS is set or
@@ -26,24 +31,28 @@ demo can never spend money.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
+import socket
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F, QuerySet
+from django.db import InterfaceError, OperationalError, transaction
+from django.db.models import BooleanField, DateTimeField, Exists, ExpressionWrapper, F, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from attunebench import canonical as cf
-from attunebench.replay.aio import run_sync
+from attunebench.replay.aio import Abandoned, run_sync_beating
 from attunebench.replay.cache import CachedCall, CallCache, LayeredCache, MemoryCache
 from attunebench.replay.llm import KIND_LLM, KIND_OFFLINE, EMSpec
 from attunebench.replay.prompts import PROMPT_VERSION
@@ -158,23 +167,29 @@ def run_config(run: EvaluationRun) -> ReplayConfig:
 # ---------------------------------------------------------------------------
 
 
-class DatabaseCallCache:
-    """ModelCallCache rows. ORM calls run in a small thread pool: the replay loop must not block.
+def _db_pool() -> Any:
+    """The process's threads for ORM calls made from the replay loop (cache rows, sent counts).
 
     SQLite allows one writer at a time (and a shared in-memory test database
     none concurrently), so it gets a single thread; other databases get a few.
     """
+    state = _state
+    with state.lock:
+        if state.db_pool is None:
+            from concurrent.futures import ThreadPoolExecutor
 
-    def __init__(self) -> None:
-        from concurrent.futures import ThreadPoolExecutor
+            from django.db import connection
 
-        from django.db import connection
+            workers = 1 if connection.vendor == "sqlite" else 4
+            state.db_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attune-replay-db")
+        return state.db_pool
 
-        workers = 1 if connection.vendor == "sqlite" else 4
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attune-call-cache")
+
+class DatabaseCallCache:
+    """ModelCallCache rows. ORM calls run in a small thread pool (``_db_pool``): the replay loop must not block."""
 
     async def _run(self, function: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, self._reconnecting, function, *args)
+        return await asyncio.get_running_loop().run_in_executor(_db_pool(), self._reconnecting, function, *args)
 
     @staticmethod
     def _reconnecting(function: Any, *args: Any) -> Any:
@@ -195,7 +210,7 @@ class DatabaseCallCache:
     def _get(key: str) -> CachedCall | None:
         row = (
             ModelCallCache.objects.filter(key=key)
-            .values("model", "prompt_version", "response", "usage", "cost_usd")
+            .values("model", "prompt_version", "response", "usage", "cost_usd", "paid_by", "requests")
             .first()
         )
         if row is None:
@@ -208,6 +223,8 @@ class DatabaseCallCache:
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
             cost_usd=row["cost_usd"],
+            paid_by=row["paid_by"] or None,
+            requests=row["requests"] or 1,
         )
 
     @staticmethod
@@ -222,6 +239,8 @@ class DatabaseCallCache:
                     response=value.response,
                     usage={"prompt_tokens": value.prompt_tokens, "completion_tokens": value.completion_tokens},
                     cost_usd=value.cost_usd,
+                    paid_by=(value.paid_by or "")[:100],
+                    requests=value.requests,
                 )
             ],
             ignore_conflicts=True,
@@ -312,6 +331,7 @@ class ProcessState:
     scheduler: Scheduler | None = None
     cache: CallCache | None = None
     datasets: OrderedDict[int, list[cf.ConversationFile]] = field(default_factory=OrderedDict)
+    db_pool: Any = None
 
 
 _state = ProcessState()
@@ -432,13 +452,52 @@ def _mark_running(run: EvaluationRun) -> None:
         )
 
 
-def _claim(run_conversation_id: int) -> RunConversation | None:
-    """Mark a conversation running unless it is already done (idempotent redelivery)."""
-    # PENDING or RUNNING (a redelivery after a worker died) may go; DONE and FAILED are
-    # final until resume_run puts failed ones back to PENDING.
-    changed = RunConversation.objects.filter(
-        pk=run_conversation_id, status__in=[RunConversation.Status.PENDING, RunConversation.Status.RUNNING]
-    ).update(status=RunConversation.Status.RUNNING)
+# ---------------------------------------------------------------------------
+# Leases: one worker at a time per run conversation (issue 16)
+# ---------------------------------------------------------------------------
+
+OPEN_STATUSES = (RunConversation.Status.PENDING, RunConversation.Status.RUNNING)
+
+
+def lease_seconds() -> int:
+    return int(settings.ATTUNE_REPLAY_LEASE_SECONDS)
+
+
+def new_lease_token() -> str:
+    """Who holds a lease: host, process and a random part (one per claim), as shown on the run page."""
+    return f"{socket.gethostname()[:120]}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def _lease_until() -> Any:
+    # Database time, not this machine's: workers on several hosts compare leases on one clock.
+    return ExpressionWrapper(Now() + timedelta(seconds=lease_seconds()), output_field=DateTimeField())
+
+
+def _lapsed() -> Q:
+    return Q(status=RunConversation.Status.RUNNING, lease_expires_at__lt=Now())
+
+
+def _claim(run_conversation_id: int, token: str) -> RunConversation | None:
+    """Take the lease on a conversation of an active run; None when it is not ours to replay.
+
+    One conditional UPDATE: it succeeds for a pending conversation or one whose
+    lease has lapsed (its worker died), so of two deliveries of the same
+    conversation exactly one gets it while the other's holder lives.
+    """
+    # No join in this UPDATE: Postgres re-checks a plain WHERE on the row it waited for, so of two
+    # simultaneous claims the second sees the first's lease (a join would be a subquery it does not re-check).
+    changed = (
+        RunConversation.objects.filter(pk=run_conversation_id)
+        .filter(Q(status=RunConversation.Status.PENDING) | _lapsed())
+        .filter(Exists(EvaluationRun.objects.filter(pk=OuterRef("run_id"), status__in=ACTIVE_STATUSES)))
+        .update(
+            status=RunConversation.Status.RUNNING,
+            lease_owner=token,
+            lease_expires_at=_lease_until(),
+            heartbeat_at=Now(),
+            attempts=F("attempts") + 1,
+        )
+    )
     if not changed:
         return None
     return RunConversation.objects.select_related("run", "run__evaluated_model", "run__judge_model").get(
@@ -446,7 +505,120 @@ def _claim(run_conversation_id: int) -> RunConversation | None:
     )
 
 
-def _store(item: RunConversation, result: ReplayResult) -> bool:
+def _not_claimed(run_conversation_id: int) -> str:
+    """Why a delivery did not get the conversation, for its summary and the log."""
+    row = RunConversation.objects.filter(pk=run_conversation_id).values("status", "lease_owner", "run__status").first()
+    if row is None:
+        return "no such run conversation"
+    if row["status"] in (RunConversation.Status.DONE, RunConversation.Status.FAILED):
+        return "already finished"
+    if row["run__status"] not in ACTIVE_STATUSES:
+        return f"run {row['run__status']}"
+    return f"leased by {row['lease_owner']}"
+
+
+def renew_lease(run_conversation_id: int, token: str) -> bool:
+    """Extend a held lease; False when it is no longer ours (it lapsed and another worker took it)."""
+    return bool(
+        RunConversation.objects.filter(
+            pk=run_conversation_id, status=RunConversation.Status.RUNNING, lease_owner=token
+        ).update(lease_expires_at=_lease_until(), heartbeat_at=Now())
+    )
+
+
+def release_lease(run_conversation_id: int, token: str) -> bool:
+    """Give a held conversation back untouched (pending), e.g. after a database error."""
+    return bool(
+        RunConversation.objects.filter(
+            pk=run_conversation_id, status=RunConversation.Status.RUNNING, lease_owner=token
+        ).update(status=RunConversation.Status.PENDING, lease_owner="", lease_expires_at=None)
+    )
+
+
+def stalled_conversations(run_id: int | None = None) -> QuerySet[RunConversation]:
+    """Conversations of active runs whose worker stopped renewing its lease (it died or hangs)."""
+    queryset = RunConversation.objects.filter(_lapsed(), run__status__in=ACTIVE_STATUSES)
+    return queryset.filter(run_id=run_id) if run_id is not None else queryset
+
+
+def conversation_states(run_id: int) -> QuerySet[RunConversation]:
+    """A run's conversations with ``is_stalled`` (lease lapsed on the database's clock), for the API."""
+    return (
+        RunConversation.objects.filter(run_id=run_id)
+        .select_related("conversation")
+        .annotate(is_stalled=ExpressionWrapper(_lapsed(), output_field=BooleanField()))
+        .order_by("pk")
+    )
+
+
+def mark_requeued(run_conversation_id: int, owner: str) -> bool:
+    """A stalled conversation was sent to the queue again: pending, its lapsed lease dropped.
+
+    Conditional on the same lapsed lease, so two sweepers requeue it once and a
+    worker that claimed it meanwhile keeps it.
+    """
+    return bool(
+        RunConversation.objects.filter(pk=run_conversation_id, lease_owner=owner)
+        .filter(_lapsed())
+        .update(
+            status=RunConversation.Status.PENDING,
+            lease_owner="",
+            lease_expires_at=None,
+            requeued=F("requeued") + 1,
+        )
+    )
+
+
+def open_conversations(run_id: int) -> int:
+    return RunConversation.objects.filter(run_id=run_id, status__in=OPEN_STATUSES).count()
+
+
+def runs_to_finalize() -> list[int]:
+    """Running runs with nothing left open: their finalisation was lost (the worker died after the last store)."""
+    return list(
+        EvaluationRun.objects.filter(status=EvaluationRun.Status.RUNNING, conversation_outputs__isnull=False)
+        .exclude(conversation_outputs__status__in=OPEN_STATUSES)
+        .distinct()
+        .values_list("pk", flat=True)
+    )
+
+
+def paid_tag(run_conversation_id: int, attempt: int) -> str:
+    """How a cache entry names the attempt that paid for it."""
+    return f"rc{run_conversation_id}.a{attempt}"
+
+
+def _recoverable(run_conversation_id: int, counted_attempt: int, attempt: int) -> Any:
+    """Whether a cache entry was paid by one of this conversation's attempts whose accounting was lost.
+
+    Those are the attempts after the last one stored (``counted_attempt``) and
+    before this one: their workers died before storing what they paid.
+    """
+    prefix = f"rc{run_conversation_id}.a"
+
+    def recoverable(tag: str) -> bool:
+        if not tag.startswith(prefix) or not tag[len(prefix) :].isdigit():
+            return False
+        return counted_attempt < int(tag[len(prefix) :]) < attempt
+
+    return recoverable
+
+
+def _count_sent(run_conversation_id: int) -> Any:
+    """An ``on_send`` hook: add one to the conversation's paid requests in the database before each is sent."""
+
+    def bump() -> None:
+        DatabaseCallCache._reconnecting(
+            lambda: RunConversation.objects.filter(pk=run_conversation_id).update(paid_sent=F("paid_sent") + 1)
+        )
+
+    async def on_send() -> None:
+        await asyncio.get_running_loop().run_in_executor(_db_pool(), bump)
+
+    return on_send
+
+
+def _store(item: RunConversation, token: str, result: ReplayResult) -> bool:
     """Write the output and add its counts to the run, exactly once per conversation."""
     output = result.output
     usable = result.scoreable
@@ -455,61 +627,132 @@ def _store(item: RunConversation, result: ReplayResult) -> bool:
     cost = output.api_cost or 0.0
     errors = "; ".join(f"turn {f.turn_number} {f.call_type}: {f.error}" for f in result.failures)
     with transaction.atomic():
-        # Only the delivery that moves RUNNING → final counts; a duplicate finds nothing to move.
-        moved = RunConversation.objects.filter(pk=item.pk, status=RunConversation.Status.RUNNING).update(
+        # Only the lease holder stores; a delivery whose lease lapsed and was taken finds nothing to move.
+        row = (
+            RunConversation.objects.select_for_update()
+            .filter(pk=item.pk, status=RunConversation.Status.RUNNING, lease_owner=token)
+            .values("paid_sent", "paid_sent_counted", "attempts")
+            .first()
+        )
+        if row is None:
+            return False
+        # Paid requests of interrupted attempts (answered or lost in flight) that no store has counted:
+        # everything sent so far, less what was counted before, less this attempt's own.
+        interrupted = max(0, row["paid_sent"] - row["paid_sent_counted"] - stats.paid_requests)
+        made = stats.calls_made + interrupted
+        RunConversation.objects.filter(pk=item.pk).update(
             status=status,
+            lease_owner="",
+            lease_expires_at=None,
             output=cf.to_canonical_dict(output),
-            calls_made=stats.calls_made,
+            calls_made=F("calls_made") + made,
             calls_cached=stats.calls_cached,
+            calls_recovered=stats.calls_recovered,
             calls_failed=stats.calls_failed,
             cost_usd=cost,
             error=errors[:5000],
+            paid_sent_counted=row["paid_sent"],
+            counted_attempt=row["attempts"],
         )
-        if moved:
-            EvaluationRun.objects.filter(pk=item.run_id).update(
-                conversations_done=F("conversations_done") + (1 if usable else 0),
-                conversations_failed=F("conversations_failed") + (0 if usable else 1),
-                calls_made=F("calls_made") + stats.calls_made,
-                calls_cached=F("calls_cached") + stats.calls_cached,
-                calls_failed=F("calls_failed") + stats.calls_failed,
-                cost_usd=F("cost_usd") + stats.cost_spent,
+        EvaluationRun.objects.filter(pk=item.run_id).update(
+            conversations_done=F("conversations_done") + (1 if usable else 0),
+            conversations_failed=F("conversations_failed") + (0 if usable else 1),
+            calls_made=F("calls_made") + made,
+            calls_cached=F("calls_cached") + stats.calls_cached,
+            calls_recovered=F("calls_recovered") + stats.calls_recovered,
+            calls_failed=F("calls_failed") + stats.calls_failed,
+            cost_usd=F("cost_usd") + stats.cost_spent,
+        )
+    return True
+
+
+def _fail(item: RunConversation, token: str, error: str, run_error: str = "") -> bool:
+    """The conversation could not be replayed at all (configuration, a bug): failed, visibly."""
+    with transaction.atomic():
+        row = (
+            RunConversation.objects.select_for_update()
+            .filter(pk=item.pk, status=RunConversation.Status.RUNNING, lease_owner=token)
+            .values("paid_sent", "paid_sent_counted", "attempts")
+            .first()
+        )
+        moved = 0
+        if row is not None:
+            made = max(0, row["paid_sent"] - row["paid_sent_counted"])  # sent by interrupted attempts
+            moved = RunConversation.objects.filter(pk=item.pk).update(
+                status=RunConversation.Status.FAILED,
+                lease_owner="",
+                lease_expires_at=None,
+                error=error[:5000],
+                calls_made=F("calls_made") + made,
+                paid_sent_counted=row["paid_sent"],
+                counted_attempt=row["attempts"],
             )
+        if moved:
+            changes: dict[str, Any] = {
+                "conversations_failed": F("conversations_failed") + 1,
+                "calls_made": F("calls_made") + made,
+            }
+            if run_error:
+                changes["error"] = run_error[:2000]
+            EvaluationRun.objects.filter(pk=item.run_id).update(**changes)
     return bool(moved)
 
 
 def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
-    """Replay one conversation of a run and store its output; safe to call twice.
+    """Replay one conversation of a run under a lease and store its output; safe to call twice.
 
-    Returns a small JSON-able summary (it travels through the Celery result
-    backend into the chord callback).
+    Returns a small JSON-able summary; ``open`` is how many conversations of the
+    run are still pending or running afterwards (0: the run can be finalised).
+    Database errors propagate (the task retries them) after the lease is given back.
     """
-    item = _claim(run_conversation_id)
+    token = new_lease_token()
+    item = _claim(run_conversation_id, token)
     if item is None:
-        return {"run_conversation": run_conversation_id, "skipped": "already finished"}
+        return {"run_conversation": run_conversation_id, "skipped": _not_claimed(run_conversation_id)}
     run = item.run
-    if run.status == EvaluationRun.Status.CANCELLED:
-        RunConversation.objects.filter(pk=item.pk, status=RunConversation.Status.RUNNING).update(
-            status=RunConversation.Status.PENDING
-        )
-        return {"run_conversation": run_conversation_id, "skipped": "run cancelled"}
+    summary: dict[str, Any] = {"run_conversation": run_conversation_id, "run": run.pk}
     _mark_running(run)
     try:
-        spec = em_spec(run.evaluated_model)
-        config = run_config(run)
-        conversation = load_canonical([item.conversation_id])[item.conversation_id]
-        dataset = _dataset_for(run) if spec.name == "baseline:prior" else []
-    except Exception as exc:  # configuration problems fail this conversation, visibly
-        moved = RunConversation.objects.filter(pk=item.pk, status=RunConversation.Status.RUNNING).update(
-            status=RunConversation.Status.FAILED, error=str(exc)[:5000]
+        try:
+            spec = em_spec(run.evaluated_model)
+            config = run_config(run)
+            conversation = load_canonical([item.conversation_id])[item.conversation_id]
+            dataset = _dataset_for(run) if spec.name == "baseline:prior" else []
+        except (OperationalError, InterfaceError):
+            raise
+        except Exception as exc:  # configuration problems fail this conversation, visibly
+            _fail(item, token, str(exc), run_error=str(exc))
+            return {**summary, "failed": str(exc), "open": open_conversations(run.pk)}
+        cache = build_cache()
+        replayer = make_replayer(
+            spec,
+            config,
+            dataset=dataset,
+            scheduler=_process_scheduler(),
+            cache=cache,
+            on_send=_count_sent(item.pk),
+            paid_tag=paid_tag(item.pk, item.attempts),
+            recoverable=_recoverable(item.pk, item.counted_attempt, item.attempts),
         )
-        if moved:
-            EvaluationRun.objects.filter(pk=run.pk).update(
-                conversations_failed=F("conversations_failed") + 1, error=str(exc)[:2000]
+        try:
+            result = run_sync_beating(
+                replayer.replay(conversation), lease_seconds() / 4, lambda: renew_lease(item.pk, token)
             )
-        return {"run_conversation": run_conversation_id, "failed": str(exc)}
-    replayer = make_replayer(spec, config, dataset=dataset, scheduler=_process_scheduler(), cache=build_cache())
-    result = run_sync(replayer.replay(conversation))
-    stored = _store(item, result)
+        except Abandoned:
+            logger.warning("run conversation %s: lease lost to another worker; its replay was dropped", item.pk)
+            return {**summary, "skipped": "lease lost"}
+        except (OperationalError, InterfaceError):
+            raise
+        except Exception as exc:
+            logger.exception("replay of run conversation %s failed", run_conversation_id)
+            _fail(item, token, f"{type(exc).__name__}: {exc}")
+            return {**summary, "failed": f"{type(exc).__name__}: {exc}", "open": open_conversations(run.pk)}
+    except (OperationalError, InterfaceError):
+        # If the database is away, the lease lapses instead and a sweeper requeues the conversation.
+        with contextlib.suppress(OperationalError, InterfaceError):
+            release_lease(item.pk, token)
+        raise
+    stored = _store(item, token, result)
     logger.info(
         "run %s conversation %s: %s calls made, %s cached, %s failed",
         run.pk,
@@ -518,7 +761,7 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
         result.stats.calls_cached,
         result.stats.calls_failed,
     )
-    return {"run_conversation": run_conversation_id, "stored": stored, **result.stats.to_dict()}
+    return {**summary, "stored": stored, "open": open_conversations(run.pk), **result.stats.to_dict()}
 
 
 # ---------------------------------------------------------------------------
@@ -528,10 +771,14 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
 
 def do_finalize_run(run_id: int) -> str:
     """Score a run whose conversations have all been attempted; returns the final status."""
-    # Queued too: a resumed run with nothing left to replay goes straight to scoring.
-    moved = EvaluationRun.objects.filter(
-        pk=run_id, status__in=[EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING]
-    ).update(status=EvaluationRun.Status.SCORING)
+    # Queued too: a resumed run with nothing left to replay goes straight to scoring. Never while a
+    # conversation is open: a late duplicate request (a run resumed meanwhile) must not score half a run.
+    # (No join: see _claim; of two finalisers exactly one moves the run.)
+    moved = (
+        EvaluationRun.objects.filter(pk=run_id, status__in=[EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING])
+        .exclude(Exists(RunConversation.objects.filter(run_id=OuterRef("pk"), status__in=OPEN_STATUSES)))
+        .update(status=EvaluationRun.Status.SCORING)
+    )
     if not moved:
         return EvaluationRun.objects.get(pk=run_id).status  # cancelled, or finalized by a duplicate
     try:
@@ -542,9 +789,26 @@ def do_finalize_run(run_id: int) -> str:
         )
         raise
     run = EvaluationRun.objects.get(pk=run_id)
-    final = EvaluationRun.Status.DONE if run.conversations_done else EvaluationRun.Status.FAILED
-    EvaluationRun.objects.filter(pk=run_id).update(status=final, finished_at=timezone.now())
-    return final
+    changes: dict[str, Any] = {"finished_at": timezone.now()}
+    if run.conversations_done:
+        changes["status"] = EvaluationRun.Status.DONE
+    else:
+        # Say why where the run is shown; the failed conversations list their failed calls.
+        changes["status"] = EvaluationRun.Status.FAILED
+        first = (
+            RunConversation.objects.filter(run_id=run_id, status=RunConversation.Status.FAILED)
+            .exclude(error="")
+            .order_by("pk")
+            .values_list("error", flat=True)
+            .first()
+        )
+        changes["error"] = (
+            run.error
+            or f"no conversation could be replayed ({run.conversations_failed} failed)"
+            + (f"; first failure: {first}" if first else "")
+        )[:2000]
+    EvaluationRun.objects.filter(pk=run_id).update(**changes)
+    return changes["status"]
 
 
 def run_progress(run_id: int) -> dict[str, Any]:
@@ -557,6 +821,7 @@ def run_progress(run_id: int) -> dict[str, Any]:
         "conversations_failed": run.conversations_failed,
         "calls_made": run.calls_made,
         "calls_cached": run.calls_cached,
+        "calls_recovered": run.calls_recovered,
         "calls_failed": run.calls_failed,
         "cost_usd": run.cost_usd,
         "percent": run.progress_percent,

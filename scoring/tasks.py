@@ -1,14 +1,20 @@
-"""Celery tasks of an evaluation run: one task per conversation, a chord to score the run.
+"""Celery tasks of an evaluation run: one task per conversation, then one to score the run.
 
 Tasks take ids only and are thin: the work lives in ``scoring.replay_service``.
-``replay_conversation`` is idempotent (a finished conversation is skipped, a
-redelivered one replays from the call cache) and acknowledged late, so a
-worker killed mid-conversation loses nothing but the calls in flight: the
-message goes back to the queue and another worker picks it up. Only errors
-that may pass (the database going away) are retried by Celery; model-call
-failures are already handled inside the replay and end up in the output.
+``replay_conversation`` is idempotent: a conversation is replayed under a lease
+(one worker at a time), a finished one is skipped, and a redelivered one replays
+from the call cache. Messages are acknowledged late and rejected when their
+worker dies, and a conversation whose worker died is requeued once its lease
+lapses (``scoring.run_control.sweep``), so a killed worker loses nothing but
+the calls it had in flight. Only errors that may pass (the database going away)
+are retried by Celery; model-call failures are handled inside the replay and
+end up in the output.
 
-Without REDIS_URL Celery runs eagerly: the same chord runs in the calling
+The task that stores a run's last conversation enqueues ``finalize_run`` on the
+``finalize`` queue, which workers consume besides the default one, so scoring
+a finished run never waits behind other runs' conversations.
+
+Without REDIS_URL Celery runs eagerly: the same tasks run in the calling
 process, one conversation after another.
 """
 
@@ -18,13 +24,15 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from celery import chord, shared_task
+from celery import group, shared_task
 from django.db import InterfaceError, OperationalError
 
 from scoring import replay_service
 from scoring.run_scoring import do_score_evaluation_run
 
 logger = logging.getLogger("attune.replay")
+
+FINALIZE_QUEUE = "finalize"
 
 
 @shared_task(
@@ -33,26 +41,23 @@ logger = logging.getLogger("attune.replay")
     reject_on_worker_lost=True,
     name="scoring.replay_conversation",
     max_retries=5,
-    ignore_result=False,
+    ignore_result=True,
 )
 def replay_conversation(self: Any, run_conversation_id: int) -> dict[str, Any]:
     """Replay and store one conversation of a run (checkpoint = its RunConversation row)."""
     try:
-        return replay_service.do_replay_conversation(run_conversation_id)
+        summary = replay_service.do_replay_conversation(run_conversation_id)
     except (OperationalError, InterfaceError) as exc:
         # The database dropped the connection: transient, and the replay is cached, so retry.
         raise self.retry(exc=exc, countdown=min(60, 2**self.request.retries)) from exc
-    except Exception as exc:
-        logger.exception("replay of run conversation %s failed", run_conversation_id)
-        replay_service.RunConversation.objects.filter(
-            pk=run_conversation_id, status=replay_service.RunConversation.Status.RUNNING
-        ).update(status=replay_service.RunConversation.Status.FAILED, error=f"{type(exc).__name__}: {exc}"[:5000])
-        return {"run_conversation": run_conversation_id, "failed": f"{type(exc).__name__}: {exc}"}
+    if summary.get("open") == 0:
+        finalize_run.delay(summary["run"])
+    return summary
 
 
-@shared_task(acks_late=True, name="scoring.finalize_run")
-def finalize_run(results: Sequence[dict[str, Any]] | None, run_id: int) -> str:
-    """Chord callback: every conversation has been attempted; score the run."""
+@shared_task(acks_late=True, reject_on_worker_lost=True, name="scoring.finalize_run", ignore_result=True)
+def finalize_run(run_id: int) -> str:
+    """Score a run whose conversations have all been attempted (a no-op for any other run)."""
     return replay_service.do_finalize_run(run_id)
 
 
@@ -62,9 +67,16 @@ def rescore_run(run_id: int) -> int:
     return do_score_evaluation_run(run_id)
 
 
-def dispatch_run(run_id: int, run_conversation_ids: Sequence[int]) -> Any:
-    """Enqueue one task per conversation and the scoring callback as a chord."""
+def dispatch_run(run_id: int, run_conversation_ids: Sequence[int]) -> None:
+    """Enqueue one task per conversation; the last one to finish enqueues the scoring."""
     ids = list(run_conversation_ids)
     if not ids:
-        return finalize_run.delay([], run_id)
-    return chord([replay_conversation.si(pk) for pk in ids])(finalize_run.s(run_id))
+        finalize_run.delay(run_id)
+        return
+    group(replay_conversation.si(pk) for pk in ids).apply_async()
+
+
+def requeue(run_conversation_ids: Sequence[int]) -> None:
+    """Send conversations to the queue again (their claims decide who replays them)."""
+    for pk in run_conversation_ids:
+        replay_conversation.delay(pk)

@@ -12,9 +12,10 @@ parent's thread does not exist in the child.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -44,6 +45,33 @@ class LoopThread:
             future.cancel()
             raise
 
+    def run_beating(self, coroutine: Coroutine[Any, Any, T], interval: float, beat: Callable[[], bool]) -> T:
+        """Run ``coroutine`` on the loop; every ``interval`` seconds until it ends, call ``beat()`` here.
+
+        ``beat`` runs in the calling thread (a worker renewing its lease in the
+        database, say), so it never blocks the loop. When it returns False the
+        coroutine is cancelled and ``Abandoned`` raised.
+        """
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("LoopThread.run_beating called from its own loop: await the coroutine instead")
+        if interval <= 0:
+            raise ValueError(f"beat interval must be positive, got {interval}")
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        try:
+            while True:
+                try:
+                    return future.result(interval)
+                except concurrent.futures.TimeoutError:
+                    if not beat():
+                        raise Abandoned("the caller gave up on the coroutine") from None
+        except BaseException:
+            future.cancel()
+            raise
+
+
+class Abandoned(Exception):
+    """``run_beating``'s ``beat`` said to stop: the coroutine was cancelled."""
+
 
 _runner: LoopThread | None = None
 _lock = threading.Lock()
@@ -61,3 +89,8 @@ def process_loop() -> LoopThread:
 def run_sync(coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
     """Run a coroutine on the process loop from synchronous code."""
     return process_loop().run(coroutine, timeout)
+
+
+def run_sync_beating(coroutine: Coroutine[Any, Any, T], interval: float, beat: Callable[[], bool]) -> T:
+    """``run_sync`` that calls ``beat()`` every ``interval`` seconds meanwhile (see ``LoopThread.run_beating``)."""
+    return process_loop().run_beating(coroutine, interval, beat)

@@ -44,6 +44,11 @@ class CachedCall:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
+    # Who paid for it (a replayer's ``paid_tag``, e.g. one attempt at one run conversation) and how many
+    # requests it took (parse retries included): a later attempt of the same conversation tells its own
+    # interrupted attempt's answers from another run's, and counts them as paid, once (issue 16).
+    paid_by: str | None = None
+    requests: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,6 +62,8 @@ class CachedCall:
             prompt_tokens=int(data.get("prompt_tokens") or 0),
             completion_tokens=int(data.get("completion_tokens") or 0),
             cost_usd=data.get("cost_usd"),
+            paid_by=data.get("paid_by"),
+            requests=int(data.get("requests") or 1),
         )
 
 

@@ -36,7 +36,7 @@ import asyncio
 import hashlib
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -90,10 +90,14 @@ class ReplayConfig:
 
 @dataclass
 class ReplayStats:
-    """Call accounting. ``calls_made`` counts requests actually sent (parse retries included)."""
+    """Call accounting. ``calls_made`` counts requests sent, counted as they go out (parse retries and
+    transport retries included: what the provider sees); ``paid_requests`` those to a paid backend."""
 
     calls_made: int = 0
-    calls_cached: int = 0
+    paid_requests: int = 0
+    calls_cached: int = 0  # answers reused that this conversation did not pay for (another run's cache)
+    calls_recovered: int = 0  # answers it paid for in an interrupted earlier attempt, reused (counted as paid)
+    requests_recovered: int = 0  # the requests those answers took
     calls_failed: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -102,7 +106,10 @@ class ReplayStats:
 
     def add(self, other: ReplayStats) -> None:
         self.calls_made += other.calls_made
+        self.paid_requests += other.paid_requests
         self.calls_cached += other.calls_cached
+        self.calls_recovered += other.calls_recovered
+        self.requests_recovered += other.requests_recovered
         self.calls_failed += other.calls_failed
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
@@ -112,7 +119,10 @@ class ReplayStats:
     def to_dict(self) -> dict[str, Any]:
         return {
             "calls_made": self.calls_made,
+            "paid_requests": self.paid_requests,
             "calls_cached": self.calls_cached,
+            "calls_recovered": self.calls_recovered,
+            "requests_recovered": self.requests_recovered,
             "calls_failed": self.calls_failed,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
@@ -183,7 +193,6 @@ class _Ledger:
     def paid(self, completions: Sequence[Completion]) -> tuple[int, int, float | None]:
         prompt = sum(c.prompt_tokens for c in completions)
         completion = sum(c.completion_tokens for c in completions)
-        self.stats.calls_made += len(completions)
         self.stats.prompt_tokens += prompt
         self.stats.completion_tokens += completion
         costs = [c.cost_usd for c in completions]
@@ -201,6 +210,19 @@ class _Ledger:
         if cached.cost_usd is None:
             self.output_cost_known = False
         else:
+            self.output_cost += cached.cost_usd
+
+    def recovered(self, cached: CachedCall) -> None:
+        """An answer this conversation paid for in an attempt whose accounting was lost (its worker died)."""
+        self.stats.calls_recovered += 1
+        self.stats.requests_recovered += cached.requests
+        self.stats.prompt_tokens += cached.prompt_tokens
+        self.stats.completion_tokens += cached.completion_tokens
+        if cached.cost_usd is None:
+            self.stats.cost_unknown = True
+            self.output_cost_known = False
+        else:
+            self.stats.cost_spent += cached.cost_usd
             self.output_cost += cached.cost_usd
 
 
@@ -435,7 +457,17 @@ class Replayer:
         scheduler: Scheduler | None = None,
         cache: CallCache | None = None,
         on_result: Callable[[ReplayResult], None] | None = None,
+        on_send: Callable[[], Awaitable[None]] | None = None,
+        paid_tag: str | None = None,
+        recoverable: Callable[[str], bool] | None = None,
     ) -> None:
+        """``on_send`` is awaited before every request goes out (a write-ahead count of what the
+        provider sees, kept even if this process dies); ``paid_tag`` marks the answers this replayer
+        pays for in the cache, and a hit whose tag ``recoverable`` accepts is this conversation's own
+        answer from an interrupted attempt: counted as paid (``calls_recovered``), not as a free hit."""
+        self.on_send = on_send
+        self.paid_tag = paid_tag
+        self.recoverable = recoverable
         self.em = em
         self.backend = backend
         self.config = config
@@ -465,12 +497,29 @@ class Replayer:
                 except ReplyParseError:
                     answer = None  # stored under an older validator: ask again
                 if answer is not None:
-                    ledger.reused(cached)
-                    self.totals.calls_cached += 1
+                    if cached.paid_by is not None and self.recoverable is not None and self.recoverable(cached.paid_by):
+                        ledger.recovered(cached)
+                        self.totals.calls_recovered += 1
+                        self.totals.cost_spent += cached.cost_usd or 0.0
+                    else:
+                        ledger.reused(cached)
+                        self.totals.calls_cached += 1
                     return answer
 
+        on_send = self.on_send
+
+        async def attempt(current: list[dict[str, str]]) -> Completion:
+            # Counted before it goes out: a request whose answer is lost was still seen (and billed).
+            ledger.stats.calls_made += 1
+            self.totals.calls_made += 1
+            if backend.cacheable:
+                ledger.stats.paid_requests += 1
+                if on_send is not None:
+                    await on_send()
+            return await backend.complete(spec, current, ctx)
+
         async def send(current: list[dict[str, str]]) -> Completion:
-            return await self.scheduler.submit(spec.provider, lambda: backend.complete(spec, current, ctx))
+            return await self.scheduler.submit(spec.provider, lambda: attempt(current))
 
         failure: str
         kind = NO_ANSWER
@@ -498,6 +547,8 @@ class Replayer:
                         prompt_tokens=prompt,
                         completion_tokens=completion,
                         cost_usd=cost,
+                        paid_by=self.paid_tag,
+                        requests=len(parsed.completions),
                     ),
                 )
             return parsed.value
@@ -507,13 +558,12 @@ class Replayer:
 
     def _account(self, ledger: _Ledger, completions: Sequence[Completion]) -> tuple[int, int, float | None]:
         before = (
-            ledger.stats.calls_made,
+            0,
             ledger.stats.prompt_tokens,
             ledger.stats.completion_tokens,
             ledger.stats.cost_spent,
         )
         result = ledger.paid(completions)
-        self.totals.calls_made += ledger.stats.calls_made - before[0]
         self.totals.prompt_tokens += ledger.stats.prompt_tokens - before[1]
         self.totals.completion_tokens += ledger.stats.completion_tokens - before[2]
         self.totals.cost_spent += ledger.stats.cost_spent - before[3]

@@ -6,7 +6,7 @@ benchmark share. Pure: no Django.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +41,9 @@ def make_replayer(
     cache: CallCache | None = None,
     scheduler: Scheduler | None = None,
     on_result: Callable[[ReplayResult], None] | None = None,
+    on_send: Callable[[], Awaitable[None]] | None = None,
+    paid_tag: str | None = None,
+    recoverable: Callable[[str], bool] | None = None,
 ) -> Replayer:
     """A replayer with backends for the EM and the judge, sharing one scheduler."""
     scheduler = scheduler or Scheduler(max_concurrency=concurrency)
@@ -53,6 +56,9 @@ def make_replayer(
         scheduler=scheduler,
         cache=cache,
         on_result=on_result,
+        on_send=on_send,
+        paid_tag=paid_tag,
+        recoverable=recoverable,
     )
 
 

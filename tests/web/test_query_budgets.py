@@ -471,7 +471,7 @@ ENDPOINTS = [
     ),
     Endpoint(
         "research:run",
-        6,  # run, its score, first 500 conversation scores (+conversation, topic)
+        8,  # run, its score, first 500 conversation scores (+conversation, topic), stalled and failed conversations
         lambda w: _r("research:run", w.main_run.pk),
         lambda w: [w.conversation_id(w.n - 1)],
     ),
@@ -600,6 +600,12 @@ ENDPOINTS = [
         6,  # run, count, page (+conversation)
         lambda w: _r("api:run-scores", w.main_run.pk),
         lambda w: [w.conversation_id(0), f'"count":{w.n + 1}'],
+    ),
+    Endpoint(
+        "api:run-conversations",
+        6,  # run, count, page (+conversation)
+        lambda w: _r("api:run-conversations", w.main_run.pk),
+        lambda w: [w.long_conversation.conversation_id, '"stalled":false'],
     ),
     Endpoint(
         "api:leaderboard",

@@ -38,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [
     pytest.mark.celery,
     pytest.mark.slow,
+    # Real worker processes on a shared machine: generous, and every wait inside polls for a condition.
+    pytest.mark.timeout(1200),
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(not settings.REDIS_URL, reason="needs REDIS_URL (a real broker)"),
     pytest.mark.skipif(connection.vendor != "postgresql", reason="needs DATABASE_URL pointing at Postgres"),
@@ -78,7 +80,10 @@ class Workers:
             **os.environ,
             "DATABASE_URL": f"postgresql://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
             "REDIS_URL": settings.REDIS_URL,
-            "ATTUNE_VISIBILITY_TIMEOUT": "4",
+            # Short leases so a killed worker's conversation is requeued in seconds; the broker's own
+            # visibility timeout stays long, so only the leases and the sweeper bring the work back.
+            "ATTUNE_REPLAY_LEASE_SECONDS": "15",
+            "ATTUNE_VISIBILITY_TIMEOUT": "3600",
             "ATTUNE_DATA_DIR": str(settings.DATA_DIR),
             "PYTHONPATH": str(ROOT),
         }
@@ -89,7 +94,9 @@ class Workers:
             cwd=ROOT,
             env=self.env,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=open(os.environ["ATTUNE_TEST_WORKER_LOG"] + f".{name}", "ab")  # noqa: SIM115
+            if os.environ.get("ATTUNE_TEST_WORKER_LOG")
+            else subprocess.DEVNULL,
         )
         self.processes.append(process)
         return process
@@ -116,13 +123,14 @@ def import_synth(n: int, turns: int, seed: int) -> list:
     return docs
 
 
-def wait_for(predicate, timeout: float, what: str) -> None:
+def wait_for(predicate, timeout: float, what: str, state=None) -> None:
+    """Poll ``predicate`` until it holds; a generous deadline, never a timing assertion."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}" + (f"; state: {state()}" if state else ""))
 
 
 def run_status(run_id: int) -> str:
@@ -162,7 +170,7 @@ def test_a_run_goes_through_a_real_worker_and_is_scored(fake_server, workers):
     run_control.start_run(run.pk)  # enqueued on Redis; nothing runs in this process
     assert run_status(run.pk) == EvaluationRun.Status.QUEUED  # no worker has taken a conversation yet
     workers.start("w1")
-    wait_for(lambda: run_status(run.pk) in ("done", "failed"), 120, "the run to finish")
+    wait_for(lambda: run_status(run.pk) in ("done", "failed"), 400, "the run to finish")
 
     run.refresh_from_db()
     assert run.status == EvaluationRun.Status.DONE, run.error
@@ -178,49 +186,97 @@ def test_a_run_goes_through_a_real_worker_and_is_scored(fake_server, workers):
     assert all(o["prompt_version"] == P.PROMPT_VERSION and o["em_reasoning"] for o in outputs)
 
 
-def test_a_killed_worker_is_resumed_without_repeating_finished_work(fake_server, workers):
+def test_a_killed_worker_s_conversation_is_requeued_by_the_survivor_and_never_replayed_twice(fake_server, workers):
     docs = import_synth(6, turns=3, seed=33)
     register_fake(fake_server)
     run = replay_service.do_create_run("fake-em", "default", "absolute")
     run_control.start_run(run.pk)
     first = workers.start("w1")
+    workers.start("w2")  # the survivor: nobody starts another worker after the kill
+
+    def held_by_first() -> int:
+        return RunConversation.objects.filter(run=run, status="running", lease_owner__contains=f":{first.pid}:").count()
 
     def mid_run() -> bool:
-        statuses = list(RunConversation.objects.filter(run=run).values_list("status", flat=True))
-        return statuses.count("done") >= 2 and "running" in statuses
+        return RunConversation.objects.filter(run=run, status="done").count() >= 2 and held_by_first() == 1
 
-    wait_for(mid_run, 120, "two conversations done and one in progress")
+    # Freeze w1 where it stands, and kill it only if it froze holding a conversation (else let it go on):
+    # the check and the kill cannot race with w1 finishing that conversation.
+    while True:
+        wait_for(
+            mid_run,
+            300,
+            "two conversations done and one held by w1",
+            lambda: list(RunConversation.objects.filter(run=run).values_list("status", "lease_owner", "attempts")),
+        )
+        first.send_signal(signal.SIGSTOP)
+        if held_by_first() == 1:
+            break
+        first.send_signal(signal.SIGCONT)
     first.send_signal(signal.SIGKILL)
     first.wait()
     finished_before = set(
         RunConversation.objects.filter(run=run, status="done").values_list("conversation__conversation_id", flat=True)
     )
     interrupted = set(
-        RunConversation.objects.filter(run=run, status="running").values_list(
+        RunConversation.objects.filter(run=run, status="running", lease_owner__contains=f":{first.pid}:").values_list(
             "conversation__conversation_id", flat=True
         )
     )
-    assert finished_before and interrupted
+    assert finished_before and len(interrupted) == 1
 
-    workers.start("w2")
-    wait_for(lambda: run_status(run.pk) in ("done", "failed"), 180, "the resumed run to finish")
+    # w2's sweeper requeues it once its lease lapses (15 s here); the broker's redelivery would take an hour.
+    wait_for(lambda: run_status(run.pk) in ("done", "failed"), 400, "the run to finish without a new worker")
     run.refresh_from_db()
     assert run.status == EvaluationRun.Status.DONE, run.error
     assert run.conversations_done == 6 and run.conversations_failed == 0
     assert RunScore.objects.filter(run=run).exists()
+    killed = RunConversation.objects.get(run=run, conversation__conversation_id__in=interrupted)
+    assert (killed.attempts, killed.requeued) == (2, 1)
+    others = RunConversation.objects.filter(run=run).exclude(pk=killed.pk)
+    assert set(others.values_list("attempts", flat=True)) == {1}  # nothing else was claimed twice
 
     digests = http_json(f"{root_url(fake_server)}/stats/digests")
     config = ReplayConfig(mode="default", panas_strategy="absolute")
     by_id = {d.conversationId: d for d in docs}
-    # Every call of a conversation finished before the kill was sent exactly once.
-    for conversation_id in finished_before:
+    # Every call of a conversation not interrupted was sent exactly once.
+    for conversation_id in set(by_id) - interrupted:
         for digest in call_digests(by_id[conversation_id], config):
-            assert digests.get(digest) == 1, f"a call of finished {conversation_id} was repeated"
-    # Every call of every conversation was made; repeats are only calls that were in
-    # flight in the killed worker (the interrupted conversation's cached calls were reused).
+            assert digests.get(digest) == 1, f"a call of {conversation_id} was repeated"
+    # Repeats are only calls that were in flight in the killed worker (its answered calls came from the cache).
     repeated = {d for d, count in digests.items() if count > 1}
     interrupted_digests = {d for cid in interrupted for d in call_digests(by_id[cid], config)}
     assert repeated <= interrupted_digests
-    assert len(repeated) <= 8  # bounded by the calls in flight in the killed worker (two turns at most)
+    assert len(repeated) <= 8  # bounded by the calls in flight in the killed conversation (two turns at most)
     for conversation_id, doc in by_id.items():
         assert all(digests.get(d, 0) >= 1 for d in call_digests(doc, config)), conversation_id
+    # Counted once, as the provider saw it: the killed worker's requests too (answered or lost in flight).
+    assert run.calls_made == http_json(f"{root_url(fake_server)}/stats")["requests"]
+    assert run.calls_recovered == killed.calls_recovered and run.calls_cached == 0
+
+
+def test_cancel_and_resume_at_once_replays_no_conversation_twice(fake_server, workers):
+    docs = import_synth(6, turns=3, seed=44)
+    register_fake(fake_server)
+    run = replay_service.do_create_run("fake-em", "default", "absolute")
+    run_control.start_run(run.pk)
+    workers.start("w1")
+    workers.start("w2")
+    wait_for(
+        lambda: RunConversation.objects.filter(run=run, status="running").count() == 2,
+        300,
+        "both workers replaying a conversation",
+    )
+    assert run_control.cancel_run(run.pk)
+    run_control.resume_run(run.pk)  # at once: the held conversations are queued again while still held
+    wait_for(lambda: run_status(run.pk) in ("done", "failed"), 400, "the resumed run to finish")
+    run.refresh_from_db()
+    assert run.status == EvaluationRun.Status.DONE, run.error
+    assert (run.conversations_done, run.conversations_failed) == (6, 0)
+    claims = list(RunConversation.objects.filter(run=run).values_list("attempts", "requeued"))
+    assert {attempts for attempts, _ in claims} == {1}, claims
+    digests = http_json(f"{root_url(fake_server)}/stats/digests")
+    config = ReplayConfig(mode="default", panas_strategy="absolute")
+    sent = [d for doc in docs for d in call_digests(doc, config)]
+    assert all(digests.get(d) == 1 for d in sent), "a call was sent twice"
+    assert run.calls_made == len(sent) == http_json(f"{root_url(fake_server)}/stats")["requests"]

@@ -13,9 +13,24 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--concurrency", type=int, default=2, help="worker processes (default 2)")
+        parser.add_argument(
+            "--concurrency", type=int, default=2, help="worker processes, or threads with --pool threads (default 2)"
+        )
+        parser.add_argument(
+            "--pool",
+            choices=["prefork", "threads", "solo"],
+            default="prefork",
+            help="prefork (default): one conversation at a time per process; threads: many conversations at once "
+            "in one process, their calls sharing its event loop and ATTUNE_REPLAY_CONCURRENCY (e.g. --pool threads "
+            "--concurrency 32 for replays of slow models)",
+        )
         parser.add_argument("--loglevel", default="INFO", help="log level (default INFO)")
-        parser.add_argument("--queues", default="celery", help="comma-separated queues to consume (default celery)")
+        parser.add_argument(
+            "--queues",
+            default="celery,finalize",
+            help="comma-separated queues to consume (default celery,finalize: conversations and run scoring; "
+            "a worker given only finalize scores finished runs while others replay)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not settings.REDIS_URL:
@@ -29,6 +44,7 @@ class Command(BaseCommand):
             [
                 "worker",
                 f"--concurrency={options['concurrency']}",
+                f"--pool={options['pool']}",
                 f"--loglevel={options['loglevel']}",
                 f"--queues={options['queues']}",
             ]

@@ -1,0 +1,152 @@
+"""Replay under provider faults and a killed worker (issue 16 item 6), through Celery on Postgres + Redis.
+
+Three runs of the same conversations on the harness of ``bench/replay_distributed.py``
+(2 worker processes, shared cap), each from an empty call cache and fresh workers:
+
+A. fault-free, uninterrupted: the reference wall time and scores;
+B. faults: 10% HTTP 429 (with Retry-After), 10% HTTP 500, 2% hung requests
+   (the client gives up after the model's ``timeout``), 5% malformed JSON.
+   Coverage (turn and post) must be 100% and the replay within 2x of A;
+C. fault-free, with ``kill -9`` of one worker once a third of the conversations
+   are done: scores must equal A's, and the fake server's count of answered
+   requests shows what was paid twice (only requests in flight in the killed
+   worker can be; their answers never reached the cache) next to the run's own
+   count, which must equal the server's.
+
+Usage: python bench/replay_faults.py [--cap 32 --conversations 40 --turns 8 --latency-ms 200]
+The last line is machine-readable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from replay_distributed import DEFAULT_DATABASE, DEFAULT_REDIS, Harness, import_conversations, register_fake, run_once
+
+FAULTS = {
+    # rng.choice over this list: 429 and 500 five parts each, hung one part, of a 22% error rate
+    "error_rate": 0.22,
+    "error_kinds": ["429"] * 5 + ["500"] * 5 + ["timeout"],
+    "retry_after_s": 0.5,
+    "timeout_hang_s": 30.0,
+    # drawn only for requests that got no error: 0.05 / 0.78 of them is 5% of all
+    "malformed_rate": 0.064,
+    "seed": 11,
+}
+CLEAN = {"error_rate": 0.0, "malformed_rate": 0.0, "script": []}
+
+
+def fresh_cache_and_workers(harness: Harness) -> None:
+    """Forget every cached answer (database and Redis) and start new worker processes (empty memory)."""
+    import redis
+
+    from scoring.models import ModelCallCache
+
+    harness.stop()
+    ModelCallCache.objects.all().delete()
+    client = redis.Redis.from_url(harness.redis)
+    for key in client.scan_iter("attune:*"):
+        client.delete(key)
+    harness.start_workers()
+
+
+def coverage(run_id: int) -> tuple[float, float]:
+    from scoring.models import ConversationScore
+
+    rows = list(ConversationScore.objects.filter(run_id=run_id).values_list("coverage", "post_coverage"))
+    return min(c for c, _ in rows), min(p or 0 for _, p in rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Replay under faults and a killed worker")
+    parser.add_argument("--database", default=DEFAULT_DATABASE)
+    parser.add_argument("--redis", default=DEFAULT_REDIS)
+    parser.add_argument("--cap", type=int, default=32)
+    parser.add_argument("--conversations", type=int, default=40)
+    parser.add_argument("--turns", type=int, default=8)
+    parser.add_argument("--latency-ms", type=float, default=200.0)
+    parser.add_argument("--client-timeout", type=float, default=3.0, help="the model's timeout: a hung request's cost")
+    options = parser.parse_args()
+
+    harness = Harness(options.database, options.redis)
+    harness.fresh_database()
+    from devtools.fake_llm_server import http_json, root_url, start_subprocess
+    from scoring.models import EvaluatedModel
+
+    docs = import_conversations(options.conversations, options.turns)
+    server, api_base = start_subprocess("--latency-ms", str(options.latency_ms))
+    control = root_url(api_base)
+    figures: dict[str, Any] = {}
+
+    def measured(name: str, config: dict[str, Any], kill_at: float | None = None) -> dict[str, Any]:
+        http_json(f"{control}/control", {**CLEAN, **config})
+        fresh_cache_and_workers(harness)
+        http_json(f"{control}/stats/reset", {})
+        killed: list[int] = []
+
+        def progress(done: int, total: int) -> None:
+            if kill_at is not None and not killed and done >= kill_at * total:
+                harness.kill(0)
+                killed.append(done)
+
+        result = run_once(harness, docs, on_progress=progress if kill_at is not None else None)
+        stats = http_json(f"{control}/stats")
+        digests = http_json(f"{control}/stats/digests")
+        result.update(
+            server_requests=stats["requests"],
+            replay_s=stats["last_answer_at"] - stats["first_request_at"],
+            peak=stats["peak_in_flight"],
+            errors=stats["errors"],
+            malformed=stats["malformed"],
+            answered_twice=sum(count - 1 for count in digests.values() if count > 1),
+            killed_at=killed[0] if killed else None,
+        )
+        figures[name] = result
+        return result
+
+    try:
+        register_fake(api_base, options.cap)
+        EvaluatedModel.objects.filter(name="fake-em").update(
+            params={"temperature": 0, "timeout": options.client_timeout}
+        )
+        clean = measured("clean", {})
+        faulty = measured("faults", FAULTS)
+        killed = measured("kill", {}, kill_at=1 / 3)
+    finally:
+        harness.stop()
+        server.kill()
+        server.wait()
+
+    turn_cov, post_cov = coverage(faulty["run"])
+    ratio = faulty["replay_s"] / clean["replay_s"]
+    same_scores = killed["scores"] == clean["scores"] and killed["composite"] == clean["composite"]
+    load = os.getloadavg()
+    print(
+        f"{options.conversations} conversations x {options.turns} turns, latency {options.latency_ms:.0f} ms, "
+        f"2 workers, shared cap {options.cap}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
+    for name, r in figures.items():
+        print(
+            f"  {name}: run {r['run']} {r['status']}, replay {r['replay_s']:.2f} s, server saw {r['server_requests']} "
+            f"requests (errors {r['errors']}, malformed {r['malformed']}), run counted {r['calls_made']} "
+            f"(recovered {r['calls_recovered']}), answered twice {r['answered_twice']}, peak {r['peak']}"
+            + (f", worker killed at {r['killed_at']} conversations done" if r["killed_at"] is not None else "")
+        )
+    print(f"faults: turn coverage {turn_cov:.3f}, post coverage {post_cov:.3f}, replay {ratio:.2f}x the fault-free run")
+    print(f"kill -9: scores identical to the uninterrupted run: {same_scores}")
+    print(
+        f"coverage={turn_cov:.3f} post_coverage={post_cov:.3f} fault_wall_ratio={ratio:.2f} "
+        f"kill_same_scores={int(same_scores)} kill_answered_twice={killed['answered_twice']} "
+        f"kill_run_calls={killed['calls_made']} kill_server_requests={killed['server_requests']} "
+        f"clean_replay_s={clean['replay_s']:.3f} fault_replay_s={faulty['replay_s']:.3f} load1={load[0]:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

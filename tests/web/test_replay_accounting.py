@@ -1,0 +1,146 @@
+"""Honest accounting (issue 16 item 3): every request the provider saw is counted once, crash or not.
+
+The fake server counts what it was sent; the run's counters, its API and its
+page must agree with it. A worker that dies after paying for answers leaves
+them in the cache tagged with its attempt: the next attempt reuses them as
+*recovered* (paid by this run, counted as paid) rather than as free cache hits,
+and requests that were in flight when it died are counted from the write-ahead
+count kept in the database.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from attunebench.replay.aio import run_sync
+from attunebench.synth import synth_conversations
+from datasets.exchange import import_documents
+from devtools.fake_llm_server import FakeConfig, FakeLLMServer, http_json
+from scoring import replay_service, run_control
+from scoring.models import EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_state():
+    replay_service.reset_process_state()
+    yield
+    replay_service.reset_process_state()
+
+
+def register(server_url: str) -> EvaluatedModel:
+    return EvaluatedModel.objects.create(
+        name="fake-em",
+        litellm_model="openai/fake-em",
+        api_base=server_url,
+        params={"temperature": 0},
+        input_cost_per_million=2.0,
+        output_cost_per_million=8.0,
+    )
+
+
+def import_synth(seed: int) -> list[str]:
+    docs = synth_conversations(1, seed=seed, min_turns=2, max_turns=2)
+    assert import_documents([(d.conversationId, d) for d in docs]).ok
+    return [d.conversationId for d in docs]
+
+
+def die_after_paying(pk: int) -> None:
+    """A worker claims the conversation, pays for every answer, has one more request in flight, and is killed.
+
+    Its answers reach the cache (written before use) tagged with its attempt; it stores nothing.
+    """
+    token = "doomed-host:1:abc"
+    item = replay_service._claim(pk, token)
+    replay_service._mark_running(item.run)
+    spec = replay_service.em_spec(item.run.evaluated_model)
+    replayer = replay_service.make_replayer(
+        spec,
+        replay_service.run_config(item.run),
+        cache=replay_service.build_cache(),
+        on_send=replay_service._count_sent(pk),
+        paid_tag=replay_service.paid_tag(pk, item.attempts),
+        recoverable=replay_service._recoverable(pk, item.counted_attempt, item.attempts),
+    )
+    document = replay_service.load_canonical([item.conversation_id])[item.conversation_id]
+    run_sync(replayer.replay(document))
+    # One more request went out (the server saw it) and its answer died with the worker.
+    run_sync(replay_service._count_sent(pk)())
+    replayer_spec = spec
+    http_json(
+        f"{replayer_spec.api_base}/chat/completions",
+        {"model": "fake-em", "messages": [{"role": "user", "content": "in flight when the worker died"}]},
+    )
+    RunConversation.objects.filter(pk=pk).update(lease_expires_at=timezone.now() - timedelta(minutes=1))
+    replay_service.reset_process_state()  # the worker's memory is gone with it
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_crash_neither_hides_nor_doubles_what_was_paid(client, researcher):
+    import_synth(seed=31)
+    with FakeLLMServer(FakeConfig()) as server:
+        register(server.url)
+        run = replay_service.do_create_run("fake-em", "default")
+        (pk,) = replay_service.do_prepare_run(run.pk)
+        die_after_paying(pk)
+        answered = ModelCallCache.objects.filter(paid_by=replay_service.paid_tag(pk, 1))
+        logical_calls = answered.count()
+        paid_cost = sum(row.cost_usd for row in answered)
+        assert logical_calls > 0 and server.stats()["requests"] == logical_calls + 1
+
+        assert run_control.sweep()["requeued"] == [pk]  # eager: the survivor replays it from the cache
+        run.refresh_from_db()
+        item = RunConversation.objects.get(pk=pk)
+
+        # What the provider saw, counted once: the dead attempt's answered calls and the one lost in flight.
+        assert server.stats()["requests"] == logical_calls + 1  # nothing was paid twice
+        assert run.calls_made == item.calls_made == server.stats()["requests"]
+        # Its answers are this run's own, recovered: not free hits from someone else's cache.
+        assert (run.calls_recovered, run.calls_cached) == (logical_calls, 0)
+        assert run.status == EvaluationRun.Status.DONE and (item.attempts, item.requeued) == (2, 1)
+        assert run.cost_usd == pytest.approx(paid_cost) and run.cost_usd > 0
+
+        client.force_login(researcher)
+        api = client.get(f"/api/runs/{run.pk}/").json()
+        assert (api["calls_made"], api["calls_recovered"], api["calls_cached"]) == (logical_calls + 1, logical_calls, 0)
+        assert api["cost_usd"] == pytest.approx(paid_cost)
+        page = client.get(reverse("research:run_progress", args=[run.pk])).content.decode()
+        assert f"calls {logical_calls + 1}" in page and f"recovered after a crash {logical_calls}" in page
+
+        # Another run of the same conversation pays nothing: its hits are another run's cache.
+        server.reset()
+        replay_service.reset_process_state()
+        second = replay_service.do_create_run("fake-em", "default")
+        run_control.start_run(second.pk)
+        second.refresh_from_db()
+        assert server.stats()["requests"] == 0
+        assert (second.calls_made, second.calls_cached, second.calls_recovered, second.cost_usd) == (
+            0,
+            logical_calls,
+            0,
+            0.0,
+        )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_retried_requests_are_counted_as_the_provider_saw_them():
+    import_synth(seed=32)
+    # Two 500s and a malformed reply: five logical calls cost eight requests at the provider.
+    with FakeLLMServer(FakeConfig(script=["500", "500", "malformed"])) as server:
+        register(server.url)
+        run = replay_service.do_create_run("fake-em", "default")
+        in_this_process_fast_retries()
+        run_control.start_run(run.pk)
+        run.refresh_from_db()
+        assert run.status == EvaluationRun.Status.DONE
+        assert run.calls_made == server.stats()["requests"] == ModelCallCache.objects.count() + 3
+
+
+def in_this_process_fast_retries() -> None:
+    """Retries after a 500 wait a few milliseconds here instead of seconds."""
+    from attunebench.replay.scheduler import Scheduler
+
+    replay_service._state.scheduler = Scheduler(max_concurrency=8, base_delay=0.001, max_delay=0.01)
