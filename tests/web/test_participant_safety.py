@@ -24,7 +24,7 @@ from attunebench import catalogue as cat
 from collection import study_flow as flow
 from collection.models import Conversation, Turn
 from datasets.exchange import SKIPPED_IDENTICAL_KEY, conversation_to_dict
-from tests.web.test_participant_flow import Walker, answered_turn
+from tests.web.test_participant_flow import Walker, answered_turn, save_answers
 
 
 @pytest.fixture(autouse=True)
@@ -131,32 +131,26 @@ def test_refused_forms_redirect_so_back_never_resubmits(walker):
 # ---------------------------------------------------------------------------
 
 
-def to_choose_step(walker: Walker, golden: str | None = None, start: str = "") -> Turn:
-    """Walk one turn to the question choice; the ideal reply is ``golden``, else the box as the start left it."""
+def to_rewrite_step(walker: Walker, start: str = "") -> tuple[Turn, str]:
+    """Walk one turn to the rewrite page; the turn and the ideal-reply box as the start choice left it."""
     conversation = walker.to_chat()
     walker.send("I feel lost since moving cities.", 1)
     walker.reply(1)
     turn = conversation.turns.get()
     url = walker.url("turn/1/")
-    walker.post(url, {"step": "mood:0", "no_change": "on"})
-    for index, (_, questions) in enumerate(tf.binary_pages(turn)):
-        walker.post(
-            url,
-            {"step": f"binary:{index}", **{f"{k}_{q.id}": "no" for q in questions for k in ("observed", "preferred")}},
-        )
+    save_answers(walker, url, value="no")
     html = walker.body(walker.get(url + (f"?start={start}" if start else "")))
     box = re.search(r'<textarea name="human_edited"[^>]*>(.*?)</textarea>', html, re.S)
-    text = golden if golden is not None else unescape(box.group(1))
-    assert walker.post(url, {"step": "rewrite:0", "human_edited": text}).status_code == 302
-    return Turn.objects.get(pk=turn.pk)
+    return turn, unescape(box.group(1))
 
 
 def test_keeping_the_suggested_rewrite_skips_that_comparison_and_records_it(walker):
-    turn = to_choose_step(walker, start="rewrite")  # the participant starts from the rewrite and keeps it
+    turn, text = to_rewrite_step(walker, start="rewrite")  # the participant starts from the rewrite and keeps it
+    url = walker.url("turn/1/")
+    saved = walker.post(url, {"step": "rewrite", "human_edited": text, "questions": ["general", "PW4"]})
+    assert saved.status_code == 302
     alternates = AlternateResponses.objects.get(turn=turn)
     assert alternates.human_edited == alternates.llm_improved
-    url = walker.url("turn/1/")
-    walker.post(url, {"step": "choose:0", "questions": ["general", "PW4"]})
     turn.refresh_from_db()
     rows = list(PairwiseComparison.objects.filter(turn=turn).order_by("position"))
     assert len(rows) == 4  # two pairs per question, never alternate vs human
@@ -167,10 +161,9 @@ def test_keeping_the_suggested_rewrite_skips_that_comparison_and_records_it(walk
     ]
     html = walker.body(walker.get(url))
     assert "Not asked: the suggested rewrite and your ideal reply are the same text" in html
-    assert html.count('<fieldset class="pair') == 2
-    for index in range(2):
-        names = set(re.findall(r'name="(winner_\d+)"', walker.body(walker.get(url))))
-        walker.post(url, {"step": f"compare:{index}", **dict.fromkeys(names, "A")})
+    assert html.count('<fieldset class="pair') == 4  # every comparison on the one compare page
+    names = set(re.findall(r'name="(winner_\d+)"', html))
+    walker.post(url, {"step": "compare", **dict.fromkeys(names, "A")})
     assert Turn.objects.get(pk=turn.pk).annotation_completed_at is not None
     # the canonical object stays valid: skipped pairs are not comparisons (no null winner), and metadata lists them
     data = json.loads(json.dumps(conversation_to_dict(Conversation.objects.get())))
@@ -191,18 +184,20 @@ def test_keeping_the_suggested_rewrite_skips_that_comparison_and_records_it(walk
 def test_when_every_pair_is_identical_nothing_is_asked_and_the_turn_completes(walker):
     conversation = walker.to_chat()
     turn = answered_turn(conversation)
-    AlternateResponses.objects.create(turn=turn, llm_improved=turn.llm_response, human_edited=turn.llm_response + "\n")
-    tf.do_select_pairwise_questions(turn, ["general"])
+    save_answers(walker, walker.url("turn/1/"))
+    AlternateResponses.objects.update_or_create(turn=turn, defaults={"llm_improved": turn.llm_response})
+    tf.do_save_rewrite(turn, turn.llm_response + "\n", ["general"])
     turn.refresh_from_db()
     assert not PairwiseComparison.objects.filter(turn=turn).exists()
     assert len(turn.skipped_comparisons) == 3 and turn.annotation_completed_at is not None
+    assert turn.completeness == cat.TURN_COMPLETE
     assert tf.locate_annotation(turn).step == tf.FINISHED
     assert walker.current().endswith("/chat/")
 
 
 def test_starting_from_the_original_and_keeping_it_skips_original_vs_human(walker):
-    turn = to_choose_step(walker, start="original")
-    walker.post(walker.url("turn/1/"), {"step": "choose:0", "questions": ["general"]})
+    turn, text = to_rewrite_step(walker, start="original")
+    walker.post(walker.url("turn/1/"), {"step": "rewrite", "human_edited": text, "questions": ["general"]})
     turn.refresh_from_db()
     assert [(s["responseA"], s["responseB"]) for s in turn.skipped_comparisons] == [("original", "human")]
     assert PairwiseComparison.objects.filter(turn=turn).count() == 2
@@ -272,7 +267,9 @@ def test_favicon_is_served(client):
 def test_chat_bubbles_and_text_boxes_follow_the_writing_direction(walker):
     conversation = walker.to_chat()
     turn = answered_turn(conversation, "مرحبا، أشعر بالقلق\nسطر ثان")
-    Turn.objects.filter(pk=turn.pk).update(annotation_completed_at=turn.created_at)
+    Turn.objects.filter(pk=turn.pk).update(
+        annotation_completed_at=turn.created_at, completeness=cat.TURN_COMPLETE, mood_answered=True
+    )
     html = walker.body(walker.get(walker.url("chat/")))
     assert '<div class="bubble-text" dir="auto">مرحبا، أشعر بالقلق<br>سطر ثان</div>' in html
     assert re.search(r'<textarea name="message"[^>]*dir="auto"', html)
