@@ -385,6 +385,14 @@ def build_world(n: int) -> World:
         )
         for i in range(n)
     )
+    from research.models import ErasureRecord
+
+    ErasureRecord.objects.bulk_create(
+        ErasureRecord(
+            erased_by=researcher, via="command", rows_deleted={"collection.Participant": 1}, runs_rescored=[i]
+        )
+        for i in range(n)
+    )
     return World(
         n=n,
         newest_snapshot=snapshots[-1],
