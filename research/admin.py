@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from collection.admin import ParticipantAdmin
 from collection.models import Participant
 from research.erasure import do_erase_participant
-from research.models import ErasureRecord, HumanAssignment
+from research.models import ErasureRecord, HumanAssignment, ResultSnapshot
 
 
 @admin.register(HumanAssignment)
@@ -27,6 +27,26 @@ class HumanAssignmentAdmin(admin.ModelAdmin):
     search_fields = ("rater__username", "conversation__conversation_id")
     readonly_fields = ("run_conversation", "turns_done", "completed_at", "assigned_at")
     list_select_related = ("rater", "conversation", "assigned_by")
+
+
+@admin.register(ResultSnapshot)
+class ResultSnapshotAdmin(admin.ModelAdmin):
+    """Frozen result snapshots, read-only: a snapshot is made on the research pages and never changed."""
+
+    list_display = ("pk", "name", "created_at", "created_by", "content_sha256")
+    list_select_related = ("created_by",)
+    search_fields = ("name",)
+    readonly_fields = ("name", "description", "created_at", "created_by", "content_sha256", "manifest")
+    exclude = ("leaderboard", "table", "analysis")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: ResultSnapshot | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: ResultSnapshot | None = None) -> bool:
+        return False
 
 
 # ---------------------------------------------------------------------------

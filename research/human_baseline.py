@@ -37,7 +37,7 @@ from attunebench.replay.protocol import masked_labels
 from collection.models import Conversation, PanasSurvey, Turn
 from research.models import HumanAssignment
 from research.roles import is_researcher
-from scoring.models import EvaluatedModel, EvaluationRun, RunConversation
+from scoring.models import HUMAN_LEASE_EXPIRES, HUMAN_LEASE_OWNER, EvaluatedModel, EvaluationRun, RunConversation
 from scoring.run_scoring import do_score_evaluation_run
 
 HUMAN_MODE = "default"
@@ -102,6 +102,8 @@ def do_assign(conversation: Conversation, rater: User, assigned_by: User | None)
             run=run,
             conversation=conversation,
             status=RunConversation.Status.RUNNING,
+            lease_owner=HUMAN_LEASE_OWNER,  # a person's pace: never swept, never "stalled"
+            lease_expires_at=HUMAN_LEASE_EXPIRES,
             output=_empty_output(conversation, rater),
         )
         EvaluationRun.objects.filter(pk=run.pk).update(
@@ -334,7 +336,8 @@ def do_record_post(
         output = cf.to_canonical_dict(cf.parse_run(output, source=f"human assignment {locked.pk}"))
         rc.output = output
         rc.status = RunConversation.Status.DONE
-        rc.save(update_fields=["output", "status", "updated_at"])
+        rc.lease_owner, rc.lease_expires_at = "", None
+        rc.save(update_fields=["output", "status", "lease_owner", "lease_expires_at", "updated_at"])
         locked.completed_at = timezone.now()
         locked.save(update_fields=["completed_at"])
         run_id = rc.run_id

@@ -6,6 +6,8 @@ collected conversations are protected (PROTECT) from anything here.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -143,6 +145,12 @@ class EvaluationRun(models.Model):
             return 100 if self.status == self.Status.DONE else 0
         finished = self.conversations_done + self.conversations_failed
         return min(100, round(100 * finished / self.conversations_total))
+
+
+#: A human rater's conversation in progress holds this lease: it never lapses, so no sweeper requeues it
+#: (a person rates at their own pace) and it never shows as stalled; it is cleared when the rating is stored.
+HUMAN_LEASE_OWNER = "human-rater"
+HUMAN_LEASE_EXPIRES = datetime(9999, 1, 1, tzinfo=UTC)
 
 
 class RunConversation(models.Model):

@@ -4,13 +4,20 @@ Rows left "running" by workers before leases existed hold no lease; they go back
 requeue replays them, from the call cache) before the constraint that a running row is leased is added.
 """
 
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import migrations, models
 
 
 def unleased_running_to_pending(apps: Any, schema_editor: Any) -> None:
-    apps.get_model("scoring", "RunConversation").objects.filter(status="running").update(status="pending")
+    """Replays left running go back to pending; a human rater's conversation in progress keeps running under
+    the never-lapsing human lease (scoring.models.HUMAN_LEASE_OWNER)."""
+    running = apps.get_model("scoring", "RunConversation").objects.filter(status="running")
+    running.filter(run__evaluated_model__kind="human").update(
+        lease_owner="human-rater", lease_expires_at=datetime(9999, 1, 1, tzinfo=UTC)
+    )
+    running.exclude(run__evaluated_model__kind="human").update(status="pending")
 
 
 class Migration(migrations.Migration):

@@ -190,6 +190,7 @@ ADMIN_MODELS: dict[str, str] = {
     "axes.accessattempt": "",
     "axes.accesslog": "",
     "axes.accessfailurelog": "",
+    "research.resultsnapshot": "",  # frozen: made on the research pages, read-only in the admin
     "research.erasurerecord": "view add",  # "add" = may erase (the participant action); records are immutable
 }
 # Admin pages nobody may use whatever their permissions: an erasure record is written only by an erasure.
@@ -199,7 +200,13 @@ ADMIN_PAGE_EXCEPTIONS = {
     "admin:research_erasurerecord_delete": ADMIN_CLOSED,
 }
 # Admin pages nobody may use, superusers included: login attempts are recorded by django-axes, never typed in.
-ADMIN_NOBODY = {("axes.accessattempt", "add"), ("axes.accesslog", "add"), ("axes.accessfailurelog", "add")}
+ADMIN_NOBODY = {
+    ("axes.accessattempt", "add"),
+    ("axes.accesslog", "add"),
+    ("axes.accessfailurelog", "add"),
+    ("research.resultsnapshot", "add"),
+    ("research.resultsnapshot", "delete"),
+}
 ADMIN_ACTION_NEEDS = {
     "changelist": "view",
     "change": "view",

@@ -184,3 +184,18 @@ def test_agreement_is_empty_with_fewer_than_two_raters(sample_conversations):
     agreement = rater_agreement()
     assert agreement.conversations == 0
     assert agreement.binary.alpha is None and agreement.emotion.alpha is None and agreement.pairwise.alpha is None
+
+
+def test_a_rating_in_progress_holds_a_lease_no_sweeper_takes(assignment, rater):
+    """A person rates at their own pace: the replay's sweeper never requeues their conversation and the
+    run page never calls it stalled; storing the rating releases the lease (issue 16 leases)."""
+    from scoring.models import HUMAN_LEASE_OWNER, RunConversation
+    from scoring.replay_service import stalled_conversations
+    from scoring.run_control import sweep
+
+    held = RunConversation.objects.get(pk=assignment.run_conversation_id)
+    assert held.status == RunConversation.Status.RUNNING and held.lease_owner == HUMAN_LEASE_OWNER
+    sweep()
+    held.refresh_from_db()
+    assert held.status == RunConversation.Status.RUNNING and held.requeued == 0
+    assert not stalled_conversations().filter(pk=held.pk).exists()
