@@ -58,6 +58,7 @@ from scoring.provider_access import allowed_key_env, api_base_problem
 from scoring.provider_access import is_loopback as _is_loopback
 from scoring.redis_limits import RedisInFlightSlots, RedisRateLimiter
 from scoring.run_scoring import do_score_evaluation_run
+from scoring.transcripts import save_call_records
 
 logger = logging.getLogger("attune.replay")
 
@@ -510,6 +511,8 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
     replayer = make_replayer(spec, config, dataset=dataset, scheduler=_process_scheduler(), cache=build_cache())
     result = run_sync(replayer.replay(conversation))
     stored = _store(item, result)
+    if stored:
+        save_call_records(item.pk, result.calls)
     logger.info(
         "run %s conversation %s: %s calls made, %s cached, %s failed",
         run.pk,
