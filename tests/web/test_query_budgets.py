@@ -343,7 +343,10 @@ def build_world(n: int) -> World:
             turn_number=1,
             role="em",
             model="budget:strong",
-            messages=[{"role": "system", "content": "budget system"}, {"role": "user", "content": f"budget prompt {i}"}],
+            messages=[
+                {"role": "system", "content": "budget system"},
+                {"role": "user", "content": f"budget prompt {i}"},
+            ],
             raw_reply=f"budget reply {i}",
             parsed={"response": f"budget reply {i}"},
             prompt_tokens=10,
