@@ -62,7 +62,9 @@ def the_calls(run: EvaluationRun, conversation_id: str) -> list[CallTranscript]:
     return list(CallTranscript.objects.filter(run_conversation=item).order_by("sequence"))
 
 
-@pytest.mark.django_db
+# transaction=True: the call cache writes from its own thread, which SQLite's shared in-memory
+# test database would refuse while this test held a transaction open.
+@pytest.mark.django_db(transaction=True)
 def test_a_replay_stores_the_exact_prompts_replies_tokens_and_retries_and_shows_them(researcher):
     conversation_id = import_one()
     # Request 1 fails with a 500 (retried by the scheduler); request 3 gets an unusable reply (re-asked).
@@ -152,7 +154,9 @@ def test_a_replay_stores_the_exact_prompts_replies_tokens_and_retries_and_shows_
         assert sorted(c.raw_reply for c in cached) == sorted(c.raw_reply for c in answered)
         totals = client.get(reverse("api:run-transcript", args=[again.pk, conversation_id])).json()["totals"]
         assert (totals["sent"], totals["cached"], totals["prompt_tokens"]) == (0, len(cached), 0)
-        assert "cache hit" in client.get(reverse("research:transcript", args=[again.pk, conversation_id])).content.decode()
+        assert (
+            "cache hit" in client.get(reverse("research:transcript", args=[again.pk, conversation_id])).content.decode()
+        )
 
 
 @pytest.mark.django_db
