@@ -24,6 +24,7 @@ from datasets.exchange import import_documents
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer, answer_for, request_digest
 from scoring import replay_service, run_control
 from scoring.models import CallTranscript, EvaluatedModel, EvaluationRun, RunConversation
+from tests.web.test_research_api import assert_conforms
 
 INPUT_PER_MILLION = 2.0
 OUTPUT_PER_MILLION = 8.0
@@ -173,8 +174,13 @@ def test_offline_models_and_their_judge_leave_records_too(researcher):
     assert all(c.cost_usd == 0 and not c.cached and c.transport_attempts == 1 for c in calls)
     client = Client()
     client.force_login(researcher)
-    data = client.get(reverse("api:run-transcript", args=[run.pk, conversation_id])).json()
+    path = reverse("api:run-transcript", args=[run.pk, conversation_id])
+    response = client.get(path)
+    data = response.json()
     assert data["totals"]["calls"] == len(calls) and data["totals"]["cost_usd"] == 0
+    # The response is what the OpenAPI schema documents.
+    template = "/api/runs/{id}/conversations/{conversation_id}/transcript/"
+    assert_conforms("GET", path, response, template=template)
 
 
 @pytest.mark.django_db
@@ -187,6 +193,8 @@ def test_a_conversation_without_output_or_unknown_says_so(researcher):
     assert 'id="transcript-empty"' in page
     missing = client.get(reverse("api:run-transcript", args=[run.pk, "no-such-conversation"]))
     assert missing.status_code == 404 and "no-such-conversation" in missing.json()["detail"]
+    template = "/api/runs/{id}/conversations/{conversation_id}/transcript/"
+    assert_conforms("GET", reverse("api:run-transcript", args=[run.pk, "no-such-conversation"]), missing, template)
 
 
 def test_runaway_texts_are_capped_and_say_so():
