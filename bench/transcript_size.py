@@ -44,8 +44,8 @@ def main() -> None:
     print(f"{model} with judge {judge}: {len(results)} conversations")
     print(f"calls per conversation: min {min(calls)}, mean {sum(calls) / len(calls):.1f}, max {max(calls)}")
     print(
-        f"stored text per conversation: min {min(sizes) / 1024:.1f} KiB, mean {sum(sizes) / len(sizes) / 1024:.1f} KiB, "
-        f"max {max(sizes) / 1024:.1f} KiB; per call mean {sum(sizes) / sum(calls) / 1024:.1f} KiB"
+        f"stored text per conversation: min {min(sizes) / 1024:.1f} KiB, "
+        f"mean {sum(sizes) / len(sizes) / 1024:.1f} KiB, max {max(sizes) / 1024:.1f} KiB; per call mean {sum(sizes) / sum(calls) / 1024:.1f} KiB"
     )
     print(f"whole run: {sum(calls)} rows, {sum(sizes) / 1024 / 1024:.2f} MiB")
 
