@@ -37,15 +37,15 @@ def main() -> None:
             + len(json.dumps(c.parsed, ensure_ascii=False).encode())
             for c in result.calls
         )
-        turns = len(result.output.turns)
-        per_conversation.append((len(result.calls), size, turns))
-    calls = [c for c, _, _ in per_conversation]
-    sizes = [s for _, s, _ in per_conversation]
+        per_conversation.append((len(result.calls), size))
+    calls = [c for c, _ in per_conversation]
+    sizes = [s for _, s in per_conversation]
     print(f"{model} with judge {judge}: {len(results)} conversations")
     print(f"calls per conversation: min {min(calls)}, mean {sum(calls) / len(calls):.1f}, max {max(calls)}")
     print(
         f"stored text per conversation: min {min(sizes) / 1024:.1f} KiB, "
-        f"mean {sum(sizes) / len(sizes) / 1024:.1f} KiB, max {max(sizes) / 1024:.1f} KiB; per call mean {sum(sizes) / sum(calls) / 1024:.1f} KiB"
+        f"mean {sum(sizes) / len(sizes) / 1024:.1f} KiB, max {max(sizes) / 1024:.1f} KiB; "
+        f"per call mean {sum(sizes) / sum(calls) / 1024:.1f} KiB"
     )
     print(f"whole run: {sum(calls)} rows, {sum(sizes) / 1024 / 1024:.2f} MiB")
 
