@@ -95,8 +95,10 @@ from research.serializers import (
     SnapshotSerializer,
     SnapshotSummarySerializer,
     TokenSerializer,
+    TranscriptSerializer,
 )
 from research.snapshots import SnapshotError, do_freeze_snapshot
+from scoring import transcripts
 from scoring.models import EvaluatedModel, EvaluationRun, RunConversation
 from scoring.replay_service import conversation_states
 
@@ -523,6 +525,30 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
         )
         page = self.paginate_queryset(queryset)
         return self.get_paginated_response(ConversationScoreSerializer(page, many=True).data)
+
+    @extend_schema(
+        summary="Every model call of one conversation in this run: prompt, raw reply, parsed answer, cost",
+        responses={200: TranscriptSerializer, **DENIED, **NOT_FOUND},
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        url_path=r"conversations/(?P<conversation_id>[^/]+)/transcript",
+        url_name="transcript",
+    )
+    def transcript(
+        self, request: Request, pk: str | None = None, conversation_id: str = "", format: str | None = None
+    ) -> Response:
+        run = self.get_object()
+        conversation = exportable_conversations().filter(conversation_id=conversation_id).first()
+        if conversation is None:
+            raise NotFound(f"No conversation {conversation_id!r}.")
+        data = {
+            "run": run.pk,
+            "conversation_id": conversation.conversation_id,
+            **transcripts.run_conversation_transcript(run.pk, conversation.pk),
+        }
+        return Response(TranscriptSerializer(data).data)
 
 
 SET_PARAMETERS = [

@@ -4,8 +4,8 @@ Collected data is PROTECTed against cascading deletes on purpose (nothing
 disappears because a topic or a model was removed), so erasure deletes
 explicitly, leaves first. It withdraws the participant first, which re-scores
 the runs that held their conversations and withdraws the export files that
-held them (on commit), then deletes: rater assignments, run outputs and
-scores, dataset-version memberships, annotations, turns, surveys,
+held them (on commit), then deletes: rater assignments, run outputs, their
+call transcripts and scores, dataset-version memberships, annotations, turns, surveys,
 conversations, consent, profiles and the participant. The ErasureRecord keeps
 counts only (research/models.py).
 
@@ -38,7 +38,7 @@ from collection.study_flow import do_withdraw
 from datasets.models import DatasetVersion, ExportJob
 from datasets.pseudonyms import export_pseudonym
 from research.models import ErasureRecord, HumanAssignment
-from scoring.models import ConversationScore, RunConversation
+from scoring.models import CallTranscript, ConversationScore, RunConversation
 from scoring.withdrawal import runs_holding
 
 
@@ -77,6 +77,11 @@ def do_erase_participant(participant: Participant, erased_by: Any = None, via: s
         steps: list[tuple[str, QuerySet[Any]]] = [
             ("research.HumanAssignment", HumanAssignment.objects.filter(conversation_id__in=conversation_pks)),
             ("scoring.ConversationScore", ConversationScore.objects.filter(conversation_id__in=conversation_pks)),
+            # Call transcripts hold the conversation's text in their prompts: counted on their own.
+            (
+                "scoring.CallTranscript",
+                CallTranscript.objects.filter(run_conversation__conversation_id__in=conversation_pks),
+            ),
             ("scoring.RunConversation", RunConversation.objects.filter(conversation_id__in=conversation_pks)),
             (
                 "datasets.DatasetVersion_conversations",

@@ -52,6 +52,7 @@ RESEARCH_GROUP_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("scoring", "conversationscore", ("view",)),
     ("scoring", "runscore", ("view",)),
     ("scoring", "modelcallcache", ("view",)),
+    ("scoring", "calltranscript", ("view",)),
     ("datasets", "exportjob", ("view", "add")),
     ("research", "humanassignment", ("view", "add", "change", "delete")),
     # "add" an erasure record = may erase a participant (admin action; research/erasure.py).

@@ -579,3 +579,50 @@ class SnapshotCreateSerializer(serializers.Serializer):
     )
     runs = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, default=list)
     weighting = serializers.ChoiceField(choices=["spec", "equal"], default="spec")
+
+
+class CallMessageSerializer(serializers.Serializer):
+    role = serializers.CharField()
+    content = serializers.CharField(allow_blank=True)
+
+
+class CallRecordSerializer(serializers.Serializer):
+    """One model call of a run-conversation (issue 17 item 5): the same fields the transcript page shows."""
+
+    sequence = serializers.IntegerField(help_text="Order in which the conversation's calls started (0-based).")
+    call_type = serializers.CharField(help_text="draft, analysis, hp_binary, pairwise, judge or post.")
+    turn_number = serializers.IntegerField(allow_null=True, help_text="Null for the post-conversation call.")
+    role = serializers.ChoiceField(choices=["em", "judge"])
+    model = serializers.CharField()
+    attempt = serializers.IntegerField(help_text="1 for the first ask; 2.. for re-asks after an unusable reply.")
+    messages = CallMessageSerializer(many=True, help_text="Exactly what the model received.")
+    raw_reply = serializers.CharField(allow_null=True, allow_blank=True)
+    parsed = serializers.DictField(allow_null=True, help_text="The validated answer; null when the reply was unusable.")
+    parse_error = serializers.CharField(allow_blank=True)
+    error = serializers.CharField(allow_blank=True, help_text="Why no reply came (transport or permanent error).")
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    cost_usd = serializers.FloatField(allow_null=True, help_text="Null when the model's price is unknown.")
+    latency_s = serializers.FloatField(allow_null=True, help_text="Null for answers from the call cache.")
+    transport_attempts = serializers.IntegerField(help_text="Requests sent for this attempt; >1 means retried.")
+    cached = serializers.BooleanField(help_text="Reused from the call cache: nothing was sent or paid.")
+
+
+class TranscriptTotalsSerializer(serializers.Serializer):
+    calls = serializers.IntegerField()
+    sent = serializers.IntegerField()
+    cached = serializers.IntegerField()
+    retried = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    cost_usd = serializers.FloatField(allow_null=True)
+    latency_s = serializers.FloatField()
+
+
+class TranscriptSerializer(serializers.Serializer):
+    run = serializers.IntegerField()
+    conversation_id = serializers.CharField()
+    status = serializers.CharField(allow_null=True, help_text="The run-conversation's status; null: no output.")
+    totals = TranscriptTotalsSerializer()
+    calls = CallRecordSerializer(many=True)

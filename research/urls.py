@@ -26,6 +26,11 @@ urlpatterns = [
     path("runs/<int:run_id>/resume/", views.run_resume, name="run_resume"),
     path("runs/<int:run_id>/requeue/", views.run_requeue, name="run_requeue"),
     path("runs/<int:run_id>/conversations/<str:conversation_id>/", views.run_conversation_drilldown, name="drilldown"),
+    path(
+        "runs/<int:run_id>/conversations/<str:conversation_id>/transcript/",
+        views.run_conversation_transcript,
+        name="transcript",
+    ),
     path("datasets/", views.dataset_list, name="datasets"),
     path("datasets/<int:version_id>/", views.dataset_detail, name="dataset"),
     path("datasets/<int:version_id>/export/", views.dataset_export, name="dataset_export"),

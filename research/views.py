@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.db.models import Count
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
@@ -51,6 +53,7 @@ from research.human_baseline import (
 )
 from research.models import HumanAssignment, ResultSnapshot
 from research.run_download import run_archive
+from scoring import transcripts
 from scoring.models import EvaluationRun, RunConversation
 from scoring.replay_service import ACTIVE_STATUSES as ACTIVE_RUN_STATUSES
 from scoring.replay_service import run_limits, stalled_conversations
@@ -182,6 +185,20 @@ def run_conversation_drilldown(request: HttpRequest, run_id: int, conversation_i
     )
     context = drilldown.drilldown(run, conversation)
     return render(request, "research/drilldown.html", context)
+
+
+@researcher_required
+@require_GET
+def run_conversation_transcript(request: HttpRequest, run_id: int, conversation_id: str) -> HttpResponse:
+    """Every model call of one conversation in one run: prompt, raw reply, parsed answer, tokens, latency, cost."""
+    run = get_object_or_404(EvaluationRun.objects.select_related("evaluated_model", "judge_model"), pk=run_id)
+    conversations = exportable_conversations().select_related("topic")
+    conversation = get_object_or_404(conversations, conversation_id=conversation_id)
+    transcript = transcripts.run_conversation_transcript(run.pk, conversation.pk)
+    for call in transcript["calls"]:
+        call["parsed_text"] = json.dumps(call["parsed"], indent=2, ensure_ascii=False) if call["parsed"] else ""
+    context = {"run": run, "conversation": conversation, **transcript}
+    return render(request, "research/transcript.html", context)
 
 
 @researcher_required

@@ -141,3 +141,19 @@ class ModelCallCacheAdmin(admin.ModelAdmin):
     list_filter = ("model", "prompt_version")
     search_fields = ("key", "model")
     readonly_fields = ("key", "model", "prompt_version", "response", "usage", "cost_usd", "created_at")
+
+
+@admin.register(m.CallTranscript)
+class CallTranscriptAdmin(admin.ModelAdmin):
+    """Every model call of a replay, read-only (researchers read them on the run's transcript page)."""
+
+    list_display = ("run_conversation", "sequence", "call_type", "turn_number", "model", "attempt", "cached")
+    list_filter = ("role", "cached")
+    search_fields = ("model",)
+    list_select_related = ("run_conversation",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: m.CallTranscript | None = None) -> bool:
+        return False

@@ -276,3 +276,43 @@ class ModelCallCache(models.Model):
 
     # The key formula is the replay core's, so rows written here and the pure caches agree.
     make_key = staticmethod(replay_cache.make_key)
+
+
+class CallTranscript(models.Model):
+    """One model call of a run-conversation: the prompt sent, the raw reply, the parsed answer and its cost.
+
+    One row per request sent (a re-ask after an unusable reply is its own row)
+    and per answer reused from the call cache; written when the conversation's
+    output is stored and replaced when it is replayed again, so a run holds at
+    most one replay's calls per conversation. Texts are capped by the replay
+    core (``attunebench.replay.transcript.MAX_TEXT_CHARS``).
+    """
+
+    run_conversation = models.ForeignKey(RunConversation, on_delete=models.CASCADE, related_name="calls")
+    sequence = models.PositiveIntegerField(help_text="Order in which the conversation's calls started.")
+    call_type = models.CharField(max_length=20)
+    turn_number = models.PositiveIntegerField(null=True, blank=True)
+    role = models.CharField(max_length=10, help_text="em or judge")
+    model = models.CharField(max_length=200)
+    attempt = models.PositiveSmallIntegerField(default=1, help_text="2.. are re-asks after an unusable reply.")
+    messages = models.JSONField(default=list, help_text="The exact messages sent: [{role, content}, ...].")
+    raw_reply = models.TextField(null=True, blank=True)
+    parsed = models.JSONField(null=True, blank=True)
+    parse_error = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.FloatField(null=True, blank=True)
+    latency_s = models.FloatField(null=True, blank=True)
+    transport_attempts = models.PositiveSmallIntegerField(default=0)
+    cached = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["run_conversation", "sequence"]
+        constraints = [
+            models.UniqueConstraint(fields=["run_conversation", "sequence"], name="call_transcript_sequence_unique"),
+            models.CheckConstraint(condition=Q(role__in=["em", "judge"]), name="call_transcript_role_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"call {self.sequence} ({self.call_type}) of {self.run_conversation_id}"

@@ -67,6 +67,7 @@ from scoring.provider_access import allowed_key_env, api_base_problem
 from scoring.provider_access import is_loopback as _is_loopback
 from scoring.redis_limits import RedisInFlightSlots, RedisRateLimiter
 from scoring.run_scoring import do_score_evaluation_run
+from scoring.transcripts import save_call_records
 
 logger = logging.getLogger("attune.replay")
 
@@ -753,6 +754,8 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
             release_lease(item.pk, token)
         raise
     stored = _store(item, token, result)
+    if stored:
+        save_call_records(item.pk, result.calls)
     logger.info(
         "run %s conversation %s: %s calls made, %s cached, %s failed",
         run.pk,

@@ -37,7 +37,7 @@ import hashlib
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -66,6 +66,7 @@ from attunebench.replay.parsing import (
     parse_reply,
 )
 from attunebench.replay.scheduler import PermanentCallError, ProviderLimits, RetriesExhausted, Scheduler
+from attunebench.replay.transcript import ROLE_EM, ROLE_JUDGE, CallRecord, answer_json, capped, capped_messages
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,8 @@ class ReplayResult:
     output: RunOutput
     stats: ReplayStats
     failures: list[FailedCall]
+    # Every request sent and every cached answer reused, in the order they started.
+    calls: list[CallRecord] = field(default_factory=list)
 
     @property
     def conversation_id(self) -> str:
@@ -189,6 +192,20 @@ class _Ledger:
         self.output_cost_known = True
         self.failures: list[FailedCall] = []
         self.reasoning: dict[str, dict[str, str]] = {}
+        self.calls: list[CallRecord] = []
+
+    def record(self, spec: EMSpec, ctx: P.CallContext, role: str, attempt: int) -> CallRecord:
+        """A new call record, numbered in the order calls start."""
+        record = CallRecord(
+            sequence=len(self.calls),
+            call_type=ctx.call_type,
+            turn_number=ctx.turn_number,
+            role=role,
+            model=spec.name,
+            attempt=attempt,
+        )
+        self.calls.append(record)
+        return record
 
     def paid(self, completions: Sequence[Completion]) -> tuple[int, int, float | None]:
         prompt = sum(c.prompt_tokens for c in completions)
@@ -484,6 +501,7 @@ class Replayer:
 
     async def _call(self, spec: EMSpec, backend: ModelBackend, ctx: P.CallContext, ledger: _Ledger) -> Answer:
         messages = P.build_messages(ctx)
+        role = ROLE_JUDGE if ctx.call_type == P.JUDGE else ROLE_EM
         key = (
             make_key(spec.litellm_model, spec.answer_params(), messages, P.PROMPT_VERSION)
             if backend.cacheable
@@ -497,6 +515,14 @@ class Replayer:
                 except ReplyParseError:
                     answer = None  # stored under an older validator: ask again
                 if answer is not None:
+                    record = ledger.record(spec, ctx, role, attempt=1)
+                    record.messages = capped_messages(messages)
+                    record.raw_reply = capped(cached.response)
+                    record.parsed = answer_json(answer)
+                    record.prompt_tokens = cached.prompt_tokens
+                    record.completion_tokens = cached.completion_tokens
+                    record.cost_usd = cached.cost_usd
+                    record.cached = True
                     if cached.paid_by is not None and self.recoverable is not None and self.recoverable(cached.paid_by):
                         ledger.recovered(cached)
                         self.totals.calls_recovered += 1
@@ -507,19 +533,33 @@ class Replayer:
                     return answer
 
         on_send = self.on_send
-
-        async def attempt(current: list[dict[str, str]]) -> Completion:
-            # Counted before it goes out: a request whose answer is lost was still seen (and billed).
-            ledger.stats.calls_made += 1
-            self.totals.calls_made += 1
-            if backend.cacheable:
-                ledger.stats.paid_requests += 1
-                if on_send is not None:
-                    await on_send()
-            return await backend.complete(spec, current, ctx)
+        attempts: list[CallRecord] = []
 
         async def send(current: list[dict[str, str]]) -> Completion:
-            return await self.scheduler.submit(spec.provider, lambda: attempt(current))
+            record = ledger.record(spec, ctx, role, attempt=len(attempts) + 1)
+            record.messages = capped_messages(current)
+            attempts.append(record)
+
+            async def once() -> Completion:
+                # Counted before it goes out: a request whose answer is lost was still seen (and billed).
+                ledger.stats.calls_made += 1
+                self.totals.calls_made += 1
+                if backend.cacheable:
+                    ledger.stats.paid_requests += 1
+                    if on_send is not None:
+                        await on_send()
+                record.transport_attempts += 1
+                started = time.perf_counter()
+                completion = await backend.complete(spec, current, ctx)
+                record.latency_s = round(time.perf_counter() - started, 6)
+                return completion
+
+            completion = await self.scheduler.submit(spec.provider, once)
+            record.raw_reply = capped(completion.text)
+            record.prompt_tokens = completion.prompt_tokens
+            record.completion_tokens = completion.completion_tokens
+            record.cost_usd = completion.cost_usd
+            return completion
 
         failure: str
         kind = NO_ANSWER
@@ -531,11 +571,17 @@ class Replayer:
             self._account(ledger, exc.completions)
             failure = f"unusable reply after {len(exc.completions)} attempts: {exc.errors[-1] if exc.errors else ''}"
             kind = UNUSABLE_REPLY
+            for record, error in zip(attempts, exc.errors, strict=False):
+                record.parse_error = error
         except RetriesExhausted as exc:
             failure = str(exc)
         except PermanentCallError as exc:
             failure = f"permanent error: {exc}"
         else:
+            for record, error in zip(attempts, parsed.errors, strict=False):
+                record.parse_error = error
+            if attempts:
+                attempts[-1].parsed = answer_json(parsed.value)
             prompt, completion, cost = self._account(ledger, parsed.completions)
             if key is not None:
                 await self.cache.set(
@@ -552,6 +598,8 @@ class Replayer:
                     ),
                 )
             return parsed.value
+        if attempts and attempts[-1].raw_reply is None and not attempts[-1].parse_error:
+            attempts[-1].error = failure  # no reply came for the last attempt
         ledger.stats.calls_failed += 1
         self.totals.calls_failed += 1
         raise CallFailed(FailedCall(ctx.turn_number, ctx.call_type, failure, kind))
@@ -650,7 +698,7 @@ class Replayer:
                 task.cancel()
             raise
         output = self._output(conversation, view, turns, post, ledger, started, time.perf_counter() - clock)
-        result = ReplayResult(output=output, stats=ledger.stats, failures=ledger.failures)
+        result = ReplayResult(output=output, stats=ledger.stats, failures=ledger.failures, calls=ledger.calls)
         self.conversations_done += 1
         if self.on_result is not None:
             self.on_result(result)

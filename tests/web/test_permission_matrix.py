@@ -82,6 +82,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "research:run_resume": RESEARCH,
     "research:run_requeue": RESEARCH,
     "research:drilldown": RESEARCH,
+    "research:transcript": RESEARCH,
     "research:datasets": RESEARCH,
     "research:dataset": RESEARCH,
     "research:dataset_export": RESEARCH,
@@ -117,6 +118,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "api:run-conversations": API,
     "api:run-scores": API,
     "api:run-download": API,
+    "api:run-transcript": API,
     "api:agreement": API,
     "api:snapshot-list": API,
     "api:snapshot-detail": API,
@@ -185,6 +187,7 @@ ADMIN_MODELS: dict[str, str] = {
     "scoring.conversationscore": "view",
     "scoring.runscore": "view",
     "scoring.modelcallcache": "view",
+    "scoring.calltranscript": "view",  # read-only: written by replays only
     "research.humanassignment": "view add change delete",
     # django-axes' login attempts and lockouts (issue 13 item 5): admins only.
     "axes.accessattempt": "",
@@ -205,6 +208,7 @@ ADMIN_NOBODY = {
     ("axes.accesslog", "add"),
     ("axes.accessfailurelog", "add"),
     ("research.resultsnapshot", "add"),
+    ("scoring.calltranscript", "add"),
     ("research.resultsnapshot", "delete"),
 }
 ADMIN_ACTION_NEEDS = {

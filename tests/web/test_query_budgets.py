@@ -123,6 +123,7 @@ def build_world(n: int) -> World:
     from research.models import HumanAssignment
     from research.roles import do_make_researcher
     from scoring.models import (
+        CallTranscript,
         ConversationScore,
         EvaluatedModel,
         EvaluationRun,
@@ -332,6 +333,30 @@ def build_world(n: int) -> World:
         RunConversation(run=r, conversation=long_conversation, status=RunConversation.Status.DONE, output=outputs[0])
         for r in [*runs, main_run]
     )
+    # The main run's output for the long conversation has n model calls, for its call transcript.
+    main_output = RunConversation.objects.get(run=main_run, conversation=long_conversation)
+    CallTranscript.objects.bulk_create(
+        CallTranscript(
+            run_conversation=main_output,
+            sequence=i,
+            call_type="draft",
+            turn_number=1,
+            role="em",
+            model="budget:strong",
+            messages=[
+                {"role": "system", "content": "budget system"},
+                {"role": "user", "content": f"budget prompt {i}"},
+            ],
+            raw_reply=f"budget reply {i}",
+            parsed={"response": f"budget reply {i}"},
+            prompt_tokens=10,
+            completion_tokens=5,
+            cost_usd=0.0,
+            latency_s=0.01,
+            transport_attempts=1,
+        )
+        for i in range(n)
+    )
 
     human_runs = []
     for rater in (researcher, second_rater):
@@ -499,6 +524,12 @@ ENDPOINTS = [
         lambda w: [f"long message {w.n}"],
     ),
     Endpoint(
+        "research:transcript",
+        7,  # run (+model, judge), conversation (+topic), output, its calls (all n)
+        lambda w: _r("research:transcript", w.main_run.pk, w.long_conversation.conversation_id),
+        lambda w: [f"budget prompt {w.n - 1}", f"budget reply {w.n - 1}", "budget prompt 0"],
+    ),
+    Endpoint(
         "research:snapshots",
         4,  # snapshots (+creator), at most 500
         lambda w: _r("research:snapshots"),
@@ -616,6 +647,12 @@ ENDPOINTS = [
         lambda w: [w.long_conversation.conversation_id, '"stalled":false'],
     ),
     Endpoint(
+        "api:run-transcript",
+        7,  # run, conversation, output, its calls (all n)
+        lambda w: _r("api:run-transcript", w.main_run.pk, w.long_conversation.conversation_id),
+        lambda w: [f"budget prompt {w.n - 1}", f"budget reply {w.n - 1}"],
+    ),
+    Endpoint(
         "api:leaderboard",
         9,  # runs, newest run score, score stamps (cache key), scores, conversation details, diagnoses
         lambda w: _r("api:leaderboard"),
@@ -681,6 +718,7 @@ ADMIN_BUDGETS = {
     "scoring.evaluatedmodel": 7,
     "scoring.evaluationrun": 10,  # + model filter choices, date hierarchy (2)
     "scoring.modelcallcache": 9,  # + model and prompt-version filter choices
+    "scoring.calltranscript": 7,  # + the run conversation of each row (joined)
     "scoring.runconversation": 8,  # + model filter choices
     "scoring.runscore": 8,  # + model filter choices
 }

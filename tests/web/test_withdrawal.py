@@ -167,6 +167,13 @@ def test_erasure_deletes_every_row_and_keeps_an_audit_record_without_personal_da
     pk, cid = conversation.pk, conversation.conversation_id
     turn_pks = list(conversation.turns.values_list("pk", flat=True))
     exported_id = export_pseudonym(participant.pseudonym)
+    from scoring.models import CallTranscript
+
+    output = RunConversation.objects.filter(conversation_id=pk).first()
+    assert output is not None
+    CallTranscript.objects.create(
+        run_conversation=output, sequence=0, call_type="draft", role="em", model="m", messages=[], raw_reply="x"
+    )
 
     out = io.StringIO()
     with pytest.raises(CommandError, match="--yes"):
@@ -199,6 +206,8 @@ def test_erasure_deletes_every_row_and_keeps_an_audit_record_without_personal_da
     assert record.via == "command" and record.erased_by is None
     assert record.rows_deleted["collection.Participant"] == 1
     assert record.rows_deleted["collection.Turn"] == len(turn_pks)
+    assert record.rows_deleted["scoring.CallTranscript"] == 1  # prompts quote the conversation
+    assert not CallTranscript.objects.exists()
     assert record.runs_rescored == [*sorted(r.pk for r in scored_runs), setting["assignment"].run_conversation.run_id]
     assert record.exports_withdrawn == [setting["job"].pk]
     stored = json.dumps([record.rows_deleted, record.runs_rescored, record.exports_withdrawn, record.via, str(record)])

@@ -1,0 +1,88 @@
+"""Storing and reading the call records of a replay (issue 17 item 5).
+
+The replay core returns a ``CallRecord`` per request on its result; this
+module writes them as ``CallTranscript`` rows and reads them back for the
+researcher page and the API, which show the same dictionaries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import transaction
+
+from attunebench.replay.transcript import CallRecord
+from scoring.models import CallTranscript, RunConversation
+
+FIELDS = (
+    "sequence",
+    "call_type",
+    "turn_number",
+    "role",
+    "model",
+    "attempt",
+    "messages",
+    "raw_reply",
+    "parsed",
+    "parse_error",
+    "error",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "latency_s",
+    "transport_attempts",
+    "cached",
+)
+
+
+def save_call_records(run_conversation_id: int, records: Sequence[CallRecord]) -> int:
+    """Replace the stored calls of a run-conversation by ``records``; returns how many were stored."""
+    rows = [
+        CallTranscript(run_conversation_id=run_conversation_id, **{name: getattr(r, name) for name in FIELDS})
+        for r in records
+    ]
+    with transaction.atomic():
+        CallTranscript.objects.filter(run_conversation_id=run_conversation_id).delete()
+        CallTranscript.objects.bulk_create(rows, batch_size=200)
+    return len(rows)
+
+
+def call_dicts(item: RunConversation) -> list[dict[str, Any]]:
+    """The stored calls of a run-conversation, in the order they started (one query)."""
+    return [
+        {name: getattr(row, name) for name in FIELDS}
+        for row in CallTranscript.objects.filter(run_conversation=item).order_by("sequence")
+    ]
+
+
+def transcript_totals(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Sums over calls: requests sent, cached answers, tokens, cost (None when a price is unknown), latency."""
+    sent = [c for c in calls if not c["cached"]]
+    costs = [c["cost_usd"] for c in sent]
+    return {
+        "calls": len(calls),
+        "sent": len(sent),
+        "cached": len(calls) - len(sent),
+        "retried": sum(1 for c in calls if c["attempt"] > 1 or c["transport_attempts"] > 1),
+        "failed": sum(1 for c in calls if c["error"] or c["parse_error"]),
+        "prompt_tokens": sum(c["prompt_tokens"] for c in sent),
+        "completion_tokens": sum(c["completion_tokens"] for c in sent),
+        "cost_usd": None if any(c is None for c in costs) else round(sum(costs), 8),
+        "latency_s": round(sum(c["latency_s"] or 0.0 for c in sent), 6),
+    }
+
+
+def run_conversation_transcript(run_id: int, conversation_pk: int) -> dict[str, Any]:
+    """What the transcript page and the API show: the output's status and every call, with totals.
+
+    Two queries: the run-conversation (None when the run has no output for it)
+    and its calls.
+    """
+    item = RunConversation.objects.filter(run_id=run_id, conversation_id=conversation_pk).first()
+    calls = call_dicts(item) if item is not None else []
+    return {
+        "status": item.status if item is not None else None,
+        "calls": calls,
+        "totals": transcript_totals(calls),
+    }
