@@ -32,6 +32,10 @@ if not os.environ.get("ATTUNE_DB_POOL_SIZE", "").strip():
 # No runtime control socket (gunicorn 25.1+): Attune does not use ``gunicornc``, and every server on a machine
 # would otherwise share one socket path in the home directory.
 control_socket_disable = True
+# No access log unless an operator asks for one (gunicorn's default, kept on purpose: a study link is a
+# participant's credential); if one is switched on, this logger writes ``/s/<token>/`` as ``/s/[link]/``.
+accesslog = None
+logger_class = "attune_site.log_redaction.StudyLinkRedactingLogger"
 
 
 def post_worker_init(worker: object) -> None:

@@ -379,7 +379,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Django's request log names the path ("Not Found: /s/…"): study links are redacted (attune_site/log_redaction.py).
+    "filters": {"redact_study_links": {"()": "attune_site.log_redaction.RedactStudyLinks"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_study_links"]}
+    },
     "root": {"handlers": ["console"], "level": ATTUNE_LOG_LEVEL},
     "loggers": {"attune": {"level": ATTUNE_LOG_LEVEL}},
 }

@@ -19,7 +19,6 @@ import pytest
 # by the test itself are still plain synchronous code.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Locator, Page, expect
 
 from annotation.models import BinaryJudgement, MoodTag, PairwiseComparison
@@ -27,6 +26,7 @@ from attunebench import catalogue as cat
 from collection import study_flow as flow
 from collection.models import Conversation, Participant, Study, Topic, Turn
 from collection.setup import ensure_defaults
+from tests.web.axe_check import violations
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -62,8 +62,8 @@ UNNAMED_GROUPS = """() => [...document.querySelectorAll('fieldset')].filter(f =>
 
 def accessible(page: Page, name: str) -> None:
     """axe-core finds no violation (WCAG A/AA and best practice rules, as axe runs by default)."""
-    results = Axe().run(page)
-    assert results.violations_count == 0, f"{name}:\n{results.generate_report()}"
+    problems = violations(page)  # the helper the participant walks share: rule id, impact and targets
+    assert problems == [], f"{name}:\n" + "\n".join(problems)
 
 
 def shot(page: Page, name: str) -> None:

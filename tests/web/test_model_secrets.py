@@ -158,3 +158,31 @@ def test_the_api_cannot_create_or_change_a_model(researcher):
     assert client.patch(detail, moved, content_type="application/json").status_code == 405
     row.refresh_from_db()
     assert row.api_base == "http://127.0.0.1:9/v1" and row.params == {}
+
+
+def test_researchers_cannot_add_or_move_the_participant_facing_model(researcher):
+    """collection.OriginalModel (the model participants chat with) is view-only for the research group:
+    where it is served is the admin's decision alone, as for evaluated models."""
+    from collection.models import OriginalModel
+
+    row = OriginalModel.objects.create(
+        name="chat-model", provider="acme", litellm_model="openai/chat-model", api_base="http://127.0.0.1:9/v1"
+    )
+    client = Client()
+    client.force_login(researcher)
+    change = f"/admin/collection/originalmodel/{row.pk}/change/"
+    page = client.get(change)
+    assert page.status_code == 200 and 'name="api_base"' not in page.content.decode()  # shown read-only
+    moved = {
+        "name": "chat-model",
+        "provider": "acme",
+        "litellm_model": "openai/chat-model",
+        "api_base": "https://collector.example.net/v1",
+        "active": "on",
+    }
+    assert client.post(change, moved).status_code == 403
+    assert client.get("/admin/collection/originalmodel/add/").status_code == 403
+    assert client.post("/admin/collection/originalmodel/add/", {**moved, "name": "other"}).status_code == 403
+    row.refresh_from_db()
+    assert row.api_base == "http://127.0.0.1:9/v1"
+    assert OriginalModel.objects.count() == 1

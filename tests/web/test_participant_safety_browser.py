@@ -24,6 +24,7 @@ from attunebench import catalogue as cat
 from collection import study_flow as flow
 from collection.models import OriginalModel, Participant, Turn
 from collection.setup import ensure_defaults
+from tests.web.axe_check import assert_accessible
 from tests.web.test_participant_browser import DESKTOP, SHOT_DIR, add_answered_turn, shot, start_chat, token_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -49,8 +50,9 @@ PHONE = {"width": 390, "height": 844}
 
 
 def phone_shot(page: Page, name: str) -> None:
-    """A 390 px screenshot, and nothing may scroll sideways at that width."""
+    """A 390 px screenshot, nothing may scroll sideways at that width, and axe-core finds no violation."""
     SHOT_DIR.mkdir(parents=True, exist_ok=True)
+    assert_accessible(page, name)
     page.set_viewport_size(PHONE)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390, f"{name} scrolls sideways at 390 px"
     page.screenshot(path=str(SHOT_DIR / f"{name}-390.png"), full_page=True)
@@ -62,9 +64,8 @@ def to_rewrite_step(participant: Participant) -> Turn:
     conversation = start_chat(participant)
     turn = add_answered_turn(conversation, "I moved cities for work and I feel very alone in the evenings.")
     tf.do_start_annotation(turn)
-    tf.do_save_mood(turn, [], 0)
-    answers = dict.fromkeys(cat.BINARY_QUESTION_IDS, ("no", "no"))
-    tf.do_save_binary_answers(turn, answers)
+    asked = tf.asked_question_ids(turn)
+    tf.do_save_answers(turn, [], dict.fromkeys(asked, ("no", "no")), asked)
     assert tf.locate_annotation(turn).step == tf.REWRITE
     return Turn.objects.get(pk=turn.pk)
 
@@ -96,8 +97,8 @@ def test_two_tabs_the_stale_one_is_told_and_keeps_its_text(page, site):
     # both tabs on the ideal-reply page: the one that saves second gets the calm page with its text
     turn = Turn.objects.get()
     tf.do_start_annotation(turn)
-    tf.do_save_mood(turn, [], 0)
-    tf.do_save_binary_answers(turn, dict.fromkeys(cat.BINARY_QUESTION_IDS, ("yes", "yes")))
+    asked = tf.asked_question_ids(turn)
+    tf.do_save_answers(turn, [], dict.fromkeys(asked, ("yes", "yes")), asked)
     page.goto(f"/s/{participant.token}/")
     other.goto(f"/s/{participant.token}/")
     expect(other.get_by_role("heading", name="The reply you would have wanted")).to_be_visible()
@@ -168,7 +169,12 @@ def finish_chat(participant: Participant) -> None:
     conversation = start_chat(participant)
     for n in range(1, 4):
         turn = add_answered_turn(conversation, f"Message {n}")
-        Turn.objects.filter(pk=turn.pk).update(annotation_completed_at=turn.created_at)
+        tf.do_start_annotation(turn)  # annotated through the same actions the pages call
+        asked = tf.asked_question_ids(turn)
+        tf.do_save_answers(turn, [], dict.fromkeys(asked, ("no", "no")), asked)
+        tf.do_save_rewrite(turn, f"Ideal reply {n}", ["general"])
+        positions = PairwiseComparison.objects.filter(turn=turn).values_list("position", flat=True)
+        tf.do_save_comparisons(turn, dict.fromkeys(positions, "A"))
     flow.do_finish_chat(conversation)
     flow.do_save_post_panas(conversation, dict.fromkeys(cat.PANAS_ITEMS, 4))
 
@@ -227,9 +233,8 @@ def test_ideal_reply_start_choice_and_identical_comparison_skipped(page, site):
     expect(page.locator("#count-human_edited")).to_have_text(f"{len(improved)} of 4000 characters")
     page.get_by_role("button", name="Save and continue").click()
 
+    # "general" is chosen on the ideal-reply page by default, so its comparisons follow at once
     expect(page.get_by_role("heading", name="Comparing replies")).to_be_visible()
-    page.check("input[name=questions][value='general']")
-    page.get_by_role("button", name="Save and continue").click()
     expect(page.locator("[data-skipped-identical]")).to_have_text(
         "Not asked: the suggested rewrite and your ideal reply are the same text, so there is nothing to choose between."
     )
@@ -316,3 +321,40 @@ def test_error_pages_at_phone_width(page, site, monkeypatch):
 
     icon = page.request.get("/favicon.ico")
     assert icon.status == 200 and icon.headers["content-type"] == "image/x-icon"
+
+
+def test_join_closed_when_the_study_is_full(page, site):
+    site.study.max_participants = 1
+    site.study.save(update_fields=["max_participants"])
+    flow.do_enrol(site.study)
+    response = page.goto(f"/join/{site.study.slug}/")
+    assert response.status == 403
+    expect(page.locator("main")).to_contain_text(flow.STUDY_FULL_MESSAGE)
+    shot(page, "41-join-closed")
+    assert Participant.objects.count() == 1
+
+
+def test_chat_not_ready_and_annotation_continue_pages(page, site):
+    # no active model: the topic page's submission gets the calm "not ready" page
+    participant = flow.do_enrol(site.study)
+    flow.do_record_consent(participant, sensitive_data_consent=False)
+    flow.do_save_profile(participant, "35-44", [], [], None)
+    flow.do_save_pre_panas(participant, dict.fromkeys(cat.PANAS_ITEMS, 3))
+    OriginalModel.objects.update(active=False)
+    page.goto(f"/s/{participant.token}/")
+    page.get_by_label("Debt worries", exact=True).check()
+    page.get_by_label(cat.TOPIC_ATTITUDE_OPTIONS[0], exact=True).check()
+    page.get_by_role("button", name="Start the chat").click()
+    expect(page.get_by_role("heading", name="The chat is not ready yet")).to_be_visible()
+    shot(page, "42-chat-not-ready")
+    OriginalModel.objects.update(active=True)
+
+    # the ideal-reply step before its suggested rewrite exists: a "continue" page writes it on a POST
+    other = flow.do_enrol(site.study)
+    turn = to_rewrite_step(other)
+    AlternateResponses.objects.filter(turn=turn).update(llm_improved="")
+    page.goto(f"/s/{other.token}/")
+    expect(page.get_by_role("heading", name="Your answers are saved")).to_be_visible()
+    shot(page, "43-annotation-continue")
+    page.get_by_role("button", name="Continue").click()
+    expect(page.get_by_role("heading", name="The reply you would have wanted")).to_be_visible()

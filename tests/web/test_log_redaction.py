@@ -1,0 +1,79 @@
+"""Study links never reach a log (issue 13): gunicorn's access log and Django's request log redact /s/<token>/."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import logging
+from datetime import timedelta
+from types import SimpleNamespace
+
+import pytest
+from django.test import Client
+from gunicorn.config import Config
+
+from attune_site.log_redaction import RedactStudyLinks, StudyLinkRedactingLogger, redact
+from collection import study_flow as flow
+
+TOKEN = "Zq3-secret_token-Abc123"
+
+
+def test_redact_keeps_the_rest_of_the_path():
+    assert redact(f"GET /s/{TOKEN}/turn/2/answers/?x=1 HTTP/1.1") == "GET /s/[link]/turn/2/answers/?x=1 HTTP/1.1"
+    assert redact(f"https://study.example.org/s/{TOKEN}") == "https://study.example.org/s/[link]"
+    assert redact("/join/pilot/ /static/css/site.css /healthz") == "/join/pilot/ /static/css/site.css /healthz"
+
+
+def test_gunicorn_writes_no_access_log_by_default_and_redacts_one_switched_on(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTUNE_DB_POOL_SIZE", "20")  # the module sets it when blank; keep the test's env as it was
+    conf = importlib.import_module("attune_site.gunicorn_conf")
+    assert conf.accesslog is None
+    cfg = Config()
+    for name in ("accesslog", "logger_class"):
+        cfg.set(name, getattr(conf, name))
+    assert cfg.accesslog is None and cfg.logger_class is StudyLinkRedactingLogger
+
+    # an operator switches the access log on (--access-logfile): the study link is not in it
+    log_file = tmp_path / "access.log"
+    cfg.set("accesslog", str(log_file))
+    cfg.set("access_log_format", '%(h)s "%(r)s" %(s)s "%(f)s" %(U)s %({referer}i)s')
+    logger = cfg.logger_class(cfg)
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "RAW_URI": f"/s/{TOKEN}/consent/",
+        "PATH_INFO": f"/s/{TOKEN}/consent/",
+        "QUERY_STRING": "",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "REMOTE_ADDR": "127.0.0.1",
+        "HTTP_REFERER": f"https://study.example.org/s/{TOKEN}/consent/",
+    }
+    request = SimpleNamespace(headers=[("REFERER", environ["HTTP_REFERER"])])
+    response = SimpleNamespace(status="302 Found", headers=[], sent=0)
+    logger.access(response, request, environ, timedelta(milliseconds=5))
+    logger.close_on_exec()
+    for handler in logger.access_log.handlers:
+        handler.flush()
+    written = log_file.read_text()
+    assert TOKEN not in written
+    assert written.strip() == (
+        '127.0.0.1 "POST /s/[link]/consent/ HTTP/1.1" 302 "https://study.example.org/s/[link]/consent/" '
+        "/s/[link]/consent/ https://study.example.org/s/[link]/consent/"
+    )
+
+
+@pytest.mark.django_db
+def test_djangos_request_log_names_no_study_link(demo_defaults):
+    console = next(h for h in logging.getLogger().handlers if any(isinstance(f, RedactStudyLinks) for f in h.filters))
+    assert isinstance(console, logging.StreamHandler)
+    stream = io.StringIO()
+    previous = console.setStream(stream)
+    try:
+        participant = flow.do_enrol(demo_defaults.study)
+        client = Client(enforce_csrf_checks=True)
+        assert client.get(f"/s/{TOKEN}/").status_code == 404  # "Not Found: /s/…"
+        assert client.post(f"/s/{participant.token}/consent/", {}).status_code == 403  # "Forbidden (CSRF …): /s/…"
+    finally:
+        console.setStream(previous)
+    written = stream.getvalue()
+    assert "Not Found: /s/[link]/" in written and "/s/[link]/consent/" in written
+    assert TOKEN not in written and participant.token not in written
