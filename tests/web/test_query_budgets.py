@@ -718,7 +718,7 @@ ADMIN_BUDGETS = {
     "scoring.evaluatedmodel": 7,
     "scoring.evaluationrun": 10,  # + model filter choices, date hierarchy (2)
     "scoring.modelcallcache": 9,  # + model and prompt-version filter choices
-    "scoring.calltranscript": 7,  # + the run conversation of each row (joined)
+    "scoring.calltranscript": 8,  # + role filter choices (+the run conversation of each row, joined)
     "scoring.runconversation": 8,  # + model filter choices
     "scoring.runscore": 8,  # + model filter choices
 }
