@@ -1,4 +1,4 @@
-"""The model registry in the researcher pages: list, add, edit and "test connection" (issue 17 item 6).
+"""The model registry and the API token page of the researcher pages (issue 17 item 6).
 
 Researchers add and edit rows as the research group's permissions allow
 (``scoring.add_evaluatedmodel`` / ``change_evaluatedmodel``); where a model is
@@ -12,10 +12,12 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_POST
 
 from attunebench.replay.llm import scrub_params
 from research.access import researcher_required, signed_in_user
+from research.api_tokens import do_issue_token, do_revoke_token, token_summary
 from research.forms import EvaluatedModelForm
 from scoring.connection_check import do_test_connection
 from scoring.models import EvaluatedModel
@@ -80,3 +82,35 @@ def model_test(request: HttpRequest, model_id: int) -> HttpResponse:
     model = get_object_or_404(EvaluatedModel, pk=model_id)
     result = do_test_connection(model)
     return render(request, "research/_connection_result.html", {"model": model, "result": result})
+
+
+# ---------------------------------------------------------------------------
+# The researcher's own API token (research.api_tokens)
+# ---------------------------------------------------------------------------
+
+
+@researcher_required
+def api_token(request: HttpRequest) -> HttpResponse:
+    """GET: whether you have a token (created, last four characters). POST create/revoke.
+
+    A new token is shown in the answer to the POST that made it and never again:
+    the page is not cached and a reload shows only its last characters.
+    """
+    user = signed_in_user(request)
+    issued = None
+    if request.method == "POST":
+        action = request.POST.get("action")
+        if action == "create":
+            issued = do_issue_token(user).key
+        elif action == "revoke":
+            if do_revoke_token(user):
+                messages.success(request, "Token revoked: scripts using it are refused from now on.")
+            else:
+                messages.info(request, "You had no token to revoke.")
+            return redirect("research:token")
+        else:
+            messages.error(request, "Unknown action: choose create or revoke.")
+            return redirect("research:token")
+    response = render(request, "research/api_token.html", {"summary": token_summary(user), "issued": issued})
+    add_never_cache_headers(response)
+    return response

@@ -37,6 +37,7 @@ urlpatterns = [
     path("models/", registry_views.model_registry, name="models"),
     path("models/<int:model_id>/", registry_views.model_edit, name="model"),
     path("models/<int:model_id>/test/", registry_views.model_test, name="model_test"),
+    path("token/", registry_views.api_token, name="token"),
     path("rate/", views.rater_home, name="rater_home"),
     path("rate/<int:assignment_id>/", views.rater_step, name="rate"),
 ]

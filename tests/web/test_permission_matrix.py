@@ -90,6 +90,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "research:models": RESEARCH,
     "research:model": RESEARCH,
     "research:model_test": RESEARCH,  # POST only: a GET is 405 ("in") for those let through
+    "research:token": RESEARCH,
     "research:snapshots": RESEARCH,
     "research:snapshot": RESEARCH,
     "research:snapshot_download": RESEARCH,

@@ -527,6 +527,12 @@ ENDPOINTS = [
         lambda w: ["budget-judge", 'name="litellm_model"'],
     ),
     Endpoint(
+        "research:token",
+        4,  # the researcher's own token
+        lambda w: _r("research:token"),
+        lambda w: ["API token"],
+    ),
+    Endpoint(
         "research:datasets",
         4,  # versions (+creator, export count)
         lambda w: _r("research:datasets"),
