@@ -12,7 +12,6 @@ import hashlib
 import io
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
