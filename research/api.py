@@ -7,9 +7,9 @@ signed-in account without researcher rights is 403. Lists are paginated
 filter value outside its documented choices is a 400 naming the parameter and
 the choices, never an empty page. Every error under /api/ is JSON.
 
-A researcher gets a token for scripts from ``POST /api/token/`` (signed in on
-the research pages, e.g. from the docs page at /api/docs/); posting again
-rotates it and ``DELETE /api/token/`` revokes it.
+A researcher gets a token for scripts on the research pages (/research/token/:
+create, shown once; see its date and last four characters; revoke) or from
+``POST /api/token/`` (posting again rotates it, ``DELETE /api/token/`` revokes it).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from django.contrib.auth.models import User
-from django.db import transaction
 from django.db.models import Count, QuerySet
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
@@ -31,7 +30,6 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication, TokenAuthentication
-from rest_framework.authtoken.models import Token
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotAuthenticated, NotFound, ValidationError
 from rest_framework.parsers import BaseParser, JSONParser
@@ -61,6 +59,7 @@ from datasets.tasks import do_request_export
 from datasets.versions import DatasetError, access_export_file, do_freeze_dataset_version
 from research import launcher
 from research.access import IsResearcher
+from research.api_tokens import do_issue_token, do_revoke_token
 from research.evaluation import (
     N_BOOTSTRAP,
     EvaluationData,
@@ -713,15 +712,13 @@ class TokenView(ResearcherAPIMixin, APIView):
     )
     def post(self, request: Request) -> Response:
         user = _account(request)
-        with transaction.atomic():
-            Token.objects.filter(user=user).delete()
-            token = Token.objects.create(user=user)
+        token = do_issue_token(user)
         body = {"token": token.key, "username": user.get_username(), "created": token.created}
         return Response(TokenSerializer(body).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(summary="Revoke your API token", request=None, responses={204: None, **DENIED})
     def delete(self, request: Request) -> Response:
-        Token.objects.filter(user=_account(request)).delete()
+        do_revoke_token(_account(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

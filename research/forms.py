@@ -198,3 +198,59 @@ class PostForm(forms.Form):
             "what_felt_off": [p.strip() for p in data["what_felt_off"].split(",") if p.strip()],
             "four_branch": {b: int(data[f"branch_{b}"]) for b in cat.FOUR_BRANCHES},
         }
+
+
+# Where a model is called and which key variable it reads are the admin's decision only (issue 13
+# item 2): a researcher who could point a model at a host of their choice could collect a key there.
+REGISTRY_FIELDS = (
+    "name",
+    "kind",
+    "litellm_model",
+    "max_concurrency",
+    "requests_per_minute",
+    "input_cost_per_million",
+    "output_cost_per_million",
+    "active",
+    "notes",
+)
+REGISTRY_SUPERUSER_FIELDS = ("api_base", "params")
+
+
+class EvaluatedModelForm(forms.ModelForm):
+    """A registry row as researchers edit it; ``api_base`` and ``params`` only for superusers.
+
+    Validation is the model's own (``EvaluatedModel.clean`` → ``scoring.provider_access``),
+    so this form and the admin refuse exactly the same rows.
+    """
+
+    class Meta:
+        model = EvaluatedModel
+        fields = (*REGISTRY_FIELDS, *REGISTRY_SUPERUSER_FIELDS)
+        widgets = {"notes": forms.Textarea(attrs={"rows": 2})}
+
+    def __init__(self, *args: Any, superuser: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not superuser:
+            for name in REGISTRY_SUPERUSER_FIELDS:
+                del self.fields[name]
+
+    def add_error(self, field: str | None, error: Any) -> None:
+        """The model's errors on a field this account may not edit go above the form, saying whom to ask.
+
+        (A row saved before the rules existed may break one: the researcher can still see why.)
+        """
+        from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+
+        if field is None and isinstance(error, ValidationError) and hasattr(error, "error_dict"):
+            kept: dict[str, list[ValidationError]] = {}
+            for name, errors in error.error_dict.items():
+                if name == NON_FIELD_ERRORS or name in self.fields:
+                    kept.setdefault(name, []).extend(errors)
+                else:
+                    kept.setdefault(NON_FIELD_ERRORS, []).extend(
+                        ValidationError(f"{name} (an administrator's setting): {message}")
+                        for e in errors
+                        for message in e.messages
+                    )
+            error = ValidationError(kept)
+        super().add_error(field, error)

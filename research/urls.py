@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from research import views
+from research import registry_views, views
 
 app_name = "research"
 urlpatterns = [
@@ -40,6 +40,10 @@ urlpatterns = [
     path("snapshots/<int:snapshot_id>/", views.snapshot_detail, name="snapshot"),
     path("snapshots/<int:snapshot_id>.<str:ext>", views.snapshot_download, name="snapshot_download"),
     path("human/", views.human_baseline, name="human"),
+    path("models/", registry_views.model_registry, name="models"),
+    path("models/<int:model_id>/", registry_views.model_edit, name="model"),
+    path("models/<int:model_id>/test/", registry_views.model_test, name="model_test"),
+    path("token/", registry_views.api_token, name="token"),
     path("rate/", views.rater_home, name="rater_home"),
     path("rate/<int:assignment_id>/", views.rater_step, name="rate"),
 ]

@@ -89,6 +89,10 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "research:export_status": RESEARCH,
     "research:export_download": RESEARCH,
     "research:human": RESEARCH,
+    "research:models": RESEARCH,
+    "research:model": RESEARCH,
+    "research:model_test": RESEARCH,  # POST only: a GET is 405 ("in") for those let through
+    "research:token": RESEARCH,
     "research:snapshots": RESEARCH,
     "research:snapshot": RESEARCH,
     "research:snapshot_download": RESEARCH,
@@ -303,6 +307,7 @@ def world(scored_runs, researcher, site_admin, rater, participant, export_dir, d
     run = scored_runs[0]
     values = {
         "snapshot_id": snapshot.pk,
+        "model_id": run.evaluated_model_id,
         "run_id": run.pk,
         "version_id": version.pk,
         "job_id": job.pk,

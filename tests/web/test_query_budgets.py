@@ -457,6 +457,12 @@ def _r(name: str, *args: Any) -> str:
     return reverse(name, args=args)
 
 
+def _model_pk(name: str) -> int:
+    from scoring.models import EvaluatedModel
+
+    return EvaluatedModel.objects.values_list("pk", flat=True).get(name=name)
+
+
 # Budgets: session and user (2) are in every count, and on researcher pages and the API the research-group
 # check (1, research.roles.is_researcher; counted in the number, not repeated in the comments); each comment
 # lists the rest.
@@ -546,6 +552,24 @@ ENDPOINTS = [
         5,  # count, page (+creator)
         lambda w: _r("api:snapshot-list"),
         lambda w: [f"budget-snapshot-{w.n - 1:05d}"],
+    ),
+    Endpoint(
+        "research:models",
+        6,  # permissions (2: the account's own and its groups', for the add form), every model
+        lambda w: _r("research:models"),
+        lambda w: ["budget-em-00000", f"budget-em-{w.n - 1:05d}", "budget-judge"],
+    ),
+    Endpoint(
+        "research:model",
+        6,  # permissions (2: the account's own and its groups', for the edit form), the model
+        lambda w: _r("research:model", _model_pk("budget-judge")),
+        lambda w: ["budget-judge", 'name="litellm_model"'],
+    ),
+    Endpoint(
+        "research:token",
+        4,  # the researcher's own token
+        lambda w: _r("research:token"),
+        lambda w: ["API token"],
     ),
     Endpoint(
         "research:datasets",
