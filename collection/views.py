@@ -494,6 +494,8 @@ def _reply_events(participant: Participant, conversation: Conversation, turn: Tu
             # Screened before it is shown: names held back, a leaking reply asked again or masked (identity_guard).
             guarded = GuardedReply(reply_request, identity_scanner(conversation.original_model))
             release_database_connections()
+            # Sent at once, so the response starts (headers and all) while the screen still holds words back.
+            yield _event({"type": "start"})
             try:
                 for kind, text in guarded.events():
                     yield _event({"type": "delta", "text": text} if kind == "delta" else {"type": kind})
