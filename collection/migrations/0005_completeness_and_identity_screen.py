@@ -46,6 +46,13 @@ def compute_states(apps, schema_editor):
     ).exclude(open_turn).update(completeness="complete")
 
 
+def checks_now(apps, schema_editor):
+    """Run Postgres's deferred foreign-key checks of the rows just updated now: ALTER TABLE refuses a table
+    with pending trigger events, and the constraints below follow the data step in one transaction."""
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+
+
 class Migration(migrations.Migration):
     dependencies = [
         ("collection", "0004_q1_listed_option_strings"),
@@ -114,6 +121,7 @@ class Migration(migrations.Migration):
             index=models.Index(fields=["completeness"], name="conversation_completeness_idx"),
         ),
         migrations.RunPython(compute_states, migrations.RunPython.noop),
+        migrations.RunPython(checks_now, checks_now),
         migrations.AddConstraint(
             model_name="conversation",
             constraint=models.CheckConstraint(
