@@ -235,7 +235,9 @@ def test_a_sampled_turn_at_8_questions_takes_at_most_40_clicks_and_records_what_
             shot(page, "05-answers-sampled-8")
         click(page.get_by_role("button", name="Save and continue"))
         expect(page.get_by_role("heading", name="The reply you would have wanted")).to_be_visible()
-        click(page.get_by_role("button", name="Save and continue"))  # the suggested text and "general" kept
+        # start from the suggested rewrite and keep it, with "general": its identical pair is never asked
+        click(page.get_by_role("button", name="Start from the suggested rewrite"))
+        click(page.get_by_role("button", name="Save and continue"))
         for pair in page.locator("fieldset.pair").all():
             click(pair.locator("label.pill").first)
         click(page.get_by_role("button", name="Save and continue"))
@@ -262,6 +264,7 @@ def test_answers_can_be_reviewed_and_changed_until_the_next_message(page, site):
         page.check(f"#id_observed_{qid}_0")
         page.check(f"#id_preferred_{qid}_0")
     page.get_by_role("button", name="Save and continue").click()
+    page.get_by_label("The reply you would have wanted").fill("I'm sorry you two fought. What happened?")
     page.get_by_role("button", name="Save and continue").click()
     for name in ("winner_0", "winner_1", "winner_2"):
         page.check(f"input[name={name}][value=A]")
