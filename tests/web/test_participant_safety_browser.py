@@ -358,3 +358,47 @@ def test_chat_not_ready_and_annotation_continue_pages(page, site):
     shot(page, "43-annotation-continue")
     page.get_by_role("button", name="Continue").click()
     expect(page.get_by_role("heading", name="The reply you would have wanted")).to_be_visible()
+
+
+# ---------------------------------------------------------------------------
+# Item 5: a provider that names itself
+# ---------------------------------------------------------------------------
+
+#: Records every text the model's chat bubbles ever held, so a name shown for a moment is caught too.
+WATCH_BUBBLES = """
+window.__bubbleTexts = [];
+new MutationObserver(() => {
+  document.querySelectorAll('.bubble-model .bubble-text').forEach(el => window.__bubbleTexts.push(el.textContent));
+}).observe(document, {subtree: true, childList: true, characterData: true});
+"""
+
+
+def test_a_leaking_provider_is_never_shown_in_the_browser(page, site, settings, fake_openai_server, live_server):
+    from tests.web.test_identity_screen import CLEAN, LEAKING
+
+    settings.ATTUNE_ALLOW_LIVE_MODELS = True
+    OriginalModel.objects.update(active=False)
+    OriginalModel.objects.create(
+        name="acme-frontier-9000",
+        provider="acme",
+        litellm_model="openai/acme-frontier-9000",
+        api_base=fake_openai_server.api_base,
+    )
+    fake_openai_server.replies = [LEAKING]  # the first attempt names itself; the one asked again does not
+    fake_openai_server.reply = CLEAN
+    participant = flow.do_enrol(site.study)
+    start_chat(participant)
+    page.add_init_script(WATCH_BUBBLES)
+    page.goto(f"/s/{participant.token}/")
+    page.get_by_label("Your message").fill("This week has been so heavy and I feel alone with it.")
+    page.get_by_role("button", name="Send").click()
+    expect(page.get_by_role("link", name="Continue to questions about this reply")).to_be_visible()
+    assert page.locator(".bubble-model .bubble-text").last.inner_text() == CLEAN
+    seen = page.evaluate("window.__bubbleTexts")
+    assert seen, "the observer saw the reply arrive"
+    for name in ("GPT", "gpt", "OpenAI", "acme-frontier-9000"):
+        assert not any(name in text for text in seen), name
+    shot(page, "42-leaking-provider-screened")
+    turn = Turn.objects.get(conversation__participant=participant)
+    assert turn.identity_screen == "regenerated" and turn.llm_response == CLEAN
+    assert len(fake_openai_server.requests) == 2
