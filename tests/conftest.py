@@ -11,10 +11,16 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import pytest
 
-from attune_site.datadir import prepare_data_dir
+from attune_site.datadir import PSEUDONYM_KEY_FILE, prepare_data_dir, stored_secret_key
 
 # The test run is an entry point like ``attune``: it prepares the data directory (settings never write).
 prepare_data_dir()
+# pytest-django loads the settings before this file, so on a fresh data directory they fell back to a
+# pseudonym key derived from the secret key; read the generated file now, as every later process will.
+if not os.environ.get("ATTUNE_PSEUDONYM_KEY"):
+    from django.conf import settings as _settings
+
+    _settings.ATTUNE_PSEUDONYM_KEY = stored_secret_key(_settings.DATA_DIR, PSEUDONYM_KEY_FILE)
 
 
 @pytest.fixture(autouse=True)

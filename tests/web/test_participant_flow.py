@@ -296,8 +296,8 @@ def test_message_is_saved_before_the_model_is_called_and_survives_a_failure(walk
     assert (turn.user_message, turn.llm_response) == ("My manager shouted at me today.", "")
 
     events = walker.reply(1)
-    assert events == [{"type": "error", "message": events[0]["message"]}]
-    assert "Your message is saved" in events[0]["message"]
+    assert events == [{"type": "start"}, {"type": "error", "message": events[1]["message"]}]
+    assert "Your message is saved" in events[1]["message"]
     assert Turn.objects.get(pk=turn.pk).llm_response == ""
 
     # without JavaScript the failure lands on the chat page with a calm message and a retry button

@@ -296,6 +296,11 @@ def world(scored_runs, researcher, site_admin, rater, participant, export_dir, d
     from research.models import ErasureRecord
 
     ErasureRecord.objects.create(via="command", rows_deleted={"collection.Participant": 1})
+    from scoring.models import CallTranscript, RunConversation
+
+    CallTranscript.objects.create(
+        run_conversation=RunConversation.objects.first(), sequence=0, call_type="draft", role="em", model="matrix"
+    )
     if not Consent.objects.exists():
         Consent.objects.create(participant=conversation.participant, version="v1")
     if not SensitiveProfile.objects.exists():
