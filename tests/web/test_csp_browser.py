@@ -130,23 +130,17 @@ def test_a_whole_participant_study_passes_the_policy(watch, settings, live_serve
 
     # every annotation sub-step of the turn, each page opened in the browser before it is answered
     url = base + "turn/1/"
-    watch.visit(url)
-    client.post(url, {"step": "mood:0", "no_change": "on"})
-    while True:
-        watch.visit(url)
-        html = client.get(url).content.decode()
-        ids = sorted(set(re.findall(r'name="observed_(B\d+)"', html)))
-        if not ids:
-            break
-        step = re.search(r'name="step" value="([^"]+)"', html).group(1)
-        answers = {f"observed_{q}": "yes" for q in ids} | {f"preferred_{q}": "no" for q in ids}
-        client.post(url, {"step": step, **answers})
-    client.post(url, {"step": "rewrite:0", "human_edited": "My own better reply."})
-    watch.visit(url)
-    client.post(url, {"step": "choose:0", "questions": ["general"]})
-    watch.visit(url)
+    watch.visit(url)  # the answers page: mood and the behaviour questions
+    html = client.get(url).content.decode()
+    ids = sorted(set(re.findall(r'name="observed_(B\d+)"', html)))
+    shown = re.search(r'name="shown" value="([^"]+)"', html).group(1)
+    answers = {f"observed_{q}": "yes" for q in ids} | {f"preferred_{q}": "no" for q in ids}
+    client.post(url, {"step": "answers", "shown": shown, "no_change": "on", **answers})
+    watch.visit(url)  # the ideal reply and the choice of questions
+    client.post(url, {"step": "rewrite", "human_edited": "My own better reply.", "questions": ["general"]})
+    watch.visit(url)  # every comparison on one page
     names = set(re.findall(r'name="(winner_\d+)"', client.get(url).content.decode()))
-    client.post(url, {"step": "compare:0", **dict.fromkeys(names, "B")})
+    client.post(url, {"step": "compare", **dict.fromkeys(names, "B")})
 
     Study.objects.filter(pk=study.pk).update(min_turns=1)  # one turn is enough to see the finish button
     assert at_current_step().endswith("/chat/")  # the chat with its finish button
