@@ -175,6 +175,7 @@ def test_a_bad_number_stops_settings_with_its_name(tmp_path):
 def test_prepare_creates_the_key_once_and_settings_read_it(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTUNE_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.delenv("ATTUNE_SECRET_KEY", raising=False)
+    monkeypatch.delenv("ATTUNE_PSEUDONYM_KEY", raising=False)
     directory = datadir.prepare_data_dir()
     key_file = directory / datadir.SECRET_KEY_FILE
     key = key_file.read_text()
@@ -182,7 +183,8 @@ def test_prepare_creates_the_key_once_and_settings_read_it(tmp_path, monkeypatch
     assert (directory / "staticfiles").is_dir()
     datadir.prepare_data_dir()  # a second entry point (another worker) keeps the first key
     assert key_file.read_text() == key
-    assert sorted(p.name for p in directory.iterdir()) == ["secret_key", "staticfiles"]  # no temp file left
+    # the pseudonym key is made beside the secret key (issue 13); no temp file left
+    assert sorted(p.name for p in directory.iterdir()) == ["pseudonym_key", "secret_key", "staticfiles"]
     code = "import django; django.setup(); from django.conf import settings as s; print(s.SECRET_KEY)"
     result = _settings_process(directory, code)
     assert result.stdout.strip() == key
