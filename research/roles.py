@@ -57,6 +57,7 @@ RESEARCH_GROUP_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("research", "humanassignment", ("view", "add", "change", "delete")),
     # "add" an erasure record = may erase a participant (admin action; research/erasure.py).
     ("research", "erasurerecord", ("view", "add")),
+    ("research", "resultsnapshot", ("view",)),
 )
 
 

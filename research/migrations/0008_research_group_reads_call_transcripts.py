@@ -1,4 +1,4 @@
-"""The research group may view call transcripts in the admin (they read them on the run's transcript page too)."""
+"""The research group may view call transcripts and frozen snapshots in the admin (read-only there)."""
 
 from typing import Any
 
@@ -10,6 +10,7 @@ def reapply_group(apps: Any, schema_editor: Any) -> None:
     from django.contrib.auth.management import create_permissions
 
     create_permissions(global_apps.get_app_config("scoring"), verbosity=0, apps=apps)
+    create_permissions(global_apps.get_app_config("research"), verbosity=0, apps=apps)
     from research.roles import apply_research_group
 
     apply_research_group(apps.get_model("auth", "Group"), apps.get_model("auth", "Permission"))

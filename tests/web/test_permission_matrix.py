@@ -197,7 +197,7 @@ ADMIN_MODELS: dict[str, str] = {
     "axes.accessattempt": "",
     "axes.accesslog": "",
     "axes.accessfailurelog": "",
-    "research.resultsnapshot": "",  # frozen: made on the research pages, read-only in the admin
+    "research.resultsnapshot": "view",  # frozen: made on the research pages, read-only in the admin
     "research.erasurerecord": "view add",  # "add" = may erase (the participant action); records are immutable
 }
 # Admin pages nobody may use whatever their permissions: an erasure record is written only by an erasure.

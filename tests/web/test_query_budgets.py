@@ -737,6 +737,7 @@ ADMIN_BUDGETS = {
     "datasets.datasetversion": 7,  # (+creator)
     "datasets.exportjob": 7,
     "research.humanassignment": 8,  # + rater filter choices
+    "research.resultsnapshot": 7,  # (+created by, joined)
     "research.erasurerecord": 7,  # counts only, nothing about the participant (+erased by)
     "scoring.conversationscore": 9,  # + model and category filter choices
     "scoring.evaluatedmodel": 7,
