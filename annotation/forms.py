@@ -126,27 +126,22 @@ class RewriteForm(ParticipantForm):
     )
 
 
-class ReviewForm(AnswersForm):
+class WinnersMixin(forms.Form):
+    """An A/B winner field per comparison; shared by the compare page and the review page."""
+
+    def __init__(self, *args: Any, comparisons: list[PairwiseComparison], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.comparisons = comparisons
+        for c in comparisons:
+            self.fields[f"winner_{c.position}"] = _winner_field()
+
+    def winners(self) -> dict[int, str]:
+        return {c.position: self.cleaned_data[f"winner_{c.position}"] for c in self.comparisons}
+
+
+class ReviewForm(WinnersMixin, AnswersForm):
     """A saved turn's answers, to review and change: the answers page plus the comparison winners."""
 
-    def __init__(self, *args: Any, comparisons: list[PairwiseComparison], **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.comparisons = comparisons
-        for c in comparisons:
-            self.fields[f"winner_{c.position}"] = _winner_field()
 
-    def winners(self) -> dict[int, str]:
-        return {c.position: self.cleaned_data[f"winner_{c.position}"] for c in self.comparisons}
-
-
-class CompareForm(ParticipantForm):
+class CompareForm(WinnersMixin, ParticipantForm):
     """A/B choice for each pair of replies under every chosen preference question."""
-
-    def __init__(self, *args: Any, comparisons: list[PairwiseComparison], **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.comparisons = comparisons
-        for c in comparisons:
-            self.fields[f"winner_{c.position}"] = _winner_field()
-
-    def winners(self) -> dict[int, str]:
-        return {c.position: self.cleaned_data[f"winner_{c.position}"] for c in self.comparisons}
