@@ -93,7 +93,7 @@ def _study_for(request: HttpRequest) -> tuple[dict[str, str], str]:
                 study = participant.study
                 back = reverse("collection:resume", kwargs={"token": token})
         elif "slug" in kwargs:
-            study = Study.objects.filter(slug=str(kwargs["slug"])[:50], active=True).first()
+            study = Study.objects.open().filter(slug=str(kwargs["slug"])[:50]).first()
             if study is not None and study.open_enrolment:
                 back = reverse("collection:join", kwargs={"slug": study.slug})
     except Exception:  # the database itself may be what failed

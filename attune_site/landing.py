@@ -7,5 +7,5 @@ from collection.models import Study
 
 
 def landing(request: HttpRequest) -> HttpResponse:
-    open_studies = Study.objects.filter(active=True, open_enrolment=True).order_by("title")
+    open_studies = Study.objects.open().filter(open_enrolment=True).order_by("title")
     return render(request, "landing.html", {"open_studies": open_studies})

@@ -53,6 +53,12 @@ def new_completion_code() -> str:
     return secrets.token_hex(4).upper()
 
 
+class StudyQuerySet(models.QuerySet["Study"]):
+    def open(self) -> StudyQuerySet:
+        """Studies that accept participants now: the one definition every entry point uses."""
+        return self.filter(active=True)
+
+
 class Study(models.Model):
     """Settings a researcher controls for one data-collection study."""
 
@@ -93,6 +99,8 @@ class Study(models.Model):
         default=0, help_text="Live model calls made so far (counted when a call is started)."
     )
 
+    objects = StudyQuerySet.as_manager()
+
     class Meta:
         verbose_name_plural = "studies"
         constraints = [
@@ -103,6 +111,11 @@ class Study(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+    @property
+    def is_open(self) -> bool:
+        """Whether participants may join or carry on now (mirrors ``Study.objects.open()``)."""
+        return self.active
 
 
 class Participant(models.Model):

@@ -197,7 +197,7 @@ def join(request: HttpRequest, slug: str) -> HttpResponse:
     start page carries the new participant's token, signed, so a double click
     or two simultaneous posts make one participant, not two.
     """
-    study = get_object_or_404(Study, slug=slug, active=True, open_enrolment=True)
+    study = get_object_or_404(Study.objects.open(), slug=slug, open_enrolment=True)
     previous = _remembered(request, study)
     if request.method == "POST":
         choice = request.POST.get("choice", "new")

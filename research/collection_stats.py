@@ -138,9 +138,7 @@ def study_limits(limit: int = 50) -> QuerySet[Study]:
 
     One query; the admin lists every study.
     """
-    return (
-        Study.objects.filter(active=True).annotate(n_participants=Count("participants")).order_by("-created_at")[:limit]
-    )
+    return Study.objects.open().annotate(n_participants=Count("participants")).order_by("-created_at")[:limit]
 
 
 def recent_conversations(

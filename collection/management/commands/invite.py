@@ -36,8 +36,8 @@ class Command(BaseCommand):
         if study is None:
             known = ", ".join(Study.objects.order_by("slug").values_list("slug", flat=True)) or "none yet"
             raise CommandError(f"no study with slug {options['study']!r} (known: {known})")
-        if not study.active:
-            raise CommandError(f"study {study.slug!r} is not active; activate it before inviting participants")
+        if not study.is_open:
+            raise CommandError(f"study {study.slug!r} is not open; open it before inviting participants")
         base = options["base_url"].rstrip("/")
         with transaction.atomic():
             participants = [do_enrol(study) for _ in range(count)]
