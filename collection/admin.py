@@ -34,13 +34,13 @@ class StudyAdmin(admin.ModelAdmin):
         "open_enrolment",
         "min_turns",
         "max_turns",
-        "active",
+        "status",
         "participant_count",
         "max_participants",
         "live_calls_used",
         "live_call_budget",
     )
-    list_filter = ("active", "open_enrolment", "consent_version")
+    list_filter = ("status", "open_enrolment", "consent_version")
     search_fields = ("title", "slug")
     prepopulated_fields = {"slug": ("title",)}
 

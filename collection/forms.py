@@ -12,6 +12,7 @@ from django import forms
 from django.db.models import QuerySet
 
 from attunebench import catalogue as cat
+from collection import quotas
 from collection.models import Topic
 
 SCALE_CHOICES = [(str(n), str(n)) for n in range(cat.PANAS_SCALE_MIN, cat.PANAS_SCALE_MAX + 1)]
@@ -166,11 +167,29 @@ class TopicForm(ParticipantForm):
         error_messages={"required": "Please say how you feel about talking about this topic."},
     )
 
+    def __init__(self, *args: Any, study: Any = None, **kwargs: Any) -> None:
+        """``study`` narrows the choice to its offered topics that are not full (``collection.quotas``)."""
+        super().__init__(*args, **kwargs)
+        self._topics = quotas.open_topics(study) if study is not None else offered_topics()
+        field = self.fields["topic"]
+        assert isinstance(field, forms.ModelChoiceField)
+        field.queryset = self._topics
+        self._topic_list: list[Topic] | None = None
+
+    def topic_list(self) -> list[Topic]:
+        if self._topic_list is None:
+            self._topic_list = list(self._topics)
+        return self._topic_list
+
+    def has_topics(self) -> bool:
+        """False when every topic the study offers is full: the page then says so instead of a form."""
+        return bool(self.topic_list())
+
     def grouped_topics(self) -> list[tuple[str, list[Any]]]:
         """Radio buttons grouped by category, in catalogue order."""
         by_id = {str(radio.data["value"]): radio for radio in self["topic"]}
         groups: dict[str, list[Any]] = {}
-        for topic in offered_topics():
+        for topic in self.topic_list():
             radio = by_id.get(str(topic.pk))
             if radio is not None:
                 groups.setdefault(topic.category, []).append(radio)

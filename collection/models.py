@@ -56,7 +56,31 @@ def new_completion_code() -> str:
 class StudyQuerySet(models.QuerySet["Study"]):
     def open(self) -> StudyQuerySet:
         """Studies that accept participants now: the one definition every entry point uses."""
-        return self.filter(active=True)
+        return self.filter(status=Study.Status.OPEN)
+
+
+def not_test_data(participant_path: str = "participant") -> Q:
+    """The one filter that keeps preview (test) participants out of the data.
+
+    A researcher's preview walks the real participant flow as a participant with
+    ``is_test`` set; exports, dataset versions, scores, collection statistics and
+    monitoring all filter with this, so nothing a preview made is ever counted.
+    Imported conversations have no participant and are data. ``participant_path``
+    is the lookup path from the queried model to its participant.
+    """
+    return Q(**{f"{participant_path}__isnull": True}) | Q(**{f"{participant_path}__is_test": False})
+
+
+class ParticipantQuerySet(models.QuerySet["Participant"]):
+    def real(self) -> ParticipantQuerySet:
+        """Participants who are data: everyone but researchers' preview participants."""
+        return self.filter(is_test=False)
+
+
+class ConversationQuerySet(models.QuerySet["Conversation"]):
+    def real(self) -> ConversationQuerySet:
+        """Conversations that are data: collected from real participants, or imported."""
+        return self.filter(not_test_data())
 
 
 class Study(models.Model):
@@ -77,7 +101,6 @@ class Study(models.Model):
     binary_sample_size = models.PositiveSmallIntegerField(
         default=0, help_text="Behaviour questions asked per turn; 0 asks all 36."
     )
-    active = models.BooleanField(default=True)
     link_valid_days = models.PositiveSmallIntegerField(
         default=90,
         help_text="Days a participant's study link works after it was issued; 0 = it never expires.",
@@ -99,11 +122,37 @@ class Study(models.Model):
         default=0, help_text="Live model calls made so far (counted when a call is started)."
     )
 
+    # --- Study set-up in the researcher UI (issue 18, item 3) ---
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft (being set up; nobody can join)"
+        OPEN = "open", "Open (taking participants)"
+        CLOSED = "closed", "Closed (no new participants)"
+
+    status = models.CharField(
+        max_length=10,
+        choices=Status.choices,
+        default=Status.OPEN,
+        help_text="draft: being set up, only previews; open: taking participants; closed: refuses new ones.",
+    )
+    topics = models.ManyToManyField(
+        "Topic",
+        blank=True,
+        related_name="studies",
+        help_text="Topics participants may choose from; none chosen offers the whole catalogue.",
+    )
+    participant_groups = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="Comma-separated participant groups (e.g. 'students, staff'); a join link may name one "
+        "with ?group=NAME. Model assignment is balanced within each group.",
+    )
+
     objects = StudyQuerySet.as_manager()
 
     class Meta:
         verbose_name_plural = "studies"
         constraints = [
+            models.CheckConstraint(condition=Q(status__in=["draft", "open", "closed"]), name="study_status_valid"),
             models.CheckConstraint(condition=Q(min_turns__gte=1), name="study_min_turns_positive"),
             models.CheckConstraint(condition=Q(max_turns__gte=models.F("min_turns")), name="study_max_turns_ge_min"),
             models.CheckConstraint(condition=Q(binary_sample_size__lte=36), name="study_binary_sample_le_36"),
@@ -115,7 +164,13 @@ class Study(models.Model):
     @property
     def is_open(self) -> bool:
         """Whether participants may join or carry on now (mirrors ``Study.objects.open()``)."""
-        return self.active
+        return self.status == Study.Status.OPEN
+
+    @property
+    def group_names(self) -> list[str]:
+        """The study's participant groups, in the order the researcher wrote them."""
+        names = [name.strip() for name in self.participant_groups.split(",")]
+        return list(dict.fromkeys(name for name in names if name))
 
 
 class Participant(models.Model):
@@ -144,6 +199,16 @@ class Participant(models.Model):
         help_text="Pre-chat PANAS ratings, held here only until the topic is chosen and the conversation "
         "exists; then moved into that conversation's PanasSurvey and cleared.",
     )
+
+    # --- Study set-up: preview participants and groups (issue 18, item 3) ---
+    is_test = models.BooleanField(
+        default=False,
+        help_text="A researcher's preview participant: walks the real flow but never enters the data "
+        "(exports, dataset versions, scores, statistics and monitoring leave it out).",
+    )
+    group = models.CharField(max_length=40, blank=True, help_text="Participant group within the study, if any.")
+
+    objects = ParticipantQuerySet.as_manager()
 
     class Meta:
         indexes = [models.Index(fields=["withdrawn_at"])]
@@ -293,6 +358,8 @@ class Conversation(models.Model):
         help_text="complete: finished by the participant with every turn complete (the default export); "
         "unfinished: started but not finished; empty: no turn with a reply. Withdrawal is the status, not this.",
     )
+
+    objects = ConversationQuerySet.as_manager()
 
     class Meta:
         indexes = [
@@ -478,3 +545,73 @@ class FourBranchRating(models.Model):
 
     def __str__(self) -> str:
         return f"{self.branch}: {self.rating}"
+
+
+# ---------------------------------------------------------------------------
+# Study set-up (issue 18, item 3): the original-model pool and quotas of a study
+# ---------------------------------------------------------------------------
+
+
+class StudyModel(models.Model):
+    """One original model in a study's pool, with its assignment weight.
+
+    A study with a pool assigns new conversations only among these models, in
+    proportion to their weights (``collection.assignment``); a study without one
+    uses every active original model equally, as before.
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="model_pool")
+    original_model = models.ForeignKey(OriginalModel, on_delete=models.PROTECT, related_name="study_pools")
+    weight = models.PositiveSmallIntegerField(
+        default=1, help_text="Relative share of new conversations (2 gets twice the conversations of 1)."
+    )
+
+    class Meta:
+        ordering = ["study_id", "original_model__alias"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "original_model"], name="study_model_once"),
+            models.CheckConstraint(condition=Q(weight__gte=1), name="study_model_weight_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.original_model.alias} x{self.weight} in {self.study_id}"
+
+
+class StudyQuota(models.Model):
+    """A cap on a study's data: conversations on one topic, or participants in one group.
+
+    Withdrawn and preview data do not count. A full topic is no longer offered;
+    a full group refuses new participants with a calm page.
+    """
+
+    class Kind(models.TextChoices):
+        TOPIC = "topic", "Conversations on a topic"
+        GROUP = "group", "Participants in a group"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="quotas")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    topic = models.ForeignKey(Topic, on_delete=models.PROTECT, null=True, blank=True, related_name="quotas")
+    group = models.CharField(max_length=40, blank=True)
+    cap = models.PositiveIntegerField(help_text="Most conversations (topic) or participants (group).")
+
+    class Meta:
+        ordering = ["study_id", "kind", "topic_id", "group"]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=["topic", "group"]), name="study_quota_kind_valid"),
+            models.CheckConstraint(condition=Q(cap__gte=1), name="study_quota_cap_positive"),
+            models.CheckConstraint(
+                condition=(Q(kind="topic", topic__isnull=False, group=""))
+                | (Q(kind="group", topic__isnull=True) & ~Q(group="")),
+                name="study_quota_target_matches_kind",
+            ),
+            models.UniqueConstraint(
+                fields=["study", "topic"], condition=Q(kind="topic"), name="study_quota_topic_once"
+            ),
+            models.UniqueConstraint(
+                fields=["study", "group"], condition=Q(kind="group"), name="study_quota_group_once"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        target = str(self.topic) if self.kind == self.Kind.TOPIC else f"group {self.group}"
+        return f"{target}: at most {self.cap}"

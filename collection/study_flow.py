@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
+from collection import quotas
 from collection.assignment import choose_original_model
 from collection.completeness import do_note_first_reply, do_refresh_conversation_completeness
 from collection.models import (
@@ -225,12 +226,31 @@ class StudyFull(EnrolmentRefused):
     """The study has reached its ``max_participants``."""
 
 
+class StudyNotOpen(EnrolmentRefused):
+    """The study is a draft or closed: nobody new may join."""
+
+
+class GroupFull(EnrolmentRefused):
+    """The participant's group has reached its quota."""
+
+
+class UnknownGroup(EnrolmentRefused):
+    """The join link names a group the study does not have."""
+
+
+class TopicFull(Exception):
+    """The chosen topic reached its quota while the participant was choosing; ``str()`` is the calm sentence."""
+
+
 class EnrolmentThrottled(EnrolmentRefused):
     """Too many people joined from this address, or this study, in the last hour."""
 
     retry_after = 600  # seconds suggested to the visitor (Retry-After)
 
 
+STUDY_CLOSED_MESSAGE = (
+    "This study is not taking new participants at the moment. Thank you for your interest; nothing has been recorded."
+)
 STUDY_FULL_MESSAGE = (
     "This study has all the participants it needs, so it is not taking anyone new. Thank you for your interest."
 )
@@ -244,10 +264,17 @@ def study_is_full(study: Study) -> bool:
     return study.max_participants is not None and study.participants.count() >= study.max_participants
 
 
-def do_open_enrol(study: Study, token: str = "") -> Participant:
+def check_group(study: Study, group: str) -> None:
+    """Raise UnknownGroup unless ``group`` is blank or one of the study's groups."""
+    if group and group not in study.group_names:
+        raise UnknownGroup(quotas.UNKNOWN_GROUP_MESSAGE)
+
+
+def do_open_enrol(study: Study, token: str = "", group: str = "") -> Participant:
     """A participant who joined through the study's open link; refuses once the study is full.
 
     The study row is locked while counting, so simultaneous joins cannot pass the cap together.
+    A study that is not open (draft or closed) and a group whose quota is reached refuse too.
     ``token`` is the (server-made, signed) token of the start page that was posted: repeated or
     simultaneous posts of one start page get the participant the first one made, not a second.
     """
@@ -259,9 +286,14 @@ def do_open_enrol(study: Study, token: str = "") -> Participant:
                 raise Http404("No such study link.")
             existing.token = token  # only the hash is stored
             return existing
+        if not locked.is_open:
+            raise StudyNotOpen(STUDY_CLOSED_MESSAGE)
+        check_group(locked, group)
         if study_is_full(locked):
             raise StudyFull(STUDY_FULL_MESSAGE)
-        participant = Participant(study=locked)
+        if group and quotas.group_is_full(locked, group):
+            raise GroupFull(quotas.GROUP_FULL_MESSAGE)
+        participant = Participant(study=locked, group=group)
         if token:
             participant.token, participant.token_hash = token, hash_token(token)
         participant.save()
@@ -328,14 +360,19 @@ def do_start_conversation(participant: Participant, topic: Topic, topic_attitude
     """Create the conversation, assign a model by the balancing rule and move the pre-chat mood in.
 
     The participant row is locked so two simultaneous submissions create one
-    conversation, not two.
+    conversation, not two; the study row is locked while the topic's quota is
+    checked, so simultaneous starts cannot over-fill it (raises TopicFull). The
+    model comes from the study's pool when it has one (``collection.assignment``).
     """
     with transaction.atomic():
         locked = Participant.objects.select_for_update().get(pk=participant.pk)
         existing = active_conversation(locked)
         if existing is not None:
             return existing
-        model = choose_original_model(topic)
+        study = Study.objects.select_for_update().get(pk=study_of(locked).pk)
+        if topic.pk in quotas.full_topic_ids(study):
+            raise TopicFull(quotas.TOPIC_FULL_MESSAGE)
+        model = choose_original_model(topic, study, locked.group)
         conversation = Conversation.objects.create(
             conversation_id=_new_conversation_id(),
             participant=locked,

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from functools import wraps
 from typing import Any
+from urllib.parse import quote
 
 from django.core import signing
 from django.core.cache import cache
@@ -28,6 +29,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from collection import page_safety as ps
+from collection import quotas
 from collection import study_flow as flow
 from collection.assignment import NoModelAvailable
 from collection.chat_model import (
@@ -197,8 +199,9 @@ def join(request: HttpRequest, slug: str) -> HttpResponse:
     start page carries the new participant's token, signed, so a double click
     or two simultaneous posts make one participant, not two.
     """
-    study = get_object_or_404(Study.objects.open(), slug=slug, open_enrolment=True)
+    study = get_object_or_404(Study, slug=slug, open_enrolment=True)
     previous = _remembered(request, study)
+    group = str((request.POST if request.method == "POST" else request.GET).get("group", ""))[:40].strip()
     if request.method == "POST":
         choice = request.POST.get("choice", "new")
         if choice == "continue" and previous is not None:
@@ -208,21 +211,25 @@ def join(request: HttpRequest, slug: str) -> HttpResponse:
             token = signing.loads(request.POST.get("start", ""), salt=JOIN_SALT, max_age=JOIN_PAGE_SECONDS)
         except signing.BadSignature:
             # an expired or altered start page: show a fresh one, nothing made
-            return redirect(request.path + "?expired=1")
+            return redirect(request.path + "?expired=1" + (f"&group={quote(group)}" if group else ""))
         try:
             if not Participant.objects.filter(token_hash=hash_token(str(token)), study=study).exists():  # repeat: free
                 flow.check_enrolment_rate(study, client_ip(request))
-            participant = flow.do_open_enrol(study, str(token))
+            participant = flow.do_open_enrol(study, str(token), group)
+        except flow.UnknownGroup as refusal:
+            return _join_closed(request, study, str(refusal), 400)
         except flow.EnrolmentThrottled as refusal:
             response = _join_closed(request, study, str(refusal), 429)
             response["Retry-After"] = str(refusal.retry_after)
             return response
-        except flow.StudyFull as refusal:
+        except (flow.StudyFull, flow.StudyNotOpen, flow.GroupFull) as refusal:
             return _join_closed(request, study, str(refusal), 403)
         _remember(request, participant)
         return redirect("collection:resume", token=participant.token)
-    if previous is None and flow.study_is_full(study):
-        return _join_closed(request, study, flow.STUDY_FULL_MESSAGE, 403)
+    if previous is None:
+        refusal = join_refusal(study, group)
+        if refusal is not None:
+            return _join_closed(request, study, refusal[0], refusal[1])
     return render(
         request,
         "participant/join.html",
@@ -232,8 +239,22 @@ def join(request: HttpRequest, slug: str) -> HttpResponse:
             "previous": previous,
             "expired": request.GET.get("expired") == "1",
             "start": signing.dumps(new_token(), salt=JOIN_SALT),
+            "group": group,
         },
     )
+
+
+def join_refusal(study: Study, group: str) -> tuple[str, int] | None:
+    """Why the start page must not be offered (calm sentence, status), or None: not open, full, or a bad group."""
+    if not study.is_open:
+        return flow.STUDY_CLOSED_MESSAGE, 403
+    if group and group not in study.group_names:
+        return quotas.UNKNOWN_GROUP_MESSAGE, 400
+    if flow.study_is_full(study):
+        return flow.STUDY_FULL_MESSAGE, 403
+    if group and quotas.group_is_full(study, group):
+        return quotas.GROUP_FULL_MESSAGE, 403
+    return None
 
 
 def _join_closed(request: HttpRequest, study: Study, message: str, status: int) -> HttpResponse:
@@ -309,12 +330,19 @@ def pre_panas(request: HttpRequest, participant: Participant, position: flow.Pos
 
 @participant_step(flow.TOPIC)
 def topic(request: HttpRequest, participant: Participant, position: flow.Position) -> HttpResponse:
-    form = bound_form(request, TopicForm)
+    study = flow.study_of(participant)
+    form = bound_form(request, lambda data: TopicForm(data, study=study))
+    if not form.has_topics():
+        context = page_context(participant, flow.TOPIC, message=quotas.ALL_TOPICS_FULL_MESSAGE)
+        return render(request, "participant/topics_full.html", context)
     if request.method == "POST":
         if not form.is_valid():
             return ps.bounce(request, form)
         try:
             flow.do_start_conversation(participant, form.cleaned_data["topic"], form.cleaned_data["attitude"])
+        except flow.TopicFull as refusal:
+            form.add_error("topic", str(refusal))
+            return ps.bounce(request, form)
         except NoModelAvailable:
             logger.error(
                 "study %s has no active original model; participant cannot start", flow.study_of(participant).slug

@@ -34,6 +34,7 @@ from collection.models import (
     SensitiveProfile,
     Topic,
     Turn,
+    not_test_data,
 )
 from collection.study_flow import write_panas
 from datasets.pseudonyms import export_pseudonym
@@ -250,9 +251,11 @@ def write_conversation(doc: cf.ConversationFile) -> Conversation:
 
 
 def exportable_conversations() -> QuerySet[Conversation]:
-    """Conversations that may leave the database: never withdrawn ones (complete or not)."""
-    return Conversation.objects.exclude(status=Conversation.Status.WITHDRAWN).exclude(
-        participant__withdrawn_at__isnull=False
+    """Conversations that may leave the database: never withdrawn ones (complete or not), never previews."""
+    return (
+        Conversation.objects.real()
+        .exclude(status=Conversation.Status.WITHDRAWN)
+        .exclude(participant__withdrawn_at__isnull=False)
     )
 
 
@@ -270,7 +273,7 @@ def left_out_counts(included: QuerySet[Conversation]) -> dict[str, int]:
     """Why the database's other conversations are not in ``included``: withdrawn, empty, unfinished or
     (complete but) outside the selection. Two grouped queries."""
     withdrawn = Q(status=Conversation.Status.WITHDRAWN) | Q(participant__withdrawn_at__isnull=False)
-    rest = Conversation.objects.exclude(pk__in=included.values("pk"))
+    rest = Conversation.objects.real().exclude(pk__in=included.values("pk"))  # previews are not data at all
     counts = {"withdrawn": rest.filter(withdrawn).count()}
     by_state = dict(
         rest.exclude(withdrawn).values_list("completeness").annotate(n=Count("id")).values_list("completeness", "n")
@@ -282,9 +285,10 @@ def left_out_counts(included: QuerySet[Conversation]) -> dict[str, int]:
 
 
 def withdrawn_conversations() -> QuerySet[Conversation]:
-    """Conversations that must not be shown, rated, scored or exported: the complement of the above."""
+    """Conversations that must not be shown, rated, scored or exported: the complement of the above
+    (researchers' previews included)."""
     return Conversation.objects.filter(
-        Q(status=Conversation.Status.WITHDRAWN) | Q(participant__withdrawn_at__isnull=False)
+        Q(status=Conversation.Status.WITHDRAWN) | Q(participant__withdrawn_at__isnull=False) | ~not_test_data()
     )
 
 
