@@ -25,8 +25,24 @@ class TurnInline(admin.TabularInline):
     can_delete = False
 
 
+class StudyModelInline(admin.TabularInline):
+    """The study's original-model pool and weights (also set on the research pages)."""
+
+    model = m.StudyModel
+    extra = 0
+
+
+class StudyQuotaInline(admin.TabularInline):
+    """The study's quotas per topic or participant group (also set on the research pages)."""
+
+    model = m.StudyQuota
+    extra = 0
+
+
 @admin.register(m.Study)
 class StudyAdmin(admin.ModelAdmin):
+    inlines = (StudyModelInline, StudyQuotaInline)
+    filter_horizontal = ("topics",)
     list_display = (
         "title",
         "slug",

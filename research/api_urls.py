@@ -1,7 +1,7 @@
 from django.urls import include, path, re_path
 from rest_framework.routers import DefaultRouter
 
-from research import api
+from research import api, monitoring_api
 
 app_name = "api"
 
@@ -22,6 +22,8 @@ urlpatterns = [
     path("agreement/", api.AgreementView.as_view(), name="agreement"),
     path("token/", api.TokenView.as_view(), name="token"),
     path("", include(router.urls)),
+    # Study monitoring (issue 18, item 5)
+    path("studies/<slug:slug>/monitoring/", monitoring_api.StudyMonitoringView.as_view(), name="study-monitoring"),
     # Last: any other address ending in "/" is a JSON 404. One without the slash still gets Django's
     # redirect to the slashed form first (so /api/runs reaches /api/runs/), then this JSON 404 if unknown.
     re_path(r"^(?P<path>.*/)$", api.not_found, name="not-found"),

@@ -22,7 +22,6 @@ RESEARCH_GROUP_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     *[
         ("collection", model, ("view",))
         for model in (
-            "study",
             "participant",
             "consent",
             "participantprofile",
@@ -45,6 +44,10 @@ RESEARCH_GROUP_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "pairwisecomparison",
         )
     ],
+    # Study set-up on the research pages (issue 18): studies, their model pools and quotas.
+    ("collection", "study", ("view", "add", "change")),
+    ("collection", "studymodel", ("view", "add", "change", "delete")),
+    ("collection", "studyquota", ("view", "add", "change", "delete")),
     ("scoring", "evaluatedmodel", ("view", "add", "change")),
     ("datasets", "datasetversion", ("view", "add")),
     ("scoring", "evaluationrun", ("view", "add", "change")),
