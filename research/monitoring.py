@@ -24,11 +24,13 @@ from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-from django.db.models import Max, Min, Q
+from django.db.models import Min, Q
 
 from collection.models import Consent, Conversation, PanasSurvey, Participant, ParticipantProfile, Study, Turn
 from collection.quotas import quota_fill
 
+#: Conversation statuses that are data (withdrawn ones are not).
+_COUNTED_STATUSES = ("in_progress", "annotating", "complete")
 #: A chat message this short (in characters, after trimming) is flagged as low effort.
 SHORT_MESSAGE_CHARS = 10
 #: A turn's annotation finished faster than this (seconds) is flagged as too fast to have been read.
@@ -229,47 +231,39 @@ def study_monitoring(study: Study) -> StudyMonitoring:
     real = Participant.objects.filter(study=study, is_test=False)
     participants = list(real.values("pk", "created_at", "withdrawn_at", "pending_pre_panas"))
     active_pks = {p["pk"] for p in participants if p["withdrawn_at"] is None}
-    conversations = list(
-        Conversation.objects.filter(participant__in=real)
-        .exclude(status=Conversation.Status.WITHDRAWN)
-        .values("pk", "participant_id", "status", "started_at", "completed_at")
-    )
-    conversations = [c for c in conversations if c["participant_id"] in active_pks]
+    # Relational filters, not lists of ids: one query each however large the study.
+    in_study = {"participant__study": study, "participant__is_test": False, "participant__withdrawn_at__isnull": True}
+    counted = Conversation.objects.filter(**in_study).exclude(status=Conversation.Status.WITHDRAWN)
+    conversations = list(counted.values("pk", "participant_id", "status", "started_at", "completed_at"))
     by_participant = {c["participant_id"]: c for c in sorted(conversations, key=lambda c: c["started_at"])}
-    conversation_pks = [c["pk"] for c in conversations]
+    of_counted = {f"conversation__{k}": v for k, v in in_study.items()}
+    of_counted_turns = {**of_counted, "conversation__status__in": list(_COUNTED_STATUSES)}
 
     consented = dict(
-        Consent.objects.filter(participant_id__in=active_pks)
+        Consent.objects.filter(**in_study)
         .values_list("participant_id")
         .annotate(first=Min("consented_at"))
         .values_list("participant_id", "first")
     )
-    profiled = set(
-        ParticipantProfile.objects.filter(participant_id__in=active_pks).values_list("participant_id", flat=True)
-    )
+    profiled = set(ParticipantProfile.objects.filter(**in_study).values_list("participant_id", flat=True))
     post = dict(
-        PanasSurvey.objects.filter(conversation_id__in=conversation_pks, kind=PanasSurvey.Kind.POST).values_list(
-            "conversation_id", "completed_at"
+        PanasSurvey.objects.filter(kind=PanasSurvey.Kind.POST, **of_counted)
+        .exclude(conversation__status=Conversation.Status.WITHDRAWN)
+        .values_list("conversation_id", "completed_at")
+    )
+    turn_rows = list(
+        Turn.objects.filter(**of_counted_turns).values_list(
+            "conversation_id", "annotation_started_at", "annotation_completed_at"
         )
     )
-    last_annotation = dict(
-        Turn.objects.filter(conversation_id__in=conversation_pks)
-        .values_list("conversation_id")
-        .annotate(last=Max("annotation_completed_at"))
-        .values_list("conversation_id", "last")
-    )
-    annotation_times = [
-        s
-        for s in (
-            _seconds(a, b)
-            for a, b in Turn.objects.filter(
-                conversation_id__in=conversation_pks,
-                annotation_started_at__isnull=False,
-                annotation_completed_at__isnull=False,
-            ).values_list("annotation_started_at", "annotation_completed_at")
-        )
-        if s is not None
-    ]
+    last_annotation: dict[int, datetime] = {}
+    annotation_times = []
+    for conversation_pk, began, ended in turn_rows:
+        if ended is not None and (conversation_pk not in last_annotation or ended > last_annotation[conversation_pk]):
+            last_annotation[conversation_pk] = ended
+        took = _seconds(began, ended)
+        if took is not None:
+            annotation_times.append(took)
 
     finished: dict[str, int] = defaultdict(int)
     times: dict[str, list[float]] = defaultdict(list)

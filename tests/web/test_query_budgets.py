@@ -491,8 +491,9 @@ ENDPOINTS = [
     Endpoint(
         "research:collection",
         # by status, by category, by model, turns, annotated turns, timings, identity screen outcomes, participants,
-        # withdrawn, newest 50, studies (limits)
-        14,
+        # withdrawn, newest 50, studies (limits); monitoring of one study (issue 18): the study picker, its
+        # participants, conversations, consents, profiles, post-chat moods, turns, quality-flag turns, quotas
+        23,
         lambda w: _r("research:collection"),
         lambda w: [w.conversation_id(w.n - 1), w.conversation_id(max(0, w.n - 50))],
     ),
