@@ -62,7 +62,7 @@ def pool_counts(study: Study, topic: Topic, group: str) -> list[tuple[StudyModel
             total=Count("original_model__conversations", filter=in_study),
         )
     )
-    return [(row, row.cell, row.total) for row in rows]  # type: ignore[attr-defined]
+    return [(row, row.cell, row.total) for row in rows]
 
 
 def choose_from_pool(entries: list[tuple[StudyModel, int, int]]) -> OriginalModel:

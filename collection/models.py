@@ -134,7 +134,7 @@ class Study(models.Model):
         default=Status.OPEN,
         help_text="draft: being set up, only previews; open: taking participants; closed: refuses new ones.",
     )
-    topics = models.ManyToManyField(
+    topics: models.ManyToManyField[Any, Any] = models.ManyToManyField(
         "Topic",
         blank=True,
         related_name="studies",

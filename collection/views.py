@@ -227,9 +227,9 @@ def join(request: HttpRequest, slug: str) -> HttpResponse:
         _remember(request, participant)
         return redirect("collection:resume", token=participant.token)
     if previous is None:
-        refusal = join_refusal(study, group)
-        if refusal is not None:
-            return _join_closed(request, study, refusal[0], refusal[1])
+        closed = join_refusal(study, group)
+        if closed is not None:
+            return _join_closed(request, study, closed[0], closed[1])
     return render(
         request,
         "participant/join.html",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
 from typing import Any
@@ -149,7 +150,7 @@ def _median(values: list[float]) -> float | None:
     return float(statistics.median(values)) if values else None
 
 
-def by_day(participants: list[dict[str, Any]], conversations: list[dict[str, Any]]) -> list[DayProgress]:
+def by_day(participants: Sequence[Mapping[str, Any]], conversations: Sequence[Mapping[str, Any]]) -> list[DayProgress]:
     """Joins, starts and completions per UTC day, from the first day with any to the last (gaps as zeros)."""
     joined = Counter(_day(p["created_at"]) for p in participants)
     started = Counter(_day(c["started_at"]) for c in conversations)

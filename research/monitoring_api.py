@@ -28,7 +28,7 @@ class DayProgressSerializer(serializers.Serializer):
 
 class FunnelStepSerializer(serializers.Serializer):
     step = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a field named like Field.label
     finished = serializers.IntegerField(help_text="Participants (not withdrawn) who finished this step.")
     stopped_here = serializers.IntegerField(help_text="Finished the step before but not this one.")
     rate = serializers.FloatField(allow_null=True, help_text="finished / participants not withdrawn.")
@@ -36,7 +36,7 @@ class FunnelStepSerializer(serializers.Serializer):
 
 class StepTimeSerializer(serializers.Serializer):
     step = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a field named like Field.label
     median_seconds = serializers.FloatField(allow_null=True)
     n = serializers.IntegerField(help_text="Timed participants (turns, for one turn's annotation).")
 
@@ -50,7 +50,7 @@ class QuotaRowSerializer(serializers.Serializer):
 
 
 class QualityFlagsSerializer(serializers.Serializer):
-    source = serializers.CharField(help_text="Which checks these flags come from.")
+    source = serializers.CharField(help_text="Which checks these flags come from.")  # type: ignore[assignment]
     short_messages = serializers.IntegerField()
     turns = serializers.IntegerField()
     fast_annotations = serializers.IntegerField()

@@ -85,7 +85,8 @@ class StudySettingsForm(forms.ModelForm):
                 field.widget.attrs["max"] = high
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         low, high = data.get("min_turns"), data.get("max_turns")
         if low is not None and high is not None and high < low:
             self.add_error("max_turns", f"The most turns must be at least the fewest turns ({low}).")
@@ -158,7 +159,8 @@ class QuotaForm(forms.Form):
         topic.queryset = study_topics(study)
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if data.get("kind") == StudyQuota.Kind.TOPIC and not data.get("topic"):
             self.add_error("topic", "Choose the topic this quota caps.")
         if data.get("kind") == StudyQuota.Kind.GROUP and not (data.get("group") or "").strip():

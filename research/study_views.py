@@ -116,7 +116,9 @@ def study_pool(request: HttpRequest, slug: str) -> HttpResponse:
         return redirect("research:study", slug=slug)
     form = PoolForm(request.POST, entries=pool_entries(study))
     if not form.is_valid():
-        problems = "; ".join(f"{form.fields[name].label}: {' '.join(errs)}" for name, errs in form.errors.items())
+        problems = "; ".join(
+            f"{form.fields[name].label}: {' '.join(str(e) for e in errs)}" for name, errs in form.errors.items()
+        )
         messages.error(request, f"The pool was not changed. {problems}")
         return redirect(reverse("research:study", kwargs={"slug": slug}) + "#pool")
     try:
@@ -148,7 +150,7 @@ def study_quotas(request: HttpRequest, slug: str) -> HttpResponse:
         return redirect(back)
     form = QuotaForm(request.POST, study=study)
     if not form.is_valid():
-        problems = " ".join(" ".join(errs) for errs in form.errors.values())
+        problems = " ".join(str(e) for errs in form.errors.values() for e in errs)
         messages.error(request, f"The quota was not added. {problems}")
         return redirect(back)
     data = form.cleaned_data

@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from django.test import Client
 from django.urls import reverse
 
+from attunebench import catalogue as cat
 from collection import study_flow as flow
 from collection.models import Conversation, OriginalModel, Participant, Study, StudyModel, StudyQuota, Topic
 
@@ -33,7 +34,7 @@ def ready_participant(study: Study, group: str = "", is_test: bool = False) -> P
     participant = Participant.objects.create(study=study, group=group, is_test=is_test)
     flow.do_record_consent(participant, False)
     flow.do_save_profile(participant, "25-34", [], [], None)
-    flow.do_save_pre_panas(participant, {item: 3 for item in flow.cat.PANAS_ITEMS})
+    flow.do_save_pre_panas(participant, dict.fromkeys(cat.PANAS_ITEMS, 3))
     return participant
 
 
@@ -282,7 +283,7 @@ def test_a_preview_is_left_out_of_exports_datasets_stats_and_monitoring(topics) 
     assert preview.is_test and preview.token
     flow.do_record_consent(preview, False)
     flow.do_save_profile(preview, "25-34", [], [], None)
-    flow.do_save_pre_panas(preview, {item: 3 for item in flow.cat.PANAS_ITEMS})
+    flow.do_save_pre_panas(preview, dict.fromkeys(cat.PANAS_ITEMS, 3))
     conversation = flow.do_start_conversation(preview, topics[0], "Comfortable")
     Conversation.objects.filter(pk=conversation.pk).update(status="complete", completeness="complete")
     real = start(study, topics[1])
