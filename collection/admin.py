@@ -255,3 +255,22 @@ class FourBranchRatingAdmin(admin.ModelAdmin):
     list_display = ("conversation", "branch", "rating")
     list_filter = ("branch", "rating")
     search_fields = ("conversation__conversation_id",)
+
+
+# --- Study set-up (issue 18): pools and quotas also have lists of their own, across studies ---
+
+
+@admin.register(m.StudyModel)
+class StudyModelAdmin(admin.ModelAdmin):
+    list_display = ("study", "original_model", "weight")
+    list_filter = ("study",)
+    list_select_related = ("study", "original_model")
+    search_fields = ("study__slug", "original_model__alias", "original_model__name")
+
+
+@admin.register(m.StudyQuota)
+class StudyQuotaAdmin(admin.ModelAdmin):
+    list_display = ("study", "kind", "topic", "group", "cap")
+    list_filter = ("study", "kind")
+    list_select_related = ("study", "topic")
+    search_fields = ("study__slug", "group", "topic__subtopic")

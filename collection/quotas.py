@@ -108,8 +108,7 @@ class QuotaFill:
 def quota_fill(study: Study) -> list[QuotaFill]:
     """Every quota of ``study`` with how many it holds (three queries whatever the number of quotas)."""
     quotas = list(study.quotas.select_related("topic"))
-    topics = topic_counts(study) if any(q.kind == StudyQuota.Kind.TOPIC for q in quotas) else {}
-    groups = group_counts(study) if any(q.kind == StudyQuota.Kind.GROUP for q in quotas) else {}
+    topics, groups = topic_counts(study), group_counts(study)  # always both: a fixed query count
     out = []
     for q in quotas:
         if q.kind == StudyQuota.Kind.TOPIC:

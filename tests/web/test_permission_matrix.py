@@ -176,6 +176,8 @@ ADMIN_MODELS: dict[str, str] = {
     "auth.user": "",
     "authtoken.tokenproxy": "",
     "collection.study": "view add change",  # studies are set up on the research pages (issue 18)
+    "collection.studymodel": "view add change delete",  # a study's model pool
+    "collection.studyquota": "view add change delete",  # a study's quotas
     "collection.participant": "view",
     "collection.consent": "view",
     "collection.participantprofile": "view",
@@ -310,6 +312,10 @@ def world(scored_runs, researcher, site_admin, rater, participant, export_dir, d
     CallTranscript.objects.create(
         run_conversation=RunConversation.objects.first(), sequence=0, call_type="draft", role="em", model="matrix"
     )
+    from collection.models import OriginalModel, StudyModel, StudyQuota, Topic
+
+    StudyModel.objects.create(study=participant.study, original_model=OriginalModel.objects.order_by("pk").first())
+    StudyQuota.objects.create(study=participant.study, kind="topic", topic=Topic.objects.order_by("pk").first(), cap=3)
     if not Consent.objects.exists():
         Consent.objects.create(participant=conversation.participant, version="v1")
     if not SensitiveProfile.objects.exists():

@@ -116,6 +116,8 @@ def build_world(n: int) -> World:
         ParticipantProfile,
         SensitiveProfile,
         Study,
+        StudyModel,
+        StudyQuota,
         Topic,
         Turn,
     )
@@ -152,6 +154,13 @@ def build_world(n: int) -> World:
     models = OriginalModel.objects.bulk_create(
         OriginalModel(name=f"budget-om-{k}", alias=f"om-budget{k}", provider="offline", active=k < 3) for k in range(n)
     )[:3]
+    # Study set-up (issue 18): each budget study has a one-model pool and a quota on a topic of its own.
+    budget_studies = list(Study.objects.filter(slug__startswith="budget-study-").order_by("slug"))
+    budget_topics = list(Topic.objects.filter(category="Budget").order_by("subtopic"))
+    StudyModel.objects.bulk_create(StudyModel(study=s, original_model=models[0]) for s in budget_studies)
+    StudyQuota.objects.bulk_create(
+        StudyQuota(study=s, kind="topic", topic=t, cap=5) for s, t in zip(budget_studies, budget_topics, strict=True)
+    )
     participants = Participant.objects.bulk_create(
         Participant(pseudonym=f"p-budget{i:05d}", token_hash=f"budget-token-{i:05d}") for i in range(n + 1)
     )
@@ -492,8 +501,9 @@ ENDPOINTS = [
         "research:collection",
         # by status, by category, by model, turns, annotated turns, timings, identity screen outcomes, participants,
         # withdrawn, newest 50, studies (limits); monitoring of one study (issue 18): the study picker, its
-        # participants, conversations, consents, profiles, post-chat moods, turns, quality-flag turns, quotas
-        23,
+        # participants, conversations, consents, profiles, post-chat moods, turns, quality-flag turns, quotas,
+        # conversations per topic and participants per group (the quotas' fill)
+        25,
         lambda w: _r("research:collection"),
         lambda w: [w.conversation_id(w.n - 1), w.conversation_id(max(0, w.n - 50))],
     ),
@@ -733,6 +743,8 @@ ADMIN_BUDGETS = {
     "collection.participantprofile": 9,  # + age-band and attitude filter choices
     "collection.sensitiveprofile": 4,  # refused (403): diagnoses are not the research group's to view
     "collection.study": 8,  # + consent-version filter choices (+participant count)
+    "collection.studymodel": 8,  # + study filter choices (+study, original model)
+    "collection.studyquota": 8,  # + study filter choices (+study, topic)
     "collection.topic": 8,  # + category filter choices
     "collection.turn": 8,  # + category filter choices
     "datasets.datasetversion": 7,  # (+creator)
