@@ -212,9 +212,10 @@ def progress_for(step: str) -> Progress:
 # ---------------------------------------------------------------------------
 
 
-def do_enrol(study: Study, platform_id: str = "") -> Participant:
-    """A new participant in ``study`` (invitation command; open enrolment goes through do_open_enrol)."""
-    return Participant.objects.create(study=study, platform_id=platform_id[:128])
+def do_enrol(study: Study) -> Participant:
+    """A new participant in ``study`` (invitation command; open enrolment goes through do_open_enrol,
+    platform entry through ``collection.recruitment.do_platform_enrol``)."""
+    return Participant.objects.create(study=study)
 
 
 class EnrolmentRefused(Exception):
