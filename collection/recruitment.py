@@ -101,11 +101,7 @@ def do_platform_enrol(entry: PlatformEntry) -> tuple[Participant, bool]:
         try:
             with transaction.atomic():
                 locked = Study.objects.select_for_update().get(pk=study.pk)
-                existing = (
-                    Participant.objects.select_related("study")
-                    .filter(study=locked, platform_id_hash=entry.platform_id_hash)
-                    .first()
-                )
+                existing = _enrolled(locked, entry.platform_id_hash)
                 if existing is not None:
                     do_issue_link(existing)
                     return existing, False
@@ -117,6 +113,10 @@ def do_platform_enrol(entry: PlatformEntry) -> tuple[Participant, bool]:
         except IntegrityError:  # a simultaneous entry of the same id made it first: take theirs
             logger.info("simultaneous platform entries for one id in study %s; resuming the first", study.slug)
     raise EntryRefused("Please open the study again from your recruitment website.", 409)
+
+
+def _enrolled(study: Study, platform_id_hash: str) -> Participant | None:
+    return Participant.objects.select_related("study").filter(study=study, platform_id_hash=platform_id_hash).first()
 
 
 def exit_kind(participant: Participant) -> str:
