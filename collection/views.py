@@ -558,6 +558,9 @@ def chat_reply(request: HttpRequest, token: str, turn_number: int) -> HttpRespon
         response["X-Accel-Buffering"] = "no"  # let reverse proxies pass chunks through at once
         return response
     outcome = [json.loads(line) for line in events][-1]
+    if outcome == {"type": "error", "message": flow.LIVE_BUDGET_MESSAGE}:  # a calm page, not a failed-reply retry
+        context = page_context(participant, flow.CHAT, message=flow.LIVE_BUDGET_MESSAGE, hide_withdraw=False)
+        return render(request, "participant/paused.html", context, status=503)
     if outcome["type"] == "error":
         return redirect(reverse("collection:chat", kwargs={"token": token}) + "?reply=failed")
     return redirect("collection:resume", token=token)
