@@ -147,6 +147,16 @@ def return_url(study: Study, kind: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), parts.fragment))
 
 
+def allow_form_return(response: object, participant: Participant) -> None:
+    """Let a page's form end at the platform: its Content-Security-Policy ``form-action`` covers the form's
+    redirects too, so the page whose post returns a platform participant names the platform's origin."""
+    study = participant.study
+    if study is None or not participant.from_platform or not takes_platform_entries(study):
+        return
+    parts = urlsplit(study.platform_completion_url)
+    response._csp_update = {"form-action": [f"{parts.scheme}://{parts.netloc}"]}  # type: ignore[attr-defined]
+
+
 def do_screen_out(participant: Participant) -> None:
     """A platform participant who will not take part (declined consent): recorded, and nothing of theirs used."""
     Participant.objects.filter(pk=participant.pk, screened_out_at__isnull=True, withdrawn_at__isnull=True).update(

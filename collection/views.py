@@ -598,7 +598,9 @@ def survey(request: HttpRequest, participant: Participant, position: flow.Positi
         if participant.from_platform:  # back to the recruitment platform with the completion code
             return redirect("collection:platform_return", token=participant.token)
         return redirect("collection:resume", token=participant.token)
-    return render(request, "participant/survey.html", page_context(participant, flow.SURVEY, form=form))
+    response = render(request, "participant/survey.html", page_context(participant, flow.SURVEY, form=form))
+    recruitment.allow_form_return(response, participant)
+    return response
 
 
 @participant_step(flow.DONE)
@@ -673,7 +675,9 @@ def not_taking_part(request: HttpRequest, token: str) -> HttpResponse:
     if request.method == "POST":
         recruitment.do_screen_out(participant)
         return redirect("collection:platform_return", token=token)
-    return render(request, "participant/not_taking_part.html", page_context(participant, flow.CONSENT))
+    response = render(request, "participant/not_taking_part.html", page_context(participant, flow.CONSENT))
+    recruitment.allow_form_return(response, participant)
+    return response
 
 
 @never_cache
