@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from decimal import Decimal
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -114,27 +114,31 @@ class Study(models.Model):
         default=0, help_text="Live model calls made so far (counted when a call is started)."
     )
 
-    objects = StudyQuerySet.as_manager()
-
     # --- Recruitment-platform entry and exit (issue 18; Prolific's conventions by default) ---
     platform_participant_param = models.CharField(
-        max_length=64, default="PROLIFIC_PID", help_text="Query parameter of the entry URL holding the platform's "
-        "participant id."
+        max_length=64,
+        default="PROLIFIC_PID",
+        help_text="Query parameter of the entry URL holding the platform's participant id.",
     )
     platform_study_param = models.CharField(
         max_length=64, default="STUDY_ID", help_text="Query parameter holding the platform's study id."
     )
     platform_session_param = models.CharField(
-        max_length=64, default="SESSION_ID", help_text="Query parameter holding the platform's session id (checked "
-        "to be present, never stored)."
+        max_length=64,
+        default="SESSION_ID",
+        help_text="Query parameter holding the platform's session id (checked to be present, never stored).",
     )
     platform_study_id = models.CharField(
-        max_length=128, blank=True, help_text="The platform's id of this study; when set, entries naming another "
-        "study id are refused. Never exported."
+        max_length=128,
+        blank=True,
+        help_text="The platform's id of this study; when set, entries naming another "
+        "study id are refused. Never exported.",
     )
     platform_completion_url = models.URLField(
-        max_length=500, blank=True, help_text="Where participants go back to the platform, e.g. "
-        "https://app.prolific.com/submissions/complete; blank = this study takes no platform entries."
+        max_length=500,
+        blank=True,
+        help_text="Where participants go back to the platform, e.g. "
+        "https://app.prolific.com/submissions/complete; blank = this study takes no platform entries.",
     )
     platform_code_param = models.CharField(
         max_length=32, default="cc", help_text="Query parameter of the completion URL that carries the code."
@@ -158,6 +162,8 @@ class Study(models.Model):
         help_text="Most US dollars this study's live model calls may cost (litellm's prices; calls to unpriced "
         "models are counted apart); blank for no limit. Checked before each call.",
     )
+
+    objects = StudyQuerySet.as_manager()
 
     class Meta:
         verbose_name_plural = "studies"
@@ -202,8 +208,11 @@ class Participant(models.Model):
         "never stored, and neither is ever exported.",
     )
     screened_out_at = models.DateTimeField(
-        null=True, blank=True, editable=False, help_text="When a platform participant left before taking part "
-        "(e.g. did not consent); they get the screen-out return code."
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When a platform participant left before taking part "
+        "(e.g. did not consent); they get the screen-out return code.",
     )
     created_at = models.DateTimeField(default=timezone.now)
     withdrawn_at = models.DateTimeField(null=True, blank=True)

@@ -655,9 +655,14 @@ def enter(request: HttpRequest, slug: str) -> HttpResponse:
     except flow.StudyFull as refusal:
         return _entry_refused(request, study, str(refusal), 403)
     returning = Participant.objects.filter(study=entry.study, platform_id_hash=entry.platform_id_hash).exists()
-    carried = [(k, str(query.get(k, ""))) for k in (
-        entry.study.platform_participant_param, entry.study.platform_study_param, entry.study.platform_session_param
-    )]
+    carried = [
+        (k, str(query.get(k, "")))
+        for k in (
+            entry.study.platform_participant_param,
+            entry.study.platform_study_param,
+            entry.study.platform_session_param,
+        )
+    ]
     return render(
         request,
         "participant/enter.html",

@@ -27,7 +27,14 @@ def priced_model():
     import litellm
 
     litellm.register_model(
-        {PRICED: {"input_cost_per_token": 0.0, "output_cost_per_token": 0.5, "litellm_provider": "openai", "mode": "chat"}}
+        {
+            PRICED: {
+                "input_cost_per_token": 0.0,
+                "output_cost_per_token": 0.5,
+                "litellm_provider": "openai",
+                "mode": "chat",
+            }
+        }
     )
 
 
@@ -89,7 +96,10 @@ def live_walker(client, participant, server, model: str = PRICED, fallback: str 
     walker = Walker(client, participant)
     conversation = walker.to_chat()
     OriginalModel.objects.filter(pk=conversation.original_model_id).update(
-        litellm_model=model, api_base=server.api_base, fallback_litellm_model=fallback, fallback_api_base=server.api_base
+        litellm_model=model,
+        api_base=server.api_base,
+        fallback_litellm_model=fallback,
+        fallback_api_base=server.api_base,
     )
     return walker, conversation
 

@@ -229,8 +229,9 @@ def test_the_code_parameter_and_other_parameters_are_kept(platform_study):
 
 
 def test_parameter_names_are_set_per_study(client, platform_study):
-    set_up_for_platform(platform_study, platform_participant_param="pid", platform_study_param="sid",
-                        platform_session_param="ses")
+    set_up_for_platform(
+        platform_study, platform_participant_param="pid", platform_study_param="sid", platform_session_param="ses"
+    )
     url = reverse("collection:enter", kwargs={"slug": platform_study.slug})
     assert client.get(url, entry_query()).status_code == 400  # Prolific's names no longer count here
     client.post(url, {"pid": "panel-7", "sid": "s", "ses": "x"})
@@ -300,7 +301,9 @@ def test_the_migration_hashes_stored_ids_and_drops_the_column(schema_restored, s
     executor.migrate(executor.loader.graph.leaf_nodes())
     hashes = dict(Participant.objects.filter(study__slug="mig").values_list("pk", "platform_id_hash"))
     assert hashes == {first.pk: hash_platform_id("pid-1"), twice.pk: "", none.pk: ""}
-    columns = [c.name for c in connection.introspection.get_table_description(connection.cursor(), "collection_participant")]
+    columns = [
+        c.name for c in connection.introspection.get_table_description(connection.cursor(), "collection_participant")
+    ]
     assert "platform_id" not in columns and "platform_id_hash" in columns
 
 
