@@ -79,7 +79,7 @@ class ConsentInline(admin.TabularInline):
 class ParticipantAdmin(admin.ModelAdmin):
     list_display = ("pseudonym", "study", "created_at", "withdrawn_at", "conversation_count")
     list_filter = ("study", ("withdrawn_at", admin.EmptyFieldListFilter), "created_at")
-    search_fields = ("pseudonym", "platform_id")
+    search_fields = ("pseudonym",)
     readonly_fields = ("pseudonym", "created_at", "completion_code", "link_issued_at", "link_revoked_at")
     # The study-link token is the participant's credential: only its hash is stored, and the admin shows
     # neither (the invite command, and "Issue new study links" here, print each link once).

@@ -8,10 +8,14 @@ is a status, and exports and scoring skip withdrawn data.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -43,6 +47,17 @@ def new_token() -> str:
 def hash_token(token: str) -> str:
     """What the database keeps of a study-link token: its SHA-256 (the token has 192 random bits, so no salt)."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def hash_platform_id(platform_id: str, key: str | None = None) -> str:
+    """What the database keeps of a recruitment-platform participant id: its HMAC-SHA256 under the pseudonym key.
+
+    Keyed (unlike a study-link token, a platform id is short and guessable, so a
+    plain hash could be reversed by trying ids); the key is the deployment's
+    ``ATTUNE_PSEUDONYM_KEY``, kept beside the secret key in the data dir.
+    """
+    secret = (key or settings.ATTUNE_PSEUDONYM_KEY).encode("utf-8")
+    return hmac.new(secret, f"platform-id\x00{platform_id}".encode(), hashlib.sha256).hexdigest()
 
 
 def new_alias() -> str:
@@ -146,6 +161,54 @@ class Study(models.Model):
         help_text="Comma-separated participant groups (e.g. 'students, staff'); a join link may name one "
         "with ?group=NAME. Model assignment is balanced within each group.",
     )
+    # --- Recruitment-platform entry and exit (issue 18; Prolific's conventions by default) ---
+    platform_participant_param = models.CharField(
+        max_length=64,
+        default="PROLIFIC_PID",
+        help_text="Query parameter of the entry URL holding the platform's participant id.",
+    )
+    platform_study_param = models.CharField(
+        max_length=64, default="STUDY_ID", help_text="Query parameter holding the platform's study id."
+    )
+    platform_session_param = models.CharField(
+        max_length=64,
+        default="SESSION_ID",
+        help_text="Query parameter holding the platform's session id (checked to be present, never stored).",
+    )
+    platform_study_id = models.CharField(
+        max_length=128,
+        blank=True,
+        help_text="The platform's id of this study; when set, entries naming another "
+        "study id are refused. Never exported.",
+    )
+    platform_completion_url = models.URLField(
+        max_length=500,
+        blank=True,
+        help_text="Where participants go back to the platform, e.g. "
+        "https://app.prolific.com/submissions/complete; blank = this study takes no platform entries.",
+    )
+    platform_code_param = models.CharField(
+        max_length=32, default="cc", help_text="Query parameter of the completion URL that carries the code."
+    )
+    platform_completion_code = models.CharField(
+        max_length=64, blank=True, help_text="Code for participants who finished the study."
+    )
+    platform_withdrawal_code = models.CharField(
+        max_length=64, blank=True, help_text="Return code for participants who withdrew."
+    )
+    platform_screenout_code = models.CharField(
+        max_length=64, blank=True, help_text="Return code for participants screened out (e.g. did not consent)."
+    )
+    # --- Live-model spend (issue 18) ---
+    live_spend_budget_usd = models.DecimalField(
+        max_digits=10,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0"))],
+        help_text="Most US dollars this study's live model calls may cost (litellm's prices; calls to unpriced "
+        "models are counted apart); blank for no limit. Checked before each call.",
+    )
 
     objects = StudyQuerySet.as_manager()
 
@@ -156,6 +219,10 @@ class Study(models.Model):
             models.CheckConstraint(condition=Q(min_turns__gte=1), name="study_min_turns_positive"),
             models.CheckConstraint(condition=Q(max_turns__gte=models.F("min_turns")), name="study_max_turns_ge_min"),
             models.CheckConstraint(condition=Q(binary_sample_size__lte=36), name="study_binary_sample_le_36"),
+            models.CheckConstraint(
+                condition=Q(live_spend_budget_usd__isnull=True) | Q(live_spend_budget_usd__gte=0),
+                name="study_live_spend_budget_not_negative",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -187,8 +254,19 @@ class Participant(models.Model):
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
     link_issued_at = models.DateTimeField(default=timezone.now, editable=False)
     link_revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
-    platform_id = models.CharField(
-        max_length=128, blank=True, help_text="Recruitment platform id, if any; never exported."
+    platform_id_hash = models.CharField(
+        max_length=64,
+        blank=True,
+        editable=False,
+        help_text="Keyed hash of the recruitment-platform participant id (hash_platform_id); the id itself is "
+        "never stored, and neither is ever exported.",
+    )
+    screened_out_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When a platform participant left before taking part "
+        "(e.g. did not consent); they get the screen-out return code.",
     )
     created_at = models.DateTimeField(default=timezone.now)
     withdrawn_at = models.DateTimeField(null=True, blank=True)
@@ -212,6 +290,14 @@ class Participant(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["withdrawn_at"])]
+        constraints = [
+            # One participant per platform id per study: a returning id resumes, never enrols twice.
+            models.UniqueConstraint(
+                fields=["study", "platform_id_hash"],
+                condition=~Q(platform_id_hash=""),
+                name="participant_platform_id_once_per_study",
+            )
+        ]
 
     #: The study-link token, known only on an instance that issued or was reached by it; never stored.
     token: str = ""
@@ -242,6 +328,10 @@ class Participant(models.Model):
     @property
     def is_withdrawn(self) -> bool:
         return self.withdrawn_at is not None
+
+    @property
+    def from_platform(self) -> bool:
+        return bool(self.platform_id_hash)
 
 
 class Consent(models.Model):
@@ -295,6 +385,11 @@ class OriginalModel(models.Model):
     )
     api_base = models.CharField(max_length=300, blank=True)
     active = models.BooleanField(default=True, help_text="In the pool that new conversations are assigned from.")
+    # --- Live original models (issue 18) ---
+    fallback_litellm_model = models.CharField(
+        max_length=200, blank=True, help_text="litellm model that answers when this one's provider fails; blank = none."
+    )
+    fallback_api_base = models.CharField(max_length=300, blank=True)
 
     class Meta:
         constraints = [
@@ -425,6 +520,13 @@ class Turn(models.Model):
     )
     identity_leaks = models.JSONField(
         default=list, blank=True, help_text="Names the screen caught in discarded or masked replies (never shown)."
+    )
+    # --- Live original models (issue 18) ---
+    answered_by = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="litellm model whose reply was stored (the fallback's when the provider failed); blank for the "
+        "offline scripted model or replies stored before this was recorded. Never shown to participants.",
     )
 
     class Meta:
@@ -615,3 +717,27 @@ class StudyQuota(models.Model):
     def __str__(self) -> str:
         target = str(self.topic) if self.kind == self.Kind.TOPIC else f"group {self.group}"
         return f"{target}: at most {self.cap}"
+
+
+class LiveCall(models.Model):
+    """One call to a live original model, for the study's dollar spend (collection.live_spend).
+
+    ``cost_usd`` is litellm's price of the call; null when litellm has no price
+    for the model (counted apart as unpriced). Failed calls are kept with no cost.
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="live_calls")
+    turn = models.ForeignKey(Turn, on_delete=models.SET_NULL, null=True, blank=True, related_name="live_calls")
+    litellm_model = models.CharField(max_length=200)
+    succeeded = models.BooleanField(default=True)
+    cost_usd = models.DecimalField(max_digits=14, decimal_places=8, null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["study", "created_at"])]
+        constraints = [
+            models.CheckConstraint(condition=Q(cost_usd__isnull=True) | Q(cost_usd__gte=0), name="live_call_cost_ok")
+        ]
+
+    def __str__(self) -> str:
+        return f"live call of study {self.study_id} ({self.litellm_model})"

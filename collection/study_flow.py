@@ -213,9 +213,10 @@ def progress_for(step: str) -> Progress:
 # ---------------------------------------------------------------------------
 
 
-def do_enrol(study: Study, platform_id: str = "") -> Participant:
-    """A new participant in ``study`` (invitation command; open enrolment goes through do_open_enrol)."""
-    return Participant.objects.create(study=study, platform_id=platform_id[:128])
+def do_enrol(study: Study) -> Participant:
+    """A new participant in ``study`` (invitation command; open enrolment goes through do_open_enrol,
+    platform entry through ``collection.recruitment.do_platform_enrol``)."""
+    return Participant.objects.create(study=study)
 
 
 class EnrolmentRefused(Exception):
@@ -482,14 +483,19 @@ def do_add_message(conversation: Conversation, turn_number: int, text: str) -> t
 
 
 def do_save_reply(
-    turn: Turn, text: str, identity_screen: str = IDENTITY_UNSCREENED, identity_leaks: list[str] | None = None
+    turn: Turn,
+    text: str,
+    identity_screen: str = IDENTITY_UNSCREENED,
+    identity_leaks: list[str] | None = None,
+    answered_by: str = "",
 ) -> bool:
     """Store the finished reply once; only the first writer wins (conditional update).
 
     The turn then awaits its annotation, and its conversation is no longer empty.
     ``identity_screen`` and ``identity_leaks`` record what the identity screen
     did to the reply (``collection.identity_guard``); callers that did not screen
-    it leave it ``unscreened``.
+    it leave it ``unscreened``. ``answered_by`` is the live model whose text this
+    is (the fallback's when the provider failed); blank for the offline model.
     """
     with transaction.atomic():
         changed = Turn.objects.filter(pk=turn.pk, llm_response="").update(
@@ -498,6 +504,7 @@ def do_save_reply(
             completeness=cat.TURN_ANNOTATION_UNFINISHED,
             identity_screen=identity_screen,
             identity_leaks=list(identity_leaks or []),
+            answered_by=answered_by,
         )
         if changed:
             do_note_first_reply(turn.conversation_id)
@@ -634,10 +641,17 @@ LIVE_BUDGET_MESSAGE = (
 
 
 def claim_live_call(study: Study) -> bool:
-    """Count one live model call against the study's budget; False (nothing counted) once it is spent.
+    """Count one live model call against the study's budgets; False (nothing counted) once either is spent.
 
-    One conditional update, so simultaneous calls can never pass the budget together.
+    The dollar budget (``live_spend_budget_usd``, collection.live_spend) is
+    checked first; then the call budget by one conditional update, so
+    simultaneous calls can never pass the call budget together.
     """
+    from collection.live_spend import spend_allows_call  # imports the chat model module: only when calling
+
+    if not spend_allows_call(study):
+        logger.error("study %s has spent its live-model dollar budget; a live call was refused", study.slug)
+        return False
     claimed = (
         Study.objects.filter(pk=study.pk)
         .filter(Q(live_call_budget__isnull=True) | Q(live_calls_used__lt=F("live_call_budget")))

@@ -29,7 +29,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from collection import page_safety as ps
-from collection import quotas
+from collection import quotas, recruitment
 from collection import study_flow as flow
 from collection.assignment import NoModelAvailable
 from collection.chat_model import (
@@ -42,6 +42,7 @@ from collection.chat_model import (
 from collection.client_ip import client_ip
 from collection.forms import ConsentForm, MessageForm, PanasForm, ProfileForm, SurveyForm, TopicForm
 from collection.identity_guard import GuardedReply, identity_scanner
+from collection.live_spend import do_record_calls
 from collection.models import Conversation, Participant, Study, Turn, hash_token, new_token
 
 logger = logging.getLogger("attune.participant")
@@ -92,7 +93,14 @@ def render_withdrawn(request: HttpRequest, participant: Participant) -> HttpResp
     return render(
         request,
         "participant/withdrawn.html",
-        {"participant": participant, "study": participant.study, "token": participant.token, "hide_withdraw": True},
+        {
+            "participant": participant,
+            "study": participant.study,
+            "token": participant.token,
+            "hide_withdraw": True,
+            "screened_out": participant.screened_out_at is not None,
+            "platform_return": participant.from_platform,
+        },
     )
 
 
@@ -530,8 +538,11 @@ def _reply_events(participant: Participant, conversation: Conversation, turn: Tu
             except ChatModelError as exc:
                 yield _event({"type": "error", "message": str(exc)})
                 return
+            finally:  # every live call is counted towards the study's spend, failed or not
+                if guarded.record.attempts:
+                    do_record_calls(flow.study_of(participant), turn, guarded.record)
         # takes a connection again, for this write only
-        flow.do_save_reply(turn, guarded.text, guarded.outcome, guarded.leaks)
+        flow.do_save_reply(turn, guarded.text, guarded.outcome, guarded.leaks, guarded.record.answered_by)
         yield _event({"type": "done", "next": next_url})
     finally:
         cache.delete(lock_key)
@@ -574,6 +585,9 @@ def chat_reply(request: HttpRequest, token: str, turn_number: int) -> HttpRespon
         response["X-Accel-Buffering"] = "no"  # let reverse proxies pass chunks through at once
         return response
     outcome = [json.loads(line) for line in events][-1]
+    if outcome == {"type": "error", "message": flow.LIVE_BUDGET_MESSAGE}:  # a calm page, not a failed-reply retry
+        context = page_context(participant, flow.CHAT, message=flow.LIVE_BUDGET_MESSAGE, hide_withdraw=False)
+        return render(request, "participant/paused.html", context, status=503)
     if outcome["type"] == "error":
         return redirect(reverse("collection:chat", kwargs={"token": token}) + "?reply=failed")
     return redirect("collection:resume", token=token)
@@ -608,8 +622,12 @@ def survey(request: HttpRequest, participant: Participant, position: flow.Positi
         if not form.is_valid():
             return ps.bounce(request, form)
         flow.do_save_conversation_wide(position.chat, form.answers())
+        if participant.from_platform:  # back to the recruitment platform with the completion code
+            return redirect("collection:platform_return", token=participant.token)
         return redirect("collection:resume", token=participant.token)
-    return render(request, "participant/survey.html", page_context(participant, flow.SURVEY, form=form))
+    response = render(request, "participant/survey.html", page_context(participant, flow.SURVEY, form=form))
+    recruitment.allow_form_return(response, participant)
+    return response
 
 
 @participant_step(flow.DONE)
@@ -634,3 +652,73 @@ def withdraw(request: HttpRequest, token: str) -> HttpResponse:
         "participant/withdraw.html",
         page_context(participant, position.step, back_url=flow.step_url(participant, position), hide_withdraw=True),
     )
+
+
+# ---------------------------------------------------------------------------
+# Recruitment-platform entry and exit (issue 18): logic in collection.recruitment
+# ---------------------------------------------------------------------------
+
+#: Shown in the footer of an entry page whose study is unknown (there are no study settings to take it from).
+NO_STUDY = {"title": "Research study", "crisis_resources": "If you are in danger, call your local emergency number."}
+
+
+def _entry_refused(request: HttpRequest, study: Study | None, message: str, status: int) -> HttpResponse:
+    context = {"study": study or NO_STUDY, "message": message, "hide_withdraw": True}
+    return render(request, "participant/entry_refused.html", context, status=status)
+
+
+@never_cache
+def enter(request: HttpRequest, slug: str) -> HttpResponse:
+    """A recruitment platform's entry URL: a start page (GET writes nothing), then enrol or resume on POST."""
+    study = Study.objects.filter(slug=slug).first()
+    query = request.POST if request.method == "POST" else request.GET
+    try:
+        entry = recruitment.read_entry(study, {k: str(query.get(k, "")) for k in query})
+        if request.method == "POST":
+            participant, _ = recruitment.do_platform_enrol(entry)
+            return redirect("collection:resume", token=participant.token)
+    except recruitment.EntryRefused as refusal:
+        return _entry_refused(request, study, str(refusal), refusal.status)
+    except flow.StudyFull as refusal:
+        return _entry_refused(request, study, str(refusal), 403)
+    returning = Participant.objects.filter(study=entry.study, platform_id_hash=entry.platform_id_hash).exists()
+    carried = [
+        (k, str(query.get(k, "")))
+        for k in (
+            entry.study.platform_participant_param,
+            entry.study.platform_study_param,
+            entry.study.platform_session_param,
+        )
+    ]
+    return render(
+        request,
+        "participant/enter.html",
+        {"study": entry.study, "hide_withdraw": True, "returning": returning, "carried": carried},
+    )
+
+
+@never_cache
+def not_taking_part(request: HttpRequest, token: str) -> HttpResponse:
+    """A platform participant who does not consent: confirm, then screen out and return with its code."""
+    participant = flow.access_participant(token)
+    position = flow.locate(participant)
+    if position.step != flow.CONSENT or not participant.from_platform:
+        return redirect("collection:resume", token=token)
+    if request.method == "POST":
+        recruitment.do_screen_out(participant)
+        return redirect("collection:platform_return", token=token)
+    response = render(request, "participant/not_taking_part.html", page_context(participant, flow.CONSENT))
+    recruitment.allow_form_return(response, participant)
+    return response
+
+
+@never_cache
+def platform_return(request: HttpRequest, token: str) -> HttpResponse:
+    """Back to the recruitment platform with the code for how the participant left (finished, withdrew,
+    screened out); anyone not yet at an end, or not from a platform, goes to their current step."""
+    participant = flow.access_participant(token)
+    study = flow.study_of(participant)
+    finished = participant.is_withdrawn or flow.locate(participant).step == flow.DONE
+    if not participant.from_platform or not finished or not recruitment.takes_platform_entries(study):
+        return redirect("collection:resume", token=token)
+    return redirect(recruitment.return_url(study, recruitment.exit_kind(participant)))
