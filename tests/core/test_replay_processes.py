@@ -54,7 +54,7 @@ def test_several_processes_write_the_same_run_files_and_scores_as_one(tmp_path):
 
     def untimed(path: Path) -> dict[str, object]:
         run = json.loads(path.read_bytes())
-        run.pop("duration_seconds")  # wall time of the replay: the one field that may differ
+        run.pop("duration_seconds"), run.pop("run_timestamp")  # when and how long: the fields that may differ
         return run
 
     files_one = {p.name: untimed(p) for p in (tmp_path / "one").glob("*.json")}
