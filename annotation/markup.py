@@ -22,9 +22,9 @@ from django.utils.safestring import SafeString, mark_safe
 
 
 @lru_cache(maxsize=4096)
-def _static_parts(html_name: str, auto_id: str, label: str, choices: tuple[tuple[str, str], ...]) -> tuple[
-    str, tuple[tuple[str, str, str], ...]
-]:
+def _static_parts(
+    html_name: str, auto_id: str, label: str, choices: tuple[tuple[str, str], ...]
+) -> tuple[str, tuple[tuple[str, str, str], ...]]:
     """The escaped legend and, per option, (value, markup before the dynamic attributes, markup after).
 
     Cached per field name, id, label and options: none of them depends on the participant.
@@ -36,9 +36,7 @@ def _static_parts(html_name: str, auto_id: str, label: str, choices: tuple[tuple
         id_attr = f' id="{option_id}"' if option_id else ""
         for_attr = f' for="{option_id}"' if option_id else ""
         head = f'<label class="pill"{for_attr}><input type="radio" name="{name}" value="{escape(value)}"{id_attr}'
-        tail = (
-            f'><span>{escape(choice_label)}<kbd class="key-hint" aria-hidden="true">{index + 1}</kbd></span></label>'
-        )
+        tail = f'><span>{escape(choice_label)}<kbd class="key-hint" aria-hidden="true">{index + 1}</kbd></span></label>'
         options.append((str(value), head, tail))
     return escape(label), tuple(options)
 
@@ -67,4 +65,5 @@ def answer_pills(field: BoundField) -> SafeString:
         checked = " checked" if value == current else ""
         parts.append(f"{head}{required}{checked}{invalid}{tail}")
     parts.append("</div></fieldset>")
-    return mark_safe("".join(parts))  # noqa: S308 - every dynamic text above is escaped
+    # every dynamic text above is escaped
+    return mark_safe("".join(parts))

@@ -161,8 +161,11 @@ def fill(form: Form) -> dict[str, str | list[str]]:
             data[name] = [options[0][0]]
     if "agree" in groups:
         data["agree"] = "on"
-    if str(data.get("step", "")).startswith("mood"):
+    if "mood_Nervous" in groups:  # the mood step and the answers page: one feeling, as a participant ticks it
         data["mood_Nervous"], data["intensity_Nervous"] = "on", "3"
+    for kind, name, value, _ in form.fields:  # a text box left empty is written in, as a participant would
+        if kind == "textarea" and not value:
+            data[name] = "I hear how anxious the exams make you. Would it help to plan one small step for tomorrow?"
     return data
 
 
@@ -185,11 +188,18 @@ class Results:
 
 
 class Participant:
-    def __init__(self, base: str, results: Results, think: float, rng: random.Random) -> None:
+    def __init__(self, base: str, results: Results, think: float, rng: random.Random, address: str) -> None:
         # A connection per request, as a TLS proxy in front of gunicorn sends them (nginx's default): a kept-alive
         # connection that the server closes as a request goes out fails that request, which a browser would
         # retry and httpx does not.
-        self.http = httpx.AsyncClient(base_url=base, timeout=120, limits=httpx.Limits(max_keepalive_connections=0))
+        # Each participant comes from their own address, as the TLS proxy reports it in X-Forwarded-For (the server
+        # trusts one proxy hop): from one shared address the per-address enrolment limit would throttle them.
+        self.http = httpx.AsyncClient(
+            base_url=base,
+            timeout=120,
+            limits=httpx.Limits(max_keepalive_connections=0),
+            headers={"X-Forwarded-For": address},
+        )
         self.results = results
         self.think_s = think
         self.rng = rng
@@ -294,7 +304,12 @@ class Participant:
 async def drive(base: str, participants: int, turns: int, think: float, seed: int) -> Results:
     results = Results()
     barrier = asyncio.Barrier(participants)
-    people = [Participant(base, results, think, random.Random(seed + i)) for i in range(participants)]
+    people = [
+        Participant(
+            base, results, think, random.Random(seed + i), f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256 + 1}"
+        )
+        for i in range(participants)
+    ]
 
     async def one(person: Participant) -> None:
         try:
@@ -382,6 +397,7 @@ def main() -> None:
         "ATTUNE_ALLOW_LIVE_MODELS": "1",
         "OPENAI_API_KEY": "sk-fake-bench-key",
         "ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE": "1000",
+        "ATTUNE_TRUSTED_PROXIES": "1",  # the participants' X-Forwarded-For, as behind the TLS proxy
     }
     server = None
     watch = ConnectionWatch(admin_url, name)
