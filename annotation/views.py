@@ -167,12 +167,19 @@ def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse
             tf.do_save_comparisons(turn, {})
             return redirect("collection:resume", token=token)
         return _continue_page(request, participant, turn, where)
+    polling = not posted and request.headers.get("HX-Request") == "true"
     if where.step == tf.REWRITE and tf.prepared_rewrite(turn) is None:  # the suggested rewrite is not made yet
+        if polling:  # the waiting page checks back: nothing to change yet
+            return HttpResponse(status=204)
         if not posted:
-            return _continue_page(request, participant, turn, where)
+            return _preparing_page(request, participant, turn, where)
         tf.ensure_alternates(turn)
         if "human_edited" not in request.POST:  # the continue button; a reply already written is saved below
             return redirect(request.path)
+    if polling:  # ready (or moved on): the waiting page loads this page in full
+        response = HttpResponse(status=200)
+        response["HX-Redirect"] = request.path
+        return response
     extra: dict[str, Any] = {}
 
     def make(data: Any) -> Any:
@@ -241,6 +248,17 @@ def review(request: HttpRequest, token: str, turn_number: int) -> HttpResponse:
             golden=tf.reply_texts(turn)[cat.RESPONSE_HUMAN],
             back_url=back,
         ),
+    )
+
+
+def _preparing_page(
+    request: HttpRequest, participant: Participant, turn: Turn, where: tf.AnnotationPosition
+) -> HttpResponse:
+    """The calm wait while the suggested rewrite is prepared off the request path (annotation.tasks)."""
+    return render(
+        request,
+        "participant/annotate_preparing.html",
+        page_context(participant, flow.ANNOTATE, turn=turn, where=where, sections=_sections(where.step)),
     )
 
 
