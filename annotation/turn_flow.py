@@ -256,9 +256,11 @@ def prepare_rewrite(turn_pk: int) -> bool:
     Idempotent (a second call, or a race with the page's continue button, keeps the first rewrite). A turn
     without a reply, or one that no longer exists (its participant withdrew), has nothing to rewrite.
     """
-    turn = Turn.objects.select_related("conversation__participant__study", "conversation__original_model").filter(
-        pk=turn_pk
-    ).first()
+    turn = (
+        Turn.objects.select_related("conversation__participant__study", "conversation__original_model")
+        .filter(pk=turn_pk)
+        .first()
+    )
     if turn is None or not turn.llm_response:
         return False
     if prepared_rewrite(turn) is not None:

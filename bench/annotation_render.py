@@ -36,7 +36,8 @@ from attunebench import catalogue as cat  # noqa: E402
 OLD = """{% for label, rows in form.question_groups %}{% for question, observed, preferred in rows %}
 {% include "participant/includes/answer_pills.html" with field=observed %}
 {% include "participant/includes/answer_pills.html" with field=preferred %}{% endfor %}{% endfor %}"""
-NEW = """{% load annotation_markup %}{% for label, rows in form.question_groups %}{% for question, observed, preferred in rows %}
+NEW = """{% load annotation_markup %}
+{% for label, rows in form.question_groups %}{% for question, observed, preferred in rows %}
 {{ observed|answer_pills }}
 {{ preferred|answer_pills }}{% endfor %}{% endfor %}"""
 

@@ -400,6 +400,7 @@ def main() -> None:
         "ATTUNE_TRUSTED_PROXIES": "1",  # the participants' X-Forwarded-For, as behind the TLS proxy
     }
     server = None
+    worker = None
     watch = ConnectionWatch(admin_url, name)
     try:
         subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=REPO, env=env, check=True)
@@ -414,6 +415,24 @@ def main() -> None:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+        if os.environ.get("REDIS_URL"):  # as docker-compose: a Celery worker prepares the suggested rewrites
+            worker = subprocess.Popen(
+                [
+                    sys.executable,
+                    "manage.py",
+                    "worker",
+                    "--pool",
+                    "threads",
+                    "--concurrency",
+                    "4",
+                    "--loglevel",
+                    "WARNING",
+                ],
+                cwd=REPO,
+                env=env,
+                stdout=(data_dir / "worker.log").open("w"),
+                stderr=subprocess.STDOUT,
+            )
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 600  # a worker imports litellm before it answers: slow on a busy machine
         while True:
@@ -437,6 +456,9 @@ def main() -> None:
         if server is not None:
             server.terminate()
             server.wait(timeout=60)
+        if worker is not None:
+            worker.terminate()
+            worker.wait(timeout=60)
         fake.terminate()
         fake.wait(timeout=30)
         with psycopg.connect(admin_url, autocommit=True) as conn:
