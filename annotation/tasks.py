@@ -20,6 +20,9 @@ from typing import Any
 from celery import shared_task
 from django.db import transaction
 
+from annotation import turn_flow
+from collection.models import Turn
+
 logger = logging.getLogger(__name__)
 
 
@@ -32,8 +35,6 @@ logger = logging.getLogger(__name__)
 )
 def prepare_rewrite(turn_pk: int) -> bool:
     """Make the turn's suggested rewrite if it is not made yet; True when this call made it."""
-    from annotation import turn_flow
-
     return turn_flow.prepare_rewrite(turn_pk)
 
 
@@ -47,3 +48,10 @@ def queue_rewrite_after_reply(sender: Any, turn_pk: int, **kwargs: Any) -> None:
             logger.exception("could not queue the rewrite of turn %s; it will be made when the page asks", turn_pk)
 
     transaction.on_commit(enqueue)
+
+
+def queue_rewrite_if_missing(turn: Turn) -> None:
+    """Queue the rewrite again when the answers lead to it and it is not made yet (a reply stored before
+    this task existed, or a queue that lost it). Idempotent; without a broker it runs in this process."""
+    if turn_flow.locate_annotation(turn).step == turn_flow.REWRITE and turn_flow.prepared_rewrite(turn) is None:
+        prepare_rewrite.delay(turn.pk)

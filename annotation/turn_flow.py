@@ -210,18 +210,13 @@ def do_save_answers(
     writers the same way), and rows already there are updated, not re-inserted.
     The improved reply is not made here (a model call would hold this request):
     it is prepared off the request path once the reply is stored
-    (``annotation.tasks.prepare_rewrite``); the rewrite page waits for it. If it
-    is not there yet when the answers lead to it (a reply stored before the
-    task existed, or a queue that lost it), it is queued again here (idempotent;
-    without a broker the task runs in this process).
+    (``annotation.tasks.prepare_rewrite``); the rewrite page waits for it, and
+    the answers view queues it again if it is not there yet
+    (``tasks.queue_rewrite_if_missing``).
     """
     with transaction.atomic():
         Turn.objects.select_for_update().get(pk=turn.pk)
         _write_answers(turn, tags, answers, asked)
-    if locate_annotation(turn).step == REWRITE and prepared_rewrite(turn) is None:
-        from annotation.tasks import prepare_rewrite as prepare_rewrite_task
-
-        prepare_rewrite_task.delay(turn.pk)
 
 
 def do_revise_answers(

@@ -18,6 +18,7 @@ from django.views.decorators.cache import never_cache
 from annotation import turn_flow as tf
 from annotation.forms import AnswersForm, CompareForm, ReviewForm, RewriteForm
 from annotation.models import MoodTag, PairwiseComparison
+from annotation.tasks import queue_rewrite_if_missing
 from attunebench import catalogue as cat
 from collection import page_safety as ps
 from collection import study_flow as flow
@@ -120,6 +121,7 @@ def _save(turn: Turn, where: tf.AnnotationPosition, form: Any, request: HttpRequ
         shown = request.POST.get("shown", "")
         tf.do_start_annotation(turn, shown)
         tf.do_save_answers(turn, form.cleaned_data["tags"], form.answers(), [q.id for q in form.questions])
+        queue_rewrite_if_missing(turn)
     elif where.step == tf.REWRITE:
         tf.do_save_rewrite(turn, form.cleaned_data["human_edited"].strip(), list(form.cleaned_data["questions"]))
     else:

@@ -247,8 +247,24 @@ class Participant:
     async def until(self, path: str, html: str, stop: str, kind: str = "step") -> tuple[str, str]:
         while stop not in path:
             await self.think()
+            if "data-rewrite-pending" in html:  # the suggested rewrite is being prepared: wait as the page does
+                path, html = await self.wait_for_rewrite(path)
+                continue
             path, html = await self.submit_page(path, html, kind)
         return path, html
+
+    async def wait_for_rewrite(self, path: str) -> tuple[str, str]:
+        """Poll as the waiting page's htmx does (every 2 s) until the server says the page is ready."""
+        for _ in range(90):
+            await asyncio.sleep(2)
+            start = time.perf_counter()
+            response = await self.http.get(path, headers={"HX-Request": "true"})
+            self.results.pages.append(time.perf_counter() - start)
+            if response.status_code >= 400:
+                raise RuntimeError(f"GET {path} (polling) answered {response.status_code}")
+            if response.status_code == 200:
+                return await self.get(response.headers.get("HX-Redirect", path))
+        raise RuntimeError(f"GET {path}: the suggested rewrite was not ready after 3 minutes")
 
     async def reply(self, url: str) -> None:
         headers = {"Accept": "application/x-ndjson", "Referer": str(self.http.base_url)}
