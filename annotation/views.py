@@ -18,6 +18,7 @@ from django.views.decorators.cache import never_cache
 from annotation import turn_flow as tf
 from annotation.forms import AnswersForm, CompareForm, ReviewForm, RewriteForm
 from annotation.models import MoodTag, PairwiseComparison
+from annotation.tasks import queue_rewrite_if_missing
 from attunebench import catalogue as cat
 from collection import page_safety as ps
 from collection import study_flow as flow
@@ -120,6 +121,7 @@ def _save(turn: Turn, where: tf.AnnotationPosition, form: Any, request: HttpRequ
         shown = request.POST.get("shown", "")
         tf.do_start_annotation(turn, shown)
         tf.do_save_answers(turn, form.cleaned_data["tags"], form.answers(), [q.id for q in form.questions])
+        queue_rewrite_if_missing(turn)
     elif where.step == tf.REWRITE:
         tf.do_save_rewrite(turn, form.cleaned_data["human_edited"].strip(), list(form.cleaned_data["questions"]))
     else:
@@ -167,12 +169,19 @@ def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse
             tf.do_save_comparisons(turn, {})
             return redirect("collection:resume", token=token)
         return _continue_page(request, participant, turn, where)
+    polling = not posted and request.headers.get("HX-Request") == "true"
     if where.step == tf.REWRITE and tf.prepared_rewrite(turn) is None:  # the suggested rewrite is not made yet
+        if polling:  # the waiting page checks back: nothing to change yet
+            return HttpResponse(status=204)
         if not posted:
-            return _continue_page(request, participant, turn, where)
+            return _preparing_page(request, participant, turn, where)
         tf.ensure_alternates(turn)
         if "human_edited" not in request.POST:  # the continue button; a reply already written is saved below
             return redirect(request.path)
+    if polling:  # ready (or moved on): the waiting page loads this page in full
+        response = HttpResponse(status=200)
+        response["HX-Redirect"] = request.path
+        return response
     extra: dict[str, Any] = {}
 
     def make(data: Any) -> Any:
@@ -241,6 +250,17 @@ def review(request: HttpRequest, token: str, turn_number: int) -> HttpResponse:
             golden=tf.reply_texts(turn)[cat.RESPONSE_HUMAN],
             back_url=back,
         ),
+    )
+
+
+def _preparing_page(
+    request: HttpRequest, participant: Participant, turn: Turn, where: tf.AnnotationPosition
+) -> HttpResponse:
+    """The calm wait while the suggested rewrite is prepared off the request path (annotation.tasks)."""
+    return render(
+        request,
+        "participant/annotate_preparing.html",
+        page_context(participant, flow.ANNOTATE, turn=turn, where=where, sections=_sections(where.step)),
     )
 
 

@@ -50,7 +50,7 @@ from collection.models import (
     hash_token,
 )
 from collection.rate_limits import Clock, SlidingWindowLimiter, WindowLog, window_log
-from collection.signals import participant_withdrawn
+from collection.signals import participant_withdrawn, reply_stored
 
 logger = logging.getLogger("attune.participant")
 
@@ -508,6 +508,7 @@ def do_save_reply(
         )
         if changed:
             do_note_first_reply(turn.conversation_id)
+            reply_stored.send(sender=Turn, turn_pk=turn.pk)
     return changed == 1
 
 
