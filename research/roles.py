@@ -34,6 +34,8 @@ RESEARCH_GROUP_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "panasitemresponse",
             "conversationwideanswers",
             "fourbranchrating",
+            "attentioncheck",  # quality control (issue 18): read-only; decisions go through the quality pages
+            "qualitydecision",
         )
     ],
     *[
@@ -43,6 +45,7 @@ RESEARCH_GROUP_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "binaryjudgement",
             "alternateresponses",
             "pairwisecomparison",
+            "pagetime",
         )
     ],
     ("scoring", "evaluatedmodel", ("view", "add", "change")),

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from research import registry_views, views
+from research import quality_views, registry_views, views
 
 app_name = "research"
 urlpatterns = [
@@ -46,4 +46,7 @@ urlpatterns = [
     path("token/", registry_views.api_token, name="token"),
     path("rate/", views.rater_home, name="rater_home"),
     path("rate/<int:assignment_id>/", views.rater_step, name="rate"),
+    # Quality control (issue 18, item 2)
+    path("quality/<slug:slug>/", quality_views.quality_study, name="quality_study"),
+    path("quality/<slug:slug>/<str:pseudonym>/", quality_views.quality_participant, name="quality_participant"),
 ]
