@@ -23,7 +23,7 @@ from research.api import DENIED, NOT_FOUND, ResearcherAPIMixin
 
 class FlagSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=list(q.FLAG_KINDS))
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a declared field, not Field.label
     summary = serializers.CharField()
     evidence = serializers.ListField(child=serializers.DictField(), help_text="The rows that raised the flag.")
 

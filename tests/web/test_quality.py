@@ -235,3 +235,49 @@ def test_decision_constraint_needs_a_reason_to_exclude(person):
 
     with pytest.raises(IntegrityError), transaction.atomic():
         QualityDecision.objects.create(participant=person, decision="exclude", reason="")
+
+
+# ---------------------------------------------------------------------------
+# Research pages and API
+# ---------------------------------------------------------------------------
+
+
+def test_pages_explain_the_checks_and_record_a_reversible_decision(client, study, person, researcher):
+    study.quality_min_message_chars = 10
+    study.save()
+    make_conversation(person, ["ok"])
+    client.force_login(researcher)
+    page = client.get(f"/research/quality/{study.slug}/").content.decode()
+    assert "Very short chat messages" in page and "1 of 1 messages under 10 characters" in page
+    url = f"/research/quality/{study.slug}/{person.pseudonym}/"
+    refused = client.post(url, {"decision": "exclude", "reason": "", "note": "why"})
+    assert refused.status_code == 400 and "Choose the reason" in refused.content.decode()
+    assert client.post(url, {"decision": "exclude", "reason": q.SHORT_MESSAGES, "note": "only ok"}).status_code == 302
+    person.refresh_from_db()
+    assert person.quality_exclusion_reason == q.SHORT_MESSAGES
+    detail = client.get(url).content.decode()
+    assert "excluded" in detail and "rita" in detail and "only ok" in detail
+    client.post(url, {"decision": "include"})
+    person.refresh_from_db()
+    assert person.quality_excluded_at is None and QualityDecision.objects.filter(participant=person).count() == 2
+
+
+def test_api_lists_summaries_and_records_decisions(client, study, person, researcher):
+    study.quality_min_message_chars = 10
+    study.save()
+    make_conversation(person, ["ok"])
+    client.force_login(researcher)
+    body = client.get(f"/api/quality/{study.slug}/").json()
+    assert body["flag_counts"][q.SHORT_MESSAGES] == 1 and set(body["checks"]) == set(q.FLAG_KINDS)
+    assert body["participants"][0]["pseudonym"] == person.pseudonym
+    url = f"/api/quality/{study.slug}/{person.pseudonym}/"
+    bad = client.post(url, {"decision": "exclude"}, content_type="application/json")
+    assert bad.status_code == 400 and "reason" in bad.json()["decision"][0]
+    made = client.post(
+        url, {"decision": "exclude", "reason": "other", "note": "Bot-like."}, content_type="application/json"
+    )
+    assert made.status_code == 201 and made.json()["excluded"] is True
+    assert made.json()["history"][0]["decided_by"] == "rita"
+    assert client.get("/api/quality/no-such-study/").status_code == 404
+    schema = client.get("/api/schema/").content.decode()
+    assert "/api/quality/{slug}/{pseudonym}/" in schema
