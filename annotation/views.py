@@ -18,8 +18,10 @@ from django.views.decorators.cache import never_cache
 from annotation import turn_flow as tf
 from annotation.forms import AnswersForm, CompareForm, ReviewForm, RewriteForm
 from annotation.models import MoodTag, PairwiseComparison
+from annotation.page_times import do_record_page_time, page_stamp
 from annotation.tasks import queue_rewrite_if_missing
 from attunebench import catalogue as cat
+from collection import attention
 from collection import page_safety as ps
 from collection import study_flow as flow
 from collection.models import Participant, Turn
@@ -90,12 +92,20 @@ def _pairs(turn: Turn, form: Any, comparisons: list[PairwiseComparison]) -> list
 
 def _form_for(turn: Turn, where: tf.AnnotationPosition, request: HttpRequest, data: Any) -> tuple[Any, dict[str, Any]]:
     """The form for the current page (bound to ``data``: a post, or a refused post kept for this GET),
-    plus what its template needs."""
+    plus what its template needs (each page's ``page_stamp``: when it was first shown, for its page time)."""
+    form, context = _page_form(turn, where, request, data)
+    stamp = data.get("page_stamp", "") if data is not None else ""
+    context["page_stamp"] = stamp or page_stamp(turn, where.step)
+    return form, context
+
+
+def _page_form(turn: Turn, where: tf.AnnotationPosition, request: HttpRequest, data: Any) -> tuple[Any, dict[str, Any]]:
     if where.step == tf.ANSWERS:
         shown = data.get("shown", "") if data is not None else ""
         asked = tf.questions_shown(turn, shown) if data is not None else tf.asked_question_ids(turn)
         stored = _saved_answers(turn) if data is None else None
-        form = AnswersForm(data, initial=stored or None, questions=_questions(asked))
+        check = attention.answers_check(turn) if not turn.attention_checks.exists() else None
+        form = AnswersForm(data, initial=stored or None, questions=_questions(asked), attention=check)
         # a form shown again with errors keeps the time it was first shown
         return form, {"shown": shown or tf.shown_token(turn, asked)}
     if where.step == tf.REWRITE:
@@ -117,9 +127,12 @@ def _form_for(turn: Turn, where: tf.AnnotationPosition, request: HttpRequest, da
 
 
 def _save(turn: Turn, where: tf.AnnotationPosition, form: Any, request: HttpRequest) -> None:
+    do_record_page_time(turn, where.step, request.POST.get("page_stamp", ""))
     if where.step == tf.ANSWERS:
         shown = request.POST.get("shown", "")
         tf.do_start_annotation(turn, shown)
+        if form.attention is not None and turn.conversation.participant is not None:
+            attention.do_record_check(turn.conversation.participant, turn, form.attention, form.attention_answer())
         tf.do_save_answers(turn, form.cleaned_data["tags"], form.answers(), [q.id for q in form.questions])
         queue_rewrite_if_missing(turn)
     elif where.step == tf.REWRITE:

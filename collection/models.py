@@ -209,6 +209,26 @@ class Study(models.Model):
         help_text="Most US dollars this study's live model calls may cost (litellm's prices; calls to unpriced "
         "models are counted apart); blank for no limit. Checked before each call.",
     )
+    # --- Quality control (issue 18, item 2): attention checks and detector thresholds ---
+    attention_checks = models.PositiveSmallIntegerField(
+        default=2,
+        help_text="Instructed-response attention checks per participant (0 for none), placed among the "
+        "behaviour questions and in the closing survey; never scored as data.",
+    )
+    quality_min_page_seconds = models.PositiveSmallIntegerField(
+        default=8, help_text="An annotation page answered faster than this many seconds is flagged as too fast."
+    )
+    quality_min_edit_ratio = models.FloatField(
+        default=0.05,
+        help_text="An ideal reply changed by less than this share of the original reply's characters is "
+        "flagged as unedited (0.05 = 5%).",
+    )
+    quality_min_message_chars = models.PositiveSmallIntegerField(
+        default=15, help_text="A chat message shorter than this many characters is flagged as very short."
+    )
+    quality_max_failed_checks = models.PositiveSmallIntegerField(
+        default=0, help_text="Failed attention checks tolerated before the participant is flagged."
+    )
 
     objects = StudyQuerySet.as_manager()
 
@@ -222,6 +242,10 @@ class Study(models.Model):
             models.CheckConstraint(
                 condition=Q(live_spend_budget_usd__isnull=True) | Q(live_spend_budget_usd__gte=0),
                 name="study_live_spend_budget_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(quality_min_edit_ratio__gte=0, quality_min_edit_ratio__lte=1),
+                name="study_quality_edit_ratio_range",
             ),
         ]
 
@@ -277,6 +301,11 @@ class Participant(models.Model):
         help_text="Pre-chat PANAS ratings, held here only until the topic is chosen and the conversation "
         "exists; then moved into that conversation's PanasSurvey and cleared.",
     )
+    # --- Quality control (issue 18, item 2): the researcher's current decision (log: QualityDecision) ---
+    quality_excluded_at = models.DateTimeField(
+        null=True, blank=True, help_text="Set while a researcher's current decision excludes this participant."
+    )
+    quality_exclusion_reason = models.CharField(max_length=40, blank=True)
 
     # --- Study set-up: preview participants and groups (issue 18, item 3) ---
     is_test = models.BooleanField(
@@ -741,3 +770,77 @@ class LiveCall(models.Model):
 
     def __str__(self) -> str:
         return f"live call of study {self.study_id} ({self.litellm_model})"
+
+
+# ---------------------------------------------------------------------------
+# Quality control (issue 18, item 2)
+# ---------------------------------------------------------------------------
+
+
+class AttentionCheck(models.Model):
+    """One instructed-response item ("For this question, choose 'X'") and what was answered.
+
+    Kept apart from every answer table so it can never be scored or exported as data.
+    """
+
+    class Place(models.TextChoices):
+        ANSWERS = "answers", "behaviour questions"
+        SURVEY = "survey", "closing survey"
+
+    participant = models.ForeignKey(Participant, on_delete=models.PROTECT, related_name="attention_checks")
+    turn = models.ForeignKey(Turn, on_delete=models.PROTECT, related_name="attention_checks", null=True, blank=True)
+    place = models.CharField(max_length=10, choices=Place.choices)
+    instructed = models.CharField(max_length=40)
+    given = models.CharField(max_length=40, blank=True)
+    passed = models.BooleanField(default=False)
+    answered_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["participant_id", "answered_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(passed=True, given=models.F("instructed"))
+                | (Q(passed=False) & ~Q(given=models.F("instructed"))),
+                name="attention_check_passed_iff_instructed",
+            ),
+            models.CheckConstraint(
+                condition=Q(place="survey", turn__isnull=True) | Q(place="answers", turn__isnull=False),
+                name="attention_check_place_matches_turn",
+            ),
+            models.UniqueConstraint(fields=["turn"], name="attention_check_once_per_turn"),
+            models.UniqueConstraint(
+                fields=["participant"], condition=Q(place="survey"), name="attention_check_one_survey_check"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.place}: asked {self.instructed!r}, got {self.given or '-'!r}"
+
+
+class QualityDecision(models.Model):
+    """One researcher decision about a participant's data (append-only log; the latest one is current)."""
+
+    class Decision(models.TextChoices):
+        INCLUDE = "include", "include"
+        EXCLUDE = "exclude", "exclude"
+
+    participant = models.ForeignKey(Participant, on_delete=models.PROTECT, related_name="quality_decisions")
+    decision = models.CharField(max_length=10, choices=Decision.choices)
+    reason = models.CharField(max_length=40, blank=True)
+    note = models.TextField(blank=True)
+    decided_by = models.ForeignKey(
+        "auth.User", on_delete=models.PROTECT, related_name="quality_decisions", null=True, blank=True
+    )
+    decided_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["participant_id", "decided_at", "id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(decision__in=["include", "exclude"]), name="quality_decision_valid"),
+            models.CheckConstraint(
+                condition=Q(decision="include") | ~Q(reason=""), name="quality_exclusion_has_reason"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.decision} {self.participant_id} ({self.reason or '-'})"

@@ -28,8 +28,8 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from collection import attention, quotas, recruitment
 from collection import page_safety as ps
-from collection import quotas, recruitment
 from collection import study_flow as flow
 from collection.assignment import NoModelAvailable
 from collection.chat_model import (
@@ -617,10 +617,13 @@ def post_panas(request: HttpRequest, participant: Participant, position: flow.Po
 
 @participant_step(flow.SURVEY)
 def survey(request: HttpRequest, participant: Participant, position: flow.Position) -> HttpResponse:
-    form = bound_form(request, SurveyForm)
+    check = attention.survey_check(participant)
+    form = bound_form(request, lambda data: SurveyForm(data, attention=check))
     if request.method == "POST":
         if not form.is_valid():
             return ps.bounce(request, form)
+        if check is not None:  # kept apart from the answers: never data
+            attention.do_record_check(participant, None, check, form.attention_answer())
         flow.do_save_conversation_wide(position.chat, form.answers())
         if participant.from_platform:  # back to the recruitment platform with the completion code
             return redirect("collection:platform_return", token=participant.token)

@@ -33,6 +33,8 @@ RESEARCH_GROUP_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "panasitemresponse",
             "conversationwideanswers",
             "fourbranchrating",
+            "attentioncheck",  # quality control (issue 18): read-only; decisions go through the quality pages
+            "qualitydecision",
         )
     ],
     *[
@@ -42,6 +44,7 @@ RESEARCH_GROUP_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "binaryjudgement",
             "alternateresponses",
             "pairwisecomparison",
+            "pagetime",
         )
     ],
     # Study set-up on the research pages (issue 18): studies, their model pools and quotas.

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from research import registry_views, study_views, views
+from research import quality_views, registry_views, study_views, views
 
 app_name = "research"
 urlpatterns = [
@@ -54,4 +54,7 @@ urlpatterns = [
     path("studies/<slug:slug>/pool/", study_views.study_pool, name="study_pool"),
     path("studies/<slug:slug>/quotas/", study_views.study_quotas, name="study_quotas"),
     path("studies/<slug:slug>/preview/", study_views.study_preview, name="study_preview"),
+    # Quality control (issue 18, item 2)
+    path("quality/<slug:slug>/", quality_views.quality_study, name="quality_study"),
+    path("quality/<slug:slug>/<str:pseudonym>/", quality_views.quality_participant, name="quality_participant"),
 ]

@@ -89,6 +89,8 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "research:export_status": RESEARCH,
     "research:export_download": RESEARCH,
     "research:human": RESEARCH,
+    "research:quality_study": RESEARCH,
+    "research:quality_participant": RESEARCH,
     "research:models": RESEARCH,
     "research:model": RESEARCH,
     "research:model_test": RESEARCH,  # POST only: a GET is 405 ("in") for those let through
@@ -111,6 +113,8 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "api:docs": API,
     "api:docs-asset": PUBLIC,  # Swagger UI's own static files, no data
     "api:leaderboard": API,
+    "api:quality-study": API,
+    "api:quality-participant": API,
     "api:analyses": API,
     "api:api-root": API,
     "api:conversation-list": API,
@@ -339,6 +343,7 @@ def world(scored_runs, researcher, site_admin, rater, participant, export_dir, d
         "format": "json",
         "token": participant.token,
         "slug": participant.study.slug,
+        "pseudonym": participant.pseudonym,
         "turn_number": 1,
         "url": "nowhere/",
         "content_type_id": ContentType.objects.get_for_model(Conversation).pk,
