@@ -21,21 +21,19 @@ from __future__ import annotations
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import date, datetime
 from typing import Any
 
 from django.db.models import Min, Q
 
+from annotation.quality import FLAG_KINDS, flag_counts, study_quality
+from collection.live_spend import study_spend
 from collection.models import Consent, Conversation, PanasSurvey, Participant, ParticipantProfile, Study, Turn
 from collection.quotas import quota_fill
 
 #: Conversation statuses that are data (withdrawn ones are not).
 _COUNTED_STATUSES = ("in_progress", "annotating", "complete")
-#: A chat message this short (in characters, after trimming) is flagged as low effort.
-SHORT_MESSAGE_CHARS = 10
-#: A turn's annotation finished faster than this (seconds) is flagged as too fast to have been read.
-FAST_ANNOTATION_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -74,16 +72,20 @@ class QuotaRow:
 
 
 @dataclass(frozen=True)
-class QualityFlags:
-    """Provisional quality flags from data the chat already stores (see ``provisional_quality_flags``)."""
+class QualityFlag:
+    kind: str  # annotation.quality.FLAG_KINDS
+    label: str
+    participants: int
 
-    source: str
-    short_messages: int
-    turns: int
-    fast_annotations: int
-    timed_annotations: int
+
+@dataclass(frozen=True)
+class QualityFlags:
+    """The quality-control summary (``annotation.quality``) of the participants not withdrawn."""
+
+    participants_reviewed: int
     participants_flagged: int
-    reasons: dict[str, int] = field(default_factory=dict)
+    excluded: int  # by a researcher's current decision
+    by_kind: list[QualityFlag]
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,9 @@ class Spend:
     live_call_budget: int | None
     remaining: int | None
     percent_used: float | None
+    cost_usd: float  # litellm's prices of the live calls so far
+    cost_budget_usd: float | None
+    calls_unpriced: int  # live calls to models litellm has no price for (not in cost_usd)
 
 
 @dataclass(frozen=True)
@@ -177,54 +182,29 @@ def funnel(finished: dict[str, int], joined: int) -> list[FunnelStep]:
     return rows
 
 
-def provisional_quality_flags(study: Study) -> QualityFlags:
-    """PROVISIONAL: quality flags computed from what the chat already stores.
-
-    The quality-control feature (``annotation.quality``) replaces this with its
-    per-participant summaries (attention checks, page times, straight-lining,
-    unedited ideal replies); until then: chat messages shorter than
-    ``SHORT_MESSAGE_CHARS`` characters and turn annotations finished in under
-    ``FAST_ANNOTATION_SECONDS`` seconds, and the participants with either.
-    """
-    turns = list(
-        Turn.objects.filter(
-            conversation__participant__study=study,
-            conversation__participant__is_test=False,
-            conversation__participant__withdrawn_at__isnull=True,
-        ).values("conversation__participant_id", "user_message", "annotation_started_at", "annotation_completed_at")
-    )
-    short_by: set[int] = set()
-    fast_by: set[int] = set()
-    short = fast = timed = 0
-    for t in turns:
-        who = t["conversation__participant_id"]
-        if len((t["user_message"] or "").strip()) < SHORT_MESSAGE_CHARS:
-            short += 1
-            short_by.add(who)
-        took = _seconds(t["annotation_started_at"], t["annotation_completed_at"])
-        if took is not None:
-            timed += 1
-            if took < FAST_ANNOTATION_SECONDS:
-                fast += 1
-                fast_by.add(who)
+def quality_flags(study: Study) -> QualityFlags:
+    """Participants flagged per quality check, and how many a researcher has excluded (withdrawn ones aside)."""
+    summaries = [s for s in study_quality(study) if s.participant.withdrawn_at is None]
+    per_kind = flag_counts(summaries)
     return QualityFlags(
-        source="provisional: short chat messages and fast annotations only",
-        short_messages=short,
-        turns=len(turns),
-        fast_annotations=fast,
-        timed_annotations=timed,
-        participants_flagged=len(short_by | fast_by),
-        reasons={"short_messages": len(short_by), "fast_annotation": len(fast_by)},
+        participants_reviewed=len(summaries),
+        participants_flagged=sum(1 for s in summaries if s.flags),
+        excluded=sum(1 for s in summaries if s.excluded),
+        by_kind=[QualityFlag(kind, FLAG_KINDS[kind][0], per_kind[kind]) for kind in FLAG_KINDS],
     )
 
 
 def spend(study: Study) -> Spend:
-    """Live-model calls used against the study's budget (``Study.live_calls_used`` / ``live_call_budget``)."""
+    """Live-model calls used against the call budget, and their dollar cost against the dollar budget."""
     budget = study.live_call_budget
     used = study.live_calls_used
+    dollars = study_spend(study)
+    cost_budget = float(dollars.budget) if dollars.budget is not None else None
     if budget is None:
-        return Spend(used, None, None, None)
-    return Spend(used, budget, max(budget - used, 0), round(100 * used / budget, 1) if budget else 100.0)
+        calls = (used, None, None, None)
+    else:
+        calls = (used, budget, max(budget - used, 0), round(100 * used / budget, 1) if budget else 100.0)
+    return Spend(*calls, float(dollars.cost_usd), cost_budget, dollars.calls_unpriced)
 
 
 def study_monitoring(study: Study) -> StudyMonitoring:
@@ -314,7 +294,7 @@ def study_monitoring(study: Study) -> StudyMonitoring:
         funnel=funnel(finished, joined),
         step_times=[StepTime(step, label, _median(times[step]), len(times[step])) for step, label in TIMED_STEPS],
         quotas=[QuotaRow(q.kind, q.target, q.cap, q.filled, q.full) for q in quota_fill(study)],
-        quality=provisional_quality_flags(study),
+        quality=quality_flags(study),
         spend=spend(study),
     )
 
@@ -327,7 +307,21 @@ def dashboard_study(slug: str | None = None, limit: int = 50) -> tuple[list[Stud
     """
     studies = list(
         Study.objects.filter(Q(status=Study.Status.OPEN) | Q(status=Study.Status.CLOSED))
-        .only("pk", "slug", "title", "status", "live_calls_used", "live_call_budget", "created_at")
+        .only(
+            "pk",
+            "slug",
+            "title",
+            "status",
+            "live_calls_used",
+            "live_call_budget",
+            "live_spend_budget_usd",
+            "created_at",
+            "attention_checks",
+            "quality_min_page_seconds",
+            "quality_min_edit_ratio",
+            "quality_min_message_chars",
+            "quality_max_failed_checks",
+        )
         .order_by("-created_at")[:limit]
     )
     chosen = next((s for s in studies if s.slug == slug), None) if slug else None

@@ -49,14 +49,19 @@ class QuotaRowSerializer(serializers.Serializer):
     full = serializers.BooleanField()
 
 
+class QualityFlagSerializer(serializers.Serializer):
+    kind = serializers.CharField(
+        help_text="A quality check (see /api/quality/{slug}/ for each participant's evidence)."
+    )
+    label = serializers.CharField()
+    participants = serializers.IntegerField(help_text="Participants (not withdrawn) this check flags.")
+
+
 class QualityFlagsSerializer(serializers.Serializer):
-    source = serializers.CharField(help_text="Which checks these flags come from.")  # type: ignore[assignment]
-    short_messages = serializers.IntegerField()
-    turns = serializers.IntegerField()
-    fast_annotations = serializers.IntegerField()
-    timed_annotations = serializers.IntegerField()
-    participants_flagged = serializers.IntegerField()
-    reasons = serializers.DictField(child=serializers.IntegerField(), help_text="Participants flagged per reason.")
+    participants_reviewed = serializers.IntegerField(help_text="Participants not withdrawn (previews never).")
+    participants_flagged = serializers.IntegerField(help_text="Of those, flagged by at least one check.")
+    excluded = serializers.IntegerField(help_text="Of those, excluded by a researcher's current decision.")
+    by_kind = QualityFlagSerializer(many=True)
 
 
 class SpendSerializer(serializers.Serializer):
@@ -64,6 +69,9 @@ class SpendSerializer(serializers.Serializer):
     live_call_budget = serializers.IntegerField(allow_null=True, help_text="Null: no limit.")
     remaining = serializers.IntegerField(allow_null=True)
     percent_used = serializers.FloatField(allow_null=True)
+    cost_usd = serializers.FloatField(help_text="litellm's prices of the live calls so far, in US dollars.")
+    cost_budget_usd = serializers.FloatField(allow_null=True, help_text="The study's dollar budget; null: no limit.")
+    calls_unpriced = serializers.IntegerField(help_text="Live calls to models litellm has no price for.")
 
 
 class StudyMonitoringSerializer(serializers.Serializer):

@@ -31,7 +31,38 @@ STUDY_SETTINGS_FIELDS: list[str] = [
     "max_participants",
     "live_call_budget",
     "link_valid_days",
+    # Recruitment platform (entry and exit) and live-model spend
+    "platform_completion_url",
+    "platform_completion_code",
+    "platform_withdrawal_code",
+    "platform_screenout_code",
+    "platform_study_id",
+    "platform_participant_param",
+    "platform_study_param",
+    "platform_session_param",
+    "platform_code_param",
+    "live_spend_budget_usd",
+    # Quality control
+    "attention_checks",
+    "quality_min_page_seconds",
+    "quality_min_edit_ratio",
+    "quality_min_message_chars",
+    "quality_max_failed_checks",
 ]
+
+#: Settings with a sensible default that a form may leave out or blank: the study keeps what it has (a new
+#: study: the default), so a researcher only touches them when the study needs something else.
+KEEP_WHEN_BLANK: tuple[str, ...] = (
+    "platform_participant_param",
+    "platform_study_param",
+    "platform_session_param",
+    "platform_code_param",
+    "attention_checks",
+    "quality_min_page_seconds",
+    "quality_min_edit_ratio",
+    "quality_min_message_chars",
+    "quality_max_failed_checks",
+)
 
 
 class TopicsField(forms.ModelMultipleChoiceField):
@@ -73,6 +104,9 @@ class StudySettingsForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        for name in KEEP_WHEN_BLANK:
+            if name in self.fields:
+                self.fields[name].required = False
         limits = {"binary_sample_size": (0, 36), "min_turns": (1, None), "max_turns": (1, None)}
         for name, (low, high) in limits.items():
             field = self.fields.get(name)
@@ -87,6 +121,12 @@ class StudySettingsForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
+        for name in KEEP_WHEN_BLANK:
+            if name in data and data[name] in (None, ""):
+                data[name] = getattr(self.instance, name)
+        ratio = data.get("quality_min_edit_ratio")
+        if ratio is not None and not 0 <= ratio <= 1:
+            self.add_error("quality_min_edit_ratio", "Give a share between 0 and 1 (0.05 = 5%).")
         low, high = data.get("min_turns"), data.get("max_turns")
         if low is not None and high is not None and high < low:
             self.add_error("max_turns", f"The most turns must be at least the fewest turns ({low}).")

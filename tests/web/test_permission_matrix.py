@@ -155,6 +155,10 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "collection:survey": LINK,
     "collection:done": LINK,
     "collection:withdraw": LINK,
+    "collection:not_taking_part": LINK,
+    "collection:platform_return": LINK,
+    # The world's study takes no platform entries: a calm page for everyone, whoever asks.
+    "collection:enter": ("missing", "missing", "missing", "missing", "missing", "missing"),
     "collection:annotation:annotate": LINK,
     "collection:annotation:review": LINK,
     # Django admin's own pages.

@@ -501,9 +501,10 @@ ENDPOINTS = [
         "research:collection",
         # by status, by category, by model, turns, annotated turns, timings, identity screen outcomes, participants,
         # withdrawn, newest 50, studies (limits); monitoring of one study (issue 18): the study picker, its
-        # participants, conversations, consents, profiles, post-chat moods, turns, quality-flag turns, quotas,
-        # conversations per topic and participants per group (the quotas' fill)
-        25,
+        # participants, conversations, consents, profiles, post-chat moods, turns, quotas, conversations per
+        # topic and participants per group (the quotas' fill), quality summaries (participants; the detectors'
+        # prefetches run only when the study has participants), live spend
+        26,
         lambda w: _r("research:collection"),
         lambda w: [w.conversation_id(w.n - 1), w.conversation_id(max(0, w.n - 50))],
     ),
@@ -591,8 +592,8 @@ ENDPOINTS = [
     Endpoint(
         "research:dataset",
         # version, datasheet (rows, diagnoses, consents, turns by completeness, left out: withdrawn, by
-        # completeness), summary, export jobs (+creator)
-        12,
+        # completeness, quality-excluded), quality exclusions by reason, summary, export jobs (+creator)
+        14,
         lambda w: _r("research:dataset", w.main_version.pk),
         lambda w: [f'id="export-{w.newest_job.pk}"'],
     ),

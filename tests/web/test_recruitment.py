@@ -8,13 +8,13 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.core.management import call_command
 from django.db import IntegrityError, connection, connections, transaction
-from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 from django.urls import reverse
 
 from collection import recruitment
 from collection.models import Participant, Study, hash_platform_id, hash_token
 from collection.study_flow import locate
+from tests.migrations import migrate_to_newest, unapply
 
 COMPLETE_URL = "https://app.prolific.com/submissions/complete"
 PID = "5f1e2d3c4b5a69788796a5b4"
@@ -260,7 +260,7 @@ def test_a_closed_unknown_unset_or_other_study_entry_is_refused_calmly(client, s
     assert client.get(url, entry_query()).status_code == 404  # not set up for a platform
     set_up_for_platform(study, platform_study_id="prolific-study-1")
     assert client.get(url, entry_query(study_id="someone-elses")).status_code == 400
-    Study.objects.filter(pk=study.pk).update(active=False)
+    Study.objects.filter(pk=study.pk).update(status=Study.Status.CLOSED)
     closed = client.post(url, entry_query())
     assert closed.status_code == 404 and b"not taking part in recruitment" in closed.content
     unknown = client.get(reverse("collection:enter", kwargs={"slug": "no-such-study"}), entry_query())
@@ -280,16 +280,12 @@ def test_a_full_study_takes_returning_ids_but_no_new_ones(client, platform_study
 @pytest.fixture
 def schema_restored():
     yield
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrate_to_newest()
 
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_hashes_stored_ids_and_drops_the_column(schema_restored, settings):
-    before = [("collection", "0007_merge_link_tokens_hashed")]
-    executor = MigrationExecutor(connection)
-    executor.migrate(before)
-    old = executor.loader.project_state(before).apps
+    old = unapply("collection", "0008_platform_entry_and_live_spend")
     OldStudy = old.get_model("collection", "Study")
     OldParticipant = old.get_model("collection", "Participant")
     study = OldStudy.objects.create(slug="mig", title="m", information="i", crisis_resources="c")
@@ -297,8 +293,7 @@ def test_the_migration_hashes_stored_ids_and_drops_the_column(schema_restored, s
     twice = OldParticipant.objects.create(study=study, platform_id="pid-1", token_hash="t2", pseudonym="p-2")
     none = OldParticipant.objects.create(study=study, platform_id="", token_hash="t3", pseudonym="p-3")
 
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrate_to_newest()
     hashes = dict(Participant.objects.filter(study__slug="mig").values_list("pk", "platform_id_hash"))
     assert hashes == {first.pk: hash_platform_id("pid-1"), twice.pk: "", none.pk: ""}
     columns = [

@@ -184,22 +184,24 @@ def test_median_time_per_step(monitored) -> None:
     }
 
 
-def test_quotas_filled_and_provisional_quality_flags(monitored) -> None:
+def test_quotas_filled_and_quality_flags(monitored) -> None:
     m = study_monitoring(monitored)
     assert [(q.target, q.filled, q.cap, q.full) for q in m.quotas] == [
         ("Work: A", 2, 5, False),
         ("Work: B", 1, 1, True),
     ]
     q = m.quality
-    assert (q.turns, q.short_messages, q.timed_annotations, q.fast_annotations, q.participants_flagged) == (
-        4,
-        1,
-        4,
-        1,
-        1,
-    )
-    assert q.reasons == {"short_messages": 1, "fast_annotation": 1}
-    assert q.source.startswith("provisional")
+    # Five participants not withdrawn (P6 is, the preview never counts). With the study's default minimum of
+    # 15 characters only P1 sent short messages (1 of 2: "ok"), at least half of theirs; no page times,
+    # attention checks, behaviour answers or ideal replies were stored, so no other check flags anyone.
+    assert (q.participants_reviewed, q.participants_flagged, q.excluded) == (5, 1, 0)
+    assert {f.kind: f.participants for f in q.by_kind} == {
+        "attention_check": 0,
+        "too_fast": 0,
+        "straight_lining": 0,
+        "unedited_reply": 0,
+        "short_messages": 1,
+    }
 
 
 def test_an_empty_study_has_no_rates(db) -> None:
@@ -224,7 +226,16 @@ def test_the_api_returns_the_same_numbers(monitored, researcher, rater) -> None:
         "rate": 0.8,
     }
     assert body["by_day"][2] == {"day": "2026-03-03", "joined": 1, "started": 1, "completed": 1, "completed_total": 2}
-    assert body["spend"] == {"live_calls_used": 30, "live_call_budget": 120, "remaining": 90, "percent_used": 25.0}
+    assert body["spend"] == {
+        "live_calls_used": 30,
+        "live_call_budget": 120,
+        "remaining": 90,
+        "percent_used": 25.0,
+        "cost_usd": 0.0,
+        "cost_budget_usd": None,
+        "calls_unpriced": 0,
+    }
+    assert body["quality"]["participants_flagged"] == 1
     assert body["quotas"][1] == {"kind": "topic", "target": "Work: B", "cap": 1, "filled": 1, "full": True}
     missing = client.get("/api/studies/no-such-study/monitoring/")
     assert missing.status_code == 404 and "detail" in missing.json()

@@ -15,6 +15,7 @@ from django.urls import reverse
 from attunebench import catalogue as cat
 from collection import study_flow as flow
 from collection.models import Conversation, OriginalModel, Participant, Study, StudyModel, StudyQuota, Topic
+from tests.migrations import migrate_to_newest, unapply
 
 pytestmark = pytest.mark.django_db
 
@@ -406,28 +407,15 @@ def test_staff_outside_the_research_group_cannot_set_up_studies(demo_defaults, d
 @pytest.fixture
 def schema_restored():
     """Migrates forward to the newest schema afterwards, even when the test failed half-way back in time."""
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
     yield
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrate_to_newest()
 
 
 @pytest.mark.django_db(transaction=True)
 def test_active_studies_become_open_and_inactive_ones_closed(schema_restored):
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
-    before = [("collection", "0007_merge_link_tokens_hashed")]
-    executor = MigrationExecutor(connection)
-    executor.migrate(before)
-    OldStudy = executor.loader.project_state(before).apps.get_model("collection", "Study")
+    OldStudy = unapply("collection", "0008_study_setup_status_pool_quotas_preview").get_model("collection", "Study")
     common = {"information": "i", "crisis_resources": "c"}
     OldStudy.objects.create(slug="was-active", title="A", active=True, **common)
     OldStudy.objects.create(slug="was-inactive", title="I", active=False, **common)
-    executor = MigrationExecutor(connection)
-    executor.migrate([("collection", "0008_study_setup_status_pool_quotas_preview")])
-    after = executor.loader.project_state([("collection", "0008_study_setup_status_pool_quotas_preview")]).apps
-    NewStudy = after.get_model("collection", "Study")
+    NewStudy = migrate_to_newest().get_model("collection", "Study")
     assert dict(NewStudy.objects.values_list("slug", "status")) == {"was-active": "open", "was-inactive": "closed"}
