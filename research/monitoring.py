@@ -200,11 +200,11 @@ def spend(study: Study) -> Spend:
     used = study.live_calls_used
     dollars = study_spend(study)
     cost_budget = float(dollars.budget) if dollars.budget is not None else None
-    if budget is None:
-        calls = (used, None, None, None)
-    else:
-        calls = (used, budget, max(budget - used, 0), round(100 * used / budget, 1) if budget else 100.0)
-    return Spend(*calls, float(dollars.cost_usd), cost_budget, dollars.calls_unpriced)
+    remaining = percent = None
+    if budget is not None:
+        remaining = max(budget - used, 0)
+        percent = round(100 * used / budget, 1) if budget else 100.0
+    return Spend(used, budget, remaining, percent, float(dollars.cost_usd), cost_budget, dollars.calls_unpriced)
 
 
 def study_monitoring(study: Study) -> StudyMonitoring:

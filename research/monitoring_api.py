@@ -53,7 +53,7 @@ class QualityFlagSerializer(serializers.Serializer):
     kind = serializers.CharField(
         help_text="A quality check (see /api/quality/{slug}/ for each participant's evidence)."
     )
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]
     participants = serializers.IntegerField(help_text="Participants (not withdrawn) this check flags.")
 
 
