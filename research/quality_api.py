@@ -66,6 +66,7 @@ class DecisionRecordSerializer(serializers.ModelSerializer):
 
 class QualityStudyView(ResearcherAPIMixin, APIView):
     @extend_schema(
+        operation_id="quality_study",
         summary="Quality summary of every participant of a study (most flags first)",
         responses={200: StudyQualitySerializer, **DENIED, **NOT_FOUND},
     )
@@ -93,6 +94,7 @@ class QualityParticipantView(ResearcherAPIMixin, APIView):
         return data
 
     @extend_schema(
+        operation_id="quality_participant",
         summary="One participant's quality summary with evidence and decision history",
         responses={200: OpenApiTypes.OBJECT, **DENIED, **NOT_FOUND},
     )
@@ -100,6 +102,7 @@ class QualityParticipantView(ResearcherAPIMixin, APIView):
         return Response(self._body(*self._participant(slug, pseudonym)))
 
     @extend_schema(
+        operation_id="quality_decide",
         summary="Record an include/exclude decision (reversible; logged with who and when)",
         request=DecisionSerializer,
         responses={
