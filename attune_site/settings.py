@@ -144,8 +144,6 @@ DATABASES = {
     }
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-# URLs typed without a scheme (a study's platform completion URL) are taken as https, as Django 6 will.
-FORMS_URLFIELD_ASSUME_HTTPS = True
 
 # Checked wherever a password is chosen: the admin's forms and ``attune create_researcher --password``.
 # A password like the username, shorter than 12 characters, common or all digits is refused.
