@@ -11,6 +11,7 @@ from typing import Any
 
 from django import forms
 from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
 
 from collection.models import Study, StudyQuota, Topic
 from collection.quotas import study_topics
@@ -65,6 +66,13 @@ KEEP_WHEN_BLANK: tuple[str, ...] = (
 )
 
 
+def _formfield(field: Any, **kwargs: Any) -> Any:
+    """URLs typed without a scheme (the platform's completion URL) are taken as https."""
+    if isinstance(field, models.URLField):
+        kwargs["assume_scheme"] = "https"
+    return field.formfield(**kwargs)
+
+
 class TopicsField(forms.ModelMultipleChoiceField):
     def label_from_instance(self, obj: Topic) -> str:
         return f"{obj.category}: {obj.subtopic}"
@@ -88,6 +96,7 @@ class StudySettingsForm(forms.ModelForm):
     class Meta:
         model = Study
         fields = STUDY_SETTINGS_FIELDS
+        formfield_callback = _formfield
         labels = {
             "information": "Study information (shown before consent)",
             "consent_version": "Consent version",
