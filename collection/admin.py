@@ -274,3 +274,43 @@ class StudyQuotaAdmin(admin.ModelAdmin):
     list_filter = ("study", "kind")
     list_select_related = ("study", "topic")
     search_fields = ("study__slug", "group", "topic__subtopic")
+
+
+class _RecordedOnlyAdmin(admin.ModelAdmin):
+    """Rows the study writes itself (calls, checks, decisions): nobody adds or edits them here."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(m.LiveCall)
+class LiveCallAdmin(_RecordedOnlyAdmin):
+    """Live original-model calls and their litellm prices: the study's dollar spend (collection.live_spend)."""
+
+    list_display = ("study", "litellm_model", "succeeded", "cost_usd", "created_at")
+    list_filter = ("study", "succeeded")
+    search_fields = ("litellm_model",)
+    list_select_related = ("study",)
+
+
+@admin.register(m.AttentionCheck)
+class AttentionCheckAdmin(_RecordedOnlyAdmin):
+    """Instructed-response checks and their answers; never part of the data (annotation.quality reads them)."""
+
+    list_display = ("participant", "place", "instructed", "given", "passed", "answered_at")
+    list_filter = ("place", "passed")
+    search_fields = ("participant__pseudonym",)
+    list_select_related = ("participant",)
+
+
+@admin.register(m.QualityDecision)
+class QualityDecisionAdmin(_RecordedOnlyAdmin):
+    """The log of researchers' include/exclude decisions; decisions are made on the quality pages."""
+
+    list_display = ("participant", "decision", "reason", "decided_by", "decided_at")
+    list_filter = ("decision", "reason")
+    search_fields = ("participant__pseudonym",)
+    list_select_related = ("participant", "decided_by")

@@ -35,6 +35,7 @@ RESEARCH_GROUP_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "fourbranchrating",
             "attentioncheck",  # quality control (issue 18): read-only; decisions go through the quality pages
             "qualitydecision",
+            "livecall",  # live-model calls and their prices (the study's spend)
         )
     ],
     *[

@@ -198,6 +198,10 @@ ADMIN_MODELS: dict[str, str] = {
     "collection.panasitemresponse": "view",
     "collection.conversationwideanswers": "view",
     "collection.fourbranchrating": "view",
+    "collection.livecall": "view",  # read-only: written by live calls only
+    "collection.attentioncheck": "view",  # read-only: written by the participant pages only
+    "collection.qualitydecision": "view",  # read-only: decisions are made on the quality pages
+    "annotation.pagetime": "view",  # read-only: written by the annotation pages only
     "annotation.moodtag": "view",
     "annotation.binaryjudgement": "view",
     "annotation.alternateresponses": "view",
@@ -224,6 +228,11 @@ ADMIN_CLOSED = ("login", "login", "login", "denied", "denied", "denied")
 ADMIN_PAGE_EXCEPTIONS = {
     "admin:research_erasurerecord_add": ADMIN_CLOSED,
     "admin:research_erasurerecord_delete": ADMIN_CLOSED,
+    # Written by the study itself (live calls, attention checks, page times) or on the quality pages (decisions).
+    "admin:collection_livecall_add": ADMIN_CLOSED,
+    "admin:collection_attentioncheck_add": ADMIN_CLOSED,
+    "admin:collection_qualitydecision_add": ADMIN_CLOSED,
+    "admin:annotation_pagetime_add": ADMIN_CLOSED,
 }
 # Admin pages nobody may use, superusers included: login attempts are recorded by django-axes, never typed in.
 ADMIN_NOBODY = {
@@ -324,6 +333,21 @@ def world(scored_runs, researcher, site_admin, rater, participant, export_dir, d
 
     StudyModel.objects.create(study=participant.study, original_model=OriginalModel.objects.order_by("pk").first())
     StudyQuota.objects.create(study=participant.study, kind="topic", topic=Topic.objects.order_by("pk").first(), cap=3)
+    from annotation.models import PageTime
+    from collection.models import AttentionCheck, LiveCall, QualityDecision, Turn
+
+    first_turn = Turn.objects.filter(conversation=conversation).order_by("turn_number").first()
+    PageTime.objects.create(turn=first_turn, page="answers", seconds=12.0)
+    AttentionCheck.objects.create(
+        participant=conversation.participant,
+        turn=first_turn,
+        place="answers",
+        instructed="Yes",
+        given="Yes",
+        passed=True,
+    )
+    QualityDecision.objects.create(participant=conversation.participant, decision="include")
+    LiveCall.objects.create(study=participant.study, litellm_model="openai/matrix", cost_usd=0.01)
     if not Consent.objects.exists():
         Consent.objects.create(participant=conversation.participant, version="v1")
     if not SensitiveProfile.objects.exists():

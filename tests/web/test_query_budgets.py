@@ -103,17 +103,20 @@ def build_world(n: int) -> World:
     """n of everything a researcher page or API list shows (conversations, turns with annotations, runs...)."""
     from django.contrib.auth import get_user_model
 
-    from annotation.models import AlternateResponses, BinaryJudgement, MoodTag, PairwiseComparison
+    from annotation.models import AlternateResponses, BinaryJudgement, MoodTag, PageTime, PairwiseComparison
     from collection.models import (
+        AttentionCheck,
         Consent,
         Conversation,
         ConversationWideAnswers,
         FourBranchRating,
+        LiveCall,
         OriginalModel,
         PanasItemResponse,
         PanasSurvey,
         Participant,
         ParticipantProfile,
+        QualityDecision,
         SensitiveProfile,
         Study,
         StudyModel,
@@ -228,6 +231,23 @@ def build_world(n: int) -> World:
     )
     AlternateResponses.objects.bulk_create(
         AlternateResponses(turn=t, llm_improved="improved", human_edited="edited") for t in turns
+    )
+    PageTime.objects.bulk_create(PageTime(turn=t, page="answers", seconds=12.0) for t in turns)
+    AttentionCheck.objects.bulk_create(
+        AttentionCheck(
+            participant_id=t.conversation.participant_id,
+            turn=t,
+            place="answers",
+            instructed="Yes",
+            given="No",
+            passed=False,
+        )
+        for t in turns
+    )
+    QualityDecision.objects.bulk_create(QualityDecision(participant=p, decision="include") for p in participants)
+    LiveCall.objects.bulk_create(
+        LiveCall(study=budget_studies[i % len(budget_studies)], litellm_model="openai/budget", cost_usd=0.01)
+        for i in range(n)
     )
     surveys = PanasSurvey.objects.bulk_create(
         PanasSurvey(conversation=long_conversation, kind=kind, total_positive=20, total_negative=20)
@@ -737,6 +757,10 @@ ADMIN_BUDGETS = {
     "collection.conversation": 11,  # + model and category filter choices, date hierarchy (2) (+turn count)
     "collection.conversationwideanswers": 7,
     "collection.fourbranchrating": 8,  # + rating filter choices
+    "collection.livecall": 8,  # + study filter choices (+study)
+    "collection.attentioncheck": 7,  # (+participant)
+    "collection.qualitydecision": 8,  # + reason filter choices (+participant, decided by)
+    "annotation.pagetime": 7,  # (+turn)
     "collection.originalmodel": 8,  # + provider filter choices (+conversation count)
     "collection.panasitemresponse": 7,
     "collection.panassurvey": 7,
