@@ -37,3 +37,19 @@ class PairwiseComparisonAdmin(admin.ModelAdmin):
     list_filter = ("question_id", "winner", "response_a", "response_b")
     search_fields = ("turn__conversation__conversation_id", "question_id")
     list_select_related = ("turn__conversation",)
+
+
+@admin.register(m.PageTime)
+class PageTimeAdmin(admin.ModelAdmin):
+    """Seconds each annotation page was open before it was sent (quality control's too-fast check)."""
+
+    list_display = ("turn", "page", "seconds", "recorded_at")
+    list_filter = ("page",)
+    search_fields = ("turn__conversation__conversation_id",)
+    list_select_related = ("turn",)
+
+    def has_add_permission(self, request: object) -> bool:
+        return False
+
+    def has_change_permission(self, request: object, obj: object = None) -> bool:
+        return False

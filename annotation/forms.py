@@ -8,6 +8,7 @@ from django import forms
 
 from annotation.models import PairwiseComparison
 from attunebench import catalogue as cat
+from collection.attention import instruction
 from collection.forms import FreeTextField, ParticipantForm, too_long_message
 
 INTENSITY_CHOICES = [("", "\u2013")] + [(str(n), str(n)) for n in range(1, 8)]
@@ -81,10 +82,25 @@ def _winner_field() -> forms.ChoiceField:
 class AnswersForm(MoodForm):
     """The answers page: mood-shift tags, then each behaviour question answered twice (did it happen, did I want it)."""
 
-    def __init__(self, *args: Any, questions: list[cat.BinaryQuestion], **kwargs: Any):
+    def __init__(self, *args: Any, questions: list[cat.BinaryQuestion], attention: str | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.questions = questions
         _binary_fields(self, questions)
+        #: The instructed answer of this page's attention check (``collection.attention``), if it has one.
+        self.attention = attention
+        if attention is not None:
+            self.fields["attention_check"] = forms.ChoiceField(
+                label=instruction("answers", attention),
+                choices=YES_NO_NA_CHOICES,
+                widget=forms.RadioSelect,
+                required=False,  # an unanswered check is recorded as failed, not refused
+            )
+
+    def attention_field(self) -> forms.BoundField | None:
+        return self["attention_check"] if self.attention is not None else None
+
+    def attention_answer(self) -> str:
+        return str(self.cleaned_data.get("attention_check") or "") if self.attention is not None else ""
 
     def question_groups(self) -> list[tuple[str, list[tuple[cat.BinaryQuestion, forms.BoundField, forms.BoundField]]]]:
         """(category label, [(question, observed field, preferred field)]) in catalogue order."""

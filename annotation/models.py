@@ -110,3 +110,31 @@ class PairwiseComparison(models.Model):
 
     def __str__(self) -> str:
         return f"{self.question_id}: {self.response_a} vs {self.response_b} -> {self.winner or '-'}"
+
+
+class PageTime(models.Model):
+    """Seconds a participant spent on one annotation page of a turn (quality control: too fast to have read).
+
+    Measured between the page being shown (a signed stamp in the form) and its
+    submission; the last submission of the page is kept.
+    """
+
+    turn = models.ForeignKey(Turn, on_delete=models.PROTECT, related_name="page_times")
+    page = models.CharField(
+        max_length=10, choices=[("answers", "answers"), ("rewrite", "rewrite"), ("compare", "compare")]
+    )
+    seconds = models.FloatField()
+    recorded_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["turn_id", "page"]
+        constraints = [
+            models.UniqueConstraint(fields=["turn", "page"], name="page_time_once_per_turn_page"),
+            models.CheckConstraint(condition=Q(seconds__gte=0), name="page_time_non_negative"),
+            models.CheckConstraint(
+                condition=Q(page__in=["answers", "rewrite", "compare"]), name="page_time_page_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"turn {self.turn_id} {self.page}: {self.seconds:.1f}s"

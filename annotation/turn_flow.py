@@ -208,14 +208,15 @@ def do_save_answers(
     submit leaves one set of rows: the turn's row lock makes a second identical
     request wait for the first (on SQLite the immediate transaction serialises
     writers the same way), and rows already there are updated, not re-inserted.
-    The improved reply is made here, in the answer that leads to the rewrite
-    page, so that showing that page only reads (no row created, no model called).
+    The improved reply is not made here (a model call would hold this request):
+    it is prepared off the request path once the reply is stored
+    (``annotation.tasks.prepare_rewrite``); the rewrite page waits for it, and
+    the answers view queues it again if it is not there yet
+    (``tasks.queue_rewrite_if_missing``).
     """
     with transaction.atomic():
         Turn.objects.select_for_update().get(pk=turn.pk)
         _write_answers(turn, tags, answers, asked)
-    if locate_annotation(turn).step == REWRITE:
-        ensure_alternates(turn)
 
 
 def do_revise_answers(
@@ -242,6 +243,25 @@ def prepared_rewrite(turn: Turn) -> AlternateResponses | None:
     """The turn's rewrite row when its improved reply exists (read only; None when not yet prepared)."""
     alternates = AlternateResponses.objects.filter(turn=turn).first()
     return alternates if alternates is not None and alternates.llm_improved else None
+
+
+def prepare_rewrite(turn_pk: int) -> bool:
+    """Make the suggested rewrite of a turn's reply unless it exists; True when this call made it.
+
+    Idempotent (a second call, or a race with the page's continue button, keeps the first rewrite). A turn
+    without a reply, or one that no longer exists (its participant withdrew), has nothing to rewrite.
+    """
+    turn = (
+        Turn.objects.select_related("conversation__participant__study", "conversation__original_model")
+        .filter(pk=turn_pk)
+        .first()
+    )
+    if turn is None or not turn.llm_response:
+        return False
+    if prepared_rewrite(turn) is not None:
+        return False
+    ensure_alternates(turn)
+    return True
 
 
 def ensure_alternates(turn: Turn) -> AlternateResponses:

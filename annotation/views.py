@@ -18,7 +18,10 @@ from django.views.decorators.cache import never_cache
 from annotation import turn_flow as tf
 from annotation.forms import AnswersForm, CompareForm, ReviewForm, RewriteForm
 from annotation.models import MoodTag, PairwiseComparison
+from annotation.page_times import do_record_page_time, page_stamp
+from annotation.tasks import queue_rewrite_if_missing
 from attunebench import catalogue as cat
+from collection import attention
 from collection import page_safety as ps
 from collection import study_flow as flow
 from collection.models import Participant, Turn
@@ -89,12 +92,20 @@ def _pairs(turn: Turn, form: Any, comparisons: list[PairwiseComparison]) -> list
 
 def _form_for(turn: Turn, where: tf.AnnotationPosition, request: HttpRequest, data: Any) -> tuple[Any, dict[str, Any]]:
     """The form for the current page (bound to ``data``: a post, or a refused post kept for this GET),
-    plus what its template needs."""
+    plus what its template needs (each page's ``page_stamp``: when it was first shown, for its page time)."""
+    form, context = _page_form(turn, where, request, data)
+    stamp = data.get("page_stamp", "") if data is not None else ""
+    context["page_stamp"] = stamp or page_stamp(turn, where.step)
+    return form, context
+
+
+def _page_form(turn: Turn, where: tf.AnnotationPosition, request: HttpRequest, data: Any) -> tuple[Any, dict[str, Any]]:
     if where.step == tf.ANSWERS:
         shown = data.get("shown", "") if data is not None else ""
         asked = tf.questions_shown(turn, shown) if data is not None else tf.asked_question_ids(turn)
         stored = _saved_answers(turn) if data is None else None
-        form = AnswersForm(data, initial=stored or None, questions=_questions(asked))
+        check = attention.answers_check(turn) if not turn.attention_checks.exists() else None
+        form = AnswersForm(data, initial=stored or None, questions=_questions(asked), attention=check)
         # a form shown again with errors keeps the time it was first shown
         return form, {"shown": shown or tf.shown_token(turn, asked)}
     if where.step == tf.REWRITE:
@@ -116,10 +127,14 @@ def _form_for(turn: Turn, where: tf.AnnotationPosition, request: HttpRequest, da
 
 
 def _save(turn: Turn, where: tf.AnnotationPosition, form: Any, request: HttpRequest) -> None:
+    do_record_page_time(turn, where.step, request.POST.get("page_stamp", ""))
     if where.step == tf.ANSWERS:
         shown = request.POST.get("shown", "")
         tf.do_start_annotation(turn, shown)
+        if form.attention is not None and turn.conversation.participant is not None:
+            attention.do_record_check(turn.conversation.participant, turn, form.attention, form.attention_answer())
         tf.do_save_answers(turn, form.cleaned_data["tags"], form.answers(), [q.id for q in form.questions])
+        queue_rewrite_if_missing(turn)
     elif where.step == tf.REWRITE:
         tf.do_save_rewrite(turn, form.cleaned_data["human_edited"].strip(), list(form.cleaned_data["questions"]))
     else:
@@ -167,12 +182,19 @@ def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse
             tf.do_save_comparisons(turn, {})
             return redirect("collection:resume", token=token)
         return _continue_page(request, participant, turn, where)
+    polling = not posted and request.headers.get("HX-Request") == "true"
     if where.step == tf.REWRITE and tf.prepared_rewrite(turn) is None:  # the suggested rewrite is not made yet
+        if polling:  # the waiting page checks back: nothing to change yet
+            return HttpResponse(status=204)
         if not posted:
-            return _continue_page(request, participant, turn, where)
+            return _preparing_page(request, participant, turn, where)
         tf.ensure_alternates(turn)
         if "human_edited" not in request.POST:  # the continue button; a reply already written is saved below
             return redirect(request.path)
+    if polling:  # ready (or moved on): the waiting page loads this page in full
+        response = HttpResponse(status=200)
+        response["HX-Redirect"] = request.path
+        return response
     extra: dict[str, Any] = {}
 
     def make(data: Any) -> Any:
@@ -241,6 +263,17 @@ def review(request: HttpRequest, token: str, turn_number: int) -> HttpResponse:
             golden=tf.reply_texts(turn)[cat.RESPONSE_HUMAN],
             back_url=back,
         ),
+    )
+
+
+def _preparing_page(
+    request: HttpRequest, participant: Participant, turn: Turn, where: tf.AnnotationPosition
+) -> HttpResponse:
+    """The calm wait while the suggested rewrite is prepared off the request path (annotation.tasks)."""
+    return render(
+        request,
+        "participant/annotate_preparing.html",
+        page_context(participant, flow.ANNOTATE, turn=turn, where=where, sections=_sections(where.step)),
     )
 
 

@@ -161,8 +161,11 @@ def fill(form: Form) -> dict[str, str | list[str]]:
             data[name] = [options[0][0]]
     if "agree" in groups:
         data["agree"] = "on"
-    if str(data.get("step", "")).startswith("mood"):
+    if "mood_Nervous" in groups:  # the mood step and the answers page: one feeling, as a participant ticks it
         data["mood_Nervous"], data["intensity_Nervous"] = "on", "3"
+    for kind, name, value, _ in form.fields:  # a text box left empty is written in, as a participant would
+        if kind == "textarea" and not value:
+            data[name] = "I hear how anxious the exams make you. Would it help to plan one small step for tomorrow?"
     return data
 
 
@@ -185,11 +188,18 @@ class Results:
 
 
 class Participant:
-    def __init__(self, base: str, results: Results, think: float, rng: random.Random) -> None:
+    def __init__(self, base: str, results: Results, think: float, rng: random.Random, address: str) -> None:
         # A connection per request, as a TLS proxy in front of gunicorn sends them (nginx's default): a kept-alive
         # connection that the server closes as a request goes out fails that request, which a browser would
         # retry and httpx does not.
-        self.http = httpx.AsyncClient(base_url=base, timeout=120, limits=httpx.Limits(max_keepalive_connections=0))
+        # Each participant comes from their own address, as the TLS proxy reports it in X-Forwarded-For (the server
+        # trusts one proxy hop): from one shared address the per-address enrolment limit would throttle them.
+        self.http = httpx.AsyncClient(
+            base_url=base,
+            timeout=120,
+            limits=httpx.Limits(max_keepalive_connections=0),
+            headers={"X-Forwarded-For": address},
+        )
         self.results = results
         self.think_s = think
         self.rng = rng
@@ -237,8 +247,24 @@ class Participant:
     async def until(self, path: str, html: str, stop: str, kind: str = "step") -> tuple[str, str]:
         while stop not in path:
             await self.think()
+            if "data-rewrite-pending" in html:  # the suggested rewrite is being prepared: wait as the page does
+                path, html = await self.wait_for_rewrite(path)
+                continue
             path, html = await self.submit_page(path, html, kind)
         return path, html
+
+    async def wait_for_rewrite(self, path: str) -> tuple[str, str]:
+        """Poll as the waiting page's htmx does (every 2 s) until the server says the page is ready."""
+        for _ in range(90):
+            await asyncio.sleep(2)
+            start = time.perf_counter()
+            response = await self.http.get(path, headers={"HX-Request": "true"})
+            self.results.pages.append(time.perf_counter() - start)
+            if response.status_code >= 400:
+                raise RuntimeError(f"GET {path} (polling) answered {response.status_code}")
+            if response.status_code == 200:
+                return await self.get(response.headers.get("HX-Redirect", path))
+        raise RuntimeError(f"GET {path}: the suggested rewrite was not ready after 3 minutes")
 
     async def reply(self, url: str) -> None:
         headers = {"Accept": "application/x-ndjson", "Referer": str(self.http.base_url)}
@@ -294,7 +320,12 @@ class Participant:
 async def drive(base: str, participants: int, turns: int, think: float, seed: int) -> Results:
     results = Results()
     barrier = asyncio.Barrier(participants)
-    people = [Participant(base, results, think, random.Random(seed + i)) for i in range(participants)]
+    people = [
+        Participant(
+            base, results, think, random.Random(seed + i), f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256 + 1}"
+        )
+        for i in range(participants)
+    ]
 
     async def one(person: Participant) -> None:
         try:
@@ -382,8 +413,10 @@ def main() -> None:
         "ATTUNE_ALLOW_LIVE_MODELS": "1",
         "OPENAI_API_KEY": "sk-fake-bench-key",
         "ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE": "1000",
+        "ATTUNE_TRUSTED_PROXIES": "1",  # the participants' X-Forwarded-For, as behind the TLS proxy
     }
     server = None
+    worker = None
     watch = ConnectionWatch(admin_url, name)
     try:
         subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=REPO, env=env, check=True)
@@ -398,6 +431,24 @@ def main() -> None:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+        if os.environ.get("REDIS_URL"):  # as docker-compose: a Celery worker prepares the suggested rewrites
+            worker = subprocess.Popen(
+                [
+                    sys.executable,
+                    "manage.py",
+                    "worker",
+                    "--pool",
+                    "threads",
+                    "--concurrency",
+                    "4",
+                    "--loglevel",
+                    "WARNING",
+                ],
+                cwd=REPO,
+                env=env,
+                stdout=(data_dir / "worker.log").open("w"),
+                stderr=subprocess.STDOUT,
+            )
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 600  # a worker imports litellm before it answers: slow on a busy machine
         while True:
@@ -421,6 +472,9 @@ def main() -> None:
         if server is not None:
             server.terminate()
             server.wait(timeout=60)
+        if worker is not None:
+            worker.terminate()
+            worker.wait(timeout=60)
         fake.terminate()
         fake.wait(timeout=30)
         with psycopg.connect(admin_url, autocommit=True) as conn:

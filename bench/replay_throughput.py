@@ -47,7 +47,9 @@ from devtools.fake_llm_server import http_json, root_url, start_subprocess
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_eval(api_base: str, folder: Path, out: Path, concurrency: int, data_dir: Path) -> tuple[float, float, str]:
+def run_eval(
+    api_base: str, folder: Path, out: Path, concurrency: int, data_dir: Path, processes: int | None = None
+) -> tuple[float, float, str]:
     """One ``attune eval`` process; returns (its start time, its exit time, its stdout)."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.update({"PYTHONPATH": str(ROOT), "ATTUNE_DATA_DIR": str(data_dir), "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
@@ -70,6 +72,8 @@ def run_eval(api_base: str, folder: Path, out: Path, concurrency: int, data_dir:
         "--out",
         str(out),
     ]
+    if processes is not None:
+        command += ["--processes", str(processes)]
     started = time.time()
     finished = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     ended = time.time()
@@ -84,6 +88,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--latency-ms", type=float, default=200.0)
     parser.add_argument("--concurrency", default="32,64", help="comma-separated values, one eval run each")
+    parser.add_argument("--processes", type=int, help="attune eval --processes (default: its own, the CPU count)")
     options = parser.parse_args()
     latency = options.latency_ms / 1000
     levels = [int(v) for v in options.concurrency.split(",") if v.strip()]
@@ -105,7 +110,7 @@ def main() -> None:
                 http_json(f"{control}/stats/reset", {})
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 out, data = Path(tmp) / f"out-{level}", Path(tmp) / "data"
-                started, ended, stdout = run_eval(api_base, folder, out, level, data)
+                started, ended, stdout = run_eval(api_base, folder, out, level, data, options.processes)
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 stats = http_json(f"{control}/stats")
                 calls = stats["requests"]
@@ -134,7 +139,8 @@ def main() -> None:
     load = os.getloadavg()
     print(
         f"attune eval, {options.conversations} conversations x {options.turns} turns, no judge, "
-        f"latency {options.latency_ms:.0f} ms, longest chain {chain} calls; "
+        f"latency {options.latency_ms:.0f} ms, longest chain {chain} calls, "
+        f"--processes {options.processes or 'default (CPU count)'}; "
         f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs"
     )
     for r in results:

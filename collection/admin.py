@@ -25,8 +25,24 @@ class TurnInline(admin.TabularInline):
     can_delete = False
 
 
+class StudyModelInline(admin.TabularInline):
+    """The study's original-model pool and weights (also set on the research pages)."""
+
+    model = m.StudyModel
+    extra = 0
+
+
+class StudyQuotaInline(admin.TabularInline):
+    """The study's quotas per topic or participant group (also set on the research pages)."""
+
+    model = m.StudyQuota
+    extra = 0
+
+
 @admin.register(m.Study)
 class StudyAdmin(admin.ModelAdmin):
+    inlines = (StudyModelInline, StudyQuotaInline)
+    filter_horizontal = ("topics",)
     list_display = (
         "title",
         "slug",
@@ -34,13 +50,13 @@ class StudyAdmin(admin.ModelAdmin):
         "open_enrolment",
         "min_turns",
         "max_turns",
-        "active",
+        "status",
         "participant_count",
         "max_participants",
         "live_calls_used",
         "live_call_budget",
     )
-    list_filter = ("active", "open_enrolment", "consent_version")
+    list_filter = ("status", "open_enrolment", "consent_version")
     search_fields = ("title", "slug")
     prepopulated_fields = {"slug": ("title",)}
 
@@ -63,7 +79,7 @@ class ConsentInline(admin.TabularInline):
 class ParticipantAdmin(admin.ModelAdmin):
     list_display = ("pseudonym", "study", "created_at", "withdrawn_at", "conversation_count")
     list_filter = ("study", ("withdrawn_at", admin.EmptyFieldListFilter), "created_at")
-    search_fields = ("pseudonym", "platform_id")
+    search_fields = ("pseudonym",)
     readonly_fields = ("pseudonym", "created_at", "completion_code", "link_issued_at", "link_revoked_at")
     # The study-link token is the participant's credential: only its hash is stored, and the admin shows
     # neither (the invite command, and "Issue new study links" here, print each link once).
@@ -239,3 +255,62 @@ class FourBranchRatingAdmin(admin.ModelAdmin):
     list_display = ("conversation", "branch", "rating")
     list_filter = ("branch", "rating")
     search_fields = ("conversation__conversation_id",)
+
+
+# --- Study set-up (issue 18): pools and quotas also have lists of their own, across studies ---
+
+
+@admin.register(m.StudyModel)
+class StudyModelAdmin(admin.ModelAdmin):
+    list_display = ("study", "original_model", "weight")
+    list_filter = ("study",)
+    list_select_related = ("study", "original_model")
+    search_fields = ("study__slug", "original_model__alias", "original_model__name")
+
+
+@admin.register(m.StudyQuota)
+class StudyQuotaAdmin(admin.ModelAdmin):
+    list_display = ("study", "kind", "topic", "group", "cap")
+    list_filter = ("study", "kind")
+    list_select_related = ("study", "topic")
+    search_fields = ("study__slug", "group", "topic__subtopic")
+
+
+class _RecordedOnlyAdmin(admin.ModelAdmin):
+    """Rows the study writes itself (calls, checks, decisions): nobody adds or edits them here."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(m.LiveCall)
+class LiveCallAdmin(_RecordedOnlyAdmin):
+    """Live original-model calls and their litellm prices: the study's dollar spend (collection.live_spend)."""
+
+    list_display = ("study", "litellm_model", "succeeded", "cost_usd", "created_at")
+    list_filter = ("study", "succeeded")
+    search_fields = ("litellm_model",)
+    list_select_related = ("study",)
+
+
+@admin.register(m.AttentionCheck)
+class AttentionCheckAdmin(_RecordedOnlyAdmin):
+    """Instructed-response checks and their answers; never part of the data (annotation.quality reads them)."""
+
+    list_display = ("participant", "place", "instructed", "given", "passed", "answered_at")
+    list_filter = ("place", "passed")
+    search_fields = ("participant__pseudonym",)
+    list_select_related = ("participant",)
+
+
+@admin.register(m.QualityDecision)
+class QualityDecisionAdmin(_RecordedOnlyAdmin):
+    """The log of researchers' include/exclude decisions; decisions are made on the quality pages."""
+
+    list_display = ("participant", "decision", "reason", "decided_by", "decided_at")
+    list_filter = ("decision", "reason")
+    search_fields = ("participant__pseudonym",)
+    list_select_related = ("participant", "decided_by")

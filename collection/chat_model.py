@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 
@@ -52,10 +52,37 @@ class ReplyRequest:
     category: str
     subtopic: str
     turn_number: int
+    #: Asked when the primary provider fails before sending any text (blank: no fallback).
+    fallback_litellm_model: str = ""
+    fallback_api_base: str = ""
 
     @property
     def user_message(self) -> str:
         return self.messages[-1]["content"] if self.messages else ""
+
+
+@dataclass
+class LiveAttempt:
+    """One call to a live provider: which model, what it was sent, what came back, and whether it finished."""
+
+    litellm_model: str
+    messages: list[dict[str, str]]
+    text: str = ""
+    succeeded: bool = False
+
+
+@dataclass
+class CallRecord:
+    """Every live call made for one reply (primary, fallback, identity-screen regenerations), for the
+    study's spend (collection.live_spend) and the turn's ``answered_by``."""
+
+    attempts: list[LiveAttempt] = field(default_factory=list)
+
+    @property
+    def answered_by(self) -> str:
+        """The model of the last call that finished (the one whose text was kept); blank when offline."""
+        done = [a.litellm_model for a in self.attempts if a.succeeded]
+        return done[-1] if done else ""
 
 
 def uses_live_model(model: OriginalModel) -> bool:
@@ -93,6 +120,8 @@ def build_request(conversation: Conversation, turn: Turn) -> ReplyRequest:
         category=conversation.topic.category,
         subtopic=conversation.topic.subtopic,
         turn_number=turn.turn_number,
+        fallback_litellm_model=model.fallback_litellm_model if live else "",
+        fallback_api_base=model.fallback_api_base if live else "",
     )
 
 
@@ -101,21 +130,45 @@ def build_request(conversation: Conversation, turn: Turn) -> ReplyRequest:
 # ---------------------------------------------------------------------------
 
 
-async def astream_reply(request: ReplyRequest) -> AsyncGenerator[str, None]:
-    """Chunks of the reply as they arrive; raises ChatModelError on any provider failure."""
+async def astream_reply(request: ReplyRequest, record: CallRecord | None = None) -> AsyncGenerator[str, None]:
+    """Chunks of the reply as they arrive; raises ChatModelError on any provider failure.
+
+    When the primary provider fails before sending any text and the model has a
+    fallback, the fallback is asked instead (once; a failure after text was shown
+    is not retried here, the participant's "Try again" does that). Each call is
+    noted in ``record``.
+    """
     if not request.litellm_model:
         async for chunk in _offline_stream(request):
             yield chunk
         return
+    record = record if record is not None else CallRecord()
+    try:
+        async for chunk in _astream_live(request, request.litellm_model, request.api_base, record):
+            yield chunk
+        return
+    except ChatModelError:
+        if not request.fallback_litellm_model or record.attempts[-1].text:
+            raise
+    logger.warning("original model %s failed on turn %s; asking its fallback", request.model_key, request.turn_number)
+    async for chunk in _astream_live(request, request.fallback_litellm_model, request.fallback_api_base, record):
+        yield chunk
+
+
+async def _astream_live(
+    request: ReplyRequest, litellm_model: str, api_base: str, record: CallRecord
+) -> AsyncGenerator[str, None]:
+    """One streamed call to one provider model (keys from the environment, as litellm reads them)."""
     import litellm  # heavy: imported only when a live model is used
 
+    attempt = LiveAttempt(litellm_model=litellm_model, messages=request.messages)
+    record.attempts.append(attempt)
     timeout = settings.ATTUNE_CHAT_TIMEOUT_SECONDS
-    received = False
     try:
         response = await litellm.acompletion(
-            model=request.litellm_model,
+            model=litellm_model,
             messages=request.messages,
-            api_base=request.api_base or None,
+            api_base=api_base or None,
             stream=True,
             timeout=timeout,
             num_retries=0,
@@ -125,16 +178,17 @@ async def astream_reply(request: ReplyRequest) -> AsyncGenerator[str, None]:
             choices = getattr(part, "choices", None) or []
             text = getattr(choices[0].delta, "content", None) if choices else None
             if text:
-                received = True
+                attempt.text += text
                 yield text
     except ChatModelError:
         raise
     except Exception as exc:  # any provider, network or parsing failure
         logger.warning("original model %s failed on turn %s: %r", request.model_key, request.turn_number, exc)
         raise ChatModelError() from exc
-    if not received:
+    if not attempt.text:
         logger.warning("original model %s sent an empty reply on turn %s", request.model_key, request.turn_number)
         raise ChatModelError()
+    attempt.succeeded = True
 
 
 _loop: asyncio.AbstractEventLoop | None = None
@@ -181,7 +235,7 @@ async def _next_chunk(agen: AsyncGenerator[str, None], seconds_left: float) -> o
         return _LATE
 
 
-def stream_reply(request: ReplyRequest) -> Generator[str, None, None]:
+def stream_reply(request: ReplyRequest, record: CallRecord | None = None) -> Generator[str, None, None]:
     """The async stream driven from synchronous code (a WSGI streaming response).
 
     The whole reply must arrive within ``ATTUNE_CHAT_TIMEOUT_SECONDS``: a provider
@@ -190,7 +244,7 @@ def stream_reply(request: ReplyRequest) -> Generator[str, None, None]:
     away) closes the provider stream too.
     """
     loop = _background_loop()
-    agen = astream_reply(request)
+    agen = astream_reply(request, record)
     limit = settings.ATTUNE_CHAT_TIMEOUT_SECONDS
     deadline = time.monotonic() + limit
     try:

@@ -12,6 +12,8 @@ from django import forms
 from django.db.models import QuerySet
 
 from attunebench import catalogue as cat
+from collection import quotas
+from collection.attention import instruction
 from collection.models import Topic
 
 SCALE_CHOICES = [(str(n), str(n)) for n in range(cat.PANAS_SCALE_MIN, cat.PANAS_SCALE_MAX + 1)]
@@ -166,11 +168,29 @@ class TopicForm(ParticipantForm):
         error_messages={"required": "Please say how you feel about talking about this topic."},
     )
 
+    def __init__(self, *args: Any, study: Any = None, **kwargs: Any) -> None:
+        """``study`` narrows the choice to its offered topics that are not full (``collection.quotas``)."""
+        super().__init__(*args, **kwargs)
+        self._topics = quotas.open_topics(study) if study is not None else offered_topics()
+        field = self.fields["topic"]
+        assert isinstance(field, forms.ModelChoiceField)
+        field.queryset = self._topics
+        self._topic_list: list[Topic] | None = None
+
+    def topic_list(self) -> list[Topic]:
+        if self._topic_list is None:
+            self._topic_list = list(self._topics)
+        return self._topic_list
+
+    def has_topics(self) -> bool:
+        """False when every topic the study offers is full: the page then says so instead of a form."""
+        return bool(self.topic_list())
+
     def grouped_topics(self) -> list[tuple[str, list[Any]]]:
         """Radio buttons grouped by category, in catalogue order."""
         by_id = {str(radio.data["value"]): radio for radio in self["topic"]}
         groups: dict[str, list[Any]] = {}
-        for topic in offered_topics():
+        for topic in self.topic_list():
             radio = by_id.get(str(topic.pk))
             if radio is not None:
                 groups.setdefault(topic.category, []).append(radio)
@@ -241,16 +261,29 @@ class SurveyForm(ParticipantForm):
         error_messages={"max_length": too_long_message()},
     )
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, attention: str | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         for branch in cat.FOUR_BRANCHES:
             self.fields[f"branch_{branch}"] = scale_field(
                 cat.FOUR_BRANCH_PROMPTS[branch],
                 "Please choose a number from 1 (not at all well) to 7 (extremely well).",
             )
+        #: The instructed rating of the survey's attention check (``collection.attention``), if it has one.
+        self.attention = attention
+        if attention is not None:
+            check = scale_field(instruction("survey", attention), "")
+            check.required = False  # an unanswered check is recorded as failed, not refused
+            self.fields["attention_check"] = check
 
     def branch_fields(self) -> list[forms.BoundField]:
-        return [self[f"branch_{b}"] for b in cat.FOUR_BRANCHES]
+        """The four ratings, with the attention check (if any) among them, after the second."""
+        fields = [self[f"branch_{b}"] for b in cat.FOUR_BRANCHES]
+        if self.attention is not None:
+            fields.insert(2, self["attention_check"])
+        return fields
+
+    def attention_answer(self) -> str:
+        return str(self.cleaned_data.get("attention_check") or "") if self.attention is not None else ""
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Iterator
 
 from attunebench.identity import IdentityScanner, StreamScreen, configured_names, leak_labels
-from collection.chat_model import ReplyRequest, stream_reply
+from collection.chat_model import CallRecord, ReplyRequest, stream_reply
 from collection.models import IDENTITY_CLEAN, IDENTITY_MASKED, IDENTITY_REGENERATED, OriginalModel
 
 logger = logging.getLogger("attune.chat")
@@ -57,6 +57,8 @@ class GuardedReply:
         self.text = ""
         self.outcome = IDENTITY_CLEAN
         self.leaks: list[str] = []
+        #: Every live call this reply made (primary, fallback, regenerations): spend and ``answered_by``.
+        self.record = CallRecord()
 
     def events(self) -> Iterator[tuple[str, str]]:
         """``("delta", text)`` for text that may be shown; ``("restart", "")`` when shown text must be cleared."""
@@ -66,7 +68,7 @@ class GuardedReply:
             screen = StreamScreen(self.scanner)
             shown = False
             leaked = False
-            stream = stream_reply(request)
+            stream = stream_reply(request, self.record)
             try:
                 for chunk in stream:
                     if leaked:  # the last attempt: read it to the end, to mask it whole

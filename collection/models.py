@@ -8,10 +8,14 @@ is a status, and exports and scoring skip withdrawn data.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -45,6 +49,17 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+def hash_platform_id(platform_id: str, key: str | None = None) -> str:
+    """What the database keeps of a recruitment-platform participant id: its HMAC-SHA256 under the pseudonym key.
+
+    Keyed (unlike a study-link token, a platform id is short and guessable, so a
+    plain hash could be reversed by trying ids); the key is the deployment's
+    ``ATTUNE_PSEUDONYM_KEY``, kept beside the secret key in the data dir.
+    """
+    secret = (key or settings.ATTUNE_PSEUDONYM_KEY).encode("utf-8")
+    return hmac.new(secret, f"platform-id\x00{platform_id}".encode(), hashlib.sha256).hexdigest()
+
+
 def new_alias() -> str:
     return "om-" + secrets.token_hex(4)
 
@@ -56,7 +71,31 @@ def new_completion_code() -> str:
 class StudyQuerySet(models.QuerySet["Study"]):
     def open(self) -> StudyQuerySet:
         """Studies that accept participants now: the one definition every entry point uses."""
-        return self.filter(active=True)
+        return self.filter(status=Study.Status.OPEN)
+
+
+def not_test_data(participant_path: str = "participant") -> Q:
+    """The one filter that keeps preview (test) participants out of the data.
+
+    A researcher's preview walks the real participant flow as a participant with
+    ``is_test`` set; exports, dataset versions, scores, collection statistics and
+    monitoring all filter with this, so nothing a preview made is ever counted.
+    Imported conversations have no participant and are data. ``participant_path``
+    is the lookup path from the queried model to its participant.
+    """
+    return Q(**{f"{participant_path}__isnull": True}) | Q(**{f"{participant_path}__is_test": False})
+
+
+class ParticipantQuerySet(models.QuerySet["Participant"]):
+    def real(self) -> ParticipantQuerySet:
+        """Participants who are data: everyone but researchers' preview participants."""
+        return self.filter(is_test=False)
+
+
+class ConversationQuerySet(models.QuerySet["Conversation"]):
+    def real(self) -> ConversationQuerySet:
+        """Conversations that are data: collected from real participants, or imported."""
+        return self.filter(not_test_data())
 
 
 class Study(models.Model):
@@ -77,7 +116,6 @@ class Study(models.Model):
     binary_sample_size = models.PositiveSmallIntegerField(
         default=0, help_text="Behaviour questions asked per turn; 0 asks all 36."
     )
-    active = models.BooleanField(default=True)
     link_valid_days = models.PositiveSmallIntegerField(
         default=90,
         help_text="Days a participant's study link works after it was issued; 0 = it never expires.",
@@ -99,14 +137,116 @@ class Study(models.Model):
         default=0, help_text="Live model calls made so far (counted when a call is started)."
     )
 
+    # --- Study set-up in the researcher UI (issue 18, item 3) ---
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft (being set up; nobody can join)"
+        OPEN = "open", "Open (taking participants)"
+        CLOSED = "closed", "Closed (no new participants)"
+
+    status = models.CharField(
+        max_length=10,
+        choices=Status.choices,
+        default=Status.OPEN,
+        help_text="draft: being set up, only previews; open: taking participants; closed: refuses new ones.",
+    )
+    topics: models.ManyToManyField[Any, Any] = models.ManyToManyField(
+        "Topic",
+        blank=True,
+        related_name="studies",
+        help_text="Topics participants may choose from; none chosen offers the whole catalogue.",
+    )
+    participant_groups = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="Comma-separated participant groups (e.g. 'students, staff'); a join link may name one "
+        "with ?group=NAME. Model assignment is balanced within each group.",
+    )
+    # --- Recruitment-platform entry and exit (issue 18; Prolific's conventions by default) ---
+    platform_participant_param = models.CharField(
+        max_length=64,
+        default="PROLIFIC_PID",
+        help_text="Query parameter of the entry URL holding the platform's participant id.",
+    )
+    platform_study_param = models.CharField(
+        max_length=64, default="STUDY_ID", help_text="Query parameter holding the platform's study id."
+    )
+    platform_session_param = models.CharField(
+        max_length=64,
+        default="SESSION_ID",
+        help_text="Query parameter holding the platform's session id (checked to be present, never stored).",
+    )
+    platform_study_id = models.CharField(
+        max_length=128,
+        blank=True,
+        help_text="The platform's id of this study; when set, entries naming another "
+        "study id are refused. Never exported.",
+    )
+    platform_completion_url = models.URLField(
+        max_length=500,
+        blank=True,
+        help_text="Where participants go back to the platform, e.g. "
+        "https://app.prolific.com/submissions/complete; blank = this study takes no platform entries.",
+    )
+    platform_code_param = models.CharField(
+        max_length=32, default="cc", help_text="Query parameter of the completion URL that carries the code."
+    )
+    platform_completion_code = models.CharField(
+        max_length=64, blank=True, help_text="Code for participants who finished the study."
+    )
+    platform_withdrawal_code = models.CharField(
+        max_length=64, blank=True, help_text="Return code for participants who withdrew."
+    )
+    platform_screenout_code = models.CharField(
+        max_length=64, blank=True, help_text="Return code for participants screened out (e.g. did not consent)."
+    )
+    # --- Live-model spend (issue 18) ---
+    live_spend_budget_usd = models.DecimalField(
+        max_digits=10,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0"))],
+        help_text="Most US dollars this study's live model calls may cost (litellm's prices; calls to unpriced "
+        "models are counted apart); blank for no limit. Checked before each call.",
+    )
+    # --- Quality control (issue 18, item 2): attention checks and detector thresholds ---
+    attention_checks = models.PositiveSmallIntegerField(
+        default=2,
+        help_text="Instructed-response attention checks per participant (0 for none), placed among the "
+        "behaviour questions and in the closing survey; never scored as data.",
+    )
+    quality_min_page_seconds = models.PositiveSmallIntegerField(
+        default=8, help_text="An annotation page answered faster than this many seconds is flagged as too fast."
+    )
+    quality_min_edit_ratio = models.FloatField(
+        default=0.05,
+        help_text="An ideal reply changed by less than this share of the original reply's characters is "
+        "flagged as unedited (0.05 = 5%).",
+    )
+    quality_min_message_chars = models.PositiveSmallIntegerField(
+        default=15, help_text="A chat message shorter than this many characters is flagged as very short."
+    )
+    quality_max_failed_checks = models.PositiveSmallIntegerField(
+        default=0, help_text="Failed attention checks tolerated before the participant is flagged."
+    )
+
     objects = StudyQuerySet.as_manager()
 
     class Meta:
         verbose_name_plural = "studies"
         constraints = [
+            models.CheckConstraint(condition=Q(status__in=["draft", "open", "closed"]), name="study_status_valid"),
             models.CheckConstraint(condition=Q(min_turns__gte=1), name="study_min_turns_positive"),
             models.CheckConstraint(condition=Q(max_turns__gte=models.F("min_turns")), name="study_max_turns_ge_min"),
             models.CheckConstraint(condition=Q(binary_sample_size__lte=36), name="study_binary_sample_le_36"),
+            models.CheckConstraint(
+                condition=Q(live_spend_budget_usd__isnull=True) | Q(live_spend_budget_usd__gte=0),
+                name="study_live_spend_budget_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(quality_min_edit_ratio__gte=0, quality_min_edit_ratio__lte=1),
+                name="study_quality_edit_ratio_range",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -115,7 +255,13 @@ class Study(models.Model):
     @property
     def is_open(self) -> bool:
         """Whether participants may join or carry on now (mirrors ``Study.objects.open()``)."""
-        return self.active
+        return self.status == Study.Status.OPEN
+
+    @property
+    def group_names(self) -> list[str]:
+        """The study's participant groups, in the order the researcher wrote them."""
+        names = [name.strip() for name in self.participant_groups.split(",")]
+        return list(dict.fromkeys(name for name in names if name))
 
 
 class Participant(models.Model):
@@ -132,8 +278,19 @@ class Participant(models.Model):
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
     link_issued_at = models.DateTimeField(default=timezone.now, editable=False)
     link_revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
-    platform_id = models.CharField(
-        max_length=128, blank=True, help_text="Recruitment platform id, if any; never exported."
+    platform_id_hash = models.CharField(
+        max_length=64,
+        blank=True,
+        editable=False,
+        help_text="Keyed hash of the recruitment-platform participant id (hash_platform_id); the id itself is "
+        "never stored, and neither is ever exported.",
+    )
+    screened_out_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When a platform participant left before taking part "
+        "(e.g. did not consent); they get the screen-out return code.",
     )
     created_at = models.DateTimeField(default=timezone.now)
     withdrawn_at = models.DateTimeField(null=True, blank=True)
@@ -144,9 +301,32 @@ class Participant(models.Model):
         help_text="Pre-chat PANAS ratings, held here only until the topic is chosen and the conversation "
         "exists; then moved into that conversation's PanasSurvey and cleared.",
     )
+    # --- Quality control (issue 18, item 2): the researcher's current decision (log: QualityDecision) ---
+    quality_excluded_at = models.DateTimeField(
+        null=True, blank=True, help_text="Set while a researcher's current decision excludes this participant."
+    )
+    quality_exclusion_reason = models.CharField(max_length=40, blank=True)
+
+    # --- Study set-up: preview participants and groups (issue 18, item 3) ---
+    is_test = models.BooleanField(
+        default=False,
+        help_text="A researcher's preview participant: walks the real flow but never enters the data "
+        "(exports, dataset versions, scores, statistics and monitoring leave it out).",
+    )
+    group = models.CharField(max_length=40, blank=True, help_text="Participant group within the study, if any.")
+
+    objects = ParticipantQuerySet.as_manager()
 
     class Meta:
         indexes = [models.Index(fields=["withdrawn_at"])]
+        constraints = [
+            # One participant per platform id per study: a returning id resumes, never enrols twice.
+            models.UniqueConstraint(
+                fields=["study", "platform_id_hash"],
+                condition=~Q(platform_id_hash=""),
+                name="participant_platform_id_once_per_study",
+            )
+        ]
 
     #: The study-link token, known only on an instance that issued or was reached by it; never stored.
     token: str = ""
@@ -177,6 +357,10 @@ class Participant(models.Model):
     @property
     def is_withdrawn(self) -> bool:
         return self.withdrawn_at is not None
+
+    @property
+    def from_platform(self) -> bool:
+        return bool(self.platform_id_hash)
 
 
 class Consent(models.Model):
@@ -230,6 +414,11 @@ class OriginalModel(models.Model):
     )
     api_base = models.CharField(max_length=300, blank=True)
     active = models.BooleanField(default=True, help_text="In the pool that new conversations are assigned from.")
+    # --- Live original models (issue 18) ---
+    fallback_litellm_model = models.CharField(
+        max_length=200, blank=True, help_text="litellm model that answers when this one's provider fails; blank = none."
+    )
+    fallback_api_base = models.CharField(max_length=300, blank=True)
 
     class Meta:
         constraints = [
@@ -293,6 +482,8 @@ class Conversation(models.Model):
         help_text="complete: finished by the participant with every turn complete (the default export); "
         "unfinished: started but not finished; empty: no turn with a reply. Withdrawal is the status, not this.",
     )
+
+    objects = ConversationQuerySet.as_manager()
 
     class Meta:
         indexes = [
@@ -358,6 +549,13 @@ class Turn(models.Model):
     )
     identity_leaks = models.JSONField(
         default=list, blank=True, help_text="Names the screen caught in discarded or masked replies (never shown)."
+    )
+    # --- Live original models (issue 18) ---
+    answered_by = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="litellm model whose reply was stored (the fallback's when the provider failed); blank for the "
+        "offline scripted model or replies stored before this was recorded. Never shown to participants.",
     )
 
     class Meta:
@@ -478,3 +676,171 @@ class FourBranchRating(models.Model):
 
     def __str__(self) -> str:
         return f"{self.branch}: {self.rating}"
+
+
+# ---------------------------------------------------------------------------
+# Study set-up (issue 18, item 3): the original-model pool and quotas of a study
+# ---------------------------------------------------------------------------
+
+
+class StudyModel(models.Model):
+    """One original model in a study's pool, with its assignment weight.
+
+    A study with a pool assigns new conversations only among these models, in
+    proportion to their weights (``collection.assignment``); a study without one
+    uses every active original model equally, as before.
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="model_pool")
+    original_model = models.ForeignKey(OriginalModel, on_delete=models.PROTECT, related_name="study_pools")
+    weight = models.PositiveSmallIntegerField(
+        default=1, help_text="Relative share of new conversations (2 gets twice the conversations of 1)."
+    )
+
+    class Meta:
+        ordering = ["study_id", "original_model__alias"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "original_model"], name="study_model_once"),
+            models.CheckConstraint(condition=Q(weight__gte=1), name="study_model_weight_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.original_model.alias} x{self.weight} in {self.study_id}"
+
+
+class StudyQuota(models.Model):
+    """A cap on a study's data: conversations on one topic, or participants in one group.
+
+    Withdrawn and preview data do not count. A full topic is no longer offered;
+    a full group refuses new participants with a calm page.
+    """
+
+    class Kind(models.TextChoices):
+        TOPIC = "topic", "Conversations on a topic"
+        GROUP = "group", "Participants in a group"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="quotas")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    topic = models.ForeignKey(Topic, on_delete=models.PROTECT, null=True, blank=True, related_name="quotas")
+    group = models.CharField(max_length=40, blank=True)
+    cap = models.PositiveIntegerField(help_text="Most conversations (topic) or participants (group).")
+
+    class Meta:
+        ordering = ["study_id", "kind", "topic_id", "group"]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=["topic", "group"]), name="study_quota_kind_valid"),
+            models.CheckConstraint(condition=Q(cap__gte=1), name="study_quota_cap_positive"),
+            models.CheckConstraint(
+                condition=(Q(kind="topic", topic__isnull=False, group=""))
+                | (Q(kind="group", topic__isnull=True) & ~Q(group="")),
+                name="study_quota_target_matches_kind",
+            ),
+            models.UniqueConstraint(
+                fields=["study", "topic"], condition=Q(kind="topic"), name="study_quota_topic_once"
+            ),
+            models.UniqueConstraint(
+                fields=["study", "group"], condition=Q(kind="group"), name="study_quota_group_once"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        target = str(self.topic) if self.kind == self.Kind.TOPIC else f"group {self.group}"
+        return f"{target}: at most {self.cap}"
+
+
+class LiveCall(models.Model):
+    """One call to a live original model, for the study's dollar spend (collection.live_spend).
+
+    ``cost_usd`` is litellm's price of the call; null when litellm has no price
+    for the model (counted apart as unpriced). Failed calls are kept with no cost.
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="live_calls")
+    turn = models.ForeignKey(Turn, on_delete=models.SET_NULL, null=True, blank=True, related_name="live_calls")
+    litellm_model = models.CharField(max_length=200)
+    succeeded = models.BooleanField(default=True)
+    cost_usd = models.DecimalField(max_digits=14, decimal_places=8, null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["study", "created_at"])]
+        constraints = [
+            models.CheckConstraint(condition=Q(cost_usd__isnull=True) | Q(cost_usd__gte=0), name="live_call_cost_ok")
+        ]
+
+    def __str__(self) -> str:
+        return f"live call of study {self.study_id} ({self.litellm_model})"
+
+
+# ---------------------------------------------------------------------------
+# Quality control (issue 18, item 2)
+# ---------------------------------------------------------------------------
+
+
+class AttentionCheck(models.Model):
+    """One instructed-response item ("For this question, choose 'X'") and what was answered.
+
+    Kept apart from every answer table so it can never be scored or exported as data.
+    """
+
+    class Place(models.TextChoices):
+        ANSWERS = "answers", "behaviour questions"
+        SURVEY = "survey", "closing survey"
+
+    participant = models.ForeignKey(Participant, on_delete=models.PROTECT, related_name="attention_checks")
+    turn = models.ForeignKey(Turn, on_delete=models.PROTECT, related_name="attention_checks", null=True, blank=True)
+    place = models.CharField(max_length=10, choices=Place.choices)
+    instructed = models.CharField(max_length=40)
+    given = models.CharField(max_length=40, blank=True)
+    passed = models.BooleanField(default=False)
+    answered_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["participant_id", "answered_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(passed=True, given=models.F("instructed"))
+                | (Q(passed=False) & ~Q(given=models.F("instructed"))),
+                name="attention_check_passed_iff_instructed",
+            ),
+            models.CheckConstraint(
+                condition=Q(place="survey", turn__isnull=True) | Q(place="answers", turn__isnull=False),
+                name="attention_check_place_matches_turn",
+            ),
+            models.UniqueConstraint(fields=["turn"], name="attention_check_once_per_turn"),
+            models.UniqueConstraint(
+                fields=["participant"], condition=Q(place="survey"), name="attention_check_one_survey_check"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.place}: asked {self.instructed!r}, got {self.given or '-'!r}"
+
+
+class QualityDecision(models.Model):
+    """One researcher decision about a participant's data (append-only log; the latest one is current)."""
+
+    class Decision(models.TextChoices):
+        INCLUDE = "include", "include"
+        EXCLUDE = "exclude", "exclude"
+
+    participant = models.ForeignKey(Participant, on_delete=models.PROTECT, related_name="quality_decisions")
+    decision = models.CharField(max_length=10, choices=Decision.choices)
+    reason = models.CharField(max_length=40, blank=True)
+    note = models.TextField(blank=True)
+    decided_by = models.ForeignKey(
+        "auth.User", on_delete=models.PROTECT, related_name="quality_decisions", null=True, blank=True
+    )
+    decided_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["participant_id", "decided_at", "id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(decision__in=["include", "exclude"]), name="quality_decision_valid"),
+            models.CheckConstraint(
+                condition=Q(decision="include") | ~Q(reason=""), name="quality_exclusion_has_reason"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.decision} {self.participant_id} ({self.reason or '-'})"

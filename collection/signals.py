@@ -15,3 +15,8 @@ from django.dispatch import Signal
 #: participant's conversations, now withdrawn) and ``withdrawn_at`` (when). Scoring re-scores the
 #: runs that held them; datasets withdraws and regenerates the export files that held them.
 participant_withdrawn = Signal()
+
+#: Sent by ``study_flow.do_save_reply`` inside its transaction, with ``turn_pk``, when a turn's reply has
+#: just been stored (once per turn: only the first writer sends it). Annotation prepares the suggested
+#: rewrite of the reply off the request path, so the participant's annotation pages never wait on a model.
+reply_stored = Signal()

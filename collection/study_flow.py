@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
+from collection import quotas
 from collection.assignment import choose_original_model
 from collection.completeness import do_note_first_reply, do_refresh_conversation_completeness
 from collection.models import (
@@ -49,7 +50,7 @@ from collection.models import (
     hash_token,
 )
 from collection.rate_limits import Clock, SlidingWindowLimiter, WindowLog, window_log
-from collection.signals import participant_withdrawn
+from collection.signals import participant_withdrawn, reply_stored
 
 logger = logging.getLogger("attune.participant")
 
@@ -212,9 +213,10 @@ def progress_for(step: str) -> Progress:
 # ---------------------------------------------------------------------------
 
 
-def do_enrol(study: Study, platform_id: str = "") -> Participant:
-    """A new participant in ``study`` (invitation command; open enrolment goes through do_open_enrol)."""
-    return Participant.objects.create(study=study, platform_id=platform_id[:128])
+def do_enrol(study: Study) -> Participant:
+    """A new participant in ``study`` (invitation command; open enrolment goes through do_open_enrol,
+    platform entry through ``collection.recruitment.do_platform_enrol``)."""
+    return Participant.objects.create(study=study)
 
 
 class EnrolmentRefused(Exception):
@@ -225,12 +227,31 @@ class StudyFull(EnrolmentRefused):
     """The study has reached its ``max_participants``."""
 
 
+class StudyNotOpen(EnrolmentRefused):
+    """The study is a draft or closed: nobody new may join."""
+
+
+class GroupFull(EnrolmentRefused):
+    """The participant's group has reached its quota."""
+
+
+class UnknownGroup(EnrolmentRefused):
+    """The join link names a group the study does not have."""
+
+
+class TopicFull(Exception):
+    """The chosen topic reached its quota while the participant was choosing; ``str()`` is the calm sentence."""
+
+
 class EnrolmentThrottled(EnrolmentRefused):
     """Too many people joined from this address, or this study, in the last hour."""
 
     retry_after = 600  # seconds suggested to the visitor (Retry-After)
 
 
+STUDY_CLOSED_MESSAGE = (
+    "This study is not taking new participants at the moment. Thank you for your interest; nothing has been recorded."
+)
 STUDY_FULL_MESSAGE = (
     "This study has all the participants it needs, so it is not taking anyone new. Thank you for your interest."
 )
@@ -244,10 +265,17 @@ def study_is_full(study: Study) -> bool:
     return study.max_participants is not None and study.participants.count() >= study.max_participants
 
 
-def do_open_enrol(study: Study, token: str = "") -> Participant:
+def check_group(study: Study, group: str) -> None:
+    """Raise UnknownGroup unless ``group`` is blank or one of the study's groups."""
+    if group and group not in study.group_names:
+        raise UnknownGroup(quotas.UNKNOWN_GROUP_MESSAGE)
+
+
+def do_open_enrol(study: Study, token: str = "", group: str = "") -> Participant:
     """A participant who joined through the study's open link; refuses once the study is full.
 
     The study row is locked while counting, so simultaneous joins cannot pass the cap together.
+    A study that is not open (draft or closed) and a group whose quota is reached refuse too.
     ``token`` is the (server-made, signed) token of the start page that was posted: repeated or
     simultaneous posts of one start page get the participant the first one made, not a second.
     """
@@ -259,9 +287,14 @@ def do_open_enrol(study: Study, token: str = "") -> Participant:
                 raise Http404("No such study link.")
             existing.token = token  # only the hash is stored
             return existing
+        if not locked.is_open:
+            raise StudyNotOpen(STUDY_CLOSED_MESSAGE)
+        check_group(locked, group)
         if study_is_full(locked):
             raise StudyFull(STUDY_FULL_MESSAGE)
-        participant = Participant(study=locked)
+        if group and quotas.group_is_full(locked, group):
+            raise GroupFull(quotas.GROUP_FULL_MESSAGE)
+        participant = Participant(study=locked, group=group)
         if token:
             participant.token, participant.token_hash = token, hash_token(token)
         participant.save()
@@ -328,14 +361,19 @@ def do_start_conversation(participant: Participant, topic: Topic, topic_attitude
     """Create the conversation, assign a model by the balancing rule and move the pre-chat mood in.
 
     The participant row is locked so two simultaneous submissions create one
-    conversation, not two.
+    conversation, not two; the study row is locked while the topic's quota is
+    checked, so simultaneous starts cannot over-fill it (raises TopicFull). The
+    model comes from the study's pool when it has one (``collection.assignment``).
     """
     with transaction.atomic():
         locked = Participant.objects.select_for_update().get(pk=participant.pk)
         existing = active_conversation(locked)
         if existing is not None:
             return existing
-        model = choose_original_model(topic)
+        study = Study.objects.select_for_update().get(pk=study_of(locked).pk)
+        if topic.pk in quotas.full_topic_ids(study):
+            raise TopicFull(quotas.TOPIC_FULL_MESSAGE)
+        model = choose_original_model(topic, study, locked.group)
         conversation = Conversation.objects.create(
             conversation_id=_new_conversation_id(),
             participant=locked,
@@ -445,14 +483,19 @@ def do_add_message(conversation: Conversation, turn_number: int, text: str) -> t
 
 
 def do_save_reply(
-    turn: Turn, text: str, identity_screen: str = IDENTITY_UNSCREENED, identity_leaks: list[str] | None = None
+    turn: Turn,
+    text: str,
+    identity_screen: str = IDENTITY_UNSCREENED,
+    identity_leaks: list[str] | None = None,
+    answered_by: str = "",
 ) -> bool:
     """Store the finished reply once; only the first writer wins (conditional update).
 
     The turn then awaits its annotation, and its conversation is no longer empty.
     ``identity_screen`` and ``identity_leaks`` record what the identity screen
     did to the reply (``collection.identity_guard``); callers that did not screen
-    it leave it ``unscreened``.
+    it leave it ``unscreened``. ``answered_by`` is the live model whose text this
+    is (the fallback's when the provider failed); blank for the offline model.
     """
     with transaction.atomic():
         changed = Turn.objects.filter(pk=turn.pk, llm_response="").update(
@@ -461,9 +504,11 @@ def do_save_reply(
             completeness=cat.TURN_ANNOTATION_UNFINISHED,
             identity_screen=identity_screen,
             identity_leaks=list(identity_leaks or []),
+            answered_by=answered_by,
         )
         if changed:
             do_note_first_reply(turn.conversation_id)
+            reply_stored.send(sender=Turn, turn_pk=turn.pk)
     return changed == 1
 
 
@@ -597,10 +642,17 @@ LIVE_BUDGET_MESSAGE = (
 
 
 def claim_live_call(study: Study) -> bool:
-    """Count one live model call against the study's budget; False (nothing counted) once it is spent.
+    """Count one live model call against the study's budgets; False (nothing counted) once either is spent.
 
-    One conditional update, so simultaneous calls can never pass the budget together.
+    The dollar budget (``live_spend_budget_usd``, collection.live_spend) is
+    checked first; then the call budget by one conditional update, so
+    simultaneous calls can never pass the call budget together.
     """
+    from collection.live_spend import spend_allows_call  # imports the chat model module: only when calling
+
+    if not spend_allows_call(study):
+        logger.error("study %s has spent its live-model dollar budget; a live call was refused", study.slug)
+        return False
     claimed = (
         Study.objects.filter(pk=study.pk)
         .filter(Q(live_call_budget__isnull=True) | Q(live_calls_used__lt=F("live_call_budget")))

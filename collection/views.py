@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from functools import wraps
 from typing import Any
+from urllib.parse import quote
 
 from django.core import signing
 from django.core.cache import cache
@@ -27,6 +28,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from collection import attention, quotas, recruitment
 from collection import page_safety as ps
 from collection import study_flow as flow
 from collection.assignment import NoModelAvailable
@@ -40,6 +42,7 @@ from collection.chat_model import (
 from collection.client_ip import client_ip
 from collection.forms import ConsentForm, MessageForm, PanasForm, ProfileForm, SurveyForm, TopicForm
 from collection.identity_guard import GuardedReply, identity_scanner
+from collection.live_spend import do_record_calls
 from collection.models import Conversation, Participant, Study, Turn, hash_token, new_token
 
 logger = logging.getLogger("attune.participant")
@@ -90,7 +93,14 @@ def render_withdrawn(request: HttpRequest, participant: Participant) -> HttpResp
     return render(
         request,
         "participant/withdrawn.html",
-        {"participant": participant, "study": participant.study, "token": participant.token, "hide_withdraw": True},
+        {
+            "participant": participant,
+            "study": participant.study,
+            "token": participant.token,
+            "hide_withdraw": True,
+            "screened_out": participant.screened_out_at is not None,
+            "platform_return": participant.from_platform,
+        },
     )
 
 
@@ -197,8 +207,9 @@ def join(request: HttpRequest, slug: str) -> HttpResponse:
     start page carries the new participant's token, signed, so a double click
     or two simultaneous posts make one participant, not two.
     """
-    study = get_object_or_404(Study.objects.open(), slug=slug, open_enrolment=True)
+    study = get_object_or_404(Study, slug=slug, open_enrolment=True)
     previous = _remembered(request, study)
+    group = str((request.POST if request.method == "POST" else request.GET).get("group", ""))[:40].strip()
     if request.method == "POST":
         choice = request.POST.get("choice", "new")
         if choice == "continue" and previous is not None:
@@ -208,21 +219,25 @@ def join(request: HttpRequest, slug: str) -> HttpResponse:
             token = signing.loads(request.POST.get("start", ""), salt=JOIN_SALT, max_age=JOIN_PAGE_SECONDS)
         except signing.BadSignature:
             # an expired or altered start page: show a fresh one, nothing made
-            return redirect(request.path + "?expired=1")
+            return redirect(request.path + "?expired=1" + (f"&group={quote(group)}" if group else ""))
         try:
             if not Participant.objects.filter(token_hash=hash_token(str(token)), study=study).exists():  # repeat: free
                 flow.check_enrolment_rate(study, client_ip(request))
-            participant = flow.do_open_enrol(study, str(token))
+            participant = flow.do_open_enrol(study, str(token), group)
+        except flow.UnknownGroup as refusal:
+            return _join_closed(request, study, str(refusal), 400)
         except flow.EnrolmentThrottled as refusal:
             response = _join_closed(request, study, str(refusal), 429)
             response["Retry-After"] = str(refusal.retry_after)
             return response
-        except flow.StudyFull as refusal:
+        except (flow.StudyFull, flow.StudyNotOpen, flow.GroupFull) as refusal:
             return _join_closed(request, study, str(refusal), 403)
         _remember(request, participant)
         return redirect("collection:resume", token=participant.token)
-    if previous is None and flow.study_is_full(study):
-        return _join_closed(request, study, flow.STUDY_FULL_MESSAGE, 403)
+    if previous is None:
+        closed = join_refusal(study, group)
+        if closed is not None:
+            return _join_closed(request, study, closed[0], closed[1])
     return render(
         request,
         "participant/join.html",
@@ -232,8 +247,22 @@ def join(request: HttpRequest, slug: str) -> HttpResponse:
             "previous": previous,
             "expired": request.GET.get("expired") == "1",
             "start": signing.dumps(new_token(), salt=JOIN_SALT),
+            "group": group,
         },
     )
+
+
+def join_refusal(study: Study, group: str) -> tuple[str, int] | None:
+    """Why the start page must not be offered (calm sentence, status), or None: not open, full, or a bad group."""
+    if not study.is_open:
+        return flow.STUDY_CLOSED_MESSAGE, 403
+    if group and group not in study.group_names:
+        return quotas.UNKNOWN_GROUP_MESSAGE, 400
+    if flow.study_is_full(study):
+        return flow.STUDY_FULL_MESSAGE, 403
+    if group and quotas.group_is_full(study, group):
+        return quotas.GROUP_FULL_MESSAGE, 403
+    return None
 
 
 def _join_closed(request: HttpRequest, study: Study, message: str, status: int) -> HttpResponse:
@@ -309,12 +338,19 @@ def pre_panas(request: HttpRequest, participant: Participant, position: flow.Pos
 
 @participant_step(flow.TOPIC)
 def topic(request: HttpRequest, participant: Participant, position: flow.Position) -> HttpResponse:
-    form = bound_form(request, TopicForm)
+    study = flow.study_of(participant)
+    form = bound_form(request, lambda data: TopicForm(data, study=study))
+    if not form.has_topics():
+        context = page_context(participant, flow.TOPIC, message=quotas.ALL_TOPICS_FULL_MESSAGE)
+        return render(request, "participant/topics_full.html", context)
     if request.method == "POST":
         if not form.is_valid():
             return ps.bounce(request, form)
         try:
             flow.do_start_conversation(participant, form.cleaned_data["topic"], form.cleaned_data["attitude"])
+        except flow.TopicFull as refusal:
+            form.add_error("topic", str(refusal))
+            return ps.bounce(request, form)
         except NoModelAvailable:
             logger.error(
                 "study %s has no active original model; participant cannot start", flow.study_of(participant).slug
@@ -502,8 +538,11 @@ def _reply_events(participant: Participant, conversation: Conversation, turn: Tu
             except ChatModelError as exc:
                 yield _event({"type": "error", "message": str(exc)})
                 return
+            finally:  # every live call is counted towards the study's spend, failed or not
+                if guarded.record.attempts:
+                    do_record_calls(flow.study_of(participant), turn, guarded.record)
         # takes a connection again, for this write only
-        flow.do_save_reply(turn, guarded.text, guarded.outcome, guarded.leaks)
+        flow.do_save_reply(turn, guarded.text, guarded.outcome, guarded.leaks, guarded.record.answered_by)
         yield _event({"type": "done", "next": next_url})
     finally:
         cache.delete(lock_key)
@@ -546,6 +585,9 @@ def chat_reply(request: HttpRequest, token: str, turn_number: int) -> HttpRespon
         response["X-Accel-Buffering"] = "no"  # let reverse proxies pass chunks through at once
         return response
     outcome = [json.loads(line) for line in events][-1]
+    if outcome == {"type": "error", "message": flow.LIVE_BUDGET_MESSAGE}:  # a calm page, not a failed-reply retry
+        context = page_context(participant, flow.CHAT, message=flow.LIVE_BUDGET_MESSAGE, hide_withdraw=False)
+        return render(request, "participant/paused.html", context, status=503)
     if outcome["type"] == "error":
         return redirect(reverse("collection:chat", kwargs={"token": token}) + "?reply=failed")
     return redirect("collection:resume", token=token)
@@ -575,13 +617,20 @@ def post_panas(request: HttpRequest, participant: Participant, position: flow.Po
 
 @participant_step(flow.SURVEY)
 def survey(request: HttpRequest, participant: Participant, position: flow.Position) -> HttpResponse:
-    form = bound_form(request, SurveyForm)
+    check = attention.survey_check(participant)
+    form = bound_form(request, lambda data: SurveyForm(data, attention=check))
     if request.method == "POST":
         if not form.is_valid():
             return ps.bounce(request, form)
+        if check is not None:  # kept apart from the answers: never data
+            attention.do_record_check(participant, None, check, form.attention_answer())
         flow.do_save_conversation_wide(position.chat, form.answers())
+        if participant.from_platform:  # back to the recruitment platform with the completion code
+            return redirect("collection:platform_return", token=participant.token)
         return redirect("collection:resume", token=participant.token)
-    return render(request, "participant/survey.html", page_context(participant, flow.SURVEY, form=form))
+    response = render(request, "participant/survey.html", page_context(participant, flow.SURVEY, form=form))
+    recruitment.allow_form_return(response, participant)
+    return response
 
 
 @participant_step(flow.DONE)
@@ -606,3 +655,73 @@ def withdraw(request: HttpRequest, token: str) -> HttpResponse:
         "participant/withdraw.html",
         page_context(participant, position.step, back_url=flow.step_url(participant, position), hide_withdraw=True),
     )
+
+
+# ---------------------------------------------------------------------------
+# Recruitment-platform entry and exit (issue 18): logic in collection.recruitment
+# ---------------------------------------------------------------------------
+
+#: Shown in the footer of an entry page whose study is unknown (there are no study settings to take it from).
+NO_STUDY = {"title": "Research study", "crisis_resources": "If you are in danger, call your local emergency number."}
+
+
+def _entry_refused(request: HttpRequest, study: Study | None, message: str, status: int) -> HttpResponse:
+    context = {"study": study or NO_STUDY, "message": message, "hide_withdraw": True}
+    return render(request, "participant/entry_refused.html", context, status=status)
+
+
+@never_cache
+def enter(request: HttpRequest, slug: str) -> HttpResponse:
+    """A recruitment platform's entry URL: a start page (GET writes nothing), then enrol or resume on POST."""
+    study = Study.objects.filter(slug=slug).first()
+    query = request.POST if request.method == "POST" else request.GET
+    try:
+        entry = recruitment.read_entry(study, {k: str(query.get(k, "")) for k in query})
+        if request.method == "POST":
+            participant, _ = recruitment.do_platform_enrol(entry)
+            return redirect("collection:resume", token=participant.token)
+    except recruitment.EntryRefused as refusal:
+        return _entry_refused(request, study, str(refusal), refusal.status)
+    except flow.StudyFull as refusal:
+        return _entry_refused(request, study, str(refusal), 403)
+    returning = Participant.objects.filter(study=entry.study, platform_id_hash=entry.platform_id_hash).exists()
+    carried = [
+        (k, str(query.get(k, "")))
+        for k in (
+            entry.study.platform_participant_param,
+            entry.study.platform_study_param,
+            entry.study.platform_session_param,
+        )
+    ]
+    return render(
+        request,
+        "participant/enter.html",
+        {"study": entry.study, "hide_withdraw": True, "returning": returning, "carried": carried},
+    )
+
+
+@never_cache
+def not_taking_part(request: HttpRequest, token: str) -> HttpResponse:
+    """A platform participant who does not consent: confirm, then screen out and return with its code."""
+    participant = flow.access_participant(token)
+    position = flow.locate(participant)
+    if position.step != flow.CONSENT or not participant.from_platform:
+        return redirect("collection:resume", token=token)
+    if request.method == "POST":
+        recruitment.do_screen_out(participant)
+        return redirect("collection:platform_return", token=token)
+    response = render(request, "participant/not_taking_part.html", page_context(participant, flow.CONSENT))
+    recruitment.allow_form_return(response, participant)
+    return response
+
+
+@never_cache
+def platform_return(request: HttpRequest, token: str) -> HttpResponse:
+    """Back to the recruitment platform with the code for how the participant left (finished, withdrew,
+    screened out); anyone not yet at an end, or not from a platform, goes to their current step."""
+    participant = flow.access_participant(token)
+    study = flow.study_of(participant)
+    finished = participant.is_withdrawn or flow.locate(participant).step == flow.DONE
+    if not participant.from_platform or not finished or not recruitment.takes_platform_entries(study):
+        return redirect("collection:resume", token=token)
+    return redirect(recruitment.return_url(study, recruitment.exit_kind(participant)))

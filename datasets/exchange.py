@@ -34,6 +34,7 @@ from collection.models import (
     SensitiveProfile,
     Topic,
     Turn,
+    not_test_data,
 )
 from collection.study_flow import write_panas
 from datasets.pseudonyms import export_pseudonym
@@ -250,30 +251,50 @@ def write_conversation(doc: cf.ConversationFile) -> Conversation:
 
 
 def exportable_conversations() -> QuerySet[Conversation]:
-    """Conversations that may leave the database: never withdrawn ones (complete or not)."""
-    return Conversation.objects.exclude(status=Conversation.Status.WITHDRAWN).exclude(
-        participant__withdrawn_at__isnull=False
+    """Conversations that may leave the database: never withdrawn ones (complete or not), never previews."""
+    return (
+        Conversation.objects.real()
+        .exclude(status=Conversation.Status.WITHDRAWN)
+        .exclude(participant__withdrawn_at__isnull=False)
     )
 
 
+def usable_conversations() -> QuerySet[Conversation]:
+    """Conversations new dataset versions, exports and scores may use: exportable ones whose participant a
+    researcher has not excluded for quality (``annotation.quality.decide``; reversible, so applied when read)."""
+    return exportable_conversations().exclude(participant__quality_excluded_at__isnull=False)
+
+
+def quality_excluded_conversations() -> QuerySet[Conversation]:
+    """Non-withdrawn conversations left out because of a researcher's current exclusion decision."""
+    return exportable_conversations().filter(participant__quality_excluded_at__isnull=False)
+
+
 def export_selection(include_unfinished: bool = False) -> QuerySet[Conversation]:
-    """What an export holds: complete, non-withdrawn conversations; unfinished and empty ones only on request.
+    """What an export holds: complete, non-withdrawn, not quality-excluded conversations; unfinished and empty
+    ones only on request.
 
     Records of unfinished ones say so (``metadata.completeness`` and each unfinished
     turn's ``completeness``), and their unanswered steps are null (SPEC 3.1).
     """
-    queryset = exportable_conversations()
+    queryset = usable_conversations()
     return queryset if include_unfinished else queryset.filter(completeness=cat.CONVERSATION_COMPLETE)
 
 
 def left_out_counts(included: QuerySet[Conversation]) -> dict[str, int]:
-    """Why the database's other conversations are not in ``included``: withdrawn, empty, unfinished or
-    (complete but) outside the selection. Two grouped queries."""
+    """Why the database's other conversations are not in ``included``: withdrawn, excluded for quality by a
+    researcher, empty, unfinished or (complete but) outside the selection. Three grouped queries."""
     withdrawn = Q(status=Conversation.Status.WITHDRAWN) | Q(participant__withdrawn_at__isnull=False)
-    rest = Conversation.objects.exclude(pk__in=included.values("pk"))
+    excluded = Q(participant__quality_excluded_at__isnull=False)
+    rest = Conversation.objects.real().exclude(pk__in=included.values("pk"))  # previews are not data at all
     counts = {"withdrawn": rest.filter(withdrawn).count()}
+    counts["quality_excluded"] = rest.exclude(withdrawn).filter(excluded).count()
     by_state = dict(
-        rest.exclude(withdrawn).values_list("completeness").annotate(n=Count("id")).values_list("completeness", "n")
+        rest.exclude(withdrawn)
+        .exclude(excluded)
+        .values_list("completeness")
+        .annotate(n=Count("id"))
+        .values_list("completeness", "n")
     )
     counts[cat.CONVERSATION_EMPTY] = by_state.get(cat.CONVERSATION_EMPTY, 0)
     counts[cat.CONVERSATION_UNFINISHED] = by_state.get(cat.CONVERSATION_UNFINISHED, 0)
@@ -281,10 +302,23 @@ def left_out_counts(included: QuerySet[Conversation]) -> dict[str, int]:
     return counts
 
 
+def quality_exclusions_by_reason(included: QuerySet[Conversation]) -> dict[str, int]:
+    """Conversations outside ``included`` left out by a researcher's exclusion, counted by the decision's reason."""
+    rows = (
+        quality_excluded_conversations()
+        .exclude(pk__in=included.values("pk"))
+        .values_list("participant__quality_exclusion_reason")
+        .annotate(n=Count("id"))
+        .values_list("participant__quality_exclusion_reason", "n")
+    )
+    return dict(sorted(rows))
+
+
 def withdrawn_conversations() -> QuerySet[Conversation]:
-    """Conversations that must not be shown, rated, scored or exported: the complement of the above."""
+    """Conversations that must not be shown, rated, scored or exported: the complement of the above
+    (researchers' previews included)."""
     return Conversation.objects.filter(
-        Q(status=Conversation.Status.WITHDRAWN) | Q(participant__withdrawn_at__isnull=False)
+        Q(status=Conversation.Status.WITHDRAWN) | Q(participant__withdrawn_at__isnull=False) | ~not_test_data()
     )
 
 

@@ -29,7 +29,13 @@ from django.utils.text import slugify
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
 from collection.models import Consent, Conversation, Turn
-from datasets.exchange import consented_diagnoses, export_conversations, iter_canonical, left_out_counts
+from datasets.exchange import (
+    consented_diagnoses,
+    export_conversations,
+    iter_canonical,
+    left_out_counts,
+    quality_exclusions_by_reason,
+)
 from datasets.models import DatasetVersion, ExportJob
 from datasets.selection import selection_queryset
 
@@ -40,6 +46,7 @@ _LEFT_OUT_REASONS = {
     "unfinished": "unfinished: the participant has not finished it (or a turn is unfinished)",
     "empty": "empty: no turn with a reply",
     "withdrawn": "withdrawn: the participant withdrew (never exported)",
+    "quality_excluded": "excluded for quality: a researcher's current decision (by reason below)",
     "not_selected": "complete, but outside this version (another topic selection, or collected after the freeze)",
 }
 WITHDRAWAL_STATEMENT = (
@@ -181,6 +188,15 @@ class Datasheet:
             *[f"| {_LEFT_OUT_REASONS[k]} | {v} |" for k, v in d["left_out"].items()],
             "",
         ]
+        if d["quality_exclusions_by_reason"]:
+            lines += [
+                "Excluded for quality, by the researcher's reason:",
+                "",
+                "| reason | conversations |",
+                "|---|---|",
+            ]
+            lines += [f"| {k} | {v} |" for k, v in d["quality_exclusions_by_reason"].items()]
+            lines.append("")
         for title, key in (
             ("Topic categories", "topic_distribution"),
             ("Participant groups", "participant_group_distribution"),
@@ -242,6 +258,7 @@ def build_datasheet(
             "turns": {state: turn_states[state] for state in cat.TURN_COMPLETENESS},
         },
         "left_out": left_out,
+        "quality_exclusions_by_reason": quality_exclusions_by_reason(queryset),
         "description": version.description,
         "content_hash": version.content_hash,
         "created_at": version.created_at.isoformat(),

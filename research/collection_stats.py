@@ -23,6 +23,7 @@ from collection.models import (
     Participant,
     Study,
     Turn,
+    not_test_data,
 )
 
 
@@ -63,21 +64,24 @@ def reply_source(model: OriginalModel, collected: int) -> str:
 
 def collection_stats() -> CollectionStats:
     """Counts by status, topic category and original model, annotation progress and withdrawals."""
-    status_counts = dict(Conversation.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
+    conversations = Conversation.objects.real()  # researchers' previews are never counted
+    turns = Turn.objects.filter(not_test_data("conversation__participant"))
+    status_counts = dict(conversations.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
     by_status = [(value, label, status_counts.get(value, 0)) for value, label in Conversation.Status.choices]
 
     category_rows = (
-        Conversation.objects.values("topic__category")
+        conversations.values("topic__category")
         .annotate(n=Count("id"), complete=Count("id", filter=Q(status=Conversation.Status.COMPLETE)))
         .order_by("-n", "topic__category")
     )
     by_category = [(r["topic__category"], r["n"], r["complete"]) for r in category_rows]
 
+    real = not_test_data("conversations__participant")
     model_rows = (
         OriginalModel.objects.annotate(
-            n=Count("conversations"),
-            complete=Count("conversations", filter=Q(conversations__status=Conversation.Status.COMPLETE)),
-            collected=Count("conversations", filter=Q(conversations__source=Conversation.Source.COLLECTED)),
+            n=Count("conversations", filter=real),
+            complete=Count("conversations", filter=real & Q(conversations__status=Conversation.Status.COMPLETE)),
+            collected=Count("conversations", filter=real & Q(conversations__source=Conversation.Source.COLLECTED)),
         )
         .filter(n__gt=0)
         .order_by("-n", "alias")
@@ -95,8 +99,8 @@ def collection_stats() -> CollectionStats:
         for m in model_rows
     ]
 
-    turns_total = Turn.objects.count()
-    annotated = Turn.objects.filter(
+    turns_total = turns.count()
+    annotated = turns.filter(
         Q(annotation_completed_at__isnull=False)
         | Q(pk__in=MoodTag.objects.values("turn_id"))
         | Q(pk__in=BinaryJudgement.objects.values("turn_id"))
@@ -104,13 +108,13 @@ def collection_stats() -> CollectionStats:
     ).count()
     durations = [
         d.total_seconds()
-        for d in Turn.objects.filter(annotation_started_at__isnull=False, annotation_completed_at__isnull=False)
+        for d in turns.filter(annotation_started_at__isnull=False, annotation_completed_at__isnull=False)
         .annotate(took=F("annotation_completed_at") - F("annotation_started_at"))
         .values_list("took", flat=True)
         if d is not None and d.total_seconds() >= 0
     ]
     screens = dict(
-        Turn.objects.exclude(identity_screen=IDENTITY_UNSCREENED)
+        turns.exclude(identity_screen=IDENTITY_UNSCREENED)
         .values_list("identity_screen")
         .annotate(n=Count("id"))
         .values_list("identity_screen", "n")
@@ -127,8 +131,8 @@ def collection_stats() -> CollectionStats:
         turns_annotated=annotated,
         median_annotation_seconds=statistics.median(durations) if durations else None,
         annotation_timings=len(durations),
-        participants=Participant.objects.count(),
-        withdrawn_participants=Participant.objects.filter(withdrawn_at__isnull=False).count(),
+        participants=Participant.objects.real().count(),
+        withdrawn_participants=Participant.objects.real().filter(withdrawn_at__isnull=False).count(),
         withdrawn_conversations=status_counts.get(Conversation.Status.WITHDRAWN, 0),
     )
 
@@ -138,15 +142,20 @@ def study_limits(limit: int = 50) -> QuerySet[Study]:
 
     One query; the admin lists every study.
     """
-    return Study.objects.open().annotate(n_participants=Count("participants")).order_by("-created_at")[:limit]
+    real = Q(participants__is_test=False)
+    return (
+        Study.objects.open().annotate(n_participants=Count("participants", filter=real)).order_by("-created_at")[:limit]
+    )
 
 
 def recent_conversations(
     status: str | None = None, category: str | None = None, limit: int = 50
 ) -> QuerySet[Conversation]:
     """The newest conversations for the dashboard list, optionally filtered."""
-    queryset = Conversation.objects.select_related("topic", "original_model", "participant").annotate(
-        n_turns=Count("turns")
+    queryset = (
+        Conversation.objects.real()
+        .select_related("topic", "original_model", "participant")
+        .annotate(n_turns=Count("turns"))
     )
     if status:
         queryset = queryset.filter(status=status)

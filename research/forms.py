@@ -86,9 +86,9 @@ class ExportForm(forms.Form):
 class AssignForm(forms.Form):
     rater = forms.ModelChoiceField(queryset=get_user_model().objects.filter(is_active=True).order_by("username"))
     conversation = forms.ModelChoiceField(
-        queryset=Conversation.objects.filter(
-            status=Conversation.Status.COMPLETE, participant__withdrawn_at__isnull=True
-        ).order_by("conversation_id"),
+        queryset=Conversation.objects.real()
+        .filter(status=Conversation.Status.COMPLETE, participant__withdrawn_at__isnull=True)
+        .order_by("conversation_id"),
         to_field_name="conversation_id",
     )
 

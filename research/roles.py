@@ -22,7 +22,6 @@ RESEARCH_GROUP_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     *[
         ("collection", model, ("view",))
         for model in (
-            "study",
             "participant",
             "consent",
             "participantprofile",
@@ -34,6 +33,9 @@ RESEARCH_GROUP_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "panasitemresponse",
             "conversationwideanswers",
             "fourbranchrating",
+            "attentioncheck",  # quality control (issue 18): read-only; decisions go through the quality pages
+            "qualitydecision",
+            "livecall",  # live-model calls and their prices (the study's spend)
         )
     ],
     *[
@@ -43,8 +45,13 @@ RESEARCH_GROUP_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "binaryjudgement",
             "alternateresponses",
             "pairwisecomparison",
+            "pagetime",
         )
     ],
+    # Study set-up on the research pages (issue 18): studies, their model pools and quotas.
+    ("collection", "study", ("view", "add", "change")),
+    ("collection", "studymodel", ("view", "add", "change", "delete")),
+    ("collection", "studyquota", ("view", "add", "change", "delete")),
     ("scoring", "evaluatedmodel", ("view", "add", "change")),
     ("datasets", "datasetversion", ("view", "add")),
     ("scoring", "evaluationrun", ("view", "add", "change")),

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from research import registry_views, views
+from research import quality_views, registry_views, study_views, views
 
 app_name = "research"
 urlpatterns = [
@@ -46,4 +46,15 @@ urlpatterns = [
     path("token/", registry_views.api_token, name="token"),
     path("rate/", views.rater_home, name="rater_home"),
     path("rate/<int:assignment_id>/", views.rater_step, name="rate"),
+    # Study set-up (issue 18, item 3)
+    path("studies/", study_views.study_list, name="studies"),
+    path("studies/new/", study_views.study_create, name="study_create"),
+    path("studies/<slug:slug>/", study_views.study_edit, name="study"),
+    path("studies/<slug:slug>/status/", study_views.study_status, name="study_status"),
+    path("studies/<slug:slug>/pool/", study_views.study_pool, name="study_pool"),
+    path("studies/<slug:slug>/quotas/", study_views.study_quotas, name="study_quotas"),
+    path("studies/<slug:slug>/preview/", study_views.study_preview, name="study_preview"),
+    # Quality control (issue 18, item 2)
+    path("quality/<slug:slug>/", quality_views.quality_study, name="quality_study"),
+    path("quality/<slug:slug>/<str:pseudonym>/", quality_views.quality_participant, name="quality_participant"),
 ]

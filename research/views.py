@@ -26,7 +26,7 @@ from datasets.versions import (
     do_freeze_dataset_version,
     version_summary,
 )
-from research import collection_stats, drilldown, launcher, snapshots
+from research import collection_stats, drilldown, launcher, monitoring, snapshots
 from research.access import login_required_403, researcher_required, signed_in_user
 from research.charts import model_colours
 from research.evaluation import (
@@ -241,10 +241,13 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 def collection_dashboard(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status") or None
     category = request.GET.get("category") or None
+    monitored, monitor = monitoring.dashboard_study(request.GET.get("study") or None)
     return render(
         request,
         "research/collection.html",
         {
+            "monitored": monitored,
+            "monitor": monitor,
             "stats": collection_stats.collection_stats(),
             "studies": collection_stats.study_limits(),
             "conversations": collection_stats.recent_conversations(status, category),

@@ -384,9 +384,12 @@ def build_cache() -> CallCache:
 
 
 def run_selection(run: EvaluationRun) -> QuerySet[Conversation]:
-    """The conversations a run names: its dataset version or its saved selection filter."""
+    """The conversations a run names: its dataset version or its saved selection filter, less any a researcher
+    has excluded for quality (they would never be scored, so they are not replayed either)."""
     categories = list((run.selection or {}).get("topic_categories") or [])
-    return selection_queryset(categories or None, run.dataset_version)
+    return selection_queryset(categories or None, run.dataset_version).exclude(
+        participant__quality_excluded_at__isnull=False
+    )
 
 
 def load_canonical(conversation_pks: Sequence[int]) -> dict[int, cf.ConversationFile]:

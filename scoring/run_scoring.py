@@ -15,7 +15,7 @@ from attunebench import canonical as cf
 from attunebench.metrics.aggregate import aggregate_rows
 from attunebench.metrics.engine import score_runs
 from attunebench.metrics.results import to_json
-from datasets.exchange import conversation_to_canonical, exportable_conversations, with_export_relations
+from datasets.exchange import conversation_to_canonical, usable_conversations, with_export_relations
 from scoring.models import ConversationScore, EvaluationRun, RunConversation, RunScore
 
 
@@ -27,8 +27,8 @@ def do_score_evaluation_run(run_id: int) -> int:
             "conversation_id", "output"
         )
     )
-    # Withdrawn conversations drop out here, so their outputs are never scored.
-    conversations = with_export_relations(exportable_conversations().filter(pk__in=list(outputs)))
+    # Withdrawn and quality-excluded conversations drop out here, so their outputs are never scored.
+    conversations = with_export_relations(usable_conversations().filter(pk__in=list(outputs)))
     documents = {c.pk: conversation_to_canonical(c, include_model_identity=True) for c in conversations}
     runs = [cf.parse_run(outputs[pk], source=f"run {run_id}/{doc.conversationId}") for pk, doc in documents.items()]
     result = score_runs(documents.values(), runs)

@@ -9,8 +9,10 @@ Choices:
 - litellm is used through its public API only: ``litellm.acompletion`` with
   documented arguments and a few documented module settings. No internals are
   patched, so a litellm upgrade within the pinned range cannot silently change
-  what a call does. Its per-call CPU (a few ms, bench/replay_throughput.py) is
-  small next to calls that take seconds.
+  what a call does. Its per-call CPU (a few ms, bench/replay_call_cpu.py) is
+  small next to calls that take seconds. A model litellm does not list is
+  described to it once with the public ``litellm.register_model`` (provider and
+  mode, no price), so it stops searching its price list and warning per call.
 - ``import litellm`` happens on first use (it takes seconds), and its cost map
   is forced local (``LITELLM_LOCAL_MODEL_COST_MAP``): there is no network here.
 - litellm's own retries are off (``num_retries=0``, ``max_retries=0``): the
@@ -243,6 +245,9 @@ class ModelBackend(Protocol):
 
 
 _configured = False
+# Models outside litellm's price list that ``register_unlisted`` described to it:
+# their entry carries no price, and ``price_per_token`` must not read one there.
+_registered_unlisted: set[str] = set()
 
 
 def _litellm() -> Any:
@@ -264,6 +269,22 @@ def _litellm() -> Any:
         litellm.callbacks = []
         _configured = True
     return litellm
+
+
+def register_unlisted(litellm: Any, model: str) -> None:
+    """Describe a model missing from litellm's price list to litellm, once per process.
+
+    Why: for a model it does not know (an ad-hoc ``--model openai/... --api-base``),
+    litellm searches its price list and logs a warning on every call, a few ms of
+    CPU each. ``litellm.register_model`` (public, documented) gives it an entry to
+    find instead: provider and mode only, no price, so costs still come from
+    ``price_per_token`` (the registry's override, else unknown).
+    """
+    if model in _registered_unlisted or model in litellm.model_cost or model.split("/", 1)[-1] in litellm.model_cost:
+        return  # known under its full name or without its provider prefix
+    provider = model.split("/", 1)[0] if "/" in model else "openai"
+    litellm.register_model({model: {"litellm_provider": provider, "mode": "chat"}})
+    _registered_unlisted.add(model)
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -308,6 +329,7 @@ class LiteLLMBackend:
 
     async def complete(self, spec: EMSpec, messages: list[dict[str, str]], ctx: CallContext) -> Completion:
         litellm = _litellm()
+        register_unlisted(litellm, spec.litellm_model)
         kwargs: dict[str, Any] = {
             "model": spec.litellm_model,
             "messages": messages,
@@ -362,7 +384,8 @@ def price_per_token(spec: EMSpec) -> tuple[float, float] | None:
     if spec.is_offline:
         return (0.0, 0.0)
     model_cost = _litellm().model_cost
-    entry = model_cost.get(spec.litellm_model) or model_cost.get(spec.litellm_model.split("/", 1)[-1])
+    names = (spec.litellm_model, spec.litellm_model.split("/", 1)[-1])
+    entry = next((model_cost[n] for n in names if n in model_cost and n not in _registered_unlisted), None)
     if not entry or entry.get("input_cost_per_token") is None or entry.get("output_cost_per_token") is None:
         return None
     return (float(entry["input_cost_per_token"]), float(entry["output_cost_per_token"]))

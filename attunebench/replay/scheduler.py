@@ -5,8 +5,9 @@ taken in the order provider in-flight cap → provider requests-per-minute →
 global cap, so a saturated provider never holds global slots that calls to
 other providers could use. Transient failures (429, 5xx, timeouts, dropped
 connections) are retried with exponential backoff and "equal jitter"; a
-``Retry-After`` from the provider is a floor on the wait and also pauses the
-whole provider, because a 429 means every call to it would fail until then.
+``Retry-After`` from the provider is a floor on that request's wait (only
+that request's: a provider refusing a few calls at random still serves the
+others, and sustained overload is the adaptive level's business).
 Slots are released while waiting, so backoff never idles capacity. (This
 retry loop is ours rather than tenacity's because those three rules act
 between the attempts, on the slots and the provider's pause, where a generic
@@ -15,7 +16,8 @@ retrier would need a callback for each.)
 How many calls a provider may have in flight adapts (``AdaptiveLimit``,
 additive increase, multiplicative decrease): it starts at the provider's cap
 (the global cap when the provider has none, as for a model outside the
-registry), halves when the provider says it is overloaded (429, 503, 529) and
+registry), halves when the provider says it is overloaded (429, 503, 529) in
+more than a fifth of a round trip's calls (isolated refusals do not count) and
 climbs back by one per window of successes, never above the cap nor below 1.
 A provider that is pushed past what it serves then settles just under its
 limit instead of burning retries, and one that is not runs at the full cap.
@@ -35,7 +37,6 @@ import contextlib
 import logging
 import math
 import random
-import time
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -125,14 +126,26 @@ def describe_limits(provider: str, limits: ProviderLimits, max_concurrency: int,
 class AdaptiveLimit:
     """How many calls to one provider may be in flight now: additive increase, multiplicative decrease.
 
-    The level starts at ``ceiling``. An overload halves it (never below 1);
-    each window of successes as long as the current level raises it by one,
+    The level starts at ``ceiling``. Sustained overload halves it (never below
+    1); each window of successes as long as the current level raises it by one,
     up to the ceiling, so recovery takes about as many round trips as levels
-    lost, like TCP's congestion window. Calls admitted before a cut that then
-    report overload belong to the same episode (they were sent at the old
-    level), so they do not cut again: ``epoch`` tells them apart. Without that,
-    one burst of 32 simultaneous 429s would drive the level to 1.
+    lost, like TCP's congestion window.
+
+    Why "sustained": a provider that refuses a few calls at random (a 429 now
+    and then, even when we are well under its limit) must not drive the level
+    down, or a 10% fault rate would halve it every few round trips and the run
+    would crawl. So overloads are counted over a window of ``level`` outcomes
+    (about one round trip at the current level) and the level is cut only once
+    more than ``OVERLOAD_SHARE`` of that window has been refused. Pushing past
+    a provider's real limit gets most calls above it refused, which crosses the
+    share within the window; isolated 429s do not. After a cut the window
+    restarts. Calls admitted before a cut that then report overload belong to
+    the same episode (they were sent at the old level), so they count for
+    nothing: ``epoch`` tells them apart. Without that, one burst of 32
+    simultaneous 429s would drive the level to 1.
     """
+
+    OVERLOAD_SHARE: Final = 0.2
 
     def __init__(self, ceiling: int) -> None:
         if ceiling < 1:
@@ -142,6 +155,8 @@ class AdaptiveLimit:
         self.epoch = 0  # bumped on every cut
         self.cuts = 0
         self._successes = 0
+        self._window_outcomes = 0  # outcomes of calls admitted this epoch, in the current window
+        self._window_overloads = 0
 
     def set_ceiling(self, ceiling: int) -> None:
         """A new cap: an unreduced level follows it; a reduced one stays, at most at the cap."""
@@ -150,8 +165,15 @@ class AdaptiveLimit:
         self.level = ceiling if self.level == self.ceiling else min(self.level, ceiling)
         self.ceiling = ceiling
 
+    def _close_window_if_full(self) -> None:
+        if self._window_outcomes >= self.level:
+            self._window_outcomes = 0
+            self._window_overloads = 0
+
     def on_success(self) -> None:
         """A call admitted under this limit succeeded."""
+        self._window_outcomes += 1
+        self._close_window_if_full()
         if self.level >= self.ceiling:
             self._successes = 0
             return
@@ -164,10 +186,17 @@ class AdaptiveLimit:
         """A call admitted at ``admitted_epoch`` was refused as overload; True if the level was cut."""
         if admitted_epoch != self.epoch:
             return False
+        self._window_outcomes += 1
+        self._window_overloads += 1
+        if self._window_overloads <= self.OVERLOAD_SHARE * self.level:
+            self._close_window_if_full()
+            return False
         self.level = max(1, self.level // 2)
         self.epoch += 1
         self.cuts += 1
         self._successes = 0
+        self._window_outcomes = 0
+        self._window_overloads = 0
         return True
 
 
@@ -298,7 +327,6 @@ class Scheduler:
         self.stats = SchedulerStats()
         self._global: asyncio.Semaphore | None = None
         self._providers: dict[str, _ProviderGate] = {}
-        self._not_before: dict[str, float] = {}
         self.in_flight = 0
         self.peak_in_flight = 0
 
@@ -345,13 +373,6 @@ class Scheduler:
             gate.wake()
         return self._global, gate, limits
 
-    async def _wait_for_cooldown(self, provider: str) -> None:
-        while True:
-            remaining = self._not_before.get(provider, 0.0) - time.monotonic()
-            if remaining <= 0:
-                return
-            await asyncio.sleep(remaining)
-
     def _release(
         self, provider: str, provider_slots: _ProviderGate, global_slots: asyncio.Semaphore, shared: str | None
     ) -> None:
@@ -388,7 +409,6 @@ class Scheduler:
         self.stats.submitted += 1
         retry = 0
         while True:
-            await self._wait_for_cooldown(provider)
             epoch = await provider_slots.acquire()
             shared: str | None = None
             try:
@@ -431,11 +451,9 @@ class Scheduler:
             if retry + 1 >= self.max_attempts:
                 self.stats.gave_up += 1
                 raise RetriesExhausted(error, retry + 1)
+            # Retry-After delays this request only (``backoff_delay`` makes it a floor):
+            # pausing the whole provider on one 429 idled every other slot for it.
             delay = self.backoff_delay(retry, error.retry_after)
-            if error.retry_after:
-                self._not_before[provider] = max(
-                    self._not_before.get(provider, 0.0), time.monotonic() + error.retry_after
-                )
             self.stats.retries += 1
             self.stats.backoff_seconds += delay
             retry += 1

@@ -1,4 +1,7 @@
-"""Adaptive in-flight limits per provider: halve on overload, climb back by one per window of successes."""
+"""Adaptive in-flight limits per provider: halve on sustained overload, climb back by one per window of successes.
+
+"Sustained": more than a fifth (``OVERLOAD_SHARE``) of a window of ``level`` outcomes refused.
+"""
 
 from __future__ import annotations
 
@@ -16,26 +19,46 @@ from attunebench.replay.scheduler import (
 )
 
 
-def test_the_level_starts_at_the_ceiling_and_halves_on_overload():
+def test_the_level_starts_at_the_ceiling_and_halves_on_sustained_overload():
     limit = AdaptiveLimit(32)
     assert (limit.level, limit.ceiling) == (32, 32)
-    assert limit.on_overload(limit.epoch) is True
+    # At 32 a fifth of the window is 6.4 refusals: the 7th in one window cuts.
+    assert [limit.on_overload(limit.epoch) for _ in range(7)] == [False] * 6 + [True]
     assert limit.level == 16
-    assert limit.on_overload(limit.epoch) is True
+    # At 16 a fifth is 3.2: the 4th refusal of the new window cuts.
+    assert [limit.on_overload(limit.epoch) for _ in range(4)] == [False] * 3 + [True]
     assert limit.level == 8
 
 
+def test_isolated_refusals_do_not_cut_the_level():
+    # Level 10: a window is 10 outcomes, a fifth of it 2 refusals. Ten windows of
+    # 2 refusals + 8 successes (a 20% refusal rate, never more in one window) keep 10.
+    limit = AdaptiveLimit(10)
+    for _ in range(10):
+        assert limit.on_overload(limit.epoch) is False
+        assert limit.on_overload(limit.epoch) is False
+        for _ in range(8):
+            limit.on_success()
+    assert (limit.level, limit.cuts) == (10, 0)
+    # Three refusals in one window is more than a fifth: 10 -> 5.
+    assert [limit.on_overload(limit.epoch) for _ in range(3)] == [False, False, True]
+    assert (limit.level, limit.cuts) == (5, 1)
+
+
 def test_overloads_from_calls_admitted_before_a_cut_do_not_cut_again():
-    # 32 calls admitted at epoch 0 all come back 429: one episode, one halving.
+    # 32 calls admitted at epoch 0 all come back 429: one episode, one halving (at the
+    # 7th refusal, more than a fifth of 32); the other 25 were sent at the old level.
     limit = AdaptiveLimit(32)
     cuts = [limit.on_overload(0) for _ in range(32)]
-    assert cuts.count(True) == 1
+    assert cuts.index(True) == 6 and cuts.count(True) == 1
     assert limit.level == 16 and limit.epoch == 1
 
 
 def test_recovery_takes_a_window_of_successes_per_step():
     limit = AdaptiveLimit(8)
-    limit.on_overload(0)  # 8 -> 4
+    limit.on_overload(0)  # 1 refusal is not more than a fifth of 8 (1.6)
+    assert limit.level == 8
+    limit.on_overload(0)  # 2 is: 8 -> 4
     for _ in range(3):
         limit.on_success()
     assert limit.level == 4  # 3 of the 4 successes the window at level 4 needs
@@ -53,7 +76,7 @@ def test_the_level_never_exceeds_the_ceiling_nor_falls_below_one():
         limit.on_success()
     assert limit.level == 3
     for _ in range(5):
-        limit.on_overload(limit.epoch)  # 3 -> 1 -> 1 -> ...
+        limit.on_overload(limit.epoch)  # 1 refusal is more than a fifth of 3 (0.6): 3 -> 1 -> 1 -> ...
     assert limit.level == 1
     for _ in range(1):
         limit.on_success()
@@ -64,7 +87,8 @@ def test_a_new_ceiling_moves_an_unreduced_level_and_caps_a_reduced_one():
     limit = AdaptiveLimit(8)
     limit.set_ceiling(12)
     assert limit.level == 12  # was at the ceiling: follows it up
-    limit.on_overload(limit.epoch)  # 12 -> 6
+    for _ in range(3):
+        limit.on_overload(limit.epoch)  # the 3rd refusal is more than a fifth of 12 (2.4): 12 -> 6
     limit.set_ceiling(20)
     assert limit.level == 6  # reduced: stays until successes raise it
     limit.set_ceiling(4)
@@ -131,7 +155,7 @@ def test_the_scheduler_halves_a_provider_on_a_429_burst_and_climbs_back():
 
     admitted, after_first, started_at_once, final = asyncio.run(main())
     assert admitted == 8  # the level starts at the ceiling
-    # One 429 burst cuts 8 -> 4 once; the 8 retries then succeed: 4 successes climb
+    # One 429 burst cuts 8 -> 4 once (at its 2nd refusal, more than a fifth of 8); the 8 retries then succeed: 4 successes climb
     # 4 -> 5, the other 4 are short of the 5 the next step needs.
     assert after_first == (5, 8)
     assert started_at_once == 5  # the second wave is admitted at the current level only
@@ -141,6 +165,7 @@ def test_the_scheduler_halves_a_provider_on_a_429_burst_and_climbs_back():
 
 
 def test_a_429_burst_from_the_provider_halves_once_and_its_retry_after_is_honoured():
+    # (8 of 8 refused is sustained overload: more than a fifth of the window.)
     # Through litellm against the fake server, which answers the first 8 requests 429
     # with Retry-After 0.3 s and every later one normally.
     from attunebench.replay import prompts as P
@@ -152,7 +177,7 @@ def test_a_429_burst_from_the_provider_halves_once_and_its_retry_after_is_honour
     with FakeLLMServer(FakeConfig(script=["429"] * 8, retry_after_s=0.3)) as server:
         spec = EMSpec(name="fake/em", litellm_model="openai/fake-em", api_base=server.url, params={"timeout": 10.0})
         assert spec.max_in_flight is None  # not in the registry: the scheduler's cap is the ceiling
-        scheduler = Scheduler(max_concurrency=8, base_delay=0.01, max_delay=0.05)
+        scheduler = Scheduler(max_concurrency=8, base_delay=0.01, max_delay=0.1)
         backend = LiteLLMBackend()
         ctx = draft_context()
         messages = P.build_messages(ctx)
@@ -171,4 +196,4 @@ def test_a_429_burst_from_the_provider_halves_once_and_its_retry_after_is_honour
     assert stats["requests"] == 16 and stats["errors"] == {"429": 8}
     # 8 -> 4 once; the 8 retries succeed: 4 successes climb 4 -> 5, 4 more are short of the next 5.
     assert scheduler.levels()[spec.provider] == (5, 8)
-    assert elapsed >= 0.3  # the provider was paused for its Retry-After, not our 0.01 s backoff
+    assert elapsed >= 0.3  # each refused request waited its Retry-After, not our 0.01-0.1 s backoff

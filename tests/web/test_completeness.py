@@ -166,7 +166,7 @@ def test_dataset_versions_default_to_complete_and_the_datasheet_counts_in_and_ou
         "conversations": {"complete": 1, "unfinished": 0, "empty": 0},
         "turns": {"complete": 1, "annotation_unfinished": 0, "no_reply": 0},
     }
-    assert sheet["left_out"] == {"withdrawn": 0, "empty": 1, "unfinished": 2, "not_selected": 0}
+    assert sheet["left_out"] == {"withdrawn": 0, "quality_excluded": 0, "empty": 1, "unfinished": 2, "not_selected": 0}
     markdown = build_datasheet(complete, "json", include_model_identity=False).as_markdown()
     assert "| unfinished: the participant has not finished it (or a turn is unfinished) | 2 |" in markdown
 
@@ -175,7 +175,7 @@ def test_dataset_versions_default_to_complete_and_the_datasheet_counts_in_and_ou
     sheet = build_datasheet(everything, "json", include_model_identity=False).data
     assert sheet["included"]["conversations"] == {"complete": 1, "unfinished": 2, "empty": 1}
     assert sheet["included"]["turns"] == {"complete": 1, "annotation_unfinished": 2, "no_reply": 0}
-    assert sheet["left_out"] == {"withdrawn": 0, "empty": 0, "unfinished": 0, "not_selected": 0}
+    assert sheet["left_out"] == {"withdrawn": 0, "quality_excluded": 0, "empty": 0, "unfinished": 0, "not_selected": 0}
 
     flow.do_withdraw(four_participants["finished"].participant)
     sheet = build_datasheet(complete, "json", include_model_identity=False).data

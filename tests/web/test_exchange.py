@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from attunebench import canonical as cf
-from collection.models import Conversation, OriginalModel, Participant, SensitiveProfile
+from collection.models import Conversation, OriginalModel, Participant, SensitiveProfile, hash_platform_id
 from datasets.exchange import export_conversations, exportable_conversations, import_paths
 from datasets.pseudonyms import export_pseudonym
 from tests.documents import conversation_dict
@@ -160,7 +160,7 @@ def test_export_import_export_is_byte_stable(tmp_path, include_identity):
 
 
 def test_export_formats_and_pseudonyms(tmp_path):
-    participant = Participant.objects.create(platform_id="prolific-123")
+    participant = Participant.objects.create(platform_id_hash=hash_platform_id("prolific-123"))
     _write(tmp_path / "a.json", conversation_dict("a"))
     import_paths([tmp_path])
     conversation = Conversation.objects.get()
@@ -174,6 +174,7 @@ def test_export_formats_and_pseudonyms(tmp_path):
     assert document.participant_profile.participant_id == export_pseudonym(participant.pseudonym)
     assert participant.pseudonym not in lines[0]
     assert "prolific-123" not in lines[0] and participant.token not in lines[0]
+    assert participant.platform_id_hash not in lines[0]
 
     call_command("export", "--format", "parquet", "--out", str(tmp_path / "out.parquet"))
     rows = pq.read_table(tmp_path / "out.parquet").to_pylist()

@@ -1086,3 +1086,68 @@ def test_answers_saved_twice_by_two_requests_that_both_passed_the_step_check_lea
     assert rows == [(0, "Upset", 3), (1, "Nervous", None)]
     assert sorted(BinaryJudgement.objects.filter(turn=turn).values_list("question_id", flat=True)) == sorted(asked)
     assert BinaryJudgement.objects.filter(turn=turn).count() == len(asked) == 36
+
+
+# ---------------------------------------------------------------------------
+# The suggested rewrite is prepared off the request path (issue 14)
+# ---------------------------------------------------------------------------
+
+
+def test_storing_a_reply_prepares_its_rewrite_before_the_participant_asks(walker, django_capture_on_commit_callbacks):
+    conversation = walker.to_chat()
+    walker.send("I feel lost since the move.", 1)
+    with django_capture_on_commit_callbacks(execute=True):
+        walker.reply(1)
+    turn = conversation.turns.get()
+    improved = AlternateResponses.objects.get(turn=turn).llm_improved
+    assert improved and "I feel lost since the move" in improved  # ready before any annotation page was saved
+
+
+def test_the_rewrite_page_waits_calmly_until_the_rewrite_is_ready(walker, monkeypatch):
+    from annotation import tasks, turn_flow
+
+    queued: list[int] = []
+    monkeypatch.setattr(tasks.prepare_rewrite, "delay", queued.append)  # a broker whose worker has not run it yet
+    conversation = walker.to_chat()
+    turn = answered_turn(conversation, "I keep crying at work and I feel ashamed.")
+    url = walker.url("turn/1/")
+    save_answers(walker, url, value="na")
+    assert queued == [turn.pk]  # the answers leading to the rewrite queue it again, not make it in the request
+    assert not AlternateResponses.objects.filter(turn=turn).exclude(llm_improved="").exists()
+    waiting = walker.body(walker.get(url))
+    assert "still being prepared" in waiting and 'hx-trigger="every 2s"' in waiting
+    assert 'name="human_edited"' not in waiting
+    assert walker.get(url, HTTP_HX_REQUEST="true").status_code == 204  # polled: not yet
+
+    assert turn_flow.prepare_rewrite(turn.pk) is True
+    polled = walker.get(url, HTTP_HX_REQUEST="true")
+    assert polled.status_code == 200 and polled["HX-Redirect"] == url
+    ready = walker.body(walker.get(url))
+    assert 'name="human_edited"' in ready and "still being prepared" not in ready
+
+    improved = AlternateResponses.objects.get(turn=turn).llm_improved
+    assert turn_flow.prepare_rewrite(turn.pk) is False  # idempotent: a redelivered task keeps the first rewrite
+    assert AlternateResponses.objects.get(turn=turn).llm_improved == improved
+    assert AlternateResponses.objects.filter(turn=turn).count() == 1
+
+
+def test_preparing_a_rewrite_for_a_turn_without_a_reply_does_nothing(walker):
+    from annotation import turn_flow
+
+    conversation = walker.to_chat()
+    turn, _ = flow.do_add_message(conversation, 1, "Hello")
+    assert turn_flow.prepare_rewrite(turn.pk) is False
+    assert turn_flow.prepare_rewrite(10**9) is False
+    assert not AlternateResponses.objects.filter(turn=turn).exists()
+
+
+def test_the_waiting_page_continue_button_prepares_the_rewrite_in_the_request(walker, monkeypatch):
+    from annotation import tasks
+
+    monkeypatch.setattr(tasks.prepare_rewrite, "delay", lambda pk: None)  # the queue lost it
+    conversation = walker.to_chat()
+    turn = answered_turn(conversation)
+    url = walker.url("turn/1/")
+    save_answers(walker, url, value="na")
+    assert walker.post(url, {"step": "rewrite"}).status_code == 302
+    assert AlternateResponses.objects.get(turn=turn).llm_improved

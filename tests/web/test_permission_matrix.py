@@ -89,6 +89,8 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "research:export_status": RESEARCH,
     "research:export_download": RESEARCH,
     "research:human": RESEARCH,
+    "research:quality_study": RESEARCH,
+    "research:quality_participant": RESEARCH,
     "research:models": RESEARCH,
     "research:model": RESEARCH,
     "research:model_test": RESEARCH,  # POST only: a GET is 405 ("in") for those let through
@@ -96,12 +98,23 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "research:snapshots": RESEARCH,
     "research:snapshot": RESEARCH,
     "research:snapshot_download": RESEARCH,
+    # Study set-up (issue 18): researchers; status, pool, quotas and preview are POST-only (a GET is 405, "in").
+    "research:studies": RESEARCH,
+    "research:study_create": RESEARCH,
+    "research:study": RESEARCH,
+    "research:study_status": RESEARCH,
+    "research:study_pool": RESEARCH,
+    "research:study_quotas": RESEARCH,
+    "research:study_preview": RESEARCH,
+    "api:study-monitoring": API,
     "research:rater_home": SIGNED_IN,
     "research:rate": ASSIGNEE,
     "api:schema": API,
     "api:docs": API,
     "api:docs-asset": PUBLIC,  # Swagger UI's own static files, no data
     "api:leaderboard": API,
+    "api:quality-study": API,
+    "api:quality-participant": API,
     "api:analyses": API,
     "api:api-root": API,
     "api:conversation-list": API,
@@ -142,6 +155,10 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "collection:survey": LINK,
     "collection:done": LINK,
     "collection:withdraw": LINK,
+    "collection:not_taking_part": LINK,
+    "collection:platform_return": LINK,
+    # The world's study takes no platform entries: a calm page for everyone, whoever asks.
+    "collection:enter": ("missing", "missing", "missing", "missing", "missing", "missing"),
     "collection:annotation:annotate": LINK,
     "collection:annotation:review": LINK,
     # Django admin's own pages.
@@ -166,7 +183,9 @@ ADMIN_MODELS: dict[str, str] = {
     "auth.group": "",
     "auth.user": "",
     "authtoken.tokenproxy": "",
-    "collection.study": "view",
+    "collection.study": "view add change",  # studies are set up on the research pages (issue 18)
+    "collection.studymodel": "view add change delete",  # a study's model pool
+    "collection.studyquota": "view add change delete",  # a study's quotas
     "collection.participant": "view",
     "collection.consent": "view",
     "collection.participantprofile": "view",
@@ -179,6 +198,10 @@ ADMIN_MODELS: dict[str, str] = {
     "collection.panasitemresponse": "view",
     "collection.conversationwideanswers": "view",
     "collection.fourbranchrating": "view",
+    "collection.livecall": "view",  # read-only: written by live calls only
+    "collection.attentioncheck": "view",  # read-only: written by the participant pages only
+    "collection.qualitydecision": "view",  # read-only: decisions are made on the quality pages
+    "annotation.pagetime": "view",  # read-only: written by the annotation pages only
     "annotation.moodtag": "view",
     "annotation.binaryjudgement": "view",
     "annotation.alternateresponses": "view",
@@ -205,6 +228,11 @@ ADMIN_CLOSED = ("login", "login", "login", "denied", "denied", "denied")
 ADMIN_PAGE_EXCEPTIONS = {
     "admin:research_erasurerecord_add": ADMIN_CLOSED,
     "admin:research_erasurerecord_delete": ADMIN_CLOSED,
+    # Written by the study itself (live calls, attention checks, page times) or on the quality pages (decisions).
+    "admin:collection_livecall_add": ADMIN_CLOSED,
+    "admin:collection_attentioncheck_add": ADMIN_CLOSED,
+    "admin:collection_qualitydecision_add": ADMIN_CLOSED,
+    "admin:annotation_pagetime_add": ADMIN_CLOSED,
 }
 # Admin pages nobody may use, superusers included: login attempts are recorded by django-axes, never typed in.
 ADMIN_NOBODY = {
@@ -301,6 +329,25 @@ def world(scored_runs, researcher, site_admin, rater, participant, export_dir, d
     CallTranscript.objects.create(
         run_conversation=RunConversation.objects.first(), sequence=0, call_type="draft", role="em", model="matrix"
     )
+    from collection.models import OriginalModel, StudyModel, StudyQuota, Topic
+
+    StudyModel.objects.create(study=participant.study, original_model=OriginalModel.objects.order_by("pk").first())
+    StudyQuota.objects.create(study=participant.study, kind="topic", topic=Topic.objects.order_by("pk").first(), cap=3)
+    from annotation.models import PageTime
+    from collection.models import AttentionCheck, LiveCall, QualityDecision, Turn
+
+    first_turn = Turn.objects.filter(conversation=conversation).order_by("turn_number").first()
+    PageTime.objects.create(turn=first_turn, page="answers", seconds=12.0)
+    AttentionCheck.objects.create(
+        participant=conversation.participant,
+        turn=first_turn,
+        place="answers",
+        instructed="Yes",
+        given="Yes",
+        passed=True,
+    )
+    QualityDecision.objects.create(participant=conversation.participant, decision="include")
+    LiveCall.objects.create(study=participant.study, litellm_model="openai/matrix", cost_usd=0.01)
     if not Consent.objects.exists():
         Consent.objects.create(participant=conversation.participant, version="v1")
     if not SensitiveProfile.objects.exists():
@@ -324,6 +371,7 @@ def world(scored_runs, researcher, site_admin, rater, participant, export_dir, d
         "format": "json",
         "token": participant.token,
         "slug": participant.study.slug,
+        "pseudonym": participant.pseudonym,
         "turn_number": 1,
         "url": "nowhere/",
         "content_type_id": ContentType.objects.get_for_model(Conversation).pk,

@@ -103,19 +103,24 @@ def build_world(n: int) -> World:
     """n of everything a researcher page or API list shows (conversations, turns with annotations, runs...)."""
     from django.contrib.auth import get_user_model
 
-    from annotation.models import AlternateResponses, BinaryJudgement, MoodTag, PairwiseComparison
+    from annotation.models import AlternateResponses, BinaryJudgement, MoodTag, PageTime, PairwiseComparison
     from collection.models import (
+        AttentionCheck,
         Consent,
         Conversation,
         ConversationWideAnswers,
         FourBranchRating,
+        LiveCall,
         OriginalModel,
         PanasItemResponse,
         PanasSurvey,
         Participant,
         ParticipantProfile,
+        QualityDecision,
         SensitiveProfile,
         Study,
+        StudyModel,
+        StudyQuota,
         Topic,
         Turn,
     )
@@ -152,6 +157,13 @@ def build_world(n: int) -> World:
     models = OriginalModel.objects.bulk_create(
         OriginalModel(name=f"budget-om-{k}", alias=f"om-budget{k}", provider="offline", active=k < 3) for k in range(n)
     )[:3]
+    # Study set-up (issue 18): each budget study has a one-model pool and a quota on a topic of its own.
+    budget_studies = list(Study.objects.filter(slug__startswith="budget-study-").order_by("slug"))
+    budget_topics = list(Topic.objects.filter(category="Budget").order_by("subtopic"))
+    StudyModel.objects.bulk_create(StudyModel(study=s, original_model=models[0]) for s in budget_studies)
+    StudyQuota.objects.bulk_create(
+        StudyQuota(study=s, kind="topic", topic=t, cap=5) for s, t in zip(budget_studies, budget_topics, strict=True)
+    )
     participants = Participant.objects.bulk_create(
         Participant(pseudonym=f"p-budget{i:05d}", token_hash=f"budget-token-{i:05d}") for i in range(n + 1)
     )
@@ -219,6 +231,23 @@ def build_world(n: int) -> World:
     )
     AlternateResponses.objects.bulk_create(
         AlternateResponses(turn=t, llm_improved="improved", human_edited="edited") for t in turns
+    )
+    PageTime.objects.bulk_create(PageTime(turn=t, page="answers", seconds=12.0) for t in turns)
+    AttentionCheck.objects.bulk_create(
+        AttentionCheck(
+            participant_id=t.conversation.participant_id,
+            turn=t,
+            place="answers",
+            instructed="Yes",
+            given="No",
+            passed=False,
+        )
+        for t in turns
+    )
+    QualityDecision.objects.bulk_create(QualityDecision(participant=p, decision="include") for p in participants)
+    LiveCall.objects.bulk_create(
+        LiveCall(study=budget_studies[i % len(budget_studies)], litellm_model="openai/budget", cost_usd=0.01)
+        for i in range(n)
     )
     surveys = PanasSurvey.objects.bulk_create(
         PanasSurvey(conversation=long_conversation, kind=kind, total_positive=20, total_negative=20)
@@ -491,8 +520,11 @@ ENDPOINTS = [
     Endpoint(
         "research:collection",
         # by status, by category, by model, turns, annotated turns, timings, identity screen outcomes, participants,
-        # withdrawn, newest 50, studies (limits)
-        14,
+        # withdrawn, newest 50, studies (limits); monitoring of one study (issue 18): the study picker, its
+        # participants, conversations, consents, profiles, post-chat moods, turns, quotas, conversations per
+        # topic and participants per group (the quotas' fill), quality summaries (participants; the detectors'
+        # prefetches run only when the study has participants), live spend
+        26,
         lambda w: _r("research:collection"),
         lambda w: [w.conversation_id(w.n - 1), w.conversation_id(max(0, w.n - 50))],
     ),
@@ -580,8 +612,8 @@ ENDPOINTS = [
     Endpoint(
         "research:dataset",
         # version, datasheet (rows, diagnoses, consents, turns by completeness, left out: withdrawn, by
-        # completeness), summary, export jobs (+creator)
-        12,
+        # completeness, quality-excluded), quality exclusions by reason, summary, export jobs (+creator)
+        14,
         lambda w: _r("research:dataset", w.main_version.pk),
         lambda w: [f'id="export-{w.newest_job.pk}"'],
     ),
@@ -725,6 +757,10 @@ ADMIN_BUDGETS = {
     "collection.conversation": 11,  # + model and category filter choices, date hierarchy (2) (+turn count)
     "collection.conversationwideanswers": 7,
     "collection.fourbranchrating": 8,  # + rating filter choices
+    "collection.livecall": 8,  # + study filter choices (+study)
+    "collection.attentioncheck": 7,  # (+participant)
+    "collection.qualitydecision": 8,  # + reason filter choices (+participant, decided by)
+    "annotation.pagetime": 7,  # (+turn)
     "collection.originalmodel": 8,  # + provider filter choices (+conversation count)
     "collection.panasitemresponse": 7,
     "collection.panassurvey": 7,
@@ -732,6 +768,8 @@ ADMIN_BUDGETS = {
     "collection.participantprofile": 9,  # + age-band and attitude filter choices
     "collection.sensitiveprofile": 4,  # refused (403): diagnoses are not the research group's to view
     "collection.study": 8,  # + consent-version filter choices (+participant count)
+    "collection.studymodel": 8,  # + study filter choices (+study, original model)
+    "collection.studyquota": 8,  # + study filter choices (+study, topic)
     "collection.topic": 8,  # + category filter choices
     "collection.turn": 8,  # + category filter choices
     "datasets.datasetversion": 7,  # (+creator)

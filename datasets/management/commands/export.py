@@ -61,6 +61,7 @@ class Command(BaseCommand):
             (out["unfinished"], "unfinished"),
             (out["empty"], "empty (no reply)"),
             (out["withdrawn"], "withdrawn"),
+            (out["quality_excluded"], "excluded for quality by a researcher"),
             (out["not_selected"], "complete but not of the --status asked for"),
         ]
         if any(n for n, _ in reasons):

@@ -69,6 +69,14 @@ class Command(BaseCommand):
         parser.add_argument("--no-cache", action="store_true", help="do not read or write the call cache")
         parser.add_argument("--cache-dir", help="call cache folder (default: <data dir>/call-cache)")
         parser.add_argument(
+            "--processes",
+            type=int,
+            default=None,
+            help="replay in this many processes (default: the number of CPUs). The --concurrency cap is "
+            "split across them and each replays a share of the conversations; one event loop's CPU per "
+            "call otherwise caps throughput at high concurrency. Scores are identical to one process.",
+        )
+        parser.add_argument(
             "--in-process", action="store_true", help="run here even when REDIS_URL points at Celery workers"
         )
 
@@ -129,6 +137,8 @@ class Command(BaseCommand):
 
         if options["concurrency"] < 1:
             raise CommandError("--concurrency must be at least 1")
+        if options["processes"] is not None and options["processes"] < 1:
+            raise CommandError("--processes must be at least 1")
         em = self._spec(options["model"], options)
         judge = (
             self._spec(
@@ -173,7 +183,7 @@ class Command(BaseCommand):
 
         from attunebench.replay.aio import run_sync
         from attunebench.replay.cache import FileCache, LayeredCache, MemoryCache, NullCache
-        from attunebench.replay.run import make_replayer, write_outputs
+        from attunebench.replay.run import make_replayer
         from attunebench.replay.scheduler import describe_limits
 
         if options["no_cache"]:
@@ -184,9 +194,17 @@ class Command(BaseCommand):
             )
         replayer = make_replayer(em, config, dataset=conversations, concurrency=options["concurrency"], cache=cache)
         scheduler = replayer.scheduler
+        processes = process_count(options["processes"], options["concurrency"], len(conversations))
         for provider, limits in sorted(scheduler.limits.items()):
             if provider != "offline":
                 self.stdout.write(describe_limits(provider, limits, options["concurrency"], "--concurrency"))
+        if processes > 1:
+            parts = " + ".join(map(str, split_concurrency(options["concurrency"], processes)))
+            self.stdout.write(
+                f"Replaying in {processes} processes, at most {parts} calls in flight each (the cap split across them)."
+            )
+            results = self._in_processes(em, config, conversations, options, processes)
+            return self._finish(results, out)
         total = len(conversations)
         started = time.perf_counter()
         interactive = sys.stderr.isatty()
@@ -223,6 +241,54 @@ class Command(BaseCommand):
         if interactive:
             self.stderr.write("")
         self.stdout.write(line())
+        return self._finish(results, out)
+
+    def _in_processes(
+        self, em: Any, config: Any, conversations: list[Any], options: dict[str, Any], processes: int
+    ) -> list[Any]:
+        """Replay share k of the conversations (every processes-th one) in child process k.
+
+        Children are forked, so they share the imported modules (litellm's slow
+        import is paid once, here) and read their job from ``_SHARE_JOB`` rather
+        than from pickled arguments. Each builds its own replayer over the whole
+        dataset (baselines fit on it) with its part of the cap, and sends back
+        its results; they are put back in the conversations' order, so scoring
+        sees exactly what one process would have produced.
+        """
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        from django.db import connections
+
+        from attunebench.replay.llm import _litellm
+
+        if not em.is_offline or (config.judge is not None and not config.judge.is_offline):
+            _litellm()  # import once before forking
+        connections.close_all()  # no database connection shared with the children
+        global _SHARE_JOB
+        _SHARE_JOB = (em, config, conversations, options, processes)
+        started = time.perf_counter()
+        try:
+            with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork")) as pool:
+                shares = list(pool.map(_replay_share, range(processes)))
+        finally:
+            _SHARE_JOB = None
+        placed: list[tuple[int, Any]] = [pair for share, _ in shares for pair in share]
+        results = [result for _, result in sorted(placed, key=lambda pair: pair[0])]
+        totals = sum_stats(results)
+        cost = f"${totals.cost_spent:.4f}" + ("+?" if totals.cost_unknown else "")
+        level, ceiling = (sum(levels[i] for _, levels in shares) for i in (0, 1))
+        limit = f" | limit {level}/{ceiling}" if ceiling else ""
+        self.stdout.write(
+            f"conversations {len(results)}/{len(conversations)} | calls {totals.calls_made} made, "
+            f"{totals.calls_cached} cached, {totals.calls_failed} failed | cost {cost}{limit} | "
+            f"{time.perf_counter() - started:.1f}s"
+        )
+        return results
+
+    def _finish(self, results: list[Any], out: Path) -> list[Any]:
+        from attunebench.replay.run import write_outputs
+
         # As in the database path: a conversation the provider never answered says nothing
         # about the model, so it is neither written nor scored; running again retries it.
         scoreable = [r for r in results if r.scoreable]
@@ -310,3 +376,58 @@ def post_coverage_summary(report: ScoringReport) -> str:
             f"holistic imputed in {row.holistic_imputed} of {row.n_conversations} conversations"
         )
     return "\n".join(lines)
+
+
+# -- several processes (``--processes``) ---------------------------------------
+
+# The job of the forked children: (em, config, conversations, options, processes).
+_SHARE_JOB: tuple[Any, Any, list[Any], dict[str, Any], int] | None = None
+
+
+def process_count(requested: int | None, concurrency: int, conversations: int) -> int:
+    """How many processes to replay in: as asked (default the CPU count), never more than
+    the concurrency (each needs a slot) nor the conversations (each needs a share)."""
+    import os
+
+    wanted = requested if requested is not None else (os.cpu_count() or 1)
+    return max(1, min(wanted, concurrency, conversations))
+
+
+def split_concurrency(concurrency: int, processes: int) -> list[int]:
+    """The cap split across processes so the parts add up to it exactly (earlier ones take the remainder)."""
+    base, extra = divmod(concurrency, processes)
+    return [base + (1 if k < extra else 0) for k in range(processes)]
+
+
+def sum_stats(results: list[Any]) -> Any:
+    """Call accounting of several conversations' results, added up."""
+    from attunebench.replay.protocol import ReplayStats
+
+    totals = ReplayStats()
+    for result in results:
+        totals.add(result.stats)
+    return totals
+
+
+def _replay_share(index: int) -> tuple[list[tuple[int, Any]], tuple[int, int]]:
+    """In a forked child: replay every ``processes``-th conversation from ``index``.
+
+    Returns (position in the conversations, result) pairs and the adaptive
+    (level, ceiling) summed over providers at the end, for the progress line.
+    """
+    from attunebench.replay.aio import run_sync
+    from attunebench.replay.cache import FileCache, LayeredCache, MemoryCache, NullCache
+    from attunebench.replay.run import make_replayer
+
+    assert _SHARE_JOB is not None, "no share job: _replay_share runs only in children of _in_processes"
+    em, config, conversations, options, processes = _SHARE_JOB
+    if options["no_cache"]:
+        cache: Any = NullCache()
+    else:
+        cache = LayeredCache(MemoryCache(), FileCache(options["cache_dir"] or Path(settings.DATA_DIR) / "call-cache"))
+    concurrency = split_concurrency(options["concurrency"], processes)[index]
+    replayer = make_replayer(em, config, dataset=conversations, concurrency=concurrency, cache=cache)
+    positions = list(range(index, len(conversations), processes))
+    results = run_sync(replayer.replay_many([conversations[i] for i in positions]))
+    levels = [pair for provider, pair in replayer.scheduler.levels().items() if provider != "offline"]
+    return list(zip(positions, results, strict=True)), (sum(p[0] for p in levels), sum(p[1] for p in levels))

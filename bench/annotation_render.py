@@ -1,0 +1,76 @@
+"""Annotation page render cost (issue 14): the behaviour questions through Django widgets vs annotation.markup.
+
+The answers and review pages ask 36 behaviour questions twice with three radios each. This measures, in one
+process and the same conditions, the CPU time of rendering that section (``behaviour_questions.html``) for
+all 36 questions the old way (an included template per field, each radio rendered by Django's widget
+templates) and the new way (``annotation.markup.answer_pills``, static markup cached), unbound (a GET) and
+bound with answers (a POST shown again), and prints the per-render CPU ms and the ratio. Rendering touches no
+database, so the query count is 0 both ways (printed to show it).
+
+Usage: ATTUNE_DATA_DIR=/tmp/x PYTHONPATH=. python bench/annotation_render.py [--repeat 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "attune_site.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.db import connection  # noqa: E402
+from django.template import engines  # noqa: E402
+from django.test.utils import CaptureQueriesContext  # noqa: E402
+
+from annotation.forms import AnswersForm  # noqa: E402
+from attunebench import catalogue as cat  # noqa: E402
+
+OLD = """{% for label, rows in form.question_groups %}{% for question, observed, preferred in rows %}
+{% include "participant/includes/answer_pills.html" with field=observed %}
+{% include "participant/includes/answer_pills.html" with field=preferred %}{% endfor %}{% endfor %}"""
+NEW = """{% load annotation_markup %}
+{% for label, rows in form.question_groups %}{% for question, observed, preferred in rows %}
+{{ observed|answer_pills }}
+{{ preferred|answer_pills }}{% endfor %}{% endfor %}"""
+
+
+def cpu_ms(template_source: str, bound: bool, repeat: int) -> tuple[float, int]:
+    """Mean CPU ms per render of the 36 questions (a fresh form each time, as each request has), and queries."""
+    template = engines["django"].from_string(template_source)
+    questions = list(cat.BINARY_QUESTIONS)
+    data = {f"{kind}_{q.id}": "yes" for q in questions for kind in ("observed", "preferred")}
+    template.render({"form": AnswersForm(data if bound else None, questions=questions)})  # warm the caches
+    with CaptureQueriesContext(connection) as queries:
+        start = time.process_time()
+        for _ in range(repeat):
+            form = AnswersForm(data if bound else None, questions=questions)
+            if bound:
+                form.is_valid()
+            template.render({"form": form})
+        spent = time.process_time() - start
+    return spent * 1000 / repeat, len(queries) // repeat
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=30)
+    repeat = parser.parse_args().repeat
+    for state, bound in (("GET (unbound)", False), ("POST shown again (bound)", True)):
+        old_ms, old_q = cpu_ms(OLD, bound, repeat)
+        new_ms, new_q = cpu_ms(NEW, bound, repeat)
+        print(
+            f"{state:26s} widgets {old_ms:7.1f} ms cpu ({old_q} queries)  markup {new_ms:6.1f} ms cpu "
+            f"({new_q} queries)  ratio {old_ms / new_ms:5.1f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()

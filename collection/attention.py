@@ -1,0 +1,73 @@
+"""Instructed-response attention checks ("For this question, choose 'No'"), placed in the instrument itself.
+
+A study asks ``Study.attention_checks`` of them per participant: one among the
+closing survey's ratings, the rest one per turn among the behaviour questions
+of the first turns' answers pages. The instruction is fixed by the row it sits
+on (turn or participant), so a refreshed page asks the same thing.
+
+Answers go to ``AttentionCheck`` only, never to an answer table: they are not
+data, are never scored and never appear in an export. The quality summary
+(``annotation.quality``) flags participants who fail more than the study allows.
+"""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+
+from attunebench import catalogue as cat
+from collection.models import AttentionCheck, Participant, Turn
+
+#: Survey checks ask for a number on the 1–7 rating scale; these middle values are never the easy extremes.
+SURVEY_VALUES: tuple[str, ...] = ("2", "3", "5", "6")
+
+
+def _study_checks(participant: Participant | None) -> int:
+    study = participant.study if participant is not None else None
+    return study.attention_checks if study is not None else 0
+
+
+def answers_check(turn: Turn) -> str | None:
+    """The answer this turn's answers page instructs (a ``YES_NO_NA`` value), or None when it asks no check.
+
+    Turns 1 … n−1 carry one each (n = the study's number; the last goes to the survey).
+    """
+    participant = turn.conversation.participant
+    checks = _study_checks(participant)
+    if checks < 2 or turn.turn_number > checks - 1:
+        return None
+    return cat.YES_NO_NA[(turn.pk or 0) % len(cat.YES_NO_NA)]
+
+
+def survey_check(participant: Participant) -> str | None:
+    """The rating the closing survey's check instructs ("2" … "6"), or None when the study asks none."""
+    if _study_checks(participant) < 1:
+        return None
+    return SURVEY_VALUES[(participant.pk or 0) % len(SURVEY_VALUES)]
+
+
+def instruction(place: str, instructed: str) -> str:
+    """The words of the check, as the participant reads them."""
+    shown = cat.YES_NO_NA_LABELS[instructed] if place == AttentionCheck.Place.ANSWERS else instructed
+    return f"To show you are reading carefully, please choose \u2018{shown}\u2019 for this question."
+
+
+def do_record_check(participant: Participant, turn: Turn | None, instructed: str, given: str) -> AttentionCheck:
+    """Store a check's answer (an unanswered check is a failed one). The first answer stands: a repeated
+    submission of the same page changes nothing."""
+    place = AttentionCheck.Place.ANSWERS if turn is not None else AttentionCheck.Place.SURVEY
+    lookup = {"turn": turn} if turn is not None else {"participant": participant, "place": place}
+    existing = AttentionCheck.objects.filter(**lookup).first()
+    if existing is not None:
+        return existing
+    try:
+        with transaction.atomic():
+            return AttentionCheck.objects.create(
+                participant=participant,
+                turn=turn,
+                place=place,
+                instructed=instructed,
+                given=given,
+                passed=given == instructed,
+            )
+    except IntegrityError:  # a concurrent identical submission stored it first
+        return AttentionCheck.objects.get(**lookup)

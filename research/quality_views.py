@@ -1,0 +1,75 @@
+"""Quality-control pages for researchers: a study's per-participant summary and one participant's evidence and
+decision (logic in ``annotation.quality``; these views only read and hand decisions over)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+
+from annotation import quality as q
+from collection.models import Participant, Study
+from research.access import researcher_required, signed_in_user
+
+SORTS = {"flags": "most flags first", "enrolled": "order of enrolment"}
+
+
+@researcher_required
+def quality_study(request: HttpRequest, slug: str) -> HttpResponse:
+    """Every participant of a study with their flags; sortable by flag count (default) or enrolment."""
+    study = get_object_or_404(Study, slug=slug)
+    summaries = q.study_quality(study)
+    sort = request.GET.get("sort", "flags")
+    if sort == "enrolled":
+        summaries.sort(key=lambda s: (s.participant.created_at, s.participant.pk))
+    elif sort in q.FLAG_KINDS:
+        summaries.sort(key=lambda s: sort not in s.flag_kinds)
+    return render(
+        request,
+        "research/quality_study.html",
+        {
+            "study": study,
+            "summaries": summaries,
+            "counts": q.flag_counts(summaries),
+            "kinds": q.FLAG_KINDS,
+            "sort": sort,
+            "excluded": sum(s.excluded for s in summaries),
+        },
+    )
+
+
+@researcher_required
+def quality_participant(request: HttpRequest, slug: str, pseudonym: str) -> HttpResponse:
+    """One participant's reasons and evidence, the decision form (POST records a decision) and its history."""
+    study = get_object_or_404(Study, slug=slug)
+    participant = get_object_or_404(Participant, study=study, pseudonym=pseudonym)
+    error = ""
+    if request.method == "POST":
+        try:
+            q.decide(
+                participant,
+                request.POST.get("decision", ""),
+                signed_in_user(request),
+                reason=request.POST.get("reason", ""),
+                note=request.POST.get("note", ""),
+            )
+        except q.QualityError as exc:
+            error = str(exc)
+        else:
+            messages.success(request, f"Decision recorded for {participant.pseudonym}.")
+            return redirect("research:quality_participant", slug=slug, pseudonym=pseudonym)
+    return render(
+        request,
+        "research/quality_participant.html",
+        {
+            "study": study,
+            "participant": participant,
+            "summary": q.participant_quality(participant, study),
+            "history": q.decision_history(participant),
+            "reasons": q.EXCLUSION_REASONS,
+            "kinds": q.FLAG_KINDS,
+            "error": error,
+            "posted": request.POST if error else {},
+        },
+        status=400 if error else 200,
+    )

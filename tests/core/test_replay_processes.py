@@ -1,0 +1,75 @@
+"""`attune eval --processes N`: the cap split across processes, each replaying a share; same files and scores as one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from attunebench.canonical import dumps_canonical
+from attunebench.synth import document_filename, synth_conversations
+from devtools.fake_llm_server import FakeConfig, FakeLLMServer
+from scoring.management.commands.eval import process_count, split_concurrency
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_cap_is_split_so_the_parts_add_up_to_it():
+    assert split_concurrency(32, 2) == [16, 16]
+    assert split_concurrency(7, 3) == [3, 2, 2]  # 7 = 3 + 2 + 2
+    assert split_concurrency(2, 2) == [1, 1]
+
+
+def test_never_more_processes_than_slots_or_conversations():
+    assert process_count(4, 32, 40) == 4
+    assert process_count(8, 3, 40) == 3  # each process needs at least one slot
+    assert process_count(8, 32, 2) == 2  # and at least one conversation
+    assert process_count(None, 32, 40) == max(1, min(os.cpu_count() or 1, 32, 40))
+
+
+def _eval(api_base: str, folder: Path, out: Path, data: Path, processes: int) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env |= {"ATTUNE_DATA_DIR": str(data), "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    command = [sys.executable, "-m", "attune_site.cli", "eval", "--model", "openai/fake-em", "--api-base", api_base]
+    command += ["--conversations", str(folder), "--concurrency", "6", "--no-cache", "--temperature", "0"]
+    command += ["--processes", str(processes), "--out", str(out)]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_several_processes_write_the_same_run_files_and_scores_as_one(tmp_path):
+    folder = tmp_path / "conversations"
+    folder.mkdir()
+    conversations = synth_conversations(5, seed=7, min_turns=2, max_turns=3)
+    for document in conversations:
+        (folder / document_filename(document)).write_text(dumps_canonical(document), encoding="utf-8")
+    with FakeLLMServer(FakeConfig()) as server:
+        one = _eval(server.url, folder, tmp_path / "one", tmp_path / "data1", processes=1)
+        three = _eval(server.url, folder, tmp_path / "three", tmp_path / "data3", processes=3)
+    assert one.returncode == 0, one.stderr
+    assert three.returncode == 0, three.stderr
+    assert "Replaying in" not in one.stdout
+    assert "Replaying in 3 processes, at most 2 + 2 + 2 calls in flight each" in three.stdout
+
+    def untimed(path: Path) -> dict[str, object]:
+        run = json.loads(path.read_bytes())
+        run.pop("duration_seconds"), run.pop("run_timestamp")  # when and how long: the fields that may differ
+        return run
+
+    files_one = {p.name: untimed(p) for p in (tmp_path / "one").glob("*.json")}
+    files_three = {p.name: untimed(p) for p in (tmp_path / "three").glob("*.json")}
+    assert len(files_one) == 5
+    assert files_three == files_one  # the same answers, stats and failures, file by file
+
+    def scores(stdout: str) -> str:
+        return (
+            stdout[stdout.index("Wrote ") :]
+            .replace(str(tmp_path / "three"), "OUT")
+            .replace(str(tmp_path / "one"), "OUT")
+        )
+
+    assert scores(three.stdout) == scores(one.stdout)  # the same leaderboard and coverage, to the byte
+    # The same calls made, in total, as one process made.
+    made = [line for line in (one.stdout + three.stdout).splitlines() if line.startswith("conversations 5/5")]
+    assert len(made) == 2 and made[0].split("| cost")[0] == made[1].split("| cost")[0]

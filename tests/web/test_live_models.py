@@ -1,0 +1,159 @@
+"""Live original models (issue 18): streamed from a provider, a fallback when it fails, dollar spend vs budget.
+
+A local OpenAI-compatible server (conftest's FakeOpenAIServer) stands in for the
+provider. The priced model is registered with litellm at 0 USD per prompt token
+and 0.50 USD per completion token, and replies "Hello" (one token), so one call
+costs exactly 0.50 USD.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from collection.chat_model import CallRecord, ChatModelError, ReplyRequest, stream_reply
+from collection.live_spend import price_call, study_spend
+from collection.models import Conversation, LiveCall, OriginalModel, Study, Turn
+from collection.study_flow import LIVE_BUDGET_MESSAGE
+from tests.web.test_participant_flow import Walker
+
+PRICED = "openai/attune-priced"
+UNPRICED = "openai/attune-unpriced-model"
+
+
+@pytest.fixture(autouse=True)
+def priced_model():
+    import litellm
+
+    litellm.register_model(
+        {
+            PRICED: {
+                "input_cost_per_token": 0.0,
+                "output_cost_per_token": 0.5,
+                "litellm_provider": "openai",
+                "mode": "chat",
+            }
+        }
+    )
+
+
+@pytest.fixture
+def live(settings, fake_openai_server):
+    settings.ATTUNE_ALLOW_LIVE_MODELS = True
+    fake_openai_server.reply = "Hello"
+    return fake_openai_server
+
+
+def request_for(server, model: str = PRICED, fallback: str = "") -> ReplyRequest:
+    return ReplyRequest(
+        model_key="om-live",
+        litellm_model=model,
+        api_base=server.api_base,
+        messages=[{"role": "user", "content": "I feel anxious about exams."}],
+        category="Study",
+        subtopic="Exams",
+        turn_number=1,
+        fallback_litellm_model=fallback,
+        fallback_api_base=server.api_base if fallback else "",
+    )
+
+
+def test_a_live_reply_streams_in_pieces(live):
+    live.reply = "I am here with you and I am listening"
+    record = CallRecord()
+    chunks = list(stream_reply(request_for(live), record))
+    assert len(chunks) == 9 and "".join(chunks) == live.reply  # one chunk per word, as the provider sent them
+    assert record.answered_by == PRICED and live.requests[0]["stream"] is True
+
+
+def test_the_fallback_answers_when_the_provider_fails(live):
+    live.fail_next = 1
+    record = CallRecord()
+    assert "".join(stream_reply(request_for(live, model=UNPRICED, fallback=PRICED), record)) == "Hello"
+    assert [r["model"] for r in live.requests] == ["attune-unpriced-model", "attune-priced"]
+    assert [(a.litellm_model, a.succeeded) for a in record.attempts] == [(UNPRICED, False), (PRICED, True)]
+    assert record.answered_by == PRICED
+
+
+def test_without_a_fallback_or_when_it_fails_too_the_participant_gets_the_calm_error(live):
+    live.fail_next = 1
+    with pytest.raises(ChatModelError):
+        list(stream_reply(request_for(live)))
+    live.fail_next = 2
+    record = CallRecord()
+    with pytest.raises(ChatModelError):
+        list(stream_reply(request_for(live, fallback=PRICED), record))
+    assert record.answered_by == "" and len(record.attempts) == 2
+
+
+def test_prices_come_from_litellm_and_unpriced_models_are_none():
+    assert price_call(PRICED, [{"role": "user", "content": "anything at all"}], "Hello") == Decimal("0.5")
+    assert price_call(UNPRICED, [{"role": "user", "content": "x"}], "Hello") is None
+
+
+def live_walker(client, participant, server, model: str = PRICED, fallback: str = "") -> tuple[Walker, Conversation]:
+    walker = Walker(client, participant)
+    conversation = walker.to_chat()
+    OriginalModel.objects.filter(pk=conversation.original_model_id).update(
+        litellm_model=model,
+        api_base=server.api_base,
+        fallback_litellm_model=fallback,
+        fallback_api_base=server.api_base,
+    )
+    return walker, conversation
+
+
+def test_a_participants_reply_records_who_answered_and_what_it_cost(client, participant, live):
+    walker, conversation = live_walker(client, participant, live, model=UNPRICED, fallback=PRICED)
+    live.fail_next = 1
+    assert walker.send("I feel anxious about exams.", 1).status_code == 200
+    events = walker.reply(1)
+    assert events[-1]["type"] == "done"
+    assert "".join(e["text"] for e in events if e["type"] == "delta") == "Hello"
+    turn = Turn.objects.get(conversation=conversation, turn_number=1)
+    assert (turn.llm_response, turn.answered_by) == ("Hello", PRICED)
+    assert sorted(LiveCall.objects.values_list("litellm_model", "succeeded")) == [(PRICED, True), (UNPRICED, False)]
+    spend = study_spend(participant.study)
+    # the failed call is counted but costs nothing; the fallback's one completion token costs 0.50
+    assert (spend.cost_usd, spend.calls, spend.calls_unpriced) == (Decimal("0.5"), 2, 0)
+    # the model's real identity never reached the participant
+    assert "attune" not in str(events)
+
+
+def test_unpriced_calls_are_counted_apart(client, participant, live):
+    walker, _ = live_walker(client, participant, live, model=UNPRICED)
+    walker.send("Hello there.", 1)
+    assert walker.reply(1)[-1]["type"] == "done"
+    spend = study_spend(participant.study)
+    assert (spend.cost_usd, spend.calls, spend.calls_unpriced, spend.budget) == (Decimal("0"), 1, 1, None)
+
+
+def test_no_new_live_call_once_the_dollar_budget_is_spent(client, participant, live):
+    Study.objects.filter(pk=participant.study_id).update(live_spend_budget_usd=Decimal("0.50"))
+    walker, conversation = live_walker(client, participant, live)
+    walker.turn(1)  # 0.50 spent: the budget is reached
+    spend = study_spend(Study.objects.get(pk=participant.study_id))
+    assert (spend.cost_usd, spend.budget, spend.spent) == (Decimal("0.5"), Decimal("0.50"), True)
+    walker.send("And another thing.", 2)
+    events = walker.reply(2)
+    assert events[-1] == {"type": "error", "message": LIVE_BUDGET_MESSAGE}
+    assert len(live.requests) == 1  # the provider was not called again
+    assert Turn.objects.get(conversation=conversation, turn_number=2).user_message == "And another thing."
+    # without a script, the participant gets the calm page, not a crash
+    plain = walker.post(walker.url("chat/reply/2/"))
+    assert plain.status_code == 503 and LIVE_BUDGET_MESSAGE.encode() in plain.content
+    # the team raises the budget: the same message gets its reply
+    Study.objects.filter(pk=participant.study_id).update(live_spend_budget_usd=Decimal("5.00"))
+    assert walker.reply(2)[-1]["type"] == "done"
+    assert study_spend(Study.objects.get(pk=participant.study_id)).cost_usd == Decimal("1.0")
+
+
+def test_the_demo_keeps_its_offline_models(client, participant, settings):
+    settings.ATTUNE_ALLOW_LIVE_MODELS = True
+    assert all(m.is_offline for m in OriginalModel.objects.all())
+    walker = Walker(client, participant)
+    walker.to_chat()
+    walker.turn(1)
+    assert LiveCall.objects.count() == 0
+    assert Turn.objects.get(turn_number=1).answered_by == ""
