@@ -15,8 +15,9 @@ import re
 
 from django.conf import settings
 
-from collection.chat_model import uses_live_model
+from collection.chat_model import CallRecord, LiveAttempt, uses_live_model
 from collection.identity_guard import identity_scanner
+from collection.live_spend import do_record_calls
 from collection.models import Turn
 from collection.study_flow import claim_live_call
 
@@ -92,6 +93,7 @@ def improved_reply(turn: Turn) -> str:
                 "content": f"Person said:\n{turn.user_message}\n\nAssistant replied:\n{turn.llm_response}",
             },
         ]
+        attempt = LiveAttempt(litellm_model=model, messages=messages)
         try:
             response = litellm.completion(
                 model=model,
@@ -101,12 +103,16 @@ def improved_reply(turn: Turn) -> str:
                 num_retries=0,
                 max_retries=0,
             )
-            text = (response.choices[0].message.content or "").strip()
-            if text:
-                return _screened(turn, text)
-            logger.warning("live rewrite for turn %s was empty; using the offline rewrite", turn.pk)
+            attempt.text = (response.choices[0].message.content or "").strip()
+            attempt.succeeded = True
         except Exception:  # provider failure: report it, then fall back so the participant can go on
             logger.exception("live rewrite for turn %s failed; using the offline rewrite", turn.pk)
+        if study is not None:  # a rewrite is paid like a reply: it counts in the study's dollar spend
+            do_record_calls(study, turn, CallRecord(attempts=[attempt]))
+        if attempt.text:
+            return _screened(turn, attempt.text)
+        if attempt.succeeded:
+            logger.warning("live rewrite for turn %s was empty; using the offline rewrite", turn.pk)
     return _screened(turn, offline_rewrite(turn.user_message, turn.llm_response))
 
 

@@ -12,6 +12,7 @@ from decimal import Decimal
 
 import pytest
 
+from annotation.alternates import improved_reply, offline_rewrite
 from collection.chat_model import CallRecord, ChatModelError, ReplyRequest, stream_reply
 from collection.live_spend import price_call, study_spend
 from collection.models import Conversation, LiveCall, OriginalModel, Study, Turn
@@ -147,6 +148,27 @@ def test_no_new_live_call_once_the_dollar_budget_is_spent(client, participant, l
     Study.objects.filter(pk=participant.study_id).update(live_spend_budget_usd=Decimal("5.00"))
     assert walker.reply(2)[-1]["type"] == "done"
     assert study_spend(Study.objects.get(pk=participant.study_id)).cost_usd == Decimal("1.0")
+
+
+def test_a_live_rewrite_is_priced_into_the_spend(client, participant, live):
+    live.rewrite = "Hello"  # what the fake server answers a rewrite prompt with: one completion token
+    walker, conversation = live_walker(client, participant, live)
+    walker.send("I feel anxious about exams.", 1)
+    assert walker.reply(1)[-1]["type"] == "done"
+    turn = Turn.objects.get(conversation=conversation, turn_number=1)
+    assert improved_reply(turn) == "Hello"  # the rewrite, through the original model
+    # the reply and the rewrite: one completion token each at 0.50
+    assert list(LiveCall.objects.filter(turn=turn).values_list("litellm_model", "succeeded", "cost_usd")) == [
+        (PRICED, True, Decimal("0.5")),
+        (PRICED, True, Decimal("0.5")),
+    ]
+    assert study_spend(participant.study).cost_usd == Decimal("1.0")
+    # a failed rewrite is counted (nothing billed) and the participant gets the offline rewrite instead
+    live.fail_next = 1
+    assert improved_reply(turn) == offline_rewrite(turn.user_message, turn.llm_response)
+    spend = study_spend(participant.study)
+    assert (spend.cost_usd, spend.calls) == (Decimal("1.0"), 3)
+    assert LiveCall.objects.filter(turn=turn, succeeded=False).count() == 1
 
 
 def test_the_demo_keeps_its_offline_models(client, participant, settings):
