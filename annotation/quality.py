@@ -322,10 +322,10 @@ def _summarise(participant: Participant, study: Study) -> ParticipantQuality:
 def study_quality(study: Study, include_test: bool = False) -> list[ParticipantQuality]:
     """Every participant's quality summary in ``study``, most-flagged first (a fixed number of queries).
 
-    Preview participants (``is_test``, when the model has that field) are left out unless asked for.
+    Preview participants (``is_test``) are left out unless asked for.
     """
     queryset = _participants(study)
-    if not include_test and any(f.name == "is_test" for f in Participant._meta.get_fields()):
+    if not include_test:
         queryset = queryset.exclude(is_test=True)
     summaries = [_summarise(p, study) for p in queryset]
     summaries.sort(key=lambda s: -len(s.flags))  # stable: enrolment order within the same count
