@@ -147,12 +147,19 @@ class RedisInFlightSlots:
             await self._beat()
             self._heartbeat = asyncio.get_running_loop().create_task(self._keep_beating())
 
-    async def acquire(self, key: str, limit: int) -> str:
+    async def try_acquire(self, key: str, limit: int) -> str | None:
+        """One atomic attempt: the slot's token, or None when ``limit`` live slots are held."""
         self._connect()
         await self._alive()
         token = f"{self.owner}:{uuid.uuid4().hex}"
+        if await self._take(keys=[REDIS_SLOTS_PREFIX + key], args=[limit, self.lease_s, token, REDIS_ALIVE_PREFIX]):
+            return token
+        return None
+
+    async def acquire(self, key: str, limit: int) -> str:
         while True:
-            if await self._take(keys=[REDIS_SLOTS_PREFIX + key], args=[limit, self.lease_s, token, REDIS_ALIVE_PREFIX]):
+            token = await self.try_acquire(key, limit)
+            if token is not None:
                 return token
             await asyncio.sleep(self.poll_s * (0.5 + random.random()))
 
