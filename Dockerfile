@@ -15,9 +15,11 @@ COPY templates templates
 COPY static static
 COPY sample_data sample_data
 COPY manage.py ./
-# A build-time key only, so collectstatic generates no secret key into the image's data dir; the real key
-# comes from ATTUNE_SECRET_KEY at run time (ATTUNE_PRODUCTION=1 refuses this one).
-RUN pip install --no-cache-dir . && ATTUNE_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput
+# Build-time keys only, so collectstatic generates neither the secret key nor the pseudonym key into the
+# image's data dir (an empty volume mounted there would be seeded with them); the real keys come from the
+# environment or are generated into the volume at run time (ATTUNE_PRODUCTION=1 refuses this secret key).
+RUN pip install --no-cache-dir . && \
+    ATTUNE_SECRET_KEY=collectstatic-only ATTUNE_PSEUDONYM_KEY=collectstatic-only python manage.py collectstatic --noinput
 EXPOSE 8000
 # Threaded workers hold many slow streaming replies cheaply (attune_site/serving.py says why); the same
 # configuration as `attune serve`. Sizes: ATTUNE_WEB_WORKERS, ATTUNE_WEB_THREADS.

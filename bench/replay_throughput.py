@@ -82,6 +82,12 @@ def run_eval(
     return started, ended, finished.stdout
 
 
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a running process (Linux /proc): the fake provider shares our cores."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Replay throughput of `attune eval` against the fake LLM server")
     parser.add_argument("--conversations", type=int, default=40)
@@ -109,9 +115,11 @@ def main() -> None:
             for level in levels:
                 http_json(f"{control}/stats/reset", {})
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                server_before = process_cpu_s(process.pid)
                 out, data = Path(tmp) / f"out-{level}", Path(tmp) / "data"
                 started, ended, stdout = run_eval(api_base, folder, out, level, data, options.processes)
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                server_cpu = process_cpu_s(process.pid) - server_before
                 stats = http_json(f"{control}/stats")
                 calls = stats["requests"]
                 replay = stats["last_answer_at"] - stats["first_request_at"]
@@ -129,6 +137,7 @@ def main() -> None:
                         "efficiency": bound / replay,
                         "peak": stats["peak_in_flight"],
                         "cpu_ms_per_call": 1000 * cpu / max(1, calls),
+                        "server_cpu_ms_per_call": 1000 * server_cpu / max(1, calls),
                         "limit_line": limit_line,
                     }
                 )
@@ -149,7 +158,8 @@ def main() -> None:
             f"    {r['calls']} calls; start-up {r['startup_s']:.2f} s, replay {r['replay_s']:.2f} s, "
             f"tail (files + scoring) {r['tail_s']:.2f} s; bound {r['bound_s']:.2f} s; "
             f"efficiency {r['efficiency']:.3f}; peak in flight {r['peak']} (cap {r['concurrency']}); "
-            f"CPU {r['cpu_ms_per_call']:.2f} ms/call"
+            f"CPU {r['cpu_ms_per_call']:.2f} ms/call (fake provider {r['server_cpu_ms_per_call']:.2f} ms/call "
+            "on the same cores)"
         )
         assert r["peak"] <= r["concurrency"], "more calls in flight than --concurrency"
     print(
