@@ -11,7 +11,8 @@ from pathlib import Path
 from attunebench.canonical import dumps_canonical
 from attunebench.synth import document_filename, synth_conversations
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer
-from scoring.management.commands.eval import process_count, split_concurrency
+from attunebench.replay.llm import EMSpec
+from scoring.management.commands.eval import process_count, smallest_ceiling, spec_share, split_concurrency
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,3 +74,69 @@ def test_several_processes_write_the_same_run_files_and_scores_as_one(tmp_path):
     # The same calls made, in total, as one process made.
     made = [line for line in (one.stdout + three.stdout).splitlines() if line.startswith("conversations 5/5")]
     assert len(made) == 2 and made[0].split("| cost")[0] == made[1].split("| cost")[0]
+
+
+def test_registry_caps_are_shared_out_so_the_processes_together_keep_to_them():
+    em = EMSpec(name="acme/em", litellm_model="openai/em", api_base="http://127.0.0.1:9/v1", max_in_flight=5, rpm=7)
+    judge = EMSpec(name="acme/judge", litellm_model="openai/judge", max_in_flight=3)
+    assert smallest_ceiling([em, judge], 32) == 3  # the judge's cap is the tightest limit
+    assert smallest_ceiling([em, None], 4) == 4  # --concurrency below every registry cap
+    assert smallest_ceiling([EMSpec(name="x", max_in_flight=50, rpm=2)], 32) == 2  # one request a minute each
+    shares = [spec_share(em, 2, k) for k in range(2)]
+    assert [s.max_in_flight for s in shares] == [3, 2]  # 3 + 2 = the registry's 5
+    assert [s.rpm for s in shares] == [4, 3]  # 4 + 3 = the registry's 7 per minute
+    assert shares[0].name == em.name and shares[0].params == em.params
+    adhoc = EMSpec(name="openai/x")
+    assert spec_share(adhoc, 2, 1) is adhoc  # no registry caps: only --concurrency is split
+    assert spec_share(None, 2, 0) is None
+
+
+def test_a_registered_models_cap_holds_across_processes(tmp_path):
+    """Through the command line: a registry cap of 3 stays 3 at the provider with --processes 2."""
+    folder = tmp_path / "conversations"
+    folder.mkdir()
+    for document in synth_conversations(8, seed=5, min_turns=2, max_turns=2):
+        (folder / document_filename(document)).write_text(dumps_canonical(document), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env |= {"ATTUNE_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+    def attune(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "attune_site.cli", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    # 400 ms per answer: calls admitted together overlap at the server however the processes are scheduled.
+    with FakeLLMServer(FakeConfig(latency_ms=400.0)) as server:
+        assert (done := attune("migrate", "--noinput")).returncode == 0, done.stderr
+        register = (
+            "from scoring.models import EvaluatedModel; "
+            f"EvaluatedModel.objects.create(name='acme/em', litellm_model='openai/em', api_base='{server.url}', "
+            "max_concurrency=3)"
+        )
+        assert (done := attune("shell", "-c", register)).returncode == 0, done.stderr
+        done = attune(
+            "eval",
+            "--model",
+            "acme/em",
+            "--conversations",
+            str(folder),
+            "--concurrency",
+            "32",
+            "--no-cache",
+            "--processes",
+            "2",
+            "--out",
+            str(tmp_path / "out"),
+        )
+        assert done.returncode == 0, done.stderr
+        stats = server.stats()
+    assert "at most 3 in flight (the registry's max_concurrency 3, below --concurrency 32)" in done.stdout
+    assert "Replaying in 2 processes, at most 2 + 1 calls in flight each" in done.stdout
+    assert stats["peak_in_flight"] <= 3  # never 2 x 3
+    assert stats["peak_in_flight"] >= 2  # the larger share (2) was used: the cap is not simply lowered to 1
+    assert len(list((tmp_path / "out").glob("*.json"))) == 8

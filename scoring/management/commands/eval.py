@@ -194,14 +194,19 @@ class Command(BaseCommand):
             )
         replayer = make_replayer(em, config, dataset=conversations, concurrency=options["concurrency"], cache=cache)
         scheduler = replayer.scheduler
-        processes = process_count(options["processes"], options["concurrency"], len(conversations))
+        processes = process_count(
+            options["processes"], smallest_ceiling([em, config.judge], options["concurrency"]), len(conversations)
+        )
         for provider, limits in sorted(scheduler.limits.items()):
             if provider != "offline":
                 self.stdout.write(describe_limits(provider, limits, options["concurrency"], "--concurrency"))
         if processes > 1:
-            parts = " + ".join(map(str, split_concurrency(options["concurrency"], processes)))
+            parts = " + ".join(
+                map(str, split_concurrency(smallest_ceiling([em, config.judge], options["concurrency"]), processes))
+            )
             self.stdout.write(
-                f"Replaying in {processes} processes, at most {parts} calls in flight each (the cap split across them)."
+                f"Replaying in {processes} processes, at most {parts} calls in flight each (every cap split across "
+                "them, so together they keep to it)."
             )
             results = self._in_processes(em, config, conversations, options, processes)
             return self._finish(results, out)
@@ -393,6 +398,29 @@ def process_count(requested: int | None, concurrency: int, conversations: int) -
     return max(1, min(wanted, concurrency, conversations))
 
 
+def smallest_ceiling(specs: list[Any], concurrency: int) -> int:
+    """The lowest in-flight ceiling of the run's models (registry cap or ``--concurrency``)."""
+    from attunebench.replay.scheduler import in_flight_ceiling
+
+    ceilings = [in_flight_ceiling(s.limits, concurrency) for s in specs if s is not None and not s.is_offline]
+    rpms = [s.rpm for s in specs if s is not None and not s.is_offline and s.rpm]
+    return min([concurrency, *ceilings, *rpms])  # each process needs at least one of every limit
+
+
+def spec_share(spec: Any, processes: int, index: int) -> Any:
+    """``spec`` with its registry caps (in flight, per minute) cut to process ``index``'s share of them."""
+    import dataclasses
+
+    if spec is None or spec.is_offline:
+        return spec
+    changes = {
+        name: split_concurrency(value, processes)[index]
+        for name, value in (("max_in_flight", spec.max_in_flight), ("rpm", spec.rpm))
+        if value is not None
+    }
+    return dataclasses.replace(spec, **changes) if changes else spec
+
+
 def split_concurrency(concurrency: int, processes: int) -> list[int]:
     """The cap split across processes so the parts add up to it exactly (earlier ones take the remainder)."""
     base, extra = divmod(concurrency, processes)
@@ -425,8 +453,14 @@ def _replay_share(index: int) -> tuple[list[tuple[int, Any]], tuple[int, int]]:
         cache: Any = NullCache()
     else:
         cache = LayeredCache(MemoryCache(), FileCache(options["cache_dir"] or Path(settings.DATA_DIR) / "call-cache"))
+    import dataclasses
+
     concurrency = split_concurrency(options["concurrency"], processes)[index]
-    replayer = make_replayer(em, config, dataset=conversations, concurrency=concurrency, cache=cache)
+    # The registry's caps are for the whole run: each process keeps to its share of them.
+    share_config = dataclasses.replace(config, judge=spec_share(config.judge, processes, index))
+    replayer = make_replayer(
+        spec_share(em, processes, index), share_config, dataset=conversations, concurrency=concurrency, cache=cache
+    )
     positions = list(range(index, len(conversations), processes))
     results = run_sync(replayer.replay_many([conversations[i] for i in positions]))
     levels = [pair for provider, pair in replayer.scheduler.levels().items() if provider != "offline"]
