@@ -140,3 +140,42 @@ def test_a_registered_models_cap_holds_across_processes(tmp_path):
     assert stats["peak_in_flight"] <= 3  # never 2 x 3
     assert stats["peak_in_flight"] >= 2  # the larger share (2) was used: the cap is not simply lowered to 1
     assert len(list((tmp_path / "out").glob("*.json"))) == 8
+
+
+def test_several_processes_show_live_progress_with_the_adaptive_limit(tmp_path):
+    """On a terminal the children's counts are shown summed as the run goes, as one process shows its own."""
+    import shlex
+    import shutil
+
+    script = shutil.which("script")  # util-linux: runs the command on a pseudo-terminal
+    assert script, "util-linux's script is needed to give the command a terminal"
+    folder = tmp_path / "conversations"
+    folder.mkdir()
+    for document in synth_conversations(6, seed=3, min_turns=3, max_turns=3):
+        (folder / document_filename(document)).write_text(dumps_canonical(document), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env |= {"ATTUNE_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    # 300 ms per answer and a chain of 7 calls per conversation: the replay lasts over two seconds,
+    # several of the half-second progress refreshes, however fast the machine is.
+    with FakeLLMServer(FakeConfig(latency_ms=300.0)) as server:
+        command = [sys.executable, "-m", "attune_site.cli", "eval", "--model", "openai/fake-em"]
+        command += ["--api-base", server.url, "--conversations", str(folder), "--concurrency", "4", "--no-cache"]
+        command += ["--processes", "2", "--out", str(tmp_path / "out")]
+        done = subprocess.run(
+            [script, "-qec", shlex.join(command), "/dev/null"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        requests = server.stats()["requests"]
+    assert done.returncode == 0, done.stdout[-3000:]
+    lines = [part.strip() for part in done.stdout.replace("\r", "\n").splitlines()]
+    assert not any("\x1b[" in line for line in lines)  # plain text: progress is not styled as an error
+    progress = [line for line in lines if line.startswith("conversations ")]
+    assert len(progress) >= 3  # refreshed while running, then the final line
+    assert all("| limit 4/4 |" in line for line in progress)  # both shares' levels, summed: 2 + 2
+    made = [int(line.split("calls ")[1].split(" made")[0]) for line in progress]
+    assert made == sorted(made)  # counts only grow
+    assert progress[-1].startswith(f"conversations 6/6 | calls {requests} made")  # the end agrees with the provider

@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -135,6 +136,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         from attunebench.replay.protocol import ReplayConfig
 
+        self.stderr.style_func = None  # progress goes to stderr: plain text, not Django's red error style
         if options["concurrency"] < 1:
             raise CommandError("--concurrency must be at least 1")
         if options["processes"] is not None and options["processes"] < 1:
@@ -215,19 +217,13 @@ class Command(BaseCommand):
         interactive = sys.stderr.isatty()
 
         def line() -> str:
-            t = replayer.totals
-            cost = f"${t.cost_spent:.4f}" + ("+?" if t.cost_unknown else "")
             # The adaptive in-flight limit of each provider: below its ceiling while it reports overload.
             levels = "".join(
                 f" | limit {level}/{ceiling}" + (f" {provider}" if len(scheduler.levels()) > 1 else "")
                 for provider, (level, ceiling) in sorted(scheduler.levels().items())
                 if provider != "offline"
             )
-            return (
-                f"conversations {replayer.conversations_done}/{total} | calls {t.calls_made} made, "
-                f"{t.calls_cached} cached, {t.calls_failed} failed | cost {cost}{levels} | "
-                f"{time.perf_counter() - started:.1f}s"
-            )
+            return progress_line(replayer.conversations_done, total, replayer.totals, levels, started)
 
         async def main() -> list[Any]:
             # A live line on a terminal; a line every 10 s in logs (the final line goes to stdout).
@@ -256,12 +252,14 @@ class Command(BaseCommand):
         Children are forked, so they share the imported modules (litellm's slow
         import is paid once, here) and read their job from ``_SHARE_JOB`` rather
         than from pickled arguments. Each builds its own replayer over the whole
-        dataset (baselines fit on it) with its part of the cap, and sends back
+        dataset (baselines fit on it) with its part of the caps, and sends back
         its results; they are put back in the conversations' order, so scoring
-        sees exactly what one process would have produced.
+        sees exactly what one process would have produced. Meanwhile each child
+        writes its counts into a shared array, and this process shows their sum
+        as the one-process path shows its own.
         """
         import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 
         from django.db import connections
 
@@ -270,25 +268,43 @@ class Command(BaseCommand):
         if not em.is_offline or (config.judge is not None and not config.judge.is_offline):
             _litellm()  # import once before forking
         connections.close_all()  # no database connection shared with the children
+        context = multiprocessing.get_context("fork")
+        progress = context.Array("d", len(PROGRESS_FIELDS) * processes, lock=False)
         global _SHARE_JOB
-        _SHARE_JOB = (em, config, conversations, options, processes)
+        _SHARE_JOB = (em, config, conversations, options, processes, progress)
         started = time.perf_counter()
+        interactive = sys.stderr.isatty()
+
+        def line() -> str:
+            counts = shared_progress(progress, processes)
+            level, ceiling = int(counts["level"]), int(counts["ceiling"])
+            totals = SimpleNamespace(**{**counts, "cost_unknown": counts["cost_unknown"] > 0})
+            limit = f" | limit {level}/{ceiling}" if ceiling else ""
+            return progress_line(int(counts["done"]), len(conversations), totals, limit, started)
+
         try:
-            with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork")) as pool:
-                shares = list(pool.map(_replay_share, range(processes)))
+            with ProcessPoolExecutor(processes, mp_context=context) as pool:
+                futures = [pool.submit(_replay_share, index) for index in range(processes)]
+                last_logged, pending = time.perf_counter(), set(futures)
+                while pending:
+                    _, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
+                    if any(f.exception() for f in futures if f.done()):
+                        break  # a child failed: its error is raised below
+                    if pending and interactive:
+                        self.stderr.write("\r" + line(), ending="")
+                    elif pending and time.perf_counter() - last_logged >= 10:
+                        self.stderr.write(line())
+                        last_logged = time.perf_counter()
+                shares = [future.result() for future in futures]
         finally:
             _SHARE_JOB = None
-        placed: list[tuple[int, Any]] = [pair for share, _ in shares for pair in share]
+        if interactive:
+            self.stderr.write("")
+        placed: list[tuple[int, Any]] = [pair for share in shares for pair in share]
         results = [result for _, result in sorted(placed, key=lambda pair: pair[0])]
-        totals = sum_stats(results)
-        cost = f"${totals.cost_spent:.4f}" + ("+?" if totals.cost_unknown else "")
-        level, ceiling = (sum(levels[i] for _, levels in shares) for i in (0, 1))
-        limit = f" | limit {level}/{ceiling}" if ceiling else ""
-        self.stdout.write(
-            f"conversations {len(results)}/{len(conversations)} | calls {totals.calls_made} made, "
-            f"{totals.calls_cached} cached, {totals.calls_failed} failed | cost {cost}{limit} | "
-            f"{time.perf_counter() - started:.1f}s"
-        )
+        counts = shared_progress(progress, processes)
+        limit = f" | limit {int(counts['level'])}/{int(counts['ceiling'])}" if counts["ceiling"] else ""
+        self.stdout.write(progress_line(len(results), len(conversations), sum_stats(results), limit, started))
         return results
 
     def _finish(self, results: list[Any], out: Path) -> list[Any]:
@@ -385,8 +401,34 @@ def post_coverage_summary(report: ScoringReport) -> str:
 
 # -- several processes (``--processes``) ---------------------------------------
 
-# The job of the forked children: (em, config, conversations, options, processes).
-_SHARE_JOB: tuple[Any, Any, list[Any], dict[str, Any], int] | None = None
+# The job of the forked children: (em, config, conversations, options, processes, progress).
+_SHARE_JOB: tuple[Any, Any, list[Any], dict[str, Any], int, Any] | None = None
+# What each child keeps current in its row of the shared progress array (summed over children).
+PROGRESS_FIELDS = (
+    "done",
+    "calls_made",
+    "calls_cached",
+    "calls_failed",
+    "cost_spent",
+    "cost_unknown",
+    "level",
+    "ceiling",
+)
+
+
+def progress_line(done: int, total: int, totals: Any, limit: str, started: float) -> str:
+    """The progress line of a replay: conversations, calls, cost, the adaptive limit, time."""
+    cost = f"${totals.cost_spent:.4f}" + ("+?" if totals.cost_unknown else "")
+    return (
+        f"conversations {done}/{total} | calls {int(totals.calls_made)} made, {int(totals.calls_cached)} cached, "
+        f"{int(totals.calls_failed)} failed | cost {cost}{limit} | {time.perf_counter() - started:.1f}s"
+    )
+
+
+def shared_progress(progress: Any, processes: int) -> dict[str, float]:
+    """Every child's row of the progress array, added up field by field."""
+    width = len(PROGRESS_FIELDS)
+    return {name: sum(progress[k * width + i] for k in range(processes)) for i, name in enumerate(PROGRESS_FIELDS)}
 
 
 def process_count(requested: int | None, concurrency: int, conversations: int) -> int:
@@ -437,24 +479,25 @@ def sum_stats(results: list[Any]) -> Any:
     return totals
 
 
-def _replay_share(index: int) -> tuple[list[tuple[int, Any]], tuple[int, int]]:
+def _replay_share(index: int) -> list[tuple[int, Any]]:
     """In a forked child: replay every ``processes``-th conversation from ``index``.
 
-    Returns (position in the conversations, result) pairs and the adaptive
-    (level, ceiling) summed over providers at the end, for the progress line.
+    Returns (position in the conversations, result) pairs; while it runs, its
+    counts and adaptive (level, ceiling) are written to its row of the shared
+    progress array every quarter second, from this thread (never the loop's).
     """
-    from attunebench.replay.aio import run_sync
+    import dataclasses
+
+    from attunebench.replay.aio import run_sync_beating
     from attunebench.replay.cache import FileCache, LayeredCache, MemoryCache, NullCache
     from attunebench.replay.run import make_replayer
 
     assert _SHARE_JOB is not None, "no share job: _replay_share runs only in children of _in_processes"
-    em, config, conversations, options, processes = _SHARE_JOB
+    em, config, conversations, options, processes, progress = _SHARE_JOB
     if options["no_cache"]:
         cache: Any = NullCache()
     else:
         cache = LayeredCache(MemoryCache(), FileCache(options["cache_dir"] or Path(settings.DATA_DIR) / "call-cache"))
-    import dataclasses
-
     concurrency = split_concurrency(options["concurrency"], processes)[index]
     # The registry's caps are for the whole run: each process keeps to its share of them.
     share_config = dataclasses.replace(config, judge=spec_share(config.judge, processes, index))
@@ -462,6 +505,24 @@ def _replay_share(index: int) -> tuple[list[tuple[int, Any]], tuple[int, int]]:
         spec_share(em, processes, index), share_config, dataset=conversations, concurrency=concurrency, cache=cache
     )
     positions = list(range(index, len(conversations), processes))
-    results = run_sync(replayer.replay_many([conversations[i] for i in positions]))
-    levels = [pair for provider, pair in replayer.scheduler.levels().items() if provider != "offline"]
-    return list(zip(positions, results, strict=True)), (sum(p[0] for p in levels), sum(p[1] for p in levels))
+
+    def report() -> bool:
+        t = replayer.totals
+        levels = [pair for provider, pair in replayer.scheduler.levels().items() if provider != "offline"]
+        row = (
+            replayer.conversations_done,
+            t.calls_made,
+            t.calls_cached,
+            t.calls_failed,
+            t.cost_spent,
+            1.0 if t.cost_unknown else 0.0,
+            sum(p[0] for p in levels),
+            sum(p[1] for p in levels),
+        )
+        progress[index * len(PROGRESS_FIELDS) : (index + 1) * len(PROGRESS_FIELDS)] = row
+        return True
+
+    report()
+    results = run_sync_beating(replayer.replay_many([conversations[i] for i in positions]), 0.25, report)
+    report()
+    return list(zip(positions, results, strict=True))
