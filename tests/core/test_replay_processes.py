@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from attunebench.canonical import dumps_canonical
+from attunebench.replay.llm import EMSpec
 from attunebench.synth import document_filename, synth_conversations
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer
-from attunebench.replay.llm import EMSpec
 from scoring.management.commands.eval import process_count, smallest_ceiling, spec_share, split_concurrency
 
 ROOT = Path(__file__).resolve().parents[2]

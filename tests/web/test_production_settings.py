@@ -127,7 +127,9 @@ def test_the_image_build_writes_no_secret_key(tmp_path):
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "data" / "staticfiles").is_dir()
     assert not (tmp_path / "data" / "secret_key").exists()
-    assert not (tmp_path / "data" / "pseudonym_key").exists()  # seeded into a fresh volume, it would be every deployment's
+    assert not (
+        tmp_path / "data" / "pseudonym_key"
+    ).exists()  # seeded into a fresh volume, it would be every deployment's
 
 
 # --- docker-compose.yml -----------------------------------------------------------
