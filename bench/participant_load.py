@@ -386,6 +386,24 @@ def quantile_ms(values: list[float], index: int) -> float:
     return statistics.quantiles([v * 1000 for v in values], n=100, method="inclusive")[index]
 
 
+def tree_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a live process and all its descendants (Linux /proc).
+
+    Where the machine's two cores went: the server's workers, the provider, this driver.
+    """
+    total, pending = 0.0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending += [int(child) for child in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # it ended meanwhile
+    return total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--participants", type=int, default=100)
@@ -413,6 +431,8 @@ def main() -> None:
         "ATTUNE_ALLOW_LIVE_MODELS": "1",
         "OPENAI_API_KEY": "sk-fake-bench-key",
         "ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE": "1000",
+        # The per-study enrolment throttle counts in Redis across runs: one bench after another must not hit it.
+        "ATTUNE_ENROL_PER_STUDY_PER_HOUR": "100000",
         "ATTUNE_TRUSTED_PROXIES": "1",  # the participants' X-Forwarded-For, as behind the TLS proxy
     }
     server = None
@@ -463,9 +483,16 @@ def main() -> None:
         print((data_dir / "server.log").read_text().splitlines()[0])
         watch.start()
         load_before = os.getloadavg()
+        tracked = {"server (gunicorn)": server.pid, "fake provider": fake.pid}
+        if worker is not None:
+            tracked["Celery worker"] = worker.pid
+        cpu_before = {name: tree_cpu_s(pid) for name, pid in tracked.items()}
+        driver_before = time.process_time()
         started = time.perf_counter()
         results = asyncio.run(drive(base, options.participants, options.turns, options.think_seconds, options.seed))
         wall = time.perf_counter() - started
+        cpu = {name: tree_cpu_s(pid) - cpu_before[name] for name, pid in tracked.items()}
+        cpu["this driver (the simulated browsers)"] = time.process_time() - driver_before
         load_after = os.getloadavg()
     finally:
         watch.stop.set()
@@ -501,6 +528,13 @@ def main() -> None:
     print(f"errors {errors}; server log errors {log_errors}")
     for message in sorted(set(results.errors))[:10]:
         print(f"  {message}")
+    requests = len(results.annotation) + len(results.pages) + len(results.submits)
+    print(
+        f"CPU during the drive ({os.cpu_count()} cores x {wall:.1f} s = {(os.cpu_count() or 1) * wall:.0f} core-s): "
+        + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in cpu.items())
+        + f"; server CPU {1000 * cpu['server (gunicorn)'] / max(1, requests):.1f} ms per timed request "
+        f"({requests}, streams apart)"
+    )
     print(
         "load average 1/5/15 min: before {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} {:.2f} (2 cores, shared)".format(
             *load_before, *load_after
