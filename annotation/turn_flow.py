@@ -188,15 +188,30 @@ def _write_answers(
             for i, (emotion, intensity) in enumerate(tags)
         ]
     )
-    existing = set(BinaryJudgement.objects.filter(turn=turn).values_list("question_id", flat=True))
+    # Two statements whatever the number of questions: answered rows are inserted or, when the page is
+    # saved again, updated in place (one INSERT .. ON CONFLICT on Postgres and SQLite alike); asked rows
+    # without an answer are inserted only if missing, so an earlier answer is never blanked.
+    position = {qid: i for i, qid in enumerate(asked)}
     BinaryJudgement.objects.bulk_create(
-        [BinaryJudgement(turn=turn, position=i, question_id=qid) for i, qid in enumerate(asked) if qid not in existing],
+        [
+            BinaryJudgement(
+                turn=turn,
+                position=position[qid],
+                question_id=qid,
+                observed=observed,
+                preferred=preferred,
+            )
+            for qid, (observed, preferred) in answers.items()
+            if qid in position  # an answer to a question this turn did not ask is not stored
+        ],
+        update_conflicts=True,
+        unique_fields=["turn", "question_id"],
+        update_fields=["observed", "preferred"],
+    )
+    BinaryJudgement.objects.bulk_create(
+        [BinaryJudgement(turn=turn, position=i, question_id=qid) for i, qid in enumerate(asked) if qid not in answers],
         ignore_conflicts=True,
     )
-    for question_id, (observed, preferred) in answers.items():
-        BinaryJudgement.objects.filter(turn=turn, question_id=question_id).update(
-            observed=observed, preferred=preferred
-        )
 
 
 def do_save_answers(

@@ -1,0 +1,76 @@
+"""Queries per participant request stay few and do not grow with the conversation (issue 14: cheap submits).
+
+At a hundred participants online, every query of an annotation submit is
+paid a hundred times over on a two-core server shared with Postgres; a
+page that writes one row per question, or reads every earlier turn,
+shows up as latency for everyone. Counts are exact: a change that adds a
+query must change the budget here, on purpose.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from tests.web.test_participant_flow import Walker, every_answer
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _quick(settings):
+    settings.ATTUNE_OFFLINE_STREAM_DELAY = 0
+
+
+def counted(walker: Walker, method: str, path: str, data: dict | None = None) -> tuple[int, object]:
+    with CaptureQueriesContext(connection) as queries:
+        response = walker.get(path) if method == "GET" else walker.post(path, data)
+    assert response.status_code in (200, 302), (path, response.status_code)
+    return len(queries), response
+
+
+def turn_counts(walker: Walker, number: int) -> dict[str, int]:
+    counts = {}
+    assert walker.send(f"Message {number}: I feel worried.", number).status_code == 200
+    assert walker.reply(number)[-1]["type"] == "done"
+    url = walker.url(f"turn/{number}/")
+    counts["answers page"], page = counted(walker, "GET", url)
+    html = walker.body(page)
+    ids = list(dict.fromkeys(re.findall(r'name="observed_(B\d+)"', html)))
+    shown = re.search(r'name="shown" value="([^"]+)"', html).group(1)
+    data = {"step": "answers", "shown": shown, "no_change": "on", **every_answer(ids, "yes", "no")}
+    counts["answers submit"], _ = counted(walker, "POST", url, data)
+    counts["rewrite page"], _ = counted(walker, "GET", url)
+    data = {"step": "rewrite", "human_edited": f"My ideal reply {number}", "questions": ["general"]}
+    counts["rewrite submit"], _ = counted(walker, "POST", url, data)
+    counts["compare page"], page = counted(walker, "GET", url)
+    names = set(re.findall(r'name="(winner_\d+)"', walker.body(page)))
+    counts["compare submit"], _ = counted(walker, "POST", url, {"step": "compare", **dict.fromkeys(names, "B")})
+    counts["chat page"], _ = counted(walker, "GET", walker.url("chat/"))
+    return counts
+
+
+# Upper bounds with a little room (without Redis the suggested rewrite is made inside the request, with
+# it the request only queues it): what they catch is a query per question or per earlier turn.
+BUDGET = {
+    "answers page": 12,
+    "answers submit": 30,  # 36 questions answered: 2 statements for all of them, not one UPDATE each
+    "rewrite page": 11,
+    "rewrite submit": 18,
+    "compare page": 12,
+    "compare submit": 19,
+    "chat page": 10,
+}
+
+
+def test_annotation_requests_have_a_fixed_small_query_count(client, participant):
+    walker = Walker(client, participant)
+    walker.to_chat()
+    turn_counts(walker, 1)  # the first turn also places the attention check
+    second, third, fourth = (turn_counts(walker, n) for n in (2, 3, 4))
+    assert second == third == fourth  # nothing grows with the number of turns before
+    over = {name: (count, BUDGET[name]) for name, count in third.items() if count > BUDGET[name]}
+    assert not over, f"queries over budget (count, budget): {over}"
