@@ -51,7 +51,8 @@ def one_call(server, spec: EMSpec, scheduler: Scheduler):
 
 def test_injected_429_500_and_timeout_are_retried_until_success(server):
     server.configure(script=["429", "500", "timeout"], retry_after_s=0.4)
-    scheduler = Scheduler(base_delay=0.01, max_delay=0.05, max_attempts=5)
+    # max_delay 0.1: a Retry-After is honoured up to 5 x max_delay (0.5 s), so the 0.4 s is never cut short.
+    scheduler = Scheduler(base_delay=0.01, max_delay=0.1, max_attempts=5)
     clock = time.perf_counter()
     completion = one_call(server, em(server, timeout=0.5), scheduler)
     elapsed = time.perf_counter() - clock
