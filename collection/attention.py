@@ -15,7 +15,7 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 
 from attunebench import catalogue as cat
-from collection.models import AttentionCheck, Participant, Turn
+from collection.models import AttentionCheck, Participant, Study, Turn
 
 #: Survey checks ask for a number on the 1–7 rating scale; these middle values are never the easy extremes.
 SURVEY_VALUES: tuple[str, ...] = ("2", "3", "5", "6")
@@ -24,6 +24,38 @@ SURVEY_VALUES: tuple[str, ...] = ("2", "3", "5", "6")
 def _study_checks(participant: Participant | None) -> int:
     study = participant.study if participant is not None else None
     return study.attention_checks if study is not None else 0
+
+
+def checks_met(study: Study, turns: int) -> int:
+    """How many of the study's checks a participant meets who annotates ``turns`` turns and finishes:
+    the survey's one, and one on each of the first turns up to the study's number less one."""
+    wanted = study.attention_checks
+    return 0 if wanted < 1 else 1 + min(wanted - 1, turns)
+
+
+def placement_warning(study: Study) -> str | None:
+    """Why some participants would meet fewer checks than the study asks for, or None when all are met.
+
+    A participant may finish after the fewest turns, and the per-turn checks sit on the first turns, so
+    checks beyond ``min_turns`` + 1 are missed by whoever stops there (beyond ``max_turns`` + 1, by everyone).
+    """
+    wanted = study.attention_checks
+    surely = checks_met(study, study.min_turns)
+    if surely >= wanted:
+        return None
+    where = "one in the closing survey and one among the behaviour questions of each of the first"
+    at_most = checks_met(study, study.max_turns)
+    if at_most < wanted:
+        return (
+            f"The study asks for {wanted} attention checks, but only {at_most} can ever be asked ({where} "
+            f"{study.max_turns} turns, the most turns). Lower the attention checks to {at_most}, or raise "
+            f"the most turns and the fewest turns to {wanted - 1}."
+        )
+    return (
+        f"The study asks for {wanted} attention checks, but a participant who finishes after the fewest turns "
+        f"({study.min_turns}) meets only {surely} ({where} {wanted - 1} turns). Raise the fewest turns to "
+        f"{wanted - 1}, or lower the attention checks to {surely}."
+    )
 
 
 def answers_check(turn: Turn) -> str | None:

@@ -26,6 +26,7 @@ from django.db.models import Count, QuerySet
 from django.utils import timezone
 from django.utils.text import slugify
 
+from annotation.quality import EXCLUSION_REASONS
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
 from collection.models import Consent, Conversation, Turn
@@ -195,7 +196,8 @@ class Datasheet:
                 "| reason | conversations |",
                 "|---|---|",
             ]
-            lines += [f"| {k} | {v} |" for k, v in d["quality_exclusions_by_reason"].items()]
+            # datasheet.json keeps the reason codes; the reader of the markdown gets their labels
+            lines += [f"| {EXCLUSION_REASONS.get(k, k)} | {v} |" for k, v in d["quality_exclusions_by_reason"].items()]
             lines.append("")
         for title, key in (
             ("Topic categories", "topic_distribution"),

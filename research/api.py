@@ -51,6 +51,7 @@ from collection.models import Conversation
 from datasets.exchange import (
     conversation_to_dict,
     exportable_conversations,
+    usable_conversations,
     with_export_relations,
     withdrawn_conversations,
 )
@@ -217,6 +218,12 @@ class ResearcherAPIMixin:
             _param("category", "Filter by topic category.", list(TOPIC_CATEGORIES)),
             _param("original_model", "Filter by original-model alias."),
             _param("dataset_version", "Only conversations in this dataset version.", type_=int),
+            _param(
+                "include_excluded",
+                "true: list conversations of participants a researcher excluded for quality too (each says so in "
+                "`quality_excluded`); by default they are left out, as in exports, dataset versions and scores.",
+                ["true", "false"],
+            ),
             IDENTITY_PARAM,
         ],
         responses={200: ConversationSummarySerializer(many=True), **BAD_FILTER, **DENIED},
@@ -229,7 +236,12 @@ class ResearcherAPIMixin:
 )
 class ConversationViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
     """Conversations as exports show them: withdrawn ones are gone, participants are pseudonyms, and
-    original models are aliases unless ``include_model_identity=true`` (as in the UI and ``attune export``)."""
+    original models are aliases unless ``include_model_identity=true`` (as in the UI and ``attune export``).
+
+    The list leaves out quality-excluded participants' conversations, like exports and scores, so a script
+    counts what an export would hold; ``include_excluded=true`` adds them, flagged ``quality_excluded``, to
+    review them. One such conversation stays readable by its id (the exclusion is reversible).
+    """
 
     lookup_field = "conversation_id"
     lookup_value_regex = "[^/]+"
@@ -239,8 +251,9 @@ class ConversationViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
         return {**super().get_serializer_context(), "include_model_identity": identity_param(self.request)}
 
     def get_queryset(self) -> QuerySet[Conversation]:
+        excluded_too = choice_filter(self.request, "include_excluded", ["true", "false"]) == "true"
         queryset = (
-            exportable_conversations()
+            (exportable_conversations() if excluded_too else usable_conversations())
             .select_related("topic", "original_model", "participant")
             .annotate(n_turns=Count("turns"))
             .order_by("conversation_id")

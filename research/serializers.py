@@ -35,6 +35,14 @@ class ConversationSummarySerializer(serializers.ModelSerializer):
     )
     participant = serializers.SerializerMethodField(help_text="The participant's pseudonym, as exports write it.")
     turn_count = serializers.IntegerField(source="n_turns")
+    quality_excluded = serializers.SerializerMethodField(
+        help_text="True when a researcher has excluded the participant for quality: listed only with "
+        "include_excluded=true, and left out of exports, dataset versions and scores."
+    )
+
+    def get_quality_excluded(self, conversation: Conversation) -> bool:
+        participant = conversation.participant
+        return participant is not None and participant.quality_excluded_at is not None
 
     def get_original_model(self, conversation: Conversation) -> str:
         om = conversation.original_model
@@ -57,6 +65,7 @@ class ConversationSummarySerializer(serializers.ModelSerializer):
             "original_model",
             "participant",
             "turn_count",
+            "quality_excluded",
             "completeness",
             "started_at",
             "completed_at",

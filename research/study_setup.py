@@ -12,6 +12,8 @@ so the pages, tests and any future command apply the same rules. The rules:
 - A **preview** participant (``Participant.is_test``) walks the real flow but
   is never data: ``collection.models.not_test_data`` keeps it out of exports,
   datasets, scores, statistics and monitoring.
+- Settings that would not do what they say (``setup_warnings``: attention checks some participants never
+  meet) are shown on the set-up page but do not stop the study opening.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
+from collection import attention
 from collection.models import OriginalModel, Participant, Study, StudyModel, StudyQuota, Topic
 from collection.quotas import study_topics
 
@@ -49,6 +52,13 @@ def readiness_problems(study: Study) -> list[str]:
     if study.max_turns < study.min_turns:
         problems.append("The most turns must be at least the fewest turns.")
     return problems
+
+
+def setup_warnings(study: Study) -> list[str]:
+    """Settings that let a study open but would not do what they say (e.g. attention checks that some
+    participants never meet), so the researcher can fix them before participants arrive."""
+    warning = attention.placement_warning(study)
+    return [warning] if warning else []
 
 
 def do_set_status(study: Study, target: str) -> Study:

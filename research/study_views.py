@@ -28,6 +28,7 @@ from research.study_setup import (
     do_start_preview,
     pool_entries,
     readiness_problems,
+    setup_warnings,
 )
 
 ADD_PERMISSION = "collection.add_study"
@@ -82,6 +83,7 @@ def study_edit(request: HttpRequest, slug: str) -> HttpResponse:
         "quota_form": QuotaForm(study=study),
         "quotas": quota_fill(study),
         "problems": readiness_problems(study),
+        "warnings": setup_warnings(study),
         "transitions": [(value, Study.Status(value).label) for value in ALLOWED_TRANSITIONS.get(study.status, ())],
         "join_url": request.build_absolute_uri(reverse("collection:join", kwargs={"slug": study.slug})),
         "monitor": monitoring.study_monitoring(study),

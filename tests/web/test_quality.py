@@ -3,6 +3,7 @@ exclusion from new dataset versions and scores by rule, the datasheet by reason,
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -125,6 +126,60 @@ def test_too_fast_pages_from_recorded_page_times(study, person):
     assert flag.evidence == [{"turn": 1, "page": "answers", "seconds": 3.0}]
 
 
+def test_a_page_sent_through_the_real_view_stores_its_time_and_a_tampered_stamp_is_not_trusted(
+    client, participant, settings, monkeypatch
+):
+    """The answers page's signed stamp (set when it was shown) is read back on submission; a stamp a
+    participant could edit or make (backdated, signed without the server's key) records nothing."""
+    import re
+    from types import SimpleNamespace
+
+    from django.core import signing
+
+    from annotation import page_times
+    from tests.web.test_participant_flow import Walker, every_answer
+
+    settings.ATTUNE_OFFLINE_STREAM_DELAY = 0
+    walker = Walker(client, participant)
+    walker.to_chat()
+    assert walker.send("My exams start next week and I cannot sleep.", 1).status_code == 200
+    assert walker.reply(1)[-1]["type"] == "done"
+    turn = Turn.objects.get(conversation__participant=participant, turn_number=1)
+    url = walker.url("turn/1/")
+
+    # A clock for the stamps only (the page's "shown" and the submission), so the duration is exact.
+    shown = timezone.now()
+    clock = {"now": shown}
+    monkeypatch.setattr(page_times, "timezone", SimpleNamespace(now=lambda: clock["now"]))
+
+    html = walker.body(walker.get(url))
+    stamp = re.search(r'name="page_stamp" value="([^"]+)"', html).group(1)
+    assert page_times.shown_at(turn, "answers", stamp) == shown
+    ids = list(dict.fromkeys(re.findall(r'name="observed_(B\d+)"', html)))
+    token = re.search(r'name="shown" value="([^"]+)"', html).group(1)
+    clock["now"] = shown + timedelta(seconds=12.5)
+    data = {"step": "answers", "shown": token, "page_stamp": stamp, "no_change": "on", **every_answer(ids)}
+    assert walker.post(url, data).status_code == 302
+    assert list(PageTime.objects.filter(turn=turn).values_list("page", "seconds")) == [("answers", 12.5)]
+
+    # The rewrite page, sent with a stamp that claims it was shown an hour ago
+    html = walker.body(walker.get(url))
+    assert 'name="page_stamp"' in html and 'name="human_edited"' in html
+    backdated = {"turn": turn.pk, "page": "rewrite", "at": (shown - timedelta(hours=1)).timestamp()}
+    forged = signing.dumps(backdated, key="not-the-server-key", salt="attune.annotation.page-time")
+    signature = stamp.rpartition(":")[2]
+    edited = signing.dumps(backdated, salt="attune.annotation.page-time").rpartition(":")[0] + ":" + signature
+    rewrite = {"step": "rewrite", "human_edited": "I hear you; exams are hard.", "questions": ["general"]}
+    assert walker.post(url, {**rewrite, "page_stamp": edited}).status_code == 302  # the reply is still kept
+    assert AlternateResponses.objects.get(turn=turn).human_edited == "I hear you; exams are hard."
+    assert page_times.shown_at(turn, "rewrite", forged) is None  # signed, but not with the server's key
+    # the answers page's genuine stamp does not time the compare page either
+    html = walker.body(walker.get(url))
+    names = set(re.findall(r'name="(winner_\d+)"', html))
+    assert walker.post(url, {"step": "compare", "page_stamp": stamp, **dict.fromkeys(names, "B")}).status_code == 302
+    assert list(PageTime.objects.filter(turn=turn).values_list("page", "seconds")) == [("answers", 12.5)]
+
+
 def test_attention_checks_placement_and_flag(study, person):
     study.attention_checks = 3
     study.quality_max_failed_checks = 0
@@ -201,7 +256,11 @@ def test_exclusion_leaves_new_versions_but_not_frozen_ones(sample_conversations,
     sheet = build_datasheet(after, "json", False)
     assert sheet.data["left_out"]["quality_excluded"] == k
     assert sheet.data["quality_exclusions_by_reason"] == {q.SHORT_MESSAGES: k}
-    assert "Excluded for quality" in sheet.as_markdown()
+    markdown = sheet.as_markdown()
+    assert "Excluded for quality" in markdown
+    # the reader of the markdown sees the reason's label; datasheet.json keeps the code for scripts
+    assert f"| Very short chat messages | {k} |" in markdown and f"| {q.SHORT_MESSAGES} |" not in markdown
+    assert json.loads(sheet.as_json())["quality_exclusions_by_reason"] == {"short_messages": k}
     assert build_datasheet(before, "json", False).data["counts"]["conversations"] == before.conversation_count
     q.decide(person, "include", researcher)  # reversed: the next version has it again
     assert do_freeze_dataset_version("again").conversation_count == before.conversation_count

@@ -62,6 +62,38 @@ def test_conversations_are_paginated_and_filterable(api, sample_conversations):
     assert one["conversationId"] == grief["results"][0]["conversation_id"] and one["turns"]
 
 
+def test_conversation_list_leaves_out_quality_exclusions_like_exports_unless_asked(
+    api, sample_conversations, researcher
+):
+    from annotation.quality import SHORT_MESSAGES, decide
+    from collection.models import Participant
+    from datasets.exchange import export_selection
+
+    person = Participant.objects.filter(conversations__isnull=False).order_by("pk").first()
+    theirs = set(person.conversations.filter(completeness="complete").values_list("conversation_id", flat=True))
+    assert theirs
+    decide(person, "exclude", researcher, reason=SHORT_MESSAGES, note="Only 'ok'.")
+
+    listed = api.get("/api/conversations/?limit=500").json()
+    ids = {c["conversation_id"] for c in listed["results"]}
+    assert listed["count"] == 15 - len(theirs) and not ids & theirs
+    assert ids == set(export_selection().values_list("conversation_id", flat=True))  # what an export holds
+    assert not any(c["quality_excluded"] for c in listed["results"])
+
+    flagged = api.get("/api/conversations/?limit=500&include_excluded=true").json()
+    assert flagged["count"] == 15
+    assert {c["conversation_id"] for c in flagged["results"] if c["quality_excluded"]} == theirs
+    assert api.get(f"/api/conversations/{min(theirs)}/").status_code == 200  # reviewable by its id
+
+    bad = api.get("/api/conversations/?include_excluded=yes")
+    assert bad.status_code == 400 and "include_excluded" in bad.json()
+    decide(person, "include", researcher, note="Reconsidered.")
+    assert api.get("/api/conversations/").json()["count"] == 15
+    schema = api.get("/api/schema/?format=json").json()
+    names = {p["name"] for p in schema["paths"]["/api/conversations/"]["get"]["parameters"]}
+    assert "include_excluded" in names
+
+
 def test_dataset_version_and_export_through_the_api(api, sample_conversations, django_capture_on_commit_callbacks):
     created = api.post(
         "/api/dataset-versions/",

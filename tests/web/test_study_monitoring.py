@@ -16,7 +16,9 @@ The study (all times UTC, 2026-03-01 = D1):
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import UTC, datetime
+from decimal import Decimal
 
 import pytest
 from django.test import Client
@@ -26,6 +28,7 @@ from attunebench import catalogue as cat
 from collection.models import (
     Consent,
     Conversation,
+    LiveCall,
     OriginalModel,
     PanasSurvey,
     Participant,
@@ -255,3 +258,34 @@ def test_the_collection_dashboard_shows_the_chosen_study(monitored, researcher) 
     assert '<div class="v" data-figure="participants">6</div>' in page
     assert '<div class="v" data-figure="completed">2</div>' in page
     assert '<div class="v" data-figure="flagged">1</div>' in page
+
+
+def test_dollar_spend_of_priced_live_calls_on_the_panel_and_the_api(monitored, researcher) -> None:
+    Study.objects.filter(pk=monitored.pk).update(live_spend_budget_usd=Decimal("5.00"))
+    other = Study.objects.create(slug="other", title="Other", information="i", crisis_resources="c")
+    for study, model, succeeded, cost in [
+        (monitored, "openai/gpt-4o-mini", True, Decimal("0.12345678")),
+        (monitored, "openai/gpt-4o", True, Decimal("1.50000000")),
+        (monitored, "local/unknown", True, None),  # litellm has no price: counted apart
+        (monitored, "openai/gpt-4o", False, None),  # failed: not billed, and not "unpriced" either
+        (other, "openai/gpt-4o", True, Decimal("9.00000000")),  # another study's spend
+    ]:
+        LiveCall.objects.create(study=study, litellm_model=model, succeeded=succeeded, cost_usd=cost)
+    # By hand: 0.12345678 + 1.5 = 1.62345678 USD of a 5.00 budget; 1 unpriced call; the call counts
+    # (30 of 120, 90 left, 25%) are the study's own counter and do not change.
+    expected = {
+        "live_calls_used": 30,
+        "live_call_budget": 120,
+        "remaining": 90,
+        "percent_used": 25.0,
+        "cost_usd": 1.62345678,
+        "cost_budget_usd": 5.0,
+        "calls_unpriced": 1,
+    }
+    assert asdict(study_monitoring(Study.objects.get(pk=monitored.pk)).spend) == expected
+    client = Client()
+    client.force_login(researcher)
+    assert client.get("/api/studies/mon/monitoring/").json()["spend"] == expected
+    page = client.get(reverse("research:collection") + "?study=mon").content.decode()
+    # the panel rounds to cents: $1.62 of $5.00
+    assert "90 left; $1.62 of $5.00, 1 unpriced call</div>" in page

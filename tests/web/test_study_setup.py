@@ -7,14 +7,17 @@ Assignment expectations are derived by hand from the rule in
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from django.db import IntegrityError, transaction
 from django.test import Client
 from django.urls import reverse
+from django.utils.html import escape
 
 from attunebench import catalogue as cat
 from collection import study_flow as flow
-from collection.models import Conversation, OriginalModel, Participant, Study, StudyModel, StudyQuota, Topic
+from collection.models import Conversation, OriginalModel, Participant, Study, StudyModel, StudyQuota, Topic, Turn
 from tests.migrations import migrate_to_newest, unapply
 
 pytestmark = pytest.mark.django_db
@@ -358,6 +361,212 @@ def test_a_researcher_creates_and_edits_a_study_on_the_pages(demo_defaults, rese
 
     reserved = client.post(reverse("research:study_create"), {**SETTINGS, "slug": "new"})
     assert "reserved" in reserved.content.decode()
+
+
+#: The platform, spend and quality settings, all different from the study's defaults.
+PLATFORM_AND_QUALITY = {
+    "platform_completion_url": "app.prolific.com/submissions/complete",  # no scheme: taken as https
+    "platform_completion_code": "C1DONE",
+    "platform_withdrawal_code": "C2WITHDREW",
+    "platform_screenout_code": "C3NOCONSENT",
+    "platform_study_id": "65f0abc",
+    "platform_participant_param": "pid",
+    "platform_study_param": "sid",
+    "platform_session_param": "ses",
+    "platform_code_param": "code",
+    "live_spend_budget_usd": "12.50",
+    "attention_checks": "3",
+    "quality_min_page_seconds": "5",
+    "quality_min_edit_ratio": "0.2",
+    "quality_min_message_chars": "20",
+    "quality_max_failed_checks": "1",
+}
+
+#: The settings a form may leave blank to keep what the study has (research.study_forms.KEEP_WHEN_BLANK).
+KEPT_WHEN_BLANK = [
+    "platform_participant_param",
+    "platform_study_param",
+    "platform_session_param",
+    "platform_code_param",
+    "attention_checks",
+    "quality_min_page_seconds",
+    "quality_min_edit_ratio",
+    "quality_min_message_chars",
+    "quality_max_failed_checks",
+]
+
+
+#: PLATFORM_AND_QUALITY as the study stores it.
+STORED = {
+    **PLATFORM_AND_QUALITY,
+    "platform_completion_url": "https://app.prolific.com/submissions/complete",
+    "live_spend_budget_usd": Decimal("12.50"),
+    "attention_checks": 3,
+    "quality_min_page_seconds": 5,
+    "quality_min_edit_ratio": 0.2,
+    "quality_min_message_chars": 20,
+    "quality_max_failed_checks": 1,
+}
+
+
+def stored(study: Study) -> dict[str, object]:
+    return {name: getattr(Study.objects.get(pk=study.pk), name) for name in [*SETTINGS, *PLATFORM_AND_QUALITY]}
+
+
+def test_platform_spend_and_quality_settings_are_saved_from_the_page_and_take_effect(demo_defaults, researcher) -> None:
+    from collection import recruitment
+    from research.study_forms import KEEP_WHEN_BLANK
+
+    assert list(KEEP_WHEN_BLANK) == KEPT_WHEN_BLANK
+    client = Client()
+    client.force_login(researcher)
+    topic = Topic.objects.order_by("order").first()
+    made = client.post(
+        reverse("research:study_create"),
+        {**SETTINGS, **PLATFORM_AND_QUALITY, "slug": "on-prolific", "topics": [topic.pk], "min_turns": "2"},
+    )
+    assert made.status_code == 302
+    study = Study.objects.get(slug="on-prolific")
+    assert {name: value for name, value in stored(study).items() if name in STORED} == STORED
+    # They take effect: the exit URL carries the code under its parameter, and the entry reads the new names.
+    assert recruitment.return_url(study, recruitment.COMPLETED) == (
+        "https://app.prolific.com/submissions/complete?code=C1DONE"
+    )
+    from research.study_setup import do_set_status
+
+    do_set_status(study, "open")
+    enter = reverse("collection:enter", kwargs={"slug": study.slug})
+    assert client.post(enter, {"pid": "panel-7", "sid": "65f0abc", "ses": "x"}).status_code == 302
+    assert client.post(enter, {"pid": "panel-8", "sid": "another-study", "ses": "x"}).status_code == 400
+    assert Participant.objects.filter(study=study, is_test=False).count() == 1
+    page = client.get(reverse("research:study", kwargs={"slug": study.slug})).content.decode()
+    assert 'value="C1DONE"' in page and 'value="12.50"' in page and 'value="0.2"' in page
+
+
+def test_blank_platform_and_quality_fields_keep_what_the_study_has(demo_defaults, researcher) -> None:
+    client = Client()
+    client.force_login(researcher)
+    blanks = {**dict.fromkeys(PLATFORM_AND_QUALITY, ""), **SETTINGS}
+    client.post(reverse("research:study_create"), {**blanks, "slug": "all-blank"})
+    fresh = Study.objects.get(slug="all-blank")
+    # a new study left blank gets the model's defaults (Prolific's names, the default thresholds) ...
+    defaults = {name: Study._meta.get_field(name).get_default() for name in KEPT_WHEN_BLANK}
+    assert {name: getattr(fresh, name) for name in KEPT_WHEN_BLANK} == defaults
+    assert defaults["platform_participant_param"] == "PROLIFIC_PID" and defaults["quality_min_page_seconds"] == 8
+    # ... and the others are blank: no platform entries, no dollar limit
+    assert (fresh.platform_completion_url, fresh.platform_completion_code, fresh.live_spend_budget_usd) == (
+        "",
+        "",
+        None,
+    )
+
+    study = make_study("tuned", **STORED)
+    url = reverse("research:study", kwargs={"slug": study.slug})
+    assert client.post(url, {**SETTINGS, **dict.fromkeys(KEPT_WHEN_BLANK, "")}).status_code == 302
+    kept = Study.objects.get(pk=study.pk)
+    assert {name: getattr(kept, name) for name in KEPT_WHEN_BLANK} == {name: STORED[name] for name in KEPT_WHEN_BLANK}
+    # the budget and the codes have no default to fall back on: blank means none (no dollar limit, no code)
+    assert (kept.live_spend_budget_usd, kept.platform_completion_code) == (None, "")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("quality_min_edit_ratio", "1.5", "Give a share between 0 and 1 (0.05 = 5%)."),
+        ("quality_min_edit_ratio", "-0.1", "Give a share between 0 and 1 (0.05 = 5%)."),
+        ("live_spend_budget_usd", "-1", "Ensure this value is greater than or equal to 0."),
+        ("live_spend_budget_usd", "ten dollars", "Enter a number."),
+        ("attention_checks", "-1", "Ensure this value is greater than or equal to 0."),
+        ("quality_min_page_seconds", "2.5", "Enter a whole number."),
+        ("platform_completion_url", "not a url at all", "Enter a valid URL."),
+    ],
+)
+def test_invalid_platform_spend_and_quality_values_are_refused_naming_the_field(
+    demo_defaults, researcher, field, value, message
+) -> None:
+    study = make_study("tuned", **STORED)
+    before = stored(study)
+    client = Client()
+    client.force_login(researcher)
+    url = reverse("research:study", kwargs={"slug": study.slug})
+    changed = {**SETTINGS, **PLATFORM_AND_QUALITY, "title": "A new title", "platform_completion_code": "NEW"}
+    refused = client.post(url, {**changed, field: value})
+    assert refused.status_code == 200
+    assert refused.context["form"].errors == {field: [message]}
+    body = refused.content.decode()
+    # the message sits with its field on the page (Django names the error list after the field's id)
+    assert f'id="id_{field}_error"' in body and escape(message) in body
+    assert stored(study) == before  # nothing saved, not even the valid changes beside it
+    assert client.post(url, changed).status_code == 302  # the same form with the value fixed saves
+    assert Study.objects.get(pk=study.pk).platform_completion_code == "NEW"
+
+
+@pytest.mark.parametrize(
+    ("checks", "min_turns", "max_turns", "warning"),
+    [
+        (0, 1, 4, None),
+        (1, 1, 1, None),  # the survey's check only
+        (3, 2, 6, None),  # survey + turns 1 and 2: all met by the fewest turns
+        (
+            4,
+            2,
+            6,
+            "The study asks for 4 attention checks, but a participant who finishes after the fewest turns (2) "
+            "meets only 3 (one in the closing survey and one among the behaviour questions of each of the first "
+            "3 turns). Raise the fewest turns to 3, or lower the attention checks to 3.",
+        ),
+        (
+            5,
+            1,
+            2,
+            "The study asks for 5 attention checks, but only 3 can ever be asked (one in the closing survey and "
+            "one among the behaviour questions of each of the first 2 turns, the most turns). Lower the "
+            "attention checks to 3, or raise the most turns and the fewest turns to 4.",
+        ),
+    ],
+)
+def test_attention_checks_that_cannot_all_be_placed_are_warned_of(db, checks, min_turns, max_turns, warning) -> None:
+    from collection import attention
+    from research.study_setup import setup_warnings
+
+    study = make_study(attention_checks=checks, min_turns=min_turns, max_turns=max_turns)
+    assert attention.placement_warning(study) == warning
+    assert setup_warnings(study) == ([warning] if warning else [])
+    # the count agrees with where the pages place them: a participant who stops after the fewest turns
+    participant = Participant.objects.create(study=study)
+    conversation = Conversation.objects.create(
+        conversation_id=f"c-checks-{checks}",
+        participant=participant,
+        original_model=models("om-checks")[0],
+        topic=Topic.objects.create(category="C", subtopic="s"),
+    )
+    turns = [
+        Turn.objects.create(conversation=conversation, turn_number=n, user_message="m", llm_response="r")
+        for n in range(1, min_turns + 1)
+    ]
+    asked = sum(attention.answers_check(t) is not None for t in turns) + (
+        attention.survey_check(participant) is not None
+    )
+    assert attention.checks_met(study, min_turns) == asked
+    assert (asked < checks) == (warning is not None)
+
+
+def test_the_set_up_page_warns_of_unplaceable_checks_before_the_study_opens(demo_defaults, researcher) -> None:
+    client = Client()
+    client.force_login(researcher)
+    study = make_study(status=Study.Status.DRAFT)
+    url = reverse("research:study", kwargs={"slug": study.slug})
+    client.post(url, {**SETTINGS, "min_turns": "1", "max_turns": "6", "attention_checks": "4"})
+    saved = Study.objects.get(pk=study.pk)
+    assert (saved.attention_checks, saved.min_turns) == (4, 1)
+    page = client.get(url).content.decode()
+    assert 'id="setup-warnings"' in page
+    assert "meets only 2" in page and "Raise the fewest turns to 3, or lower the attention checks to 2." in page
+    # a warning, not a refusal: the study may still open (and the page keeps saying so)
+    client.post(reverse("research:study_status", kwargs={"slug": study.slug}), {"status": "open"})
+    assert Study.objects.get(pk=study.pk).status == "open"
+    client.post(url, {**SETTINGS, "min_turns": "3", "max_turns": "6", "attention_checks": "4"})
+    assert 'id="setup-warnings"' not in client.get(url).content.decode()
 
 
 def test_pool_quota_and_status_forms_on_the_pages(demo_defaults, researcher) -> None:

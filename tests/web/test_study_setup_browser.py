@@ -1,9 +1,11 @@
 """A study set up entirely from the researcher pages, previewed, opened and joined, in headless Chromium.
 
 The researcher makes a draft study on /research/studies/ (text, consent version, two topics, turn limits,
-questions per turn, budget), gives it a one-model pool and a topic quota, walks its participant flow as a
-preview participant up to the first reply (nothing counted), opens it, and a participant joins through the
-study's link and is offered the study's topics. Offline scripted models only.
+questions per turn, call and dollar budgets, the recruitment platform's completion code and parameter
+names, attention checks: warned that they cannot all be met, then fixed), gives it a one-model pool and a
+topic quota, walks its participant flow as a preview participant up to the first reply (nothing counted),
+opens it, and a participant joins through the study's link and is offered the study's topics; another
+enters through the platform's link under the study's own parameter name. Offline scripted models only.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 from playwright.sync_api import Page, expect
 
 from attunebench import catalogue as cat
-from collection.models import Conversation, Participant, Study, StudyModel, StudyQuota
+from collection.models import Conversation, Participant, Study, StudyModel, StudyQuota, hash_platform_id
 from collection.setup import ensure_defaults
 from tests.web.axe_check import assert_accessible
 
@@ -86,11 +88,35 @@ def test_a_study_set_up_on_the_research_pages_is_previewed_opened_and_joined(con
     page.fill("#id_binary_sample_size", "3")
     page.fill("#id_live_call_budget", "200")
     page.check("#id_open_enrolment")
+    # Recruitment platform, dollar budget and quality control
+    page.fill("#id_platform_completion_url", "app.prolific.com/submissions/complete")
+    page.fill("#id_platform_completion_code", "C1DONE")
+    page.fill("#id_platform_participant_param", "pid")
+    page.fill("#id_platform_code_param", "code")
+    page.fill("#id_live_spend_budget_usd", "7.50")
+    page.fill("#id_attention_checks", "3")  # one turn at the fewest: only 2 can be met
     page.get_by_role("button", name="Create draft study").click()
 
     expect(page.locator("#study-status")).to_have_text("draft")
     study = Study.objects.get(slug="ui-study")
     assert (study.consent_version, study.min_turns, study.max_turns, study.binary_sample_size) == ("3.1", 1, 4, 3)
+    assert (study.platform_completion_url, study.platform_completion_code) == (
+        "https://app.prolific.com/submissions/complete",
+        "C1DONE",
+    )
+    assert (study.platform_participant_param, study.platform_code_param, study.platform_study_param) == (
+        "pid",
+        "code",
+        "STUDY_ID",  # left as it was: Prolific's default
+    )
+    assert (str(study.live_spend_budget_usd), study.attention_checks) == ("7.50", 3)
+    expect(page.locator("#setup-warnings")).to_contain_text("meets only 2")
+    page.fill("#id_attention_checks", "2")
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.locator(".messages")).to_contain_text("Saved the study's settings.")
+    expect(page.locator("#setup-warnings")).to_have_count(0)
+    expect(page.locator("#id_platform_completion_code")).to_have_value("C1DONE")  # kept by the second save
+    assert Study.objects.get(pk=study.pk).attention_checks == 2
     assert sorted(study.topics.values_list("subtopic", flat=True)) == ["Debt worries", "Exam pressure"]
     assert page.request.get("/join/ui-study/").status == 403  # a draft takes nobody
 
@@ -152,3 +178,14 @@ def test_a_study_set_up_on_the_research_pages_is_previewed_opened_and_joined(con
 
     page.goto("/research/collection/?study=ui-study")
     expect(page.locator("[data-figure=participants]")).to_have_text("1")
+    expect(page.locator("#monitoring-ui-study")).to_contain_text("$0.00 of $7.50")
+
+    # The platform's entry link uses the study's own parameter name for the participant id
+    panel = context.browser.new_context(viewport=DESKTOP, base_url=page.url.split("/research/")[0])
+    entrant = panel.new_page()
+    entrant.set_default_timeout(10_000)
+    entrant.goto("/enter/ui-study/?pid=panel-7&STUDY_ID=p-1&SESSION_ID=s-1")
+    entrant.get_by_role("button", name="Start").click()
+    expect(entrant.get_by_role("heading", name="About this study")).to_be_visible()
+    assert Participant.objects.get(study=study, platform_id_hash=hash_platform_id("panel-7")).is_test is False
+    panel.close()
