@@ -39,7 +39,9 @@ FAULTS = {
     "malformed_rate": 0.064,
     "seed": 11,
 }
-CLEAN = {"error_rate": 0.0, "malformed_rate": 0.0, "script": []}
+# Every setting the faulty run changes goes back, the seed too: the fake model's answers are drawn
+# from it, so a clean run after the faulty one must use the first run's seed to answer as it did.
+CLEAN = {"error_rate": 0.0, "malformed_rate": 0.0, "script": [], "seed": 0}
 
 
 def fresh_cache_and_workers(harness: Harness) -> None:
@@ -89,9 +91,12 @@ def main() -> None:
         fresh_cache_and_workers(harness)
         http_json(f"{control}/stats/reset", {})
         killed: list[int] = []
+        in_flight: list[int] = []
 
         def progress(done: int, total: int) -> None:
             if kill_at is not None and not killed and done >= kill_at * total:
+                # Requests in flight then may be answered to a dead worker: only those can be paid twice.
+                in_flight.append(http_json(f"{control}/stats")["in_flight"])
                 harness.kill(0)
                 killed.append(done)
 
@@ -106,6 +111,7 @@ def main() -> None:
             malformed=stats["malformed"],
             answered_twice=sum(count - 1 for count in digests.values() if count > 1),
             killed_at=killed[0] if killed else None,
+            in_flight_at_kill=in_flight[0] if in_flight else None,
         )
         figures[name] = result
         return result
@@ -136,13 +142,19 @@ def main() -> None:
             f"  {name}: run {r['run']} {r['status']}, replay {r['replay_s']:.2f} s, server saw {r['server_requests']} "
             f"requests (errors {r['errors']}, malformed {r['malformed']}), run counted {r['calls_made']} "
             f"(recovered {r['calls_recovered']}), answered twice {r['answered_twice']}, peak {r['peak']}"
-            + (f", worker killed at {r['killed_at']} conversations done" if r["killed_at"] is not None else "")
+            + (
+                f", worker killed at {r['killed_at']} conversations done with {r['in_flight_at_kill']} requests in "
+                "flight at the server (both workers)"
+                if r["killed_at"] is not None
+                else ""
+            )
         )
     print(f"faults: turn coverage {turn_cov:.3f}, post coverage {post_cov:.3f}, replay {ratio:.2f}x the fault-free run")
     print(f"kill -9: scores identical to the uninterrupted run: {same_scores}")
     print(
         f"coverage={turn_cov:.3f} post_coverage={post_cov:.3f} fault_wall_ratio={ratio:.2f} "
         f"kill_same_scores={int(same_scores)} kill_answered_twice={killed['answered_twice']} "
+        f"kill_in_flight={killed['in_flight_at_kill']} "
         f"kill_run_calls={killed['calls_made']} kill_server_requests={killed['server_requests']} "
         f"clean_replay_s={clean['replay_s']:.3f} fault_replay_s={faulty['replay_s']:.3f} load1={load[0]:.2f}"
     )
