@@ -30,9 +30,23 @@ def test_never_more_processes_than_slots_or_conversations():
     assert process_count(None, 32, 40) == max(1, min(os.cpu_count() or 1, 32, 40))
 
 
-def _eval(api_base: str, folder: Path, out: Path, data: Path, processes: int) -> subprocess.CompletedProcess[str]:
+def eval_env(data: Path) -> dict[str, str]:
+    """The environment of an `attune` subprocess: embedded settings in its own data directory."""
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
-    env |= {"ATTUNE_DATA_DIR": str(data), "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return env | {"ATTUNE_DATA_DIR": str(data), "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+
+def conversations_folder(tmp_path: Path, count: int, seed: int, turns: int) -> Path:
+    """``count`` synthetic conversations of ``turns`` turns as canonical files."""
+    folder = tmp_path / "conversations"
+    folder.mkdir()
+    for document in synth_conversations(count, seed=seed, min_turns=turns, max_turns=turns):
+        (folder / document_filename(document)).write_text(dumps_canonical(document), encoding="utf-8")
+    return folder
+
+
+def _eval(api_base: str, folder: Path, out: Path, data: Path, processes: int) -> subprocess.CompletedProcess[str]:
+    env = eval_env(data)
     command = [sys.executable, "-m", "attune_site.cli", "eval", "--model", "openai/fake-em", "--api-base", api_base]
     command += ["--conversations", str(folder), "--concurrency", "6", "--no-cache", "--temperature", "0"]
     command += ["--processes", str(processes), "--out", str(out)]
@@ -93,12 +107,8 @@ def test_registry_caps_are_shared_out_so_the_processes_together_keep_to_them():
 
 def test_a_registered_models_cap_holds_across_processes(tmp_path):
     """Through the command line: a registry cap of 3 stays 3 at the provider with --processes 2."""
-    folder = tmp_path / "conversations"
-    folder.mkdir()
-    for document in synth_conversations(8, seed=5, min_turns=2, max_turns=2):
-        (folder / document_filename(document)).write_text(dumps_canonical(document), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
-    env |= {"ATTUNE_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    folder = conversations_folder(tmp_path, 8, seed=5, turns=2)
+    env = eval_env(tmp_path / "data")
 
     def attune(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -149,12 +159,8 @@ def test_several_processes_show_live_progress_with_the_adaptive_limit(tmp_path):
 
     script = shutil.which("script")  # util-linux: runs the command on a pseudo-terminal
     assert script, "util-linux's script is needed to give the command a terminal"
-    folder = tmp_path / "conversations"
-    folder.mkdir()
-    for document in synth_conversations(6, seed=3, min_turns=3, max_turns=3):
-        (folder / document_filename(document)).write_text(dumps_canonical(document), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
-    env |= {"ATTUNE_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    folder = conversations_folder(tmp_path, 6, seed=3, turns=3)
+    env = eval_env(tmp_path / "data")
     # 300 ms per answer and a chain of 7 calls per conversation: the replay lasts over two seconds,
     # several of the half-second progress refreshes, however fast the machine is.
     with FakeLLMServer(FakeConfig(latency_ms=300.0)) as server:
