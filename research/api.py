@@ -221,7 +221,9 @@ class ResearcherAPIMixin:
             _param(
                 "include_excluded",
                 "true: list conversations of participants a researcher excluded for quality too (each says so in "
-                "`quality_excluded`); by default they are left out, as in exports, dataset versions and scores.",
+                "`quality_excluded`); by default they are left out, as in exports, new dataset versions and "
+                "scores. With `dataset_version` the list is that frozen version's, exclusions made since included, "
+                "as its export holds it.",
                 ["true", "false"],
             ),
             IDENTITY_PARAM,
@@ -240,7 +242,8 @@ class ConversationViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
 
     The list leaves out quality-excluded participants' conversations, like exports and scores, so a script
     counts what an export would hold; ``include_excluded=true`` adds them, flagged ``quality_excluded``, to
-    review them. One such conversation stays readable by its id (the exclusion is reversible).
+    review them. One such conversation stays readable by its id (the exclusion is reversible). A frozen
+    dataset version lists what it holds, as its export does: an exclusion made later does not change it.
     """
 
     lookup_field = "conversation_id"
@@ -252,8 +255,10 @@ class ConversationViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self) -> QuerySet[Conversation]:
         excluded_too = choice_filter(self.request, "include_excluded", ["true", "false"]) == "true"
+        version = int_filter(self.request, "dataset_version")
+        # A frozen version keeps what it holds, exclusions since included, as its export does.
         queryset = (
-            (exportable_conversations() if excluded_too else usable_conversations())
+            (exportable_conversations() if excluded_too or version is not None else usable_conversations())
             .select_related("topic", "original_model", "participant")
             .annotate(n_turns=Count("turns"))
             .order_by("conversation_id")
@@ -271,7 +276,7 @@ class ConversationViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
             queryset = queryset.filter(topic__category=category)
         if params.get("original_model"):
             queryset = queryset.filter(original_model__alias=params["original_model"])
-        if (version := int_filter(self.request, "dataset_version")) is not None:
+        if version is not None:
             queryset = queryset.filter(dataset_versions=version)
         return queryset
 

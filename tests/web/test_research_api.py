@@ -85,6 +85,16 @@ def test_conversation_list_leaves_out_quality_exclusions_like_exports_unless_ask
     assert {c["conversation_id"] for c in flagged["results"] if c["quality_excluded"]} == theirs
     assert api.get(f"/api/conversations/{min(theirs)}/").status_code == 200  # reviewable by its id
 
+    # A version frozen before the exclusion keeps what it holds, as its export does.
+    from datasets.versions import do_freeze_dataset_version
+
+    decide(person, "include", researcher, note="Freeze with them in.")
+    frozen = do_freeze_dataset_version("with-them")
+    decide(person, "exclude", researcher, reason=SHORT_MESSAGES, note="Again, after the freeze.")
+    in_version = api.get(f"/api/conversations/?limit=500&dataset_version={frozen.pk}").json()
+    assert in_version["count"] == 15  # the whole frozen version, the excluded participant's too
+    assert {c["conversation_id"] for c in in_version["results"] if c["quality_excluded"]} == theirs
+
     bad = api.get("/api/conversations/?include_excluded=yes")
     assert bad.status_code == 400 and "include_excluded" in bad.json()
     decide(person, "include", researcher, note="Reconsidered.")
