@@ -27,7 +27,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+# isort: off
 from replay_distributed import DEFAULT_DATABASE, DEFAULT_REDIS, Harness, import_conversations, register_fake, run_once
+from devtools.fake_llm_server import FakeConfig  # importable once replay_distributed put the repository on the path
+# isort: on
 
 FAULTS = {
     # rng.choice over this list: 429 and 500 five parts each, hung one part, of a 22% error rate
@@ -39,9 +42,9 @@ FAULTS = {
     "malformed_rate": 0.064,
     "seed": 11,
 }
-# Every setting the faulty run changes goes back, the seed too: the fake model's answers are drawn
-# from it, so a clean run after the faulty one must use the first run's seed to answer as it did.
-CLEAN = {"error_rate": 0.0, "malformed_rate": 0.0, "script": [], "seed": 0}
+# Every setting the faulty run changes goes back to the server's default, the seed too: the fake model's
+# answers are drawn from it, so a clean run after the faulty one must use the first run's seed.
+CLEAN = {name: getattr(FakeConfig(), name) for name in [*FAULTS, "script"]}
 
 
 def fresh_cache_and_workers(harness: Harness) -> None:

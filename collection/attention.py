@@ -52,8 +52,8 @@ def placement_warning(study: Study) -> str | None:
             f"the most turns and the fewest turns to {wanted - 1}."
         )
     return (
-        f"The study asks for {wanted} attention checks, but a participant who finishes after the fewest turns "
-        f"({study.min_turns}) meets only {surely} ({where} {wanted - 1} turns). Raise the fewest turns to "
+        f"The study asks for {wanted} attention checks, placed {where} {wanted - 1} turns, but a participant who "
+        f"finishes after the fewest turns ({study.min_turns}) meets only {surely}. Raise the fewest turns to "
         f"{wanted - 1}, or lower the attention checks to {surely}."
     )
 

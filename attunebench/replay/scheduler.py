@@ -357,8 +357,11 @@ class Scheduler:
         return in_flight_ceiling(limits, self.max_concurrency)
 
     def levels(self) -> dict[str, tuple[int, int]]:
-        """Per provider used so far: (current adaptive level, ceiling), for progress lines."""
-        return {provider: (gate.limit.level, gate.limit.ceiling) for provider, gate in self._providers.items()}
+        """Per provider used so far: (current adaptive level, ceiling), for progress lines.
+
+        Safe to call from another thread than the loop's (a progress reporter): it reads a copy.
+        """
+        return {provider: (gate.limit.level, gate.limit.ceiling) for provider, gate in list(self._providers.items())}
 
     def backoff_delay(self, retry: int, retry_after: float | None) -> float:
         """Exponential backoff with equal jitter; ``Retry-After`` is a floor."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,13 @@ from attunebench.canonical import dumps_canonical
 from attunebench.replay.llm import EMSpec
 from attunebench.synth import document_filename, synth_conversations
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer
-from scoring.management.commands.eval import process_count, smallest_ceiling, spec_share, split_concurrency
+from scoring.management.commands.eval import (
+    process_count,
+    smallest_ceiling,
+    smallest_rpm,
+    spec_share,
+    split_concurrency,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,12 +102,13 @@ def test_registry_caps_are_shared_out_so_the_processes_together_keep_to_them():
     judge = EMSpec(name="acme/judge", litellm_model="openai/judge", max_in_flight=3)
     assert smallest_ceiling([em, judge], 32) == 3  # the judge's cap is the tightest limit
     assert smallest_ceiling([em, None], 4) == 4  # --concurrency below every registry cap
-    assert smallest_ceiling([EMSpec(name="x", max_in_flight=50, rpm=2)], 32) == 2  # one request a minute each
+    assert smallest_ceiling([EMSpec(name="x", max_in_flight=50, rpm=2)], 32) == 32  # per-minute limits apart:
+    assert smallest_rpm([EMSpec(name="x", max_in_flight=50, rpm=2), em, None]) == 2  # each process needs one
+    assert smallest_rpm([adhoc := EMSpec(name="openai/x")]) is None
     shares = [spec_share(em, 2, k) for k in range(2)]
     assert [s.max_in_flight for s in shares] == [3, 2]  # 3 + 2 = the registry's 5
     assert [s.rpm for s in shares] == [4, 3]  # 4 + 3 = the registry's 7 per minute
     assert shares[0].name == em.name and shares[0].params == em.params
-    adhoc = EMSpec(name="openai/x")
     assert spec_share(adhoc, 2, 1) is adhoc  # no registry caps: only --concurrency is split
     assert spec_share(None, 2, 0) is None
 
@@ -181,7 +189,11 @@ def test_several_processes_show_live_progress_with_the_adaptive_limit(tmp_path):
     assert not any("\x1b[" in line for line in lines)  # plain text: progress is not styled as an error
     progress = [line for line in lines if line.startswith("conversations ")]
     assert len(progress) >= 3  # refreshed while running, then the final line
-    assert all("| limit 4/4 |" in line for line in progress)  # both shares' levels, summed: 2 + 2
+    # A share shows its level once it has called (a slow child's may not have yet): never above the cap,
+    # and at the end both shares' levels, summed: 2 + 2.
+    limits = [re.search(r"\| limit (\d+)/(\d+) \|", line) for line in progress]
+    assert all(int(m[1]) <= int(m[2]) <= 4 for m in limits if m)
+    assert "| limit 4/4 |" in progress[-1]
     made = [int(line.split("calls ")[1].split(" made")[0]) for line in progress]
     assert made == sorted(made)  # counts only grow
     assert progress[-1].startswith(f"conversations 6/6 | calls {requests} made")  # the end agrees with the provider

@@ -1088,6 +1088,28 @@ def test_answers_saved_twice_by_two_requests_that_both_passed_the_step_check_lea
     assert BinaryJudgement.objects.filter(turn=turn).count() == len(asked) == 36
 
 
+def test_answers_saved_again_are_updated_in_place_and_answers_to_unasked_questions_are_dropped(walker):
+    """The answers are written in one upsert: a second save with other values updates the rows (same
+    positions), a question asked but left unanswered keeps its earlier answer, and an answer to a question
+    the turn did not ask is not stored."""
+    conversation = walker.to_chat()
+    turn = answered_turn(conversation)
+    asked = tf.asked_question_ids(turn)[:5]  # as if the study showed five questions this turn
+    tf.do_save_answers(turn, [], dict.fromkeys(asked, ("yes", "no")), asked)
+    before = dict(BinaryJudgement.objects.filter(turn=turn).values_list("question_id", "position"))
+    unasked = next(q for q in cat.BINARY_QUESTION_IDS if q not in asked)
+    second = {**dict.fromkeys(asked[:3], ("no", "na")), unasked: ("yes", "yes")}  # asked[3:] left unanswered
+    tf.do_save_answers(turn, [], second, asked)
+    rows = {
+        q: (o, p)
+        for q, o, p in BinaryJudgement.objects.filter(turn=turn).values_list("question_id", "observed", "preferred")
+    }
+    assert set(rows) == set(asked)  # nothing for the unasked question
+    assert all(rows[q] == ("no", "na") for q in asked[:3])  # updated in place
+    assert all(rows[q] == ("yes", "no") for q in asked[3:])  # not blanked by the later save
+    assert dict(BinaryJudgement.objects.filter(turn=turn).values_list("question_id", "position")) == before
+
+
 # ---------------------------------------------------------------------------
 # The suggested rewrite is prepared off the request path (issue 14)
 # ---------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 At a hundred participants online, every query of an annotation submit is
 paid a hundred times over on a two-core server shared with Postgres; a
 page that writes one row per question, or reads every earlier turn,
-shows up as latency for everyone. Counts are exact: a change that adds a
-query must change the budget here, on purpose.
+shows up as latency for everyone. The budgets are upper bounds with a
+little room (the two settings differ by the queued rewrite); a change that
+needs more must raise them here, on purpose.
 """
 
 from __future__ import annotations

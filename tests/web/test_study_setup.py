@@ -511,9 +511,9 @@ def test_invalid_platform_spend_and_quality_values_are_refused_naming_the_field(
             4,
             2,
             6,
-            "The study asks for 4 attention checks, but a participant who finishes after the fewest turns (2) "
-            "meets only 3 (one in the closing survey and one among the behaviour questions of each of the first "
-            "3 turns). Raise the fewest turns to 3, or lower the attention checks to 3.",
+            "The study asks for 4 attention checks, placed one in the closing survey and one among the behaviour "
+            "questions of each of the first 3 turns, but a participant who finishes after the fewest turns (2) "
+            "meets only 3. Raise the fewest turns to 3, or lower the attention checks to 3.",
         ),
         (
             5,

@@ -73,9 +73,10 @@ class Command(BaseCommand):
             "--processes",
             type=int,
             default=None,
-            help="replay in this many processes (default: the number of CPUs). The --concurrency cap is "
-            "split across them and each replays a share of the conversations; one event loop's CPU per "
-            "call otherwise caps throughput at high concurrency. Scores are identical to one process.",
+            help="replay in this many processes (default: the number of CPUs). The --concurrency cap and a "
+            "registered model's in-flight and per-minute limits are split across them and each replays a share "
+            "of the conversations; one event loop's CPU per call otherwise caps throughput at high "
+            "concurrency. Scores are identical to one process.",
         )
         parser.add_argument(
             "--in-process", action="store_true", help="run here even when REDIS_URL points at Celery workers"
@@ -196,19 +197,20 @@ class Command(BaseCommand):
             )
         replayer = make_replayer(em, config, dataset=conversations, concurrency=options["concurrency"], cache=cache)
         scheduler = replayer.scheduler
+        specs = [em, config.judge]
+        in_flight = smallest_ceiling(specs, options["concurrency"])
+        rpm = smallest_rpm(specs)
         processes = process_count(
-            options["processes"], smallest_ceiling([em, config.judge], options["concurrency"]), len(conversations)
+            options["processes"], in_flight if rpm is None else min(in_flight, rpm), len(conversations)
         )
         for provider, limits in sorted(scheduler.limits.items()):
             if provider != "offline":
                 self.stdout.write(describe_limits(provider, limits, options["concurrency"], "--concurrency"))
         if processes > 1:
-            parts = " + ".join(
-                map(str, split_concurrency(smallest_ceiling([em, config.judge], options["concurrency"]), processes))
-            )
+            parts = " + ".join(map(str, split_concurrency(in_flight, processes)))
             self.stdout.write(
-                f"Replaying in {processes} processes, at most {parts} calls in flight each (every cap split across "
-                "them, so together they keep to it)."
+                f"Replaying in {processes} processes, at most {parts} calls in flight each (every cap, per-minute "
+                "limits too, split across them, so together they keep to it)."
             )
             results = self._in_processes(em, config, conversations, options, processes)
             return self._finish(results, out)
@@ -270,8 +272,9 @@ class Command(BaseCommand):
         connections.close_all()  # no database connection shared with the children
         context = multiprocessing.get_context("fork")
         progress = context.Array("d", len(PROGRESS_FIELDS) * processes, lock=False)
+        stop = context.Value("b", 0, lock=False)  # set when one share failed: the others stop sending
         global _SHARE_JOB
-        _SHARE_JOB = (em, config, conversations, options, processes, progress)
+        _SHARE_JOB = (em, config, conversations, options, processes, progress, stop)
         started = time.perf_counter()
         interactive = sys.stderr.isatty()
 
@@ -289,17 +292,24 @@ class Command(BaseCommand):
                 while pending:
                     _, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
                     if any(f.exception() for f in futures if f.done()):
-                        break  # a child failed: its error is raised below
+                        stop.value = 1  # the other shares cancel their calls at their next beat
+                        break
                     if pending and interactive:
                         self.stderr.write("\r" + line(), ending="")
                     elif pending and time.perf_counter() - last_logged >= 10:
                         self.stderr.write(line())
                         last_logged = time.perf_counter()
-                shares = [future.result() for future in futures]
+                wait(futures)
         finally:
             _SHARE_JOB = None
-        if interactive:
-            self.stderr.write("")
+            if interactive:
+                self.stderr.write("")  # end the progress line
+        from attunebench.replay.aio import Abandoned
+
+        failures = [error for f in futures if (error := f.exception()) is not None]
+        if failures:  # the share that failed, not the ones stopped because of it
+            raise next((e for e in failures if not isinstance(e, Abandoned)), failures[0])
+        shares = [future.result() for future in futures]
         placed: list[tuple[int, Any]] = [pair for share in shares for pair in share]
         results = [result for _, result in sorted(placed, key=lambda pair: pair[0])]
         counts = shared_progress(progress, processes)
@@ -401,8 +411,8 @@ def post_coverage_summary(report: ScoringReport) -> str:
 
 # -- several processes (``--processes``) ---------------------------------------
 
-# The job of the forked children: (em, config, conversations, options, processes, progress).
-_SHARE_JOB: tuple[Any, Any, list[Any], dict[str, Any], int, Any] | None = None
+# The job of the forked children: (em, config, conversations, options, processes, progress, stop).
+_SHARE_JOB: tuple[Any, Any, list[Any], dict[str, Any], int, Any, Any] | None = None
 # What each child keeps current in its row of the shared progress array (summed over children).
 PROGRESS_FIELDS = (
     "done",
@@ -445,8 +455,13 @@ def smallest_ceiling(specs: list[Any], concurrency: int) -> int:
     from attunebench.replay.scheduler import in_flight_ceiling
 
     ceilings = [in_flight_ceiling(s.limits, concurrency) for s in specs if s is not None and not s.is_offline]
+    return min([concurrency, *ceilings])
+
+
+def smallest_rpm(specs: list[Any]) -> int | None:
+    """The lowest per-minute limit of the run's models, None without one (each process needs one request a minute)."""
     rpms = [s.rpm for s in specs if s is not None and not s.is_offline and s.rpm]
-    return min([concurrency, *ceilings, *rpms])  # each process needs at least one of every limit
+    return min(rpms) if rpms else None
 
 
 def spec_share(spec: Any, processes: int, index: int) -> Any:
@@ -484,7 +499,8 @@ def _replay_share(index: int) -> list[tuple[int, Any]]:
 
     Returns (position in the conversations, result) pairs; while it runs, its
     counts and adaptive (level, ceiling) are written to its row of the shared
-    progress array every quarter second, from this thread (never the loop's).
+    progress array every quarter second, from this thread (never the loop's),
+    and it stops (``Abandoned``) once the parent says another share failed.
     """
     import dataclasses
 
@@ -493,7 +509,7 @@ def _replay_share(index: int) -> list[tuple[int, Any]]:
     from attunebench.replay.run import make_replayer
 
     assert _SHARE_JOB is not None, "no share job: _replay_share runs only in children of _in_processes"
-    em, config, conversations, options, processes, progress = _SHARE_JOB
+    em, config, conversations, options, processes, progress, stop = _SHARE_JOB
     if options["no_cache"]:
         cache: Any = NullCache()
     else:
@@ -520,7 +536,7 @@ def _replay_share(index: int) -> list[tuple[int, Any]]:
             sum(p[1] for p in levels),
         )
         progress[index * len(PROGRESS_FIELDS) : (index + 1) * len(PROGRESS_FIELDS)] = row
-        return True
+        return not stop.value  # False cancels this share's replay: another share failed
 
     report()
     results = run_sync_beating(replayer.replay_many([conversations[i] for i in positions]), 0.25, report)
