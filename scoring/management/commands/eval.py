@@ -265,6 +265,7 @@ class Command(BaseCommand):
 
         from django.db import connections
 
+        from attunebench.replay.aio import Abandoned
         from attunebench.replay.llm import _litellm
 
         if not em.is_offline or (config.judge is not None and not config.judge.is_offline):
@@ -278,11 +279,13 @@ class Command(BaseCommand):
         started = time.perf_counter()
         interactive = sys.stderr.isatty()
 
-        def line() -> str:
+        def line(results: list[Any] | None = None) -> str:
+            """The children's counts summed; at the end, the exact totals of their ``results``."""
             counts = shared_progress(progress, processes)
-            level, ceiling = int(counts["level"]), int(counts["ceiling"])
+            limit = f" | limit {int(counts['level'])}/{int(counts['ceiling'])}" if counts["ceiling"] else ""
+            if results is not None:
+                return progress_line(len(results), len(conversations), sum_stats(results), limit, started)
             totals = SimpleNamespace(**{**counts, "cost_unknown": counts["cost_unknown"] > 0})
-            limit = f" | limit {level}/{ceiling}" if ceiling else ""
             return progress_line(int(counts["done"]), len(conversations), totals, limit, started)
 
         try:
@@ -304,17 +307,13 @@ class Command(BaseCommand):
             _SHARE_JOB = None
             if interactive:
                 self.stderr.write("")  # end the progress line
-        from attunebench.replay.aio import Abandoned
-
         failures = [error for f in futures if (error := f.exception()) is not None]
         if failures:  # the share that failed, not the ones stopped because of it
             raise next((e for e in failures if not isinstance(e, Abandoned)), failures[0])
         shares = [future.result() for future in futures]
         placed: list[tuple[int, Any]] = [pair for share in shares for pair in share]
         results = [result for _, result in sorted(placed, key=lambda pair: pair[0])]
-        counts = shared_progress(progress, processes)
-        limit = f" | limit {int(counts['level'])}/{int(counts['ceiling'])}" if counts["ceiling"] else ""
-        self.stdout.write(progress_line(len(results), len(conversations), sum_stats(results), limit, started))
+        self.stdout.write(line(results))
         return results
 
     def _finish(self, results: list[Any], out: Path) -> list[Any]:
@@ -525,17 +524,17 @@ def _replay_share(index: int) -> list[tuple[int, Any]]:
     def report() -> bool:
         t = replayer.totals
         levels = [pair for provider, pair in replayer.scheduler.levels().items() if provider != "offline"]
-        row = (
-            replayer.conversations_done,
-            t.calls_made,
-            t.calls_cached,
-            t.calls_failed,
-            t.cost_spent,
-            1.0 if t.cost_unknown else 0.0,
-            sum(p[0] for p in levels),
-            sum(p[1] for p in levels),
-        )
-        progress[index * len(PROGRESS_FIELDS) : (index + 1) * len(PROGRESS_FIELDS)] = row
+        row = {
+            "done": replayer.conversations_done,
+            "calls_made": t.calls_made,
+            "calls_cached": t.calls_cached,
+            "calls_failed": t.calls_failed,
+            "cost_spent": t.cost_spent,
+            "cost_unknown": 1.0 if t.cost_unknown else 0.0,
+            "level": sum(p[0] for p in levels),
+            "ceiling": sum(p[1] for p in levels),
+        }
+        progress[index * len(PROGRESS_FIELDS) : (index + 1) * len(PROGRESS_FIELDS)] = [row[n] for n in PROGRESS_FIELDS]
         return not stop.value  # False cancels this share's replay: another share failed
 
     report()
