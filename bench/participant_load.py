@@ -54,6 +54,8 @@ import psycopg
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from proc_cpu import tree_cpu_s  # noqa: E402
+
 from devtools.fake_llm_server import start_subprocess  # noqa: E402
 
 SLUG = "attune-demo"
@@ -384,24 +386,6 @@ def quantile_ms(values: list[float], index: int) -> float:
     if len(values) < 2:
         return values[0] * 1000 if values else 0.0
     return statistics.quantiles([v * 1000 for v in values], n=100, method="inclusive")[index]
-
-
-def tree_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a live process and all its descendants (Linux /proc).
-
-    Where the machine's two cores went: the server's workers, the provider, this driver.
-    """
-    total, pending = 0.0, [pid]
-    while pending:
-        current = pending.pop()
-        try:
-            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-            for task in Path(f"/proc/{current}/task").iterdir():
-                pending += [int(child) for child in (task / "children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue  # it ended meanwhile
-    return total
 
 
 def main() -> None:

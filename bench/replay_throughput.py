@@ -39,6 +39,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from proc_cpu import tree_cpu_s
+
 from attunebench.canonical import dumps_canonical
 from attunebench.replay.protocol import critical_path_calls
 from attunebench.synth import document_filename, synth_conversations
@@ -82,12 +84,6 @@ def run_eval(
     return started, ended, finished.stdout
 
 
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a running process (Linux /proc): the fake provider shares our cores."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description="Replay throughput of `attune eval` against the fake LLM server")
     parser.add_argument("--conversations", type=int, default=40)
@@ -115,11 +111,11 @@ def main() -> None:
             for level in levels:
                 http_json(f"{control}/stats/reset", {})
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
-                server_before = process_cpu_s(process.pid)
+                server_before = tree_cpu_s(process.pid)
                 out, data = Path(tmp) / f"out-{level}", Path(tmp) / "data"
                 started, ended, stdout = run_eval(api_base, folder, out, level, data, options.processes)
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
-                server_cpu = process_cpu_s(process.pid) - server_before
+                server_cpu = tree_cpu_s(process.pid) - server_before
                 stats = http_json(f"{control}/stats")
                 calls = stats["requests"]
                 replay = stats["last_answer_at"] - stats["first_request_at"]
