@@ -26,11 +26,18 @@ def _study_checks(participant: Participant | None) -> int:
     return study.attention_checks if study is not None else 0
 
 
+def turn_carries_check(checks: int, turn_number: int) -> bool:
+    """The placement rule: of a study's ``checks``, turns 1 … checks−1 carry one each, the last is the survey's."""
+    return 1 <= turn_number <= checks - 1
+
+
 def checks_met(study: Study, turns: int) -> int:
     """How many of the study's checks a participant meets who annotates ``turns`` turns and finishes:
-    the survey's one, and one on each of the first turns up to the study's number less one."""
+    the survey's one, and those of the turns that carry one."""
     wanted = study.attention_checks
-    return 0 if wanted < 1 else 1 + min(wanted - 1, turns)
+    if wanted < 1:
+        return 0
+    return 1 + sum(turn_carries_check(wanted, number) for number in range(1, turns + 1))
 
 
 def placement_warning(study: Study) -> str | None:
@@ -64,8 +71,7 @@ def answers_check(turn: Turn) -> str | None:
     Turns 1 … n−1 carry one each (n = the study's number; the last goes to the survey).
     """
     participant = turn.conversation.participant
-    checks = _study_checks(participant)
-    if checks < 2 or turn.turn_number > checks - 1:
+    if not turn_carries_check(_study_checks(participant), turn.turn_number):
         return None
     return cat.YES_NO_NA[(turn.pk or 0) % len(cat.YES_NO_NA)]
 
