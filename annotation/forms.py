@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from django import forms
@@ -15,6 +16,35 @@ INTENSITY_CHOICES = [("", "\u2013")] + [(str(n), str(n)) for n in range(1, 8)]
 YES_NO_NA_CHOICES = [(v, cat.YES_NO_NA_LABELS[v]) for v in cat.YES_NO_NA]
 GOLDEN_MAX_LENGTH = 4000
 
+# The answers page has about ninety choice fields; building each one (Django normalises its choices twice, for the
+# field and its widget) was most of the page's form cost. These fields are never changed after they are built
+# (a form's state lives in the form and its bound fields), so each is built once per process and shared.
+
+
+@cache
+def _intensity_field(item: str) -> forms.ChoiceField:
+    return forms.ChoiceField(required=False, choices=INTENSITY_CHOICES, label=f"How strongly {item.lower()}?")
+
+
+@cache
+def _observed_field() -> forms.ChoiceField:
+    return forms.ChoiceField(
+        label="Did it happen?",
+        choices=YES_NO_NA_CHOICES,
+        widget=forms.RadioSelect,
+        error_messages={"required": "Please say whether this happened (Yes, No or Not applicable)."},
+    )
+
+
+@cache
+def _preferred_field(wanted: str) -> forms.ChoiceField:
+    return forms.ChoiceField(
+        label=wanted,
+        choices=YES_NO_NA_CHOICES,
+        widget=forms.RadioSelect,
+        error_messages={"required": "Please say whether you wanted this (Yes, No or Not applicable)."},
+    )
+
 
 class MoodForm(ParticipantForm):
     """Zero or more of the 20 PANAS words with an optional 1–7 strength, or "no change"."""
@@ -25,9 +55,7 @@ class MoodForm(ParticipantForm):
         super().__init__(*args, **kwargs)
         for item in cat.PANAS_ITEMS:
             self.fields[f"mood_{item}"] = forms.BooleanField(required=False, label=item)
-            self.fields[f"intensity_{item}"] = forms.ChoiceField(
-                required=False, choices=INTENSITY_CHOICES, label=f"How strongly {item.lower()}?"
-            )
+            self.fields[f"intensity_{item}"] = _intensity_field(item)
 
     def rows(self) -> list[tuple[str, forms.BoundField, forms.BoundField, str]]:
         return [
@@ -56,18 +84,8 @@ class MoodForm(ParticipantForm):
 
 def _binary_fields(form: forms.Form, questions: list[cat.BinaryQuestion]) -> None:
     for q in questions:
-        form.fields[f"observed_{q.id}"] = forms.ChoiceField(
-            label="Did it happen?",
-            choices=YES_NO_NA_CHOICES,
-            widget=forms.RadioSelect,
-            error_messages={"required": "Please say whether this happened (Yes, No or Not applicable)."},
-        )
-        form.fields[f"preferred_{q.id}"] = forms.ChoiceField(
-            label=q.wanted,
-            choices=YES_NO_NA_CHOICES,
-            widget=forms.RadioSelect,
-            error_messages={"required": "Please say whether you wanted this (Yes, No or Not applicable)."},
-        )
+        form.fields[f"observed_{q.id}"] = _observed_field()
+        form.fields[f"preferred_{q.id}"] = _preferred_field(q.wanted)
 
 
 def _winner_field() -> forms.ChoiceField:

@@ -64,3 +64,19 @@ def test_labels_and_values_are_escaped():
     assert "&lt;script&gt;" in html and "&lt;i&gt;Yes &amp; no&lt;/i&gt;" in html
     assert _norm(html) == _template(form["pick"])
     assert html.count(" checked") == 1
+
+
+def test_forms_sharing_built_fields_keep_their_own_state():
+    """The answers page's choice fields are built once and shared; a form's answers, errors and labels stay its own."""
+    questions = list(cat.BINARY_QUESTIONS[:2])
+    answered = AnswersForm({"observed_B1": "yes", "preferred_B1": "no"}, questions=questions)
+    assert not answered.is_valid()
+    fresh = AnswersForm(questions=questions)
+    fresh_html = _norm(answer_pills(fresh["observed_B1"]))
+    assert "checked" not in fresh_html and "has-error" not in fresh_html and "aria-invalid" not in fresh_html
+    assert "checked" in _norm(answer_pills(answered["observed_B1"]))
+    assert "aria-invalid" in _norm(answer_pills(answered["observed_B2"]))
+    # each question keeps its own "did I want it" wording, and the form's fields are never mutated by binding
+    assert fresh.fields["preferred_B1"].label == questions[0].wanted
+    assert fresh.fields["preferred_B2"].label == questions[1].wanted
+    assert fresh.fields["observed_B1"].required and not fresh.fields["intensity_Interested"].required
