@@ -16,9 +16,10 @@ INTENSITY_CHOICES = [("", "\u2013")] + [(str(n), str(n)) for n in range(1, 8)]
 YES_NO_NA_CHOICES = [(v, cat.YES_NO_NA_LABELS[v]) for v in cat.YES_NO_NA]
 GOLDEN_MAX_LENGTH = 4000
 
-# The answers page has about ninety choice fields; building each one (Django normalises its choices twice, for the
-# field and its widget) was most of the page's form cost. These fields are never changed after they are built
-# (a form's state lives in the form and its bound fields), so each is built once per process and shared.
+# The answers page has about ninety choice fields (36 questions x 2, 20 mood strengths); building each one
+# (Django normalises its choices twice, for the field and its widget) was most of the page's form cost. These
+# fields are never changed after they are built (a form's state lives in the form and its bound fields), so each
+# is built once per process and shared: set a per-form attribute on a copy, never on one of these.
 
 
 @cache
@@ -27,22 +28,9 @@ def _intensity_field(item: str) -> forms.ChoiceField:
 
 
 @cache
-def _observed_field() -> forms.ChoiceField:
+def _yes_no_na_field(label: str, required_message: str) -> forms.ChoiceField:
     return forms.ChoiceField(
-        label="Did it happen?",
-        choices=YES_NO_NA_CHOICES,
-        widget=forms.RadioSelect,
-        error_messages={"required": "Please say whether this happened (Yes, No or Not applicable)."},
-    )
-
-
-@cache
-def _preferred_field(wanted: str) -> forms.ChoiceField:
-    return forms.ChoiceField(
-        label=wanted,
-        choices=YES_NO_NA_CHOICES,
-        widget=forms.RadioSelect,
-        error_messages={"required": "Please say whether you wanted this (Yes, No or Not applicable)."},
+        label=label, choices=YES_NO_NA_CHOICES, widget=forms.RadioSelect, error_messages={"required": required_message}
     )
 
 
@@ -84,8 +72,12 @@ class MoodForm(ParticipantForm):
 
 def _binary_fields(form: forms.Form, questions: list[cat.BinaryQuestion]) -> None:
     for q in questions:
-        form.fields[f"observed_{q.id}"] = _observed_field()
-        form.fields[f"preferred_{q.id}"] = _preferred_field(q.wanted)
+        form.fields[f"observed_{q.id}"] = _yes_no_na_field(
+            "Did it happen?", "Please say whether this happened (Yes, No or Not applicable)."
+        )
+        form.fields[f"preferred_{q.id}"] = _yes_no_na_field(
+            q.wanted, "Please say whether you wanted this (Yes, No or Not applicable)."
+        )
 
 
 def _winner_field() -> forms.ChoiceField:

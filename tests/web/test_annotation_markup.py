@@ -76,7 +76,7 @@ def test_forms_sharing_built_fields_keep_their_own_state():
     assert "checked" not in fresh_html and "has-error" not in fresh_html and "aria-invalid" not in fresh_html
     assert "checked" in _norm(answer_pills(answered["observed_B1"]))
     assert "aria-invalid" in _norm(answer_pills(answered["observed_B2"]))
-    # each question keeps its own "did I want it" wording, and the form's fields are never mutated by binding
+    # each question keeps its own "did I want it" wording
     assert fresh.fields["preferred_B1"].label == questions[0].wanted
     assert fresh.fields["preferred_B2"].label == questions[1].wanted
     assert fresh.fields["observed_B1"].required and not fresh.fields["intensity_Interested"].required
