@@ -1,69 +1,169 @@
-"""Fast markup for the behaviour questions' answer pills (issue 14: server cost per request).
+"""Fast markup for the answers page's many small fields (issue 14: server cost per request).
 
 The answers and review pages show 36 behaviour questions, each asked twice with three radio options.
 Rendering those 216 radios through Django's form widgets and an included template per field cost most of
 the page's CPU (about 140 ms of a GET on this machine), which under load pushed annotation submits far past
 their latency target. The markup is the same for every participant except for which option is checked and
-the field's error, so the static part of each field (its escaped legend, option labels, names and ids) is
-built once and cached; a request only joins those pieces with the few dynamic attributes.
+the field's error, so a field's markup is cached by everything it depends on (name, id, label, options, the
+answer shown, required, errors) and a request mostly looks it up.
 
-The output is equivalent to ``participant/includes/answer_pills.html`` rendered with a bound radio field
-(tests/web/test_annotation_markup.py checks that, including escaping); every text is escaped with Django's
-``escape`` and the result is marked safe only here.
+The same holds for the mood grid's 20 check boxes and 20 strength menus: through Django's widget templates
+(an included template per attribute and per option) they were about half of what was left of the page's CPU.
+The loops over questions and feelings are joined here too, not in a template: each template variable costs
+tens of microseconds, and these loops had several hundred.
+
+The output is equivalent to ``participant/includes/answer_pills.html`` rendered with a bound radio field, and
+to Django's own rendering of a check box or a menu (tests/web/test_annotation_markup.py checks that, including
+escaping, errors and the chosen value); every text is escaped with Django's ``escape`` and the result is marked
+safe only here.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
+from django import forms
 from django.forms import BoundField
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 
-@lru_cache(maxsize=4096)
-def _static_parts(
-    html_name: str, auto_id: str, label: str, choices: tuple[tuple[str, str], ...]
-) -> tuple[str, tuple[tuple[str, str, str], ...]]:
-    """The escaped legend and, per option, (value, markup before the dynamic attributes, markup after).
-
-    Cached per field name, id, label and options: none of them depends on the participant.
-    """
-    name = escape(html_name)
-    options = []
-    for index, (value, choice_label) in enumerate(choices):
-        option_id = escape(f"{auto_id}_{index}") if auto_id else ""
-        id_attr = f' id="{option_id}"' if option_id else ""
-        for_attr = f' for="{option_id}"' if option_id else ""
-        head = f'<label class="pill"{for_attr}><input type="radio" name="{name}" value="{escape(value)}"{id_attr}'
-        tail = f'><span>{escape(choice_label)}<kbd class="key-hint" aria-hidden="true">{index + 1}</kbd></span></label>'
-        options.append((str(value), head, tail))
-    return escape(label), tuple(options)
-
-
 def answer_pills(field: BoundField) -> SafeString:
     """One yes/no/not-applicable question as labelled radio "pills", with its error if it has one."""
     choices = tuple((str(value), str(label)) for value, label in field.field.choices)  # type: ignore[attr-defined]
-    legend, options = _static_parts(field.html_name, field.auto_id or "", str(field.label), choices)
-    name = escape(field.html_name)
-    errors = field.errors
     current = field.value()
-    current = "" if current is None else str(current)
-    required = " required" if field.field.required and field.form.use_required_attribute else ""
-    invalid = ' aria-invalid="true"' if errors else ""
+    return mark_safe(
+        _pills(
+            field.html_name,
+            field.auto_id or "",
+            str(field.label),
+            choices,
+            "" if current is None else str(current),
+            bool(field.field.required and field.form.use_required_attribute),
+            tuple(str(error) for error in field.errors),
+        )
+    )
+
+
+@lru_cache(maxsize=8192)
+def _pills(
+    html_name: str,
+    auto_id: str,
+    label: str,
+    choices: tuple[tuple[str, str], ...],
+    current: str,
+    required: bool,
+    errors: tuple[str, ...],
+) -> str:
+    """The pills' markup, every text escaped. Cached: a question's markup depends only on these arguments, and
+    a page has few distinct states per question (unanswered, or one of three answers, rarely an error)."""
+    name = escape(html_name)
     error_class = " has-error" if errors else ""
     described = f' aria-describedby="error-{name}"' if errors else ""
+    dynamic = (" required" if required else "") + "{checked}" + (' aria-invalid="true"' if errors else "")
     parts = [
         f'<fieldset class="yes-no{error_class}" id="field-{name}" data-answer-group{described}>',
-        f"<legend>{legend}</legend>",
+        f"<legend>{escape(label)}</legend>",
     ]
     if errors:
         messages = "".join(f'<span class="visually-hidden">Error: </span>{escape(e)} ' for e in errors)
         parts.append(f'<p class="field-error" id="error-{name}">{messages}</p>')
     parts.append('<div class="yes-no-options">')
-    for value, head, tail in options:
-        checked = " checked" if value == current else ""
-        parts.append(f"{head}{required}{checked}{invalid}{tail}")
+    for index, (value, choice_label) in enumerate(choices):
+        option_id = escape(f"{auto_id}_{index}") if auto_id else ""
+        id_attr = f' id="{option_id}"' if option_id else ""
+        for_attr = f' for="{option_id}"' if option_id else ""
+        attributes = dynamic.format(checked=" checked" if value == current else "")
+        parts.append(
+            f'<label class="pill"{for_attr}><input type="radio" name="{name}" value="{escape(value)}"{id_attr}'
+            f'{attributes}><span>{escape(choice_label)}<kbd class="key-hint" aria-hidden="true">{index + 1}</kbd>'
+            "</span></label>"
+        )
     parts.append("</div></fieldset>")
-    # every dynamic text above is escaped
+    return "".join(parts)
+
+
+def _attributes(attrs: dict[str, Any]) -> str:
+    """HTML attributes as Django's ``attrs.html`` writes them: ``True`` alone, ``False`` and ``None`` left out."""
+    out = []
+    for name, value in attrs.items():
+        if value is True:
+            out.append(f" {escape(name)}")
+        elif value is not False and value is not None:
+            out.append(f' {escape(name)}="{escape(value)}"')
+    return "".join(out)
+
+
+def _widget_attrs(field: BoundField) -> dict[str, Any]:
+    """The attributes Django's ``BoundField.as_widget`` gives the field's widget (required, aria, id)."""
+    widget = field.field.widget
+    attrs = {**widget.attrs, **field.build_widget_attrs({})}
+    if field.auto_id and "id" not in widget.attrs:
+        attrs.setdefault("id", field.auto_id)
+    return attrs
+
+
+def checkbox(field: BoundField) -> SafeString:
+    """A ``BooleanField``'s check box, ticked as Django's ``CheckboxInput`` would tick it."""
+    widget = field.field.widget
+    if not isinstance(widget, forms.CheckboxInput):
+        raise TypeError(f"{field.html_name}: checkbox() renders a CheckboxInput, not {type(widget).__name__}")
+    attrs = _widget_attrs(field)
+    if widget.check_test(field.value()):
+        attrs["checked"] = True
+    return mark_safe(f'<input type="checkbox" name="{escape(field.html_name)}"{_attributes(attrs)}>')
+
+
+@lru_cache(maxsize=256)
+def _option_markup(choices: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str, str], ...]:
+    """Per option: (value, markup before ``selected``, markup after); shared by every menu with these options."""
+    return tuple((value, f'<option value="{escape(value)}"', f">{escape(label)}</option>") for value, label in choices)
+
+
+def select(field: BoundField) -> SafeString:
+    """A single-choice ``Select`` menu of flat options, with the chosen one selected as Django would."""
+    widget = field.field.widget
+    if type(widget) is not forms.Select:
+        raise TypeError(f"{field.html_name}: select() renders a plain Select, not {type(widget).__name__}")
+    choices = tuple((str(value), str(label)) for value, label in field.field.choices)  # type: ignore[attr-defined]
+    chosen = set(widget.format_value(field.value()))
+    options = "".join(
+        f"{head}{' selected' if value in chosen else ''}{tail}" for value, head, tail in _option_markup(choices)
+    )
+    return mark_safe(f'<select name="{escape(field.html_name)}"{_attributes(_widget_attrs(field))}>{options}</select>')
+
+
+def mood_rows(rows: list[tuple[str, BoundField, BoundField, str]]) -> SafeString:
+    """The mood grid's items (``MoodForm.rows()``): each feeling's check box and strength menu."""
+    parts = []
+    for item, box, strength, affect in rows:
+        parts.append(
+            f'<div class="mood-item mood-{escape(affect.lower())}" data-mood-item>'
+            f'<label class="choice" for="{escape(box.id_for_label)}">{checkbox(box)}<span>{escape(item)}</span></label>'
+            f'<label class="strength" for="{escape(strength.id_for_label)}">'
+            f'<span class="visually-hidden">{escape(strength.label)}</span><span aria-hidden="true">Strength</span>'
+            f"{select(strength)}</label></div>"
+        )
+    return mark_safe("".join(parts))
+
+
+def question_groups(
+    groups: list[tuple[str, list[tuple[Any, BoundField, BoundField]]]], attention: BoundField | None = None
+) -> SafeString:
+    """The behaviour questions (``AnswersForm.question_groups()``), a section per category, each question's two
+    answers side by side; the attention check, if the page has one, closes the first section."""
+    parts = []
+    for number, (label, rows) in enumerate(groups, start=1):
+        parts.append(f'<section class="question-group" aria-labelledby="group-{number}">')
+        parts.append(f'<h3 id="group-{number}">{escape(label)}</h3>')
+        for question, observed, preferred in rows:
+            parts.append(
+                f'<fieldset class="binary-question" id="q-{escape(question.id)}">'
+                f"<legend>{escape(question.first_person)}</legend>"
+                f'<div class="binary-pair">{answer_pills(observed)}{answer_pills(preferred)}</div></fieldset>'
+            )
+        if number == 1 and attention is not None:
+            parts.append(f'<div class="binary-question" id="q-attention">{answer_pills(attention)}</div>')
+        parts.append("</section>")
     return mark_safe("".join(parts))

@@ -1,11 +1,12 @@
-"""Annotation page render cost (issue 14): the behaviour questions through Django widgets vs annotation.markup.
+"""Annotation page render cost (issue 14): the answers page's fields through Django widgets vs annotation.markup.
 
-The answers and review pages ask 36 behaviour questions twice with three radios each. This measures, in one
-process and the same conditions, the CPU time of rendering that section (``behaviour_questions.html``) for
-all 36 questions the old way (an included template per field, each radio rendered by Django's widget
-templates) and the new way (``annotation.markup.answer_pills``, static markup cached), unbound (a GET) and
-bound with answers (a POST shown again), and prints the per-render CPU ms and the ratio. Rendering touches no
-database, so the query count is 0 both ways (printed to show it).
+The answers and review pages ask 36 behaviour questions twice with three radios each, and 20 feelings with a
+check box and a 1-7 menu each. This measures, in one process and the same conditions, the CPU time of
+rendering those two sections for all 36 questions the old way (template loops, an included template per
+field, each radio, box and menu rendered by Django's widget templates) and the way the pages do it now
+(``{{ form|question_groups }}`` and ``{{ form|mood_rows }}``: annotation.markup, each field's markup cached),
+unbound (a GET) and bound with answers (a POST shown again), and prints the per-render CPU ms and the ratio.
+Rendering touches no database, so the query count is 0 both ways (printed to show it).
 
 Usage: ATTUNE_DATA_DIR=/tmp/x PYTHONPATH=. python bench/annotation_render.py [--repeat 30]
 """
@@ -34,12 +35,12 @@ from annotation.forms import AnswersForm  # noqa: E402
 from attunebench import catalogue as cat  # noqa: E402
 
 OLD = """{% for label, rows in form.question_groups %}{% for question, observed, preferred in rows %}
+{{ question.first_person }}
 {% include "participant/includes/answer_pills.html" with field=observed %}
-{% include "participant/includes/answer_pills.html" with field=preferred %}{% endfor %}{% endfor %}"""
-NEW = """{% load annotation_markup %}
-{% for label, rows in form.question_groups %}{% for question, observed, preferred in rows %}
-{{ observed|answer_pills }}
-{{ preferred|answer_pills }}{% endfor %}{% endfor %}"""
+{% include "participant/includes/answer_pills.html" with field=preferred %}{% endfor %}{% endfor %}
+{% for item, box, strength, affect in form.rows %}{{ affect|lower }}{{ box.id_for_label }}{{ box }}{{ item }}
+{{ strength.id_for_label }}{{ strength.label }}{{ strength }}{% endfor %}"""
+NEW = """{% load annotation_markup %}{{ form|question_groups }}{{ form|mood_rows }}"""
 
 
 def cpu_ms(template_source: str, bound: bool, repeat: int) -> tuple[float, int]:
@@ -47,6 +48,7 @@ def cpu_ms(template_source: str, bound: bool, repeat: int) -> tuple[float, int]:
     template = engines["django"].from_string(template_source)
     questions = list(cat.BINARY_QUESTIONS)
     data = {f"{kind}_{q.id}": "yes" for q in questions for kind in ("observed", "preferred")}
+    data.update({"mood_Nervous": "on", "intensity_Nervous": "3"})
     template.render({"form": AnswersForm(data if bound else None, questions=questions)})  # warm the caches
     with CaptureQueriesContext(connection) as queries:
         start = time.process_time()

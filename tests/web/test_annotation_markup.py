@@ -6,10 +6,11 @@ import re
 
 import pytest
 from django import forms
+from django.template import engines
 from django.template.loader import render_to_string
 
 from annotation.forms import AnswersForm
-from annotation.markup import answer_pills
+from annotation.markup import answer_pills, checkbox, mood_rows, question_groups, select
 from attunebench import catalogue as cat
 
 
@@ -80,3 +81,112 @@ def test_forms_sharing_built_fields_keep_their_own_state():
     assert fresh.fields["preferred_B1"].label == questions[0].wanted
     assert fresh.fields["preferred_B2"].label == questions[1].wanted
     assert fresh.fields["observed_B1"].required and not fresh.fields["intensity_Interested"].required
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        None,
+        {"mood_Afraid": "on", "intensity_Afraid": "3"},
+        {"intensity_Upset": "9", "no_change": "on"},  # an invalid strength: the menu says so
+        {"mood_Afraid": "", "intensity_Afraid": ""},
+    ],
+    ids=["unbound", "ticked-with-strength", "invalid-strength", "blank"],
+)
+def test_mood_boxes_and_menus_match_django(data):
+    """The mood grid's check boxes and menus are what Django's widgets render, in every state."""
+    form = AnswersForm(data, questions=[]) if data is not None else AnswersForm(questions=[])
+    if data is not None:
+        form.is_valid()
+    assert _norm(checkbox(form["no_change"])) == _norm(str(form["no_change"]))
+    for item in cat.PANAS_ITEMS:
+        assert _norm(checkbox(form[f"mood_{item}"])) == _norm(str(form[f"mood_{item}"]))
+        assert _norm(select(form[f"intensity_{item}"])) == _norm(str(form[f"intensity_{item}"]))
+
+
+def test_initial_answers_are_shown_ticked_and_selected():
+    form = AnswersForm(initial={"mood_Proud": "on", "intensity_Proud": "6"}, questions=[])
+    assert " checked" in checkbox(form["mood_Proud"]) and " checked" not in checkbox(form["mood_Afraid"])
+    assert '<option value="6" selected>' in select(form["intensity_Proud"])
+    assert _norm(select(form["intensity_Proud"])) == _norm(str(form["intensity_Proud"]))
+
+
+def test_required_box_and_menu_carry_required_and_escape_everything():
+    class Odd(forms.Form):
+        agree = forms.BooleanField(label="x")
+        pick = forms.ChoiceField(choices=[("", "--"), ('"><b>', "<i>Yes & no</i>")])
+
+    for data in ({}, {"agree": "on", "pick": '"><b>'}):
+        form = Odd(data)
+        form.is_valid()
+        for name, render in (("agree", checkbox), ("pick", select)):
+            html = render(form[name])
+            assert _norm(html) == _norm(str(form[name]))
+            assert "<i>" not in html and '"><b>' not in html
+        assert " required" in checkbox(form["agree"]) and " required" in select(form["pick"])
+
+
+def test_other_widgets_are_refused_not_misrendered():
+    form = AnswersForm(questions=list(cat.BINARY_QUESTIONS[:1]))
+    with pytest.raises(TypeError, match="observed_B1"):
+        select(form["observed_B1"])
+    with pytest.raises(TypeError, match="intensity_Afraid"):
+        checkbox(form["intensity_Afraid"])
+
+
+# The loops the answers and review pages ran through Django templates before annotation.markup took them over:
+# the reference the markup must equal, field by field, in every state.
+REFERENCE_GROUPS = """{% for label, rows in form.question_groups %}
+<section class="question-group" aria-labelledby="group-{{ forloop.counter }}">
+  <h3 id="group-{{ forloop.counter }}">{{ label }}</h3>
+  {% for question, observed, preferred in rows %}
+  <fieldset class="binary-question" id="q-{{ question.id }}">
+    <legend>{{ question.first_person }}</legend>
+    <div class="binary-pair">
+      {% include "participant/includes/answer_pills.html" with field=observed %}
+      {% include "participant/includes/answer_pills.html" with field=preferred %}
+    </div>
+  </fieldset>
+  {% endfor %}
+  {% if forloop.first and form.attention_field %}
+  <div class="binary-question" id="q-attention">
+    {% include "participant/includes/answer_pills.html" with field=form.attention_field %}
+  </div>
+  {% endif %}
+</section>
+{% endfor %}"""
+REFERENCE_MOOD = """{% for item, box, strength, affect in form.rows %}
+    <div class="mood-item mood-{{ affect|lower }}" data-mood-item>
+      <label class="choice" for="{{ box.id_for_label }}">{{ box }}<span>{{ item }}</span></label>
+      <label class="strength" for="{{ strength.id_for_label }}"><span class="visually-hidden">{{ strength.label }}</span><span aria-hidden="true">Strength</span>
+        {{ strength }}</label>
+    </div>
+{% endfor %}"""
+
+
+def _reference(source: str, form: forms.Form) -> str:
+    return _norm(engines["django"].from_string(source).render({"form": form}))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [None, {}, {"mood_Afraid": "on", "intensity_Afraid": "3", "observed_B1": "yes", "attention_check": "no"}],
+    ids=["unbound", "all-missing", "partly-answered"],
+)
+@pytest.mark.parametrize("attention", [None, "no"], ids=["no-check", "with-check"])
+def test_page_sections_match_the_template_loops(data, attention):
+    questions = list(cat.BINARY_QUESTIONS)
+    form = AnswersForm(data, questions=questions, attention=attention)
+    if data is not None:
+        form.is_valid()
+    assert _norm(question_groups(form.question_groups(), form.attention_field())) == _reference(REFERENCE_GROUPS, form)
+    assert _norm(mood_rows(form.rows())) == _reference(REFERENCE_MOOD, form)
+
+
+def test_the_attention_check_closes_the_first_section_only():
+    form = AnswersForm(questions=list(cat.BINARY_QUESTIONS), attention="yes")
+    html = question_groups(form.question_groups(), form.attention_field())
+    assert html.count('id="q-attention"') == 1
+    first_section_end = html.index("</section>")
+    assert html.index('id="q-attention"') < first_section_end
+    assert html.count('class="question-group"') == len(form.question_groups())
