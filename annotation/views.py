@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import prefetch_related_objects
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -159,8 +160,7 @@ def _review_url(participant: Participant, turn: Turn) -> str:
 @never_cache
 def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse:
     """Show the turn's current page (GET only reads) or save it (POST, then redirect)."""
-    participant = flow.access_participant(token)
-    position = flow.locate(participant)
+    participant, position = flow.enter(token)
     if position.step == flow.WITHDRAWN:
         return render_withdrawn(request, participant)
     turn = position.turn
@@ -170,6 +170,8 @@ def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse
         if fresh:  # a post from a tab the study has moved past: say so, keep its text
             return stale_page(request, participant, position)
         return redirect(flow.step_url(participant, position))
+    if not posted:  # a GET reads the turn's answers several times and writes nothing: read them once
+        prefetch_related_objects([turn], "binary_judgements")
     where = tf.locate_annotation(turn)
     if posted and request.POST.get("step") != where.key:
         if fresh:
@@ -226,8 +228,7 @@ def review(request: HttpRequest, token: str, turn_number: int) -> HttpResponse:
     GET only reads; POST saves and returns to wherever the participant was (the
     turn's next annotation page, or the chat).
     """
-    participant = flow.access_participant(token)
-    position = flow.locate(participant)
+    participant, position = flow.enter(token)
     if position.step == flow.WITHDRAWN:
         return render_withdrawn(request, participant)
     turn = position.turn

@@ -114,9 +114,8 @@ def participant_step(step: str) -> Callable[[Handler], Handler]:
         @wraps(view)
         @never_cache
         def wrapper(request: HttpRequest, token: str, **kwargs: Any) -> HttpResponse:
-            participant = flow.access_participant(token)
+            participant, position = flow.enter(token)
             note_seen(request, participant)
-            position = flow.locate(participant)
             if position.step == flow.WITHDRAWN:
                 return render_withdrawn(request, participant)
             fresh = request.method == "POST" and ps.claim(request)
@@ -134,9 +133,8 @@ def participant_step(step: str) -> Callable[[Handler], Handler]:
 @never_cache
 def resume(request: HttpRequest, token: str) -> HttpResponse:
     """The study link itself: always lands on the step the participant is on."""
-    participant = flow.access_participant(token)
+    participant, position = flow.enter(token)
     note_seen(request, participant)
-    position = flow.locate(participant)
     if position.step == flow.WITHDRAWN:
         return render_withdrawn(request, participant)
     return redirect(flow.step_url(participant, position))
@@ -431,8 +429,7 @@ STALE_MESSAGE = (
 @require_POST
 def chat_send(request: HttpRequest, token: str) -> HttpResponse:
     """Save the participant's message (before any model call), then hand over to the reply stream."""
-    participant = flow.access_participant(token)
-    position = flow.locate(participant)
+    participant, position = flow.enter(token)
     fresh = ps.claim(request)
     resume_url = reverse("collection:resume", kwargs={"token": token})
 
@@ -565,8 +562,7 @@ def release_database_connections() -> None:
 @require_POST
 def chat_reply(request: HttpRequest, token: str, turn_number: int) -> HttpResponseBase:
     """Produce (or re-send) the model's reply to one saved message, streaming when the client can read it."""
-    participant = flow.access_participant(token)
-    position = flow.locate(participant)
+    participant, position = flow.enter(token)
     streaming = "application/x-ndjson" in request.headers.get("Accept", "")
     if position.step == flow.WITHDRAWN:
         if streaming:  # the chat script follows this to the withdrawn page
@@ -596,8 +592,7 @@ def chat_reply(request: HttpRequest, token: str, turn_number: int) -> HttpRespon
 @never_cache
 @require_POST
 def chat_finish(request: HttpRequest, token: str) -> HttpResponse:
-    participant = flow.access_participant(token)
-    position = flow.locate(participant)
+    _, position = flow.enter(token)
     if position.step == flow.CHAT:
         flow.do_finish_chat(position.chat)
     return redirect("collection:resume", token=token)
@@ -703,8 +698,7 @@ def enter(request: HttpRequest, slug: str) -> HttpResponse:
 @never_cache
 def not_taking_part(request: HttpRequest, token: str) -> HttpResponse:
     """A platform participant who does not consent: confirm, then screen out and return with its code."""
-    participant = flow.access_participant(token)
-    position = flow.locate(participant)
+    participant, position = flow.enter(token)
     if position.step != flow.CONSENT or not participant.from_platform:
         return redirect("collection:resume", token=token)
     if request.method == "POST":
