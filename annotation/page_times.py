@@ -46,5 +46,9 @@ def do_record_page_time(turn: Turn, page: str, stamp: str, now: datetime | None 
     if started is None:
         return None
     seconds = max(0.0, ((now or timezone.now()) - started).total_seconds())
-    row, _ = PageTime.objects.update_or_create(turn=turn, page=page, defaults={"seconds": seconds})
+    row = PageTime(turn=turn, page=page, seconds=seconds)
+    # one INSERT .. ON CONFLICT statement (update_or_create takes four, with two savepoints)
+    PageTime.objects.bulk_create(
+        [row], update_conflicts=True, unique_fields=["turn", "page"], update_fields=["seconds", "recorded_at"]
+    )
     return row

@@ -53,5 +53,6 @@ def queue_rewrite_after_reply(sender: Any, turn_pk: int, **kwargs: Any) -> None:
 def queue_rewrite_if_missing(turn: Turn) -> None:
     """Queue the rewrite again when the answers lead to it and it is not made yet (a reply stored before
     this task existed, or a queue that lost it). Idempotent; without a broker it runs in this process."""
-    if turn_flow.locate_annotation(turn).step == turn_flow.REWRITE and turn_flow.prepared_rewrite(turn) is None:
+    # usually the rewrite was prepared when the reply was stored: that one query answers, most of the time
+    if turn_flow.prepared_rewrite(turn) is None and turn_flow.locate_annotation(turn).step == turn_flow.REWRITE:
         prepare_rewrite.delay(turn.pk)

@@ -69,7 +69,7 @@ def asked_question_ids(turn: Turn) -> list[str]:
     rotation (SPEC 2.2 sampling, ``annotation.sampling``). The page carries the
     ids it showed (``shown_token``), so what is saved is what was shown.
     """
-    stored = list(turn.binary_judgements.order_by("position").values_list("question_id", flat=True))
+    stored = [j.question_id for j in turn.binary_judgements.all()]  # in position order (the model's ordering)
     if stored:
         return stored
     study = study_of_turn(turn)

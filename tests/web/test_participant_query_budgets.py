@@ -57,13 +57,13 @@ def turn_counts(walker: Walker, number: int) -> dict[str, int]:
 # Upper bounds with a little room (without Redis the suggested rewrite is made inside the request, with
 # it the request only queues it): what they catch is a query per question or per earlier turn.
 BUDGET = {
-    "answers page": 12,
+    "answers page": 8,  # the turn's answers are read once (prefetched), consent and profile come with the participant
     "answers submit": 30,  # 36 questions answered: 2 statements for all of them, not one UPDATE each
-    "rewrite page": 11,
-    "rewrite submit": 18,
-    "compare page": 12,
-    "compare submit": 19,
-    "chat page": 10,
+    "rewrite page": 9,
+    "rewrite submit": 16,
+    "compare page": 10,
+    "compare submit": 17,
+    "chat page": 8,
 }
 
 

@@ -126,6 +126,18 @@ def test_too_fast_pages_from_recorded_page_times(study, person):
     assert flag.evidence == [{"turn": 1, "page": "answers", "seconds": 3.0}]
 
 
+def test_a_page_sent_again_keeps_one_row_with_the_latest_time(study, person):
+    turn = make_conversation(person, ["A message long enough."]).turns.get()
+    shown = timezone.now()
+    stamp = page_stamp(turn, "answers", shown)
+    do_record_page_time(turn, "answers", stamp, now=shown + timedelta(seconds=5))
+    first = PageTime.objects.get(turn=turn, page="answers")
+    do_record_page_time(turn, "answers", stamp, now=shown + timedelta(seconds=9))
+    again = PageTime.objects.get(turn=turn, page="answers")
+    assert (again.pk, again.seconds) == (first.pk, 9.0)
+    assert again.recorded_at >= first.recorded_at
+
+
 def test_a_page_sent_through_the_real_view_stores_its_time_and_a_tampered_stamp_is_not_trusted(
     client, participant, settings, monkeypatch
 ):
