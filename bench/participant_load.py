@@ -60,9 +60,10 @@ from devtools.fake_llm_server import start_subprocess  # noqa: E402
 
 SLUG = "attune-demo"
 SETUP = """
-from collection.models import OriginalModel
+from collection.models import OriginalModel, Study
 from collection.setup import ensure_defaults
 ensure_defaults()
+Study.objects.filter(slug=SLUG).update(min_turns=TURNS, max_turns=max(TURNS, 12))
 OriginalModel.objects.update(active=False)
 OriginalModel.objects.create(name="bench-model", provider="fake", litellm_model="openai/bench-model", api_base=API_BASE)
 """
@@ -312,6 +313,8 @@ class Participant:
         await self.think()
         finish = await self.post(path + "finish/", {}, "step")
         path, html = await self.get(urljoin(path, finish.headers["location"]))
+        if "/chat/" in path:  # the chat refused to end: going on would send message after message
+            raise RuntimeError(f"finishing the chat after {turns} turns led back to the chat")
         await self.until(path, html, "/thank-you/")
         self.results.finished += 1
 
@@ -392,12 +395,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--participants", type=int, default=100)
     parser.add_argument(
-        "--turns", type=int, default=3, help="chat turns per participant (the demo study's minimum is 3)"
+        "--turns", type=int, default=3, help="chat turns per participant (the study asks for exactly these, 1-12)"
     )
     parser.add_argument("--reply-seconds", type=float, default=5.0, help="how long each streamed reply takes")
     parser.add_argument("--think-seconds", type=float, default=1.0, help="pause between a participant's actions")
     parser.add_argument("--seed", type=int, default=7)
     options = parser.parse_args()
+    if not 1 <= options.turns <= 12:
+        parser.error(f"--turns {options.turns}: a participant chats for 1 to 12 turns")
     admin_url = os.environ.get("DATABASE_URL", "")
     if not admin_url.startswith(("postgres://", "postgresql://")):
         sys.exit("participant_load.py needs DATABASE_URL pointing at a Postgres server (a database beside it is used)")
@@ -424,7 +429,8 @@ def main() -> None:
     watch = ConnectionWatch(admin_url, name)
     try:
         subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=REPO, env=env, check=True)
-        setup = SETUP.replace("API_BASE", repr(api_base))
+        setup = SETUP.replace("API_BASE", repr(api_base)).replace("SLUG", repr(SLUG))
+        setup = setup.replace("TURNS", str(options.turns))
         subprocess.run([sys.executable, "manage.py", "shell", "-c", setup], cwd=REPO, env=env, check=True)
         port = free_port()
         log = (data_dir / "server.log").open("w")
