@@ -132,7 +132,9 @@ def enter(token: str) -> tuple[Participant, Position]:
         entry_profiled=Exists(ParticipantProfile.objects.filter(participant=OuterRef("pk"))),
     )
     participant = _participant_by_token(token, participants)
-    return participant, _position(participant, participant.entry_consented, participant.entry_profiled)
+    # the two annotations above (attributes the model class does not declare)
+    consented, profiled = getattr(participant, "entry_consented"), getattr(participant, "entry_profiled")  # noqa: B009
+    return participant, _position(participant, bool(consented), bool(profiled))
 
 
 def _participant_by_token(token: str, participants: Any) -> Participant:
