@@ -236,10 +236,10 @@ def test_a_refused_form_gets_the_calm_csrf_page(participant, study):
 
 
 def test_a_server_error_page_says_what_is_safe(participant, study, monkeypatch):
-    def broken(_participant):
+    def broken(_token):
         raise RuntimeError("simulated failure")
 
-    monkeypatch.setattr(flow, "locate", broken)
+    monkeypatch.setattr(flow, "enter", broken)  # how every participant page starts
     client = Client(raise_request_exception=False)
     failed = client.get(f"/s/{participant.token}/")
     assert failed.status_code == 500

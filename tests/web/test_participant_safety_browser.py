@@ -309,10 +309,10 @@ def test_error_pages_at_phone_width(page, site, monkeypatch):
     expect(page.get_by_role("link", name="Back to the study")).to_be_visible()
     phone_shot(page, "39-error-csrf")
 
-    def broken(_participant):
+    def broken(_token):
         raise RuntimeError("simulated failure")
 
-    monkeypatch.setattr(flow, "locate", broken)
+    monkeypatch.setattr(flow, "enter", broken)  # how every participant page starts
     response = page.goto(f"/s/{participant.token}/")
     assert response.status == 500
     expect(page.get_by_role("heading", name="Sorry, something went wrong on our side")).to_be_visible()
