@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -35,32 +34,64 @@ def _client(url: str) -> Any:
     return aioredis.Redis.from_url(url)
 
 
-class RedisRateLimiter:
-    """Requests per minute per provider across processes: a counter per provider and minute.
+# Atomically: forget requests older than the window, then admit this one if fewer than ARGV[3] remain.
+# Returns 0 when admitted, else the seconds until the oldest request in the window leaves it.
+# ARGV: now (seconds; blank for Redis's own clock), window seconds, limit, a unique member.
+_ADMIT_REQUEST = """
+local now = tonumber(ARGV[1])
+if now == nil then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+local window = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[3]) then
+  redis.call('ZADD', KEYS[1], now, ARGV[4])
+  redis.call('PEXPIRE', KEYS[1], math.ceil(window * 1000) + 1000)
+  return '0'
+end
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return tostring(math.max(tonumber(oldest[2]) + window - now, 0.001))
+"""
 
-    A fixed one-minute window (INCR + EXPIRE) is simple and exact over each
-    minute; it allows a burst at a window boundary, which providers' own
-    minute windows tolerate. Waiters poll until the next window opens.
+
+class RedisRateLimiter:
+    """Requests per minute per provider across processes: a sliding window of the last minute's requests.
+
+    Never more than ``rpm`` requests in any 60 seconds, counted over every
+    worker: one sorted set per provider, checked and updated by one script, so
+    two workers cannot both take the last place. (A counter per clock minute
+    would let ``rpm`` through at 12:00:59 and ``rpm`` more at 12:01:00, a
+    double burst that providers answer with 429s.) A refused request waits
+    exactly until the oldest one in the window leaves it. Time is Redis's own
+    clock, so workers on machines whose clocks disagree still share one window;
+    ``clock`` replaces it in tests, which move time instead of waiting for it.
     """
 
-    def __init__(self, url: str, clock: Callable[[], float] = time.time) -> None:
-        self.url = url
-        self.clock = clock  # a parameter so tests can hold time inside one window
-        self._redis: Any = None
+    WINDOW_S = 60.0
 
-    async def acquire(self, key: str, rpm: int) -> None:
+    def __init__(self, url: str, clock: Callable[[], float] | None = None) -> None:
+        self.url = url
+        self.clock = clock
+        self._redis: Any = None
+        self._admit: Any = None
+
+    async def try_acquire(self, key: str, rpm: int) -> float:
+        """Take a place in ``key``'s window if one is free: 0.0, else the seconds until one frees up."""
         if self._redis is None:
             self._redis = _client(self.url)
+            self._admit = self._redis.register_script(_ADMIT_REQUEST)
+        now = "" if self.clock is None else repr(self.clock())
+        waited = await self._admit(keys=[f"{REDIS_RPM_PREFIX}{key}"], args=[now, self.WINDOW_S, rpm, uuid.uuid4().hex])
+        return float(waited)
+
+    async def acquire(self, key: str, rpm: int) -> None:
         while True:
-            now = self.clock()
-            window = int(now // 60)
-            name = f"{REDIS_RPM_PREFIX}{key}:{window}"
-            count = await self._redis.incr(name)
-            if count == 1:
-                await self._redis.expire(name, 120)
-            if count <= rpm:
+            wait = await self.try_acquire(key, rpm)
+            if wait <= 0:
                 return
-            await asyncio.sleep((window + 1) * 60 - now + 0.01)
+            # A little jitter so workers refused together do not all come back at the same instant.
+            await asyncio.sleep(wait + random.uniform(0, 0.05))
 
 
 REDIS_ALIVE_PREFIX = "attune:alive:"
