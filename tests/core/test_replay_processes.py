@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from attunebench.canonical import dumps_canonical
 from attunebench.replay.llm import EMSpec
+from attunebench.replay.protocol import planned_calls
 from attunebench.synth import document_filename, synth_conversations
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer
 from scoring.management.commands.eval import (
@@ -197,3 +201,56 @@ def test_several_processes_show_live_progress_with_the_adaptive_limit(tmp_path):
     made = [int(line.split("calls ")[1].split(" made")[0]) for line in progress]
     assert made == sorted(made)  # counts only grow
     assert progress[-1].startswith(f"conversations 6/6 | calls {requests} made")  # the end agrees with the provider
+
+
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` forked itself (same command line), from /proc: its replay shares."""
+    found = []
+    own = Path(f"/proc/{pid}/cmdline").read_bytes()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            with contextlib.suppress(FileNotFoundError):
+                if Path(f"/proc/{child}/cmdline").read_bytes() == own:
+                    found.append(int(child))
+    return found
+
+
+def test_a_share_killed_mid_run_stops_the_run_with_a_clear_error_and_no_partial_files(tmp_path):
+    """kill -9 of one replay process (the OOM killer, say): the command fails at once, saying what happened and
+    what is kept; the other share stops too, and no run files are written as if the run were complete."""
+    folder = conversations_folder(tmp_path, 6, seed=5, turns=3)
+    out = tmp_path / "out"
+    # Half a second per answer, a chain of 7 calls per conversation: the run lasts seconds after the first
+    # request, which is when a share is killed.
+    with FakeLLMServer(FakeConfig(latency_ms=500.0)) as server:
+        command = [sys.executable, "-m", "attune_site.cli", "eval", "--model", "openai/fake-em"]
+        command += ["--api-base", server.url, "--conversations", str(folder), "--concurrency", "4"]
+        command += ["--cache-dir", str(tmp_path / "cache"), "--processes", "2", "--out", str(out)]
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=eval_env(tmp_path / "data"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while server.stats()["requests"] == 0 or len(_children(process.pid)) < 2:
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, "the replay never started"
+                time.sleep(0.05)
+            os.kill(_children(process.pid)[0], signal.SIGKILL)
+            _, stderr = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        answered = server.stats()["requests"]
+    assert process.returncode != 0
+    assert "A replay process stopped unexpectedly (killed, or out of memory)" in stderr, stderr[-2000:]
+    assert "kept in the call cache" in stderr
+    assert "Traceback" not in stderr
+    assert not out.exists() or not list(out.glob("*.json"))
+    planned = sum(planned_calls(c, judge=False) for c in synth_conversations(6, seed=5, min_turns=3, max_turns=3))
+    assert answered < planned  # stopped: the calls a whole run makes were never all sent

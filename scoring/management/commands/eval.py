@@ -262,6 +262,7 @@ class Command(BaseCommand):
         """
         import multiprocessing
         from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+        from concurrent.futures.process import BrokenProcessPool
 
         from django.db import connections
 
@@ -308,6 +309,17 @@ class Command(BaseCommand):
             if interactive:
                 self.stderr.write("")  # end the progress line
         failures = [error for f in futures if (error := f.exception()) is not None]
+        if any(isinstance(e, BrokenProcessPool) for e in failures):
+            kept = (
+                "the calls answered before it stopped are kept in the call cache, so running the same command "
+                "again does not pay for them twice"
+                if not options["no_cache"]
+                else "with --no-cache the calls answered so far are not kept"
+            )
+            raise CommandError(
+                "A replay process stopped unexpectedly (killed, or out of memory) and the others were stopped "
+                f"with it; no run files were written. {kept[0].upper()}{kept[1:]}."
+            )
         if failures:  # the share that failed, not the ones stopped because of it
             raise next((e for e in failures if not isinstance(e, Abandoned)), failures[0])
         shares = [future.result() for future in futures]
