@@ -7,11 +7,14 @@ only, and admins edit through here only to fix mistakes. Derived values
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin, messages
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 
+from collection import attention
 from collection import models as m
 from collection import study_flow as flow
 
@@ -62,6 +65,14 @@ class StudyAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).annotate(_participants=Count("participants"))
+
+    def save_model(self, request: HttpRequest, obj: m.Study, form: Any, change: bool) -> None:
+        """Saved as asked, then warned of settings that would not do what they say (as the study setup
+        page warns): attention checks some participants can never meet."""
+        super().save_model(request, obj, form, change)
+        warning = attention.placement_warning(obj)
+        if warning:
+            self.message_user(request, warning, messages.WARNING)
 
     @admin.display(description="participants", ordering="_participants")
     def participant_count(self, obj: m.Study) -> int:
