@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 
 from django.core import signing
 from django.db import transaction
+from django.db.models import Case, CharField, Value, When
 from django.utils import timezone
 
 from annotation.alternates import improved_reply
@@ -108,7 +109,7 @@ def locate_annotation(turn: Turn) -> AnnotationPosition:
         return AnnotationPosition(FINISHED)
     if not answers_saved(turn):
         return AnnotationPosition(ANSWERS)
-    alternates = AlternateResponses.objects.filter(turn=turn).first()
+    alternates = turn_alternates(turn)
     if alternates is None or not alternates.human_edited.strip() or not turn.selected_pairwise_questions:
         return AnnotationPosition(REWRITE)
     if PairwiseComparison.objects.filter(turn=turn, winner__isnull=True).exists():
@@ -254,9 +255,23 @@ def do_revise_answers(
     return True
 
 
+def turn_alternates(turn: Turn) -> AlternateResponses | None:
+    """The turn's rewrite row, or None before one is made.
+
+    Read through the one-to-one accessor, so Django keeps the row (or its absence) on this turn instance:
+    a rewrite or compare request asks for it two or three times (where the turn is, the rewrite, the
+    replies to compare) and pays one query. A write that changes the row in the same request sets it on
+    the instance again (``ensure_alternates``) or works on a freshly read turn (``do_save_rewrite``).
+    """
+    try:
+        return turn.alternates
+    except AlternateResponses.DoesNotExist:
+        return None
+
+
 def prepared_rewrite(turn: Turn) -> AlternateResponses | None:
     """The turn's rewrite row when its improved reply exists (read only; None when not yet prepared)."""
-    alternates = AlternateResponses.objects.filter(turn=turn).first()
+    alternates = turn_alternates(turn)
     return alternates if alternates is not None and alternates.llm_improved else None
 
 
@@ -292,6 +307,7 @@ def ensure_alternates(turn: Turn) -> AlternateResponses:
             llm_improved=text, improved_generated_at=timezone.now()
         )
         alternates.refresh_from_db()
+    turn.alternates = alternates  # later reads in this request see the row as it is now
     return alternates
 
 
@@ -341,8 +357,9 @@ def do_save_rewrite(turn: Turn, golden: str, question_ids: list[str]) -> None:
 def do_save_comparisons(turn: Turn, winners: dict[int, str]) -> None:
     """Store winners by comparison position; completes the turn's annotation when none is left open."""
     with transaction.atomic():
-        for position, winner in winners.items():
-            PairwiseComparison.objects.filter(turn=turn, position=position).update(winner=winner)
+        if winners:  # one statement for all of them (a turn can have nine comparisons)
+            chosen = Case(*(When(position=p, then=Value(w)) for p, w in winners.items()), output_field=CharField())
+            PairwiseComparison.objects.filter(turn=turn, position__in=list(winners)).update(winner=chosen)
         if not PairwiseComparison.objects.filter(turn=turn, winner__isnull=True).exists():
             Turn.objects.filter(pk=turn.pk, annotation_completed_at__isnull=True).update(
                 annotation_completed_at=timezone.now(), completeness=cat.TURN_COMPLETE
@@ -351,7 +368,7 @@ def do_save_comparisons(turn: Turn, winners: dict[int, str]) -> None:
 
 def reply_texts(turn: Turn) -> dict[str, str]:
     """Label -> text of the three candidate replies."""
-    alternates = AlternateResponses.objects.filter(turn=turn).first()
+    alternates = turn_alternates(turn)
     return {
         cat.RESPONSE_ORIGINAL: turn.llm_response,
         cat.RESPONSE_ALTERNATE: alternates.llm_improved if alternates else "",

@@ -632,7 +632,9 @@ def test_answers_can_be_reviewed_and_changed_until_the_next_message(walker):
     save_answers(walker, url, moods={"mood_Upset": "on", "intensity_Upset": "3"})
     walker.post(url, {"step": "rewrite", "human_edited": "Mine", "questions": ["general"]})
     assert review in walker.body(walker.get(url))  # the compare page links to the review
-    walker.post(url, {"step": "compare", "winner_0": "A", "winner_1": "A", "winner_2": "A"})
+    walker.post(url, {"step": "compare", "winner_0": "A", "winner_1": "B", "winner_2": "A"})
+    # each comparison keeps its own winner (they are stored in one statement)
+    assert [c.winner for c in PairwiseComparison.objects.filter(turn=turn).order_by("position")] == ["A", "B", "A"]
     chat = walker.body(walker.get(walker.url("chat/")))
     assert review in chat and "Review or change your answers" in chat
     html = walker.body(walker.get(review))

@@ -58,11 +58,11 @@ def turn_counts(walker: Walker, number: int) -> dict[str, int]:
 # it the request only queues it): what they catch is a query per question or per earlier turn.
 BUDGET = {
     "answers page": 8,  # the turn's answers are read once (prefetched), consent and profile come with the participant
-    "answers submit": 30,  # 36 questions answered: 2 statements for all of them, not one UPDATE each
-    "rewrite page": 9,
-    "rewrite submit": 16,
-    "compare page": 10,
-    "compare submit": 17,
+    "answers submit": 25,  # 36 questions answered: 2 statements for all of them, not one UPDATE each
+    "rewrite page": 6,  # the rewrite row is read once (kept on the turn), however often the page asks
+    "rewrite submit": 13,
+    "compare page": 8,
+    "compare submit": 13,  # every winner in one UPDATE, not one per comparison
     "chat page": 8,
 }
 
