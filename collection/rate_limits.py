@@ -21,15 +21,26 @@ from typing import Any, Protocol
 
 Clock = Callable[[], float]
 
-# KEYS[1] = the window's sorted set; ARGV = now, window seconds, limit, a unique member.
-_ADMIT = """
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[1]) - tonumber(ARGV[2]))
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then
-  return 0
+# The sliding window in Redis, shared by the chat limits here and the providers' requests-per-minute limit
+# (scoring.redis_limits). Atomically: forget events older than the window, then record this one if fewer
+# than the limit remain. Returns '0' when admitted (a refused event is not recorded), else the seconds until
+# the oldest event in the window leaves it. KEYS[1] = the window's sorted set; ARGV = now in seconds (blank:
+# Redis's own clock, which every machine shares), window seconds, limit, a unique member.
+SLIDING_WINDOW_ADMIT = """
+local now = tonumber(ARGV[1])
+if now == nil then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 end
-redis.call('ZADD', KEYS[1], ARGV[1], ARGV[4])
-redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) * 1000))
-return 1
+local window = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[3]) then
+  redis.call('ZADD', KEYS[1], now, ARGV[4])
+  redis.call('PEXPIRE', KEYS[1], math.ceil(window * 1000))
+  return '0'
+end
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return tostring(math.max(tonumber(oldest[2]) + window - now, 0.001))
 """
 
 
@@ -68,10 +79,10 @@ class RedisWindowLog:
         import redis
 
         self._redis: Any = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
-        self._admit = self._redis.register_script(_ADMIT)
+        self._admit = self._redis.register_script(SLIDING_WINDOW_ADMIT)
 
     def admit(self, key: str, now: float, window: float, limit: int) -> bool:
-        return bool(self._admit(keys=[key], args=[now, window, limit, f"{now}:{uuid.uuid4().hex}"]))
+        return float(self._admit(keys=[key], args=[now, window, limit, f"{now}:{uuid.uuid4().hex}"])) == 0
 
 
 class SlidingWindowLimiter:

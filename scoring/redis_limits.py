@@ -17,6 +17,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from collection.rate_limits import SLIDING_WINDOW_ADMIT
+
 log = logging.getLogger("attune.replay")
 
 REDIS_RPM_PREFIX = "attune:rpm:"
@@ -34,38 +36,18 @@ def _client(url: str) -> Any:
     return aioredis.Redis.from_url(url)
 
 
-# Atomically: forget requests older than the window, then admit this one if fewer than ARGV[3] remain.
-# Returns 0 when admitted, else the seconds until the oldest request in the window leaves it.
-# ARGV: now (seconds; blank for Redis's own clock), window seconds, limit, a unique member.
-_ADMIT_REQUEST = """
-local now = tonumber(ARGV[1])
-if now == nil then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-end
-local window = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[3]) then
-  redis.call('ZADD', KEYS[1], now, ARGV[4])
-  redis.call('PEXPIRE', KEYS[1], math.ceil(window * 1000) + 1000)
-  return '0'
-end
-local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return tostring(math.max(tonumber(oldest[2]) + window - now, 0.001))
-"""
-
-
 class RedisRateLimiter:
     """Requests per minute per provider across processes: a sliding window of the last minute's requests.
 
     Never more than ``rpm`` requests in any 60 seconds, counted over every
-    worker: one sorted set per provider, checked and updated by one script, so
-    two workers cannot both take the last place. (A counter per clock minute
-    would let ``rpm`` through at 12:00:59 and ``rpm`` more at 12:01:00, a
-    double burst that providers answer with 429s.) A refused request waits
-    exactly until the oldest one in the window leaves it. Time is Redis's own
-    clock, so workers on machines whose clocks disagree still share one window;
-    ``clock`` replaces it in tests, which move time instead of waiting for it.
+    worker: one sorted set per provider, checked and updated by one script
+    (the participants' chat limits use the same one), so two workers cannot
+    both take the last place. (A counter per clock minute would let ``rpm``
+    through at 12:00:59 and ``rpm`` more at 12:01:00, a double burst that
+    providers answer with 429s.) A refused request waits exactly until the
+    oldest one in the window leaves it. Time is Redis's own clock, so workers
+    on machines whose clocks disagree still share one window; ``clock``
+    replaces it in tests, which move time instead of waiting for it.
     """
 
     WINDOW_S = 60.0
@@ -80,7 +62,7 @@ class RedisRateLimiter:
         """Take a place in ``key``'s window if one is free: 0.0, else the seconds until one frees up."""
         if self._redis is None:
             self._redis = _client(self.url)
-            self._admit = self._redis.register_script(_ADMIT_REQUEST)
+            self._admit = self._redis.register_script(SLIDING_WINDOW_ADMIT)
         now = "" if self.clock is None else repr(self.clock())
         waited = await self._admit(keys=[f"{REDIS_RPM_PREFIX}{key}"], args=[now, self.WINDOW_S, rpm, uuid.uuid4().hex])
         return float(waited)
