@@ -311,14 +311,14 @@ class Command(BaseCommand):
         failures = [error for f in futures if (error := f.exception()) is not None]
         if any(isinstance(e, BrokenProcessPool) for e in failures):
             kept = (
-                "the calls answered before it stopped are kept in the call cache, so running the same command "
-                "again does not pay for them twice"
-                if not options["no_cache"]
-                else "with --no-cache the calls answered so far are not kept"
+                "With --no-cache the calls answered so far are not kept."
+                if options["no_cache"]
+                else "The calls answered before it stopped are kept in the call cache, so running the same "
+                "command again does not pay for them twice."
             )
             raise CommandError(
                 "A replay process stopped unexpectedly (killed, or out of memory) and the others were stopped "
-                f"with it; no run files were written. {kept[0].upper()}{kept[1:]}."
+                f"with it; no run files were written. {kept}"
             )
         if failures:  # the share that failed, not the ones stopped because of it
             raise next((e for e in failures if not isinstance(e, Abandoned)), failures[0])
