@@ -30,17 +30,10 @@ from collection import study_flow as flow
 from collection.models import OriginalModel, Participant, Study, new_token
 from collection.views import JOIN_SALT
 from research import throttles
+from tests.clock import FakeClock
 from tests.web.test_participant_flow import Walker
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class FakeClock:
-    def __init__(self, now: float = 5_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(autouse=True)
@@ -59,7 +52,7 @@ def _clean_windows(settings, monkeypatch):
 
 @pytest.fixture
 def enrol_clock(monkeypatch) -> FakeClock:
-    clock = FakeClock()
+    clock = FakeClock(5_000_000.0)
     monkeypatch.setattr(flow, "enrol_clock", clock)
     return clock
 

@@ -8,14 +8,7 @@ import uuid
 import pytest
 
 from collection.rate_limits import MemoryWindowLog, RedisWindowLog, SlidingWindowLimiter, WindowLog
-
-
-class FakeClock:
-    def __init__(self, now: float = 1_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from tests.clock import FakeClock
 
 
 def _logs() -> list[pytest.param]:

@@ -25,6 +25,7 @@ from scoring.redis_limits import (
     RedisInFlightSlots,
     RedisRateLimiter,
 )
+from tests.clock import FakeClock
 
 pytestmark = pytest.mark.skipif(not settings.REDIS_URL, reason="needs REDIS_URL (a real Redis)")
 
@@ -202,78 +203,59 @@ def test_slots_come_back_when_their_lease_ends():
     assert waited >= 0.3  # held until the lease ran out (a lower bound: a busy machine only adds)
 
 
-class Clock:
-    """Seconds as the tests set them: time moves only when a test moves it."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _forget_rpm(key: str) -> None:
+@pytest.fixture
+def rpm_key():
+    """A provider key of its own for one test; its window is removed from Redis afterwards."""
     import redis
 
+    key = f"test-rpm-{time.time_ns()}"
+    yield key
     redis.Redis.from_url(settings.REDIS_URL).delete(REDIS_RPM_PREFIX + key)
 
 
-def test_requests_per_minute_are_shared_across_limiters():
-    key = f"test-rpm-{time.time_ns()}"
-    clock = Clock(1_000_020.0)
+def test_requests_per_minute_are_shared_across_limiters(rpm_key):
+    clock = FakeClock(1_000_020.0)
 
     async def scenario():
         first = RedisRateLimiter(settings.REDIS_URL, clock=clock)
         second = RedisRateLimiter(settings.REDIS_URL, clock=clock)
         for limiter in (first, second, first):
-            assert await limiter.try_acquire(key, 3) == 0
+            assert await limiter.try_acquire(rpm_key, 3) == 0
         # The budget of 3 is used up, whichever process asks next; the wait is until the first leaves the window.
-        assert await second.try_acquire(key, 3) == pytest.approx(60.0)
+        assert await second.try_acquire(rpm_key, 3) == pytest.approx(60.0)
         with pytest.raises(asyncio.TimeoutError):
-            await asyncio.wait_for(second.acquire(key, 3), timeout=0.3)
+            await asyncio.wait_for(second.acquire(rpm_key, 3), timeout=0.3)
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        _forget_rpm(key)
+    asyncio.run(scenario())
 
 
-def test_the_minute_slides_so_no_burst_passes_at_a_clock_minute_boundary():
+def test_the_minute_slides_so_no_burst_passes_at_a_clock_minute_boundary(rpm_key):
     # Three requests at 12:00:59 use the budget of the minute up to 12:01:59: a counter per clock minute
     # would let three more through at 12:01:00 (six in two seconds); the window lets the next one through
     # only when the first of the three is a minute old, and one at a time after that.
-    key = f"test-rpm-slide-{time.time_ns()}"
-    clock = Clock(3_600_059.0)
+    clock = FakeClock(3_600_059.0)
 
     async def scenario():
         limiter = RedisRateLimiter(settings.REDIS_URL, clock=clock)
         for offset in (0.0, 0.2, 0.4):
             clock.now = 3_600_059.0 + offset
-            assert await limiter.try_acquire(key, 3) == 0
+            assert await limiter.try_acquire(rpm_key, 3) == 0
         clock.now = 3_600_060.5  # the next clock minute
-        assert await limiter.try_acquire(key, 3) == pytest.approx(58.5)
+        assert await limiter.try_acquire(rpm_key, 3) == pytest.approx(58.5)
         clock.now = 3_600_119.0  # the first request is now exactly a minute old
-        assert await limiter.try_acquire(key, 3) == 0
-        assert await limiter.try_acquire(key, 3) == pytest.approx(0.2)  # the second leaves at 12:01:59.2
+        assert await limiter.try_acquire(rpm_key, 3) == 0
+        assert await limiter.try_acquire(rpm_key, 3) == pytest.approx(0.2)  # the second leaves at 12:01:59.2
         clock.now = 3_600_119.25
-        assert await limiter.try_acquire(key, 3) == 0
+        assert await limiter.try_acquire(rpm_key, 3) == 0
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        _forget_rpm(key)
+    asyncio.run(scenario())
 
 
-def test_without_a_test_clock_the_window_runs_on_redis_time():
-    key = f"test-rpm-redis-time-{time.time_ns()}"
-
+def test_without_a_test_clock_the_window_runs_on_redis_time(rpm_key):
     async def scenario():
         limiter = RedisRateLimiter(settings.REDIS_URL)
-        assert await limiter.try_acquire(key, 1) == 0
-        wait = await limiter.try_acquire(key, 1)
+        assert await limiter.try_acquire(rpm_key, 1) == 0
+        wait = await limiter.try_acquire(rpm_key, 1)
         assert 0 < wait <= 60.0  # until the first request, taken a moment ago, is a minute old
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        _forget_rpm(key)
+    asyncio.run(scenario())
