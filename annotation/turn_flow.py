@@ -260,8 +260,8 @@ def turn_alternates(turn: Turn) -> AlternateResponses | None:
 
     Read through the one-to-one accessor, so Django keeps the row (or its absence) on this turn instance:
     a rewrite or compare request asks for it two or three times (where the turn is, the rewrite, the
-    replies to compare) and pays one query. A write that changes the row in the same request sets it on
-    the instance again (``ensure_alternates``) or works on a freshly read turn (``do_save_rewrite``).
+    replies to compare) and pays one query. Each write that changes the row (``ensure_alternates``,
+    ``do_save_rewrite``) sets it on the caller's turn again.
     """
     try:
         return turn.alternates
@@ -328,6 +328,9 @@ def do_save_rewrite(turn: Turn, golden: str, question_ids: list[str]) -> None:
             return  # already chosen: a repeat submission changes nothing
         AlternateResponses.objects.filter(turn=locked).update(human_edited=golden)
         texts = reply_texts(locked)  # with the ideal reply just saved
+        saved = turn_alternates(locked)
+        if saved is not None:
+            turn.alternates = saved  # the caller's turn sees the ideal reply too, as after ensure_alternates
         rows: list[PairwiseComparison] = []
         skipped: list[dict[str, str]] = []
         for question_id in ordered:
