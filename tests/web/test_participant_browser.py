@@ -33,6 +33,7 @@ from collection.forms import Q1_SCREEN_LABELS
 from collection.models import Conversation, OriginalModel, Participant, Topic, Turn, hash_token
 from collection.setup import OFFLINE_MODEL_NAMES, ensure_defaults
 from datasets.pseudonyms import export_pseudonym
+from tests.anonymity import names_found
 from tests.web.axe_check import assert_accessible
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -64,12 +65,8 @@ class Recorder:
     def leaks(self, secrets: list[str]) -> list[str]:
         found = []
         for url, headers, body in self.seen:
-            text = (
-                body.decode("utf-8", "replace").lower()
-                + "\n"
-                + "\n".join(f"{k}: {v}" for k, v in headers.items()).lower()
-            )
-            found += [f"{secret!r} in {url}" for secret in secrets if secret.lower() in text]
+            text = body.decode("utf-8", "replace") + "\n" + "\n".join(f"{k}: {v}" for k, v in headers.items())
+            found += [f"{secret!r} in {url}" for secret in names_found(text, secrets)]
         return found
 
 

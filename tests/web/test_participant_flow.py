@@ -41,6 +41,7 @@ from collection.models import (
 )
 from collection.setup import OFFLINE_MODEL_NAMES, ensure_defaults
 from datasets.exchange import exportable_conversations
+from tests.anonymity import names_found
 
 
 @pytest.fixture(autouse=True)
@@ -960,9 +961,8 @@ def leaks(responses: list[Any], secrets: list[str]) -> list[str]:
     found = []
     for response in responses:
         body = getattr(response, "streamed_body", b"") if getattr(response, "streaming", False) else response.content
-        text = body.decode("utf-8", "replace").lower()
-        text += "\n" + "\n".join(f"{k}: {v}" for k, v in response.items()).lower()
-        found += [f"{s!r} in {response.request['PATH_INFO']}" for s in secrets if s.lower() in text]
+        text = body.decode("utf-8", "replace") + "\n" + "\n".join(f"{k}: {v}" for k, v in response.items())
+        found += [f"{s!r} in {response.request['PATH_INFO']}" for s in names_found(text, secrets)]
     return found
 
 
