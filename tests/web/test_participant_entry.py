@@ -1,8 +1,10 @@
-"""``study_flow.enter`` (how every participant page starts) places the participant exactly as ``locate`` does.
+"""``study_flow.enter`` (how every participant page starts) places the participant exactly as ``locate`` does,
+and its fixed-SQL reads (collection.entry_reads) load exactly the rows and values the ORM's querysets load.
 
-It reads consent and profile with the participant's own row, two queries fewer per page (issue 14: cheap
-requests at a hundred participants); these tests walk one participant through every step and compare the
-two answers at each, including a consent to an older version of the information sheet, which no longer counts.
+enter reads consent and profile with the participant's own row, and entry_reads skips the ORM's SQL building
+(issue 14: cheap requests at a hundred participants); these tests walk one participant through every step and
+compare, at each, the place and every field of every object read with what plain querysets give, including a
+consent to an older version of the information sheet, which no longer counts.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from django.http import Http404
 from django.test.utils import CaptureQueriesContext
 
 from collection import study_flow as flow
+from collection.models import Consent, Conversation, Participant, ParticipantProfile, Study, Turn
 from tests.web.test_participant_flow import Walker
 
 pytestmark = pytest.mark.django_db
@@ -31,9 +34,40 @@ def both(token: str) -> tuple[flow.Position, flow.Position, int, int]:
     return entered, located, len(entered_queries), len(located_queries)
 
 
+def values(instance) -> dict:
+    return {f.attname: getattr(instance, f.attname) for f in type(instance)._meta.concrete_fields}
+
+
+def orm_place(token: str) -> tuple:
+    """Where the participant is, read with plain querysets only: the definition enter must agree with."""
+    participant = Participant.objects.get(token_hash=flow.hash_token(token))
+    study = Study.objects.get(pk=participant.study_id)
+    consented = Consent.objects.filter(participant=participant, version=study.consent_version).exists()
+    profiled = ParticipantProfile.objects.filter(participant=participant).exists()
+    conversation = (
+        Conversation.objects.filter(participant=participant)
+        .exclude(status=Conversation.Status.WITHDRAWN)
+        .order_by("-started_at")
+        .first()
+    )
+    last = Turn.objects.filter(conversation=conversation).order_by("-turn_number").first() if conversation else None
+    return participant, study, consented, profiled, conversation, last
+
+
 def same_place(token: str) -> str:
     entered, located, _, _ = both(token)
     assert entered == located
+    participant, study, consented, profiled, conversation, last = orm_place(token)
+    read, _ = flow.enter(token)
+    assert values(read) == values(participant) and values(read.study) == values(study)
+    if consented and profiled and not participant.is_withdrawn:
+        assert flow.active_conversation(read) == conversation
+        if conversation is not None:
+            assert values(flow.active_conversation(read)) == values(conversation)
+            assert flow.active_conversation(read).participant is read
+            if last is not None:
+                read_last = flow.entry_reads.last_turn(conversation)
+                assert values(read_last) == values(last) and read_last.conversation is conversation
     return entered.step
 
 
@@ -55,6 +89,12 @@ def test_enter_agrees_with_locate_at_every_step(client, participant):
     entered, _, entered_count, located_count = both(token)
     assert entered.turn is not None and entered.turn.turn_number == 1
     assert entered_count == located_count - 2  # consent and profile came with the participant
+    # participant, study, conversation, last turn; the topic and original model load only when used
+    assert entered_count == 4
+    assert entered.chat is not None
+    with CaptureQueriesContext(connection) as lazy:
+        assert entered.chat.topic.subtopic and entered.chat.original_model.name
+    assert len(lazy) == 2
 
 
 def test_a_consent_to_an_older_version_sends_the_participant_back_to_consent(client, participant, study):
