@@ -12,6 +12,10 @@ The same holds for the mood grid's 20 check boxes and 20 strength menus: through
 The loops over questions and feelings are joined here too, not in a template: each template variable costs
 tens of microseconds, and these loops had several hundred.
 
+A form nobody has answered yet (the usual first view of a page) goes further: its whole mood grid and question
+list are the same for every participant shown the same questions, so :func:`blank_form_markup` keeps the section
+by the form's shape and the page builds no bound field at all.
+
 The output is equivalent to ``participant/includes/answer_pills.html`` rendered with a bound radio field, and
 to Django's own rendering of a check box or a menu (tests/web/test_annotation_markup.py checks that, including
 escaping, errors and the chosen value); every text is escaped with Django's ``escape`` and the result is marked
@@ -20,6 +24,7 @@ safe only here.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from functools import lru_cache
 from typing import Any
 
@@ -167,3 +172,17 @@ def question_groups(
             parts.append(f'<div class="binary-question" id="q-attention">{answer_pills(attention)}</div>')
         parts.append("</section>")
     return mark_safe("".join(parts))
+
+
+_BLANK_SECTIONS: dict[Hashable, SafeString] = {}
+_BLANK_SECTIONS_MAX = 512  # a form shape per question set shown: few in practice, bounded in any case
+
+
+def blank_form_markup(key: Hashable, build: Callable[[], SafeString]) -> SafeString:
+    """A section of an unanswered form, built once per ``key`` (which names everything the markup depends on)."""
+    html = _BLANK_SECTIONS.get(key)
+    if html is None:
+        html = build()
+        if len(_BLANK_SECTIONS) < _BLANK_SECTIONS_MAX:
+            _BLANK_SECTIONS[key] = html
+    return html

@@ -34,10 +34,29 @@ def select(field: BoundField) -> SafeString:
 @register.filter
 def mood_rows(form: Any) -> SafeString:
     """``{{ form|mood_rows }}``: every feeling of a mood form with its check box and strength menu."""
+    if _blank(form):
+        return markup.blank_form_markup(("mood_rows", *_shape(form)), lambda: markup.mood_rows(form.rows()))
     return markup.mood_rows(form.rows())
 
 
 @register.filter
 def question_groups(form: Any) -> SafeString:
     """``{{ form|question_groups }}``: an answers form's behaviour questions, by category, with its attention check."""
-    return markup.question_groups(form.question_groups(), form.attention_field())
+
+    def build() -> SafeString:
+        return markup.question_groups(form.question_groups(), form.attention_field())
+
+    if _blank(form):
+        attention = form.attention_field()
+        key = ("question_groups", *_shape(form), tuple(q.id for q in form.questions), attention and attention.label)
+        return markup.blank_form_markup(key, build)
+    return build()
+
+
+def _blank(form: Any) -> bool:
+    """Nothing answered yet and nothing to show again: the markup depends only on the form's shape."""
+    return not form.is_bound and not form.initial
+
+
+def _shape(form: Any) -> tuple[Any, ...]:
+    return type(form), form.prefix, form.auto_id, form.use_required_attribute

@@ -190,3 +190,37 @@ def test_the_attention_check_closes_the_first_section_only():
     first_section_end = html.index("</section>")
     assert html.index('id="q-attention"') < first_section_end
     assert html.count('class="question-group"') == len(form.question_groups())
+
+
+def _filters(form: AnswersForm) -> str:
+    template = engines["django"].from_string(
+        "{% load annotation_markup %}{{ form|mood_rows }}|{{ form|question_groups }}"
+    )
+    return template.render({"form": form})
+
+
+def _direct(form: AnswersForm) -> str:
+    return f"{mood_rows(form.rows())}|{question_groups(form.question_groups(), form.attention_field())}"
+
+
+def test_an_unanswered_form_is_served_from_the_blank_cache_with_exactly_its_own_markup():
+    first, again = (AnswersForm(questions=list(cat.BINARY_QUESTIONS[:4])) for _ in range(2))
+    assert _filters(first) == _filters(again) == _direct(AnswersForm(questions=list(cat.BINARY_QUESTIONS[:4])))
+    # another question set, or the same one with an attention check, is another section
+    other = AnswersForm(questions=list(cat.BINARY_QUESTIONS[4:6]))
+    assert _filters(other) == _direct(other) and 'name="observed_B1"' not in _filters(other)
+    checked = AnswersForm(questions=list(cat.BINARY_QUESTIONS[:4]), attention="no")
+    assert _filters(checked) == _direct(checked) and 'name="attention_check"' in _filters(checked)
+
+
+def test_saved_or_posted_answers_are_never_served_from_the_blank_cache():
+    questions = list(cat.BINARY_QUESTIONS[:4])
+    _filters(AnswersForm(questions=questions))  # the blank section is cached now
+    saved = AnswersForm(initial={"observed_B1": "yes", "mood_Upset": "on"}, questions=questions)
+    posted = AnswersForm({"observed_B1": "na"}, questions=questions)
+    posted.is_valid()
+    for form in (saved, posted):
+        html = _filters(form)
+        assert html == _direct(form) and " checked" in html
+    assert 'value="na" id="id_observed_B1_2" required checked' in _filters(posted)
+    assert "has-error" in _filters(posted)  # the unanswered questions show their errors
