@@ -7,6 +7,9 @@ their latency target. The markup is the same for every participant except for wh
 the field's error, so a field's markup is cached by everything it depends on (name, id, label, options, the
 answer shown, required, errors) and a request mostly looks it up.
 
+The 1-7 scales of the PANAS pages (20 items, seven radios each) and of the model ratings are the same kind of
+field and go the same way (:func:`scale`).
+
 The same holds for the mood grid's 20 check boxes and 20 strength menus: through Django's widget templates
 (an included template per attribute and per option) they were about half of what was left of the page's CPU.
 The loops over questions and feelings are joined here too, not in a template: each template variable costs
@@ -16,7 +19,8 @@ A form nobody has answered yet (the usual first view of a page) goes further: it
 list are the same for every participant shown the same questions, so :func:`blank_form_markup` keeps the section
 by the form's shape and the page builds no bound field at all.
 
-The output is equivalent to ``participant/includes/answer_pills.html`` rendered with a bound radio field, and
+The output is equivalent to ``participant/includes/answer_pills.html`` and ``scale.html`` (kept as the reference
+the tests compare with) rendered with a bound radio field, and
 to Django's own rendering of a check box or a menu (tests/web/test_annotation_markup.py checks that, including
 escaping, errors and the chosen value); every text is escaped with Django's ``escape`` and the result is marked
 safe only here.
@@ -36,19 +40,62 @@ from django.utils.safestring import SafeString, mark_safe
 
 def answer_pills(field: BoundField) -> SafeString:
     """One yes/no/not-applicable question as labelled radio "pills", with its error if it has one."""
+    return mark_safe(_pills(*_radio_state(field)))
+
+
+def scale(field: BoundField, low: str = "", high: str = "") -> SafeString:
+    """A 1-7 radio scale (PANAS items, the model ratings) as ``participant/includes/scale.html`` renders it,
+    with its end labels ``low`` and ``high`` when given."""
+    return mark_safe(_scale(*_radio_state(field), str(low), str(high)))
+
+
+def _radio_state(field: BoundField) -> tuple[str, str, str, tuple[tuple[str, str], ...], str, bool, tuple[str, ...]]:
+    """Everything a radio group's markup depends on: name, id, label, options, answer shown, required, errors."""
     choices = tuple((str(value), str(label)) for value, label in field.field.choices)  # type: ignore[attr-defined]
     current = field.value()
-    return mark_safe(
-        _pills(
-            field.html_name,
-            field.auto_id or "",
-            str(field.label),
-            choices,
-            "" if current is None else str(current),
-            bool(field.field.required and field.form.use_required_attribute),
-            tuple(str(error) for error in field.errors),
-        )
+    return (
+        field.html_name,
+        field.auto_id or "",
+        str(field.label),
+        choices,
+        "" if current is None else str(current),
+        bool(field.field.required and field.form.use_required_attribute),
+        tuple(str(error) for error in field.errors),
     )
+
+
+def _group_head(css_class: str, html_name: str, label: str, errors: tuple[str, ...], data_attr: str = "") -> list[str]:
+    """A radio group's opening fieldset, legend and error line (``field_errors.html``)."""
+    name = escape(html_name)
+    error_class = " has-error" if errors else ""
+    described = f' aria-describedby="error-{name}"' if errors else ""
+    parts = [f'<fieldset class="{css_class}{error_class}" id="field-{name}"{data_attr}{described}>']
+    parts.append(f"<legend>{escape(label)}</legend>")
+    if errors:
+        messages = "".join(f'<span class="visually-hidden">Error: </span>{escape(e)} ' for e in errors)
+        parts.append(f'<p class="field-error" id="error-{name}">{messages}</p>')
+    return parts
+
+
+def _radio_inputs(
+    html_name: str,
+    auto_id: str,
+    choices: tuple[tuple[str, str], ...],
+    current: str,
+    required: bool,
+    errors: tuple[str, ...],
+) -> list[tuple[str, str, str]]:
+    """Per option: (its id, its ``<input>`` as Django's RadioSelect writes it, its label escaped)."""
+    name = escape(html_name)
+    dynamic = (" required" if required else "") + "{checked}" + (' aria-invalid="true"' if errors else "")
+    options = []
+    for index, (value, choice_label) in enumerate(choices):
+        option_id = escape(f"{auto_id}_{index}") if auto_id else ""
+        id_attr = f' id="{option_id}"' if option_id else ""
+        attributes = dynamic.format(checked=" checked" if value == current else "")
+        tag = f'<input type="radio" name="{name}" value="{escape(value)}"{id_attr}{attributes}>'
+        options.append((option_id, tag, escape(choice_label)))
+    return options
 
 
 @lru_cache(maxsize=8192)
@@ -63,29 +110,43 @@ def _pills(
 ) -> str:
     """The pills' markup, every text escaped. Cached: a question's markup depends only on these arguments, and
     a page has few distinct states per question (unanswered, or one of three answers, rarely an error)."""
-    name = escape(html_name)
-    error_class = " has-error" if errors else ""
-    described = f' aria-describedby="error-{name}"' if errors else ""
-    dynamic = (" required" if required else "") + "{checked}" + (' aria-invalid="true"' if errors else "")
-    parts = [
-        f'<fieldset class="yes-no{error_class}" id="field-{name}" data-answer-group{described}>',
-        f"<legend>{escape(label)}</legend>",
-    ]
-    if errors:
-        messages = "".join(f'<span class="visually-hidden">Error: </span>{escape(e)} ' for e in errors)
-        parts.append(f'<p class="field-error" id="error-{name}">{messages}</p>')
+    parts = _group_head("yes-no", html_name, label, errors, " data-answer-group")
     parts.append('<div class="yes-no-options">')
-    for index, (value, choice_label) in enumerate(choices):
-        option_id = escape(f"{auto_id}_{index}") if auto_id else ""
-        id_attr = f' id="{option_id}"' if option_id else ""
+    for index, (option_id, tag, choice_label) in enumerate(
+        _radio_inputs(html_name, auto_id, choices, current, required, errors), start=1
+    ):
         for_attr = f' for="{option_id}"' if option_id else ""
-        attributes = dynamic.format(checked=" checked" if value == current else "")
         parts.append(
-            f'<label class="pill"{for_attr}><input type="radio" name="{name}" value="{escape(value)}"{id_attr}'
-            f'{attributes}><span>{escape(choice_label)}<kbd class="key-hint" aria-hidden="true">{index + 1}</kbd>'
-            "</span></label>"
+            f'<label class="pill"{for_attr}>{tag}<span>{choice_label}'
+            f'<kbd class="key-hint" aria-hidden="true">{index}</kbd></span></label>'
         )
     parts.append("</div></fieldset>")
+    return "".join(parts)
+
+
+@lru_cache(maxsize=4096)
+def _scale(
+    html_name: str,
+    auto_id: str,
+    label: str,
+    choices: tuple[tuple[str, str], ...],
+    current: str,
+    required: bool,
+    errors: tuple[str, ...],
+    low: str,
+    high: str,
+) -> str:
+    """The scale's markup, every text escaped; cached as the pills are (a page of 20 items, 8 states each)."""
+    parts = _group_head("scale", html_name, label, errors)
+    parts.append('<div class="scale-options">')
+    for option_id, tag, choice_label in _radio_inputs(html_name, auto_id, choices, current, required, errors):
+        parts.append(f'<label class="scale-option" for="{option_id}">{tag}<span>{choice_label}</span></label>')
+    parts.append("</div>")
+    if low:
+        parts.append(
+            f'<p class="scale-anchors" aria-hidden="true"><span>{escape(low)}</span><span>{escape(high)}</span></p>'
+        )
+    parts.append("</fieldset>")
     return "".join(parts)
 
 

@@ -60,3 +60,9 @@ def _blank(form: Any) -> bool:
 
 def _shape(form: Any) -> tuple[Any, ...]:
     return type(form), form.prefix, form.auto_id, form.use_required_attribute
+
+
+@register.simple_tag
+def scale(field: BoundField, low: str = "", high: str = "") -> SafeString:
+    """``{% scale field low="1 not at all" high="7 extremely" %}``: a 1-7 radio scale with its end labels."""
+    return markup.scale(field, low, high)

@@ -10,8 +10,9 @@ from django.template import engines
 from django.template.loader import render_to_string
 
 from annotation.forms import AnswersForm
-from annotation.markup import answer_pills, checkbox, mood_rows, question_groups, select
+from annotation.markup import answer_pills, checkbox, mood_rows, question_groups, scale, select
 from attunebench import catalogue as cat
+from collection.forms import PanasForm
 
 
 def _norm(html: str) -> str:
@@ -224,3 +225,37 @@ def test_saved_or_posted_answers_are_never_served_from_the_blank_cache():
         assert html == _direct(form) and " checked" in html
     assert 'value="na" id="id_observed_B1_2" required checked' in _filters(posted)
     assert "has-error" in _filters(posted)  # the unanswered questions show their errors
+
+
+@pytest.mark.parametrize(
+    "data",
+    [None, {}, {"Upset": "4"}, {"Upset": "9"}],
+    ids=["unbound", "all-missing", "answered", "invalid-choice"],
+)
+def test_scales_match_the_template(data):
+    form = PanasForm(data) if data is not None else PanasForm()
+    if data is not None:
+        form.is_valid()
+    for name in ("Upset", "Interested"):
+        field = form[name]
+        expected = render_to_string(
+            "participant/includes/scale.html", {"field": field, "low": "1 not at all", "high": "7 <extremely>"}
+        )
+        assert _norm(scale(field, "1 not at all", "7 <extremely>")) == _norm(expected)
+    if data == {"Upset": "4"}:
+        assert 'value="4" id="id_Upset_3" required checked' in scale(form["Upset"])
+    # no end labels: no anchor line, as the template leaves it out
+    assert "scale-anchors" not in scale(form["Upset"]) and _norm(scale(form["Upset"])) == _norm(
+        render_to_string("participant/includes/scale.html", {"field": form["Upset"]})
+    )
+
+
+def test_the_panas_page_shows_its_scales_through_the_fast_markup(client, participant):
+    from tests.web.test_participant_flow import Walker
+
+    walker = Walker(client, participant)
+    walker.consent()
+    walker.profile()
+    html = walker.body(walker.get(walker.url("feelings-before/")))
+    assert html.count('class="scale-options"') == len(cat.PANAS_ITEMS)
+    assert html.count("<span>1 not at all</span><span>7 extremely</span>") == len(cat.PANAS_ITEMS)
