@@ -20,9 +20,11 @@ Reported: p50/p95/p99 of annotation submits (POST /s/<token>/turn/<n>/), page lo
 form posts; errors (a status of 400 or more, a form shown again as invalid, a failed reply, a transport
 error); the most replies streaming at once and how many streamed while annotation submits were made; the
 most database connections the server held; the load average (the machine is shared).
+The same percentiles are printed as the server measured them (gunicorn's access log, switched on for the
+bench only): the driver shares the two cores, and its own lag is in its timings but not in a real participant's.
 The last line is machine-readable:
-``participants=N streams=S p95_ms=X p99_ms=Y errors=E`` (S: most replies in flight at once; X, Y: annotation
-submits).
+``participants=N streams=S p95_ms=X p99_ms=Y errors=E server_p95_ms=X' server_p99_ms=Y'`` (S: most replies in
+flight at once; X, Y: annotation submits as the driver timed them; X', Y': as the server did).
 
 Usage: DATABASE_URL=postgresql://... [REDIS_URL=redis://...] python bench/participant_load.py
        [--participants 100 --turns 3 --reply-seconds 5 --think-seconds 1]
@@ -378,6 +380,32 @@ class ConnectionWatch(threading.Thread):
                 self.peak = max(self.peak, count[0] if count else 0)
 
 
+ACCESS_FORMAT = "%(m)s %(U)s %(s)s %(D)s"
+ANNOTATION_PATH = re.compile(r"/turn/\d+/$")
+
+
+def server_times(access_log: Path) -> dict[str, list[float]]:
+    """Seconds each request spent in the server, by the driver's kinds (streamed replies apart).
+
+    The driver is one Python process on the same two cores: while it parses one participant's page, the
+    responses of others wait in its socket buffers, so its own timings include its lag. The server's times
+    are what a participant's browser, on its own machine, would wait beyond the network.
+    """
+    kinds: dict[str, list[float]] = {"annotation": [], "pages": [], "submits": [], "replies": []}
+    for line in access_log.read_text().splitlines():
+        method, path, _status, micros = line.rsplit(" ", 3)
+        seconds = int(micros) / 1e6
+        if method == "GET":
+            kinds["pages"].append(seconds)
+        elif "/chat/reply/" in path:
+            kinds["replies"].append(seconds)
+        elif ANNOTATION_PATH.search(path):
+            kinds["annotation"].append(seconds)
+        else:
+            kinds["submits"].append(seconds)
+    return kinds
+
+
 def percentiles(values: list[float]) -> str:
     if len(values) < 2:
         return f"n={len(values)}"
@@ -423,6 +451,9 @@ def main() -> None:
         # The per-study enrolment throttle counts in Redis across runs: one bench after another must not hit it.
         "ATTUNE_ENROL_PER_STUDY_PER_HOUR": "100000",
         "ATTUNE_TRUSTED_PROXIES": "1",  # the participants' X-Forwarded-For, as behind the TLS proxy
+        # gunicorn's access log (off in production), for each request's time inside the server: method, path
+        # (the study link redacted by Attune's logger), status and microseconds from request read to response end
+        "GUNICORN_CMD_ARGS": f"--access-logfile {data_dir / 'access.log'} --access-logformat '{ACCESS_FORMAT}'",
     }
     server = None
     worker = None
@@ -501,6 +532,7 @@ def main() -> None:
 
     errors = len(results.errors)
     during = results.streams_at_annotation
+    inside = server_times(data_dir / "access.log")
     print(
         f"participants {options.participants}, {options.turns} turns each, replies {options.reply_seconds:g} s, "
         f"think {options.think_seconds:g} s; wall {wall:.1f} s"
@@ -509,6 +541,11 @@ def main() -> None:
     print(f"annotation submits  {percentiles(results.annotation)}")
     print(f"page loads          {percentiles(results.pages)}")
     print(f"other form posts    {percentiles(results.submits)}")
+    print("inside the server (gunicorn's request time, without the driver's own lag):")
+    print(f"  annotation submits  {percentiles(inside['annotation'])}")
+    print(f"  page loads          {percentiles(inside['pages'])}")
+    print(f"  other form posts    {percentiles(inside['submits'])}")
+    print(f"  streamed replies    {percentiles(inside['replies'])}")
     if during:
         print(
             f"replies streaming while annotation submits were made: median {statistics.median(during):g}, "
@@ -533,7 +570,8 @@ def main() -> None:
     print(
         f"participants={options.participants} streams={results.peak_streams} "
         f"p95_ms={quantile_ms(results.annotation, 94):.0f} p99_ms={quantile_ms(results.annotation, 98):.0f} "
-        f"errors={errors + log_errors}"
+        f"errors={errors + log_errors} server_p95_ms={quantile_ms(inside['annotation'], 94):.0f} "
+        f"server_p99_ms={quantile_ms(inside['annotation'], 98):.0f}"
     )
 
 
