@@ -88,7 +88,7 @@ def _radio_inputs(
     """Per option: (its id, its ``<input>`` as Django's RadioSelect writes it, its label escaped)."""
     name = escape(html_name)
     dynamic = (" required" if required else "") + "{checked}" + (' aria-invalid="true"' if errors else "")
-    options = []
+    options: list[tuple[str, str, str]] = []
     for index, (value, choice_label) in enumerate(choices):
         option_id = escape(f"{auto_id}_{index}") if auto_id else ""
         id_attr = f' id="{option_id}"' if option_id else ""
