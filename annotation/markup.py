@@ -17,7 +17,7 @@ tens of microseconds, and these loops had several hundred.
 
 A form nobody has answered yet (the usual first view of a page) goes further: its whole mood grid and question
 list are the same for every participant shown the same questions, so :func:`blank_form_markup` keeps the section
-by the form's shape and the page builds no bound field at all.
+by the form's shape and the page builds none of those sections' bound fields.
 
 The output is equivalent to ``participant/includes/answer_pills.html`` and ``scale.html`` (kept as the reference
 the tests compare with) rendered with a bound radio field, and
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from django import forms
 from django.forms import BoundField
@@ -40,20 +40,31 @@ from django.utils.safestring import SafeString, mark_safe
 
 def answer_pills(field: BoundField) -> SafeString:
     """One yes/no/not-applicable question as labelled radio "pills", with its error if it has one."""
-    return mark_safe(_pills(*_radio_state(field)))
+    return mark_safe(_pills(_radio_state(field)))
 
 
 def scale(field: BoundField, low: str = "", high: str = "") -> SafeString:
     """A 1-7 radio scale (PANAS items, the model ratings) as ``participant/includes/scale.html`` renders it,
     with its end labels ``low`` and ``high`` when given."""
-    return mark_safe(_scale(*_radio_state(field), str(low), str(high)))
+    return mark_safe(_scale(_radio_state(field), str(low), str(high)))
 
 
-def _radio_state(field: BoundField) -> tuple[str, str, str, tuple[tuple[str, str], ...], str, bool, tuple[str, ...]]:
-    """Everything a radio group's markup depends on: name, id, label, options, answer shown, required, errors."""
+class _RadioState(NamedTuple):
+    """Everything a radio group's markup depends on; hashable, so the markup is cached by it."""
+
+    html_name: str
+    auto_id: str
+    label: str
+    choices: tuple[tuple[str, str], ...]
+    current: str  # the answer shown, "" for none
+    required: bool
+    errors: tuple[str, ...]
+
+
+def _radio_state(field: BoundField) -> _RadioState:
     choices = tuple((str(value), str(label)) for value, label in field.field.choices)  # type: ignore[attr-defined]
     current = field.value()
-    return (
+    return _RadioState(
         field.html_name,
         field.auto_id or "",
         str(field.label),
@@ -64,57 +75,40 @@ def _radio_state(field: BoundField) -> tuple[str, str, str, tuple[tuple[str, str
     )
 
 
-def _group_head(css_class: str, html_name: str, label: str, errors: tuple[str, ...], data_attr: str = "") -> list[str]:
+def _group_head(css_class: str, state: _RadioState, data_attr: str = "") -> list[str]:
     """A radio group's opening fieldset, legend and error line (``field_errors.html``)."""
-    name = escape(html_name)
-    error_class = " has-error" if errors else ""
-    described = f' aria-describedby="error-{name}"' if errors else ""
+    name = escape(state.html_name)
+    error_class = " has-error" if state.errors else ""
+    described = f' aria-describedby="error-{name}"' if state.errors else ""
     parts = [f'<fieldset class="{css_class}{error_class}" id="field-{name}"{data_attr}{described}>']
-    parts.append(f"<legend>{escape(label)}</legend>")
-    if errors:
-        messages = "".join(f'<span class="visually-hidden">Error: </span>{escape(e)} ' for e in errors)
+    parts.append(f"<legend>{escape(state.label)}</legend>")
+    if state.errors:
+        messages = "".join(f'<span class="visually-hidden">Error: </span>{escape(e)} ' for e in state.errors)
         parts.append(f'<p class="field-error" id="error-{name}">{messages}</p>')
     return parts
 
 
-def _radio_inputs(
-    html_name: str,
-    auto_id: str,
-    choices: tuple[tuple[str, str], ...],
-    current: str,
-    required: bool,
-    errors: tuple[str, ...],
-) -> list[tuple[str, str, str]]:
+def _radio_inputs(state: _RadioState) -> list[tuple[str, str, str]]:
     """Per option: (its id, its ``<input>`` as Django's RadioSelect writes it, its label escaped)."""
-    name = escape(html_name)
-    dynamic = (" required" if required else "") + "{checked}" + (' aria-invalid="true"' if errors else "")
+    name = escape(state.html_name)
+    dynamic = (" required" if state.required else "") + "{checked}" + (' aria-invalid="true"' if state.errors else "")
     options: list[tuple[str, str, str]] = []
-    for index, (value, choice_label) in enumerate(choices):
-        option_id = escape(f"{auto_id}_{index}") if auto_id else ""
+    for index, (value, choice_label) in enumerate(state.choices):
+        option_id = escape(f"{state.auto_id}_{index}") if state.auto_id else ""
         id_attr = f' id="{option_id}"' if option_id else ""
-        attributes = dynamic.format(checked=" checked" if value == current else "")
+        attributes = dynamic.format(checked=" checked" if value == state.current else "")
         tag = f'<input type="radio" name="{name}" value="{escape(value)}"{id_attr}{attributes}>'
         options.append((option_id, tag, escape(choice_label)))
     return options
 
 
 @lru_cache(maxsize=8192)
-def _pills(
-    html_name: str,
-    auto_id: str,
-    label: str,
-    choices: tuple[tuple[str, str], ...],
-    current: str,
-    required: bool,
-    errors: tuple[str, ...],
-) -> str:
-    """The pills' markup, every text escaped. Cached: a question's markup depends only on these arguments, and
+def _pills(state: _RadioState) -> str:
+    """The pills' markup, every text escaped. Cached: a question's markup depends only on its state, and
     a page has few distinct states per question (unanswered, or one of three answers, rarely an error)."""
-    parts = _group_head("yes-no", html_name, label, errors, " data-answer-group")
+    parts = _group_head("yes-no", state, " data-answer-group")
     parts.append('<div class="yes-no-options">')
-    for index, (option_id, tag, choice_label) in enumerate(
-        _radio_inputs(html_name, auto_id, choices, current, required, errors), start=1
-    ):
+    for index, (option_id, tag, choice_label) in enumerate(_radio_inputs(state), start=1):
         for_attr = f' for="{option_id}"' if option_id else ""
         parts.append(
             f'<label class="pill"{for_attr}>{tag}<span>{choice_label}'
@@ -125,21 +119,11 @@ def _pills(
 
 
 @lru_cache(maxsize=4096)
-def _scale(
-    html_name: str,
-    auto_id: str,
-    label: str,
-    choices: tuple[tuple[str, str], ...],
-    current: str,
-    required: bool,
-    errors: tuple[str, ...],
-    low: str,
-    high: str,
-) -> str:
+def _scale(state: _RadioState, low: str, high: str) -> str:
     """The scale's markup, every text escaped; cached as the pills are (a page of 20 items, 8 states each)."""
-    parts = _group_head("scale", html_name, label, errors)
+    parts = _group_head("scale", state)
     parts.append('<div class="scale-options">')
-    for option_id, tag, choice_label in _radio_inputs(html_name, auto_id, choices, current, required, errors):
+    for option_id, tag, choice_label in _radio_inputs(state):
         parts.append(f'<label class="scale-option" for="{option_id}">{tag}<span>{choice_label}</span></label>')
     parts.append("</div>")
     if low:
