@@ -636,15 +636,14 @@ def done(request: HttpRequest, participant: Participant, position: flow.Position
 @never_cache
 def withdraw(request: HttpRequest, token: str) -> HttpResponse:
     """A confirmation page, then withdrawal on POST (works from every step, including after finishing)."""
-    participant = flow.access_participant(token)
-    if participant.is_withdrawn:
+    participant, position = flow.enter(token)
+    if position.step == flow.WITHDRAWN:
         return render_withdrawn(request, participant)
     if request.method == "POST":
         if request.POST.get("confirm") == "yes":
             flow.do_withdraw(participant)
             return redirect("collection:withdraw", token=token)
         return redirect("collection:resume", token=token)
-    position = flow.locate(participant)
     return render(
         request,
         "participant/withdraw.html",
@@ -713,9 +712,9 @@ def not_taking_part(request: HttpRequest, token: str) -> HttpResponse:
 def platform_return(request: HttpRequest, token: str) -> HttpResponse:
     """Back to the recruitment platform with the code for how the participant left (finished, withdrew,
     screened out); anyone not yet at an end, or not from a platform, goes to their current step."""
-    participant = flow.access_participant(token)
+    participant, position = flow.enter(token)
     study = flow.study_of(participant)
-    finished = participant.is_withdrawn or flow.locate(participant).step == flow.DONE
+    finished = position.step in (flow.WITHDRAWN, flow.DONE)
     if not participant.from_platform or not finished or not recruitment.takes_platform_entries(study):
         return redirect("collection:resume", token=token)
     return redirect(recruitment.return_url(study, recruitment.exit_kind(participant)))
