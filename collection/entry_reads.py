@@ -1,11 +1,11 @@
 """The reads every participant request starts with: the link's participant, their study, conversation, last turn.
 
 Every participant page and form post makes these reads before anything else, so they are the hottest code of
-the site. Through querysets they cost about 6 ms of CPU per request on this machine, nearly all of it Django
-building the SQL of the same five queries again each time; under load (issue 14) that was a quarter of the
-web server's CPU. Here each query is a fixed SQL string, built once per process from the models' own table and
-column names, and loaded with ``Manager.raw()``, which converts every column as a queryset would: the same
-rows for about a fifth of the CPU.
+the site. Through querysets (three, with joins and subqueries) they cost about 6.4 ms of CPU per request on
+Postgres, nearly all of it Django building the same SQL again each time; under load (issue 14) that was about
+30% of the web server's CPU. Here each query is a fixed SQL string, built once per process from the models' own
+table and column names, and loaded with ``Manager.raw()``, which converts every column as a queryset would:
+the same rows for about 2.4 ms, though in four simpler queries (a raw query loads one model).
 
 Related objects are attached as the querysets they replace attached them (a participant's study, a
 conversation's participant, a turn's conversation), so callers read them without another query. A

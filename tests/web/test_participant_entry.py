@@ -61,10 +61,10 @@ def same_place(token: str) -> str:
     read, _ = flow.enter(token)
     assert values(read) == values(participant) and values(read.study) == values(study)
     if consented and profiled and not participant.is_withdrawn:
-        assert flow.active_conversation(read) == conversation
+        read_conversation = flow.active_conversation(read)
+        assert read_conversation == conversation
         if conversation is not None:
-            assert values(flow.active_conversation(read)) == values(conversation)
-            assert flow.active_conversation(read).participant is read
+            assert values(read_conversation) == values(conversation) and read_conversation.participant is read
             if last is not None:
                 read_last = flow.entry_reads.last_turn(conversation)
                 assert values(read_last) == values(last) and read_last.conversation is conversation
