@@ -8,10 +8,14 @@ B. faults: 10% HTTP 429 (with Retry-After), 10% HTTP 500, 2% hung requests
    (the client gives up after the model's ``timeout``), 5% malformed JSON.
    Coverage (turn and post) must be 100% and the replay within 2x of A;
 C. fault-free, with ``kill -9`` of one worker once a third of the conversations
-   are done: scores must equal A's, and the fake server's count of answered
-   requests shows what was paid twice (only requests in flight in the killed
-   worker can be; their answers never reached the cache) next to the run's own
-   count, which must equal the server's.
+   are done: scores must equal A's, and the run's count of requests must equal
+   the server's. The server counts an answer as paid when it goes to a client
+   still connected: ``answered_twice`` (must be 0) is a call paid twice, which
+   only an answer read but not yet in the call cache could cause. Requests in
+   flight in the killed worker get their answers after it died; nobody reads
+   them, and they are sent again. They are reported apart (``abandoned``):
+   a provider that bills abandoned requests bills them, and the run has
+   counted them as sent.
 
 Usage: python bench/replay_faults.py [--cap 32 --conversations 40 --turns 8 --latency-ms 200]
 The last line is machine-readable.
@@ -98,7 +102,7 @@ def main() -> None:
 
         def progress(done: int, total: int) -> None:
             if kill_at is not None and not killed and done >= kill_at * total:
-                # Requests in flight then may be answered to a dead worker: only those can be paid twice.
+                # Requests in flight then are answered after the worker died (abandoned), and sent again.
                 in_flight.append(http_json(f"{control}/stats")["in_flight"])
                 harness.kill(0)
                 killed.append(done)
@@ -113,6 +117,7 @@ def main() -> None:
             errors=stats["errors"],
             malformed=stats["malformed"],
             answered_twice=sum(count - 1 for count in digests.values() if count > 1),
+            abandoned=stats["abandoned"],
             killed_at=killed[0] if killed else None,
             in_flight_at_kill=in_flight[0] if in_flight else None,
         )
@@ -144,7 +149,8 @@ def main() -> None:
         print(
             f"  {name}: run {r['run']} {r['status']}, replay {r['replay_s']:.2f} s, server saw {r['server_requests']} "
             f"requests (errors {r['errors']}, malformed {r['malformed']}), run counted {r['calls_made']} "
-            f"(recovered {r['calls_recovered']}), answered twice {r['answered_twice']}, peak {r['peak']}"
+            f"(recovered {r['calls_recovered']}), answered twice {r['answered_twice']}, answered after the client "
+            f"left {r['abandoned']}, peak {r['peak']}"
             + (
                 f", worker killed at {r['killed_at']} conversations done with {r['in_flight_at_kill']} requests in "
                 "flight at the server (both workers)"
@@ -157,7 +163,7 @@ def main() -> None:
     print(
         f"coverage={turn_cov:.3f} post_coverage={post_cov:.3f} fault_wall_ratio={ratio:.2f} "
         f"kill_same_scores={int(same_scores)} kill_answered_twice={killed['answered_twice']} "
-        f"kill_in_flight={killed['in_flight_at_kill']} "
+        f"kill_in_flight={killed['in_flight_at_kill']} kill_abandoned={killed['abandoned']} "
         f"kill_run_calls={killed['calls_made']} kill_server_requests={killed['server_requests']} "
         f"clean_replay_s={clean['replay_s']:.3f} fault_replay_s={faulty['replay_s']:.3f} load1={load[0]:.2f}"
     )

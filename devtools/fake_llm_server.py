@@ -102,14 +102,18 @@ class FakeStats:
     # what a provider would see of a client's concurrency.
     in_flight: int = 0
     peak_in_flight: int = 0
-    # sha256 of each request's messages (json, sorted keys) -> times asked; lets a test
-    # prove that no call of a finished conversation was sent twice.
+    # sha256 of each request's messages (json, sorted keys) -> times answered (a request whose client left
+    # first is not: see ``abandoned``); lets a test prove that no call was paid twice.
     digests: Counter = field(default_factory=Counter)
+    # Requests whose client closed the connection before their answer (a client that timed out, a killed
+    # worker): cancelled unanswered, so never in ``digests``; a benchmark reports them apart.
+    abandoned: int = 0
     # The bearer token of each request -> times sent: lets a test prove which key (if
     # any) a client handed to this host.
     bearer_tokens: Counter = field(default_factory=Counter)
-    # Wall-clock (epoch seconds) of the first request received and the last answer sent since the last
-    # reset: a benchmark driving another process measures the replay from the provider's side with them.
+    # Wall-clock (epoch seconds) of the first request received and the last answer sent to a connected client
+    # since the last reset: a benchmark driving another process measures the replay from the provider's side
+    # with them (a hung request answered long after its client gave up does not stretch it).
     first_request_at: float | None = None
     last_answer_at: float | None = None
 
@@ -222,10 +226,16 @@ class _App:
         stats.in_flight += 1
         stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
         try:
-            return await self._answer(request)
+            response = await self._answer(request)
+        except asyncio.CancelledError:
+            # The client left before its answer (it timed out, or its process died): aiohttp cancels the
+            # handler (``handler_cancellation``), as a provider stops generating for a closed connection.
+            stats.abandoned += 1
+            raise
         finally:
             stats.in_flight -= 1
-            stats.last_answer_at = time.time()
+        stats.last_answer_at = time.time()
+        return response
 
     async def _answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -378,7 +388,7 @@ class FakeLLMServer:
             asyncio.set_event_loop(loop)
             try:
                 app, self._state = make_app(self.config)
-                self._runner = web.AppRunner(app, access_log=None)
+                self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
                 loop.run_until_complete(self._runner.setup())
                 site = web.TCPSite(self._runner, self.host, self.port)
                 loop.run_until_complete(site.start())
@@ -517,7 +527,7 @@ def main(argv: list[str] | None = None) -> None:
 
     async def serve() -> None:
         app, _ = make_app(config)
-        runner = web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await runner.setup()
         site = web.TCPSite(runner, options.host, options.port)
         await site.start()

@@ -220,3 +220,39 @@ def test_concurrent_replays_respect_the_global_cap(server):
     assert [r.conversation_id for r in results] == [f"c{i}" for i in range(6)]
     assert scheduler.peak_in_flight == 4
     assert server.stats()["requests"] == sum(planned_calls(c, judge=False) for c in conversations)
+
+
+def test_a_request_whose_client_leaves_is_abandoned_unanswered_and_a_later_answer_is_counted(server):
+    """What the benchmarks count as paid: answers, not requests a client gave up on (a timeout, a killed worker)."""
+    import json
+    import socket
+
+    from devtools.fake_llm_server import request_digest
+
+    server.configure(latency_ms=60_000)  # the answer would come a minute later: only the client's leaving ends it
+    messages = P.build_messages(draft_context())
+    body = json.dumps({"model": "fake-em", "messages": messages}).encode()
+    host, port = server.url.split("//", 1)[1].split("/", 1)[0].split(":")
+    with socket.create_connection((host, int(port))) as raw:
+        raw.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: fake\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        deadline = time.monotonic() + 60
+        while server.stats()["in_flight"] != 1:
+            assert time.monotonic() < deadline, "the request never reached the server"
+            time.sleep(0.01)
+    deadline = time.monotonic() + 60
+    while server.stats()["in_flight"] != 0:  # the close cancels the request at once, not after its minute
+        assert time.monotonic() < deadline, "the server kept answering a client that had left"
+        time.sleep(0.01)
+    stats = server.stats()
+    assert (stats["requests"], stats["abandoned"], stats["completions"]) == (1, 1, 0)
+    assert stats["last_answer_at"] is None and server.digests() == {}
+
+    server.configure(latency_ms=0)
+    one_call(server, em(server), Scheduler())
+    stats = server.stats()
+    assert (stats["requests"], stats["abandoned"], stats["completions"]) == (2, 1, 1)
+    assert stats["last_answer_at"] is not None and server.digests() == {request_digest(messages): 1}
