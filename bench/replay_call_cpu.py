@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from attunebench.replay import prompts as P
-from attunebench.replay.llm import EMSpec, LiteLLMBackend, _litellm, register_unlisted
+from attunebench.replay.llm import EMSpec, LiteLLMBackend, load_litellm, register_unlisted
 from attunebench.replay.parsing import parse_reply
 from attunebench.replay.scheduler import Scheduler
 from devtools.fake_llm_server import start_subprocess
@@ -57,7 +57,7 @@ def main() -> None:
     options = parser.parse_args()
     process, api_base = start_subprocess()
     try:
-        litellm = _litellm()
+        litellm = load_litellm()
         ctx = draft_context()
         messages = P.build_messages(ctx)
         spec = EMSpec(name="fake/em", litellm_model="openai/fake-em", api_base=api_base, params={"timeout": 30.0})

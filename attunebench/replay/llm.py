@@ -250,7 +250,7 @@ _configured = False
 _registered_unlisted: set[str] = set()
 
 
-def _litellm() -> Any:
+def load_litellm() -> Any:
     """Import and configure litellm on first use (slow import; no network).
 
     Only litellm's documented module settings are touched.
@@ -328,7 +328,7 @@ class LiteLLMBackend:
     cacheable = True
 
     async def complete(self, spec: EMSpec, messages: list[dict[str, str]], ctx: CallContext) -> Completion:
-        litellm = _litellm()
+        litellm = load_litellm()
         register_unlisted(litellm, spec.litellm_model)
         kwargs: dict[str, Any] = {
             "model": spec.litellm_model,
@@ -383,7 +383,7 @@ def price_per_token(spec: EMSpec) -> tuple[float, float] | None:
         return ((spec.input_cost_per_million or 0.0) / 1e6, (spec.output_cost_per_million or 0.0) / 1e6)
     if spec.is_offline:
         return (0.0, 0.0)
-    model_cost = _litellm().model_cost
+    model_cost = load_litellm().model_cost
     names = (spec.litellm_model, spec.litellm_model.split("/", 1)[-1])
     entry = next((model_cost[n] for n in names if n in model_cost and n not in _registered_unlisted), None)
     if not entry or entry.get("input_cost_per_token") is None or entry.get("output_cost_per_token") is None:

@@ -72,7 +72,7 @@ def test_dry_run_counts_calls_and_prices_them():
 
 
 def test_one_price_lookup_for_calls_and_estimates():
-    from attunebench.replay.llm import _litellm, call_cost, price_per_token
+    from attunebench.replay.llm import call_cost, load_litellm, price_per_token
 
     own = EMSpec(name="p", litellm_model="openai/p", input_cost_per_million=1.0, output_cost_per_million=4.0)
     assert price_per_token(own) == (1e-6, 4e-6)
@@ -82,7 +82,7 @@ def test_one_price_lookup_for_calls_and_estimates():
     assert price_per_token(half) == (0.0, 4e-6)  # a missing side of an override is free
     assert price_per_token(spec_from_name("baseline:random")) == (0.0, 0.0)
     listed = EMSpec(name="g", litellm_model="openai/gpt-4o-mini")  # found without its provider prefix
-    entry = _litellm().model_cost["gpt-4o-mini"]
+    entry = load_litellm().model_cost["gpt-4o-mini"]
     assert price_per_token(listed) == (entry["input_cost_per_token"], entry["output_cost_per_token"])
     unknown = EMSpec(name="u", litellm_model="nowhere/unknown-model")
     assert price_per_token(unknown) is None and call_cost(unknown, 10, 10) is None

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from attunebench.replay import llm
-from attunebench.replay.llm import EMSpec, _litellm, price_per_token, register_unlisted
+from attunebench.replay.llm import EMSpec, load_litellm, price_per_token, register_unlisted
 
 
 def test_an_unlisted_model_is_registered_once_and_its_cost_stays_unknown():
-    litellm = _litellm()
+    litellm = load_litellm()
     spec = EMSpec(name="ad-hoc", litellm_model="openai/attune-test-unlisted-model", api_base="http://127.0.0.1:9/v1")
     assert spec.litellm_model not in litellm.model_cost
     assert price_per_token(spec) is None
@@ -22,7 +22,7 @@ def test_an_unlisted_model_is_registered_once_and_its_cost_stays_unknown():
 
 
 def test_a_listed_model_is_left_as_litellm_knows_it():
-    litellm = _litellm()
+    litellm = load_litellm()
     listed = next(
         name
         for name, entry in litellm.model_cost.items()

@@ -267,10 +267,10 @@ class Command(BaseCommand):
         from django.db import connections
 
         from attunebench.replay.aio import Abandoned
-        from attunebench.replay.llm import _litellm
+        from attunebench.replay.llm import load_litellm
 
         if not em.is_offline or (config.judge is not None and not config.judge.is_offline):
-            _litellm()  # import once before forking
+            load_litellm()  # import once before forking
         connections.close_all()  # no database connection shared with the children
         context = multiprocessing.get_context("fork")
         progress = context.Array("d", len(PROGRESS_FIELDS) * processes, lock=False)
