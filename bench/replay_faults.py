@@ -8,14 +8,18 @@ B. faults: 10% HTTP 429 (with Retry-After), 10% HTTP 500, 2% hung requests
    (the client gives up after the model's ``timeout``), 5% malformed JSON.
    Coverage (turn and post) must be 100% and the replay within 2x of A;
 C. fault-free, with ``kill -9`` of one worker once a third of the conversations
-   are done: scores must equal A's, and the run's count of requests must equal
-   the server's. The server counts an answer as paid when it goes to a client
-   still connected: ``answered_twice`` (must be 0) is a call paid twice, which
-   only an answer read but not yet in the call cache could cause. Requests in
-   flight in the killed worker get their answers after it died; nobody reads
-   them, and they are sent again. They are reported apart (``abandoned``):
-   a provider that bills abandoned requests bills them, and the run has
-   counted them as sent.
+   are done: scores must equal A's. The run's count of requests is printed beside
+   the server's: it may exceed it by the few the killed worker counted and never
+   sent (a request is counted before it goes out, so none sent is missed). The server
+   counts a request as answered when it writes the answer; ``abandoned`` are
+   requests whose client closed the connection first (each timed-out request
+   of run B; a killed worker's, when the server sees its sockets close before
+   answering). ``answered_twice`` are calls answered twice: the answers that
+   reached the killed worker but were not yet in the call cache when it died
+   (the cache is written as soon as an answer is parsed, but a busy worker
+   takes a while to read and parse one) and are asked again after the requeue.
+   No client can bring that to zero against ``kill -9``; it is of the order of
+   the calls in flight at the kill, printed beside it.
 
 Usage: python bench/replay_faults.py [--cap 32 --conversations 40 --turns 8 --latency-ms 200]
 The last line is machine-readable.
@@ -102,7 +106,7 @@ def main() -> None:
 
         def progress(done: int, total: int) -> None:
             if kill_at is not None and not killed and done >= kill_at * total:
-                # Requests in flight then are answered after the worker died (abandoned), and sent again.
+                # Requests in flight now are the most the killed worker can have paid for and lost.
                 in_flight.append(http_json(f"{control}/stats")["in_flight"])
                 harness.kill(0)
                 killed.append(done)
