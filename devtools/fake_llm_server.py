@@ -111,9 +111,9 @@ class FakeStats:
     # The bearer token of each request -> times sent: lets a test prove which key (if
     # any) a client handed to this host.
     bearer_tokens: Counter = field(default_factory=Counter)
-    # Wall-clock (epoch seconds) of the first request received and the last answer sent to a connected client
-    # since the last reset: a benchmark driving another process measures the replay from the provider's side
-    # with them (a hung request answered long after its client gave up does not stretch it).
+    # Wall-clock (epoch seconds) of the first request received and the last answer written since the last
+    # reset: a benchmark driving another process measures the replay from the provider's side with them (a
+    # request whose client gave up is cancelled, so a hung one no longer stretches it).
     first_request_at: float | None = None
     last_answer_at: float | None = None
 

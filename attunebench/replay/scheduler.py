@@ -9,6 +9,11 @@ connections) are retried with exponential backoff and "equal jitter"; a
 that request's: a provider refusing a few calls at random still serves the
 others, and sustained overload is the adaptive level's business).
 
+Slots are released while waiting, so backoff never idles capacity. (This
+retry loop is ours rather than tenacity's because those three rules act
+between the attempts, on the slots and the provider's pause, where a generic
+retrier would need a callback for each.)
+
 The backoff grows with the provider's failures, not with one call's bad luck:
 a retry's exponent is the smaller of the call's retries so far and the
 provider's failures since its last success (other calls' included). When the
@@ -17,10 +22,6 @@ as usual; when it fails calls at random and answers the rest, a call that drew
 five failures in a row still waits the first step only. With per-call
 exponents alone, at 22% random failures about one call in 2,000 failed five
 times in a row and waited 8-15 s, which alone could set the end of a run.
-Slots are released while waiting, so backoff never idles capacity. (This
-retry loop is ours rather than tenacity's because those three rules act
-between the attempts, on the slots and the provider's pause, where a generic
-retrier would need a callback for each.)
 
 How many calls a provider may have in flight adapts (``AdaptiveLimit``,
 additive increase, multiplicative decrease): it starts at the provider's cap
