@@ -8,7 +8,6 @@ connections) are retried with exponential backoff and "equal jitter"; a
 ``Retry-After`` from the provider is a floor on that request's wait (only
 that request's: a provider refusing a few calls at random still serves the
 others, and sustained overload is the adaptive level's business).
-
 Slots are released while waiting, so backoff never idles capacity. (This
 retry loop is ours rather than tenacity's because those three rules act
 between the attempts, on the slots and the provider's pause, where a generic
