@@ -7,7 +7,8 @@ conversation waits for the broker's visibility timeout.
 A worker imports litellm before it takes its first task (``worker_init``, in the
 main process, so prefork children inherit it): left to the first model call, the
 import (about 6 s of CPU here) delayed the first run's first request, once in every
-child process.
+child process. Only the import: the web server's ``attune_site.warmup`` also runs a
+mock completion on a thread of its own, which must not happen before a fork.
 """
 
 import logging

@@ -153,8 +153,8 @@ def main() -> None:
         print(
             f"  {name}: run {r['run']} {r['status']}, replay {r['replay_s']:.2f} s, server saw {r['server_requests']} "
             f"requests (errors {r['errors']}, malformed {r['malformed']}), run counted {r['calls_made']} "
-            f"(recovered {r['calls_recovered']}), answered twice {r['answered_twice']}, answered after the client "
-            f"left {r['abandoned']}, peak {r['peak']}"
+            f"(recovered {r['calls_recovered']}), answered twice {r['answered_twice']}, left unanswered by "
+            f"their client {r['abandoned']}, peak {r['peak']}"
             + (
                 f", worker killed at {r['killed_at']} conversations done with {r['in_flight_at_kill']} requests in "
                 "flight at the server (both workers)"

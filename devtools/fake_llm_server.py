@@ -105,8 +105,9 @@ class FakeStats:
     # sha256 of each request's messages (json, sorted keys) -> times answered (a request whose client left
     # first is not: see ``abandoned``); lets a test prove that no call was paid twice.
     digests: Counter = field(default_factory=Counter)
-    # Requests whose client closed the connection before their answer (a client that timed out, a killed
-    # worker): cancelled unanswered, so never in ``digests``; a benchmark reports them apart.
+    # Requests whose client closed the connection before their answer was complete (a client that timed out,
+    # a killed worker): cancelled. Cancelled before answering, they are not in ``digests``; a streamed reply
+    # cut off part-way is in both. A benchmark reports them apart.
     abandoned: int = 0
     # The bearer token of each request -> times sent: lets a test prove which key (if
     # any) a client handed to this host.

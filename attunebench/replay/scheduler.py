@@ -379,9 +379,9 @@ class Scheduler:
         failures in a row the provider has had (see the module's docstring)."""
         return max(0, min(retry, self._failures_since_success[provider] - 1))
 
-    def backoff_delay(self, retry: int, retry_after: float | None) -> float:
-        """Exponential backoff with equal jitter; ``Retry-After`` is a floor."""
-        ceiling = min(self.max_delay, self.base_delay * 2.0**retry)
+    def backoff_delay(self, step: int, retry_after: float | None) -> float:
+        """Exponential backoff with equal jitter at ``step`` (``backoff_step``); ``Retry-After`` is a floor."""
+        ceiling = min(self.max_delay, self.base_delay * 2.0**step)
         delay = ceiling / 2 + self.rng.uniform(0, ceiling / 2)
         if retry_after is not None and retry_after > 0:
             delay = max(delay, min(retry_after, self.max_delay * 5))
