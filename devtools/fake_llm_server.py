@@ -393,7 +393,7 @@ class FakeLLMServer:
                 loop.run_until_complete(self._runner.setup())
                 site = web.TCPSite(self._runner, self.host, self.port)
                 loop.run_until_complete(site.start())
-                self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+                self.port = self._runner.addresses[0][1]  # the port the system chose for port 0
             except BaseException as exc:  # reported to the starting thread
                 failure.append(exc)
                 ready.set()
@@ -532,7 +532,7 @@ def main(argv: list[str] | None = None) -> None:
         await runner.setup()
         site = web.TCPSite(runner, options.host, options.port)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        port = runner.addresses[0][1]
         print(f"{READY_PREFIX} http://{options.host}:{port}/v1", flush=True)
         await asyncio.Event().wait()
 
