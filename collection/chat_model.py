@@ -12,12 +12,13 @@ participant's browser (SPEC 3.1).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import logging
 import os
+import queue
 import re
 import threading
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -193,7 +194,6 @@ async def _astream_live(
 
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
-_END = object()
 
 
 def _forget_loop() -> None:
@@ -222,48 +222,87 @@ def _background_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-_LATE = object()
+# How long a reader waits, beyond the reply's own time limit, for the chat loop to say the reply is over:
+# only a loop that has stopped altogether would take longer.
+_LOOP_GRACE_SECONDS = 30.0
 
 
-async def _next_chunk(agen: AsyncGenerator[str, None], seconds_left: float) -> object:
-    """The next chunk, _END, or _LATE when the reply's time is up (the provider stream is then cancelled)."""
+async def _pump(agen: AsyncGenerator[str, None], out: queue.SimpleQueue[object], request: ReplyRequest) -> None:
+    """Put the reply's chunks on ``out`` as they arrive, on the chat loop, within the reply's time limit.
+
+    The provider stream is closed before this returns, however it ends; the task's done callback then puts
+    the task itself on ``out``, which tells the reading thread the reply is over and how.
+    """
+    limit = settings.ATTUNE_CHAT_TIMEOUT_SECONDS
     try:
-        return await asyncio.wait_for(agen.__anext__(), timeout=max(seconds_left, 0.0))
-    except StopAsyncIteration:
-        return _END
+        async with asyncio.timeout(limit):
+            async for chunk in agen:
+                out.put(chunk)
     except TimeoutError:
-        return _LATE
+        logger.warning(
+            "original model %s did not finish turn %s within %s s", request.model_key, request.turn_number, limit
+        )
+        raise ChatModelError() from None
+    finally:
+        await agen.aclose()
 
 
 def stream_reply(request: ReplyRequest, record: CallRecord | None = None) -> Generator[str, None, None]:
     """The async stream driven from synchronous code (a WSGI streaming response).
 
-    The whole reply must arrive within ``ATTUNE_CHAT_TIMEOUT_SECONDS``: a provider
-    that hangs, or trickles a word now and then, ends in ChatModelError and frees
-    the thread. Closing this generator early (the participant's browser went
-    away) closes the provider stream too.
+    One task on the chat loop reads the whole reply and queues its chunks; this
+    thread takes whatever has arrived each time it looks, so a busy server sends
+    a few words at once instead of falling behind word by word, and no chunk
+    costs a round trip through the loop. The whole reply must arrive within
+    ``ATTUNE_CHAT_TIMEOUT_SECONDS``: a provider that hangs, or trickles a word
+    now and then, ends in ChatModelError and frees the thread. Closing this
+    generator early (the participant's browser went away) cancels the task,
+    which closes the provider stream before this returns.
     """
     loop = _background_loop()
-    agen = astream_reply(request, record)
-    limit = settings.ATTUNE_CHAT_TIMEOUT_SECONDS
-    deadline = time.monotonic() + limit
+    out: queue.SimpleQueue[object] = queue.SimpleQueue()
+    started: concurrent.futures.Future[asyncio.Task[None]] = concurrent.futures.Future()
+
+    def start() -> None:
+        task = loop.create_task(_pump(astream_reply(request, record), out, request))
+        task.add_done_callback(out.put)
+        started.set_result(task)
+
+    loop.call_soon_threadsafe(start)
+    task = started.result()
+    wait = settings.ATTUNE_CHAT_TIMEOUT_SECONDS + _LOOP_GRACE_SECONDS
+    over = False
     try:
         while True:
-            seconds_left = deadline - time.monotonic()
-            chunk = asyncio.run_coroutine_threadsafe(_next_chunk(agen, seconds_left), loop).result()
-            if chunk is _END:
+            items = [_take(out, wait)]
+            while not isinstance(items[-1], asyncio.Task):
+                try:
+                    items.append(out.get_nowait())
+                except queue.Empty:
+                    break
+            over = isinstance(items[-1], asyncio.Task)
+            text = "".join(item for item in items if isinstance(item, str))
+            if text:
+                yield text
+            if over:
+                failure = task.exception()  # the task is done: its outcome no longer changes
+                if failure is not None:
+                    raise failure
                 return
-            if chunk is _LATE:
-                logger.warning(
-                    "original model %s did not finish turn %s within %s s",
-                    request.model_key,
-                    request.turn_number,
-                    limit,
-                )
-                raise ChatModelError()
-            yield chunk  # type: ignore[misc]
     finally:
-        asyncio.run_coroutine_threadsafe(agen.aclose(), loop).result()
+        if not over:
+            loop.call_soon_threadsafe(task.cancel)
+            while not isinstance(_take(out, wait), asyncio.Task):
+                pass
+
+
+def _take(out: queue.SimpleQueue[object], seconds: float) -> object:
+    """The next item the chat loop queued; a loop silent for ``seconds`` is a failure, never a hung thread."""
+    try:
+        return out.get(timeout=seconds)
+    except queue.Empty:
+        logger.error("the chat loop sent nothing for %s s: the reply is abandoned", seconds)
+        raise ChatModelError() from None
 
 
 _slots_lock = threading.Lock()

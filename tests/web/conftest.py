@@ -61,8 +61,9 @@ class FakeOpenAIServer:
     what successful requests return (streamed word by word when asked to stream),
     after the queued ``replies`` have been given one per streamed request.
     ``model_seen`` records the model names requests asked for. Setting ``gate`` to a
-    ``threading.Event`` makes streams hang after their first word until it is set;
-    ``holding`` is released once for each stream that reached that point.
+    ``threading.Event`` makes streams hang after their first word (after word number
+    ``hold_after``, counted from 0) until it is set; ``holding`` is released once for
+    each stream that reached that point.
     """
 
     def __init__(self) -> None:
@@ -112,7 +113,7 @@ class FakeOpenAIServer:
                         }
                         self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                         self.wfile.flush()
-                        if i == 0 and server.gate is not None:  # a hung provider: first word, then silence
+                        if i == server.hold_after and server.gate is not None:  # a hung provider: silence
                             server.holding.release()
                             server.gate.wait(timeout=300)
                     end = {
@@ -151,6 +152,7 @@ class FakeOpenAIServer:
         self.fail_next = 0
         self.replies: list[str] = []  # streamed replies to give first, in order; then ``reply`` every time
         self.gate: threading.Event | None = None
+        self.hold_after = 0
         self.holding = threading.Semaphore(0)
         self.reply = "I am here with you. That sounds really hard. What feels heaviest right now?"
         self.rewrite = "That sounds so hard, and it makes sense you feel this way. What would help most right now?"

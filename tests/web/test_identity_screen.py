@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import threading
 
 import pytest
 from django.core.cache import cache
@@ -57,14 +59,31 @@ def _shown(events: list[dict]) -> str:
     return text
 
 
+def _reply_releasing_the_gate_once_shown(walker: Walker, gate: threading.Event) -> list[dict]:
+    """The reply's events, read one at a time as a browser reads them; ``gate`` is set once text is shown."""
+    response = walker.post(walker.url("chat/reply/1/"), HTTP_ACCEPT="application/x-ndjson")
+    assert response.status_code == 200
+    events = []
+    for piece in response.streaming_content:
+        for line in piece.decode().splitlines():
+            if line:
+                events.append(json.loads(line))
+                if events[-1]["type"] == "delta":
+                    gate.set()
+    return events
+
+
 def test_a_reply_that_names_its_model_is_asked_again_and_the_participant_never_sees_the_name(
     walker, live, client, researcher
 ):
     live.replies = [LEAKING]
     live.rewrite = "As ChatGPT I would say: that sounds like a heavy week. What would help most right now?"
+    # The provider pauses after the clean start of the leaking reply until the participant has been shown
+    # some of it: the name then arrives in text already on screen, which must be cleared.
+    live.gate, live.hold_after = threading.Event(), LEAKING.split(" ").index("alone.")
     walker.to_chat()
     walker.send("This week has been so heavy and I feel alone with it.", 1)
-    events = walker.reply(1)
+    events = _reply_releasing_the_gate_once_shown(walker, live.gate)
 
     assert events[-1]["type"] == "done"
     assert "restart" in [e["type"] for e in events]  # a clean prefix of the leaking reply was shown, then cleared

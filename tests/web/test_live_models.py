@@ -8,12 +8,14 @@ costs exactly 0.50 USD.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from decimal import Decimal
 
 import pytest
 
 from annotation.alternates import improved_reply, offline_rewrite
-from collection.chat_model import CallRecord, ChatModelError, ReplyRequest, stream_reply
+from collection.chat_model import CallRecord, ChatModelError, ReplyRequest, _background_loop, _pump, stream_reply
 from collection.live_spend import price_call, study_spend
 from collection.models import Conversation, LiveCall, OriginalModel, Study, Turn
 from collection.study_flow import LIVE_BUDGET_MESSAGE
@@ -60,12 +62,45 @@ def request_for(server, model: str = PRICED, fallback: str = "") -> ReplyRequest
     )
 
 
-def test_a_live_reply_streams_in_pieces(live):
+def test_a_live_reply_reaches_the_reader_before_the_provider_has_finished(live):
     live.reply = "I am here with you and I am listening"
+    held = "I am here with"
+    live.gate, live.hold_after = threading.Event(), len(held.split(" ")) - 1  # then silence until let go
     record = CallRecord()
-    chunks = list(stream_reply(request_for(live), record))
-    assert len(chunks) == 9 and "".join(chunks) == live.reply  # one chunk per word, as the provider sent them
+    stream = stream_reply(request_for(live), record)
+    shown = ""
+    try:
+        while shown != held:  # whatever had arrived, piece by piece, never a word the provider held back
+            shown += next(stream)
+            assert held.startswith(shown), shown
+    finally:
+        live.gate.set()
+    assert shown + "".join(stream) == live.reply
     assert record.answered_by == PRICED and live.requests[0]["stream"] is True
+
+
+def replies_on_the_chat_loop() -> list[asyncio.Task]:
+    """The reply tasks still running on the process's chat loop."""
+
+    async def running() -> list[asyncio.Task]:
+        return [t for t in asyncio.all_tasks() if t.get_coro().__qualname__ == _pump.__qualname__]
+
+    return asyncio.run_coroutine_threadsafe(running(), _background_loop()).result(timeout=10)
+
+
+def test_a_reader_that_leaves_early_closes_the_provider_stream_and_frees_the_reply(live):
+    live.reply = "I am here with you and I am listening"
+    live.gate = threading.Event()  # the provider holds after its first word
+    stream = stream_reply(request_for(live))
+    try:
+        assert next(stream) == "I"
+        stream.close()  # the participant's browser went away: the reply's task ends, closing the provider stream
+        assert replies_on_the_chat_loop() == []
+    finally:
+        live.gate.set()
+    with pytest.raises(StopIteration):
+        next(stream)
+    assert "".join(stream_reply(request_for(live))) == live.reply  # the chat loop serves the next reply
 
 
 def test_the_fallback_answers_when_the_provider_fails(live):

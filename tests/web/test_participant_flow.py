@@ -312,7 +312,8 @@ def test_message_is_saved_before_the_model_is_called_and_survives_a_failure(walk
     assert [e["type"] for e in events][-1] == "done"
     reply = "".join(e["text"] for e in events if e["type"] == "delta")
     assert Turn.objects.get(pk=turn.pk).llm_response == reply.strip()
-    assert len([e for e in events if e["type"] == "delta"]) > 3  # it really streamed in pieces
+    # Pieces that arrive together are sent together: how many depends on speed (see test_live_models).
+    assert [e["type"] for e in events if e["type"] != "delta"] == ["start", "done"]
     assert walker.current().endswith("/turn/1/")
 
 
