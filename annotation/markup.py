@@ -19,8 +19,11 @@ A form nobody has answered yet (the usual first view of a page) goes further: it
 list are the same for every participant shown the same questions, so :func:`blank_form_markup` keeps the section
 by the form's shape and the page builds none of those sections' bound fields.
 
-The output is equivalent to ``participant/includes/answer_pills.html`` and ``scale.html`` (kept as the reference
-the tests compare with) rendered with a bound radio field, and
+The radio and check box lists of the other participant pages (profile, topic, rewrite, surveys: :func:`choices`)
+went through a Django widget template per option too; they are built here the same way.
+
+The output is equivalent to ``participant/includes/answer_pills.html``, ``scale.html`` and ``choices.html`` (kept
+as the reference the tests compare with) rendered with a bound field, and
 to Django's own rendering of a check box or a menu (tests/web/test_annotation_markup.py checks that, including
 escaping, errors and the chosen value); every text is escaped with Django's ``escape`` and the result is marked
 safe only here.
@@ -163,6 +166,103 @@ def checkbox(field: BoundField) -> SafeString:
     if widget.check_test(field.value()):
         attrs["checked"] = True
     return mark_safe(f'<input type="checkbox" name="{escape(field.html_name)}"{_attributes(attrs)}>')
+
+
+class _ChoicesState(NamedTuple):
+    """Everything a list of radios or check boxes depends on (``choices``); hashable, so it is cached by it."""
+
+    html_name: str
+    label: str
+    hint: str
+    input_type: str
+    choices: tuple[tuple[str, str], ...]
+    chosen: frozenset[int]  # the indexes of the options shown ticked
+    attrs: tuple[tuple[str, Any], ...]  # every option's attributes before its own id and ``checked``
+    errors: tuple[str, ...]
+
+
+_CHOICE_WIDGETS = (forms.RadioSelect, forms.CheckboxSelectMultiple)
+
+
+def choices(field: BoundField, hint: str = "") -> SafeString:
+    """A radio or check box list with its legend, hint and error, as ``participant/includes/choices.html``
+    renders it (each option through Django's widget templates), from a cache."""
+    return mark_safe(_choices(_choices_state(field, hint)))
+
+
+def pair_options(field: BoundField) -> SafeString:
+    """A comparison's A/B radios as numbered pills, as ``participant/includes/compare_pairs.html`` wrote them
+    with Django's widget templates, from a cache."""
+    return mark_safe(_pair_options(_choices_state(field, "")))
+
+
+def _choices_state(field: BoundField, hint: str) -> _ChoicesState:
+    widget = field.field.widget
+    if type(widget) not in _CHOICE_WIDGETS:
+        raise TypeError(f"{field.html_name}: choices() renders a RadioSelect or CheckboxSelectMultiple")
+    if any(isinstance(label, (list, tuple)) for _, label in widget.choices):
+        raise TypeError(f"{field.html_name}: choices() renders flat options, not groups")
+    options = tuple(("" if value is None else str(value), str(label)) for value, label in widget.choices)
+    # the option attributes as BoundField.subwidgets builds them: the widget's, then id, required, aria
+    id_ = widget.attrs.get("id") or field.auto_id
+    attrs = {**widget.attrs, **field.build_widget_attrs({"id": id_} if id_ else {})}
+    shown = set(widget.format_value(field.value()))
+    chosen = [index for index, (value, _) in enumerate(options) if value in shown]
+    if not widget.allow_multiple_selected:
+        chosen = chosen[:1]
+    return _ChoicesState(
+        field.html_name,
+        str(field.label),
+        str(hint),
+        widget.input_type,
+        options,
+        frozenset(chosen),
+        tuple(attrs.items()),
+        tuple(str(error) for error in field.errors),
+    )
+
+
+def _option_tags(state: _ChoicesState) -> list[tuple[str, str, str]]:
+    """Per option: (its id escaped, its ``<input>`` as Django's ``input_option.html`` writes it, its label escaped)."""
+    name = escape(state.html_name)
+    base = dict(state.attrs)
+    options = []
+    for index, (value, label) in enumerate(state.choices):
+        attrs = dict(base)
+        if "id" in attrs:
+            attrs["id"] = f"{attrs['id']}_{index}"
+        if index in state.chosen:
+            attrs["checked"] = True
+        tag = f'<input type="{state.input_type}" name="{name}" value="{escape(value)}"{_attributes(attrs)}>'
+        options.append((escape(attrs.get("id", "")), tag, escape(label)))
+    return options
+
+
+@lru_cache(maxsize=1024)
+def _choices(state: _ChoicesState) -> str:
+    name = escape(state.html_name)
+    error_class = " has-error" if state.errors else ""
+    described = f' aria-describedby="error-{name}"' if state.errors else ""
+    parts = [f'<fieldset class="choices{error_class}" id="field-{name}"{described}>']
+    parts.append(f"<legend>{escape(state.label)}</legend>")
+    if state.hint:
+        parts.append(f'<p class="hint">{escape(state.hint)}</p>')
+    if state.errors:
+        messages = "".join(f'<span class="visually-hidden">Error: </span>{escape(e)} ' for e in state.errors)
+        parts.append(f'<p class="field-error" id="error-{name}">{messages}</p>')
+    for option_id, tag, label in _option_tags(state):
+        parts.append(f'<label class="choice" for="{option_id}">{tag}<span>{label}</span></label>')
+    parts.append("</fieldset>")
+    return "".join(parts)
+
+
+@lru_cache(maxsize=1024)
+def _pair_options(state: _ChoicesState) -> str:
+    return "".join(
+        f'<label class="pill" for="{option_id}">{tag}<span>{label}'
+        f'<kbd class="key-hint" aria-hidden="true">{number}</kbd></span></label>'
+        for number, (option_id, tag, label) in enumerate(_option_tags(state), start=1)
+    )
 
 
 @lru_cache(maxsize=256)

@@ -32,6 +32,12 @@ def select(field: BoundField) -> SafeString:
 
 
 @register.filter
+def pair_options(field: BoundField) -> SafeString:
+    """``{{ field|pair_options }}``: a comparison's A/B radios as numbered pills."""
+    return markup.pair_options(field)
+
+
+@register.filter
 def mood_rows(form: Any) -> SafeString:
     """``{{ form|mood_rows }}``: every feeling of a mood form with its check box and strength menu."""
     if _blank(form):
@@ -66,3 +72,9 @@ def _shape(form: Any) -> tuple[Any, ...]:
 def scale(field: BoundField, low: str = "", high: str = "") -> SafeString:
     """``{% scale field low="1 not at all" high="7 extremely" %}``: a 1-7 radio scale with its end labels."""
     return markup.scale(field, low, high)
+
+
+@register.simple_tag
+def choices(field: BoundField, hint: str = "") -> SafeString:
+    """``{% choices form.topics hint="..." %}``: a radio or check box list with its legend, hint and error."""
+    return markup.choices(field, hint)

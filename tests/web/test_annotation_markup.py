@@ -9,8 +9,8 @@ from django import forms
 from django.template import engines
 from django.template.loader import render_to_string
 
-from annotation.forms import AnswersForm
-from annotation.markup import answer_pills, checkbox, mood_rows, question_groups, scale, select
+from annotation.forms import AnswersForm, RewriteForm
+from annotation.markup import answer_pills, checkbox, choices, pair_options, mood_rows, question_groups, scale, select
 from attunebench import catalogue as cat
 from collection.forms import PanasForm
 
@@ -259,3 +259,97 @@ def test_the_panas_page_shows_its_scales_through_the_fast_markup(client, partici
     html = walker.body(walker.get(walker.url("feelings-before/")))
     assert html.count('class="scale-options"') == len(cat.PANAS_ITEMS)
     assert html.count("<span>1 not at all</span><span>7 extremely</span>") == len(cat.PANAS_ITEMS)
+
+
+def _choices_template(field: forms.BoundField, hint: str = "") -> str:
+    return _norm(render_to_string("participant/includes/choices.html", {"field": field, "hint": hint}))
+
+
+PROFILE_POSTS = {
+    "unbound": None,
+    "all-missing": {},
+    "answered": {"age_band": cat.AGE_BANDS[1], "traits": [cat.TRAIT_OPTIONS[0], cat.TRAIT_OPTIONS[2]]},
+    "invalid-choice": {"age_band": "bogus", "traits": ["bogus"], "goals": [cat.GOAL_OPTIONS[0]]},
+}
+
+
+@pytest.mark.parametrize("data", list(PROFILE_POSTS.values()), ids=list(PROFILE_POSTS))
+@pytest.mark.parametrize("hint", ["", "You can leave it blank."], ids=["no-hint", "hint"])
+def test_radio_and_check_box_lists_match_the_template(data, hint):
+    from collection.forms import ProfileForm, SurveyForm
+
+    profile = ProfileForm(data, ask_diagnoses=True) if data is not None else ProfileForm(ask_diagnoses=True)
+    rewrite = RewriteForm(data, initial={"questions": ["general"]}) if data is not None else RewriteForm()
+    survey = SurveyForm(data) if data is not None else SurveyForm()
+    for form in (profile, rewrite, survey):
+        if data is not None:
+            form.is_valid()
+        for name, field in form.fields.items():
+            if type(field.widget) in (forms.RadioSelect, forms.CheckboxSelectMultiple):
+                bound = form[name]
+                assert _norm(choices(bound, hint)) == _choices_template(bound, hint), name
+
+
+def test_a_list_shows_the_chosen_options_and_its_error():
+    from collection.forms import ProfileForm
+
+    form = ProfileForm({"traits": [cat.TRAIT_OPTIONS[1], cat.TRAIT_OPTIONS[3]]}, ask_diagnoses=False)
+    form.is_valid()
+    traits = _norm(choices(form["traits"]))
+    assert traits.count(" checked") == 2 and "required" not in traits  # check boxes are never each required
+    age = _norm(choices(form["age_band"]))
+    assert 'aria-describedby="error-age_band"' in age and "Please choose an age range" in age
+    assert age.count(" required") == len(cat.AGE_BANDS) and age.count('aria-invalid="true"') == len(cat.AGE_BANDS)
+
+
+def test_list_labels_values_and_hints_are_escaped():
+    class Evil(forms.Form):
+        picks = forms.MultipleChoiceField(
+            label='<script>alert("x")</script>',
+            choices=[('"><b>', "<i>Yes & no</i>"), ("na", "N/A")],
+            widget=forms.CheckboxSelectMultiple,
+        )
+
+    form = Evil({"picks": ['"><b>']})
+    form.is_valid()
+    html = choices(form["picks"], hint="<em>hint</em>")
+    assert "<script>" not in html and "<i>" not in html and '"><b>' not in html and "<em>" not in html
+    assert _norm(html) == _choices_template(form["picks"], "<em>hint</em>")
+    assert html.count(" checked") == 1
+
+
+def test_choices_refuses_a_widget_it_does_not_render():
+    class Menu(forms.Form):
+        pick = forms.ChoiceField(choices=[("a", "A")])
+
+    with pytest.raises(TypeError, match="RadioSelect or CheckboxSelectMultiple"):
+        choices(Menu()["pick"])
+
+
+# How compare_pairs.html wrote a comparison's radios before pair_options: the reference it must match.
+PAIR_OPTIONS_REFERENCE = (
+    "{% for option in field %}"
+    '<label class="pill" for="{{ option.id_for_label }}">{{ option.tag }}<span>{{ option.choice_label }}'
+    '<kbd class="key-hint" aria-hidden="true">{{ forloop.counter }}</kbd></span></label>'
+    "{% endfor %}"
+)
+
+
+@pytest.mark.parametrize(
+    "data", [None, {}, {"winner_1": "B"}, {"winner_1": "C"}], ids=["unbound", "missing", "chosen", "bogus"]
+)
+def test_comparison_pills_match_the_widget_templates(data):
+    from annotation.forms import CompareForm
+
+    class Comparison:
+        position = 1
+
+    form = (
+        CompareForm(data, comparisons=[Comparison()]) if data is not None else CompareForm(comparisons=[Comparison()])
+    )
+    if data is not None:
+        form.is_valid()
+    field = form["winner_1"]
+    reference = engines["django"].from_string(PAIR_OPTIONS_REFERENCE).render({"field": field})
+    assert _norm(pair_options(field)) == _norm(reference)
+    assert pair_options(field).count(" checked") == (1 if data == {"winner_1": "B"} else 0)
