@@ -10,7 +10,7 @@ from django.template import engines
 from django.template.loader import render_to_string
 
 from annotation.forms import AnswersForm, RewriteForm
-from annotation.markup import answer_pills, checkbox, choices, pair_options, mood_rows, question_groups, scale, select
+from annotation.markup import answer_pills, checkbox, choices, mood_rows, pair_options, question_groups, scale, select
 from attunebench import catalogue as cat
 from collection.forms import PanasForm
 
