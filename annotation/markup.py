@@ -226,7 +226,7 @@ def _option_tags(state: _ChoicesState) -> list[tuple[str, str, str]]:
     """Per option: (its id escaped, its ``<input>`` as Django's ``input_option.html`` writes it, its label escaped)."""
     name = escape(state.html_name)
     base = dict(state.attrs)
-    options = []
+    options: list[tuple[str, str, str]] = []
     for index, (value, label) in enumerate(state.choices):
         attrs = dict(base)
         if "id" in attrs:
