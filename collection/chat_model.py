@@ -262,16 +262,30 @@ def stream_reply(request: ReplyRequest, record: CallRecord | None = None) -> Gen
     loop = _background_loop()
     out: queue.SimpleQueue[object] = queue.SimpleQueue()
     started: concurrent.futures.Future[asyncio.Task[None]] = concurrent.futures.Future()
+    gave_up = threading.Event()
 
     def start() -> None:
-        task = loop.create_task(_pump(astream_reply(request, record), out, request))
+        if gave_up.is_set():  # the reader stopped waiting for a stuck loop: no provider call for nobody
+            return
+        try:
+            task = loop.create_task(_pump(astream_reply(request, record), out, request))
+        except BaseException as exc:  # a loop shutting down: the reader reports it, never waits on it
+            started.set_exception(exc)
+            raise
         task.add_done_callback(out.put)
         started.set_result(task)
 
     loop.call_soon_threadsafe(start)
-    task = started.result()
+    try:
+        task = started.result(timeout=_LOOP_GRACE_SECONDS)
+    except Exception as exc:
+        gave_up.set()
+        if started.done() and not started.cancelled() and started.exception() is None:
+            loop.call_soon_threadsafe(started.result().cancel)  # it started just as the wait ended
+        logger.error("the chat loop did not start the reply for turn %s: %r", request.turn_number, exc)
+        raise ChatModelError() from exc
     wait = settings.ATTUNE_CHAT_TIMEOUT_SECONDS + _LOOP_GRACE_SECONDS
-    over = False
+    over = silent = False
     try:
         while True:
             items = [_take(out, wait)]
@@ -289,10 +303,13 @@ def stream_reply(request: ReplyRequest, record: CallRecord | None = None) -> Gen
                 if failure is not None:
                     raise failure
                 return
+    except ChatModelError:
+        silent = not over  # raised by _take: a loop that sends nothing will not say when it has stopped either
+        raise
     finally:
         if not over:
             loop.call_soon_threadsafe(task.cancel)
-            while not isinstance(_take(out, wait), asyncio.Task):
+            while not silent and not isinstance(_take(out, wait), asyncio.Task):
                 pass
 
 

@@ -37,3 +37,35 @@ def test_a_reply_that_hangs_after_its_first_word_ends_in_the_calm_error(settings
     # Whatever arrived before the time ran out is the start of the reply, never the whole of it.
     assert fake_openai_server.reply.startswith("".join(received))
     assert "".join(received) != fake_openai_server.reply
+
+
+def test_a_chat_loop_that_stops_answering_ends_the_reply_in_the_calm_error(settings, fake_openai_server, monkeypatch):
+    from collection import chat_model
+
+    settings.ATTUNE_ALLOW_LIVE_MODELS = True
+    monkeypatch.setattr(chat_model, "_LOOP_GRACE_SECONDS", 0.5)
+    request = ReplyRequest(
+        model_key="om-stuck",
+        litellm_model="openai/any-model",
+        api_base=fake_openai_server.api_base,
+        messages=[{"role": "user", "content": "I feel anxious about exams."}],
+        category="Study",
+        subtopic="Exams",
+        turn_number=1,
+    )
+    loop, release, stuck = chat_model._background_loop(), threading.Event(), threading.Event()
+
+    def block() -> None:  # something on the loop that never yields, until the test lets it go
+        stuck.set()
+        release.wait(timeout=300)
+
+    loop.call_soon_threadsafe(block)
+    assert stuck.wait(timeout=30)
+    try:
+        with pytest.raises(ChatModelError) as failure:
+            list(stream_reply(request))
+    finally:
+        release.set()
+    assert str(failure.value) == CALM_FAILURE_MESSAGE
+    assert "".join(stream_reply(request)) == fake_openai_server.reply  # the loop serves replies again
+    assert len(fake_openai_server.requests) == 1  # the reply given up on never reached the provider
