@@ -78,13 +78,15 @@ def _radio_state(field: BoundField) -> _RadioState:
     )
 
 
-def _group_head(css_class: str, state: _RadioState, data_attr: str = "") -> list[str]:
-    """A radio group's opening fieldset, legend and error line (``field_errors.html``)."""
+def _group_head(css_class: str, state: _RadioState | _ChoicesState, data_attr: str = "", hint: str = "") -> list[str]:
+    """A field's opening fieldset, legend, hint and error line (``field_errors.html``)."""
     name = escape(state.html_name)
     error_class = " has-error" if state.errors else ""
     described = f' aria-describedby="error-{name}"' if state.errors else ""
     parts = [f'<fieldset class="{css_class}{error_class}" id="field-{name}"{data_attr}{described}>']
     parts.append(f"<legend>{escape(state.label)}</legend>")
+    if hint:
+        parts.append(f'<p class="hint">{escape(hint)}</p>')
     if state.errors:
         messages = "".join(f'<span class="visually-hidden">Error: </span>{escape(e)} ' for e in state.errors)
         parts.append(f'<p class="field-error" id="error-{name}">{messages}</p>')
@@ -240,16 +242,7 @@ def _option_tags(state: _ChoicesState) -> list[tuple[str, str, str]]:
 
 @lru_cache(maxsize=1024)
 def _choices(state: _ChoicesState) -> str:
-    name = escape(state.html_name)
-    error_class = " has-error" if state.errors else ""
-    described = f' aria-describedby="error-{name}"' if state.errors else ""
-    parts = [f'<fieldset class="choices{error_class}" id="field-{name}"{described}>']
-    parts.append(f"<legend>{escape(state.label)}</legend>")
-    if state.hint:
-        parts.append(f'<p class="hint">{escape(state.hint)}</p>')
-    if state.errors:
-        messages = "".join(f'<span class="visually-hidden">Error: </span>{escape(e)} ' for e in state.errors)
-        parts.append(f'<p class="field-error" id="error-{name}">{messages}</p>')
+    parts = _group_head("choices", state, hint=state.hint)
     for option_id, tag, label in _option_tags(state):
         parts.append(f'<label class="choice" for="{option_id}">{tag}<span>{label}</span></label>')
     parts.append("</fieldset>")
