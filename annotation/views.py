@@ -170,8 +170,9 @@ def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse
         if fresh:  # a post from a tab the study has moved past: say so, keep its text
             return stale_page(request, participant, position)
         return redirect(flow.step_url(participant, position))
-    if not posted:  # a GET reads the turn's answers several times and writes nothing: read them once
-        prefetch_related_objects([turn], "binary_judgements")
+    # Where the turn is, and which questions a page asked, both read its answers: read them once
+    # (saving the answers page drops this copy, so what is read after a save is what was saved).
+    prefetch_related_objects([turn], "binary_judgements")
     where = tf.locate_annotation(turn)
     if posted and request.POST.get("step") != where.key:
         if fresh:
