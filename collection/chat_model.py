@@ -19,8 +19,9 @@ import os
 import queue
 import re
 import threading
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -193,13 +194,14 @@ async def _astream_live(
 
 
 _loop: asyncio.AbstractEventLoop | None = None
+_loop_thread: threading.Thread | None = None
 _loop_lock = threading.Lock()
 
 
 def _forget_loop() -> None:
     """A forked child has no loop thread (only its parent had it): it starts its own on first use."""
-    global _loop, _loop_lock
-    _loop = None
+    global _loop, _loop_thread, _loop_lock
+    _loop = _loop_thread = None
     _loop_lock = threading.Lock()
 
 
@@ -213,11 +215,13 @@ def _background_loop() -> asyncio.AbstractEventLoop:
     leave those clients bound to closed loops. WSGI worker threads hand their
     streams to this loop instead.
     """
-    global _loop
+    global _loop, _loop_thread
     with _loop_lock:
-        if _loop is None or _loop.is_closed():
+        # a loop whose thread ended (an error escaped it) would take replies and never run them: replaced
+        if _loop is None or _loop.is_closed() or _loop_thread is None or not _loop_thread.is_alive():
             loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="attune-chat-loop", daemon=True).start()
+            _loop_thread = threading.Thread(target=loop.run_forever, name="attune-chat-loop", daemon=True)
+            _loop_thread.start()
             _loop = loop
         return _loop
 
@@ -257,15 +261,16 @@ def stream_reply(request: ReplyRequest, record: CallRecord | None = None) -> Gen
     ``ATTUNE_CHAT_TIMEOUT_SECONDS``: a provider that hangs, or trickles a word
     now and then, ends in ChatModelError and frees the thread. Closing this
     generator early (the participant's browser went away) cancels the task,
-    which closes the provider stream before this returns.
+    which closes the provider stream before this returns. However stuck the
+    loop is, this thread waits at most the reply's time plus a grace period.
     """
     loop = _background_loop()
     out: queue.SimpleQueue[object] = queue.SimpleQueue()
     started: concurrent.futures.Future[asyncio.Task[None]] = concurrent.futures.Future()
-    gave_up = threading.Event()
+    deadline = time.monotonic() + settings.ATTUNE_CHAT_TIMEOUT_SECONDS + _LOOP_GRACE_SECONDS
 
     def start() -> None:
-        if gave_up.is_set():  # the reader stopped waiting for a stuck loop: no provider call for nobody
+        if not started.set_running_or_notify_cancel():  # the reader gave up on a stuck loop: no call for nobody
             return
         try:
             task = loop.create_task(_pump(astream_reply(request, record), out, request))
@@ -279,16 +284,15 @@ def stream_reply(request: ReplyRequest, record: CallRecord | None = None) -> Gen
     try:
         task = started.result(timeout=_LOOP_GRACE_SECONDS)
     except Exception as exc:
-        gave_up.set()
-        if started.done() and not started.cancelled() and started.exception() is None:
-            loop.call_soon_threadsafe(started.result().cancel)  # it started just as the wait ended
+        if not started.cancel():  # it is starting right now: stop the call it starts
+            with suppress(Exception):
+                loop.call_soon_threadsafe(started.result(timeout=_LOOP_GRACE_SECONDS).cancel)
         logger.error("the chat loop did not start the reply for turn %s: %r", request.turn_number, exc)
         raise ChatModelError() from exc
-    wait = settings.ATTUNE_CHAT_TIMEOUT_SECONDS + _LOOP_GRACE_SECONDS
     over = silent = False
     try:
         while True:
-            items = [_take(out, wait)]
+            items = [_take(out, deadline)]
             while not isinstance(items[-1], asyncio.Task):
                 try:
                     items.append(out.get_nowait())
@@ -299,6 +303,8 @@ def stream_reply(request: ReplyRequest, record: CallRecord | None = None) -> Gen
             if text:
                 yield text
             if over:
+                if task.cancelled():  # by something other than this reader (the loop shutting down)
+                    raise ChatModelError()
                 failure = task.exception()  # the task is done: its outcome no longer changes
                 if failure is not None:
                     raise failure
@@ -309,16 +315,17 @@ def stream_reply(request: ReplyRequest, record: CallRecord | None = None) -> Gen
     finally:
         if not over:
             loop.call_soon_threadsafe(task.cancel)
-            while not silent and not isinstance(_take(out, wait), asyncio.Task):
+            closing = time.monotonic() + _LOOP_GRACE_SECONDS
+            while not silent and not isinstance(_take(out, min(deadline, closing)), asyncio.Task):
                 pass
 
 
-def _take(out: queue.SimpleQueue[object], seconds: float) -> object:
-    """The next item the chat loop queued; a loop silent for ``seconds`` is a failure, never a hung thread."""
+def _take(out: queue.SimpleQueue[object], deadline: float) -> object:
+    """The next item the chat loop queued; a loop silent until ``deadline`` is a failure, never a hung thread."""
     try:
-        return out.get(timeout=seconds)
+        return out.get(timeout=max(0.0, deadline - time.monotonic()))
     except queue.Empty:
-        logger.error("the chat loop sent nothing for %s s: the reply is abandoned", seconds)
+        logger.error("the chat loop sent nothing in time: the reply is abandoned")
         raise ChatModelError() from None
 
 

@@ -91,11 +91,13 @@ def replies_on_the_chat_loop() -> list[asyncio.Task]:
 def test_a_reader_that_leaves_early_closes_the_provider_stream_and_frees_the_reply(live):
     live.reply = "I am here with you and I am listening"
     live.gate = threading.Event()  # the provider holds after its first word
+    before = set(replies_on_the_chat_loop())
     stream = stream_reply(request_for(live))
     try:
         assert next(stream) == "I"
+        assert set(replies_on_the_chat_loop()) - before  # this reply's task is running
         stream.close()  # the participant's browser went away: the reply's task ends, closing the provider stream
-        assert replies_on_the_chat_loop() == []
+        assert set(replies_on_the_chat_loop()) - before == set()
     finally:
         live.gate.set()
     with pytest.raises(StopIteration):

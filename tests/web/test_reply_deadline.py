@@ -67,5 +67,6 @@ def test_a_chat_loop_that_stops_answering_ends_the_reply_in_the_calm_error(setti
     finally:
         release.set()
     assert str(failure.value) == CALM_FAILURE_MESSAGE
+    monkeypatch.setattr(chat_model, "_LOOP_GRACE_SECONDS", 30.0)  # a working loop gets the usual grace
     assert "".join(stream_reply(request)) == fake_openai_server.reply  # the loop serves replies again
     assert len(fake_openai_server.requests) == 1  # the reply given up on never reached the provider
