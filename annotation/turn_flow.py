@@ -153,7 +153,7 @@ def _read_shown(turn: Turn, shown: str) -> dict[str, object] | None:
 
 def questions_shown(turn: Turn, shown: str) -> list[str]:
     """The questions the submitted page showed: stored rows win, then the page's signed note, else a fresh sample."""
-    stored = [j.question_id for j in turn.binary_judgements.all()]  # in position order; prefetched by the view
+    stored = [j.question_id for j in turn.binary_judgements.all()]  # in position order (the model's ordering)
     if stored:
         return stored
     note = _read_shown(turn, shown)
@@ -233,7 +233,6 @@ def do_save_answers(
     with transaction.atomic():
         Turn.objects.select_for_update().get(pk=turn.pk)
         _write_answers(turn, tags, answers, asked)
-    turn.refresh_from_db(fields=["binary_judgements"])  # drops a prefetched copy (no query): later reads see these
 
 
 def do_revise_answers(

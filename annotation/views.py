@@ -135,6 +135,7 @@ def _save(turn: Turn, where: tf.AnnotationPosition, form: Any, request: HttpRequ
         if form.attention is not None and turn.conversation.participant is not None:
             attention.do_record_check(turn.conversation.participant, turn, form.attention, form.attention_answer())
         tf.do_save_answers(turn, form.cleaned_data["tags"], form.answers(), [q.id for q in form.questions])
+        turn.refresh_from_db(fields=["binary_judgements"])  # drops the view's prefetched copy: reads see the saved
         queue_rewrite_if_missing(turn)
     elif where.step == tf.REWRITE:
         tf.do_save_rewrite(turn, form.cleaned_data["human_edited"].strip(), list(form.cleaned_data["questions"]))
@@ -171,7 +172,7 @@ def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse
             return stale_page(request, participant, position)
         return redirect(flow.step_url(participant, position))
     # Where the turn is, and which questions a page asked, both read its answers: read them once
-    # (saving the answers page drops this copy, so what is read after a save is what was saved).
+    # (``_save`` drops this copy after saving the answers, so what is read next is what was saved).
     prefetch_related_objects([turn], "binary_judgements")
     where = tf.locate_annotation(turn)
     if posted and request.POST.get("step") != where.key:
