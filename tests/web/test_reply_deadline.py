@@ -10,22 +10,15 @@ import threading
 
 import pytest
 
-from collection.chat_model import CALM_FAILURE_MESSAGE, ChatModelError, ReplyRequest, stream_reply
+from collection.chat_model import CALM_FAILURE_MESSAGE, ChatModelError, stream_reply
+from tests.web.test_live_models import request_for
 
 
 def test_a_reply_that_hangs_after_its_first_word_ends_in_the_calm_error(settings, fake_openai_server):
     settings.ATTUNE_ALLOW_LIVE_MODELS = True
     settings.ATTUNE_CHAT_TIMEOUT_SECONDS = 2
     fake_openai_server.gate = threading.Event()  # never opened while the reply is read
-    request = ReplyRequest(
-        model_key="om-hung",
-        litellm_model="openai/hung-model",
-        api_base=fake_openai_server.api_base,
-        messages=[{"role": "user", "content": "I feel anxious about exams."}],
-        category="Study",
-        subtopic="Exams",
-        turn_number=1,
-    )
+    request = request_for(fake_openai_server, model="openai/hung-model")
     received: list[str] = []
     try:
         with pytest.raises(ChatModelError) as failure:
@@ -44,15 +37,7 @@ def test_a_chat_loop_that_stops_answering_ends_the_reply_in_the_calm_error(setti
 
     settings.ATTUNE_ALLOW_LIVE_MODELS = True
     monkeypatch.setattr(chat_model, "_LOOP_GRACE_SECONDS", 0.5)
-    request = ReplyRequest(
-        model_key="om-stuck",
-        litellm_model="openai/any-model",
-        api_base=fake_openai_server.api_base,
-        messages=[{"role": "user", "content": "I feel anxious about exams."}],
-        category="Study",
-        subtopic="Exams",
-        turn_number=1,
-    )
+    request = request_for(fake_openai_server, model="openai/any-model")
     loop, release, stuck = chat_model._background_loop(), threading.Event(), threading.Event()
 
     def block() -> None:  # something on the loop that never yields, until the test lets it go
