@@ -502,7 +502,14 @@ class Replayer:
 
     # -- one logical call -------------------------------------------------
 
-    async def _call(self, spec: EMSpec, backend: ModelBackend, ctx: P.CallContext, ledger: _Ledger) -> Answer:
+    async def _call(
+        self, spec: EMSpec, backend: ModelBackend, ctx: P.CallContext, ledger: _Ledger, waiting_on_it: int = 0
+    ) -> Answer:
+        """One logical call: the cache, else the scheduler (retries) and re-asking for a usable reply.
+
+        ``waiting_on_it`` is how many of the conversation's calls cannot start before this one
+        ends; the scheduler lets the longer chains go first, so a run ends when its calls do.
+        """
         messages = P.build_messages(ctx)
         role = ROLE_JUDGE if ctx.call_type == P.JUDGE else ROLE_EM
         key = (
@@ -557,7 +564,7 @@ class Replayer:
                 record.latency_s = round(time.perf_counter() - started, 6)
                 return completion
 
-            completion = await self.scheduler.submit(spec.provider, once)
+            completion = await self.scheduler.submit(spec.provider, once, waiting_on_it)
             record.raw_reply = capped(completion.text)
             record.prompt_tokens = completion.prompt_tokens
             record.completion_tokens = completion.completion_tokens
@@ -681,10 +688,13 @@ class Replayer:
         ledger = _Ledger()
         pending: list[asyncio.Task[dict[str, Any] | None]] = []
         try:
-            for index in range(len(conversation.turns)):
+            turn_count = len(conversation.turns)
+            for index in range(turn_count):
+                # The chain after this turn's draft: its analysis, two calls per later turn, the post call.
+                after_draft = 2 * (turn_count - index - 1) + 2
                 try:
-                    draft = await self._call(self.em, self.backend, view.draft(index), ledger)
-                    analysis = await self._call(self.em, self.backend, view.analysis(index), ledger)
+                    draft = await self._call(self.em, self.backend, view.draft(index), ledger, after_draft)
+                    analysis = await self._call(self.em, self.backend, view.analysis(index), ledger, after_draft - 1)
                 except CallFailed as exc:
                     ledger.failures.append(exc.failure)
                     continue  # the thread holds only the transcript, so turn t+1 can go on

@@ -42,11 +42,12 @@ keeps this process below that shared cap.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import heapq
+import itertools
 import logging
 import math
 import random
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final, Protocol, TypeVar
@@ -219,41 +220,55 @@ class AdaptiveLimit:
 class _ProviderGate:
     """This process's in-flight slots for one provider, as many as its ``AdaptiveLimit`` allows.
 
-    A semaphore whose size changes while calls hold it: waiters are admitted in
-    arrival order whenever in-flight falls below the current level.
+    A semaphore whose size changes while calls hold it. Waiters are admitted
+    whenever in-flight falls below the current level: the highest ``priority``
+    first, and in arrival order among equals. The replay gives a call the
+    length of the chain of calls still waiting on it, so the calls a
+    conversation's next turn needs go before calls only its end result needs;
+    in arrival order those on-the-side calls delayed every chain behind them
+    and a run ended on a few chains at a fraction of the cap.
     """
 
     def __init__(self, limit: AdaptiveLimit) -> None:
         self.limit = limit
         self.in_flight = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []  # heap of (-priority, arrival, waiter)
+        self._arrivals = itertools.count()
 
-    async def acquire(self) -> int:
+    async def acquire(self, priority: int = 0) -> int:
         """Wait for a slot; return the limit's epoch at admission."""
         if self.in_flight < self.limit.level and not self._waiters:
             self.in_flight += 1
             return self.limit.epoch
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+        entry = (-priority, next(self._arrivals), waiter)
+        heapq.heappush(self._waiters, entry)
         try:
             await waiter
         except BaseException:
             if waiter.done() and not waiter.cancelled():
                 self.release()  # admitted and cancelled in the same step: pass the slot on
-            else:
-                with contextlib.suppress(ValueError):  # already popped by wake() and cancelled
-                    self._waiters.remove(waiter)
+            elif entry in self._waiters:  # still queued: leave the queue
+                self._waiters.remove(entry)
+                heapq.heapify(self._waiters)
             raise
         return self.limit.epoch
 
     def release(self) -> None:
+        """Free a slot; the waiters are looked at once the releasing task's step has run.
+
+        That step usually submits the next call of the same chain (a call's
+        answer is what its successor waits for); waking at once would hand the
+        slot to whoever already waits, however short their chain.
+        """
         self.in_flight -= 1
-        self.wake()
+        if self._waiters:
+            asyncio.get_running_loop().call_soon(self.wake)
 
     def wake(self) -> None:
         """Admit waiters while there is room (after a release or a raised level)."""
         while self._waiters and self.in_flight < self.limit.level:
-            waiter = self._waiters.popleft()
+            waiter = heapq.heappop(self._waiters)[2]
             if not waiter.done():
                 self.in_flight += 1
                 waiter.set_result(None)
@@ -425,8 +440,10 @@ class Scheduler:
         if not task.cancelled() and task.exception() is not None:
             log.warning("could not release a shared in-flight slot (its lease will free it): %s", task.exception())
 
-    async def submit(self, provider: str, call: Callable[[], Awaitable[T]]) -> T:
+    async def submit(self, provider: str, call: Callable[[], Awaitable[T]], priority: int = 0) -> T:
         """Run ``call()`` once it fits under the limits; retry transient errors.
+
+        Of the calls waiting for one provider, the higher ``priority`` goes first.
 
         Raises ``RetriesExhausted`` after ``max_attempts`` transient failures;
         a ``PermanentCallError`` (or any other exception) propagates at once.
@@ -435,7 +452,7 @@ class Scheduler:
         self.stats.submitted += 1
         retry = 0
         while True:
-            epoch = await provider_slots.acquire()
+            epoch = await provider_slots.acquire(priority)
             shared: str | None = None
             try:
                 if limits.rpm is not None:

@@ -286,3 +286,59 @@ def test_backoff_follows_the_providers_failures_not_one_unlucky_calls():
     # Steps 0..4: each wait at least half of base * 2**n.
     assert down.stats.backoff_seconds >= sum(base * 2**n / 2 for n in range(5))
     assert down.backoff_step("p", 3) == 0  # a success resets the count: the call that finished succeeded
+
+
+def test_waiting_calls_go_in_priority_order_then_in_arrival_order():
+    # One slot, held; four calls queue behind it. The replay gives a call the length of the
+    # chain still waiting on it, so the longer chain must go first and equals keep their order.
+    scheduler = Scheduler(max_concurrency=1)
+    order: list[str] = []
+
+    async def main():
+        release = asyncio.Event()
+
+        async def holder():
+            await release.wait()
+
+        def call(name):
+            async def run():
+                order.append(name)
+
+            return run
+
+        held = asyncio.ensure_future(scheduler.submit("p", holder))
+        await asyncio.sleep(0)  # the holder takes the slot
+        queued = [
+            asyncio.ensure_future(scheduler.submit("p", call(name), priority))
+            for name, priority in [("side-a", 0), ("chain-short", 3), ("chain-long", 9), ("side-b", 0)]
+        ]
+        for _ in range(3):
+            await asyncio.sleep(0)  # every call is queued before the slot frees
+        release.set()
+        await asyncio.gather(held, *queued)
+
+    asyncio.run(main())
+    assert order == ["chain-long", "chain-short", "side-a", "side-b"]
+
+
+def test_a_cancelled_queued_call_never_runs_and_later_calls_still_do():
+    scheduler = Scheduler(max_concurrency=1)
+    ran: list[str] = []
+
+    async def main():
+        release = asyncio.Event()
+        held = asyncio.ensure_future(scheduler.submit("p", release.wait))
+        await asyncio.sleep(0)
+
+        async def cancelled_call():
+            ran.append("cancelled")
+
+        waiter = asyncio.ensure_future(scheduler.submit("p", cancelled_call, 5))
+        await asyncio.sleep(0)
+        waiter.cancel()
+        release.set()
+        await asyncio.gather(held, waiter, return_exceptions=True)
+        return await asyncio.wait_for(scheduler.submit("p", lambda: asyncio.sleep(0, "ran")), 5)
+
+    assert asyncio.run(main()) == "ran"
+    assert ran == []
