@@ -12,8 +12,11 @@ Setup, all on this machine:
 Then N simulated participants (default 100), each an HTTP client with its own cookies that fills in and posts
 the pages' forms with their CSRF token as a browser does: join, consent, profile, PANAS, topic, then
 ``--turns`` chat turns (send, streamed reply, every annotation page of that turn), finish, PANAS, survey.
-Between actions a participant pauses for a think time (``--think-seconds`` ± 50 %). Everyone asks for the
-first reply together, so that all N replies stream at once; later turns drift apart, and annotation
+Between actions a participant pauses for a think time (``--think-seconds`` ± 50 %, default 5 s). A person
+takes tens of seconds to read and answer a page of up to 36 questions, so 5 s is already several times a real
+study's pace. At 1 s, a hundred participants make about 100 requests a second; at about 11 ms of server CPU
+each, plus the simulated browsers' own CPU, that fills both cores of a 2-core machine, and the figures then
+measure the queue for the CPU rather than the site. Everyone asks for the first reply together, so that all N replies stream at once; later turns drift apart, and annotation
 submits then run beside other participants' streams.
 
 Reported: p50/p95/p99 of annotation submits (POST /s/<token>/turn/<n>/), page loads (every GET) and other
@@ -27,7 +30,7 @@ The last line is machine-readable:
 flight at once; X, Y: annotation submits as the driver timed them; X', Y': as the server did).
 
 Usage: DATABASE_URL=postgresql://... [REDIS_URL=redis://...] python bench/participant_load.py
-       [--participants 100 --turns 3 --reply-seconds 5 --think-seconds 1]
+       [--participants 100 --turns 3 --reply-seconds 5 --think-seconds 5]
 """
 
 from __future__ import annotations
@@ -426,7 +429,7 @@ def main() -> None:
         "--turns", type=int, default=3, help="chat turns per participant (the study asks for exactly these, 1-12)"
     )
     parser.add_argument("--reply-seconds", type=float, default=5.0, help="how long each streamed reply takes")
-    parser.add_argument("--think-seconds", type=float, default=1.0, help="pause between a participant's actions")
+    parser.add_argument("--think-seconds", type=float, default=5.0, help="pause between a participant's actions")
     parser.add_argument("--seed", type=int, default=7)
     options = parser.parse_args()
     if not 1 <= options.turns <= 12:

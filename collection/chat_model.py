@@ -76,9 +76,29 @@ class LiveAttempt:
 @dataclass
 class CallRecord:
     """Every live call made for one reply (primary, fallback, identity-screen regenerations), for the
-    study's spend (collection.live_spend) and the turn's ``answered_by``."""
+    study's spend (collection.live_spend) and the turn's ``answered_by``.
+
+    The chat loop adds calls while the server thread reads the reply; once the server thread has taken the
+    calls to count them (:meth:`close`), no further call may start, so none is ever paid but left uncounted
+    (a reader that gave up on a stuck loop would otherwise miss a fallback the loop starts later).
+    """
 
     attempts: list[LiveAttempt] = field(default_factory=list)
+    _closed: bool = field(default=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def begin(self, attempt: LiveAttempt) -> None:
+        """Note a call about to be made; raises ChatModelError (no call) once the record is closed."""
+        with self._lock:
+            if self._closed:
+                raise ChatModelError()
+            self.attempts.append(attempt)
+
+    def close(self) -> list[LiveAttempt]:
+        """The calls to count; from now on :meth:`begin` refuses (closing twice gives the same calls)."""
+        with self._lock:
+            self._closed = True
+            return list(self.attempts)
 
     @property
     def answered_by(self) -> str:
@@ -164,7 +184,7 @@ async def _astream_live(
     import litellm  # heavy: imported only when a live model is used
 
     attempt = LiveAttempt(litellm_model=litellm_model, messages=request.messages)
-    record.attempts.append(attempt)
+    record.begin(attempt)
     timeout = settings.ATTUNE_CHAT_TIMEOUT_SECONDS
     try:
         response = await litellm.acompletion(

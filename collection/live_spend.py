@@ -55,7 +55,9 @@ def price_call(litellm_model: str, messages: list[dict[str, str]], completion: s
 
 
 def do_record_calls(study: Study, turn: Turn | None, record: CallRecord) -> list[LiveCall]:
-    """Store every live call of one reply (finished ones priced; failed ones kept unpriced, as not billed text)."""
+    """Store every live call of one reply (finished ones priced; failed ones kept unpriced, as not billed text).
+
+    The record is closed first, so a chat loop still working on this reply can start no call left uncounted."""
     rows = [
         LiveCall(
             study=study,
@@ -64,7 +66,7 @@ def do_record_calls(study: Study, turn: Turn | None, record: CallRecord) -> list
             succeeded=attempt.succeeded,
             cost_usd=price_call(attempt.litellm_model, attempt.messages, attempt.text) if attempt.succeeded else None,
         )
-        for attempt in record.attempts
+        for attempt in record.close()
     ]
     return LiveCall.objects.bulk_create(rows)
 

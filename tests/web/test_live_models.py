@@ -125,6 +125,19 @@ def test_without_a_fallback_or_when_it_fails_too_the_participant_gets_the_calm_e
     assert record.answered_by == "" and len(record.attempts) == 2
 
 
+def test_once_the_calls_of_a_reply_are_counted_no_further_call_starts(live):
+    """A reader that gave up on a stuck chat loop counts the calls made so far; the loop, when it moves on,
+    must not then pay for a fallback or a regeneration that nobody would count."""
+    record = CallRecord()
+    assert "".join(stream_reply(request_for(live), record)) == "Hello"
+    counted = record.close()
+    assert [(a.litellm_model, a.succeeded) for a in counted] == [(PRICED, True)]
+    with pytest.raises(ChatModelError):
+        list(stream_reply(request_for(live, fallback=PRICED), record))
+    assert len(live.requests) == 1  # the refused call never reached the provider
+    assert record.close() == counted
+
+
 def test_prices_come_from_litellm_and_unpriced_models_are_none():
     assert price_call(PRICED, [{"role": "user", "content": "anything at all"}], "Hello") == Decimal("0.5")
     assert price_call(UNPRICED, [{"role": "user", "content": "x"}], "Hello") is None
