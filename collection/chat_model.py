@@ -21,7 +21,7 @@ import re
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import aclosing, contextmanager, suppress
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -165,16 +165,21 @@ async def astream_reply(request: ReplyRequest, record: CallRecord | None = None)
             yield chunk
         return
     record = record if record is not None else CallRecord()
+    # aclosing: a reader that leaves closes the provider stream here, in this task, not whenever the
+    # abandoned generator is collected.
     try:
-        async for chunk in _astream_live(request, request.litellm_model, request.api_base, record):
-            yield chunk
+        async with aclosing(_astream_live(request, request.litellm_model, request.api_base, record)) as primary:
+            async for chunk in primary:
+                yield chunk
         return
     except ChatModelError:
         if not request.fallback_litellm_model or record.attempts[-1].text:
             raise
     logger.warning("original model %s failed on turn %s; asking its fallback", request.model_key, request.turn_number)
-    async for chunk in _astream_live(request, request.fallback_litellm_model, request.fallback_api_base, record):
-        yield chunk
+    fallback = _astream_live(request, request.fallback_litellm_model, request.fallback_api_base, record)
+    async with aclosing(fallback) as stream:
+        async for chunk in stream:
+            yield chunk
 
 
 async def _astream_live(
@@ -196,12 +201,15 @@ async def _astream_live(
             num_retries=0,
             max_retries=0,
         )
-        async for part in response:
-            choices = getattr(part, "choices", None) or []
-            text = getattr(choices[0].delta, "content", None) if choices else None
-            if text:
-                attempt.text += text
-                yield text
+        try:
+            async for part in response:
+                choices = getattr(part, "choices", None) or []
+                text = getattr(choices[0].delta, "content", None) if choices else None
+                if text:
+                    attempt.text += text
+                    yield text
+        finally:  # the provider's connection is given back however the reading ends
+            await response.aclose()
     except ChatModelError:
         raise
     except Exception as exc:  # any provider, network or parsing failure
