@@ -26,8 +26,9 @@ How many calls a provider may have in flight adapts (``AdaptiveLimit``,
 additive increase, multiplicative decrease): it starts at the provider's cap
 (the global cap when the provider has none, as for a model outside the
 registry), halves when the provider says it is overloaded (429, 503, 529) in
-more than a fifth of a round trip's calls (isolated refusals do not count) and
-climbs back by one per window of successes, never above the cap nor below 1.
+more than a quarter of a round trip's calls, and at least of the last 20
+(isolated refusals do not count), and climbs back by one per window of
+successes, never above the cap nor below 1.
 A provider that is pushed past what it serves then settles just under its
 limit instead of burning retries, and one that is not runs at the full cap.
 
@@ -152,17 +153,26 @@ class AdaptiveLimit:
     and then, even when we are well under its limit) must not drive the level
     down, or a 10% fault rate would halve it every few round trips and the run
     would crawl. So overloads are counted over a window of ``level`` outcomes
-    (about one round trip at the current level) and the level is cut only once
-    more than ``OVERLOAD_SHARE`` of that window has been refused. Pushing past
-    a provider's real limit gets most calls above it refused, which crosses the
-    share within the window; isolated 429s do not. After a cut the window
-    restarts. Calls admitted before a cut that then report overload belong to
-    the same episode (they were sent at the old level), so they count for
-    nothing: ``epoch`` tells them apart. Without that, one burst of 32
-    simultaneous 429s would drive the level to 1.
+    (about one round trip at the current level), but never fewer than
+    ``MIN_WINDOW``, and the level is cut only once more than ``OVERLOAD_SHARE``
+    of that window has been refused. Pushing past a provider's real limit gets
+    most calls above it refused, which crosses the share within the window;
+    random refusals do not. The floor matters at low levels: with a window of
+    ``level`` alone, at level 4 a single 429 was "more than a fifth", so 10%
+    random 429s cut a third of all windows there, faster than successes raised
+    the level, and a run could slide down to level 1 (measured: the faulty
+    replay of bench/replay_faults.py took 2.0-3.8x the fault-free one from run
+    to run). With a window of at least 20 and a quarter of it, 10% random
+    refusals cut at most about one window in a hundred (20 outcomes: 1.1%;
+    32: 0.3%). After a
+    cut the window restarts. Calls admitted before a cut that then report
+    overload belong to the same episode (they were sent at the old level), so
+    they count for nothing: ``epoch`` tells them apart. Without that, one burst
+    of 32 simultaneous 429s would drive the level to 1.
     """
 
-    OVERLOAD_SHARE: Final = 0.2
+    OVERLOAD_SHARE: Final = 0.25
+    MIN_WINDOW: Final = 20
 
     def __init__(self, ceiling: int) -> None:
         if ceiling < 1:
@@ -182,8 +192,11 @@ class AdaptiveLimit:
         self.level = ceiling if self.level == self.ceiling else min(self.level, ceiling)
         self.ceiling = ceiling
 
+    def _window(self) -> int:
+        return max(self.level, self.MIN_WINDOW)
+
     def _close_window_if_full(self) -> None:
-        if self._window_outcomes >= self.level:
+        if self._window_outcomes >= self._window():
             self._window_outcomes = 0
             self._window_overloads = 0
 
@@ -205,7 +218,7 @@ class AdaptiveLimit:
             return False
         self._window_outcomes += 1
         self._window_overloads += 1
-        if self._window_overloads <= self.OVERLOAD_SHARE * self.level:
+        if self._window_overloads <= self.OVERLOAD_SHARE * self._window():
             self._close_window_if_full()
             return False
         self.level = max(1, self.level // 2)

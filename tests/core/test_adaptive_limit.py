@@ -1,6 +1,7 @@
 """Adaptive in-flight limits per provider: halve on sustained overload, climb back by one per window of successes.
 
-"Sustained": more than a fifth (``OVERLOAD_SHARE``) of a window of ``level`` outcomes refused.
+"Sustained": more than a quarter (``OVERLOAD_SHARE``) of a window of ``level`` outcomes refused, the window
+never shorter than ``MIN_WINDOW`` (20) outcomes.
 """
 
 from __future__ import annotations
@@ -22,43 +23,55 @@ from attunebench.replay.scheduler import (
 def test_the_level_starts_at_the_ceiling_and_halves_on_sustained_overload():
     limit = AdaptiveLimit(32)
     assert (limit.level, limit.ceiling) == (32, 32)
-    # At 32 a fifth of the window is 6.4 refusals: the 7th in one window cuts.
-    assert [limit.on_overload(limit.epoch) for _ in range(7)] == [False] * 6 + [True]
+    # At 32 a quarter of the window is 8 refusals: the 9th in one window cuts.
+    assert [limit.on_overload(limit.epoch) for _ in range(9)] == [False] * 8 + [True]
     assert limit.level == 16
-    # At 16 a fifth is 3.2: the 4th refusal of the new window cuts.
-    assert [limit.on_overload(limit.epoch) for _ in range(4)] == [False] * 3 + [True]
+    # At 16 the window is still 20 outcomes, a quarter 5: the 6th refusal of the new window cuts.
+    assert [limit.on_overload(limit.epoch) for _ in range(6)] == [False] * 5 + [True]
     assert limit.level == 8
 
 
 def test_isolated_refusals_do_not_cut_the_level():
-    # Level 10: a window is 10 outcomes, a fifth of it 2 refusals. Ten windows of
-    # 2 refusals + 8 successes (a 20% refusal rate, never more in one window) keep 10.
+    # Level 10: a window is the 20 outcomes of MIN_WINDOW, a quarter of it 5 refusals. Ten windows of
+    # 5 refusals + 15 successes (a 25% refusal rate, never more in one window) keep 10.
     limit = AdaptiveLimit(10)
     for _ in range(10):
-        assert limit.on_overload(limit.epoch) is False
-        assert limit.on_overload(limit.epoch) is False
-        for _ in range(8):
+        for _ in range(5):
+            assert limit.on_overload(limit.epoch) is False
+        for _ in range(15):
             limit.on_success()
     assert (limit.level, limit.cuts) == (10, 0)
-    # Three refusals in one window is more than a fifth: 10 -> 5.
-    assert [limit.on_overload(limit.epoch) for _ in range(3)] == [False, False, True]
+    # Six refusals in one window is more than a quarter: 10 -> 5.
+    assert [limit.on_overload(limit.epoch) for _ in range(6)] == [False] * 5 + [True]
     assert (limit.level, limit.cuts) == (5, 1)
+
+
+def test_at_a_low_level_a_stray_refusal_does_not_cut_it():
+    # Level 4 with a window of 4 outcomes would make one 429 "sustained": 10% random 429s then cut it
+    # faster than successes raise it. The window stays 20 outcomes: a refusal in every 5 calls keeps 4.
+    limit = AdaptiveLimit(4)
+    for _ in range(20):
+        assert limit.on_overload(limit.epoch) is False
+        for _ in range(4):
+            limit.on_success()
+    assert (limit.level, limit.cuts) == (4, 0)
 
 
 def test_overloads_from_calls_admitted_before_a_cut_do_not_cut_again():
     # 32 calls admitted at epoch 0 all come back 429: one episode, one halving (at the
-    # 7th refusal, more than a fifth of 32); the other 25 were sent at the old level.
+    # 9th refusal, more than a quarter of 32); the other 23 were sent at the old level.
     limit = AdaptiveLimit(32)
     cuts = [limit.on_overload(0) for _ in range(32)]
-    assert cuts.index(True) == 6 and cuts.count(True) == 1
+    assert cuts.index(True) == 8 and cuts.count(True) == 1
     assert limit.level == 16 and limit.epoch == 1
 
 
 def test_recovery_takes_a_window_of_successes_per_step():
     limit = AdaptiveLimit(8)
-    limit.on_overload(0)  # 1 refusal is not more than a fifth of 8 (1.6)
+    for _ in range(5):
+        limit.on_overload(0)  # 5 refusals are not more than a quarter of a 20-outcome window
     assert limit.level == 8
-    limit.on_overload(0)  # 2 is: 8 -> 4
+    limit.on_overload(0)  # 6 are: 8 -> 4
     for _ in range(3):
         limit.on_success()
     assert limit.level == 4  # 3 of the 4 successes the window at level 4 needs
@@ -75,8 +88,8 @@ def test_the_level_never_exceeds_the_ceiling_nor_falls_below_one():
     for _ in range(1000):
         limit.on_success()
     assert limit.level == 3
-    for _ in range(5):
-        limit.on_overload(limit.epoch)  # 1 refusal is more than a fifth of 3 (0.6): 3 -> 1 -> 1 -> ...
+    for _ in range(12):
+        limit.on_overload(limit.epoch)  # each 6th refusal is more than a quarter of 20: 3 -> 1 -> 1
     assert limit.level == 1
     for _ in range(1):
         limit.on_success()
@@ -87,8 +100,8 @@ def test_a_new_ceiling_moves_an_unreduced_level_and_caps_a_reduced_one():
     limit = AdaptiveLimit(8)
     limit.set_ceiling(12)
     assert limit.level == 12  # was at the ceiling: follows it up
-    for _ in range(3):
-        limit.on_overload(limit.epoch)  # the 3rd refusal is more than a fifth of 12 (2.4): 12 -> 6
+    for _ in range(6):
+        limit.on_overload(limit.epoch)  # the 6th refusal is more than a quarter of 20: 12 -> 6
     limit.set_ceiling(20)
     assert limit.level == 6  # reduced: stays until successes raise it
     limit.set_ceiling(4)
@@ -155,7 +168,7 @@ def test_the_scheduler_halves_a_provider_on_a_429_burst_and_climbs_back():
 
     admitted, after_first, started_at_once, final = asyncio.run(main())
     assert admitted == 8  # the level starts at the ceiling
-    # One 429 burst cuts 8 -> 4 once (at its 2nd refusal, more than a fifth of 8); the 8 retries then succeed: 4 successes climb
+    # One 429 burst cuts 8 -> 4 once (at its 6th refusal, more than a quarter of 20); the 8 retries then succeed: 4 successes climb
     # 4 -> 5, the other 4 are short of the 5 the next step needs.
     assert after_first == (5, 8)
     assert started_at_once == 5  # the second wave is admitted at the current level only
@@ -165,7 +178,7 @@ def test_the_scheduler_halves_a_provider_on_a_429_burst_and_climbs_back():
 
 
 def test_a_429_burst_from_the_provider_halves_once_and_its_retry_after_is_honoured():
-    # (8 of 8 refused is sustained overload: more than a fifth of the window.)
+    # (8 of 8 refused is sustained overload: more than a quarter of a 20-outcome window.)
     # Through litellm against the fake server, which answers the first 8 requests 429
     # with Retry-After 0.3 s and every later one normally.
     from attunebench.replay import prompts as P
