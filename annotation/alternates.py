@@ -15,7 +15,7 @@ import re
 
 from django.conf import settings
 
-from collection.chat_model import CallRecord, LiveAttempt, uses_live_model
+from collection.chat_model import LiveAttempt, uses_live_model
 from collection.identity_guard import identity_scanner
 from collection.live_spend import do_record_calls
 from collection.models import Turn
@@ -108,7 +108,7 @@ def improved_reply(turn: Turn) -> str:
         except Exception:  # provider failure: report it, then fall back so the participant can go on
             logger.exception("live rewrite for turn %s failed; using the offline rewrite", turn.pk)
         if study is not None:  # a rewrite is paid like a reply: it counts in the study's dollar spend
-            do_record_calls(study, turn, CallRecord(attempts=[attempt]))
+            do_record_calls(study, turn, [attempt])
         if attempt.text:
             return _screened(turn, attempt.text)
         if attempt.succeeded:

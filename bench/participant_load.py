@@ -15,8 +15,9 @@ the pages' forms with their CSRF token as a browser does: join, consent, profile
 Between actions a participant pauses for a think time (``--think-seconds`` ± 50 %, default 5 s). A person
 takes tens of seconds to read and answer a page of up to 36 questions, so 5 s is already several times a real
 study's pace. At 1 s, a hundred participants make about 100 requests a second; at about 11 ms of server CPU
-each, plus the simulated browsers' own CPU, that fills both cores of a 2-core machine, and the figures then
-measure the queue for the CPU rather than the site. Everyone asks for the first reply together, so that all N
+each, plus the simulated browsers' own CPU, that takes two thirds of a 2-core machine on average and all of
+it whenever the participants move together, and the figures then measure the queue for the CPU rather than
+the site. Everyone asks for the first reply together, so that all N
 replies stream at once; later turns drift apart, and annotation submits then run beside other participants'
 streams.
 

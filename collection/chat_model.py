@@ -84,20 +84,20 @@ class CallRecord:
     """
 
     attempts: list[LiveAttempt] = field(default_factory=list)
-    _closed: bool = field(default=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    closed: bool = field(default=False, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def begin(self, attempt: LiveAttempt) -> None:
         """Note a call about to be made; raises ChatModelError (no call) once the record is closed."""
         with self._lock:
-            if self._closed:
+            if self.closed:
                 raise ChatModelError()
             self.attempts.append(attempt)
 
     def close(self) -> list[LiveAttempt]:
         """The calls to count; from now on :meth:`begin` refuses (closing twice gives the same calls)."""
         with self._lock:
-            self._closed = True
+            self.closed = True
             return list(self.attempts)
 
     @property
@@ -167,13 +167,15 @@ async def astream_reply(request: ReplyRequest, record: CallRecord | None = None)
     record = record if record is not None else CallRecord()
     # aclosing: a reader that leaves closes the provider stream here, in this task, not whenever the
     # abandoned generator is collected.
+    primary = _astream_live(request, request.litellm_model, request.api_base, record)
     try:
-        async with aclosing(_astream_live(request, request.litellm_model, request.api_base, record)) as primary:
-            async for chunk in primary:
+        async with aclosing(primary) as stream:
+            async for chunk in stream:
                 yield chunk
         return
     except ChatModelError:
-        if not request.fallback_litellm_model or record.attempts[-1].text:
+        # a closed record refused the call itself: nobody would count a fallback either
+        if not request.fallback_litellm_model or record.closed or record.attempts[-1].text:
             raise
     logger.warning("original model %s failed on turn %s; asking its fallback", request.model_key, request.turn_number)
     fallback = _astream_live(request, request.fallback_litellm_model, request.fallback_api_base, record)

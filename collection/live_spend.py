@@ -19,7 +19,7 @@ from decimal import Decimal
 
 from django.db.models import Count, Q, Sum
 
-from collection.chat_model import CallRecord
+from collection.chat_model import LiveAttempt
 from collection.models import LiveCall, Study, Turn
 
 logger = logging.getLogger("attune.chat")
@@ -54,10 +54,10 @@ def price_call(litellm_model: str, messages: list[dict[str, str]], completion: s
     return Decimal(str(cost)).quantize(_PLACES)
 
 
-def do_record_calls(study: Study, turn: Turn | None, record: CallRecord) -> list[LiveCall]:
+def do_record_calls(study: Study, turn: Turn | None, attempts: list[LiveAttempt]) -> list[LiveCall]:
     """Store every live call of one reply (finished ones priced; failed ones kept unpriced, as not billed text).
 
-    The record is closed first, so a chat loop still working on this reply can start no call left uncounted."""
+    A streamed reply's calls come from ``CallRecord.close()``, so that no call starts after they are counted."""
     rows = [
         LiveCall(
             study=study,
@@ -66,7 +66,7 @@ def do_record_calls(study: Study, turn: Turn | None, record: CallRecord) -> list
             succeeded=attempt.succeeded,
             cost_usd=price_call(attempt.litellm_model, attempt.messages, attempt.text) if attempt.succeeded else None,
         )
-        for attempt in record.close()
+        for attempt in attempts
     ]
     return LiveCall.objects.bulk_create(rows)
 

@@ -535,9 +535,10 @@ def _reply_events(participant: Participant, conversation: Conversation, turn: Tu
             except ChatModelError as exc:
                 yield _event({"type": "error", "message": str(exc)})
                 return
-            finally:  # every live call is counted towards the study's spend, failed or not
-                if guarded.record.attempts:
-                    do_record_calls(flow.study_of(participant), turn, guarded.record)
+            finally:  # every live call is counted towards the study's spend, failed or not; none starts after
+                calls = guarded.record.close()
+                if calls:
+                    do_record_calls(flow.study_of(participant), turn, calls)
         # takes a connection again, for this write only
         flow.do_save_reply(turn, guarded.text, guarded.outcome, guarded.leaks, guarded.record.answered_by)
         yield _event({"type": "done", "next": next_url})

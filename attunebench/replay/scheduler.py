@@ -26,9 +26,9 @@ How many calls a provider may have in flight adapts (``AdaptiveLimit``,
 additive increase, multiplicative decrease): it starts at the provider's cap
 (the global cap when the provider has none, as for a model outside the
 registry), halves when the provider says it is overloaded (429, 503, 529) in
-more than a quarter of a round trip's calls, and at least of the last 20
-(isolated refusals do not count), and climbs back by one per window of
-successes, never above the cap nor below 1.
+more than a quarter of its recent calls (a round trip's worth, never fewer
+than the last 20: random refusals do not count), and climbs back by one per
+window of successes, never above the cap nor below 1.
 A provider that is pushed past what it serves then settles just under its
 limit instead of burning retries, and one that is not runs at the full cap.
 
@@ -164,11 +164,10 @@ class AdaptiveLimit:
     replay of bench/replay_faults.py took 2.0-3.8x the fault-free one from run
     to run). With a window of at least 20 and a quarter of it, 10% random
     refusals cut at most about one window in a hundred (20 outcomes: 1.1%;
-    32: 0.3%). After a
-    cut the window restarts. Calls admitted before a cut that then report
-    overload belong to the same episode (they were sent at the old level), so
-    they count for nothing: ``epoch`` tells them apart. Without that, one burst
-    of 32 simultaneous 429s would drive the level to 1.
+    32: 0.3%). After a cut the window restarts. Calls admitted before a cut
+    that then report overload belong to the same episode (they were sent at
+    the old level), so they count for nothing: ``epoch`` tells them apart.
+    Without that, one burst of 32 simultaneous 429s would drive the level to 1.
     """
 
     OVERLOAD_SHARE: Final = 0.25

@@ -136,6 +136,12 @@ def test_once_the_calls_of_a_reply_are_counted_no_further_call_starts(live):
         list(stream_reply(request_for(live, fallback=PRICED), record))
     assert len(live.requests) == 1  # the refused call never reached the provider
     assert record.close() == counted
+    # Closed before its first call: neither the model nor its fallback is asked.
+    unused = CallRecord()
+    unused.close()
+    with pytest.raises(ChatModelError):
+        list(stream_reply(request_for(live, fallback=PRICED), unused))
+    assert len(live.requests) == 1 and unused.close() == []
 
 
 def test_prices_come_from_litellm_and_unpriced_models_are_none():
