@@ -21,6 +21,13 @@ as usual; when it fails calls at random and answers the rest, a call that drew
 five failures in a row still waits the first step only. With per-call
 exponents alone, at 22% random failures about one call in 2,000 failed five
 times in a row and waited 8-15 s, which alone could set the end of a run.
+At that first step a failure that is not an overload (a 500, a timeout, a
+dropped connection) is retried after a moment only (``glitch_delay``, 0.05 to
+0.1 s): the provider is answering other calls, so a longer wait protects
+nobody and only lengthens the conversation's chain of calls (a 200 ms turn
+waited 0.25-0.5 s per glitch). The in-flight cap still bounds the load, an
+overload still waits the full step or its Retry-After, and a provider that
+fails every call is past the first step by its second failure.
 
 How many calls a provider may have in flight adapts (``AdaptiveLimit``,
 additive increase, multiplicative decrease): it starts at the provider's cap
@@ -349,6 +356,7 @@ class Scheduler:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         base_delay: float = 0.5,
         max_delay: float = 60.0,
+        glitch_delay: float = 0.1,
         attempt_timeout: float | None = None,
         rate_limiter: RateLimiter | None = None,
         shared_slots: SharedSlots | None = None,
@@ -362,6 +370,7 @@ class Scheduler:
         self.max_attempts = max(1, max_attempts)
         self.base_delay = base_delay
         self.max_delay = max_delay
+        self.glitch_delay = glitch_delay
         self.attempt_timeout = attempt_timeout
         self.rate_limiter: RateLimiter = rate_limiter or TokenBucketLimiter()
         self.shared_slots = shared_slots
@@ -406,9 +415,14 @@ class Scheduler:
         failures in a row the provider has had (see the module's docstring)."""
         return max(0, min(retry, self._failures_since_success[provider] - 1))
 
-    def backoff_delay(self, step: int, retry_after: float | None) -> float:
-        """Exponential backoff with equal jitter at ``step`` (``backoff_step``); ``Retry-After`` is a floor."""
+    def backoff_delay(self, step: int, retry_after: float | None, overload: bool = True) -> float:
+        """Exponential backoff with equal jitter at ``step`` (``backoff_step``); ``Retry-After`` is a floor.
+
+        At step 0 a failure that is not an ``overload`` waits ``glitch_delay`` at most (module docstring).
+        """
         ceiling = min(self.max_delay, self.base_delay * 2.0**step)
+        if step == 0 and not overload:
+            ceiling = min(ceiling, self.glitch_delay)
         delay = ceiling / 2 + self.rng.uniform(0, ceiling / 2)
         if retry_after is not None and retry_after > 0:
             delay = max(delay, min(retry_after, self.max_delay * 5))
@@ -497,7 +511,8 @@ class Scheduler:
             # Outside every slot from here on: waiting must not hold capacity.
             self.stats.errors[error.kind] += 1
             self._failures_since_success[provider] += 1
-            if is_overload(error) and provider_slots.limit.on_overload(epoch):
+            overload = is_overload(error)
+            if overload and provider_slots.limit.on_overload(epoch):
                 log.info(
                     "%s is overloaded (%s): in-flight limit cut to %d of %d",
                     provider,
@@ -510,7 +525,7 @@ class Scheduler:
                 raise RetriesExhausted(error, retry + 1)
             # Retry-After delays this request only (``backoff_delay`` makes it a floor):
             # pausing the whole provider on one 429 idled every other slot for it.
-            delay = self.backoff_delay(self.backoff_step(provider, retry), error.retry_after)
+            delay = self.backoff_delay(self.backoff_step(provider, retry), error.retry_after, overload)
             self.stats.retries += 1
             self.stats.backoff_seconds += delay
             retry += 1

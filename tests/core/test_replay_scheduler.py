@@ -96,6 +96,43 @@ def test_backoff_delay_bounds_and_retry_after_floor():
     assert scheduler.backoff_delay(5, 0.1) >= 4.0  # and never shortens a long one
 
 
+def test_a_glitch_at_the_first_step_is_retried_after_a_moment_and_an_overload_is_not():
+    scheduler = Scheduler(base_delay=0.5, max_delay=8.0, glitch_delay=0.1, rng=random.Random(0))
+    for _ in range(50):
+        assert 0.05 <= scheduler.backoff_delay(0, None, overload=False) <= 0.1
+        assert 0.25 <= scheduler.backoff_delay(0, None, overload=True) <= 0.5
+        # Past the first step the provider is failing in a row: the usual doubling, glitch or not.
+        assert 0.5 <= scheduler.backoff_delay(1, None, overload=False) <= 1.0
+    assert scheduler.backoff_delay(0, 0.7, overload=False) == 0.7  # a Retry-After is still a floor
+    # A base shorter than the glitch wait is never lengthened by it.
+    assert Scheduler(base_delay=0.01, glitch_delay=0.1).backoff_delay(0, None, overload=False) <= 0.01
+
+
+def test_a_healthy_providers_random_500s_are_retried_quickly_and_its_429s_wait_the_first_step():
+    # Two calls to a provider that answers other calls between their failures, so each wait is at step 0.
+    def run(error: TransientCallError) -> Scheduler:
+        scheduler = Scheduler(base_delay=0.4, glitch_delay=0.02, rng=random.Random(3))
+        tries: list[int] = []
+
+        async def flaky():
+            tries.append(1)
+            assert await scheduler.submit("p", succeed) == "other"
+            if len(tries) < 3:
+                raise error
+            return "ok"
+
+        async def succeed():
+            return "other"
+
+        assert asyncio.run(scheduler.submit("p", flaky)) == "ok"
+        assert scheduler.stats.retries == 2
+        return scheduler
+
+    assert run(TransientCallError("500", status=500)).stats.backoff_seconds <= 2 * 0.02
+    assert run(TransientCallError("timeout")).stats.backoff_seconds <= 2 * 0.02
+    assert run(TransientCallError("429", status=429)).stats.backoff_seconds >= 2 * 0.2
+
+
 def test_retry_after_delays_only_the_refused_request():
     # A provider that refuses one call at random still serves the others: the
     # Retry-After is that request's floor, not a pause of the whole provider.
