@@ -21,8 +21,17 @@ replay is measured apart from the process's start-up and its scoring:
 - peak       most requests in flight at the server at once (never above N)
 - cpu_ms_per_call  the eval process's CPU time (user + system, start-up included) / calls
 
+``--spread-ms S`` draws each answer's latency uniformly from latency +- S/2 (the
+same mean, so the same bound). The targets are for the constant latency (S = 0),
+the harder case: answers sent together come back together, and a process
+handles a whole wave of them one after another before it sends their next
+calls, so a call waits on average about N x (CPU per call) / (2 x cores)
+longer than the provider takes. A real provider's latency varies from call to call, and that
+breaks the waves up; the spread shows how much of the gap they are.
+
 The machine is shared: the load average is printed with the figures.
-Usage: python bench/replay_throughput.py [--conversations 40 --turns 8 --latency-ms 200 --concurrency 32,64]
+Usage: python bench/replay_throughput.py [--conversations 40 --turns 8 --latency-ms 200 --spread-ms 0
+                                          --concurrency 32,64]
 The last line is machine-readable.
 """
 
@@ -89,9 +98,12 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=40)
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--latency-ms", type=float, default=200.0)
+    parser.add_argument("--spread-ms", type=float, default=0.0, help="latency drawn from latency +- spread/2")
     parser.add_argument("--concurrency", default="32,64", help="comma-separated values, one eval run each")
     parser.add_argument("--processes", type=int, help="attune eval --processes (default: its own, the CPU count)")
     options = parser.parse_args()
+    if not 0 <= options.spread_ms <= 2 * options.latency_ms:
+        parser.error("--spread-ms must be between 0 and twice --latency-ms (a latency is never negative)")
     latency = options.latency_ms / 1000
     levels = [int(v) for v in options.concurrency.split(",") if v.strip()]
 
@@ -99,7 +111,8 @@ def main() -> None:
         options.conversations, seed=2024, min_turns=options.turns, max_turns=options.turns
     )
     chain = max(critical_path_calls(c) for c in conversations)
-    process, api_base = start_subprocess("--latency-ms", str(options.latency_ms))
+    lowest = options.latency_ms - options.spread_ms / 2
+    process, api_base = start_subprocess("--latency-ms", str(lowest), "--jitter-ms", str(options.spread_ms))
     control = root_url(api_base)
     results = []
     try:
@@ -144,7 +157,7 @@ def main() -> None:
     load = os.getloadavg()
     print(
         f"attune eval, {options.conversations} conversations x {options.turns} turns, no judge, "
-        f"latency {options.latency_ms:.0f} ms, longest chain {chain} calls, "
+        f"latency {options.latency_ms:.0f} ms (+- {options.spread_ms / 2:.0f}), longest chain {chain} calls, "
         f"--processes {options.processes or 'default (CPU count)'}; "
         f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs"
     )
@@ -165,7 +178,7 @@ def main() -> None:
             f"c{r['concurrency']}_cpu_ms_per_call={r['cpu_ms_per_call']:.3f}"
             for r in results
         )
-        + f" calls={results[0]['calls'] if results else 0} load1={load[0]:.2f}"
+        + f" calls={results[0]['calls'] if results else 0} spread_ms={options.spread_ms:g} load1={load[0]:.2f}"
     )
 
 
