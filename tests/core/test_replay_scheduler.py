@@ -114,15 +114,15 @@ def test_a_healthy_providers_random_500s_are_retried_quickly_and_its_429s_wait_t
         scheduler = Scheduler(base_delay=0.4, glitch_delay=0.02, rng=random.Random(3))
         tries: list[int] = []
 
+        async def succeed():
+            return "other"
+
         async def flaky():
             tries.append(1)
             assert await scheduler.submit("p", succeed) == "other"
             if len(tries) < 3:
                 raise error
             return "ok"
-
-        async def succeed():
-            return "other"
 
         assert asyncio.run(scheduler.submit("p", flaky)) == "ok"
         assert scheduler.stats.retries == 2
