@@ -25,9 +25,10 @@ replay is measured apart from the process's start-up and its scoring:
 same mean, so the same bound). The targets are for the constant latency (S = 0),
 the harder case: answers sent together come back together, and a process
 handles a whole wave of them one after another before it sends their next
-calls, so a call waits on average about N x (CPU per call) / (2 x cores)
-longer than the provider takes. A real provider's latency varies from call to call, and that
-breaks the waves up; the spread shows how much of the gap they are.
+calls, so unless the sends are spread a call waits on average about
+N x (CPU per call) / (2 x cores) longer than the provider takes. The scheduler
+paces its sends for that reason (``SendPacer``); a real provider's varying
+latency breaks the waves up too, and the spread shows that case.
 
 The machine is shared: the load average is printed with the figures.
 Usage: python bench/replay_throughput.py [--conversations 40 --turns 8 --latency-ms 200 --spread-ms 0

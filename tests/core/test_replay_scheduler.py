@@ -14,6 +14,7 @@ from attunebench.replay.scheduler import (
     ProviderLimits,
     RetriesExhausted,
     Scheduler,
+    SendPacer,
     TokenBucketLimiter,
     TransientCallError,
 )
@@ -379,3 +380,99 @@ def test_a_cancelled_queued_call_never_runs_and_later_calls_still_do():
 
     assert asyncio.run(main()) == "ran"
     assert ran == []
+
+
+# -- pacing: sends a round trip over the level apart -------------------------------------------------
+
+
+def test_nothing_is_paced_before_a_round_trip_is_known():
+    pacer = SendPacer()
+    assert pacer.round_trip is None
+    assert [pacer.reserve(10.0, 4) for _ in range(5)] == [0.0] * 5
+
+
+def test_sends_released_together_go_out_a_round_trip_over_the_level_apart():
+    pacer = SendPacer()
+    pacer.observe(0.2)
+    # 0.2 s / level 4 = 0.05 s between sends: the fifth goes one round trip after the first.
+    assert [pacer.reserve(10.0, 4) for _ in range(5)] == pytest.approx([0.0, 0.05, 0.1, 0.15, 0.2])
+    # Asked again 0.12 s later: the booked sends run to 10.2, so the next goes at 10.25.
+    assert pacer.reserve(10.12, 4) == pytest.approx(0.13)
+    # After a quiet spell the next send goes at once: pacing only ever spreads a burst.
+    assert pacer.reserve(20.0, 4) == 0.0
+    # A halved level (overload) doubles the spacing.
+    assert pacer.reserve(20.0, 2) == pytest.approx(0.05)
+    assert pacer.reserve(20.0, 2) == pytest.approx(0.15)
+
+
+def test_the_round_trip_is_the_shortest_slot_time_of_the_recent_successes():
+    pacer = SendPacer()
+    for seconds in (0.30, 0.21, 0.25):
+        pacer.observe(seconds)
+    assert pacer.round_trip == pytest.approx(0.21)  # never more than any recent call held its slot
+    # Still the shortest while it is among the last WINDOW successes...
+    for _ in range(SendPacer.WINDOW - 3):
+        pacer.observe(0.4)
+    assert pacer.round_trip == pytest.approx(0.21)
+    # ...and forgotten once the window after its own is full of slower calls: the provider got slower.
+    for _ in range(SendPacer.WINDOW):
+        pacer.observe(0.4)
+    assert pacer.round_trip == pytest.approx(0.4)
+    pacer.observe(0.1)  # a faster call counts at once
+    assert pacer.round_trip == pytest.approx(0.1)
+
+
+def test_a_wait_under_a_millisecond_is_not_worth_a_timer():
+    pacer = SendPacer()
+    pacer.observe(0.0024)  # calls of 2.4 ms at level 8: 0.3 ms apart
+    waits = [pacer.reserve(5.0, 8) for _ in range(6)]
+    # 0, 0.3, 0.6 and 0.9 ms go at once; from the fifth (1.2 ms) the spacing is kept.
+    assert waits[:4] == [0.0] * 4
+    assert waits[4:] == pytest.approx([0.0012, 0.0015])
+
+
+def test_the_scheduler_spreads_a_burst_over_a_round_trip_and_still_fills_the_cap():
+    scheduler = Scheduler(max_concurrency=4)
+    started: list[float] = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        await scheduler.submit("p", lambda: asyncio.sleep(0.04))  # a round trip of at least 40 ms
+        all_in = asyncio.Event()
+
+        async def held():
+            started.append(loop.time())
+            if len(started) == 4:
+                all_in.set()
+            await all_in.wait()  # each holds its slot until all four are out: the cap is reached
+
+        await asyncio.wait_for(asyncio.gather(*(scheduler.submit("p", held) for _ in range(4))), 10)
+
+    asyncio.run(main())
+    # At least 40 ms / 4 apart (a timer never fires early; a busy machine only spreads them more).
+    assert all(later - earlier >= 0.01 - 1e-6 for earlier, later in itertools.pairwise(started))
+    assert scheduler.peak_in_flight == 4
+    assert scheduler.stats.paced_seconds >= 0.06 - 1e-6  # 10 + 20 + 30 ms booked
+
+
+def test_a_call_cancelled_while_it_waits_its_turn_to_go_out_gives_its_slots_back():
+    scheduler = Scheduler(max_concurrency=1)
+    ran: list[str] = []
+
+    async def main():
+        await scheduler.submit("p", lambda: asyncio.sleep(0.05))  # round trip >= 50 ms at level 1
+        await scheduler.submit("p", lambda: asyncio.sleep(0))  # goes at once and books the next 50 ms on
+
+        async def paced():
+            ran.append("paced")
+
+        waiting = asyncio.ensure_future(scheduler.submit("p", paced))
+        for _ in range(3):
+            await asyncio.sleep(0)  # it holds the slot and waits for its turn
+        assert scheduler.stats.paced_seconds > 0 and not ran
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+        return await asyncio.wait_for(scheduler.submit("p", lambda: asyncio.sleep(0, "next")), 5)
+
+    assert asyncio.run(main()) == "next"
+    assert ran == [] and scheduler.in_flight == 0
