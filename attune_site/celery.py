@@ -8,7 +8,10 @@ A worker imports litellm before it takes its first task (``worker_init``, in the
 main process, so prefork children inherit it): left to the first model call, the
 import (about 6 s of CPU here) delayed the first run's first request, once in every
 child process. Only the import: the web server's ``attune_site.warmup`` also runs a
-mock completion on a thread of its own, which must not happen before a fork.
+mock completion on a thread of its own, which must not happen before a fork. The
+heap is then frozen (``gc.freeze``, as Python's documentation advises before a fork):
+a full collection walked litellm's objects for 0.2-0.3 s each time, the replay's
+event loop stopped meanwhile.
 """
 
 import logging
@@ -31,7 +34,9 @@ logger = logging.getLogger("attune.worker")
 
 @worker_init.connect
 def load_model_client(**_: Any) -> None:
-    """Import and configure litellm now, not inside the first replay (it starts no thread: safe to fork after)."""
+    """Import and configure litellm now, not inside the first replay (it starts no thread: safe to fork after),
+    then freeze the start-up heap so the collector's full passes no longer walk it (``attunebench.replay.heap``)."""
+    from attunebench.replay.heap import freeze_startup_heap
     from attunebench.replay.llm import load_litellm
 
     started = time.perf_counter()
@@ -39,8 +44,9 @@ def load_model_client(**_: Any) -> None:
         load_litellm()
     except Exception:  # the worker still scores and exports; the first model call reports the import's failure
         logger.warning("litellm could not be loaded at start-up; replays will try again", exc_info=True)
-        return
-    logger.info("litellm loaded in %.1f s, before the first task", time.perf_counter() - started)
+    else:
+        logger.info("litellm loaded in %.1f s, before the first task", time.perf_counter() - started)
+    logger.info("%d start-up objects frozen out of the garbage collector's passes", freeze_startup_heap())
 
 
 @worker_ready.connect

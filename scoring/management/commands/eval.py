@@ -214,6 +214,7 @@ class Command(BaseCommand):
             )
             results = self._in_processes(em, config, conversations, options, processes)
             return self._finish(results, out)
+        load_for_replay(em, config)
         total = len(conversations)
         started = time.perf_counter()
         interactive = sys.stderr.isatty()
@@ -267,10 +268,8 @@ class Command(BaseCommand):
         from django.db import connections
 
         from attunebench.replay.aio import Abandoned
-        from attunebench.replay.llm import load_litellm
 
-        if not em.is_offline or (config.judge is not None and not config.judge.is_offline):
-            load_litellm()  # import once before forking
+        load_for_replay(em, config)  # once, here: the children inherit it
         connections.close_all()  # no database connection shared with the children
         context = multiprocessing.get_context("fork")
         progress = context.Array("d", len(PROGRESS_FIELDS) * processes, lock=False)
@@ -435,6 +434,24 @@ PROGRESS_FIELDS = (
     "level",
     "ceiling",
 )
+
+
+def load_for_replay(em: Any, config: Any) -> bool:
+    """Import litellm when a model of the run needs it, then freeze the start-up heap; True if it did.
+
+    Before the replay starts (and before ``--processes`` forks), so neither the
+    import nor the collector's walks over what it loaded fall inside the run
+    (``attunebench.replay.heap``). Offline baselines load nothing heavy and make
+    no calls to wait on: their process is left as it is.
+    """
+    from attunebench.replay.heap import freeze_startup_heap
+    from attunebench.replay.llm import load_litellm
+
+    if em.is_offline and (config.judge is None or config.judge.is_offline):
+        return False
+    load_litellm()
+    freeze_startup_heap()
+    return True
 
 
 def progress_line(done: int, total: int, totals: Any, limit: str, started: float) -> str:
