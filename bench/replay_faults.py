@@ -8,7 +8,8 @@ B. faults: 10% HTTP 429 (with Retry-After), 10% HTTP 500, 2% hung requests
    (the client gives up after the model's ``timeout``), 5% malformed JSON.
    Coverage (turn and post) must be 100% and the replay within 2x of A;
 C. fault-free, with ``kill -9`` of one worker once a third of the conversations
-   are done: scores must equal A's. The run's count of requests is printed beside
+   are done (the worker holding the most conversations then, so the kill always
+   interrupts replays): scores must equal A's. The run's count of requests is printed beside
    the server's: it may exceed it by the few the killed worker counted and never
    sent (a request is counted before it goes out, so none sent is missed). The server
    counts a request as answered when it writes the answer; ``abandoned`` are
@@ -69,6 +70,23 @@ def fresh_cache_and_workers(harness: Harness) -> None:
     harness.start_workers()
 
 
+def busiest_worker(harness: Harness) -> tuple[int, int]:
+    """(index, leases) of the worker process holding the most conversations now.
+
+    One worker often takes most of a run's tasks, so killing a fixed one could
+    kill an idle process and prove nothing. A lease names its holder's process
+    (``host:pid:random``).
+    """
+    from collections import Counter
+
+    from scoring.models import RunConversation
+
+    owners = RunConversation.objects.filter(status=RunConversation.Status.RUNNING).values_list("lease_owner", flat=True)
+    held = Counter(owner.split(":")[1] for owner in owners if owner.count(":") >= 2)
+    index = max(range(len(harness.processes)), key=lambda i: held[str(harness.processes[i].pid)])
+    return index, held[str(harness.processes[index].pid)]
+
+
 def coverage(run_id: int) -> tuple[float, float]:
     from scoring.models import ConversationScore
 
@@ -103,13 +121,16 @@ def main() -> None:
         http_json(f"{control}/stats/reset", {})
         killed: list[int] = []
         in_flight: list[int] = []
+        leases: list[int] = []
 
         def progress(done: int, total: int) -> None:
             if kill_at is not None and not killed and done >= kill_at * total:
                 # Requests in flight now are the most the killed worker can have paid for and lost.
                 in_flight.append(http_json(f"{control}/stats")["in_flight"])
-                harness.kill(0)
+                victim, held = busiest_worker(harness)
+                harness.kill(victim)
                 killed.append(done)
+                leases.append(held)
 
         result = run_once(harness, docs, on_progress=progress if kill_at is not None else None)
         stats = http_json(f"{control}/stats")
@@ -124,6 +145,7 @@ def main() -> None:
             abandoned=stats["abandoned"],
             killed_at=killed[0] if killed else None,
             in_flight_at_kill=in_flight[0] if in_flight else None,
+            leases_at_kill=leases[0] if leases else None,
         )
         figures[name] = result
         return result
@@ -156,8 +178,8 @@ def main() -> None:
             f"(recovered {r['calls_recovered']}), answered twice {r['answered_twice']}, left unanswered by "
             f"their client {r['abandoned']}, peak {r['peak']}"
             + (
-                f", worker killed at {r['killed_at']} conversations done with {r['in_flight_at_kill']} requests in "
-                "flight at the server (both workers)"
+                f", worker killed at {r['killed_at']} conversations done, holding {r['leases_at_kill']} of them, with "
+                f"{r['in_flight_at_kill']} requests in flight at the server (both workers)"
                 if r["killed_at"] is not None
                 else ""
             )
@@ -167,7 +189,8 @@ def main() -> None:
     print(
         f"coverage={turn_cov:.3f} post_coverage={post_cov:.3f} fault_wall_ratio={ratio:.2f} "
         f"kill_same_scores={int(same_scores)} kill_answered_twice={killed['answered_twice']} "
-        f"kill_in_flight={killed['in_flight_at_kill']} kill_abandoned={killed['abandoned']} "
+        f"kill_in_flight={killed['in_flight_at_kill']} kill_leases={killed['leases_at_kill']} "
+        f"kill_recovered={killed['calls_recovered']} kill_abandoned={killed['abandoned']} "
         f"kill_run_calls={killed['calls_made']} kill_server_requests={killed['server_requests']} "
         f"clean_replay_s={clean['replay_s']:.3f} fault_replay_s={faulty['replay_s']:.3f} load1={load[0]:.2f}"
     )
