@@ -11,6 +11,7 @@ them: these two classes are the scheduler's ``RateLimiter`` and
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import random
 import uuid
@@ -115,9 +116,15 @@ class RedisInFlightSlots:
     owning process keeps a heartbeat key alive (every ``heartbeat_s``, expiring
     after three beats); a worker killed mid-call stops beating, and the next
     process that asks for a slot drops the dead worker's slots. The lease is a
-    last resort, for a release that never reached Redis. Waiters poll with jitter:
-    they only wait when the provider is saturated, where a few milliseconds
-    more cost nothing against the model's latency.
+    last resort, for a release that never reached Redis.
+
+    Waiting is polling, with jitter: a process only waits when the provider is
+    saturated, where a few milliseconds more cost nothing against the model's
+    latency. One task per process and provider polls; the process's other
+    waiters queue behind it in arrival order and are handed the slots it takes.
+    (With every waiter polling, a worker whose 32 calls wanted 16 free slots
+    sent Redis some 800 attempts a second, each walking the provider's slots,
+    and spent about a fourteenth of its CPU on them.)
     """
 
     def __init__(
@@ -132,6 +139,11 @@ class RedisInFlightSlots:
         self._take: Any = None
         self._count: Any = None
         self._heartbeat: asyncio.Task[None] | None = None
+        # Per provider key: this process's waiters in arrival order, the task polling for them, and the
+        # cap the latest waiter asked for (a cap changed in the registry applies to the next attempt).
+        self._waiters: dict[str, collections.deque[asyncio.Future[str]]] = {}
+        self._pollers: dict[str, asyncio.Task[None]] = {}
+        self._limits: dict[str, int] = {}
 
     def _connect(self) -> None:
         if self._redis is None:
@@ -170,11 +182,62 @@ class RedisInFlightSlots:
         return None
 
     async def acquire(self, key: str, limit: int) -> str:
+        """Wait for one of ``limit`` slots of ``key`` anywhere; return its token.
+
+        The caller queues and this process's poller tries Redis for it (at
+        once when nobody waits before it), so the slots go in arrival order.
+        """
+        waiters = self._waiters.setdefault(key, collections.deque())
+        self._limits[key] = limit
+        waiter: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        waiters.append(waiter)
+        poller = self._pollers.get(key)
+        if poller is None or poller.done():
+            self._pollers[key] = asyncio.get_running_loop().create_task(self._poll(key))
+        try:
+            return await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                await asyncio.shield(self.release(key, waiter.result()))  # handed a slot as it gave up: back
+            elif waiter in waiters:
+                waiters.remove(waiter)
+            raise
+
+    async def _poll(self, key: str) -> None:
+        """Take slots for this process's waiters of ``key`` until none is left.
+
+        A slot taken goes to the longest waiter and the next try follows at
+        once (a release may have freed several); a refusal waits a poll. A
+        Redis error is the longest waiter's error, as its own try would have
+        raised it; the others go on waiting.
+        """
+        waiters = self._waiters[key]
         while True:
-            token = await self.try_acquire(key, limit)
-            if token is not None:
-                return token
-            await asyncio.sleep(self.poll_s * (0.5 + random.random()))
+            while waiters and waiters[0].done():  # gave up while queued
+                waiters.popleft()
+            if not waiters:
+                return
+            try:
+                token = await self.try_acquire(key, self._limits[key])
+            except Exception as exc:
+                while waiters and waiters[0].done():
+                    waiters.popleft()
+                if waiters:
+                    waiters.popleft().set_exception(exc)
+                await asyncio.sleep(self.poll_s * (0.5 + random.random()))
+                continue
+            if token is None:
+                await asyncio.sleep(self.poll_s * (0.5 + random.random()))
+                continue
+            while waiters and waiters[0].done():
+                waiters.popleft()
+            if waiters:
+                waiters.popleft().set_result(token)
+                continue
+            try:  # everyone gave up while the slot was being taken
+                await self.release(key, token)
+            except Exception as exc:  # its lease frees it later
+                log.warning("in-flight slots: could not give back an unused slot (its lease will free it): %s", exc)
 
     async def release(self, key: str, token: str) -> None:
         self._connect()

@@ -203,6 +203,72 @@ def test_slots_come_back_when_their_lease_ends():
     assert waited >= 0.3  # held until the lease ran out (a lower bound: a busy machine only adds)
 
 
+def _script_runs() -> int:
+    """Lua script runs the Redis server has served so far (every slot attempt is one)."""
+    import redis
+
+    stats = redis.Redis.from_url(settings.REDIS_URL).info("commandstats")
+    return sum(stats.get(name, {}).get("calls", 0) for name in ("cmdstat_evalsha", "cmdstat_eval"))
+
+
+def test_a_process_s_waiters_get_slots_in_arrival_order_and_one_of_them_polls():
+    key = f"test-queue-{time.time_ns()}"
+
+    async def scenario():
+        slots = RedisInFlightSlots(settings.REDIS_URL, poll_s=0.02)
+        held = await slots.acquire(key, 1)
+        served: list[int] = []
+
+        async def wait(i: int) -> None:
+            token = await slots.acquire(key, 1)
+            served.append(i)
+            await slots.release(key, token)
+
+        waiting = []
+        for i in range(20):
+            waiting.append(asyncio.ensure_future(wait(i)))
+            await asyncio.sleep(0)  # each queues before the next arrives
+        before = _script_runs()
+        await asyncio.sleep(0.3)  # 20 waiters, the provider's one slot taken
+        attempts = _script_runs() - before
+        await slots.release(key, held)
+        await asyncio.wait_for(asyncio.gather(*waiting), 30)
+        return served, attempts
+
+    try:
+        served, attempts = asyncio.run(scenario())
+    finally:
+        _forget(key)
+    assert served == list(range(20))
+    # One poller, a try at least 10 ms after the last refusal: at most 31 tries in 0.3 s (a busy machine
+    # only makes fewer). Each waiter polling on its own made 200 or more.
+    assert attempts <= 31
+
+
+def test_a_waiter_that_gives_up_leaves_the_queue_and_its_slot_goes_to_the_next():
+    key = f"test-giveup-{time.time_ns()}"
+
+    async def scenario():
+        slots = RedisInFlightSlots(settings.REDIS_URL, poll_s=0.01)
+        held = await slots.acquire(key, 1)
+        quitter = asyncio.ensure_future(slots.acquire(key, 1))
+        await asyncio.sleep(0)
+        patient = asyncio.ensure_future(slots.acquire(key, 1))
+        await asyncio.sleep(0)
+        quitter.cancel()
+        await slots.release(key, held)
+        token = await asyncio.wait_for(patient, 30)
+        in_use = await slots.held(key)
+        await slots.release(key, token)
+        return quitter.cancelled(), in_use, await slots.held(key)
+
+    try:
+        quitter_cancelled, in_use, after = asyncio.run(scenario())
+    finally:
+        _forget(key)
+    assert quitter_cancelled and in_use == 1 and after == 0  # nothing is held for the one who left
+
+
 @pytest.fixture
 def rpm_key():
     """A provider key of its own for one test; its window is removed from Redis afterwards."""
