@@ -109,6 +109,13 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. t, '+inf')
 """
 
 
+def _drop_gone(waiters: collections.deque[asyncio.Future[str]]) -> bool:
+    """Drop the waiters at the head of the queue that gave up; whether anyone still waits."""
+    while waiters and waiters[0].done():
+        waiters.popleft()
+    return bool(waiters)
+
+
 class RedisInFlightSlots:
     """A provider's in-flight cap across every worker process: slots in a sorted set.
 
@@ -122,9 +129,10 @@ class RedisInFlightSlots:
     saturated, where a few milliseconds more cost nothing against the model's
     latency. One task per process and provider polls; the process's other
     waiters queue behind it in arrival order and are handed the slots it takes.
-    (With every waiter polling, a worker whose 32 calls wanted 16 free slots
-    sent Redis some 800 attempts a second, each walking the provider's slots,
-    and spent about a fourteenth of its CPU on them.)
+    (With every waiter polling, each of a worker's 16 or so waiting calls
+    tried every 10-30 ms, each try walking the provider's slots: 7% of the
+    worker's CPU in bench/replay_distributed.py, and Redis's load grew with
+    every waiting call of every worker.)
     """
 
     def __init__(
@@ -198,7 +206,7 @@ class RedisInFlightSlots:
             return await waiter
         except BaseException:
             if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-                await asyncio.shield(self.release(key, waiter.result()))  # handed a slot as it gave up: back
+                await asyncio.shield(self._give_back(key, waiter.result()))  # handed a slot as it gave up
             elif waiter in waiters:
                 waiters.remove(waiter)
             raise
@@ -212,32 +220,27 @@ class RedisInFlightSlots:
         raised it; the others go on waiting.
         """
         waiters = self._waiters[key]
-        while True:
-            while waiters and waiters[0].done():  # gave up while queued
-                waiters.popleft()
-            if not waiters:
-                return
+        while _drop_gone(waiters):
             try:
                 token = await self.try_acquire(key, self._limits[key])
             except Exception as exc:
-                while waiters and waiters[0].done():
-                    waiters.popleft()
-                if waiters:
+                if _drop_gone(waiters):
                     waiters.popleft().set_exception(exc)
                 await asyncio.sleep(self.poll_s * (0.5 + random.random()))
                 continue
             if token is None:
                 await asyncio.sleep(self.poll_s * (0.5 + random.random()))
-                continue
-            while waiters and waiters[0].done():
-                waiters.popleft()
-            if waiters:
+            elif _drop_gone(waiters):
                 waiters.popleft().set_result(token)
-                continue
-            try:  # everyone gave up while the slot was being taken
-                await self.release(key, token)
-            except Exception as exc:  # its lease frees it later
-                log.warning("in-flight slots: could not give back an unused slot (its lease will free it): %s", exc)
+            else:
+                await self._give_back(key, token)  # everyone gave up while the slot was being taken
+
+    async def _give_back(self, key: str, token: str) -> None:
+        """Release a slot nobody will use; if Redis is away, say so: the slot's lease frees it later."""
+        try:
+            await self.release(key, token)
+        except Exception as exc:
+            log.warning("in-flight slots: could not give back an unused slot (its lease will free it): %s", exc)
 
     async def release(self, key: str, token: str) -> None:
         self._connect()

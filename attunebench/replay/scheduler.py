@@ -254,10 +254,10 @@ class SendPacer:
     they release go out, together again. The replay then moves in waves, and a
     call waits for its whole wave on top of the provider's latency: at a steady
     200 ms and 32 calls in flight per process the replay reached 0.65-0.76 of
-    what the concurrency allows, 0.82-0.83 with pacing (bench/replay_throughput.py
-    on 2 cores, start-up heap frozen in both). Spacing the sends spreads a burst over one
-    round trip; the answers then arrive one at a time and each is handled as it
-    comes, which is what TCP pacing does for packets.
+    what the concurrency allows, 0.78-0.86 with pacing (bench/replay_throughput.py
+    on 2 cores, start-up heap frozen in both). Spacing the sends spreads a burst
+    over one round trip; the answers then arrive one at a time and each is
+    handled as it comes, which is what TCP pacing does for packets.
 
     It costs no throughput: a call holds its slot at least the round trip, so
     ``level`` slots cannot start calls faster than ``level / round_trip`` anyway.

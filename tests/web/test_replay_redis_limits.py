@@ -269,6 +269,23 @@ def test_a_waiter_that_gives_up_leaves_the_queue_and_its_slot_goes_to_the_next()
     assert quitter_cancelled and in_use == 1 and after == 0  # nothing is held for the one who left
 
 
+def test_a_redis_error_reaches_the_waiting_call_and_the_next_one_tries_again():
+    import redis
+
+    slots = RedisInFlightSlots("redis://127.0.0.1:1/0", poll_s=0.01)  # nothing listens on port 1
+
+    async def scenario():
+        outcomes = []
+        for _ in range(2):  # the poller ended with the first waiter's error; a second call starts another
+            try:
+                await asyncio.wait_for(slots.acquire("test-unreachable", 1), 60)
+            except redis.exceptions.ConnectionError as exc:
+                outcomes.append(type(exc).__name__)
+        return outcomes
+
+    assert asyncio.run(scenario()) == ["ConnectionError", "ConnectionError"]
+
+
 @pytest.fixture
 def rpm_key():
     """A provider key of its own for one test; its window is removed from Redis afterwards."""
