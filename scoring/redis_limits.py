@@ -11,7 +11,8 @@ them: these two classes are the scheduler's ``RateLimiter`` and
 from __future__ import annotations
 
 import asyncio
-import collections
+import heapq
+import itertools
 import logging
 import random
 import uuid
@@ -109,10 +110,14 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. t, '+inf')
 """
 
 
-def _drop_gone(waiters: collections.deque[asyncio.Future[str]]) -> bool:
-    """Drop the waiters at the head of the queue that gave up; whether anyone still waits."""
-    while waiters and waiters[0].done():
-        waiters.popleft()
+# A process's calls waiting for a slot of one provider: a heap of (-priority, arrival, waiter).
+_Waiters = list[tuple[int, int, "asyncio.Future[str]"]]
+
+
+def _drop_gone(waiters: _Waiters) -> bool:
+    """Drop the waiters first in line that gave up (they stay queued until then); whether anyone still waits."""
+    while waiters and waiters[0][2].done():
+        heapq.heappop(waiters)
     return bool(waiters)
 
 
@@ -127,8 +132,10 @@ class RedisInFlightSlots:
 
     Waiting is polling, with jitter: a process only waits when the provider is
     saturated, where a few milliseconds more cost nothing against the model's
-    latency. One task per process and provider polls; the process's other
-    waiters queue behind it in arrival order and are handed the slots it takes.
+    latency. One task per process and provider polls; the process's waiting
+    calls queue, the highest priority first and then in arrival order (the
+    scheduler's order: a conversation's next turn before calls only its end
+    result needs), and are handed the slots it takes.
     (With every waiter polling, each of a worker's 16 or so waiting calls
     tried every 10-30 ms, each try walking the provider's slots: 7% of the
     worker's CPU in bench/replay_distributed.py, and Redis's load grew with
@@ -147,9 +154,10 @@ class RedisInFlightSlots:
         self._take: Any = None
         self._count: Any = None
         self._heartbeat: asyncio.Task[None] | None = None
-        # Per provider key: this process's waiters in arrival order, the task polling for them, and the
-        # cap the latest waiter asked for (a cap changed in the registry applies to the next attempt).
-        self._waiters: dict[str, collections.deque[asyncio.Future[str]]] = {}
+        # Per provider key: this process's waiters, the task polling for them, and the cap the latest
+        # waiter asked for (a cap changed in the registry applies to the next attempt).
+        self._waiters: dict[str, _Waiters] = {}
+        self._arrivals = itertools.count()
         self._pollers: dict[str, asyncio.Task[None]] = {}
         self._limits: dict[str, int] = {}
 
@@ -189,16 +197,17 @@ class RedisInFlightSlots:
             return token
         return None
 
-    async def acquire(self, key: str, limit: int) -> str:
+    async def acquire(self, key: str, limit: int, priority: int = 0) -> str:
         """Wait for one of ``limit`` slots of ``key`` anywhere; return its token.
 
         The caller queues and this process's poller tries Redis for it (at
-        once when nobody waits before it), so the slots go in arrival order.
+        once when nobody waits before it): the slots this process gets go to
+        the highest ``priority`` first, then in arrival order.
         """
-        waiters = self._waiters.setdefault(key, collections.deque())
+        waiters = self._waiters.setdefault(key, [])
         self._limits[key] = limit
         waiter: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        waiters.append(waiter)
+        heapq.heappush(waiters, (-priority, next(self._arrivals), waiter))
         poller = self._pollers.get(key)
         if poller is None or poller.done():
             self._pollers[key] = asyncio.get_running_loop().create_task(self._poll(key))
@@ -207,16 +216,14 @@ class RedisInFlightSlots:
         except BaseException:
             if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
                 await asyncio.shield(self._give_back(key, waiter.result()))  # handed a slot as it gave up
-            elif waiter in waiters:
-                waiters.remove(waiter)
-            raise
+            raise  # a cancelled waiter is done: the poller drops it when it comes first
 
     async def _poll(self, key: str) -> None:
         """Take slots for this process's waiters of ``key`` until none is left.
 
-        A slot taken goes to the longest waiter and the next try follows at
+        A slot taken goes to the first in line and the next try follows at
         once (a release may have freed several); a refusal waits a poll. A
-        Redis error is the longest waiter's error, as its own try would have
+        Redis error is the first in line's error, as its own try would have
         raised it; the others go on waiting.
         """
         waiters = self._waiters[key]
@@ -225,13 +232,13 @@ class RedisInFlightSlots:
                 token = await self.try_acquire(key, self._limits[key])
             except Exception as exc:
                 if _drop_gone(waiters):
-                    waiters.popleft().set_exception(exc)
+                    heapq.heappop(waiters)[2].set_exception(exc)
                 await asyncio.sleep(self.poll_s * (0.5 + random.random()))
                 continue
             if token is None:
                 await asyncio.sleep(self.poll_s * (0.5 + random.random()))
             elif _drop_gone(waiters):
-                waiters.popleft().set_result(token)
+                heapq.heappop(waiters)[2].set_result(token)
             else:
                 await self._give_back(key, token)  # everyone gave up while the slot was being taken
 

@@ -388,8 +388,11 @@ class TokenBucketLimiter:
 class SharedSlots(Protocol):
     """In-flight slots of a provider shared by several processes."""
 
-    async def acquire(self, key: str, limit: int) -> str:
-        """Wait until fewer than ``limit`` calls to ``key`` are in flight anywhere; return a token."""
+    async def acquire(self, key: str, limit: int, priority: int = 0) -> str:
+        """Wait until fewer than ``limit`` calls to ``key`` are in flight anywhere; return a token.
+
+        Of this process's waiting calls, the higher ``priority`` is served first (as at the provider gate).
+        """
 
     async def release(self, key: str, token: str) -> None:
         """Give back the slot ``acquire`` returned."""
@@ -553,7 +556,7 @@ class Scheduler:
                 if limits.rpm is not None:
                     await self.rate_limiter.acquire(provider, limits.rpm)
                 if self.shared_slots is not None and limits.max_in_flight is not None:
-                    shared = await self.shared_slots.acquire(provider, limits.max_in_flight)
+                    shared = await self.shared_slots.acquire(provider, limits.max_in_flight, priority)
                 await global_slots.acquire()
                 holds_global = True
                 wait = provider_slots.pacer.reserve(loop.time(), provider_slots.limit.level)

@@ -245,6 +245,86 @@ def test_a_process_s_waiters_get_slots_in_arrival_order_and_one_of_them_polls():
     assert attempts <= 31
 
 
+def test_a_process_s_waiters_are_served_by_priority_then_arrival():
+    key = f"test-priority-{time.time_ns()}"
+
+    async def scenario():
+        slots = RedisInFlightSlots(settings.REDIS_URL, poll_s=0.01)
+        held = await slots.acquire(key, 1)
+        served: list[str] = []
+
+        async def wait(name: str, priority: int) -> None:
+            token = await slots.acquire(key, 1, priority)
+            served.append(name)
+            await slots.release(key, token)
+
+        waiting = [
+            asyncio.ensure_future(wait(name, priority))
+            for name, priority in [("side-a", 0), ("chain-short", 3), ("chain-long", 9), ("side-b", 0)]
+        ]
+        for _ in range(3):
+            await asyncio.sleep(0)  # all four queue while the slot is held
+        await slots.release(key, held)
+        await asyncio.wait_for(asyncio.gather(*waiting), 30)
+        return served
+
+    try:
+        served = asyncio.run(scenario())
+    finally:
+        _forget(key)
+    assert served == ["chain-long", "chain-short", "side-a", "side-b"]
+
+
+def test_the_scheduler_s_priority_holds_when_other_workers_hold_the_shared_slots():
+    # Cap 3: another worker holds two slots, so this one's gate admits three calls but only one gets a
+    # slot; the other two wait for Redis in the order the scheduler gives them, the longer chain first.
+    from attunebench.replay.scheduler import ProviderLimits, Scheduler
+
+    key = f"test-sched-{time.time_ns()}"
+
+    async def scenario():
+        other = RedisInFlightSlots(settings.REDIS_URL, poll_s=0.01)
+        theirs = [await other.acquire(key, 3) for _ in range(2)]
+        scheduler = Scheduler(
+            max_concurrency=8,
+            limits={key: ProviderLimits(max_in_flight=3)},
+            shared_slots=RedisInFlightSlots(settings.REDIS_URL, poll_s=0.01),
+        )
+        release = asyncio.Event()
+        order: list[str] = []
+
+        async def holder() -> None:
+            await release.wait()
+
+        def call(name: str):
+            async def run() -> None:
+                order.append(name)
+
+            return run
+
+        held = asyncio.ensure_future(scheduler.submit(key, holder))
+        while await other.held(key) < 3:  # the holder has the third slot
+            await asyncio.sleep(0.01)
+        side = asyncio.ensure_future(scheduler.submit(key, call("side"), 0))
+        for _ in range(3):
+            await asyncio.sleep(0)  # through the gate, queued for a shared slot first
+        chain = asyncio.ensure_future(scheduler.submit(key, call("chain"), 7))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        for token in theirs:
+            await other.release(key, token)
+        await asyncio.wait_for(asyncio.gather(side, chain), 30)
+        release.set()
+        await held
+        return order
+
+    try:
+        order = asyncio.run(scenario())
+    finally:
+        _forget(key)
+    assert order == ["chain", "side"]
+
+
 def test_a_waiter_that_gives_up_leaves_the_queue_and_its_slot_goes_to_the_next():
     key = f"test-giveup-{time.time_ns()}"
 
