@@ -211,45 +211,14 @@ def _script_runs() -> int:
     return sum(stats.get(name, {}).get("calls", 0) for name in ("cmdstat_evalsha", "cmdstat_eval"))
 
 
-def test_a_process_s_waiters_get_slots_in_arrival_order_and_one_of_them_polls():
+def _serve_waiters(queued: list[tuple[str, int]], hold_s: float, poll_s: float) -> tuple[list[str], int]:
+    """Queue (name, priority) waiters, one after another, for the one slot of a provider while it is
+    held; free it after ``hold_s``. Returns the order they were served in and the slot attempts made
+    (Redis's own count of script runs) while it was held."""
     key = f"test-queue-{time.time_ns()}"
 
     async def scenario():
-        slots = RedisInFlightSlots(settings.REDIS_URL, poll_s=0.02)
-        held = await slots.acquire(key, 1)
-        served: list[int] = []
-
-        async def wait(i: int) -> None:
-            token = await slots.acquire(key, 1)
-            served.append(i)
-            await slots.release(key, token)
-
-        waiting = []
-        for i in range(20):
-            waiting.append(asyncio.ensure_future(wait(i)))
-            await asyncio.sleep(0)  # each queues before the next arrives
-        before = _script_runs()
-        await asyncio.sleep(0.3)  # 20 waiters, the provider's one slot taken
-        attempts = _script_runs() - before
-        await slots.release(key, held)
-        await asyncio.wait_for(asyncio.gather(*waiting), 30)
-        return served, attempts
-
-    try:
-        served, attempts = asyncio.run(scenario())
-    finally:
-        _forget(key)
-    assert served == list(range(20))
-    # One poller, a try at least 10 ms after the last refusal: at most 31 tries in 0.3 s (a busy machine
-    # only makes fewer). Each waiter polling on its own made 200 or more.
-    assert attempts <= 31
-
-
-def test_a_process_s_waiters_are_served_by_priority_then_arrival():
-    key = f"test-priority-{time.time_ns()}"
-
-    async def scenario():
-        slots = RedisInFlightSlots(settings.REDIS_URL, poll_s=0.01)
+        slots = RedisInFlightSlots(settings.REDIS_URL, poll_s=poll_s)
         held = await slots.acquire(key, 1)
         served: list[str] = []
 
@@ -258,20 +227,35 @@ def test_a_process_s_waiters_are_served_by_priority_then_arrival():
             served.append(name)
             await slots.release(key, token)
 
-        waiting = [
-            asyncio.ensure_future(wait(name, priority))
-            for name, priority in [("side-a", 0), ("chain-short", 3), ("chain-long", 9), ("side-b", 0)]
-        ]
-        for _ in range(3):
-            await asyncio.sleep(0)  # all four queue while the slot is held
+        waiting = []
+        for name, priority in queued:
+            waiting.append(asyncio.ensure_future(wait(name, priority)))
+            await asyncio.sleep(0)  # each queues before the next arrives
+        before = _script_runs()
+        await asyncio.sleep(hold_s)
+        attempts = _script_runs() - before
         await slots.release(key, held)
         await asyncio.wait_for(asyncio.gather(*waiting), 30)
-        return served
+        return served, attempts
 
     try:
-        served = asyncio.run(scenario())
+        return asyncio.run(scenario())
     finally:
         _forget(key)
+
+
+def test_a_process_s_waiters_get_slots_in_arrival_order_and_one_of_them_polls():
+    names = [str(i) for i in range(20)]
+    served, attempts = _serve_waiters([(name, 0) for name in names], hold_s=0.3, poll_s=0.02)
+    assert served == names
+    # One poller, a try at least 10 ms after the last refusal: at most 31 tries in 0.3 s (a busy machine
+    # only makes fewer). Each waiter polling on its own made 200 or more.
+    assert attempts <= 31
+
+
+def test_a_process_s_waiters_are_served_by_priority_then_arrival():
+    queued = [("side-a", 0), ("chain-short", 3), ("chain-long", 9), ("side-b", 0)]
+    served, _ = _serve_waiters(queued, hold_s=0.0, poll_s=0.01)
     assert served == ["chain-long", "chain-short", "side-a", "side-b"]
 
 
