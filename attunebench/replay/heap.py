@@ -14,8 +14,9 @@ never visits. The Python documentation recommends exactly this before a
 ``fork()`` without ``exec()`` (the children's collections then neither walk nor
 write to the parent's pages); it is as useful in a process that does not fork
 but keeps its start-up heap for its whole life, as a worker does. Objects made
-afterwards are collected as usual; what is frozen is never freed, which is the
-point for modules and the price-list of a library that is loaded for good.
+afterwards are collected as usual, and frozen ones are still freed when their
+last reference goes; only a reference cycle frozen now is never collected, a
+small price for a library that stays loaded for good.
 """
 
 from __future__ import annotations
