@@ -11,14 +11,13 @@ them: these two classes are the scheduler's ``RateLimiter`` and
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import logging
 import random
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+from attunebench.replay.scheduler import WaitQueue
 from collection.rate_limits import SLIDING_WINDOW_ADMIT
 
 log = logging.getLogger("attune.replay")
@@ -110,17 +109,6 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. t, '+inf')
 """
 
 
-# A process's calls waiting for a slot of one provider: a heap of (-priority, arrival, waiter).
-_Waiters = list[tuple[int, int, "asyncio.Future[str]"]]
-
-
-def _drop_gone(waiters: _Waiters) -> bool:
-    """Drop the waiters first in line that gave up (they stay queued until then); whether anyone still waits."""
-    while waiters and waiters[0][2].done():
-        heapq.heappop(waiters)
-    return bool(waiters)
-
-
 class RedisInFlightSlots:
     """A provider's in-flight cap across every worker process: slots in a sorted set.
 
@@ -156,8 +144,7 @@ class RedisInFlightSlots:
         self._heartbeat: asyncio.Task[None] | None = None
         # Per provider key: this process's waiters, the task polling for them, and the cap the latest
         # waiter asked for (a cap changed in the registry applies to the next attempt).
-        self._waiters: dict[str, _Waiters] = {}
-        self._arrivals = itertools.count()
+        self._waiters: dict[str, WaitQueue[str]] = {}
         self._pollers: dict[str, asyncio.Task[None]] = {}
         self._limits: dict[str, int] = {}
 
@@ -204,10 +191,8 @@ class RedisInFlightSlots:
         once when nobody waits before it): the slots this process gets go to
         the highest ``priority`` first, then in arrival order.
         """
-        waiters = self._waiters.setdefault(key, [])
         self._limits[key] = limit
-        waiter: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        heapq.heappush(waiters, (-priority, next(self._arrivals), waiter))
+        waiter = self._waiters.setdefault(key, WaitQueue()).join(priority)
         poller = self._pollers.get(key)
         if poller is None or poller.done():
             self._pollers[key] = asyncio.get_running_loop().create_task(self._poll(key))
@@ -216,7 +201,7 @@ class RedisInFlightSlots:
         except BaseException:
             if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
                 await asyncio.shield(self._give_back(key, waiter.result()))  # handed a slot as it gave up
-            raise  # a cancelled waiter is done: the poller drops it when it comes first
+            raise  # still queued: the queue drops it when it comes first
 
     async def _poll(self, key: str) -> None:
         """Take slots for this process's waiters of ``key`` until none is left.
@@ -227,19 +212,16 @@ class RedisInFlightSlots:
         raised it; the others go on waiting.
         """
         waiters = self._waiters[key]
-        while _drop_gone(waiters):
+        while waiters.waiting():
             try:
                 token = await self.try_acquire(key, self._limits[key])
             except Exception as exc:
-                if _drop_gone(waiters):
-                    heapq.heappop(waiters)[2].set_exception(exc)
+                waiters.fail(exc)
                 await asyncio.sleep(self.poll_s * (0.5 + random.random()))
                 continue
             if token is None:
                 await asyncio.sleep(self.poll_s * (0.5 + random.random()))
-            elif _drop_gone(waiters):
-                heapq.heappop(waiters)[2].set_result(token)
-            else:
+            elif not waiters.serve(token):
                 await self._give_back(key, token)  # everyone gave up while the slot was being taken
 
     async def _give_back(self, key: str, token: str) -> None:

@@ -67,7 +67,7 @@ import random
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Final, Protocol, TypeVar
+from typing import Final, Generic, Protocol, TypeVar
 
 from aiolimiter import AsyncLimiter
 
@@ -301,6 +301,47 @@ class SendPacer:
         return wait if wait >= self.MIN_WAIT else 0.0
 
 
+class WaitQueue(Generic[T]):
+    """Calls waiting for something handed out one at a time: the highest priority first, then arrivals.
+
+    The one order the replay queues calls in, wherever they queue: a
+    provider's slots in this process (``_ProviderGate``) and its slots shared
+    with other workers (``scoring.redis_limits``). A waiter that gives up
+    (its future cancelled) stays in the heap and is dropped when it comes
+    first, so giving up costs nothing here.
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, asyncio.Future[T]]] = []  # (-priority, arrival, waiter)
+        self._arrivals = itertools.count()
+
+    def join(self, priority: int = 0) -> asyncio.Future[T]:
+        """Queue a caller; await the future for what it is handed."""
+        waiter: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._heap, (-priority, next(self._arrivals), waiter))
+        return waiter
+
+    def waiting(self) -> bool:
+        """Whether anyone still waits (first dropping those in front who gave up)."""
+        while self._heap and self._heap[0][2].done():
+            heapq.heappop(self._heap)
+        return bool(self._heap)
+
+    def serve(self, value: T) -> bool:
+        """Hand ``value`` to the first in line; False when nobody waits (the caller keeps it)."""
+        if not self.waiting():
+            return False
+        heapq.heappop(self._heap)[2].set_result(value)
+        return True
+
+    def fail(self, error: BaseException) -> bool:
+        """Hand ``error`` to the first in line instead; False when nobody waits."""
+        if not self.waiting():
+            return False
+        heapq.heappop(self._heap)[2].set_exception(error)
+        return True
+
+
 class _ProviderGate:
     """This process's in-flight slots for one provider, as many as its ``AdaptiveLimit`` allows.
 
@@ -317,26 +358,20 @@ class _ProviderGate:
         self.limit = limit
         self.pacer = SendPacer()
         self.in_flight = 0
-        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []  # heap of (-priority, arrival, waiter)
-        self._arrivals = itertools.count()
+        self._waiters: WaitQueue[None] = WaitQueue()
 
     async def acquire(self, priority: int = 0) -> int:
         """Wait for a slot; return the limit's epoch at admission."""
-        if self.in_flight < self.limit.level and not self._waiters:
+        if self.in_flight < self.limit.level and not self._waiters.waiting():
             self.in_flight += 1
             return self.limit.epoch
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (-priority, next(self._arrivals), waiter)
-        heapq.heappush(self._waiters, entry)
+        waiter = self._waiters.join(priority)
         try:
             await waiter
         except BaseException:
             if waiter.done() and not waiter.cancelled():
                 self.release()  # admitted and cancelled in the same step: pass the slot on
-            elif entry in self._waiters:  # still queued: leave the queue
-                self._waiters.remove(entry)
-                heapq.heapify(self._waiters)
-            raise
+            raise  # still queued: the queue drops it when it comes first
         return self.limit.epoch
 
     def release(self) -> None:
@@ -347,16 +382,13 @@ class _ProviderGate:
         slot to whoever already waits, however short their chain.
         """
         self.in_flight -= 1
-        if self._waiters:
+        if self._waiters.waiting():
             asyncio.get_running_loop().call_soon(self.wake)
 
     def wake(self) -> None:
         """Admit waiters while there is room (after a release or a raised level)."""
-        while self._waiters and self.in_flight < self.limit.level:
-            waiter = heapq.heappop(self._waiters)[2]
-            if not waiter.done():
-                self.in_flight += 1
-                waiter.set_result(None)
+        while self.in_flight < self.limit.level and self._waiters.serve(None):
+            self.in_flight += 1
 
 
 class RateLimiter(Protocol):

@@ -17,6 +17,7 @@ from attunebench.replay.scheduler import (
     SendPacer,
     TokenBucketLimiter,
     TransientCallError,
+    WaitQueue,
 )
 
 
@@ -476,3 +477,18 @@ def test_a_call_cancelled_while_it_waits_its_turn_to_go_out_gives_its_slots_back
 
     assert asyncio.run(main()) == "next"
     assert ran == [] and scheduler.in_flight == 0
+
+
+def test_a_wait_queue_serves_by_priority_then_arrival_and_skips_those_who_gave_up():
+    async def main():
+        queue: WaitQueue[str] = WaitQueue()
+        side_a, short, long_, side_b = (queue.join(p) for p in (0, 3, 9, 0))
+        long_.cancel()  # gave up while queued
+        served = [queue.serve(v) for v in ("first", "second", "third")]
+        refused = queue.fail(RuntimeError("nobody")), queue.serve("left over"), queue.waiting()
+        return (short.result(), side_a.result(), side_b.result()), served, refused
+
+    results, served, refused = asyncio.run(main())
+    assert results == ("first", "second", "third")  # chain-short (3), then the two at 0 in arrival order
+    assert served == [True, True, True]
+    assert refused == (False, False, False)  # nobody waits: the caller keeps what it offered
