@@ -82,17 +82,17 @@ def busiest_worker(harness: Harness) -> tuple[int, int]:
     """(index, leases) of the worker process holding the most conversations now.
 
     One worker often takes most of a run's tasks, so killing a fixed one could
-    kill an idle process and prove nothing. A lease names its holder's process
-    (``host:pid:random``).
+    kill an idle process and prove nothing. A lease names its holder's process.
     """
     from collections import Counter
 
     from scoring.models import RunConversation
+    from scoring.replay_service import lease_process
 
     owners = RunConversation.objects.filter(status=RunConversation.Status.RUNNING).values_list("lease_owner", flat=True)
-    held = Counter(owner.split(":")[1] for owner in owners if owner.count(":") >= 2)
-    index = max(range(len(harness.processes)), key=lambda i: held[str(harness.processes[i].pid)])
-    return index, held[str(harness.processes[index].pid)]
+    held = Counter(lease_process(owner) for owner in owners)
+    index = max(range(len(harness.processes)), key=lambda i: held[harness.processes[i].pid])
+    return index, held[harness.processes[index].pid]
 
 
 def coverage(run_id: int) -> tuple[float, float]:

@@ -472,6 +472,12 @@ def new_lease_token() -> str:
     return f"{socket.gethostname()[:120]}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
 
+def lease_process(token: str) -> int | None:
+    """The process id in a lease token of ``new_lease_token``'s shape; None for any other text."""
+    parts = token.split(":")
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+
 def _lease_until() -> Any:
     # Database time, not this machine's: workers on several hosts compare leases on one clock.
     return ExpressionWrapper(Now() + timedelta(seconds=lease_seconds()), output_field=DateTimeField())

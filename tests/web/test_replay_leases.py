@@ -7,6 +7,7 @@ requeue replays at once; tests/web/test_replay_celery.py kills real workers.
 
 from __future__ import annotations
 
+import os
 import threading
 from datetime import timedelta
 
@@ -247,3 +248,11 @@ def test_the_failure_reason_names_the_failed_calls_when_every_conversation_faile
     assert (
         run.error == "no conversation could be replayed (2 failed); first failure: turn 1 draft: 429 after 6 attempts"
     )
+
+
+def test_a_lease_names_the_process_that_holds_it():
+    # What the run page shows as the holder, and what a benchmark reads to kill the busiest worker.
+    token = replay_service.new_lease_token()
+    assert replay_service.lease_process(token) == os.getpid()
+    assert replay_service.lease_process("") is None
+    assert replay_service.lease_process("host:not-a-pid:abc") is None
