@@ -8,10 +8,16 @@ fake server in a subprocess (200 ms latency), 40 synthetic conversations of
 conversations on threads (``--pool=threads``) over its one event loop, as
 ``attune worker --pool threads`` would.
 
+The run starts once both workers answer a ping, as a study's long-lived workers
+would be up already: neither figure below includes their boot, and neither worker
+takes the first tasks alone while the other still imports litellm.
+
 Reported: calls at the server, replay time from the provider's side (first
 request -> last answer), bound = max(longest chain x latency, calls x
 latency / cap), efficiency = bound / replay, peak in flight at the server
-(must never exceed the cap), and the run's own counts next to the server's.
+(must never exceed the cap), the run's own counts next to the server's, and
+the workers' CPU per call (all they did during the run, scoring included:
+it is what a worker can serve per core).
 
 Usage: python bench/replay_distributed.py [--cap 32 --conversations 40 --turns 8 --latency-ms 200]
 The last line is machine-readable. ``bench/replay_faults.py`` reuses this harness.
@@ -99,6 +105,22 @@ class Harness:
                     stderr=subprocess.DEVNULL,
                 )
             )
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        """Wait until every worker answers a ping: a study's workers are up before its runs start, so
+        neither the start-up figure nor the CPU per call should include their boot (litellm's import)."""
+        from attune_site.celery import app
+
+        end = time.monotonic() + timeout
+        while len(app.control.ping(timeout=0.5)) < len(self.processes):
+            if time.monotonic() > end:
+                raise SystemExit(f"the {len(self.processes)} workers did not answer a ping within {timeout:.0f} s")
+
+    def cpu_s(self) -> float:
+        """CPU seconds the worker processes have used so far (Linux /proc)."""
+        from proc_cpu import tree_cpu_s
+
+        return sum(tree_cpu_s(process.pid) for process in self.processes)
 
     def kill(self, index: int) -> None:
         process = self.processes[index]
@@ -198,8 +220,11 @@ def main() -> None:
     try:
         register_fake(api_base, options.cap)
         harness.start_workers()
+        harness.wait_ready()
         http_json(f"{root_url(api_base)}/stats/reset", {})
+        cpu_before = harness.cpu_s()
         result = run_once(harness, docs)
+        worker_cpu = harness.cpu_s() - cpu_before
         stats = http_json(f"{root_url(api_base)}/stats")
     finally:
         harness.stop()
@@ -223,10 +248,15 @@ def main() -> None:
         f"replay {replay:.2f} s; bound {bound:.2f} s; efficiency {bound / replay:.3f}; "
         f"peak in flight {stats['peak_in_flight']} (cap {options.cap})"
     )
+    print(
+        f"worker CPU {worker_cpu:.2f} s over the run (scoring and the sweeper included): "
+        f"{worker_cpu / calls * 1000:.1f} ms per call"
+    )
     assert stats["peak_in_flight"] <= options.cap, "the shared cap was exceeded"
     print(
         f"efficiency={bound / replay:.3f} replay_s={replay:.3f} bound_s={bound:.3f} calls={calls} "
-        f"run_calls={result['calls_made']} peak={stats['peak_in_flight']} cap={options.cap} load1={load[0]:.2f}"
+        f"run_calls={result['calls_made']} peak={stats['peak_in_flight']} cap={options.cap} "
+        f"worker_cpu_ms_per_call={worker_cpu / calls * 1000:.2f} load1={load[0]:.2f}"
     )
 
 

@@ -76,6 +76,7 @@ def fresh_cache_and_workers(harness: Harness) -> None:
     for key in client.scan_iter("attune:*"):
         client.delete(key)
     harness.start_workers()
+    harness.wait_ready()
 
 
 def busiest_worker(harness: Harness) -> tuple[int, int]:
