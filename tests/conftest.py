@@ -41,3 +41,25 @@ def _tasks_in_process_unless_marked_celery(request):
         yield
     finally:
         app.conf.task_always_eager, app.conf.task_eager_propagates = saved
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_call_cache_from_earlier_tests():
+    """Each test starts without model answers cached in Redis (when REDIS_URL is set).
+
+    They outlive a test, and a test run too, and a replay that finds its answers
+    there sends nothing: a test counting what a provider was sent would count
+    another test's replay, or the previous run's, instead of its own.
+    """
+    from django.conf import settings
+
+    if settings.REDIS_URL:
+        import redis
+
+        from scoring.replay_service import REDIS_CACHE_PREFIX
+
+        with redis.Redis.from_url(settings.REDIS_URL) as client:
+            keys = list(client.scan_iter(f"{REDIS_CACHE_PREFIX}*"))
+            if keys:
+                client.delete(*keys)
+    yield

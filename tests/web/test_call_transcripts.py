@@ -32,14 +32,9 @@ OUTPUT_PER_MILLION = 8.0
 
 @pytest.fixture(autouse=True)
 def fresh_replay_state():
-    """Empty call caches and a scheduler that retries at once (no backoff wait in tests)."""
+    """Empty call caches (Redis's are emptied in tests/conftest.py) and a scheduler that retries at once
+    (no backoff wait in tests)."""
     replay_service.reset_process_state()
-    if replay_service.settings.REDIS_URL:
-        import redis
-
-        client = redis.Redis.from_url(replay_service.settings.REDIS_URL)
-        for key in client.scan_iter(f"{replay_service.REDIS_CACHE_PREFIX}*"):
-            client.delete(key)
     replay_service._state.scheduler = Scheduler(max_concurrency=4, base_delay=0.0)
     yield
     replay_service.reset_process_state()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import socket
 
 import pytest
-from django.conf import settings
 from django.core.management import call_command
 
 from attunebench.replay.cache import make_key
@@ -22,17 +21,11 @@ from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, Mod
 
 @pytest.fixture(autouse=True)
 def empty_call_caches():
-    """Each test starts with empty caches: the process's memory layer and, if configured, Redis.
+    """Each test starts with empty caches: the process's memory layer here, Redis in tests/conftest.py.
 
-    (tests/conftest.py already runs Celery tasks in-process for unmarked tests.)
+    (tests/conftest.py also runs Celery tasks in-process for unmarked tests.)
     """
     replay_service.reset_process_state()
-    if settings.REDIS_URL:
-        import redis
-
-        client = redis.Redis.from_url(settings.REDIS_URL)
-        for key in client.scan_iter(f"{replay_service.REDIS_CACHE_PREFIX}*"):
-            client.delete(key)
     yield
     replay_service.reset_process_state()
 
