@@ -46,23 +46,31 @@ def test_global_and_provider_caps_hold():
 
 
 def test_a_saturated_provider_does_not_hold_global_slots():
-    # Provider caps are taken before the global cap: 10 waiting "slow" calls must not
-    # stop "fast" calls from using the remaining global capacity.
+    # Provider caps are taken before the global cap: "slow" calls waiting for their provider must not
+    # stop "fast" calls from using the remaining global capacity. The slow calls last until the fast ones
+    # are done, so if waiting slow calls held the two free global slots the fast calls could never run.
     scheduler = Scheduler(max_concurrency=3, limits={"slow": ProviderLimits(max_in_flight=1)})
+    fast_done = asyncio.Event()
+    running = {"fast": 0, "fast_peak": 0}
 
-    async def main():
-        slow = [asyncio.ensure_future(scheduler.submit("slow", lambda: asyncio.sleep(0.2))) for _ in range(5)]
-        await asyncio.sleep(0.01)
-        clock = time.perf_counter()
-        await asyncio.gather(*(scheduler.submit("fast", lambda: asyncio.sleep(0.05)) for _ in range(4)))
-        fast_elapsed = time.perf_counter() - clock
-        for job in slow:
-            job.cancel()
-        await asyncio.gather(*slow, return_exceptions=True)
-        return fast_elapsed
+    async def fast() -> None:
+        running["fast"] += 1
+        running["fast_peak"] = max(running["fast_peak"], running["fast"])
+        await asyncio.sleep(0)
+        running["fast"] -= 1
 
-    # 4 fast calls on 2 free global slots: two rounds of 50 ms, not blocked behind 1 s of slow calls.
-    assert asyncio.run(main()) < 0.18
+    async def main() -> None:
+        slow = [asyncio.ensure_future(scheduler.submit("slow", fast_done.wait)) for _ in range(5)]
+        while scheduler.in_flight < 1:  # until the first slow call holds its slots; the others wait for theirs
+            await asyncio.sleep(0)
+        # (A generous deadline: reached only if the fast calls are stuck behind the slow ones.)
+        await asyncio.wait_for(asyncio.gather(*(scheduler.submit("fast", fast) for _ in range(4))), 10)
+        assert scheduler.in_flight == 1  # one slow call, still running
+        fast_done.set()
+        await asyncio.gather(*slow)
+
+    asyncio.run(main())
+    assert running["fast_peak"] == 2  # the two global slots the slow provider left free
 
 
 def test_transient_errors_are_retried_with_growing_jittered_delays():
