@@ -202,43 +202,61 @@ def test_attempt_timeout_is_a_transient_error():
 
 def test_requests_per_minute_are_spread_out():
     # 600 rpm = 10 per second; the bucket holds 60 (a tenth of a minute) so the
-    # first 60 go at once and the next 10 take about one second.
+    # first 60 go at once and the next 10 wait, about one second in all.
     limiter = TokenBucketLimiter()
 
     async def main():
         clock = time.perf_counter()
-        for _ in range(70):
-            await limiter.acquire("p", 600)
-        return time.perf_counter() - clock
+        waiters = [asyncio.ensure_future(limiter.acquire("p", 600)) for _ in range(70)]
+        for _ in range(3):
+            await asyncio.sleep(0)
+        at_once = sum(waiter.done() for waiter in waiters)
+        await asyncio.wait_for(asyncio.gather(*waiters), 60)  # (a deadline against a hang only)
+        return at_once, time.perf_counter() - clock
 
-    elapsed = asyncio.run(main())
-    assert 0.9 <= elapsed <= 1.4
+    at_once, elapsed = asyncio.run(main())
+    assert at_once >= 60  # the bucket's 60 (one more only if a stalled machine let the bucket drain meanwhile)
+    assert elapsed >= 0.9  # the last 10 at 10 a second (a busy machine can only take longer)
 
 
 def test_rpm_limit_applies_through_the_scheduler():
     scheduler = Scheduler(limits={"p": ProviderLimits(max_in_flight=50, rpm=60)})  # bucket of 6, 1/s
+    sent: list[int] = []
 
     async def main():
         clock = time.perf_counter()
-        await asyncio.gather(*(scheduler.submit("p", lambda: asyncio.sleep(0)) for _ in range(8)))
-        return time.perf_counter() - clock
+        calls = [
+            asyncio.ensure_future(scheduler.submit("p", lambda: asyncio.sleep(0, sent.append(1)))) for _ in range(8)
+        ]
+        for _ in range(5):
+            await asyncio.sleep(0)
+        at_once = len(sent)
+        await asyncio.wait_for(asyncio.gather(*calls), 60)  # (a deadline against a hang only)
+        return at_once, time.perf_counter() - clock
 
-    assert 1.7 <= asyncio.run(main()) <= 2.6
+    at_once, elapsed = asyncio.run(main())
+    assert at_once >= 6 and len(sent) == 8  # the bucket's 6 at once
+    assert elapsed >= 1.7  # the last two at one a second
 
 
-async def _parallelism(scheduler: Scheduler, provider: str, calls: int = 4) -> int:
-    """How many calls the scheduler lets run at once now (each holds its slots to the end)."""
-    running = peak = 0
+async def _at_once(scheduler: Scheduler, provider: str, calls: int, expected: int) -> int:
+    """How many of ``calls`` calls to ``provider`` run at once: each holds its slots until they are let go,
+    once ``expected`` run (or after 10 s, if fewer can) and 0.1 s more for any call beyond the cap to start.
 
-    async def call():
-        nonlocal running, peak
-        running += 1
-        peak = max(peak, running)
-        await asyncio.sleep(0.02)
-        running -= 1
-
-    await asyncio.gather(*(scheduler.submit(provider, call) for _ in range(calls)))
-    return peak
+    Waiting for a number of calls rather than for a time means a slow machine cannot fail the test (a wrong,
+    higher cap could slip through only on a machine that takes over 0.1 s to start a call).
+    """
+    loop = asyncio.get_running_loop()
+    let_go = asyncio.Event()
+    jobs = [asyncio.ensure_future(scheduler.submit(provider, let_go.wait)) for _ in range(calls)]
+    deadline = loop.time() + 10
+    while scheduler.in_flight < expected and loop.time() < deadline:
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(0.1)
+    running = scheduler.in_flight
+    let_go.set()
+    await asyncio.gather(*jobs)
+    return running
 
 
 def test_slots_are_held_for_the_whole_call():
@@ -262,41 +280,34 @@ def test_a_cancelled_waiter_gives_back_its_provider_slot():
     async def main():
         # Two calls to another provider fill the global cap; a call to "p" then holds a
         # "p" slot while it waits for a global one, and is cancelled there.
-        holders = [asyncio.ensure_future(scheduler.submit("q", lambda: asyncio.sleep(0.2))) for _ in range(2)]
-        await asyncio.sleep(0.01)
+        q_done = asyncio.Event()
+        holders = [asyncio.ensure_future(scheduler.submit("q", q_done.wait)) for _ in range(2)]
+        while scheduler.in_flight < 2:
+            await asyncio.sleep(0)
         waiter = asyncio.ensure_future(scheduler.submit("p", lambda: asyncio.sleep(0)))
-        await asyncio.sleep(0.01)
+        for _ in range(3):
+            await asyncio.sleep(0)  # it takes its "p" slot and waits for a global one
+        assert not waiter.done() and scheduler.in_flight == 2
         waiter.cancel()
+        q_done.set()
         await asyncio.gather(*holders, waiter, return_exceptions=True)
-        return await _parallelism(scheduler, "p")
+        return waiter.cancelled(), await _at_once(scheduler, "p", calls=4, expected=2)
 
-    assert asyncio.run(main()) == 2  # both "p" slots are free again
+    assert asyncio.run(main()) == (True, 2)  # both "p" slots are free again
 
 
 def test_a_changed_cap_applies_to_later_calls_without_a_new_scheduler():
     # A worker's scheduler lives across runs: lowering or raising a provider's cap
     # in the registry must take effect for the next calls.
     scheduler = Scheduler(max_concurrency=20, limits={"p": ProviderLimits(max_in_flight=4)})
-    state = {"now": 0, "peak": 0}
-
-    async def call():
-        state["now"] += 1
-        state["peak"] = max(state["peak"], state["now"])
-        await asyncio.sleep(0.01)
-        state["now"] -= 1
-
-    async def batch():
-        state["peak"] = 0
-        await asyncio.gather(*(scheduler.submit("p", call) for _ in range(12)))
-        return state["peak"]
 
     async def main():
-        peaks = [await batch()]
+        running = [await _at_once(scheduler, "p", calls=12, expected=4)]
         scheduler.use_limits("p", ProviderLimits(max_in_flight=2))
-        peaks.append(await batch())
+        running.append(await _at_once(scheduler, "p", calls=12, expected=2))
         scheduler.use_limits("p", ProviderLimits(max_in_flight=6))
-        peaks.append(await batch())
-        return peaks
+        running.append(await _at_once(scheduler, "p", calls=12, expected=6))
+        return running
 
     assert asyncio.run(main()) == [4, 2, 6]
 
