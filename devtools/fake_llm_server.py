@@ -11,7 +11,10 @@ indices, PANAS keys, reasoning in verbose modes). Faults are injectable:
   (the server holds the request open past the client's timeout);
 - a malformed-reply rate (prose or truncated JSON: needs a retry) and a messy
   rate (fenced, raw newlines, trailing commas: the lenient parser copes);
-- a script of forced outcomes consumed in order, for deterministic tests.
+- a script of forced outcomes consumed in order, for deterministic tests;
+- a hold: the first requests (of chosen call types) wait until a given number
+  are in flight at once, so a test can check a client's concurrency without
+  racing the latency on a loaded machine.
 
 Every request is counted (``GET /stats``, reset with ``POST /stats/reset``) so
 a test can assert that a cached re-run made zero calls. ``POST /control``
@@ -75,6 +78,12 @@ class FakeConfig:
     script: list[str] = field(default_factory=list)
     # A streamed reply (``"stream": true``, as the participant chat asks) arrives word by word over this long.
     stream_ms: float = 0.0
+    # Requests of ``hold_call_types`` (every type when empty) wait, before anything else, until
+    # ``hold_until_in_flight`` of them are in flight at once (from then on none waits) or ``hold_timeout_s``
+    # has passed: a test sees a client's whole concurrency without racing the latency (0: no hold).
+    hold_until_in_flight: int = 0
+    hold_call_types: list[str] = field(default_factory=list)
+    hold_timeout_s: float = 30.0
 
     def update(self, changes: dict[str, Any]) -> None:
         known = {f.name for f in fields(self)}
@@ -88,6 +97,9 @@ class FakeConfig:
         for outcome in self.script:
             if outcome not in SCRIPT_OUTCOMES:
                 raise ValueError(f"unknown script outcome {outcome!r}")
+        for call_type in self.hold_call_types:
+            if call_type not in P.CALL_TYPES:
+                raise ValueError(f"unknown call type to hold {call_type!r}")
 
 
 @dataclass
@@ -205,8 +217,30 @@ def _messy(answer: dict[str, Any], rng: random.Random) -> str:
 class _App:
     def __init__(self, config: FakeConfig) -> None:
         self.config = config
-        self.stats = FakeStats()
         self.rng = random.Random(config.seed)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the counts, and whether the hold was reached (``FakeConfig.hold_until_in_flight``)."""
+        self.stats = FakeStats()
+        self._hold_reached = asyncio.Event()
+        self._holding = 0
+
+    async def _hold(self, messages: list[Any]) -> None:
+        config = self.config
+        if config.hold_until_in_flight <= 0 or self._hold_reached.is_set():
+            return
+        if config.hold_call_types and P.call_type_of(messages) not in config.hold_call_types:
+            return
+        self._holding += 1
+        try:
+            if self._holding >= config.hold_until_in_flight:
+                self._hold_reached.set()
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._hold_reached.wait(), config.hold_timeout_s)
+        finally:
+            self._holding -= 1
 
     def _next_outcome(self) -> str:
         config = self.config
@@ -240,6 +274,7 @@ class _App:
 
     async def _answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        await self._hold(body.get("messages") or [])
         self.stats.requests += 1
         self.stats.bearer_tokens[request.headers.get("Authorization", "").removeprefix("Bearer ")] += 1
         outcome = self._next_outcome()
@@ -331,7 +366,7 @@ class _App:
         return web.json_response(dict(self.stats.digests))
 
     async def reset_stats(self, request: web.Request) -> web.Response:
-        self.stats = FakeStats()
+        self.reset()
         return web.json_response({"ok": True})
 
     async def control(self, request: web.Request) -> web.Response:
@@ -426,7 +461,7 @@ class FakeLLMServer:
 
     def reset(self) -> None:
         assert self._state is not None, "server not started"
-        self._state.stats = FakeStats()
+        self._state.reset()
 
     def configure(self, **changes: Any) -> None:
         """Change behaviour while running (applied on the server's loop)."""

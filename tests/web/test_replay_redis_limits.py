@@ -96,9 +96,9 @@ def _forget(key: str) -> None:
 
 
 def test_in_flight_cap_holds_across_worker_processes(tmp_path):
-    # Replies take a whole second, so the two workers' first three calls overlap at the server
-    # even when one of them is scheduled late on a busy machine.
-    with FakeLLMServer(FakeConfig(latency_ms=1000)) as server:
+    # The server holds the first requests until as many as the cap allows are there at once, so the two
+    # workers' calls overlap however late a busy machine schedules one of them.
+    with FakeLLMServer(FakeConfig(latency_ms=200, hold_until_in_flight=3)) as server:
         provider = f"openai@{server.url}"
         _forget(provider)
         stats = _run_workers(server, tmp_path, "shared")
@@ -110,6 +110,7 @@ def test_in_flight_cap_holds_across_worker_processes(tmp_path):
         assert asyncio.run(RedisInFlightSlots(settings.REDIS_URL).held(provider)) == 0
 
         # Without the shared slots each process applies the cap on its own: twice as many.
+        server.configure(hold_until_in_flight=6)
         server.reset()
         assert _run_workers(server, tmp_path, "local")["peak_in_flight"] == 6
 

@@ -11,6 +11,7 @@ import socket
 import pytest
 from django.core.management import call_command
 
+from attunebench.replay import prompts as P
 from attunebench.replay.cache import make_key
 from attunebench.synth import synth_conversations
 from datasets.exchange import import_documents
@@ -162,7 +163,10 @@ def test_a_cap_edited_in_the_registry_applies_to_the_next_run_in_the_same_worker
     # The worker's scheduler outlives runs; an admin lowering max_concurrency after
     # a burst of 429s must not have to restart the workers.
     import_synth(2)
-    with FakeLLMServer(FakeConfig(latency_ms=60)) as server:
+    # Calls 3-5 of a turn (HP binary, pairwise, judge) are held at the server until three are there at once:
+    # with 60 ms answers, a client that paced them 20 ms apart on a loaded machine would not overlap all three.
+    held = FakeConfig(latency_ms=60, hold_until_in_flight=3, hold_call_types=[P.HP_BINARY, P.PAIRWISE, P.JUDGE])
+    with FakeLLMServer(held) as server:
         em = EvaluatedModel.objects.create(
             name="fake-em", litellm_model="openai/fake-em", api_base=server.url, max_concurrency=3
         )
@@ -175,6 +179,7 @@ def test_a_cap_edited_in_the_registry_applies_to_the_next_run_in_the_same_worker
         assert server.stats()["peak_in_flight"] == 3
 
         EvaluatedModel.objects.filter(pk=em.pk).update(max_concurrency=1)  # the judge shares the provider
+        server.configure(hold_until_in_flight=0)
         server.reset()
         second = replay_service.do_create_run("fake-em", "verbose", judge_name="fake-judge")
         run_control.start_run(second.pk)
