@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -118,10 +117,8 @@ def test_write_documents_writes_one_canonical_file_each(tmp_path: Path) -> None:
         write_documents([object()], tmp_path)  # type: ignore[list-item]
 
 
-def test_generation_is_fast_enough_for_scale_tests() -> None:
-    started = time.perf_counter()
+def test_a_scale_set_is_generated_whole() -> None:
+    # 200 conversations x 10 turns, as the scale tests use; how fast is bench/synth_speed.py's business.
     convs = synth_conversations(200, seed=3, min_turns=10, max_turns=10)
-    elapsed = time.perf_counter() - started
+    assert len({c.conversationId for c in convs}) == 200
     assert sum(len(c.turns) for c in convs) == 2000
-    # 2,000 turns; the full 2,000 x 10 set takes about 4 s here, so this is ~0.4 s.
-    assert elapsed < 4.0
