@@ -40,7 +40,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -262,17 +262,18 @@ class RedisCallCache:
     a conversation is not lost for want of a cache.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.url = url
         self._client: Any = None
         self._errors: tuple[type[Exception], ...] = ()
         self.failures = 0
+        self._clock = clock  # for the one-line-a-minute log below
         self._last_logged = -float("inf")
 
     def _failed(self, action: str, exc: Exception) -> None:
         # One line per minute at most: an outage must be visible, not flood the log per call.
         self.failures += 1
-        now = time.monotonic()
+        now = self._clock()
         if now - self._last_logged >= 60:
             self._last_logged = now
             logger.warning(

@@ -237,7 +237,8 @@ def test_a_failing_redis_cache_layer_is_logged_and_the_database_cache_carries_th
     from attunebench.replay.cache import LayeredCache, MemoryCache
 
     closed_port = unused_port()
-    broken = replay_service.RedisCallCache(f"redis://127.0.0.1:{closed_port}/0")
+    # A clock that stands still: however long the run takes here, it is within one minute of logging.
+    broken = replay_service.RedisCallCache(f"redis://127.0.0.1:{closed_port}/0", clock=lambda: 1000.0)
     in_this_worker(cache=LayeredCache(MemoryCache(), broken, replay_service.DatabaseCallCache()))
     import_synth(2)
     with FakeLLMServer(FakeConfig()) as server, caplog.at_level("WARNING", logger="attune.replay"):
@@ -281,3 +282,18 @@ def test_eval_command_dry_run_calls_nothing(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "calls (" in out and "estimated cost $0.0000" in out
     assert not list(tmp_path.glob("*.json"))
+
+
+def test_a_redis_cache_outage_is_logged_once_a_minute(caplog):
+    from attunebench.replay.aio import run_sync
+
+    now = [0.0]
+    broken = replay_service.RedisCallCache(f"redis://127.0.0.1:{unused_port()}/0", clock=lambda: now[0])
+    with caplog.at_level("WARNING", logger="attune.replay"):
+        for minute in (0.0, 30.0, 59.9, 60.0, 61.0, 125.0):
+            now[0] = minute
+            assert run_sync(broken.get("some-key")) is None  # a miss: the replay goes on without Redis
+    assert broken.failures == 6
+    # Logged at 0, 60 and 125 s: the first failure, then once a minute.
+    assert caplog.text.count("Redis call cache read failed") == 3
+    assert "(6 failures so far)" in caplog.text
