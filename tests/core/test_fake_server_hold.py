@@ -4,11 +4,11 @@ whole concurrency however a loaded machine spreads its sends (devtools.fake_llm_
 from __future__ import annotations
 
 import threading
-import time
 
 from attunebench.replay import prompts as P
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer, http_json
 from tests.core.replay_calls import draft_context
+from tests.polling import wait_for
 
 
 def test_held_requests_wait_until_enough_are_in_flight_and_from_then_on_none_waits():
@@ -20,10 +20,7 @@ def test_held_requests_wait_until_enough_are_in_flight_and_from_then_on_none_wai
         held = [threading.Thread(target=lambda: answers.append(http_json(url, draft))) for _ in range(2)]
         for thread in held:
             thread.start()
-        deadline = time.monotonic() + 10
-        while server.stats()["in_flight"] < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert server.stats()["in_flight"] == 2
+        wait_for(lambda: server.stats()["in_flight"] == 2, 10, "two held requests", server.stats, every=0.01)
 
         assert http_json(url, chat)["choices"]  # another type goes through while the two wait
         assert not answers and server.stats()["in_flight"] == 2
@@ -39,8 +36,7 @@ def test_held_requests_wait_until_enough_are_in_flight_and_from_then_on_none_wai
         server.reset()  # a reset holds the next ones again
         waiting = threading.Thread(target=lambda: answers.append(http_json(url, draft)))
         waiting.start()
-        while server.stats()["in_flight"] < 1 and time.monotonic() < deadline + 10:
-            time.sleep(0.01)
+        wait_for(lambda: server.stats()["in_flight"] == 1, 10, "one held request", server.stats, every=0.01)
         assert len(answers) == 2
         server.configure(hold_until_in_flight=1)  # one at once is enough now: the next lets both go
         http_json(url, draft)

@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from datasets.exchange import import_documents
 from devtools.fake_llm_server import http_json, request_digest, root_url, start_subprocess
 from scoring import replay_service, run_control
 from scoring.models import EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation, RunScore
+from tests.polling import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -121,16 +121,6 @@ def import_synth(n: int, turns: int, seed: int) -> list:
     docs = synth_conversations(n, seed=seed, min_turns=turns, max_turns=turns)
     assert import_documents([(d.conversationId, d) for d in docs]).ok
     return docs
-
-
-def wait_for(predicate, timeout: float, what: str, state=None) -> None:
-    """Poll ``predicate`` until it holds; a generous deadline, never a timing assertion."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}" + (f"; state: {state()}" if state else ""))
 
 
 def run_status(run_id: int) -> str:

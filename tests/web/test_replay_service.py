@@ -18,6 +18,7 @@ from datasets.exchange import import_documents
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer
 from scoring import replay_service, run_control
 from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation, RunScore
+from tests.clock import FakeClock
 
 
 @pytest.fixture(autouse=True)
@@ -238,7 +239,7 @@ def test_a_failing_redis_cache_layer_is_logged_and_the_database_cache_carries_th
 
     closed_port = unused_port()
     # A clock that stands still: however long the run takes here, it is within one minute of logging.
-    broken = replay_service.RedisCallCache(f"redis://127.0.0.1:{closed_port}/0", clock=lambda: 1000.0)
+    broken = replay_service.RedisCallCache(f"redis://127.0.0.1:{closed_port}/0", clock=FakeClock())
     in_this_worker(cache=LayeredCache(MemoryCache(), broken, replay_service.DatabaseCallCache()))
     import_synth(2)
     with FakeLLMServer(FakeConfig()) as server, caplog.at_level("WARNING", logger="attune.replay"):
@@ -287,11 +288,11 @@ def test_eval_command_dry_run_calls_nothing(tmp_path, capsys):
 def test_a_redis_cache_outage_is_logged_once_a_minute(caplog):
     from attunebench.replay.aio import run_sync
 
-    now = [0.0]
-    broken = replay_service.RedisCallCache(f"redis://127.0.0.1:{unused_port()}/0", clock=lambda: now[0])
+    clock = FakeClock(0.0)
+    broken = replay_service.RedisCallCache(f"redis://127.0.0.1:{unused_port()}/0", clock=clock)
     with caplog.at_level("WARNING", logger="attune.replay"):
-        for minute in (0.0, 30.0, 59.9, 60.0, 61.0, 125.0):
-            now[0] = minute
+        for seconds in (0.0, 30.0, 59.9, 60.0, 61.0, 125.0):
+            clock.now = seconds
             assert run_sync(broken.get("some-key")) is None  # a miss: the replay goes on without Redis
     assert broken.failures == 6
     # Logged at 0, 60 and 125 s: the first failure, then once a minute.
