@@ -43,23 +43,32 @@ def _tasks_in_process_unless_marked_celery(request):
         app.conf.task_always_eager, app.conf.task_eager_propagates = saved
 
 
+@pytest.fixture(scope="session")
+def _redis_for_tests():
+    """One Redis client for the whole session (None without REDIS_URL), not a connection per test."""
+    from django.conf import settings
+
+    if not settings.REDIS_URL:
+        yield None
+        return
+    import redis
+
+    with redis.Redis.from_url(settings.REDIS_URL) as client:
+        yield client
+
+
 @pytest.fixture(autouse=True)
-def _no_shared_call_cache_from_earlier_tests():
+def _no_shared_call_cache_from_earlier_tests(_redis_for_tests):
     """Each test starts without model answers cached in Redis (when REDIS_URL is set).
 
     They outlive a test, and a test run too, and a replay that finds its answers
     there sends nothing: a test counting what a provider was sent would count
     another test's replay, or the previous run's, instead of its own.
     """
-    from django.conf import settings
-
-    if settings.REDIS_URL:
-        import redis
-
+    if _redis_for_tests is not None:
         from scoring.replay_service import REDIS_CACHE_PREFIX
 
-        with redis.Redis.from_url(settings.REDIS_URL) as client:
-            keys = list(client.scan_iter(f"{REDIS_CACHE_PREFIX}*"))
-            if keys:
-                client.delete(*keys)
+        keys = list(_redis_for_tests.scan_iter(f"{REDIS_CACHE_PREFIX}*"))
+        if keys:
+            _redis_for_tests.delete(*keys)
     yield
