@@ -192,7 +192,10 @@ class RedisInFlightSlots:
         the highest ``priority`` first, then in arrival order.
         """
         self._limits[key] = limit
-        waiter = self._waiters.setdefault(key, WaitQueue()).join(priority)
+        queue = self._waiters.get(key)
+        if queue is None:
+            queue = self._waiters[key] = WaitQueue()
+        waiter = queue.join(priority)
         poller = self._pollers.get(key)
         if poller is None or poller.done():
             self._pollers[key] = asyncio.get_running_loop().create_task(self._poll(key))
