@@ -253,7 +253,8 @@ AXES_VERBOSE = False
 
 # --- Celery: in-process unless a broker is configured -----------------------
 REDIS_URL = env_str("REDIS_URL")
-CELERY_BROKER_URL = REDIS_URL or "memory://"
+# The in-memory broker named with a host: without one kombu warns "No hostname was supplied" on every run.
+CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
 CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_EAGER_PROPAGATES = True

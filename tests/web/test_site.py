@@ -31,7 +31,7 @@ def test_embedded_default_without_environment(tmp_path):
     )
     env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "attune_site.settings", "ATTUNE_DATA_DIR": str(tmp_path)}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert result.stdout.split() == ["django.db.backends.sqlite3", "True", "memory://"]
+    assert result.stdout.split() == ["django.db.backends.sqlite3", "True", "memory://localhost/"]
     env.update(DATABASE_URL="postgresql://u@db:5432/x", REDIS_URL="redis://r:6379/0")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert result.stdout.split() == ["django.db.backends.postgresql", "False", "redis://r:6379/0"]
@@ -47,3 +47,16 @@ def test_landing_page_points_participants_and_researchers_onwards(client):
     assert "/research/" in body and "not a certificate" in body
     for model in ensure_defaults().models:
         assert model.name not in body
+
+
+def test_the_embedded_broker_connects_without_a_warning(tmp_path):
+    """The demo's first screen must not show a kombu warning about a missing broker host."""
+    code = (
+        "import logging, django; logging.basicConfig(); django.setup(); "
+        "from attune_site.celery import app; connection = app.connection_for_write(); "
+        "print(connection.info()['transport'])"
+    )
+    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "attune_site.settings", "ATTUNE_DATA_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert result.stdout.split() == ["memory"]
+    assert "No hostname" not in result.stderr, result.stderr
