@@ -22,8 +22,10 @@ C. fault-free, with ``kill -9`` of one worker once a third of the conversations
    and requests the server finished after the worker died (it had not yet seen
    the closed connection). In one instrumented run the four calls answered twice
    had first been answered 66, 41 and 41 ms before the kill and 23 ms after it.
-   No client can bring that to zero against ``kill -9``; it is of the order of
-   the calls in flight at the kill, printed beside it.
+   No client inside the killed process can bring that to zero against ``kill -9``
+   (chat completions take no idempotency key); only a process that outlives the
+   worker and owns its connections could. It is of the order of the calls in
+   flight at the kill, printed beside it.
 
 The fault-free and faulty runs differ by more than the faults' delays: the hung
 requests alone hold a slot for the client's timeout (3 s each, about 90
