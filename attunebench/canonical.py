@@ -369,11 +369,12 @@ class Panas(_Strict):
 class ConversationWide(_Strict):
     """Conversation-wide answers, the participant's or a model's prediction (SPEC 2.4).
 
-    Answers are read as the listed option strings: an old wording or a case /
-    punctuation variant becomes the listed string, so old exports score like
-    new ones. An off-list answer is kept as given: scoring then matches it with
-    nothing, and :func:`check_conversation_options` reports it where the data
-    must be clean (validate, import).
+    Answers are read as the listed option strings (SPEC 2.4): a listed string
+    in any letter case, or this platform's old wording, becomes the listed
+    string, so old exports score like new ones. Anything else, a punctuation
+    variant included, is off the list and kept as given: scoring then matches
+    it with nothing, and :func:`check_conversation_options` reports it (errors
+    for validate and import, warnings for score).
     """
 
     q1_lookingFor: list[str] = Field(default_factory=list)

@@ -557,10 +557,12 @@ def _option_key(text: str) -> str:
 
 
 def match_option(value: str, options: tuple[str, ...]) -> str | None:
-    """The listed option ``value`` stands for, or None when it is off the list.
+    """The listed option an evaluated model's ``value`` stands for, or None when it is off the list.
 
-    Tolerant of case, punctuation, spacing and a missing leading "To", and maps
-    the old wording of :data:`LEGACY_OPTION_ALIASES` to the listed string.
+    For the replay parser only: a model paraphrases, so this is tolerant of
+    case, punctuation, spacing and a missing leading "To", and maps the old
+    wording of :data:`LEGACY_OPTION_ALIASES` to the listed string. Files are
+    read with :func:`stored_option`, which SPEC 2.4 keeps strict.
     """
     key = _option_key(value)
     if not key:
@@ -592,9 +594,31 @@ def question_options(question: str) -> tuple[str, ...]:
         raise KeyError(f"not a survey question with options: {question!r} (use q1, q2 or q3)") from None
 
 
+def stored_option(value: str, options: tuple[str, ...]) -> str | None:
+    """The listed string a stored answer is, compared case-insensitively; None if it is off the list.
+
+    SPEC 2.4: stored answers are the listed strings and scoring compares them
+    case-insensitively, so a punctuation or spacing variant ("Mostly well
+    matched") is off the list and matches nothing. The only other spellings
+    accepted are this platform's old wording (:data:`LEGACY_OPTION_ALIASES`,
+    again in any case), so old exports still read. Surrounding whitespace is
+    not part of an answer.
+    """
+    key = value.strip().lower()
+    if not key:
+        return None
+    for option in options:
+        if option.lower() == key:
+            return option
+    for old, listed in LEGACY_OPTION_ALIASES.items():
+        if listed in options and old.lower() == key:
+            return listed
+    return None
+
+
 def normalise_option(question: str, value: str) -> str | None:
-    """The listed string an answer to ``question`` stands for; None if it is off the list (SPEC 2.4)."""
-    return match_option(value, question_options(question))
+    """The listed string a stored answer to ``question`` is; None if it is off the list (SPEC 2.4)."""
+    return stored_option(value, question_options(question))
 
 
 # ---------------------------------------------------------------------------

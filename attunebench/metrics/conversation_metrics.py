@@ -108,7 +108,8 @@ def panas_scores(post: PanasSide | None, predicted: PanasSide | None, pre: Panas
 
 
 def _norm(text: str | None) -> str:
-    return text.strip().casefold() if text else ""
+    # SPEC 5.2 says trim and lower-case; casefold would also equate "Straße" and "STRASSE".
+    return text.strip().lower() if text else ""
 
 
 def set_f1(gt: Sequence[str], predicted: Sequence[str]) -> float:
@@ -127,7 +128,7 @@ def set_f1(gt: Sequence[str], predicted: Sequence[str]) -> float:
 
 
 def option_match(gt: str | None, predicted: str | None) -> float:
-    """1.0 if the two answers are equal after trim + case-fold, else 0.0 (SPEC 5.2, Q2/Q3).
+    """1.0 if the two answers are equal after trim + lower-case, else 0.0 (SPEC 5.2, Q2/Q3).
 
     Two unanswered values are equal; this mirrors the ordinal distance, where
     "both unknown" is distance 0.
@@ -137,7 +138,7 @@ def option_match(gt: str | None, predicted: str | None) -> float:
 
 def q3_ordinal_distance(gt: str | None, predicted: str | None) -> int:
     """Distance between positions on the four fit options; both unknown 0, one unknown 3."""
-    options = [o.casefold() for o in cat.Q3_OPTIONS]
+    options = [o.lower() for o in cat.Q3_OPTIONS]
     g, p = _norm(gt), _norm(predicted)
     gi = options.index(g) if g in options else None
     pi = options.index(p) if p in options else None

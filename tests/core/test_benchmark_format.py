@@ -217,6 +217,52 @@ def test_off_list_answers_are_warned_and_scored_by_score_but_errors_for_validate
     ]
 
 
+def test_a_prediction_that_differs_from_a_listed_string_beyond_case_matches_nothing(
+    both_forms: dict[str, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    # SPEC 2.4: answers are compared case-insensitively and nothing more, so a run file's punctuation
+    # variant is off the list (only the replay parser forgives a model's wording before writing the file)
+    conversation = copy.deepcopy(both_forms["conversations"][0])
+    wide = conversation["conversationWideQuestions"]
+    wide.update(q2_emotionClarity="Implied or indirect", q3_modelFit="Mostly well-matched")
+    run = copy.deepcopy(next(r for r in both_forms["runs"] if r["conversationId"] == conversation["conversationId"]))
+    predicted = run["post_conversation"]["predicted_conversation_wide"]
+    predicted.update(q2_emotionClarity="implied, or indirect", q3_modelFit="MOSTLY WELL MATCHED")
+    (tmp_path / "conversation.json").write_text(json.dumps(conversation))
+    (tmp_path / "run.json").write_text(json.dumps(run))
+
+    out, err = io.StringIO(), io.StringIO()
+    report = tmp_path / "report.json"
+    call_command(
+        "score", "--conversations", str(tmp_path / "conversation.json"), "--runs", str(tmp_path / "run.json"),
+        "--json", str(report), stdout=out, stderr=err,
+    )  # fmt: skip
+    assert err.getvalue().splitlines() == [
+        f"warning: {tmp_path}/run.json: post_conversation.predicted_conversation_wide.q2_emotionClarity: "
+        "'implied, or indirect' is not one of the listed options for q2_emotionClarity (scored: it matches no "
+        "other answer)",
+        f"warning: {tmp_path}/run.json: post_conversation.predicted_conversation_wide.q3_modelFit: "
+        "'MOSTLY WELL MATCHED' is not one of the listed options for q3_modelFit (scored: it matches no other answer)",
+    ]
+    record = json.loads(report.read_text())["conversations"][0]
+    # off the list: Q2 and Q3 exact match 0, and Q3's ordinal distance is "one unknown" = 3 (not 0)
+    assert (record["q2_emotion_clarity_match"], record["q3_model_fit_match"]) == (0.0, 0.0)
+    assert record["q3_model_fit_ordinal_distance"] == 3
+
+    # the same answers in the listed strings' own words, upper-cased, are the same answers
+    predicted.update(q2_emotionClarity="IMPLIED OR INDIRECT", q3_modelFit="mostly well-matched")
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    err = io.StringIO()
+    call_command(
+        "score", "--conversations", str(tmp_path / "conversation.json"), "--runs", str(tmp_path / "run.json"),
+        "--json", str(report), stdout=out, stderr=err,
+    )  # fmt: skip
+    assert err.getvalue() == ""
+    record = json.loads(report.read_text())["conversations"][0]
+    assert (record["q2_emotion_clarity_match"], record["q3_model_fit_match"]) == (1.0, 1.0)
+    assert record["q3_model_fit_ordinal_distance"] == 0
+
+
 def test_the_replay_parser_matches_an_em_answer_to_the_listed_options_tolerantly() -> None:
     from attunebench.replay.parsing import parse_post
 

@@ -580,14 +580,21 @@ class TestConversationRejections:
                 }
             )
         )
-        wide = parse_conversation(data).conversationWideQuestions
+        conversation = parse_conversation(data, "file")
+        wide = conversation.conversationWideQuestions
+        # case and surrounding spaces are forgiven, and the old wording is mapped; a punctuation
+        # variant ("To" added to the old wording, no comma after "risky") is off the list (SPEC 2.4)
         assert wide.q1_lookingFor == [
             "To just listen or let me vent",
             "To help me think through options or make a decision",
-            "To help with something urgent, risky, or high-stakes",
+            "to help with something urgent, risky or high-stakes",
         ]
         assert (wide.q2_emotionClarity, wide.q3_modelFit) == ("Mixed or conflicted", None)
         assert wide.fourBranchScores == {"perceiving": 5}
+        assert [str(p) for p in check_conversation_options(conversation, "file")] == [
+            "file: conversationWideQuestions.q1_lookingFor[2]: 'to help with something urgent, risky or high-stakes' "
+            "is not one of the listed options for q1_lookingFor"
+        ]
 
     def test_unknown_branch_and_out_of_range_branch_rating(self) -> None:
         data = mutated(lambda d: d.update(conversationWideQuestions={"fourBranchScores": {"empathy": 3}}))

@@ -127,7 +127,41 @@ def test_every_old_wording_normalises_to_its_listed_string(old, listed):
     assert listed in cat.Q1_OPTIONS
     assert cat.normalise_option("q1", old) == listed
     assert cat.normalise_option("Q1", old.upper()) == listed
-    assert cat.normalise_option("q1_lookingFor", f" {old.lower()}. ") == listed
+    assert cat.normalise_option("q1_lookingFor", f" {old.lower()} ") == listed
+    # the replay parser also forgives punctuation in it
+    assert cat.match_option(f" {old.lower()}. ", cat.Q1_OPTIONS) == listed
+
+
+@pytest.mark.parametrize(
+    "question, answer, listed",
+    [
+        ("q1", "to just listen or let me vent", "To just listen or let me vent"),
+        ("q1", "OTHER", "Other"),
+        ("q2", "unclear / evolving as i talked", "Unclear / evolving as I talked"),
+        ("q2_emotionClarity", "  Implied or indirect ", "Implied or indirect"),
+        ("Q3", "MOSTLY WELL-MATCHED", "Mostly well-matched"),
+    ],
+)
+def test_a_stored_answer_is_its_listed_string_in_any_case(question, answer, listed):
+    # SPEC 2.4: scoring compares the listed strings case-insensitively
+    assert cat.normalise_option(question, answer) == listed
+
+
+@pytest.mark.parametrize(
+    "question, answer",
+    [
+        ("q1", "Just listen, or let me vent!"),  # punctuation, no leading "To"
+        ("q1", "Specific information or advice."),  # an old wording, plus a full stop
+        ("q2", "implied, or indirect"),
+        ("q2", "unclear/evolving as i talked"),
+        ("q3", "Mostly well matched"),  # no hyphen
+    ],
+)
+def test_a_stored_answer_that_differs_beyond_case_is_off_the_list(question, answer):
+    # ... and nothing else: such a variant in a file matches nothing (SPEC 2.4), though the replay
+    # parser, reading a model's free-form reply, maps it to the listed string
+    assert cat.normalise_option(question, answer) is None
+    assert cat.match_option(answer, cat.question_options(question)) is not None
 
 
 @pytest.mark.parametrize(
@@ -147,8 +181,8 @@ def test_every_old_wording_normalises_to_its_listed_string(old, listed):
         ("q3_modelFit", "very well matched and adaptive", "Very well-matched and adaptive"),
     ],
 )
-def test_variants_of_case_and_punctuation_normalise(question, answer, listed):
-    assert cat.normalise_option(question, answer) == listed
+def test_the_replay_parser_matches_variants_of_case_and_punctuation(question, answer, listed):
+    assert cat.match_option(answer, cat.question_options(question)) == listed
 
 
 @pytest.mark.parametrize(

@@ -185,3 +185,11 @@ def test_four_branch_without_gt_is_zero_one() -> None:
 def test_four_branch_worst_case_is_floored() -> None:
     # |1 - 7| = 6 -> MAE 6 -> 1 - 6/6 = 0
     assert cm.four_branch({"managing": 1}, {"managing": 7}) == (6.0, 0.0)
+
+
+def test_q3_follow_up_entries_are_lower_cased_not_case_folded() -> None:
+    # SPEC 5.2: trim + lower-case each entry. "STRASSE" lower-cases to "strasse", not "straße" (case
+    # folding would equate them): no exact match, and token Jaccard {straße} vs {strasse} = 0 -> F1 0
+    assert cm.fuzzy_list_f1(["Straße"], ["STRASSE"]) == 0.0
+    # the same word in another case is the same entry: exact -> F1 1
+    assert cm.fuzzy_list_f1([" Straße"], ["STRAßE "]) == 1.0

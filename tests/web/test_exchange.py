@@ -206,7 +206,7 @@ def test_withdrawn_conversations_are_never_exported(tmp_path):
 def test_a_file_in_the_benchmarks_older_format_imports_and_exports_canonical(tmp_path):
     old = conversation_dict("old-1")
     old["conversationWideQuestions"] = {
-        "Q1": ["Just listen / let me vent", "to help me calm down, or feel steadier"],
+        "Q1": ["Just listen / let me vent", "TO HELP ME CALM DOWN OR FEEL STEADIER"],
         "Q2": "MIXED OR CONFLICTED",
         "Q3": "Mostly well-matched",
         "q3_followUp_whatFeltOff": ["Too much advice"],
