@@ -2,8 +2,9 @@
 
 The archive holds ``manifest.json`` (run, model and its parameters without any key variable, mode, PANAS
 strategy, judge, prompt version, seed, dataset version and its content hash, the conversation ids, the
-code version) and one SPEC 3.2 run file per finished conversation under ``runs/``, in the byte-stable
-canonical text, so ``attune score`` / ``attune analyze`` read the archive directly.
+code version) and one SPEC 3.2 run file per finished conversation under ``runs/`` (none of a withdrawn
+participant's), in the byte-stable canonical text, so ``attune score`` / ``attune analyze`` read the
+archive directly.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from attunebench import canonical as cf
 from attunebench.catalogue import RESEARCH_ONLY_STATEMENT
+from datasets.exchange import withdrawn_conversations
 from research.snapshots import code_version
 from scoring.models import EvaluationRun, RunConversation
 
@@ -22,7 +24,7 @@ from scoring.models import EvaluationRun, RunConversation
 ZIP_TIME = (2020, 1, 1, 0, 0, 0)
 
 
-def run_manifest(run: EvaluationRun, conversation_ids: list[str]) -> dict[str, Any]:
+def run_manifest(run: EvaluationRun, conversation_ids: list[str], withdrawn: int) -> dict[str, Any]:
     model = run.evaluated_model
     params = {k: v for k, v in (model.params or {}).items() if k != "api_key_env"}
     version = run.dataset_version
@@ -48,6 +50,8 @@ def run_manifest(run: EvaluationRun, conversation_ids: list[str]) -> dict[str, A
         "conversations_done": run.conversations_done,
         "conversations_failed": run.conversations_failed,
         "conversations": conversation_ids,
+        # Outputs of participants who withdrew are left out of the archive; the run's counts above still hold them.
+        "conversations_withdrawn": withdrawn,
         "calls_made": run.calls_made,
         "calls_cached": run.calls_cached,
         "calls_failed": run.calls_failed,
@@ -59,15 +63,21 @@ def run_manifest(run: EvaluationRun, conversation_ids: list[str]) -> dict[str, A
 
 
 def run_archive(run: EvaluationRun) -> bytes:
-    """The zip of ``run``: manifest.json and runs/<conversationId>.json for every finished conversation."""
+    """The zip of ``run``: manifest.json and runs/<conversationId>.json for every finished conversation.
+
+    A withdrawn participant's outputs are not in it (the model's predictions are about their words), so
+    ``attune score`` on the archive gives the run's published scores, which leave them out too.
+    """
+    finished = RunConversation.objects.filter(run=run, status=RunConversation.Status.DONE, output__isnull=False)
+    withdrawn = finished.filter(conversation__in=withdrawn_conversations())
     outputs = list(
-        RunConversation.objects.filter(run=run, status=RunConversation.Status.DONE, output__isnull=False)
+        finished.exclude(pk__in=withdrawn.values("pk"))
         .order_by("conversation__conversation_id")
         .values_list("conversation__conversation_id", "output")
     )
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
-        manifest = run_manifest(run, [cid for cid, _ in outputs])
+        manifest = run_manifest(run, [cid for cid, _ in outputs], withdrawn=withdrawn.count())
         text = json.dumps(manifest, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
         bundle.writestr(zipfile.ZipInfo("manifest.json", ZIP_TIME), text)
         for conversation_id, output in outputs:

@@ -224,9 +224,12 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "stalled": list(stalled_conversations(run.pk).select_related("conversation").order_by("pk")[:100]),
             "failed": list(
                 run.conversation_outputs.filter(status=RunConversation.Status.FAILED)
+                .exclude(conversation__in=withdrawn_conversations())
                 .select_related("conversation")
                 .order_by("pk")[:100]
             ),
+            # Counted in the run's figures, shown nowhere: say why the lists are shorter.
+            "withdrawn": run.conversation_outputs.filter(conversation__in=withdrawn_conversations()).count(),
         },
     )
 

@@ -60,7 +60,7 @@ from attunebench.replay.protocol import ReplayConfig, ReplayResult, provider_lim
 from attunebench.replay.run import make_replayer
 from attunebench.replay.scheduler import Scheduler, describe_limits
 from collection.models import Conversation
-from datasets.exchange import conversation_to_canonical, with_export_relations
+from datasets.exchange import conversation_to_canonical, with_export_relations, withdrawn_conversations
 from datasets.selection import selection_queryset
 from scoring.models import EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation
 from scoring.provider_access import allowed_key_env, api_base_problem
@@ -553,9 +553,13 @@ def stalled_conversations(run_id: int | None = None) -> QuerySet[RunConversation
 
 
 def conversation_states(run_id: int) -> QuerySet[RunConversation]:
-    """A run's conversations with ``is_stalled`` (lease lapsed on the database's clock), for the API."""
+    """A run's conversations with ``is_stalled`` (lease lapsed on the database's clock), for the API.
+
+    A withdrawn participant's conversations are left out, as from every other research surface.
+    """
     return (
         RunConversation.objects.filter(run_id=run_id)
+        .exclude(conversation__in=withdrawn_conversations())
         .select_related("conversation")
         .annotate(is_stalled=ExpressionWrapper(_lapsed(), output_field=BooleanField()))
         .order_by("pk")
@@ -709,6 +713,9 @@ def _fail(item: RunConversation, token: str, error: str, run_error: str = "") ->
     return bool(moved)
 
 
+WITHDRAWN_NOT_REPLAYED = "the participant withdrew before it was replayed: nothing of it was sent to the model"
+
+
 def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
     """Replay one conversation of a run under a lease and store its output; safe to call twice.
 
@@ -723,6 +730,10 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
     run = item.run
     summary: dict[str, Any] = {"run_conversation": run_conversation_id, "run": run.pk}
     _mark_running(run)
+    if withdrawn_conversations().filter(pk=item.conversation_id).exists():
+        # Withdrawn after the run was prepared: not one of the participant's words goes to a provider.
+        _fail(item, token, WITHDRAWN_NOT_REPLAYED)
+        return {**summary, "skipped": "withdrawn", "open": open_conversations(run.pk)}
     try:
         try:
             spec = em_spec(run.evaluated_model)

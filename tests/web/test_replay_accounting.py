@@ -144,3 +144,34 @@ def in_this_process_fast_retries() -> None:
     from attunebench.replay.scheduler import Scheduler
 
     replay_service._state.scheduler = Scheduler(max_concurrency=8, base_delay=0.001, max_delay=0.01)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_conversation_withdrawn_after_the_run_was_prepared_is_never_sent(client, researcher):
+    from collection.models import Conversation
+
+    kept, withdrawn = import_synth(seed=33) + import_synth(seed=34)
+    with FakeLLMServer(FakeConfig()) as server:
+        register(server.url)
+        run = replay_service.do_create_run("fake-em", "default", conversation_ids=[kept, withdrawn])
+        replay_service.do_prepare_run(run.pk)
+        # The participant withdraws while the run waits for a worker.
+        Conversation.objects.filter(conversation_id=withdrawn).update(status=Conversation.Status.WITHDRAWN)
+        run_control.start_run(run.pk)
+        run.refresh_from_db()
+
+        item = RunConversation.objects.get(run=run, conversation__conversation_id=withdrawn)
+        assert (item.status, item.output, item.calls_made) == ("failed", None, 0)
+        assert item.error == replay_service.WITHDRAWN_NOT_REPLAYED
+        # Not one of its words reached the provider: every request the server saw is the other conversation's.
+        other = RunConversation.objects.get(run=run, conversation__conversation_id=kept)
+        assert other.status == "done" and server.stats()["requests"] == run.calls_made == other.calls_made > 0
+        assert (run.status, run.conversations_done, run.conversations_failed) == ("done", 1, 1)
+
+        # The researcher sees it nowhere, and the run page says why its lists are one short.
+        client.force_login(researcher)
+        states = client.get(f"/api/runs/{run.pk}/conversations/").json()
+        assert [s["conversation_id"] for s in states["results"]] == [kept]
+        page = client.get(reverse("research:run", args=[run.pk])).content.decode()
+        assert withdrawn not in page
+        assert "1 conversation of this run is left out of its lists, scores and download" in page

@@ -106,6 +106,18 @@ def test_a_withdrawn_participant_leaves_every_surface(
     scores = client.get(f"/api/runs/{scored_runs[0].pk}/scores/?limit=500").json()
     assert scores["count"] == 14 and cid not in json.dumps(scores)
 
+    # The run's download (its outputs and manifest) and its list of conversations leave it out too:
+    # `attune score` on the archive gives the 14-conversation scores the API shows.
+    run = scored_runs[0]
+    archive = client.get(f"/api/runs/{run.pk}/download/")
+    with zipfile.ZipFile(io.BytesIO(archive.content)) as bundle:
+        outputs = [n for n in bundle.namelist() if n.startswith("runs/")]
+        manifest = json.loads(bundle.read("manifest.json"))
+    assert len(outputs) == 14 and f"runs/{cid}.json" not in outputs
+    assert cid not in manifest["conversations"] and manifest["conversations_withdrawn"] == 1
+    states = client.get(f"/api/runs/{run.pk}/conversations/?limit=500").json()
+    assert states["count"] == 14 and cid not in json.dumps(states)
+
     # Research pages: dashboard, run page, drill-down and conversation viewer.
     assert cid not in client.get(reverse("research:home")).content.decode()
     assert cid not in client.get(reverse("research:run", args=[scored_runs[0].pk])).content.decode()
