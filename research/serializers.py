@@ -269,6 +269,12 @@ class RunConversationStateSerializer(serializers.ModelSerializer):
         read_only=True,
         help_text="Running, but its worker stopped renewing the lease (it died or hangs): requeue it.",
     )
+    cost_usd = serializers.FloatField(
+        read_only=True,
+        help_text="What this run paid the provider for this conversation, over all its attempts; these add up "
+        "to the run's cost_usd (answers reused from another run's cache are free here, unlike the output's "
+        "api_cost, which prices every answer it holds).",
+    )
 
     class Meta:
         model = RunConversation

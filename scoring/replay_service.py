@@ -639,7 +639,6 @@ def _store(item: RunConversation, token: str, result: ReplayResult) -> bool:
     usable = result.scoreable
     status = RunConversation.Status.DONE if usable else RunConversation.Status.FAILED
     stats = result.stats
-    cost = output.api_cost or 0.0
     errors = "; ".join(f"turn {f.turn_number} {f.call_type}: {f.error}" for f in result.failures)
     with transaction.atomic():
         # Only the lease holder stores; a delivery whose lease lapsed and was taken finds nothing to move.
@@ -664,7 +663,9 @@ def _store(item: RunConversation, token: str, result: ReplayResult) -> bool:
             calls_cached=stats.calls_cached,
             calls_recovered=stats.calls_recovered,
             calls_failed=stats.calls_failed,
-            cost_usd=cost,
+            # What this run paid for it over all attempts, as the run's own cost adds up (the output's
+            # api_cost also prices answers reused from other runs' cache).
+            cost_usd=F("cost_usd") + stats.cost_spent,
             error=errors[:5000],
             paid_sent_counted=row["paid_sent"],
             counted_attempt=row["attempts"],

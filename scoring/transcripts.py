@@ -59,7 +59,9 @@ def call_dicts(item: RunConversation) -> list[dict[str, Any]]:
 def transcript_totals(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Sums over calls: requests sent, cached answers, tokens, cost (None when a price is unknown), latency."""
     sent = [c for c in calls if not c["cached"]]
-    costs = [c["cost_usd"] for c in sent]
+    # A request the provider never answered (its error, no reply) is not billed and has no price to know:
+    # only a reply without a price makes the total unknown.
+    costs = [c["cost_usd"] for c in sent if c["raw_reply"] or not c["error"]]
     return {
         "calls": len(calls),
         "sent": len(sent),

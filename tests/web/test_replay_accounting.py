@@ -123,6 +123,13 @@ def test_a_crash_neither_hides_nor_doubles_what_was_paid(client, researcher):
             0,
             0.0,
         )
+        # Per conversation too: the first run paid for it what the run paid, the second nothing (its output
+        # still prices the answers it holds, in api_cost).
+        assert item.cost_usd == pytest.approx(run.cost_usd)
+        states = client.get(f"/api/runs/{second.pk}/conversations/").json()["results"]
+        assert [(s["calls_made"], s["calls_cached"], s["cost_usd"]) for s in states] == [(0, logical_calls, 0.0)]
+        output = RunConversation.objects.get(run=second).output
+        assert output["api_cost"] == pytest.approx(paid_cost)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -175,3 +182,23 @@ def test_a_conversation_withdrawn_after_the_run_was_prepared_is_never_sent(clien
         page = client.get(reverse("research:run", args=[run.pk])).content.decode()
         assert withdrawn not in page
         assert "1 conversation of this run is left out of its lists, scores and download" in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transcript_prices_what_was_answered_when_some_requests_got_no_answer(client, researcher):
+    (conversation_id,) = import_synth(seed=35)
+    # The first request is answered; every later one fails with a 500 until its retries run out.
+    with FakeLLMServer(FakeConfig(script=["ok"] + ["500"] * 400)) as server:
+        register(server.url)
+        run = replay_service.do_create_run("fake-em", "default")
+        in_this_process_fast_retries()
+        run_control.start_run(run.pk)
+        run.refresh_from_db()
+        assert server.stats()["completions"] == 1 and run.calls_failed > 0 and run.cost_usd > 0
+
+        client.force_login(researcher)
+        transcript = client.get(f"/api/runs/{run.pk}/conversations/{conversation_id}/transcript/").json()
+        unanswered = [c for c in transcript["calls"] if c["error"] and not c["raw_reply"]]
+        assert unanswered and all(c["cost_usd"] is None for c in unanswered)
+        # The requests nobody answered were not billed: the total is the one answer's price, not "unknown".
+        assert transcript["totals"]["cost_usd"] == pytest.approx(run.cost_usd)
