@@ -112,6 +112,11 @@ class EvaluationRun(models.Model):
         help_text="Answers this run paid for in an interrupted attempt (a worker died), reused from the cache; "
         "their requests and cost are counted in calls_made and cost_usd.",
     )
+    calls_reused = models.PositiveIntegerField(
+        default=0,
+        help_text="Answers this run paid for in an earlier, already counted attempt of the same conversation "
+        "(a failed conversation resumed), reused from the cache: not paid again, not another run's cache.",
+    )
     calls_failed = models.PositiveIntegerField(default=0)
     cost_usd = models.FloatField(default=0.0)
     error = models.TextField(blank=True)
@@ -169,6 +174,7 @@ class RunConversation(models.Model):
     calls_made = models.PositiveIntegerField(default=0)
     calls_cached = models.PositiveIntegerField(default=0)
     calls_recovered = models.PositiveIntegerField(default=0)
+    calls_reused = models.PositiveIntegerField(default=0)
     calls_failed = models.PositiveIntegerField(default=0)
     cost_usd = models.FloatField(default=0.0)
     error = models.TextField(blank=True)

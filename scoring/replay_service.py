@@ -619,6 +619,22 @@ def _recoverable(run_conversation_id: int, counted_attempt: int, attempt: int) -
     return recoverable
 
 
+def _counted_earlier(run_conversation_id: int, counted_attempt: int) -> Any:
+    """Whether a cache entry was paid by one of this conversation's attempts that a store already counted.
+
+    A failed conversation that is resumed finds its earlier answers in the cache: paid once, by this run,
+    so neither paid again nor a hit on another run's cache (``calls_reused``).
+    """
+    prefix = f"rc{run_conversation_id}.a"
+
+    def counted(tag: str) -> bool:
+        if not tag.startswith(prefix) or not tag[len(prefix) :].isdigit():
+            return False
+        return 0 < int(tag[len(prefix) :]) <= counted_attempt
+
+    return counted
+
+
 def _count_sent(run_conversation_id: int) -> Any:
     """An ``on_send`` hook: add one to the conversation's paid requests in the database before each is sent."""
 
@@ -662,6 +678,7 @@ def _store(item: RunConversation, token: str, result: ReplayResult) -> bool:
             calls_made=F("calls_made") + made,
             calls_cached=stats.calls_cached,
             calls_recovered=stats.calls_recovered,
+            calls_reused=stats.calls_reused,
             calls_failed=stats.calls_failed,
             # What this run paid for it over all attempts, as the run's own cost adds up (the output's
             # api_cost also prices answers reused from other runs' cache).
@@ -676,6 +693,7 @@ def _store(item: RunConversation, token: str, result: ReplayResult) -> bool:
             calls_made=F("calls_made") + made,
             calls_cached=F("calls_cached") + stats.calls_cached,
             calls_recovered=F("calls_recovered") + stats.calls_recovered,
+            calls_reused=F("calls_reused") + stats.calls_reused,
             calls_failed=F("calls_failed") + stats.calls_failed,
             cost_usd=F("cost_usd") + stats.cost_spent,
         )
@@ -756,6 +774,7 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
             on_send=_count_sent(item.pk),
             paid_tag=paid_tag(item.pk, item.attempts),
             recoverable=_recoverable(item.pk, item.counted_attempt, item.attempts),
+            counted_earlier=_counted_earlier(item.pk, item.counted_attempt),
         )
         try:
             result = run_sync_beating(
@@ -847,6 +866,7 @@ def run_progress(run_id: int) -> dict[str, Any]:
         "calls_made": run.calls_made,
         "calls_cached": run.calls_cached,
         "calls_recovered": run.calls_recovered,
+        "calls_reused": run.calls_reused,
         "calls_failed": run.calls_failed,
         "cost_usd": run.cost_usd,
         "percent": run.progress_percent,

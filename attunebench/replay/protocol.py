@@ -101,6 +101,7 @@ class ReplayStats:
     paid_requests: int = 0
     calls_cached: int = 0  # answers reused that this conversation did not pay for (another run's cache)
     calls_recovered: int = 0  # answers it paid for in an interrupted earlier attempt, reused (counted as paid)
+    calls_reused: int = 0  # answers its earlier, already counted attempt paid for (a failed conversation resumed)
     requests_recovered: int = 0  # the requests those answers took
     calls_failed: int = 0
     prompt_tokens: int = 0
@@ -113,6 +114,7 @@ class ReplayStats:
         self.paid_requests += other.paid_requests
         self.calls_cached += other.calls_cached
         self.calls_recovered += other.calls_recovered
+        self.calls_reused += other.calls_reused
         self.requests_recovered += other.requests_recovered
         self.calls_failed += other.calls_failed
         self.prompt_tokens += other.prompt_tokens
@@ -126,6 +128,7 @@ class ReplayStats:
             "paid_requests": self.paid_requests,
             "calls_cached": self.calls_cached,
             "calls_recovered": self.calls_recovered,
+            "calls_reused": self.calls_reused,
             "requests_recovered": self.requests_recovered,
             "calls_failed": self.calls_failed,
             "prompt_tokens": self.prompt_tokens,
@@ -225,8 +228,13 @@ class _Ledger:
         self.output_cost += total
         return prompt, completion, total
 
-    def reused(self, cached: CachedCall) -> None:
-        self.stats.calls_cached += 1
+    def reused(self, cached: CachedCall, own: bool = False) -> None:
+        """A cached answer nobody pays for now: another run's (``calls_cached``), or this conversation's
+        from an earlier attempt whose accounting already counted it (``own``: ``calls_reused``)."""
+        if own:
+            self.stats.calls_reused += 1
+        else:
+            self.stats.calls_cached += 1
         if cached.cost_usd is None:
             self.output_cost_known = False
         else:
@@ -480,14 +488,18 @@ class Replayer:
         on_send: Callable[[], Awaitable[None]] | None = None,
         paid_tag: str | None = None,
         recoverable: Callable[[str], bool] | None = None,
+        counted_earlier: Callable[[str], bool] | None = None,
     ) -> None:
         """``on_send`` is awaited before every request goes out (a write-ahead count of what the
         provider sees, kept even if this process dies); ``paid_tag`` marks the answers this replayer
         pays for in the cache, and a hit whose tag ``recoverable`` accepts is this conversation's own
-        answer from an interrupted attempt: counted as paid (``calls_recovered``), not as a free hit."""
+        answer from an interrupted attempt: counted as paid (``calls_recovered``), not as a free hit.
+        A hit whose tag ``counted_earlier`` accepts is its own answer from an earlier attempt that was
+        counted when it ended (``calls_reused``): paid once, by this run, and not another run's cache."""
         self.on_send = on_send
         self.paid_tag = paid_tag
         self.recoverable = recoverable
+        self.counted_earlier = counted_earlier
         self.em = em
         self.backend = backend
         self.config = config
@@ -533,10 +545,14 @@ class Replayer:
                     record.completion_tokens = cached.completion_tokens
                     record.cost_usd = cached.cost_usd
                     record.cached = True
-                    if cached.paid_by is not None and self.recoverable is not None and self.recoverable(cached.paid_by):
+                    tag = cached.paid_by
+                    if tag is not None and self.recoverable is not None and self.recoverable(tag):
                         ledger.recovered(cached)
                         self.totals.calls_recovered += 1
                         self.totals.cost_spent += cached.cost_usd or 0.0
+                    elif tag is not None and self.counted_earlier is not None and self.counted_earlier(tag):
+                        ledger.reused(cached, own=True)
+                        self.totals.calls_reused += 1
                     else:
                         ledger.reused(cached)
                         self.totals.calls_cached += 1

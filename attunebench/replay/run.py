@@ -44,6 +44,7 @@ def make_replayer(
     on_send: Callable[[], Awaitable[None]] | None = None,
     paid_tag: str | None = None,
     recoverable: Callable[[str], bool] | None = None,
+    counted_earlier: Callable[[str], bool] | None = None,
 ) -> Replayer:
     """A replayer with backends for the EM and the judge, sharing one scheduler."""
     scheduler = scheduler or Scheduler(max_concurrency=concurrency)
@@ -59,6 +60,7 @@ def make_replayer(
         on_send=on_send,
         paid_tag=paid_tag,
         recoverable=recoverable,
+        counted_earlier=counted_earlier,
     )
 
 

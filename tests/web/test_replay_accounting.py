@@ -202,3 +202,37 @@ def test_a_transcript_prices_what_was_answered_when_some_requests_got_no_answer(
         assert unanswered and all(c["cost_usd"] is None for c in unanswered)
         # The requests nobody answered were not billed: the total is the one answer's price, not "unknown".
         assert transcript["totals"]["cost_usd"] == pytest.approx(run.cost_usd)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_resumed_failed_conversation_reuses_its_own_answers_as_this_runs_not_another_runs(client, researcher):
+    import_synth(seed=36)
+    # Two answers, then the provider fails every request: the conversation fails with two answers paid.
+    with FakeLLMServer(FakeConfig(script=["ok", "ok"] + ["500"] * 400)) as server:
+        register(server.url)
+        run = replay_service.do_create_run("fake-em", "default")
+        in_this_process_fast_retries()
+        run_control.start_run(run.pk)
+        run.refresh_from_db()
+        assert (run.status, run.conversations_failed) == ("failed", 1)
+        first_requests = server.stats()["requests"]
+        assert server.stats()["completions"] == 2 and run.calls_made == first_requests
+
+        # The provider recovers and the researcher resumes the run.
+        server.configure(script=[])
+        run_control.resume_run(run.pk)
+        run.refresh_from_db()
+        assert run.status == "done"
+        # The two answers come from the cache as this run's own (already counted in the first attempt):
+        # not paid again, and not "cache hits" on another run's answers.
+        assert (run.calls_reused, run.calls_cached, run.calls_recovered) == (2, 0, 0)
+        assert max(server.digests().values()) == 1  # nothing was answered twice
+        assert run.calls_made == server.stats()["requests"]  # every request, both attempts, counted once
+
+        client.force_login(researcher)
+        api = client.get(f"/api/runs/{run.pk}/").json()
+        assert (api["calls_reused"], api["calls_cached"]) == (2, 0)
+        (state,) = client.get(f"/api/runs/{run.pk}/conversations/").json()["results"]
+        assert (state["calls_reused"], state["calls_cached"]) == (2, 0)
+        page = client.get(reverse("research:run_progress", args=[run.pk])).content.decode()
+        assert "reused from an earlier attempt 2" in page and "cache hits 0" in page

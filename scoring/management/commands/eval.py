@@ -374,6 +374,7 @@ class Command(BaseCommand):
                 f"{progress['conversations_total']} ({progress['conversations_failed']} failed) | calls "
                 f"{progress['calls_made']} made, {progress['calls_cached']} cached, "
                 f"{progress['calls_recovered']} recovered after a crash, "
+                f"{progress['calls_reused']} reused from an earlier attempt, "
                 f"{progress['calls_failed']} failed | "
                 f"cost ${progress['cost_usd']:.4f}",
                 ending="",
