@@ -4,20 +4,22 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('scoring', '0008_merge_leases_and_transcripts'),
+        ("scoring", "0008_merge_leases_and_transcripts"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='evaluationrun',
-            name='calls_reused',
-            field=models.PositiveIntegerField(default=0, help_text="Answers this run paid for in an earlier, already counted attempt of the same conversation (a failed conversation resumed), reused from the cache: not paid again, not another run's cache."),
+            model_name="evaluationrun",
+            name="calls_reused",
+            field=models.PositiveIntegerField(
+                default=0,
+                help_text="Answers this run paid for in an earlier, already counted attempt of the same conversation (a failed conversation resumed), reused from the cache: not paid again, not another run's cache.",
+            ),
         ),
         migrations.AddField(
-            model_name='runconversation',
-            name='calls_reused',
+            model_name="runconversation",
+            name="calls_reused",
             field=models.PositiveIntegerField(default=0),
         ),
     ]
