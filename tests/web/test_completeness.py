@@ -344,3 +344,16 @@ def test_a_conversation_without_turns_keeps_one_parquet_row_with_its_record(four
     assert row["pre_total_positive"] == document.prePanas.totalPositiveAffect
     assert row["pre_panas_items"] == {item: document.prePanas.items.get(item) for item in cat.PANAS_ITEMS}
     assert row["timestamp"] is not None and row["category"] == document.metadata.category
+
+
+def test_the_api_lists_what_a_version_frozen_with_unfinished_conversations_holds(four_participants, client, researcher):
+    """A frozen version lists what it holds, as its export does: no complete-only default on top of it."""
+    everything = do_freeze_dataset_version("with-unfinished", include_unfinished=True)
+    complete = do_freeze_dataset_version("complete-only")
+    client.force_login(researcher)
+    listed = client.get(f"/api/conversations/?dataset_version={everything.pk}").json()
+    assert listed["count"] == everything.conversation_count == 4
+    assert sorted(r["completeness"] for r in listed["results"]) == ["complete", "empty", "unfinished", "unfinished"]
+    only_empty = client.get(f"/api/conversations/?dataset_version={everything.pk}&completeness=empty").json()
+    assert [r["conversation_id"] for r in only_empty["results"]] == [four_participants["empty"].conversation_id]
+    assert client.get(f"/api/conversations/?dataset_version={complete.pk}").json()["count"] == 1
