@@ -49,6 +49,7 @@ def run_manifest(run: EvaluationRun, conversation_ids: list[str]) -> dict[str, A
         "conversations_failed": run.conversations_failed,
         "conversations": conversation_ids,
         "calls_made": run.calls_made,
+        "calls_recovered": run.calls_recovered,
         "calls_cached": run.calls_cached,
         "calls_failed": run.calls_failed,
         "cost_usd": run.cost_usd,
