@@ -101,10 +101,6 @@ class ParticipantQuality:
     checks_failed: int = 0
 
     @property
-    def pseudonym(self) -> str:
-        return self.participant.pseudonym
-
-    @property
     def excluded(self) -> bool:
         return self.participant.quality_excluded_at is not None
 
@@ -112,10 +108,16 @@ class ParticipantQuality:
     def flag_kinds(self) -> list[str]:
         return [f.kind for f in self.flags]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, pseudonym: str) -> dict[str, Any]:
+        """The summary as the API shows it, under ``pseudonym``: the id exports show
+        (``datasets.pseudonyms.export_pseudonym``), so flags can be matched with conversations.
+
+        The caller supplies it because this layer sits below ``datasets`` and cannot compute
+        it, and the stored id (``Participant.pseudonym``) is never shown outside the admin.
+        """
         p = self.participant
         return {
-            "pseudonym": p.pseudonym,
+            "pseudonym": pseudonym,
             "flag_count": len(self.flags),
             "flags": [f.as_dict() for f in self.flags],
             "attention_checks": {"passed": self.checks_passed, "failed": self.checks_failed},

@@ -1,4 +1,9 @@
-"""Finding canonical JSON documents in files, folders (any nesting) and .zip archives."""
+"""Finding canonical JSON documents in files, folders (any nesting) and .zip archives.
+
+A ``.json`` file holds one document; a ``.jsonl`` file (what ``attune export --format
+jsonl`` writes) holds one per line, each read as its own document whose source names
+the file and the line (``conversations.jsonl line 3``), so a problem points at it.
+"""
 
 from __future__ import annotations
 
@@ -26,11 +31,35 @@ class RawDocument(NamedTuple):
     raw: bytes
 
 
+#: File endings read as documents: one per file, or one per line for JSON Lines.
+JSON_SUFFIXES = (".json", ".jsonl")
+
+
+def _is_jsonl(name: str) -> bool:
+    return name.lower().endswith(".jsonl")
+
+
+def _lines(source: str, raw: bytes) -> Iterator[RawDocument]:
+    """The documents of a JSON Lines file: one per non-blank line, its source naming the line (1-based)."""
+    for number, line in enumerate(raw.splitlines(), start=1):
+        if line.strip():
+            yield RawDocument(f"{source} line {number}", line)
+
+
+def _documents(source: str, raw: bytes) -> Iterator[RawDocument]:
+    """One document for a .json file, one per line for a .jsonl file."""
+    if _is_jsonl(source):
+        yield from _lines(source, raw)
+    else:
+        yield RawDocument(source, raw)
+
+
 def iter_documents(paths: Iterable[str | Path]) -> Iterator[RawDocument | Problem]:
     """Yield a RawDocument per JSON document found, or a Problem for a path that gives none.
 
     Folders are walked recursively in sorted order so that every run reads the
-    same files in the same order; .zip members ending in .json count as files.
+    same files in the same order; .zip members ending in .json or .jsonl count as
+    files. A .jsonl file gives one document per non-blank line.
     """
     for given in paths:
         path = Path(given)
@@ -39,21 +68,21 @@ def iter_documents(paths: Iterable[str | Path]) -> Iterator[RawDocument | Proble
         elif path.is_dir():
             found = False
             for child in sorted(path.rglob("*")):
-                if child.is_file() and child.suffix.lower() in {".json", ".zip"}:
+                if child.is_file() and child.suffix.lower() in {*JSON_SUFFIXES, ".zip"}:
                     found = True
                     yield from iter_documents([child])
             if not found:
-                yield Problem(source=str(path), path="", message="folder holds no .json or .zip files")
+                yield Problem(source=str(path), path="", message="folder holds no .json, .jsonl or .zip files")
         elif path.suffix.lower() == ".zip":
             try:
                 with zipfile.ZipFile(path) as archive:
                     for member in sorted(archive.namelist()):
-                        if member.lower().endswith(".json") and not member.endswith("/"):
-                            yield RawDocument(f"{path}!{member}", archive.read(member))
+                        if member.lower().endswith(JSON_SUFFIXES) and not member.endswith("/"):
+                            yield from _documents(f"{path}!{member}", archive.read(member))
             except zipfile.BadZipFile:
                 yield Problem(source=str(path), path="", message="not a readable .zip archive")
         else:
-            yield RawDocument(str(path), path.read_bytes())
+            yield from _documents(str(path), path.read_bytes())
 
 
 def _read_all(

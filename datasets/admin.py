@@ -13,7 +13,14 @@ class DatasetVersionAdmin(admin.ModelAdmin):
     list_display = ("name", "conversation_count", "frozen", "content_hash", "created_at", "created_by")
     list_filter = ("frozen", "created_at")
     search_fields = ("name", "description", "content_hash")
-    readonly_fields = ("content_hash", "conversation_count", "created_at", "created_by", "frozen")
+    readonly_fields = (
+        "content_hash",
+        "content_hash_with_model_identity",
+        "conversation_count",
+        "created_at",
+        "created_by",
+        "frozen",
+    )
     filter_horizontal = ("conversations",)
     list_select_related = ("created_by",)  # nullable, so the admin would not join it by itself
 

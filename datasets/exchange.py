@@ -514,11 +514,17 @@ def conversation_to_canonical(conversation: Conversation, include_model_identity
 def iter_canonical(
     queryset: QuerySet[Conversation], include_model_identity: bool = False, chunk_size: int = 200
 ) -> Iterator[cf.ConversationFile]:
-    """Canonical documents in id order, loaded in chunks so memory stays flat for large exports."""
-    ids = list(queryset.order_by("conversation_id").values_list("pk", flat=True))
+    """Canonical documents in id order, loaded in chunks so memory stays flat for large exports.
+
+    The order is the ids' code-point order, sorted here rather than by the database:
+    a PostgreSQL created with a language collation (en_US, the postgres image's default)
+    orders ``conv_2`` / ``Conv-1`` differently, and a reader recomputing a version's
+    content hash sorts by code point (``datasets.versions.CONTENT_HASH_RULE``).
+    """
+    ids = [pk for _, pk in sorted(queryset.values_list("conversation_id", "pk"))]
     for start in range(0, len(ids), chunk_size):
         chunk = with_export_relations(Conversation.objects.filter(pk__in=ids[start : start + chunk_size]))
-        for conversation in chunk:
+        for conversation in sorted(chunk, key=lambda c: c.conversation_id):
             yield conversation_to_canonical(conversation, include_model_identity)
 
 

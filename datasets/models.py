@@ -21,7 +21,19 @@ class DatasetVersion(models.Model):
     name = models.CharField(max_length=200, unique=True)
     description = models.TextField(blank=True)
     conversations = models.ManyToManyField(Conversation, related_name="dataset_versions")
-    content_hash = models.CharField(max_length=64, blank=True)
+    content_hash = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="sha256 over the canonical JSON of the conversations as a default export writes them (original "
+        "models by alias), in conversationId order: recomputable from any default export "
+        "(datasets.versions.CONTENT_HASH_RULE). Blank for versions frozen before it was recorded.",
+    )
+    content_hash_with_model_identity = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="The same hash over an export with the original models' real names: only an export made "
+        "with include_model_identity shows it (from an alias export it would let a reader test guesses of the names).",
+    )
     conversation_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)

@@ -1,5 +1,10 @@
 """A flat Parquet table of turns: one row per turn, the full conversation record as typed columns.
 
+A conversation with no turn at all (a participant who chose a topic and never wrote)
+still has one row: its record with every turn column null (``turn_number`` included),
+so the table holds the same conversations as the JSON export of the same data, with
+their profile and pre-chat PANAS. Count turns as rows whose ``turn_number`` is not null.
+
 Every row carries its conversation's record beside the turn: metadata (model, provider,
 start time as a UTC ``timestamp``), the profile as exported (pseudonymised id; diagnoses
 only where sensitive-data consent is recorded, else null), both PANAS surveys item by item
@@ -31,7 +36,8 @@ from pydantic import BaseModel
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
 
-FORMAT = "attunebench.turns-parquet/2"
+#: /3: a conversation without turns has one row with null turn columns (/2 left it out).
+FORMAT = "attunebench.turns-parquet/3"
 
 _TAG = pa.struct([("emotion", pa.string()), ("intensity", pa.int8())])
 _JUDGEMENT = pa.struct(
@@ -124,7 +130,27 @@ def _record(doc: cf.ConversationFile) -> dict:
     }
 
 
+#: The columns that describe a turn; all null in the one row of a conversation without turns.
+TURN_COLUMNS = (
+    "turn_number",
+    "turn_completeness",
+    "user_message",
+    "llm_response",
+    "mood_shift_tags",
+    "binary_judgements",
+    "llm_improved",
+    "human_edited",
+    "pairwise_comparisons",
+    "selected_pairwise_questions",
+)
+
+
 def _rows(doc: cf.ConversationFile) -> list[dict]:
+    """The rows of one conversation: one per turn, or one with null turn columns when it has no turn.
+
+    Leaving a turnless conversation out would make the table disagree with the file's
+    ``attunebench.conversations`` count and with the JSON export, and lose its record.
+    """
     pre, post = doc.prePanas, doc.postPanas
     shared = {
         **_record(doc),
@@ -160,6 +186,8 @@ def _rows(doc: cf.ConversationFile) -> list[dict]:
                 else list(turn.annotations.selectedPairwiseQuestions),
             }
         )
+    if not rows:
+        rows.append({**shared, **dict.fromkeys(TURN_COLUMNS)})
     return rows
 
 

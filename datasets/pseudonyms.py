@@ -17,8 +17,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.db.models import QuerySet
+
+if TYPE_CHECKING:
+    from collection.models import Participant
 
 PREFIX = "pp-"
 _BODY_HEX = 20
@@ -45,3 +50,24 @@ def export_pseudonym(stored_id: str, key: str | None = None) -> str:
         return stored_id
     body = _mac("participant", stored_id, key)[:_BODY_HEX]
     return f"{PREFIX}{body}{_mac('tag', body, key)[:_TAG_HEX]}"
+
+
+def find_participant(participants: QuerySet[Participant], identifier: str) -> Participant | None:
+    """The participant among ``participants`` known as ``identifier``, or None.
+
+    Accepts the pseudonym exports and the API show (what a researcher copies from a
+    conversation), the stored one (the admin's), or the id an imported file carried
+    (stored only as its keyed hash). An export pseudonym of a collected participant is
+    a hash of the stored id, so it is found by hashing each stored id in turn; only an
+    identifier shaped like this deployment's pseudonyms can match that way.
+    """
+    identifier = identifier.strip()
+    if not identifier:
+        return None
+    found = participants.filter(pseudonym__in={identifier, export_pseudonym(identifier)}).first()
+    if found is not None or not is_own_pseudonym(identifier):
+        return found
+    for pk, stored in participants.values_list("pk", "pseudonym").iterator():
+        if export_pseudonym(stored) == identifier:
+            return participants.get(pk=pk)
+    return None

@@ -3,8 +3,11 @@
 A dataset version is what a paper cites: a name, a fixed list of complete,
 non-withdrawn conversations and a sha256 over their canonical JSON, so anyone
 holding an export can check it is the version they think it is. The content
-hash covers the canonical text of every conversation in id order, which is the
-same text the JSON export writes, so the hash can be recomputed from an export.
+hash covers the canonical text of every conversation in conversationId order
+exactly as a default export writes it (original models by alias), so it can be
+recomputed from any default export (``CONTENT_HASH_RULE``, printed in every
+datasheet). The hash over an export with the real model names is recorded too,
+under its own name, and shown only in such an export's datasheet.
 """
 
 from __future__ import annotations
@@ -69,10 +72,29 @@ class DatasetError(ValueError):
     """A dataset request that cannot be honoured; the message is shown to the researcher."""
 
 
-def content_hash(queryset: QuerySet[Conversation]) -> str:
-    """sha256 over the canonical JSON of the conversations, in conversation-id order."""
+#: How a reader recomputes a version's content hash from an export (printed in every datasheet).
+CONTENT_HASH_RULE = (
+    "sha256 over the concatenated UTF-8 canonical JSON of every conversation (sorted keys, 2-space indent, "
+    "non-ASCII characters as they are, a final newline), in conversationId order (code-point order, as "
+    "Python's sorted() gives it; the order of the JSONL lines and Parquet rows). The JSON export's "
+    "conversation files are exactly that text: concatenate their bytes in conversationId order (leave out "
+    "DATASHEET.md and datasheet.json). From the JSONL export, re-serialise each line that way, in line order. "
+    "A Parquet export carries the result as its attunebench.content_sha256 metadata. A default export "
+    "(original models by alias) gives content_hash; an export with the real model names gives "
+    "content_hash_with_model_identity, which only its own datasheet shows. An export reproduces the hash only "
+    "if no conversation of the version was withdrawn after the freeze (counts.withdrawn_since_freeze)."
+)
+
+
+def content_hash(queryset: QuerySet[Conversation], include_model_identity: bool = False) -> str:
+    """sha256 over the canonical JSON of the conversations, in conversation-id order (``CONTENT_HASH_RULE``).
+
+    By default over what a default export writes (original models by alias), so the
+    hash can be checked against such an export; ``include_model_identity`` gives the
+    hash of an export with the real model names instead.
+    """
     digest = hashlib.sha256()
-    for document in iter_canonical(queryset, include_model_identity=True):
+    for document in iter_canonical(queryset, include_model_identity=include_model_identity):
         digest.update(cf.dumps_canonical(document).encode("utf-8"))
     return digest.hexdigest()
 
@@ -106,12 +128,13 @@ def do_freeze_dataset_version(
     if not ids:
         what = "non-withdrawn" if include_unfinished else "complete, non-withdrawn"
         raise DatasetError(f"No {what} conversations match this selection.")
-    digest = content_hash(Conversation.objects.filter(pk__in=ids))
+    members = Conversation.objects.filter(pk__in=ids)
     with transaction.atomic():
         version = DatasetVersion.objects.create(
             name=cleaned,
             description=description,
-            content_hash=digest,
+            content_hash=content_hash(members),
+            content_hash_with_model_identity=content_hash(members, include_model_identity=True),
             conversation_count=len(ids),
             created_by=user if getattr(user, "is_authenticated", False) else None,
             frozen=True,
@@ -142,7 +165,14 @@ class Datasheet:
             "",
             f"> {d['research_only_statement']}",
             "",
-            f"- Content hash (sha256 over canonical JSON, conversation-id order): `{d['content_hash']}`",
+            "- Content hash of the version (over a default export, original models by alias): "
+            + (f"`{d['content_hash']}`" if d["content_hash"] else "not recorded (frozen before it was)"),
+            *(
+                [f"- Content hash of this export (real model names): `{d['content_hash_with_model_identity']}`"]
+                if d.get("content_hash_with_model_identity")
+                else []
+            ),
+            f"- To check it: {d['content_hash_rule']}",
             f"- Created: {d['created_at']} by {d['created_by'] or 'unknown'}",
             f"- Exported: {d['exported_at']} as `{d['format']}`",
             f"- Schema version: {d['schema_version']}",
@@ -263,6 +293,7 @@ def build_datasheet(
         "quality_exclusions_by_reason": quality_exclusions_by_reason(queryset),
         "description": version.description,
         "content_hash": version.content_hash,
+        "content_hash_rule": CONTENT_HASH_RULE,
         "created_at": version.created_at.isoformat(),
         "created_by": version.created_by.get_username() if version.created_by else None,
         "exported_at": timezone.now().isoformat(),
@@ -285,6 +316,9 @@ def build_datasheet(
         "withdrawal_statement": WITHDRAWAL_STATEMENT,
         "pseudonymisation_statement": PSEUDONYM_STATEMENT,
     }
+    if include_model_identity:
+        # Only beside the real names: next to aliases it would let a reader test guesses of the names.
+        data["content_hash_with_model_identity"] = version.content_hash_with_model_identity
     return Datasheet(data)
 
 

@@ -211,10 +211,16 @@ class ResearcherAPIMixin:
             _param("status", "Filter by status.", CONVERSATION_STATUSES),
             _param(
                 "completeness",
-                "Filter by completeness; without it only complete conversations are listed.",
+                "Filter by completeness; without it only complete conversations are listed (with `dataset_version`: "
+                "every conversation the version holds).",
                 COMPLETENESS_STATES,
             ),
-            _param("include_unfinished", "true: list unfinished and empty conversations too.", ["true", "false"]),
+            _param(
+                "include_unfinished",
+                "true: list unfinished and empty conversations too. With `dataset_version` the default is what the "
+                "version holds (unfinished ones too if it was frozen with them); false keeps the complete ones.",
+                ["true", "false"],
+            ),
             _param("category", "Filter by topic category.", list(TOPIC_CATEGORIES)),
             _param("original_model", "Filter by original-model alias."),
             _param("dataset_version", "Only conversations in this dataset version.", type_=int),
@@ -243,7 +249,8 @@ class ConversationViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
     The list leaves out quality-excluded participants' conversations, like exports and scores, so a script
     counts what an export would hold; ``include_excluded=true`` adds them, flagged ``quality_excluded``, to
     review them. One such conversation stays readable by its id (the exclusion is reversible). A frozen
-    dataset version lists what it holds, as its export does: an exclusion made later does not change it.
+    dataset version lists what it holds, as its export does: an exclusion made later does not change it, and
+    the complete-only default does not apply (a version frozen with unfinished conversations lists them).
     """
 
     lookup_field = "conversation_id"
@@ -265,10 +272,12 @@ class ConversationViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
         )
         params = self.request.query_params
         # Like exports, the list holds complete conversations unless asked for more (records say which they are).
+        # A frozen version already chose: frozen with unfinished ones, it lists them, as its export holds them.
         completeness = choice_filter(self.request, "completeness", COMPLETENESS_STATES)
+        unfinished_too = choice_filter(self.request, "include_unfinished", ["true", "false"])
         if completeness:
             queryset = queryset.filter(completeness=completeness)
-        elif choice_filter(self.request, "include_unfinished", ["true", "false"]) != "true":
+        elif unfinished_too == "false" or (unfinished_too is None and version is None):
             queryset = queryset.filter(completeness=CONVERSATION_COMPLETE)
         if status_ := choice_filter(self.request, "status", CONVERSATION_STATUSES):
             queryset = queryset.filter(status=status_)

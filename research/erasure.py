@@ -36,7 +36,7 @@ from collection.models import (
 )
 from collection.study_flow import do_withdraw
 from datasets.models import DatasetVersion, ExportJob
-from datasets.pseudonyms import export_pseudonym
+from datasets.pseudonyms import find_participant
 from research.models import ErasureRecord, HumanAssignment
 from scoring.models import CallTranscript, ConversationScore, RunConversation
 from scoring.withdrawal import runs_holding
@@ -52,13 +52,10 @@ def access_participant_to_erase(identifier: str) -> Participant:
     identifier = identifier.strip()
     if not identifier:
         raise ErasureError("Name the participant: a pseudonym as exports or the admin show it.")
-    found = Participant.objects.filter(pseudonym__in={identifier, export_pseudonym(identifier)}).first()
-    if found is not None:
-        return found
-    for pk, pseudonym in Participant.objects.values_list("pk", "pseudonym").iterator():
-        if export_pseudonym(pseudonym) == identifier:
-            return Participant.objects.get(pk=pk)
-    raise ErasureError(f"No participant is known as {identifier!r}.")
+    found = find_participant(Participant.objects.all(), identifier)
+    if found is None:
+        raise ErasureError(f"No participant is known as {identifier!r}.")
+    return found
 
 
 def do_erase_participant(participant: Participant, erased_by: Any = None, via: str = "command") -> ErasureRecord:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -18,6 +19,7 @@ from rest_framework.views import APIView
 
 from annotation import quality as q
 from collection.models import Participant, QualityDecision, Study
+from datasets.pseudonyms import export_pseudonym, find_participant
 from research.api import DENIED, NOT_FOUND, ResearcherAPIMixin
 
 
@@ -34,7 +36,9 @@ class ChecksSerializer(serializers.Serializer):
 
 
 class ParticipantQualitySerializer(serializers.Serializer):
-    pseudonym = serializers.CharField()
+    pseudonym = serializers.CharField(
+        help_text="The participant's pseudonym as exports and /api/conversations/ write it (pp-…)."
+    )
     flag_count = serializers.IntegerField()
     flags = FlagSerializer(many=True)
     attention_checks = ChecksSerializer()
@@ -78,18 +82,23 @@ class QualityStudyView(ResearcherAPIMixin, APIView):
                 "study": study.slug,
                 "checks": {kind: text for kind, (_, text) in q.FLAG_KINDS.items()},
                 "flag_counts": q.flag_counts(summaries),
-                "participants": [s.as_dict() for s in summaries],
+                "participants": [s.as_dict(export_pseudonym(s.participant.pseudonym)) for s in summaries],
             }
         )
 
 
 class QualityParticipantView(ResearcherAPIMixin, APIView):
+    """One participant, named by the pseudonym exports show (as the study summary lists it) or the stored one."""
+
     def _participant(self, slug: str, pseudonym: str) -> tuple[Study, Participant]:
         study = get_object_or_404(Study, slug=slug)
-        return study, get_object_or_404(Participant, study=study, pseudonym=pseudonym)
+        participant = find_participant(Participant.objects.filter(study=study), pseudonym)
+        if participant is None:
+            raise Http404("No such participant in this study.")
+        return study, participant
 
     def _body(self, study: Study, participant: Participant) -> dict[str, Any]:
-        data = q.participant_quality(participant, study).as_dict()
+        data = q.participant_quality(participant, study).as_dict(export_pseudonym(participant.pseudonym))
         data["history"] = DecisionRecordSerializer(q.decision_history(participant), many=True).data
         return data
 

@@ -4,11 +4,12 @@ decision (logic in ``annotation.quality``; these views only read and hand decisi
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from annotation import quality as q
 from collection.models import Participant, Study
+from datasets.pseudonyms import export_pseudonym, find_participant
 from research.access import researcher_required, signed_in_user
 
 SORTS = {"flags": "most flags first", "enrolled": "order of enrolment"}
@@ -40,9 +41,15 @@ def quality_study(request: HttpRequest, slug: str) -> HttpResponse:
 
 @researcher_required
 def quality_participant(request: HttpRequest, slug: str, pseudonym: str) -> HttpResponse:
-    """One participant's reasons and evidence, the decision form (POST records a decision) and its history."""
+    """One participant's reasons and evidence, the decision form (POST records a decision) and its history.
+
+    The participant is named by the pseudonym exports show (the study page links by it) or the stored one.
+    """
     study = get_object_or_404(Study, slug=slug)
-    participant = get_object_or_404(Participant, study=study, pseudonym=pseudonym)
+    participant = find_participant(Participant.objects.filter(study=study), pseudonym)
+    if participant is None:
+        raise Http404("No such participant in this study.")
+    shown = export_pseudonym(participant.pseudonym)
     error = ""
     if request.method == "POST":
         try:
@@ -56,14 +63,15 @@ def quality_participant(request: HttpRequest, slug: str, pseudonym: str) -> Http
         except q.QualityError as exc:
             error = str(exc)
         else:
-            messages.success(request, f"Decision recorded for {participant.pseudonym}.")
-            return redirect("research:quality_participant", slug=slug, pseudonym=pseudonym)
+            messages.success(request, f"Decision recorded for {shown}.")
+            return redirect("research:quality_participant", slug=slug, pseudonym=shown)
     return render(
         request,
         "research/quality_participant.html",
         {
             "study": study,
             "participant": participant,
+            "pseudonym": shown,
             "summary": q.participant_quality(participant, study),
             "history": q.decision_history(participant),
             "reasons": q.EXCLUSION_REASONS,

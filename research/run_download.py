@@ -53,6 +53,7 @@ def run_manifest(run: EvaluationRun, conversation_ids: list[str], withdrawn: int
         # Outputs of participants who withdrew are left out of the archive; the run's counts above still hold them.
         "conversations_withdrawn": withdrawn,
         "calls_made": run.calls_made,
+        "calls_recovered": run.calls_recovered,
         "calls_cached": run.calls_cached,
         "calls_failed": run.calls_failed,
         "cost_usd": run.cost_usd,

@@ -121,6 +121,7 @@ class DatasetVersionSerializer(serializers.ModelSerializer):
             "name",
             "description",
             "content_hash",
+            "content_hash_with_model_identity",
             "conversation_count",
             "frozen",
             "includes_unfinished",

@@ -1,4 +1,4 @@
-"""Small formatting filters for research templates (numbers, p-values, dictionary look-ups)."""
+"""Small formatting filters for research templates (numbers, p-values, dictionary look-ups, pseudonyms)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from typing import Any
 
 from django import template
 from pydantic import BaseModel
+
+from datasets.pseudonyms import export_pseudonym
 
 register = template.Library()
 
@@ -19,6 +21,15 @@ def num(value: Any, digits: int = 2) -> str:
         return f"{float(value):.{int(digits)}f}"
     except (TypeError, ValueError):
         return str(value)
+
+
+@register.filter
+def pseudonym(participant: Any) -> str:
+    """A participant as exports and the API show them (the keyed-hash pseudonym), never the stored id, so a
+    researcher can match what a page shows with conversations and exports; an en dash for none."""
+    if participant is None:
+        return "–"
+    return export_pseudonym(participant.pseudonym)
 
 
 @register.filter

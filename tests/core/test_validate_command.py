@@ -146,3 +146,31 @@ def test_the_real_command_line_exits_non_zero_on_problems(tmp_path: Path) -> Non
     assert result.returncode == 1
     assert f"{tmp_path}/bad.json: conversationId: required field is missing" in result.stdout
     assert result.stdout.strip().endswith("1 files checked, 0 valid, 2 problems")
+
+
+def test_a_jsonl_file_is_one_conversation_per_line_and_problems_name_the_line(tmp_path: Path) -> None:
+    """The platform's own JSONL export (one compact conversation a line) validates, alone or in its bundle."""
+    conversations = synth_conversations(3, seed=5)
+    lines = [json.dumps(json.loads(dumps_canonical(c)), sort_keys=True, separators=(",", ":")) for c in conversations]
+    good = tmp_path / "good" / "conversations.jsonl"
+    good.parent.mkdir()
+    good.write_text("\n".join(lines) + "\n\n", encoding="utf-8")  # a blank line is no document
+    assert run_validate(good) == (0, ["3 files checked, 3 valid, 0 problems"])
+    assert run_validate(good.parent) == (0, ["3 files checked, 3 valid, 0 problems"])  # found in a folder too
+    bundle = tmp_path / "export.zip"
+    with zipfile.ZipFile(bundle, "w") as zf:
+        zf.write(good, "conversations.jsonl")
+    assert run_validate(bundle)[0] == 0
+
+    wrong = json.loads(lines[1])
+    wrong["metadata"]["timestamp"] = "last week"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([lines[0], json.dumps(wrong), '{"conversationId": ', lines[0]]) + "\n", encoding="utf-8")
+    code, output = run_validate(bad)
+    assert code == 1
+    assert output == [
+        f"{bad} line 2: metadata.timestamp: expected an ISO 8601 timestamp, got 'last week'",
+        f"{bad} line 3: not valid JSON: Expecting value at line 1 column 20",
+        f"{bad} line 4: conversationId: {conversations[0].conversationId!r} is also used by {bad} line 1",
+        "4 files checked, 1 valid, 3 problems",
+    ]

@@ -17,6 +17,7 @@ from django.test import Client
 from django.utils import timezone
 
 from attunebench import canonical as cf
+from attunebench import catalogue as cat
 from collection import study_flow as flow
 from collection.models import Conversation, Turn
 from datasets.versions import build_datasheet, do_freeze_dataset_version
@@ -306,3 +307,53 @@ def test_migration_computes_the_state_of_existing_rows(schema_restored):
     assert OldConversation.objects.filter(conversation_id="m-finished").exists()
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+def test_a_conversation_without_turns_keeps_one_parquet_row_with_its_record(four_participants, tmp_path):
+    """A participant who chose a topic and never wrote: JSON keeps the conversation, so the table must too."""
+    out = tmp_path / "turns.parquet"
+    call_command("export", "--format", "parquet", "--out", str(out), "--include-unfinished", stdout=io.StringIO())
+    table = pq.read_table(out)
+    metadata = {k.decode(): v.decode() for k, v in pq.read_metadata(out).metadata.items()}
+    ids = set(table.column("conversation_id").to_pylist())
+    assert len(ids) == int(metadata["attunebench.conversations"]) == 4
+    empty = four_participants["empty"]
+    rows = [r for r in table.to_pylist() if r["conversation_id"] == empty.conversation_id]
+    assert len(rows) == 1
+    (row,) = rows
+    assert row["conversation_completeness"] == "empty"
+    turn_columns = (
+        "turn_number",
+        "turn_completeness",
+        "user_message",
+        "llm_response",
+        "mood_shift_tags",
+        "binary_judgements",
+        "llm_improved",
+        "human_edited",
+        "pairwise_comparisons",
+        "selected_pairwise_questions",
+    )
+    assert {column: row[column] for column in turn_columns} == dict.fromkeys(turn_columns)
+    # The record beside the (absent) turn is the one the JSON export writes.
+    (document,) = [
+        d for d in _export(tmp_path, "--include-unfinished").values() if d.conversationId == row["conversation_id"]
+    ]
+    assert document.turns == [] and document.prePanas is not None
+    assert row["participant_id"] == document.participant_profile.participant_id
+    assert row["pre_total_positive"] == document.prePanas.totalPositiveAffect
+    assert row["pre_panas_items"] == {item: document.prePanas.items.get(item) for item in cat.PANAS_ITEMS}
+    assert row["timestamp"] is not None and row["category"] == document.metadata.category
+
+
+def test_the_api_lists_what_a_version_frozen_with_unfinished_conversations_holds(four_participants, client, researcher):
+    """A frozen version lists what it holds, as its export does: no complete-only default on top of it."""
+    everything = do_freeze_dataset_version("with-unfinished", include_unfinished=True)
+    complete = do_freeze_dataset_version("complete-only")
+    client.force_login(researcher)
+    listed = client.get(f"/api/conversations/?dataset_version={everything.pk}").json()
+    assert listed["count"] == everything.conversation_count == 4
+    assert sorted(r["completeness"] for r in listed["results"]) == ["complete", "empty", "unfinished", "unfinished"]
+    only_empty = client.get(f"/api/conversations/?dataset_version={everything.pk}&completeness=empty").json()
+    assert [r["conversation_id"] for r in only_empty["results"]] == [four_participants["empty"].conversation_id]
+    assert client.get(f"/api/conversations/?dataset_version={complete.pk}").json()["count"] == 1

@@ -269,3 +269,27 @@ def test_one_panas_writer_keeps_given_totals_and_replaces_ratings(tmp_path):
     assert PanasSurvey.objects.filter(conversation=conversation, kind="pre").count() == 1
     assert (survey.total_positive, survey.total_negative) == (30, 50)
     assert {r.item: r.rating for r in survey.item_responses.all()} == ratings
+
+
+def test_import_reads_the_platforms_own_jsonl_export(tmp_path):
+    """export --format jsonl → import: one conversation a line; a bad line is named and nothing is written."""
+    _write(tmp_path / "one.json", conversation_dict("l-1"))
+    _write(tmp_path / "two.json", conversation_dict("l-2", participant_profile=None))
+    assert import_paths([tmp_path / "one.json", tmp_path / "two.json"]).ok
+    exported = tmp_path / "conversations.jsonl"
+    assert export_conversations(exportable_conversations(), "jsonl", exported) == 2
+    before = exported.read_bytes()
+
+    _delete_everything()
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(exported.read_text().replace('"l-2"', '"l-3"') + '{"conversationId": "l-4"}\n')
+    refused = import_paths([broken])
+    assert not refused.ok and Conversation.objects.count() == 0
+    assert {p.source for p in refused.problems} == {f"{broken} line 3"}
+
+    result = import_paths([exported])
+    assert result.ok, result.problems
+    assert result.imported == ["l-1", "l-2"]
+    again = tmp_path / "again.jsonl"
+    export_conversations(exportable_conversations(), "jsonl", again)
+    assert again.read_bytes() == before

@@ -113,7 +113,7 @@ def test_a_hand_checked_row(exported):
 def test_file_metadata_names_the_format_and_hashes_the_canonical_json(exported):
     documents, path = exported
     metadata = {k.decode(): v.decode() for k, v in pq.read_metadata(path).metadata.items()}
-    assert metadata["attunebench.format"] == "attunebench.turns-parquet/2"
+    assert metadata["attunebench.format"] == "attunebench.turns-parquet/3"
     assert metadata["attunebench.conversation_schema"] == cf.CONVERSATION_SCHEMA_VERSION
     assert metadata["attunebench.conversations"] == str(len(documents))
     # sha256 over each conversation's canonical JSON in file (conversation-id) order, as in the JSON export.

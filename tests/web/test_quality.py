@@ -7,6 +7,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from annotation import quality as q
@@ -17,6 +18,7 @@ from collection import attention
 from collection.models import AttentionCheck, Conversation, OriginalModel, Participant, QualityDecision, Topic, Turn
 from collection.study_flow import do_enrol
 from datasets.exchange import usable_conversations
+from datasets.pseudonyms import export_pseudonym
 from datasets.selection import complete_conversations
 from datasets.versions import build_datasheet, do_freeze_dataset_version
 
@@ -227,7 +229,7 @@ def test_study_quality_sorts_by_flags_and_lists_every_kind(study, person):
     make_conversation(calm, ["A thoughtful and long message."])
     make_conversation(person, ["ok"])
     summaries = q.study_quality(study)
-    assert [s.pseudonym for s in summaries] == [person.pseudonym, calm.pseudonym]
+    assert [s.participant for s in summaries] == [person, calm]
     assert summaries[0].flag_kinds == [q.SHORT_MESSAGES] and summaries[1].flags == []
     assert q.flag_counts(summaries) == dict.fromkeys(q.FLAG_KINDS, 0) | {q.SHORT_MESSAGES: 1}
     assert set(q.FLAG_KINDS) == {q.ATTENTION, q.TOO_FAST, q.STRAIGHT_LINING, q.UNEDITED_REPLY, q.SHORT_MESSAGES}
@@ -341,8 +343,8 @@ def test_api_lists_summaries_and_records_decisions(client, study, person, resear
     client.force_login(researcher)
     body = client.get(f"/api/quality/{study.slug}/").json()
     assert body["flag_counts"][q.SHORT_MESSAGES] == 1 and set(body["checks"]) == set(q.FLAG_KINDS)
-    assert body["participants"][0]["pseudonym"] == person.pseudonym
-    url = f"/api/quality/{study.slug}/{person.pseudonym}/"
+    assert body["participants"][0]["pseudonym"] == export_pseudonym(person.pseudonym)
+    url = f"/api/quality/{study.slug}/{export_pseudonym(person.pseudonym)}/"
     bad = client.post(url, {"decision": "exclude"}, content_type="application/json")
     assert bad.status_code == 400 and "reason" in bad.json()["decision"][0]
     made = client.post(
@@ -353,3 +355,42 @@ def test_api_lists_summaries_and_records_decisions(client, study, person, resear
     assert client.get("/api/quality/no-such-study/").status_code == 404
     schema = client.get("/api/schema/").content.decode()
     assert "/api/quality/{slug}/{pseudonym}/" in schema
+
+
+def test_quality_shows_the_pseudonym_exports_show_and_finds_a_participant_by_either(client, study, person, researcher):
+    """Flags must be matchable with /api/conversations/ and exports, which show only the export pseudonym."""
+    study.quality_min_message_chars = 10
+    study.save()
+    conversation = make_conversation(person, ["ok"])
+    conversation.conversation_id = "c-quality-match"  # not made of the stored id, which must appear nowhere
+    conversation.save(update_fields=["conversation_id"])
+    shown = export_pseudonym(person.pseudonym)
+    client.force_login(researcher)
+    listed = client.get("/api/conversations/").json()["results"]
+    assert [c["participant"] for c in listed if c["conversation_id"] == conversation.conversation_id] == [shown]
+
+    body = client.get(f"/api/quality/{study.slug}/")
+    assert [p["pseudonym"] for p in body.json()["participants"]] == [shown]
+    detail = client.get(f"/api/quality/{study.slug}/{shown}/")
+    assert detail.status_code == 200 and detail.json()["pseudonym"] == shown
+    assert client.get(f"/api/quality/{study.slug}/{person.pseudonym}/").json()["pseudonym"] == shown
+    made = client.post(
+        f"/api/quality/{study.slug}/{shown}/",
+        {"decision": "exclude", "reason": q.SHORT_MESSAGES},
+        content_type="application/json",
+    )
+    assert made.status_code == 201 and made.json()["pseudonym"] == shown
+    person.refresh_from_db()
+    assert person.quality_exclusion_reason == q.SHORT_MESSAGES
+    assert client.get(f"/api/quality/{study.slug}/pp-{'0' * 28}/").status_code == 404
+    # The stored id appears in no quality response: not in the list, the detail or the decision.
+    for text in (body.content.decode(), detail.content.decode(), made.content.decode()):
+        assert person.pseudonym not in text
+
+    page = client.get(f"/research/quality/{study.slug}/").content.decode()
+    assert f"/research/quality/{study.slug}/{shown}/" in page and person.pseudonym not in page
+    one = client.get(f"/research/quality/{study.slug}/{shown}/")
+    assert one.status_code == 200 and shown in one.content.decode() and person.pseudonym not in one.content.decode()
+    for url in (reverse("research:conversation", args=[conversation.conversation_id]), reverse("research:collection")):
+        text = client.get(url).content.decode()
+        assert shown in text and person.pseudonym not in text, url

@@ -12,6 +12,7 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 from playwright.sync_api import Page, expect
 
+from datasets.pseudonyms import export_pseudonym
 from tests.web.test_participant_browser import answer_behaviour_questions, fill_panas, panas_ratings
 from tests.web.test_research_browser import log_in
 
@@ -42,9 +43,9 @@ def test_researcher_excludes_a_participant_who_failed_attention_checks(page: Pag
     attention.do_record_check(person, second, "na", "yes")
     log_in(page, "rita", "researcher-pass-123")
     page.goto(f"/research/quality/{study.slug}/")
-    row = page.locator(f"#p-{person.pseudonym}")
+    row = page.locator(f"#p-{export_pseudonym(person.pseudonym)}")
     expect(row).to_contain_text("Failed attention checks: 2 of 2 attention checks failed")
-    row.get_by_role("link", name=person.pseudonym).click()
+    row.get_by_role("link", name=export_pseudonym(person.pseudonym)).click()
     expect(page.locator("#flag-attention_check")).to_contain_text("instructed")
     page.get_by_role("radio", name="Exclude").check()
     page.click("#decision-form button")
@@ -183,11 +184,11 @@ def test_a_participant_who_answers_the_checks_wrongly_is_flagged_for_the_researc
     # the researcher's quality pages show the participant flagged, with what was asked and answered
     log_in(page, "rita", "researcher-pass-123")
     page.goto(f"/research/quality/{study.slug}/")
-    row = page.locator(f"#p-{person.pseudonym}")
+    row = page.locator(f"#p-{export_pseudonym(person.pseudonym)}")
     expect(row).to_contain_text("Failed attention checks: 2 of 2 attention checks failed")
     expect(row.locator("td").nth(3)).to_have_text("0 of 2")
     expect(row).to_contain_text("included")
-    row.get_by_role("link", name=person.pseudonym).click()
+    row.get_by_role("link", name=export_pseudonym(person.pseudonym)).click()
     evidence = page.locator("#flag-attention_check")
     expect(evidence).to_contain_text("2 of 2 attention checks failed")
     expect(evidence.locator("tr")).to_have_count(2)

@@ -22,13 +22,83 @@ def test_freezing_hashes_the_canonical_json_in_id_order(sample_conversations, re
     from datasets.versions import do_freeze_dataset_version
 
     version = do_freeze_dataset_version("v1", "all sample", user=researcher)
-    expected = hashlib.sha256()
-    for document in iter_canonical(Conversation.objects.all(), include_model_identity=True):
-        expected.update(cf.dumps_canonical(document).encode())
     assert version.frozen and version.conversation_count == 15
-    assert version.content_hash == expected.hexdigest()
+    for identity, recorded in ((False, version.content_hash), (True, version.content_hash_with_model_identity)):
+        expected = hashlib.sha256()
+        for document in iter_canonical(Conversation.objects.all(), include_model_identity=identity):
+            expected.update(cf.dumps_canonical(document).encode())
+        assert recorded == expected.hexdigest()
+    assert version.content_hash != version.content_hash_with_model_identity
     grief = do_freeze_dataset_version("grief", topic_categories=["Grief"], user=researcher)
     assert grief.conversation_count == 2 and grief.content_hash != version.content_hash
+
+
+def _exported_bundle(version, fmt: str, include_model_identity: bool, capture) -> zipfile.ZipFile:
+    """Run one export job of ``version`` as a worker would and open its zip."""
+    from datasets.models import ExportJob
+    from datasets.tasks import do_request_export
+    from datasets.versions import export_root
+
+    with capture(execute=True):
+        job = do_request_export(version, fmt, include_model_identity=include_model_identity)
+    job.refresh_from_db()
+    assert job.status == ExportJob.Status.DONE, job.error
+    return zipfile.ZipFile(export_root() / job.file_path)
+
+
+def _recomputed(canonical_texts) -> str:
+    """The datasheet's rule: sha256 over each conversation's canonical JSON, in conversationId order."""
+    digest = hashlib.sha256()
+    for _, text in sorted(canonical_texts):
+        digest.update(text.encode("utf-8"))
+    return digest.hexdigest()
+
+
+def test_the_content_hash_is_recomputed_from_a_default_export_as_the_datasheet_says(
+    sample_conversations, researcher, django_capture_on_commit_callbacks
+):
+    import pyarrow.parquet as pq
+
+    from datasets.versions import do_freeze_dataset_version
+
+    version = do_freeze_dataset_version("v1", user=researcher)
+    capture = django_capture_on_commit_callbacks
+
+    with _exported_bundle(version, "json", False, capture) as bundle:
+        sheet = json.loads(bundle.read("datasheet.json"))
+        markdown = bundle.read("DATASHEET.md").decode()
+        texts = [
+            (json.loads(bundle.read(n))["conversationId"], bundle.read(n).decode("utf-8"))
+            for n in bundle.namelist()
+            if n.endswith(".json") and n != "datasheet.json"
+        ]
+    assert len(texts) == 15
+    assert _recomputed(texts) == version.content_hash == sheet["content_hash"]
+    assert f"`{version.content_hash}`" in markdown and "conversationId order" in markdown
+    # An alias export says nothing that would let a reader test guesses of the real model names.
+    assert version.content_hash_with_model_identity not in json.dumps(sheet) + markdown
+
+    with _exported_bundle(version, "jsonl", False, capture) as bundle:
+        lines = bundle.read("conversations.jsonl").decode("utf-8").splitlines()
+    records = [json.loads(line) for line in lines]
+    canonical = [
+        (r["conversationId"], json.dumps(r, ensure_ascii=False, indent=2, sort_keys=True) + "\n") for r in records
+    ]
+    assert _recomputed(canonical) == version.content_hash
+
+    with _exported_bundle(version, "parquet", False, capture) as bundle:
+        metadata = pq.read_metadata(io.BytesIO(bundle.read("turns.parquet"))).metadata
+    assert metadata[b"attunebench.content_sha256"].decode() == version.content_hash
+
+    with _exported_bundle(version, "json", True, capture) as bundle:
+        sheet = json.loads(bundle.read("datasheet.json"))
+        texts = [
+            (json.loads(bundle.read(n))["conversationId"], bundle.read(n).decode("utf-8"))
+            for n in bundle.namelist()
+            if n.endswith(".json") and n != "datasheet.json"
+        ]
+    assert sheet["content_hash"] == version.content_hash
+    assert _recomputed(texts) == version.content_hash_with_model_identity == sheet["content_hash_with_model_identity"]
 
 
 def test_versions_are_immutable_and_skip_incomplete_or_withdrawn(sample_conversations, researcher):
@@ -137,3 +207,34 @@ def test_export_of_2000_generated_conversations_completes_in_the_background_and_
     with zipfile.ZipFile(export_root() / parquet.file_path) as bundle:
         table = pq.read_table(io.BytesIO(bundle.read("turns.parquet")))
     assert len(set(table.column("conversation_id").to_pylist())) == 2000
+
+
+@pytest.fixture
+def schema_restored():
+    """Migrates forward to the newest schema afterwards, even when the test failed half-way back in time."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    yield
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_keeps_an_earlier_identity_hash_under_its_name(schema_restored):
+    """A hash taken with the real model names is not presented as the default export's hash."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    from datasets.models import DatasetVersion
+
+    before = [("datasets", "0003_merge_unfinished_and_withdrawn_exports")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    OldVersion = executor.loader.project_state(before).apps.get_model("datasets", "DatasetVersion")
+    old = OldVersion.objects.create(name="frozen-earlier", content_hash="a" * 64, frozen=True)
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrated = DatasetVersion.objects.get(pk=old.pk)
+    assert (migrated.content_hash, migrated.content_hash_with_model_identity) == ("", "a" * 64)

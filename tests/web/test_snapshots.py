@@ -127,3 +127,18 @@ def test_a_run_downloads_as_its_canonical_outputs_and_manifest_that_the_cli_read
     out = io.StringIO()
     call_command("score", "--conversations", str(conversations), "--runs", str(path), stdout=out)
     assert "synth:a" in out.getvalue() and "Scored 15 runs" in out.getvalue()
+
+
+def test_a_run_downloads_manifest_accounts_for_every_call(client_, sample_conversations):
+    """Calls recovered after a crash were paid for: the manifest names them beside made, cached and failed."""
+    import zipfile
+
+    from scoring.models import EvaluationRun
+
+    run = scored_run("synth:a", skill=0.8)
+    EvaluationRun.objects.filter(pk=run.pk).update(calls_made=40, calls_recovered=7, calls_cached=5, calls_failed=2)
+    archive = client_.get(f"/research/runs/{run.pk}/download.zip")
+    with zipfile.ZipFile(io.BytesIO(archive.content)) as bundle:
+        manifest = json.loads(bundle.read("manifest.json"))
+    calls = {k: manifest[k] for k in ("calls_made", "calls_recovered", "calls_cached", "calls_failed")}
+    assert calls == {"calls_made": 40, "calls_recovered": 7, "calls_cached": 5, "calls_failed": 2}

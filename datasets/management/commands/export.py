@@ -11,7 +11,8 @@ class Command(BaseCommand):
     help = (
         "Export every complete, non-withdrawn conversation (--include-unfinished adds unfinished and empty ones, "
         "flagged in each record, with unanswered steps as null). json: one canonical file per conversation in the "
-        "folder OUT (or a .zip when OUT ends in .zip); jsonl: one line per conversation; parquet: one row per turn. "
+        "folder OUT (or a .zip when OUT ends in .zip); jsonl: one line per conversation; parquet: one row per turn "
+        "(one row with null turn columns for a conversation without turns). "
         "Participant ids are always pseudonyms; original models appear by alias unless --include-model-identity."
     )
 

@@ -8,13 +8,14 @@ from datasets.exchange import import_paths
 class Command(BaseCommand):
     help = (
         "Import canonical conversation files (SPEC 3.1) from files, folders (searched recursively) or .zip "
-        "archives. Everything is validated first; if any file has a problem, nothing is written and every "
-        "problem is listed."
+        "archives; a .jsonl file (the JSONL export) holds one conversation per line. Everything is validated "
+        "first; if any file has a problem, nothing is written and every problem is listed (naming the file, "
+        "and the line of a .jsonl file)."
     )
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "paths", nargs="+", metavar="PATH", help="conversation .json files, folders or .zip archives"
+            "paths", nargs="+", metavar="PATH", help="conversation .json or .jsonl files, folders or .zip archives"
         )
 
     def handle(self, *args, **options):

@@ -2,8 +2,10 @@
 
 Conversation files and EM run files may be mixed (told apart by
 :func:`attunebench.canonical.looks_like_run`); folders are walked and .zip
-archives opened. Every problem is printed, one per line, so a researcher can
-fix a whole batch in one pass; the exit code is 1 if there was any problem.
+archives opened. A .jsonl file (the JSONL export) holds one document per line,
+each checked and counted as a file of its own and named by its line in problems.
+Every problem is printed, one per line, so a researcher can fix a whole batch in
+one pass; the exit code is 1 if there was any problem.
 """
 
 from __future__ import annotations
@@ -92,15 +94,19 @@ def check_paths(paths: list[str]) -> tuple[int, int, list[Problem]]:
 class Command(BaseCommand):
     help = (
         "Check canonical conversation files and EM run files (files, folders or .zip "
-        "archives) against the AttuneBench schema. Prints every problem as "
-        "'file: json.path: message', then a summary; exits with status 1 if any problem "
+        "archives; a .jsonl file holds one document per line, as the JSONL export writes it) against "
+        "the AttuneBench schema. Prints every problem as 'file: json.path: message' ('file line N' for "
+        "a line of a .jsonl file), then a summary; exits with status 1 if any problem "
         "was found. Reads files only: the database is not used."
     )
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
-            "paths", nargs="+", metavar="PATH", help="a .json file, a folder (searched recursively) or a .zip archive"
+            "paths",
+            nargs="+",
+            metavar="PATH",
+            help="a .json or .jsonl file, a folder (searched recursively) or a .zip archive",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
