@@ -54,6 +54,7 @@ def run_manifest(run: EvaluationRun, conversation_ids: list[str], withdrawn: int
         "conversations_withdrawn": withdrawn,
         "calls_made": run.calls_made,
         "calls_recovered": run.calls_recovered,
+        "calls_reused": run.calls_reused,
         "calls_cached": run.calls_cached,
         "calls_failed": run.calls_failed,
         "cost_usd": run.cost_usd,

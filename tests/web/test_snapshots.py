@@ -136,9 +136,11 @@ def test_a_run_downloads_manifest_accounts_for_every_call(client_, sample_conver
     from scoring.models import EvaluationRun
 
     run = scored_run("synth:a", skill=0.8)
-    EvaluationRun.objects.filter(pk=run.pk).update(calls_made=40, calls_recovered=7, calls_cached=5, calls_failed=2)
+    EvaluationRun.objects.filter(pk=run.pk).update(
+        calls_made=40, calls_recovered=7, calls_reused=3, calls_cached=5, calls_failed=2
+    )
     archive = client_.get(f"/research/runs/{run.pk}/download.zip")
     with zipfile.ZipFile(io.BytesIO(archive.content)) as bundle:
         manifest = json.loads(bundle.read("manifest.json"))
-    calls = {k: manifest[k] for k in ("calls_made", "calls_recovered", "calls_cached", "calls_failed")}
-    assert calls == {"calls_made": 40, "calls_recovered": 7, "calls_cached": 5, "calls_failed": 2}
+    calls = {k: manifest[k] for k in ("calls_made", "calls_recovered", "calls_reused", "calls_cached", "calls_failed")}
+    assert calls == {"calls_made": 40, "calls_recovered": 7, "calls_reused": 3, "calls_cached": 5, "calls_failed": 2}
