@@ -380,6 +380,9 @@ ATTUNE_REPLAY_CONCURRENCY = env_int("ATTUNE_REPLAY_CONCURRENCY", 32, minimum=1, 
 # A worker holds a lease on each conversation it replays and renews it every quarter of this time;
 # a conversation whose lease has lapsed (its worker died) is requeued by any live worker's sweeper.
 ATTUNE_REPLAY_LEASE_SECONDS = env_int("ATTUNE_REPLAY_LEASE_SECONDS", 60, minimum=2, maximum=3600)
+# A Celery worker's provider calls go through its call courier (scoring/call_courier.py), a process that
+# outlives the worker: a crash then loses no answer already paid for. Needs Redis (the journal).
+ATTUNE_CALL_COURIER = env_bool("ATTUNE_CALL_COURIER", True) and bool(REDIS_URL)
 ATTUNE_LOG_LEVEL = env_str("ATTUNE_LOG_LEVEL", "WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
 
 LOGGING = {

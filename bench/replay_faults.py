@@ -15,17 +15,14 @@ C. fault-free, with ``kill -9`` of one worker once a third of the conversations
    counts a request as answered when it writes the answer; ``abandoned`` are
    requests whose client closed the connection first (each timed-out request
    of run B; a killed worker's, when the server sees its sockets close before
-   answering). ``answered_twice`` are calls answered twice: the answers that
-   reached the killed worker but were not yet in the call cache when it died
-   (the cache is written as soon as an answer is parsed, but a busy worker
-   takes a while to read and parse one) and are asked again after the requeue,
-   and requests the server finished after the worker died (it had not yet seen
-   the closed connection). In one instrumented run the four calls answered twice
-   had first been answered 66, 41 and 41 ms before the kill and 23 ms after it.
-   No client inside the killed process can bring that to zero against ``kill -9``
-   (chat completions take no idempotency key); only a process that outlives the
-   worker and owns its connections could. It is of the order of the calls in
-   flight at the kill, printed beside it.
+   answering). ``answered_twice`` are calls answered twice, which must be 0:
+   the workers make their calls through their call couriers
+   (``scoring/call_courier.py``), which outlive them, so the killed worker's
+   calls in flight are finished and journaled, and the attempt that takes over
+   reads them from the journal. (Without couriers, ``ATTUNE_CALL_COURIER=0``,
+   they were 1-10 a run, of the order of the calls in flight at the kill: the
+   answers that reached the killed worker but were not yet cached, and those
+   the server finished before it saw the closed connection.)
 
 The fault-free and faulty runs differ by more than the faults' delays: the hung
 requests alone hold a slot for the client's timeout (3 s each, about 90

@@ -54,6 +54,7 @@ from django.utils import timezone
 from attunebench import canonical as cf
 from attunebench.replay.aio import Abandoned, run_sync_beating
 from attunebench.replay.cache import CachedCall, CallCache, LayeredCache, MemoryCache
+from attunebench.replay.courier import CourierBackend, CourierConnection
 from attunebench.replay.llm import KIND_LLM, KIND_OFFLINE, EMSpec
 from attunebench.replay.prompts import PROMPT_VERSION
 from attunebench.replay.protocol import ReplayConfig, ReplayResult, provider_limits
@@ -62,6 +63,7 @@ from attunebench.replay.scheduler import Scheduler, describe_limits
 from collection.models import Conversation
 from datasets.exchange import conversation_to_canonical, with_export_relations, withdrawn_conversations
 from datasets.selection import selection_queryset
+from scoring.call_courier import CourierProcess, RedisJournal, journal_recovery
 from scoring.models import EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation
 from scoring.provider_access import allowed_key_env, api_base_problem
 from scoring.provider_access import is_loopback as _is_loopback
@@ -334,22 +336,30 @@ class ProcessState:
     cache: CallCache | None = None
     datasets: OrderedDict[int, list[cf.ConversationFile]] = field(default_factory=OrderedDict)
     db_pool: Any = None
+    courier: CourierConnection | None = None
+    courier_process: CourierProcess | None = None
+    journal: RedisJournal | None = None
 
 
 _state = ProcessState()
 
 
-def reset_process_state() -> None:
-    """Forget this process's replay state (registered once, to run in every forked child).
-
-    A Celery prefork child inherits its parent's objects but not its threads or
-    connections, so it must not reuse the parent's scheduler, clients or lock.
-    """
+def _fresh_state_in_child() -> None:
+    """A Celery prefork child inherits its parent's objects but not its threads or
+    connections, so it must not reuse the parent's scheduler, clients, lock or courier."""
     global _state
     _state = ProcessState()
 
 
-os.register_at_fork(after_in_child=reset_process_state)
+def reset_process_state() -> None:
+    """Forget this process's replay state, and end its call courier (tests start each from nothing)."""
+    global _state
+    old, _state = _state, ProcessState()
+    if old.courier_process is not None:
+        old.courier_process.stop()
+
+
+os.register_at_fork(after_in_child=_fresh_state_in_child)
 
 
 def _process_scheduler() -> Scheduler:
@@ -364,6 +374,24 @@ def _process_scheduler() -> Scheduler:
                 shared_slots=RedisInFlightSlots(redis_url) if redis_url else None,
             )
         return state.scheduler
+
+
+def _courier_connection() -> CourierConnection:
+    """This process's connection to its call courier (the courier starts on the first call)."""
+    state = _state
+    with state.lock:
+        if state.courier is None:
+            state.courier_process = CourierProcess(settings.REDIS_URL)
+            state.courier = CourierConnection(state.courier_process.ensure)
+        return state.courier
+
+
+def _journal() -> RedisJournal:
+    state = _state
+    with state.lock:
+        if state.journal is None:
+            state.journal = RedisJournal(settings.REDIS_URL)
+        return state.journal
 
 
 def build_cache() -> CallCache:
@@ -765,6 +793,10 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
             _fail(item, token, str(exc), run_error=str(exc))
             return {**summary, "failed": str(exc), "open": open_conversations(run.pk)}
         cache = build_cache()
+        tag = paid_tag(item.pk, item.attempts)
+        # Attempts that ended without a store (their worker died): what their couriers were paid for is
+        # in the journal, and this attempt takes it from there instead of paying again.
+        interrupted = [paid_tag(item.pk, attempt) for attempt in range(item.counted_attempt + 1, item.attempts)]
         replayer = make_replayer(
             spec,
             config,
@@ -772,9 +804,11 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
             scheduler=_process_scheduler(),
             cache=cache,
             on_send=_count_sent(item.pk),
-            paid_tag=paid_tag(item.pk, item.attempts),
+            paid_tag=tag,
             recoverable=_recoverable(item.pk, item.counted_attempt, item.attempts),
             counted_earlier=_counted_earlier(item.pk, item.counted_attempt),
+            recover=journal_recovery(_journal(), interrupted) if interrupted and settings.REDIS_URL else None,
+            llm_backend=CourierBackend(_courier_connection(), tag) if settings.ATTUNE_CALL_COURIER else None,
         )
         try:
             result = run_sync_beating(

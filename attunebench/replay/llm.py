@@ -327,7 +327,11 @@ class LiteLLMBackend:
 
     cacheable = True
 
-    async def complete(self, spec: EMSpec, messages: list[dict[str, str]], ctx: CallContext) -> Completion:
+    async def complete(
+        self, spec: EMSpec, messages: list[dict[str, str]], ctx: CallContext, *, api_key: str | None = None
+    ) -> Completion:
+        """``api_key`` is the key the asking process already read (a worker's call courier gets it from its
+        worker, whose environment is the one that counts); without it the spec's key is read here."""
         litellm = load_litellm()
         register_unlisted(litellm, spec.litellm_model)
         kwargs: dict[str, Any] = {
@@ -347,7 +351,7 @@ class LiteLLMBackend:
             kwargs["output_cost_per_token"] = (spec.output_cost_per_million or 0.0) / 1e6
         if spec.params.get("api_version"):
             kwargs["api_version"] = spec.params["api_version"]
-        key = spec.api_key()
+        key = api_key if api_key is not None else spec.api_key()
         if key:
             kwargs["api_key"] = key
         try:

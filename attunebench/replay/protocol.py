@@ -489,17 +489,24 @@ class Replayer:
         paid_tag: str | None = None,
         recoverable: Callable[[str], bool] | None = None,
         counted_earlier: Callable[[str], bool] | None = None,
+        recover: Callable[[EMSpec, list[dict[str, str]]], Awaitable[Completion | None]] | None = None,
     ) -> None:
         """``on_send`` is awaited before every request goes out (a write-ahead count of what the
         provider sees, kept even if this process dies); ``paid_tag`` marks the answers this replayer
         pays for in the cache, and a hit whose tag ``recoverable`` accepts is this conversation's own
         answer from an interrupted attempt: counted as paid (``calls_recovered``), not as a free hit.
         A hit whose tag ``counted_earlier`` accepts is its own answer from an earlier attempt that was
-        counted when it ended (``calls_reused``): paid once, by this run, and not another run's cache."""
+        counted when it ended (``calls_reused``): paid once, by this run, and not another run's cache.
+
+        ``recover`` is given to an attempt that follows an interrupted one: before a request goes out it
+        returns the answer the dead attempt already paid for, if any (``attunebench.replay.courier``), and
+        that answer is taken instead of paying again (``calls_recovered``; its request was counted by the
+        write-ahead count, its cost is this attempt's)."""
         self.on_send = on_send
         self.paid_tag = paid_tag
         self.recoverable = recoverable
         self.counted_earlier = counted_earlier
+        self.recover = recover
         self.em = em
         self.backend = backend
         self.config = config
@@ -559,12 +566,24 @@ class Replayer:
                     return answer
 
         on_send = self.on_send
+        recover = self.recover if backend.cacheable else None
         attempts: list[CallRecord] = []
 
         async def send(current: list[dict[str, str]]) -> Completion:
             record = ledger.record(spec, ctx, role, attempt=len(attempts) + 1)
             record.messages = capped_messages(current)
             attempts.append(record)
+            if recover is not None:
+                found = await recover(spec, current)
+                if found is not None:
+                    ledger.stats.calls_recovered += 1
+                    self.totals.calls_recovered += 1
+                    record.cached = True
+                    record.raw_reply = capped(found.text)
+                    record.prompt_tokens = found.prompt_tokens
+                    record.completion_tokens = found.completion_tokens
+                    record.cost_usd = found.cost_usd
+                    return found
 
             async def once() -> Completion:
                 # Counted before it goes out: a request whose answer is lost was still seen (and billed).

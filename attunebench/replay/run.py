@@ -12,7 +12,7 @@ from pathlib import Path
 
 from attunebench.canonical import ConversationFile, dumps_canonical
 from attunebench.replay.cache import CallCache
-from attunebench.replay.llm import EMSpec, LiteLLMBackend, ModelBackend, price_per_token
+from attunebench.replay.llm import Completion, EMSpec, LiteLLMBackend, ModelBackend, price_per_token
 from attunebench.replay.protocol import PlannedCall, ReplayConfig, Replayer, ReplayResult, dry_run_plan
 from attunebench.replay.scheduler import Scheduler
 from attunebench.synth import document_filename
@@ -20,13 +20,17 @@ from attunebench.synth import document_filename
 _llm_backend: LiteLLMBackend | None = None
 
 
-def make_backend(spec: EMSpec, dataset: Sequence[ConversationFile] = ()) -> ModelBackend:
+def make_backend(
+    spec: EMSpec, dataset: Sequence[ConversationFile] = (), llm_backend: ModelBackend | None = None
+) -> ModelBackend:
     """The backend answering ``spec``'s calls; ``dataset`` feeds ``baseline:prior``."""
     global _llm_backend
     if spec.is_offline:
         from attunebench.replay.baselines import make_baseline
 
         return make_baseline(spec.name, dataset)
+    if llm_backend is not None:
+        return llm_backend
     if _llm_backend is None:
         _llm_backend = LiteLLMBackend()
     return _llm_backend
@@ -45,13 +49,19 @@ def make_replayer(
     paid_tag: str | None = None,
     recoverable: Callable[[str], bool] | None = None,
     counted_earlier: Callable[[str], bool] | None = None,
+    recover: Callable[[EMSpec, list[dict[str, str]]], Awaitable[Completion | None]] | None = None,
+    llm_backend: ModelBackend | None = None,
 ) -> Replayer:
-    """A replayer with backends for the EM and the judge, sharing one scheduler."""
+    """A replayer with backends for the EM and the judge, sharing one scheduler.
+
+    ``llm_backend`` answers the calls of real models instead of litellm in this process (a Celery
+    worker's ``CourierBackend``); offline baselines are always answered here.
+    """
     scheduler = scheduler or Scheduler(max_concurrency=concurrency)
-    judge_backend = make_backend(config.judge, dataset) if config.judge is not None else None
+    judge_backend = make_backend(config.judge, dataset, llm_backend) if config.judge is not None else None
     return Replayer(
         em,
-        make_backend(em, dataset),
+        make_backend(em, dataset, llm_backend),
         config,
         judge_backend=judge_backend,
         scheduler=scheduler,
@@ -61,6 +71,7 @@ def make_replayer(
         paid_tag=paid_tag,
         recoverable=recoverable,
         counted_earlier=counted_earlier,
+        recover=recover,
     )
 
 

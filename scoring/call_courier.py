@@ -1,0 +1,218 @@
+"""The call courier process of a Celery worker, and its Redis journal (``attunebench.replay.courier``).
+
+Each worker process starts one courier the first time it replays a real
+model (``CourierProcess.ensure``) and sends it every provider call. The
+courier runs in its own session, so a ``kill -9`` of the worker (or a signal
+to the worker's process group) leaves it running: it finishes the calls it
+was given, journals their answers in Redis, and exits once its worker is gone
+and nothing is in flight. The attempt that replays the dead worker's
+conversations takes those answers from the journal (``journal_recovery``)
+instead of paying for them again.
+
+The courier needs no Django: ``python -m scoring.call_courier --socket PATH
+--redis URL --parent PID``. Its socket lives in a folder only its user can
+open; provider keys travel over it as the worker read them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from attunebench.replay.courier import (
+    CourierServer,
+    completion_from_dict,
+    completion_to_dict,
+    journal_key,
+    recover_from,
+)
+from attunebench.replay.llm import Completion, EMSpec, LiteLLMBackend
+
+log = logging.getLogger("attune.replay")
+
+REDIS_JOURNAL_PREFIX = "attune:journal:"
+REDIS_PENDING_PREFIX = "attune:journal-pending:"
+#: How long an answer stays in the journal: long enough for a stalled conversation to be requeued by hand.
+JOURNAL_TTL_S = 24 * 3600
+#: How long a worker waits for its courier to listen (it imports litellm first).
+START_TIMEOUT_S = 60.0
+SOCKET_DIR_PREFIX = "attune-courier-"
+#: How often an orphaned courier checks whether it may exit.
+EXIT_CHECK_S = 0.5
+#: A courier nobody has been connected to for this long, with nothing in flight, exits even if its worker
+#: lives (the worker dropped it: it starts another when it needs one).
+UNUSED_EXIT_S = 60.0
+
+
+class RedisJournal:
+    """``CompletionJournal`` in Redis: every worker (on any machine) reads what any courier wrote."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._client: Any = None
+
+    def _redis(self) -> Any:
+        if self._client is None:
+            import redis.asyncio as aioredis
+
+            self._client = aioredis.Redis.from_url(self.url)
+        return self._client
+
+    async def begin(self, key: str, seconds: float) -> None:
+        await self._redis().set(REDIS_PENDING_PREFIX + key, 1, px=max(1, int(seconds * 1000)))
+
+    async def put(self, key: str, completion: Completion) -> None:
+        async with self._redis().pipeline(transaction=True) as pipe:
+            pipe.set(REDIS_JOURNAL_PREFIX + key, json.dumps(completion_to_dict(completion)), ex=JOURNAL_TTL_S)
+            pipe.delete(REDIS_PENDING_PREFIX + key)
+            await pipe.execute()
+
+    async def abandon(self, key: str) -> None:
+        await self._redis().delete(REDIS_PENDING_PREFIX + key)
+
+    async def get(self, key: str) -> Completion | None:
+        raw = await self._redis().get(REDIS_JOURNAL_PREFIX + key)
+        if raw is None:
+            return None
+        try:
+            return completion_from_dict(json.loads(raw))
+        except (ValueError, TypeError):
+            return None
+
+    async def pending(self, key: str) -> bool:
+        return bool(await self._redis().exists(REDIS_PENDING_PREFIX + key))
+
+
+def journal_recovery(
+    journal: RedisJournal, interrupted_tags: Sequence[str]
+) -> Callable[[EMSpec, list[dict[str, str]]], Awaitable[Completion | None]]:
+    """A replayer's ``recover`` hook: the answer one of the interrupted attempts paid for, if any.
+
+    A request still in flight at a dead worker's courier is waited for (up to
+    the model's timeout), so it is not sent twice. If Redis is away the hook
+    says so and returns None: the request is then sent, paid again, rather
+    than the replay failing.
+    """
+
+    async def recover(spec: EMSpec, messages: list[dict[str, str]]) -> Completion | None:
+        for tag in reversed(interrupted_tags):
+            try:
+                found = await recover_from(journal, journal_key(tag, spec, messages), wait_s=spec.timeout + 30)
+            except Exception as exc:
+                log.warning("call journal unreadable (the request is sent again): %s", exc)
+                return None
+            if found is not None:
+                return found
+        return None
+
+    return recover
+
+
+class CourierProcess:
+    """A worker process's courier: started on first use, started again if it died."""
+
+    def __init__(self, redis_url: str) -> None:
+        self.redis_url = redis_url
+        self.process: subprocess.Popen[bytes] | None = None
+        self.path: str | None = None
+        self._lock: asyncio.Lock | None = None
+
+    async def ensure(self) -> str:
+        """The socket path of a running courier, starting one if needed."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self.process is None or self.process.poll() is not None or self.path is None:
+                self.path = str(Path(tempfile.mkdtemp(prefix=SOCKET_DIR_PREFIX)) / "courier.sock")
+                self.process = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "scoring.call_courier",
+                        "--socket",
+                        self.path,
+                        "--redis",
+                        self.redis_url,
+                        "--parent",
+                        str(os.getpid()),
+                    ],
+                    start_new_session=True,  # a signal to the worker's group must not cut its calls short
+                )
+                await self._wait_listening()
+            return self.path
+
+    def stop(self) -> None:
+        """End the courier now (a worker shutting down cleanly has no call in flight)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+    async def _wait_listening(self) -> None:
+        assert self.process is not None and self.path is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            with contextlib.suppress(OSError):
+                _reader, writer = await asyncio.open_unix_connection(self.path)
+                writer.close()
+                return
+            if self.process.poll() is not None:
+                raise OSError(f"the call courier exited at start (status {self.process.returncode})")
+            if time.monotonic() > deadline:
+                raise OSError(f"the call courier did not listen on {self.path} within {START_TIMEOUT_S:.0f} s")
+            await asyncio.sleep(0.05)
+
+
+def _parent_alive(parent: int) -> bool:
+    return os.getppid() == parent
+
+
+async def serve(socket_path: str, redis_url: str, parent: int) -> None:
+    """Serve the worker until it is gone and no call is in flight."""
+    server = CourierServer(LiteLLMBackend(), RedisJournal(redis_url))
+    listener = await asyncio.start_unix_server(server.handle, socket_path, limit=64 * 1024 * 1024)
+    os.chmod(socket_path, 0o600)
+    unused_since = time.monotonic()
+    try:
+        while True:
+            await asyncio.sleep(EXIT_CHECK_S)
+            if server.clients or not server.idle():
+                unused_since = time.monotonic()
+                continue
+            if not _parent_alive(parent):
+                log.info("call courier: worker %s is gone, nothing in flight; %s calls made", parent, server.calls)
+                break
+            if time.monotonic() - unused_since > UNUSED_EXIT_S:
+                log.info("call courier: unused for %.0f s; %s calls made", UNUSED_EXIT_S, server.calls)
+                break
+    finally:
+        listener.close()
+        with contextlib.suppress(OSError):
+            os.unlink(socket_path)
+            folder = Path(socket_path).parent
+            if folder.name.startswith(SOCKET_DIR_PREFIX):  # the private folder ``CourierProcess`` made for it
+                folder.rmdir()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Make a replay worker's provider calls so they outlive it")
+    parser.add_argument("--socket", required=True)
+    parser.add_argument("--redis", required=True)
+    parser.add_argument("--parent", type=int, required=True, help="the worker's pid: exit once it is gone")
+    options = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(serve(options.socket, options.redis, options.parent))
+
+
+if __name__ == "__main__":
+    main()

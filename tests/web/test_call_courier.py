@@ -1,0 +1,121 @@
+"""A worker's call courier process outlives the worker (scoring.call_courier), against real Redis.
+
+The worker here is a stand-in shell that starts the courier as its child, as
+``CourierProcess`` does from a worker; ``kill -9`` of the shell is the crash.
+The courier must finish the call it was given, journal the answer in Redis for
+the next attempt, and then exit on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from attunebench.replay import prompts as P
+from attunebench.replay.courier import CourierBackend, CourierConnection, journal_key
+from attunebench.replay.llm import EMSpec
+from devtools.fake_llm_server import FakeConfig, FakeLLMServer, http_json, request_digest
+from scoring.call_courier import CourierProcess, RedisJournal, journal_recovery
+from tests.core.replay_calls import draft_context
+from tests.polling import wait_for
+
+pytestmark = pytest.mark.skipif(not settings.REDIS_URL, reason="needs REDIS_URL (a real Redis)")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    return state != "Z"  # a zombie has exited
+
+
+def test_a_couriers_call_survives_its_worker_s_kill_9_and_is_journaled_for_the_next_attempt(tmp_path):
+    messages = P.build_messages(draft_context())
+    socket_path = str(tmp_path / "courier.sock")
+    held = FakeConfig(hold_until_in_flight=2, hold_call_types=[P.DRAFT], hold_timeout_s=60)
+    with FakeLLMServer(held) as provider:
+        spec = EMSpec(name="fake-em", litellm_model="openai/fake-em", api_base=provider.url, params={"temperature": 0})
+        key = journal_key("rc41.a1", spec, messages)
+        # The stand-in worker: starts the courier as its child, prints the courier's pid, and waits.
+        worker = subprocess.Popen(
+            [
+                "sh",
+                "-c",
+                '"$0" -m scoring.call_courier --socket "$1" --redis "$2" --parent $$ & echo $!; wait',
+                sys.executable,
+                socket_path,
+                settings.REDIS_URL,
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        assert worker.stdout is not None
+        courier_pid = int(worker.stdout.readline())
+        journal = RedisJournal(settings.REDIS_URL)
+
+        async def ensure() -> str:
+            await asyncio.sleep(0)
+            wait_for(lambda: Path(socket_path).exists(), 60, "the courier to listen")
+            return socket_path
+
+        async def ask_then_die() -> None:
+            connection = CourierConnection(ensure)
+            asking = asyncio.ensure_future(CourierBackend(connection, "rc41.a1").complete(spec, messages, None))  # type: ignore[arg-type]
+            while not await journal.pending(key):  # the courier has taken the call and is waiting on the provider
+                await asyncio.sleep(0.01)
+            worker.send_signal(signal.SIGKILL)  # the worker dies with its call in flight
+            worker.wait()
+            asking.cancel()
+            connection.close()
+
+        asyncio.run(ask_then_die())
+        assert alive(courier_pid)  # the courier is still waiting for the provider's answer
+        release = threading.Thread(
+            target=http_json, args=(f"{provider.url}/chat/completions", {"model": "fake-em", "messages": messages})
+        )
+        release.start()  # the provider answers
+
+        # The next attempt (another worker) finds the answer the dead one paid for, and asks nobody.
+        recovered = asyncio.run(journal_recovery(RedisJournal(settings.REDIS_URL), ["rc41.a1"])(spec, messages))
+        release.join(10)
+        assert recovered is not None and recovered.text
+        assert provider.digests()[request_digest(messages)] == 2  # the courier's request and the releasing one
+        assert provider.stats()["abandoned"] == 0
+        # With its worker gone and nothing in flight, the courier exits and removes its socket.
+        wait_for(lambda: not alive(courier_pid), 30, "the orphaned courier to exit")
+        assert not Path(socket_path).exists()
+
+
+def test_a_worker_starts_its_courier_once_and_again_if_it_died():
+    async def scenario() -> tuple[str, str, str]:
+        courier = CourierProcess(settings.REDIS_URL)
+        first = await courier.ensure()
+        assert await courier.ensure() == first  # running: the same one
+        assert courier.process is not None
+        pid = courier.process.pid
+        courier.process.kill()
+        courier.process.wait()
+        again = await courier.ensure()  # died: a new one, listening
+        assert courier.process.pid != pid
+        _reader, writer = await asyncio.open_unix_connection(again)
+        writer.close()
+        courier.process.kill()
+        courier.process.wait()
+        return first, again, str(pid)
+
+    first, again, _pid = asyncio.run(scenario())
+    assert first != again
