@@ -15,8 +15,8 @@ C. fault-free, with ``kill -9`` of one worker once a third of the conversations
    counts a request as answered when it writes the answer; ``abandoned`` are
    requests whose client closed the connection first (each timed-out request
    of run B; a killed worker's, when the server sees its sockets close before
-   answering). ``answered_twice`` are calls answered twice, which must be 0:
-   the workers make their calls through their call couriers
+   answering). ``answered_twice`` are calls answered twice, which should be 0
+   (README, "Crash-safe runs", says when it is not): the workers make their calls through their call couriers
    (``scoring/call_courier.py``), which outlive them, so the killed worker's
    calls in flight are finished and journaled, and the attempt that takes over
    reads them from the journal. (Without couriers, ``ATTUNE_CALL_COURIER=0``,

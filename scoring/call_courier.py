@@ -10,8 +10,14 @@ conversations takes those answers from the journal (``journal_recovery``)
 instead of paying for them again.
 
 The courier needs no Django: ``python -m scoring.call_courier --socket PATH
---redis URL --parent PID``. Its socket lives in a folder only its user can
-open; provider keys travel over it as the worker read them.
+--parent PID`` with the Redis URL in ``ATTUNE_COURIER_REDIS_URL`` (not on the
+command line, where any local user could read it). Its socket lives in a
+folder only its user can open; provider keys travel over it as the worker
+read them.
+
+An answer stays in the journal for ``delivered_ttl_s`` once handed to its
+worker (long enough for a worker that died right after to be noticed and its
+conversation requeued), and for a day when the worker was already gone.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ import contextlib
 import json
 import logging
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,10 +49,14 @@ from attunebench.replay.llm import Completion, EMSpec, LiteLLMBackend
 
 log = logging.getLogger("attune.replay")
 
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
 REDIS_JOURNAL_PREFIX = "attune:journal:"
 REDIS_PENDING_PREFIX = "attune:journal-pending:"
-#: How long an answer stays in the journal: long enough for a stalled conversation to be requeued by hand.
-JOURNAL_TTL_S = 24 * 3600
+REDIS_URL_ENV = "ATTUNE_COURIER_REDIS_URL"
+#: How long an answer its worker never got stays in the journal: long enough for a stalled conversation to
+#: be requeued by hand.
+UNDELIVERED_TTL_S = 24 * 3600
 #: How long a worker waits for its courier to listen (it imports litellm first).
 START_TIMEOUT_S = 60.0
 SOCKET_DIR_PREFIX = "attune-courier-"
@@ -56,17 +68,24 @@ UNUSED_EXIT_S = 60.0
 
 
 class RedisJournal:
-    """``CompletionJournal`` in Redis: every worker (on any machine) reads what any courier wrote."""
+    """``CompletionJournal`` in Redis: every worker (on any machine) reads what any courier wrote.
 
-    def __init__(self, url: str) -> None:
+    ``delivered_ttl_s`` is how long an answer is kept after ``put``: every
+    answer is journaled, so keeping them all for a day would hold a day of a
+    study's replies in Redis; only an undelivered one (``keep``) is kept that long.
+    """
+
+    def __init__(self, url: str, delivered_ttl_s: float = 600.0) -> None:
         self.url = url
+        self.delivered_ttl_s = delivered_ttl_s
         self._client: Any = None
 
     def _redis(self) -> Any:
         if self._client is None:
             import redis.asyncio as aioredis
 
-            self._client = aioredis.Redis.from_url(self.url)
+            # Bounded, as the call cache's client: a Redis that stops answering is an error, not a hang.
+            self._client = aioredis.Redis.from_url(self.url, socket_connect_timeout=5, socket_timeout=5)
         return self._client
 
     async def begin(self, key: str, seconds: float) -> None:
@@ -74,9 +93,13 @@ class RedisJournal:
 
     async def put(self, key: str, completion: Completion) -> None:
         async with self._redis().pipeline(transaction=True) as pipe:
-            pipe.set(REDIS_JOURNAL_PREFIX + key, json.dumps(completion_to_dict(completion)), ex=JOURNAL_TTL_S)
+            data = json.dumps(completion_to_dict(completion))
+            pipe.set(REDIS_JOURNAL_PREFIX + key, data, px=max(1, int(self.delivered_ttl_s * 1000)))
             pipe.delete(REDIS_PENDING_PREFIX + key)
             await pipe.execute()
+
+    async def keep(self, key: str) -> None:
+        await self._redis().expire(REDIS_JOURNAL_PREFIX + key, UNDELIVERED_TTL_S)
 
     async def abandon(self, key: str) -> None:
         await self._redis().delete(REDIS_PENDING_PREFIX + key)
@@ -120,10 +143,15 @@ def journal_recovery(
 
 
 class CourierProcess:
-    """A worker process's courier: started on first use, started again if it died."""
+    """A worker process's courier: started on first use, started again if it died.
 
-    def __init__(self, redis_url: str) -> None:
+    ``delivered_ttl_s``: see ``RedisJournal``; the worker sets it from its lease
+    time, since a dead worker's conversation is requeued within about 1.5 leases.
+    """
+
+    def __init__(self, redis_url: str, delivered_ttl_s: float = 600.0) -> None:
         self.redis_url = redis_url
+        self.delivered_ttl_s = delivered_ttl_s
         self.process: subprocess.Popen[bytes] | None = None
         self.path: str | None = None
         self._lock: asyncio.Lock | None = None
@@ -134,6 +162,7 @@ class CourierProcess:
             self._lock = asyncio.Lock()
         async with self._lock:
             if self.process is None or self.process.poll() is not None or self.path is None:
+                self._remove_folder()  # a courier that died left its folder behind
                 self.path = str(Path(tempfile.mkdtemp(prefix=SOCKET_DIR_PREFIX)) / "courier.sock")
                 self.process = subprocess.Popen(
                     [
@@ -142,11 +171,13 @@ class CourierProcess:
                         "scoring.call_courier",
                         "--socket",
                         self.path,
-                        "--redis",
-                        self.redis_url,
                         "--parent",
                         str(os.getpid()),
+                        "--delivered-ttl",
+                        str(self.delivered_ttl_s),
                     ],
+                    cwd=PROJECT_ROOT,  # importable however the worker was started (or installed)
+                    env={**os.environ, REDIS_URL_ENV: self.redis_url},
                     start_new_session=True,  # a signal to the worker's group must not cut its calls short
                 )
                 await self._wait_listening()
@@ -156,7 +187,16 @@ class CourierProcess:
         """End the courier now (a worker shutting down cleanly has no call in flight)."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
-            self.process.wait(10)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._remove_folder()
+
+    def _remove_folder(self) -> None:
+        if self.path is not None:
+            shutil.rmtree(Path(self.path).parent, ignore_errors=True)
 
     async def _wait_listening(self) -> None:
         assert self.process is not None and self.path is not None
@@ -177,15 +217,18 @@ def _parent_alive(parent: int) -> bool:
     return os.getppid() == parent
 
 
-async def serve(socket_path: str, redis_url: str, parent: int) -> None:
-    """Serve the worker until it is gone and no call is in flight."""
-    server = CourierServer(LiteLLMBackend(), RedisJournal(redis_url))
+async def serve(socket_path: str, redis_url: str, parent: int, delivered_ttl_s: float) -> None:
+    """Serve the worker until it is gone and no call is in flight (or until SIGTERM)."""
+    server = CourierServer(LiteLLMBackend(), RedisJournal(redis_url, delivered_ttl_s))
     listener = await asyncio.start_unix_server(server.handle, socket_path, limit=64 * 1024 * 1024)
     os.chmod(socket_path, 0o600)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     unused_since = time.monotonic()
     try:
-        while True:
-            await asyncio.sleep(EXIT_CHECK_S)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), EXIT_CHECK_S)
             if server.clients or not server.idle():
                 unused_since = time.monotonic()
                 continue
@@ -207,11 +250,18 @@ async def serve(socket_path: str, redis_url: str, parent: int) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Make a replay worker's provider calls so they outlive it")
     parser.add_argument("--socket", required=True)
-    parser.add_argument("--redis", required=True)
     parser.add_argument("--parent", type=int, required=True, help="the worker's pid: exit once it is gone")
+    parser.add_argument("--delivered-ttl", type=float, default=600.0, help="seconds a delivered answer is kept")
     options = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(serve(options.socket, options.redis, options.parent))
+    redis_url = os.environ.get(REDIS_URL_ENV, "")
+    if not redis_url:
+        parser.error(f"{REDIS_URL_ENV} is not set: the courier journals its answers in Redis")
+    # The worker's level (litellm logs every call at INFO: a fifth of the courier's CPU when it was on).
+    level = os.environ.get("ATTUNE_LOG_LEVEL", "WARNING").upper()
+    logging.basicConfig(
+        level=getattr(logging, level, logging.WARNING), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    asyncio.run(serve(options.socket, redis_url, options.parent, options.delivered_ttl))
 
 
 if __name__ == "__main__":

@@ -381,7 +381,8 @@ def _courier_connection() -> CourierConnection:
     state = _state
     with state.lock:
         if state.courier is None:
-            state.courier_process = CourierProcess(settings.REDIS_URL)
+            # A dead worker's conversation is requeued within about 1.5 leases: delivered answers outlast that.
+            state.courier_process = CourierProcess(settings.REDIS_URL, delivered_ttl_s=2 * lease_seconds() + 60)
             state.courier = CourierConnection(state.courier_process.ensure)
         return state.courier
 

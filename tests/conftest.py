@@ -59,16 +59,19 @@ def _redis_for_tests():
 
 @pytest.fixture(autouse=True)
 def _no_shared_call_cache_from_earlier_tests(_redis_for_tests):
-    """Each test starts without model answers cached in Redis (when REDIS_URL is set).
+    """Each test starts without model answers cached or journaled in Redis (when REDIS_URL is set).
 
     They outlive a test, and a test run too, and a replay that finds its answers
     there sends nothing: a test counting what a provider was sent would count
-    another test's replay, or the previous run's, instead of its own.
+    another test's replay, or the previous run's, instead of its own. (Journal
+    keys name run-conversation ids, which a new test database reuses.)
     """
     if _redis_for_tests is not None:
+        from scoring.call_courier import REDIS_JOURNAL_PREFIX, REDIS_PENDING_PREFIX
         from scoring.replay_service import REDIS_CACHE_PREFIX
 
-        keys = list(_redis_for_tests.scan_iter(f"{REDIS_CACHE_PREFIX}*"))
-        if keys:
-            _redis_for_tests.delete(*keys)
+        for prefix in (REDIS_CACHE_PREFIX, REDIS_JOURNAL_PREFIX, REDIS_PENDING_PREFIX):
+            keys = list(_redis_for_tests.scan_iter(f"{prefix}*"))
+            if keys:
+                _redis_for_tests.delete(*keys)
     yield

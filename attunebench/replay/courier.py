@@ -43,6 +43,8 @@ from attunebench.replay.scheduler import PermanentCallError, TransientCallError
 log = logging.getLogger("attune.replay")
 
 _LENGTH = struct.Struct(">I")
+#: How long past the model's timeout a worker waits for its courier's reply before calling it stuck.
+REPLY_MARGIN_S = 30.0
 #: Largest frame accepted: a long conversation's prompt is well under a megabyte.
 MAX_FRAME_BYTES = 32 * 1024 * 1024
 
@@ -129,7 +131,10 @@ class CompletionJournal(Protocol):
         """``key`` is being asked now; its answer is due within ``seconds``."""
 
     async def put(self, key: str, completion: Completion) -> None:
-        """The answer to ``key`` arrived (this ends ``begin``)."""
+        """The answer to ``key`` arrived (this ends ``begin``); kept long enough for a crash to be noticed."""
+
+    async def keep(self, key: str) -> None:
+        """The answer to ``key`` could not be handed to its worker: keep it until a later attempt asks."""
 
     async def abandon(self, key: str) -> None:
         """``key`` got no answer (an error): nothing to wait for."""
@@ -155,10 +160,13 @@ async def recover_from(
     """
     deadline = clock() + wait_s
     while True:
+        # The mark first, then the answer: ``put`` writes one and clears the other at once, so an answer
+        # that lands between the two reads is still found (the other order could miss it and pay again).
+        pending = await journal.pending(key)
         found = await journal.get(key)
         if found is not None:
             return found
-        if not await journal.pending(key) or clock() >= deadline:
+        if not pending or clock() >= deadline:
             return None
         await sleep(poll_s)
 
@@ -192,6 +200,7 @@ class CourierServer:
                 task.add_done_callback(self._tasks.discard)
         finally:
             self.clients -= 1
+            writer.close()
 
     async def _serve(self, request: dict[str, Any], writer: asyncio.StreamWriter, lock: asyncio.Lock) -> None:
         reply: dict[str, Any] = {"id": request.get("id")}
@@ -200,12 +209,19 @@ class CourierServer:
             reply.update(await self._call(request))
         finally:
             self.in_flight -= 1
-        if writer.is_closing():
-            return  # the worker is gone; its answer waits in the journal
-        with contextlib.suppress(ConnectionError, RuntimeError):
-            async with lock:
-                writer.write(encode_frame(reply))
-                await writer.drain()
+        delivered = False
+        if not writer.is_closing():
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                async with lock:
+                    writer.write(encode_frame(reply))
+                    await writer.drain()
+                delivered = True
+        if not delivered and "ok" in reply:
+            # The worker is gone: its answer must wait in the journal for the attempt that takes over.
+            try:
+                await self.journal.keep(str(request.get("key")))
+            except Exception as exc:
+                log.warning("courier: could not keep an undelivered answer (the next attempt may pay again): %s", exc)
 
     async def _call(self, request: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -291,6 +307,16 @@ class CourierConnection:
                 if not waiter.done():
                     waiter.set_exception(error)
 
+    async def prepare(self) -> None:
+        """Connect (starting the courier if needed) before a request is counted as sent.
+
+        A courier that cannot be reached is a transient error of its own: nothing went to the provider.
+        """
+        try:
+            await self._connection()
+        except OSError as exc:
+            raise TransientCallError("courier", f"the call courier is not reachable: {exc}") from exc
+
     def close(self) -> None:
         """Drop the connection (calls waiting on it fail as transient; the courier still finishes them)."""
         if self._writer is not None:
@@ -309,12 +335,16 @@ class CourierConnection:
         waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = waiter
         frame = {"id": request_id, "spec": spec_to_dict(spec), "messages": messages, "key": key, "api_key": api_key}
+        # The courier's own call gives up at the model's timeout; past that and a margin, the courier is stuck.
+        patience = spec.timeout + REPLY_MARGIN_S
         try:
             writer.write(encode_frame(frame))
             await writer.drain()
-            reply = await waiter
+            reply = await asyncio.wait_for(waiter, patience)
         except (ConnectionError, RuntimeError) as exc:
             raise TransientCallError("courier", f"could not send to the call courier: {exc}") from exc
+        except TimeoutError as exc:
+            raise TransientCallError("courier", f"no reply from the call courier within {patience:.0f} s") from exc
         finally:
             self._waiting.pop(request_id, None)
         if "ok" in reply:
@@ -339,6 +369,9 @@ class CourierBackend:
     def __init__(self, connection: CourierConnection, tag: str) -> None:
         self.connection = connection
         self.tag = tag
+
+    async def prepare(self) -> None:
+        await self.connection.prepare()
 
     async def complete(self, spec: EMSpec, messages: list[dict[str, str]], ctx: CallContext) -> Completion:
         return await self.connection.request(spec, messages, journal_key(self.tag, spec, messages))

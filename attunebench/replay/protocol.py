@@ -567,6 +567,8 @@ class Replayer:
 
         on_send = self.on_send
         recover = self.recover if backend.cacheable else None
+        # A backend that must get ready before a request leaves (``CourierBackend``); the others have none.
+        prepare: Callable[[], Awaitable[None]] | None = getattr(backend, "prepare", None)
         attempts: list[CallRecord] = []
 
         async def send(current: list[dict[str, str]]) -> Completion:
@@ -577,6 +579,7 @@ class Replayer:
                 found = await recover(spec, current)
                 if found is not None:
                     ledger.stats.calls_recovered += 1
+                    ledger.stats.requests_recovered += 1
                     self.totals.calls_recovered += 1
                     record.cached = True
                     record.raw_reply = capped(found.text)
@@ -586,6 +589,8 @@ class Replayer:
                     return found
 
             async def once() -> Completion:
+                if prepare is not None:
+                    await prepare()  # reach the call courier first: failing here, nothing was sent or counted
                 # Counted before it goes out: a request whose answer is lost was still seen (and billed).
                 ledger.stats.calls_made += 1
                 self.totals.calls_made += 1

@@ -34,6 +34,7 @@ class MemoryJournal:
     def __init__(self) -> None:
         self.answers: dict[str, Completion] = {}
         self.in_flight: set[str] = set()
+        self.kept: set[str] = set()  # answers whose worker was gone: kept for the next attempt
         self.begun = asyncio.Event()
         self.answered = asyncio.Event()
 
@@ -45,6 +46,9 @@ class MemoryJournal:
         self.answers[key] = completion
         self.in_flight.discard(key)
         self.answered.set()
+
+    async def keep(self, key: str) -> None:
+        self.kept.add(key)
 
     async def abandon(self, key: str) -> None:
         self.in_flight.discard(key)
@@ -91,6 +95,7 @@ def test_a_call_through_the_courier_is_the_providers_answer_journaled_under_its_
         # The same request, answered the same way (the fake model answers by what it was asked).
         assert through == direct and through.text and through.cost_usd is None
         assert journal.answers == {journal_key("rc7.a1", spec, messages): through} and not journal.in_flight
+        assert not journal.kept  # delivered: it expires soon
         assert provider.digests()[request_digest(messages)] == 2  # one through the courier, one direct
 
 
@@ -155,8 +160,9 @@ def test_a_call_whose_asker_died_is_finished_journaled_and_recovered_without_ask
             target=http_json, args=(f"{provider.url}/chat/completions", {"model": "fake-em", "messages": messages})
         )
 
+        journal = MemoryJournal()
+
         async def scenario() -> tuple[Completion | None, Completion | None, CourierServer]:
-            journal = MemoryJournal()
             server, listener = await start_courier(tmp_path / "c.sock", journal)
             async with listener:
                 connection = connection_to(tmp_path / "c.sock")
@@ -172,12 +178,15 @@ def test_a_call_whose_asker_died_is_finished_journaled_and_recovered_without_ask
                 release.start()  # the provider answers both held requests
                 recovered = await recovering
                 await journal.answered.wait()
+                while not server.idle():  # the courier finds its worker gone and keeps the answer
+                    await asyncio.sleep(0.01)
                 return recovered, await journal.get(key), server
 
         recovered, journaled, server = asyncio.run(scenario())
         release.join(10)
         assert recovered is not None and recovered == journaled and recovered.text
         assert server.calls == 1 and server.idle()
+        assert journal.kept == {key}  # undelivered: kept for a day, not the few minutes of a delivered one
         # Paid once by the dead attempt's courier (plus the releasing request): never asked again.
         assert provider.digests()[request_digest(messages)] == 2
         assert provider.stats()["abandoned"] == 0  # the courier kept its connection to the provider
@@ -195,3 +204,20 @@ def test_recovery_finds_nothing_for_a_request_nobody_made_and_stops_waiting_at_i
     journal.in_flight.add("rc1.a1/stuck")  # a courier that died too: its mark outlives it until it expires
     found = asyncio.run(recover_from(journal, "rc1.a1/stuck", wait_s=3, poll_s=1, clock=clock, sleep=advance))
     assert found is None and clock.now == 3
+
+
+def test_an_answer_journaled_between_the_two_reads_of_a_recovery_is_still_taken():
+    # The answer lands right after the recovery read it (nothing yet), before the next read: the courier's
+    # put writes the answer and clears the in-flight mark at once. Reading the mark first, then the answer,
+    # the recovery sees the mark clear on its next round and the answer with it, instead of giving up.
+    class LateJournal(MemoryJournal):
+        async def get(self, key: str) -> Completion | None:
+            found = self.answers.get(key)
+            if found is None and key in self.in_flight:
+                await self.put(key, Completion(text="{}", prompt_tokens=3, completion_tokens=2, cost_usd=0.01))
+            return found
+
+    journal = LateJournal()
+    journal.in_flight.add("rc3.a1/request")
+    found = asyncio.run(recover_from(journal, "rc3.a1/request", wait_s=60, poll_s=0))
+    assert found == Completion(text="{}", prompt_tokens=3, completion_tokens=2, cost_usd=0.01)

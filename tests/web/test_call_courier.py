@@ -23,7 +23,7 @@ from attunebench.replay import prompts as P
 from attunebench.replay.courier import CourierBackend, CourierConnection, journal_key
 from attunebench.replay.llm import EMSpec
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer, http_json, request_digest
-from scoring.call_courier import CourierProcess, RedisJournal, journal_recovery
+from scoring.call_courier import REDIS_URL_ENV, CourierProcess, RedisJournal, journal_recovery
 from tests.core.replay_calls import draft_context
 from tests.polling import wait_for
 
@@ -53,30 +53,33 @@ def test_a_couriers_call_survives_its_worker_s_kill_9_and_is_journaled_for_the_n
             [
                 "sh",
                 "-c",
-                '"$0" -m scoring.call_courier --socket "$1" --redis "$2" --parent $$ & echo $!; wait',
+                '"$0" -m scoring.call_courier --socket "$1" --parent $$ & echo $!; wait',
                 sys.executable,
                 socket_path,
-                settings.REDIS_URL,
             ],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             text=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env={**os.environ, "PYTHONPATH": str(ROOT), REDIS_URL_ENV: settings.REDIS_URL},
         )
         assert worker.stdout is not None
         courier_pid = int(worker.stdout.readline())
         journal = RedisJournal(settings.REDIS_URL)
 
         async def ensure() -> str:
-            await asyncio.sleep(0)
-            wait_for(lambda: Path(socket_path).exists(), 60, "the courier to listen")
+            while not Path(socket_path).exists():  # the courier imports litellm, then listens
+                await asyncio.sleep(0.05)
             return socket_path
+
+        async def taken_by_the_courier() -> None:
+            while not await journal.pending(key):
+                await asyncio.sleep(0.01)
 
         async def ask_then_die() -> None:
             connection = CourierConnection(ensure)
             asking = asyncio.ensure_future(CourierBackend(connection, "rc41.a1").complete(spec, messages, None))  # type: ignore[arg-type]
-            while not await journal.pending(key):  # the courier has taken the call and is waiting on the provider
-                await asyncio.sleep(0.01)
+            # The courier has taken the call and waits on the provider (bounded: a hang fails the test).
+            await asyncio.wait_for(taken_by_the_courier(), 60)
             worker.send_signal(signal.SIGKILL)  # the worker dies with its call in flight
             worker.wait()
             asking.cancel()
@@ -113,9 +116,10 @@ def test_a_worker_starts_its_courier_once_and_again_if_it_died():
         assert courier.process.pid != pid
         _reader, writer = await asyncio.open_unix_connection(again)
         writer.close()
-        courier.process.kill()
-        courier.process.wait()
+        courier.stop()
+        assert courier.process.poll() is not None and not Path(again).parent.exists()
         return first, again, str(pid)
 
     first, again, _pid = asyncio.run(scenario())
     assert first != again
+    assert not Path(first).parent.exists()  # the dead one's private folder went with it
