@@ -193,6 +193,8 @@ class CourierServer:
                 except (ValueError, ConnectionError) as exc:
                     log.warning("courier: dropping a connection that sent a bad frame: %s", exc)
                     return
+                except asyncio.CancelledError:
+                    return  # the courier is shutting down (SIGTERM): the connection just ends
                 if request is None:
                     return
                 task = asyncio.get_running_loop().create_task(self._serve(request, writer, lock))
