@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init, worker_ready, worker_shutdown
+from celery.signals import worker_init, worker_process_init, worker_ready, worker_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "attune_site.settings")
 
@@ -49,13 +49,24 @@ def load_model_client(**_: Any) -> None:
     logger.info("%d start-up objects frozen out of the garbage collector's passes", freeze_startup_heap())
 
 
+@worker_process_init.connect
+def start_call_courier_where_tasks_run(**_: Any) -> None:
+    """Each prefork child (and the solo pool's one process) starts its call courier before its first task."""
+    from scoring.replay_service import start_call_courier
+
+    start_call_courier()
+
+
 @worker_ready.connect
-def start_sweeper(**_: Any) -> None:
+def start_sweeper(sender: Any = None, **_: Any) -> None:
+    from scoring.replay_service import start_call_courier
     from scoring.run_control import Sweeper
 
     sweeper = Sweeper()
     sweeper.start()
     _sweepers.append(sweeper)
+    if type(getattr(sender, "pool", None)).__module__ == "celery.concurrency.thread":
+        start_call_courier()  # the threads pool runs tasks in this process and sends no worker_process_init
 
 
 @worker_shutdown.connect

@@ -43,6 +43,30 @@ DEFAULT_DATABASE = "postgresql://postgres@127.0.0.1:5432/attune_replay_bench"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/2"
 
 
+def courier_listening(worker_pid: int) -> bool:
+    """Whether the worker has a call courier child (scoring/call_courier.py) accepting connections."""
+    import socket
+
+    children = [
+        int(child)
+        for task in Path(f"/proc/{worker_pid}/task").iterdir()
+        for child in (task / "children").read_text().split()
+    ]
+    for child in children:
+        try:
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().decode().split("\0")
+        except FileNotFoundError:
+            continue
+        if "scoring.call_courier" in argv and "--socket" in argv:
+            with socket.socket(socket.AF_UNIX) as probe:
+                try:
+                    probe.connect(argv[argv.index("--socket") + 1])
+                except OSError:
+                    return False
+                return True
+    return False
+
+
 @dataclass
 class Harness:
     database: str
@@ -115,6 +139,13 @@ class Harness:
         while len(app.control.ping(timeout=0.5)) < len(self.processes):
             if time.monotonic() > end:
                 raise SystemExit(f"the {len(self.processes)} workers did not answer a ping within {timeout:.0f} s")
+        # Each worker starts its call courier at start-up (it imports litellm too): a study's are up as well.
+        while os.environ.get("ATTUNE_CALL_COURIER", "1") != "0" and not all(
+            courier_listening(process.pid) for process in self.processes
+        ):
+            if time.monotonic() > end:
+                raise SystemExit(f"the workers' call couriers did not listen within {timeout:.0f} s")
+            time.sleep(0.1)
 
     def cpu_s(self) -> float:
         """CPU seconds the worker processes have used so far (Linux /proc)."""

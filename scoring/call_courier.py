@@ -45,7 +45,8 @@ from attunebench.replay.courier import (
     journal_key,
     recover_from,
 )
-from attunebench.replay.llm import Completion, EMSpec, LiteLLMBackend
+from attunebench.replay.heap import freeze_startup_heap
+from attunebench.replay.llm import Completion, EMSpec, LiteLLMBackend, load_litellm
 
 log = logging.getLogger("attune.replay")
 
@@ -219,6 +220,10 @@ def _parent_alive(parent: int) -> bool:
 
 async def serve(socket_path: str, redis_url: str, parent: int, delivered_ttl_s: float) -> None:
     """Serve the worker until it is gone and no call is in flight (or until SIGTERM)."""
+    # litellm's import (seconds of CPU) before listening, so the worker's first call does not wait for it;
+    # then the start-up heap leaves the collector's passes, as in the worker (attune_site/celery.py).
+    load_litellm()
+    freeze_startup_heap()
     server = CourierServer(LiteLLMBackend(), RedisJournal(redis_url, delivered_ttl_s))
     listener = await asyncio.start_unix_server(server.handle, socket_path, limit=64 * 1024 * 1024)
     os.chmod(socket_path, 0o600)

@@ -52,7 +52,7 @@ from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from attunebench import canonical as cf
-from attunebench.replay.aio import Abandoned, run_sync_beating
+from attunebench.replay.aio import Abandoned, process_loop, run_sync_beating
 from attunebench.replay.cache import CachedCall, CallCache, LayeredCache, MemoryCache
 from attunebench.replay.courier import CourierBackend, CourierConnection
 from attunebench.replay.llm import KIND_LLM, KIND_OFFLINE, EMSpec
@@ -385,6 +385,24 @@ def _courier_connection() -> CourierConnection:
             state.courier_process = CourierProcess(settings.REDIS_URL, delivered_ttl_s=2 * lease_seconds() + 60)
             state.courier = CourierConnection(state.courier_process.ensure)
         return state.courier
+
+
+def start_call_courier() -> None:
+    """Start this process's call courier now, in the background (a worker that will run replays, at start).
+
+    The courier imports litellm (seconds of CPU) before it listens: left to the
+    first call, that wait fell on the first run's first request. A failure is
+    logged; the first call then tries again and reports it.
+    """
+    if not settings.ATTUNE_CALL_COURIER:
+        return
+    future = asyncio.run_coroutine_threadsafe(_courier_connection().prepare(), process_loop().loop)
+
+    def report(done: Any) -> None:
+        if not done.cancelled() and done.exception() is not None:
+            logger.warning("the call courier could not be started (the first call tries again): %s", done.exception())
+
+    future.add_done_callback(report)
 
 
 def _journal() -> RedisJournal:
