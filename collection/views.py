@@ -20,13 +20,19 @@ from urllib.parse import quote
 from django.core import signing
 from django.core.cache import cache
 from django.db import connections
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    JsonResponse,
+    StreamingHttpResponse,
+)
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_POST
 
 from collection import attention, quotas, recruitment
 from collection import page_safety as ps
@@ -138,6 +144,25 @@ def resume(request: HttpRequest, token: str) -> HttpResponse:
     if position.step == flow.WITHDRAWN:
         return render_withdrawn(request, participant)
     return redirect(flow.step_url(participant, position))
+
+
+def post_only(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
+    """A participant action that only answers POST; opening its address sends the participant on instead.
+
+    These addresses end up in the address bar (the paused page is shown at a
+    reply address; a reopened tab or a bookmark opens them with GET): the
+    participant then lands on their current step, never on a blank 405 page.
+    """
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, token: str, **kwargs: Any) -> HttpResponseBase:
+        if request.method in ("GET", "HEAD"):
+            return resume(request, token)
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["GET", "POST"])
+        return view(request, token, **kwargs)
+
+    return wrapper
 
 
 #: How long a browser that joined a study offers "Continue as the previous participant" after its last page;
@@ -426,7 +451,7 @@ STALE_MESSAGE = (
 
 
 @never_cache
-@require_POST
+@post_only
 def chat_send(request: HttpRequest, token: str) -> HttpResponse:
     """Save the participant's message (before any model call), then hand over to the reply stream."""
     participant, position = flow.enter(token)
@@ -560,7 +585,7 @@ def release_database_connections() -> None:
 
 
 @never_cache
-@require_POST
+@post_only
 def chat_reply(request: HttpRequest, token: str, turn_number: int) -> HttpResponseBase:
     """Produce (or re-send) the model's reply to one saved message, streaming when the client can read it."""
     participant, position = flow.enter(token)
@@ -591,7 +616,7 @@ def chat_reply(request: HttpRequest, token: str, turn_number: int) -> HttpRespon
 
 
 @never_cache
-@require_POST
+@post_only
 def chat_finish(request: HttpRequest, token: str) -> HttpResponse:
     _, position = flow.enter(token)
     if position.step == flow.CHAT:

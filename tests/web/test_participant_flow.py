@@ -730,6 +730,20 @@ def test_pages_of_other_steps_redirect_to_the_current_one(walker):
     assert Consent.objects.count() == 1
 
 
+def test_opening_a_post_only_address_goes_to_the_current_step_not_a_blank_page(walker, study):
+    walker.to_chat()
+    walker.send("Are you there?", 1)  # a reply is outstanding: the participant is on the chat page
+    for suffix in ("chat/send/", "chat/reply/1/", "chat/finish/"):
+        response = walker.get(walker.url(suffix))
+        assert response.status_code == 302 and response.url == walker.url("chat/"), suffix
+    walker.reply(1)
+    opened = walker.get(walker.url("chat/reply/1/"))  # e.g. the address of the paused page, reopened later
+    assert opened.status_code == 302 and opened.url == walker.url("turn/1/")
+    assert walker.client.get("/s/not-a-token/chat/send/").status_code == 404
+    flow.do_withdraw(walker.participant)
+    assert "You have withdrawn" in walker.body(walker.get(walker.url("chat/send/")))
+
+
 def test_double_submitted_topic_creates_one_conversation(walker):
     walker.consent()
     walker.profile()
