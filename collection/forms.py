@@ -222,11 +222,12 @@ class SurveyForm(ParticipantForm):
         widget=forms.CheckboxSelectMultiple,
         error_messages={"required": "Please choose at least one answer (you can choose \u201cOther\u201d)."},
     )
-    looking_for_other = forms.CharField(
+    looking_for_other = FreeTextField(
         label="If you chose “Other”: what were you looking for? (optional)",
         required=False,
         max_length=300,
         widget=forms.Textarea(attrs={"rows": 2}),
+        error_messages={"max_length": too_long_message()},
     )
     emotion_clarity = forms.ChoiceField(
         label=cat.Q2_PROMPT,

@@ -146,15 +146,29 @@ class Walker:
     def finish(self) -> None:
         self.post(self.url("chat/finish/"))
         self.post(self.url("feelings-after/"), dict.fromkeys(cat.PANAS_ITEMS, "5"))
-        self.post(
-            self.url("your-view/"),
-            {
-                "looking_for": [cat.Q1_OPTIONS[1]],
-                "emotion_clarity": cat.Q2_OPTIONS[0],
-                "model_fit": cat.Q3_OPTIONS[0],
-                **{f"branch_{b}": "6" for b in cat.FOUR_BRANCHES},
-            },
-        )
+        self.post(self.url("your-view/"), survey_answers())
+
+    def to_survey(self) -> Conversation:
+        """Chat the minimum three turns, finish, and answer the feelings after: the survey page is next."""
+        conversation = self.to_chat()
+        for n in (1, 2, 3):
+            self.turn(n)
+        self.post(self.url("chat/finish/"))
+        self.post(self.url("feelings-after/"), dict.fromkeys(cat.PANAS_ITEMS, "5"))
+        assert self.current().endswith("/your-view/")
+        return conversation
+
+
+def survey_answers(**changes: Any) -> dict[str, Any]:
+    """A complete, valid survey post, with ``changes`` applied (a value of None leaves that answer out)."""
+    answers = {
+        "looking_for": [cat.Q1_OPTIONS[1]],
+        "emotion_clarity": cat.Q2_OPTIONS[0],
+        "model_fit": cat.Q3_OPTIONS[0],
+        **{f"branch_{b}": "6" for b in cat.FOUR_BRANCHES},
+        **changes,
+    }
+    return {k: v for k, v in answers.items() if v is not None}
 
 
 @pytest.fixture
@@ -390,6 +404,19 @@ def test_overlong_free_text_in_the_survey_is_refused_and_kept(walker):
     html = walker.body(page)
     assert "This is 4100 characters long and the limit is 4000" in html and "z" * 4100 in html
     assert Conversation.objects.get().status == Conversation.Status.ANNOTATING
+
+
+def test_other_text_counts_line_breaks_once_and_is_refused_calmly_when_too_long(walker):
+    conversation = walker.to_survey()
+    page = walker.refused(walker.post(walker.url("your-view/"), survey_answers(looking_for_other="w" * 301)))
+    html = walker.body(page)
+    assert "This is 301 characters long and the limit is 300" in html and "w" * 301 in html
+    assert "Ensure this value" not in html  # not Django's default wording
+    # 300 characters as the live counter counts them, though the browser posts each line break as CR LF
+    saved = walker.post(walker.url("your-view/"), survey_answers(looking_for_other="a\r\n" * 149 + "ab"))
+    assert saved.status_code == 302 and walker.current().endswith("/thank-you/")
+    conversation.refresh_from_db()
+    assert conversation.metadata_extra[cat.Q1_OTHER_TEXT_KEY] == "a " * 149 + "ab"
 
 
 def test_no_new_message_before_the_reply_is_annotated(walker):
