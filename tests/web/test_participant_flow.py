@@ -30,6 +30,7 @@ from collection.chat_model import _TOPIC_LINES, ReplyRequest, offline_reply
 from collection.models import (
     Consent,
     Conversation,
+    ConversationWideAnswers,
     OriginalModel,
     PanasSurvey,
     Participant,
@@ -406,12 +407,36 @@ def test_overlong_free_text_in_the_survey_is_refused_and_kept(walker):
     assert Conversation.objects.get().status == Conversation.Status.ANNOTATING
 
 
+def test_words_under_other_choose_other_even_with_no_box_ticked(walker):
+    conversation = walker.to_survey()
+    answers = survey_answers(looking_for=None, looking_for_other="Someone to check in on me")
+    saved = walker.post(walker.url("your-view/"), answers)
+    assert saved.status_code == 302 and walker.current().endswith("/thank-you/")
+    assert ConversationWideAnswers.objects.get(conversation=conversation).looking_for == [cat.Q1_OTHER]
+    conversation.refresh_from_db()
+    assert conversation.metadata_extra[cat.Q1_OTHER_TEXT_KEY] == "Someone to check in on me"
+
+
+def test_the_first_question_still_needs_a_box_or_words_under_other(walker):
+    walker.to_survey()
+    for other in ("", "   "):
+        page = walker.refused(
+            walker.post(walker.url("your-view/"), survey_answers(looking_for=None, looking_for_other=other))
+        )
+        assert "Please choose at least one answer" in walker.body(page)
+    assert not ConversationWideAnswers.objects.exists()
+
+
 def test_other_text_counts_line_breaks_once_and_is_refused_calmly_when_too_long(walker):
     conversation = walker.to_survey()
     page = walker.refused(walker.post(walker.url("your-view/"), survey_answers(looking_for_other="w" * 301)))
     html = walker.body(page)
     assert "This is 301 characters long and the limit is 300" in html and "w" * 301 in html
     assert "Ensure this value" not in html  # not Django's default wording
+    alone = walker.refused(
+        walker.post(walker.url("your-view/"), survey_answers(looking_for=None, looking_for_other="w" * 301))
+    )
+    assert "Please choose at least one answer" not in walker.body(alone)  # the words are an answer: only too long
     # 300 characters as the live counter counts them, though the browser posts each line break as CR LF
     saved = walker.post(walker.url("your-view/"), survey_answers(looking_for_other="a\r\n" * 149 + "ab"))
     assert saved.status_code == 302 and walker.current().endswith("/thank-you/")
