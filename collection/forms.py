@@ -62,6 +62,11 @@ class ParticipantForm(forms.Form):
                 return self.add_prefix(name)
         return ""
 
+    @property
+    def answers_with_errors(self) -> int:
+        """How many answers are marked with a problem: what the summary counts (page-wide problems are listed apart)."""
+        return sum(1 for name in self.fields if name in self.errors)
+
 
 def scale_field(label: str, missing: str) -> forms.ChoiceField:
     """A required 1–7 radio scale."""

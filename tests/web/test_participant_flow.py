@@ -538,6 +538,39 @@ def test_mood_needs_a_feeling_or_no_change_and_not_both(walker):
     ]
 
 
+def error_summary(html: str) -> str:
+    """The text of the error summary at the top of a refused page, tags removed."""
+    block = re.search(r'<div class="error-summary".*?</div>', html, re.S).group(0)
+    return " ".join(re.sub(r"<[^>]+>", " ", block).split())
+
+
+def test_the_error_summary_counts_the_answers_that_need_attention_and_calls_none_missing_that_is_not(walker):
+    walker.to_survey()
+    # nothing chosen, and a comment over its limit: seven answers are missing, one is too long
+    page = walker.refused(walker.post(walker.url("your-view/"), {"comment": "z" * 4100}))
+    summary = error_summary(walker.body(page))
+    assert "8 answers need attention. Each one is marked below in red" in summary
+    assert "missing" not in summary
+
+
+def test_the_error_summary_does_not_count_a_page_wide_problem_as_an_answer(walker):
+    conversation = walker.to_chat()
+    answered_turn(conversation)
+    url = walker.url("turn/1/")
+    ids, shown = answers_page(walker, url)
+    # no feeling ticked (a problem of the whole mood section) and two answers left out: two answer errors
+    answers = {k: v for k, v in every_answer(ids).items() if k not in (f"observed_{ids[0]}", f"observed_{ids[1]}")}
+    summary = error_summary(
+        walker.body(walker.refused(walker.post(url, {"step": "answers", "shown": shown, **answers})))
+    )
+    assert "Please tick at least one feeling" in summary
+    assert summary.count("Please say whether this happened") == 2  # each one listed, linked to its question
+    assert "answers" not in summary.replace("Some answers need attention", "")  # no count of 3 "answers"
+    # every answer left out: the count is of answers, without the mood section's problem
+    summary = error_summary(walker.body(walker.refused(walker.post(url, {"step": "answers", "shown": shown}))))
+    assert f"{2 * len(ids)} answers need attention" in summary
+
+
 def test_no_change_is_stored_as_an_empty_tag_list(walker):
     conversation = walker.to_chat()
     turn = answered_turn(conversation)
@@ -566,7 +599,7 @@ def test_all_behaviour_questions_are_on_one_page_first_person_each_with_its_own_
     )
     html = walker.body(page)
     assert "Please say whether you wanted this" in html and "Please say whether this happened" in html
-    assert "answers are missing" in html
+    assert "71 answers need attention" in html
     assert not BinaryJudgement.objects.filter(turn=turn).exists()
     assert re.search(r'name="observed_B1" value="yes"[^>]*checked', html)  # the answer given is kept
 
