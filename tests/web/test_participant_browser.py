@@ -567,3 +567,34 @@ def test_withdrawal_from_the_chat_excludes_the_conversation_from_export(page, si
     assert conversation.conversation_id not in exported
     assert len(exported) == 1
     assert PairwiseComparison.objects.count() == 0
+
+
+def test_a_stopped_or_restored_page_can_be_sent_again_and_a_double_click_still_sends_once(page, site):
+    participant = flow.do_enrol(site.study)
+    page.goto(f"/s/{participant.token}/")
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    # the server takes its time: the post hangs until the participant presses Stop
+    page.route("**/consent/", lambda route: None if route.request.method == "POST" else route.fallback())
+    page.evaluate(
+        "document.querySelector('form').addEventListener('submit', () => setTimeout(() => window.stop(), 1000))"
+    )
+    page.get_by_label("I have read the information above and I agree to take part.").check()
+    button = page.get_by_role("button", name="Continue")
+    button.click()  # returns once Stop has ended the hanging post
+    expect(button).to_be_enabled()  # after Stop the button works again
+    page.unroute("**/consent/")
+    sent_before = len(posts)
+    button.dblclick()
+    expect(page.get_by_role("heading", name="A little about you")).to_be_visible()
+    assert len(posts) == sent_before + 1  # the double click sent the form once
+    assert Participant.objects.get(pk=participant.pk).consents.count() == 1
+
+    # back from the back-forward cache the page is as it was left, mid-submission: it is released on pageshow
+    page.get_by_label("25-34", exact=True).check()
+    page.evaluate("document.querySelector('form[data-keep]').addEventListener('submit', e => e.preventDefault())")
+    save = page.get_by_role("button", name="Save and continue")
+    save.click()
+    expect(save).to_be_disabled()
+    page.evaluate("window.dispatchEvent(new PageTransitionEvent('pageshow', {persisted: true}))")
+    expect(save).to_be_enabled()
