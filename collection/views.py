@@ -615,13 +615,43 @@ def chat_reply(request: HttpRequest, token: str, turn_number: int) -> HttpRespon
     return redirect("collection:resume", token=token)
 
 
-@never_cache
-@post_only
-def chat_finish(request: HttpRequest, token: str) -> HttpResponse:
-    _, position = flow.enter(token)
-    if position.step == flow.CHAT:
-        flow.do_finish_chat(position.chat)
-    return redirect("collection:resume", token=token)
+UNSENT_MESSAGE = (
+    "Your message has not been sent yet, so the chat is not finished. "
+    "Please send it, or clear the box, and then finish the chat. Your text is still in the box."
+)
+
+
+def unsent_message(request: HttpRequest) -> str:
+    """Words in the message box that came with a press of "Finish the chat": typed, never sent."""
+    return str(request.POST.get("message", "")).strip()
+
+
+def refuse_finish(request: HttpRequest, participant: Participant) -> HttpResponse:
+    """Back to the chat with the unsent words in the box and a calm note saying what to do with them."""
+    form = MessageForm(request.POST)
+    form.add_error("message", UNSENT_MESSAGE)
+    return ps.bounce(request, form, reverse("collection:chat", kwargs={"token": participant.token}))
+
+
+@participant_step(flow.CHAT)
+def chat_finish(request: HttpRequest, participant: Participant, position: flow.Position) -> HttpResponse:
+    """End the chat: never while the message box holds unsent words, and only after "Finish the chat?".
+
+    The Finish button belongs to the message form, so whatever is in the box comes with it, even
+    without JavaScript: finishing then would throw those words away for good, so the chat page comes
+    back with them still in the box. An empty box leads to the question page (GET); only its "Yes"
+    ends the chat, which cannot be undone.
+    """
+    if request.method == "POST" and unsent_message(request):
+        return refuse_finish(request, participant)
+    if not flow.finish_is_open(position.chat):
+        return redirect("collection:chat", token=participant.token)
+    if request.method != "POST":
+        return render(request, "participant/chat_finish.html", page_context(participant, flow.CHAT))
+    if request.POST.get("confirm") != "yes":
+        return redirect("collection:chat_finish", token=participant.token)
+    flow.do_finish_chat(position.chat)
+    return redirect("collection:resume", token=participant.token)
 
 
 @participant_step(flow.POST_PANAS)

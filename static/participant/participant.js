@@ -198,6 +198,14 @@
   if (form) {
     var area = form.querySelector("textarea");
     form.addEventListener("submit", function (event) {
+      if (event.submitter && event.submitter.hasAttribute("data-finish")) {
+        /* "Finish the chat" is an ordinary post that takes the box's text along: the server refuses to
+           finish while it holds unsent words (the page comes back with them), and otherwise asks first. */
+        if (form.dataset.submitting === "1") { event.preventDefault(); return; }
+        if (onceForms.indexOf(form) === -1) onceForms.push(form);
+        holdOnce(form, event.submitter);
+        return;
+      }
       event.preventDefault();
       if (form.dataset.submitting === "1") return;
       if (!area.value.trim()) { showError("Please write a message before sending."); area.focus(); return; }

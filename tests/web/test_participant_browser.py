@@ -307,10 +307,25 @@ def test_full_participant_walk_exports_exactly_what_was_entered(page, site, live
             }
         )
 
-    # after three turns the participant may finish
+    # after three turns the participant may finish: a message typed but not sent stops that, with its words kept
     expect(page.get_by_role("button", name="Finish the chat")).to_be_visible()
     shot(page, "12-chat-can-finish")
+    unsent = "One more thing I wanted to say."
+    page.get_by_label("Your message").fill(unsent)
     page.get_by_role("button", name="Finish the chat").click()
+    expect(page.locator("#error-message")).to_contain_text("Your message has not been sent yet")
+    expect(page.get_by_label("Your message")).to_have_value(unsent)
+    expect(page.get_by_label("Your message")).to_be_focused()
+    shot(page, "12-chat-finish-unsent")
+    page.get_by_label("Your message").fill("")
+    page.get_by_role("button", name="Finish the chat").click()
+    expect(page.get_by_role("heading", name="Finish the chat?")).to_be_visible()
+    shot(page, "12-chat-finish-confirm")
+    page.get_by_role("link", name="Back to the chat").click()
+    expect(page.get_by_role("heading", name=re.compile("^Chat about"))).to_be_visible()
+    assert Conversation.objects.get().turns.count() == 3  # nothing sent, nothing finished
+    page.get_by_role("button", name="Finish the chat").click()
+    page.get_by_role("button", name="Yes, finish the chat").click()
 
     expect(page.get_by_role("heading", name="How do you feel now, after the chat?")).to_be_visible()
     post = panas_ratings(3)

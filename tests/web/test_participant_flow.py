@@ -145,7 +145,7 @@ class Walker:
         self.annotate(turn_number)
 
     def finish(self) -> None:
-        self.post(self.url("chat/finish/"))
+        self.post(self.url("chat/finish/"), {"confirm": "yes"})
         self.post(self.url("feelings-after/"), dict.fromkeys(cat.PANAS_ITEMS, "5"))
         self.post(self.url("your-view/"), survey_answers())
 
@@ -154,7 +154,7 @@ class Walker:
         conversation = self.to_chat()
         for n in (1, 2, 3):
             self.turn(n)
-        self.post(self.url("chat/finish/"))
+        self.post(self.url("chat/finish/"), {"confirm": "yes"})
         self.post(self.url("feelings-after/"), dict.fromkeys(cat.PANAS_ITEMS, "5"))
         assert self.current().endswith("/your-view/")
         return conversation
@@ -392,7 +392,7 @@ def test_overlong_free_text_in_the_survey_is_refused_and_kept(walker):
     walker.turn(1)
     walker.turn(2)
     walker.turn(3)
-    walker.post(walker.url("chat/finish/"))
+    walker.post(walker.url("chat/finish/"), {"confirm": "yes"})
     walker.post(walker.url("feelings-after/"), dict.fromkeys(cat.PANAS_ITEMS, "5"))
     answers = {
         "looking_for": [cat.Q1_OPTIONS[1]],
@@ -476,12 +476,53 @@ def test_finishing_needs_the_minimum_number_of_turns(walker):
     walker.turn(1)
     walker.turn(2)
     assert "Finish the chat" not in walker.body(walker.get(walker.url("chat/")))
-    walker.post(walker.url("chat/finish/"))
+    walker.post(walker.url("chat/finish/"), {"confirm": "yes"})
     assert walker.current().endswith("/chat/")
     walker.turn(3)
     assert "Finish the chat" in walker.body(walker.get(walker.url("chat/")))
-    walker.post(walker.url("chat/finish/"))
+    walker.post(walker.url("chat/finish/"), {"confirm": "yes"})
     assert walker.current().endswith("/feelings-after/")
+
+
+def test_finishing_with_an_unsent_message_is_refused_calmly_and_keeps_the_words(walker):
+    walker.to_chat()
+    for n in (1, 2, 3):
+        walker.turn(n)
+    html = walker.body(walker.get(walker.url("chat/")))
+    # the Finish button belongs to the message form, so the box's text goes with it, even without JavaScript
+    form = re.search(r"<form[^>]*data-chat-form.*?</form>", html, re.S).group(0)
+    assert f'formaction="{walker.url("chat/finish/")}"' in form and "Finish the chat" in form
+    unsent = "Actually, one more thing:\r\nthank you for listening."
+    refused = walker.post(walker.url("chat/finish/"), {"message": unsent, "turn_number": 4, "confirm": "yes"})
+    assert refused.status_code == 302 and refused.url == walker.url("chat/")
+    html = walker.body(walker.get(refused.url))
+    assert "Your message has not been sent yet, so the chat is not finished." in html
+    assert "Please send it, or clear the box, and then finish the chat." in html
+    assert re.search(r"<textarea[^>]*>Actually, one more thing:\s+thank you for listening.</textarea>", html)
+    assert Conversation.objects.get().status == Conversation.Status.IN_PROGRESS
+    assert walker.current().endswith("/chat/")
+    assert walker.send("Actually, one more thing: thank you for listening.", 4).status_code == 200  # send it now
+
+
+def test_finishing_the_chat_asks_first_and_only_yes_finishes(walker):
+    walker.to_chat()
+    for n in (1, 2, 3):
+        walker.turn(n)
+    asked = walker.post(walker.url("chat/finish/"), {"message": "  ", "turn_number": 4})  # an empty box
+    assert asked.status_code == 302 and asked.url == walker.url("chat/finish/")
+    page = walker.get(asked.url)
+    html = walker.body(page)
+    assert page.status_code == 200 and "<h1>Finish the chat?</h1>" in html
+    assert "You won&rsquo;t be able to add more messages" in html
+    assert re.search(r'<button type="submit" name="confirm" value="yes"[^>]*>Yes, finish the chat</button>', html)
+    assert f'href="{walker.url("chat/")}"' in html and "Back to the chat" in html
+    assert Conversation.objects.get().status == Conversation.Status.IN_PROGRESS
+    assert walker.current().endswith("/chat/")  # asking is not finishing: the study link still opens the chat
+    walker.post(walker.url("chat/finish/"), {"confirm": "yes"})
+    assert Conversation.objects.get().status == Conversation.Status.ANNOTATING
+    assert walker.current().endswith("/feelings-after/")
+    moved_on = walker.get(walker.url("chat/finish/"))  # the confirm page, opened again after finishing
+    assert moved_on.status_code == 302 and moved_on.url.endswith("/feelings-after/")
 
 
 def test_chat_stops_taking_messages_at_the_maximum(walker, study):
@@ -1081,7 +1122,7 @@ def test_no_participant_response_ever_contains_a_real_model_name(walker, setting
         walker.turn(n)
     walker.get(walker.url("turn/3/review/"))
     walker.post(walker.url("turn/3/review/"), {})
-    walker.post(walker.url("chat/finish/"))
+    walker.post(walker.url("chat/finish/"), {"confirm": "yes"})
     walker.post(walker.url("feelings-after/"), {})
     walker.finish()
     walker.get(walker.current())
