@@ -75,6 +75,16 @@ def page_context(participant: Participant, step: str, **extra: Any) -> dict[str,
     }
 
 
+def personal_link(request: HttpRequest, participant: Participant) -> str:
+    """The participant's own study link, in full, for them to keep and come back by.
+
+    Someone who joined through the open join link has no other copy (their
+    browser offers to continue for only ``JOIN_RESUME_WINDOW``). Only the
+    participant's own pages show it, and they are reached by this very link.
+    """
+    return request.build_absolute_uri(reverse("collection:resume", kwargs={"token": participant.token}))
+
+
 def bound_form(request: HttpRequest, make: Callable[[Any], Any]) -> Any:
     """The page's form: bound to the post, to a refused post kept for this GET (with its errors), or empty."""
     if request.method == "POST":
@@ -304,7 +314,7 @@ def consent(request: HttpRequest, participant: Participant, position: flow.Posit
     return render(
         request,
         "participant/consent.html",
-        page_context(participant, flow.CONSENT, form=form),
+        page_context(participant, flow.CONSENT, form=form, personal_link=personal_link(request, participant)),
     )
 
 
@@ -325,7 +335,8 @@ def profile(request: HttpRequest, participant: Participant, position: flow.Posit
             list(data["diagnoses"]) if ask else None,
         )
         return redirect("collection:resume", token=participant.token)
-    return render(request, "participant/profile.html", page_context(participant, flow.PROFILE, form=form))
+    context = page_context(participant, flow.PROFILE, form=form, personal_link=personal_link(request, participant))
+    return render(request, "participant/profile.html", context)
 
 
 def _panas_page(
@@ -378,7 +389,8 @@ def topic(request: HttpRequest, participant: Participant, position: flow.Positio
             logger.error(
                 "study %s has no active original model; participant cannot start", flow.study_of(participant).slug
             )
-            return render(request, "participant/not_ready.html", page_context(participant, flow.TOPIC), status=503)
+            context = page_context(participant, flow.TOPIC, personal_link=personal_link(request, participant))
+            return render(request, "participant/not_ready.html", context, status=503)
         return redirect("collection:resume", token=participant.token)
     return render(request, "participant/topic.html", page_context(participant, flow.TOPIC, form=form))
 
@@ -608,7 +620,13 @@ def chat_reply(request: HttpRequest, token: str, turn_number: int) -> HttpRespon
         return response
     outcome = [json.loads(line) for line in events][-1]
     if outcome == {"type": "error", "message": flow.LIVE_BUDGET_MESSAGE}:  # a calm page, not a failed-reply retry
-        context = page_context(participant, flow.CHAT, message=flow.LIVE_BUDGET_MESSAGE, hide_withdraw=False)
+        context = page_context(
+            participant,
+            flow.CHAT,
+            message=flow.LIVE_BUDGET_MESSAGE,
+            hide_withdraw=False,
+            personal_link=personal_link(request, participant),
+        )
         return render(request, "participant/paused.html", context, status=503)
     if outcome["type"] == "error":
         return redirect(reverse("collection:chat", kwargs={"token": token}) + "?reply=failed")

@@ -613,3 +613,27 @@ def test_a_stopped_or_restored_page_can_be_sent_again_and_a_double_click_still_s
     expect(save).to_be_disabled()
     page.evaluate("window.dispatchEvent(new PageTransitionEvent('pageshow', {persisted: true}))")
     expect(save).to_be_enabled()
+
+
+def test_the_personal_link_can_be_copied_or_without_javascript_selected(browser, site, live_server):
+    context = browser.new_context(viewport=DESKTOP, base_url=live_server.url)
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
+    page = context.new_page()
+    page.goto(f"/join/{site.study.slug}/")
+    page.get_by_role("button", name="Start").click()
+    expect(page.get_by_role("heading", name="Your personal link")).to_be_visible()
+    link = f"{live_server.url}/s/{token_of(page)}/"
+    expect(page.get_by_label("Your link to come back")).to_have_value(link)
+    page.get_by_role("button", name="Copy the link").click()
+    expect(page.locator("[data-copy=personal-link]")).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == link
+    shot(page, "01-consent-personal-link")
+    context.close()
+
+    plain = browser.new_context(viewport=DESKTOP, base_url=live_server.url, java_script_enabled=False)
+    page = plain.new_page()
+    page.goto(link)
+    box = page.get_by_label("Your link to come back")
+    expect(box).to_have_value(link)  # there to select and copy by hand
+    expect(page.get_by_role("button", name="Copy the link")).to_be_hidden()  # no button that would do nothing
+    plain.close()

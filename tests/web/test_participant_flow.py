@@ -966,6 +966,41 @@ def test_shared_device_asks_before_resuming_and_defaults_to_someone_new(client, 
     assert Participant.objects.count() == 2
 
 
+def personal_link_shown(html: str) -> str:
+    """The study link in the page's "Your personal link" box ('' when there is none)."""
+    found = re.search(r'<textarea id="personal-link"[^>]*>([^<]*)</textarea>', html)
+    return found.group(1) if found else ""
+
+
+def test_a_joined_participant_is_shown_their_own_personal_link_to_keep(client, study):
+    page = client.get(f"/join/{study.slug}/")
+    joined = client.post(f"/join/{study.slug}/", {"start": start_value(page.content.decode())})
+    walker = Walker(client, Participant.objects.get())
+    walker.token = joined.url.split("/")[2]
+    link = f"http://testserver/s/{walker.token}/"
+    consent = walker.body(walker.get(walker.url("consent/")))
+    assert personal_link_shown(consent) == link
+    assert "Your personal link" in consent and 'data-copy="personal-link"' in consent  # and a copy button
+    walker.consent()
+    assert personal_link_shown(walker.body(walker.get(walker.url("about-you/")))) == link
+    # it is theirs only: the join page that the next person on this device sees never shows it
+    again = client.get(f"/join/{study.slug}/").content.decode()
+    assert "Is this a new person?" in again and walker.token not in again
+    # nor do pages that are not about coming back later
+    walker.profile()
+    assert personal_link_shown(walker.body(walker.get(walker.url("feelings-before/")))) == ""
+
+
+def test_the_come_back_later_page_shows_the_personal_link(walker):
+    OriginalModel.objects.update(active=False)
+    walker.consent()
+    walker.profile()
+    walker.pre_panas()
+    page = walker.topic()
+    assert page.status_code == 503 and "Please come back later" in walker.body(page)
+    assert personal_link_shown(walker.body(page)) == f"http://testserver/s/{walker.token}/"
+
+
 def test_forms_require_csrf(participant):
     strict = Client(enforce_csrf_checks=True)
     assert strict.post(f"/s/{participant.token}/consent/", {"agree": "on"}).status_code == 403
