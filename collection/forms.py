@@ -55,6 +55,9 @@ class FreeTextField(forms.CharField):
 class ParticipantForm(forms.Form):
     """Base of every participant form: knows where the first problem is, for the error summary link."""
 
+    #: The page section (``id="field-…"``) that shows this form's page-wide errors, for the summary to link to.
+    non_field_errors_at = ""
+
     @property
     def first_error_field(self) -> str:
         for name in self.fields:

@@ -612,6 +612,26 @@ def test_the_error_summary_does_not_count_a_page_wide_problem_as_an_answer(walke
     assert f"{2 * len(ids)} answers need attention" in summary
 
 
+def test_the_mood_and_pair_errors_are_linked_from_the_summary_and_described_to_screen_readers(walker):
+    conversation = walker.to_chat()
+    answered_turn(conversation)
+    url = walker.url("turn/1/")
+    ids, shown = answers_page(walker, url)
+    html = walker.body(walker.refused(walker.post(url, {"step": "answers", "shown": shown, **every_answer(ids)})))
+    mood = re.search(r'<fieldset class="mood has-error"[^>]*>', html).group(0)
+    assert 'id="field-mood"' in mood and 'aria-describedby="error-mood"' in mood
+    assert re.search(r'<p class="field-error" id="error-mood">.*Please tick at least one feeling', html)
+    assert '<li><a href="#field-mood">Please tick at least one feeling' in html  # the summary links to it
+    save_answers(walker, url)
+    walker.post(url, {"step": "rewrite", "human_edited": "Mine", "questions": ["general"]})
+    html = walker.body(walker.refused(walker.post(url, {"step": "compare"})))
+    pairs = re.findall(r'<fieldset class="pair has-error" id="field-(winner_\d+)"[^>]*>', html)
+    assert len(pairs) == 3
+    for name in pairs:
+        assert re.search(rf'id="field-{name}" data-answer-group aria-describedby="error-{name}"', html)
+        assert f'id="error-{name}"' in html
+
+
 def test_no_change_is_stored_as_an_empty_tag_list(walker):
     conversation = walker.to_chat()
     turn = answered_turn(conversation)
