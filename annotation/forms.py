@@ -37,6 +37,7 @@ def _yes_no_na_field(label: str, required_message: str) -> forms.ChoiceField:
 class MoodForm(ParticipantForm):
     """Zero or more of the 20 PANAS words with an optional 1–7 strength, or "no change"."""
 
+    non_field_errors_at = "mood"  # the mood section's own problems (neither, or both) are the form's page-wide ones
     no_change = forms.BooleanField(required=False, label="No change: my mood is about the same as before this reply")
 
     def __init__(self, *args: Any, **kwargs: Any):

@@ -36,6 +36,9 @@ Q1_SCREEN_LABELS: dict[str, str] = {
 }
 
 
+Q1_MISSING_MESSAGE = "Please choose at least one answer (you can choose \u201cOther\u201d)."
+
+
 def too_long_message(advice: str = "Please shorten it: everything you wrote is still in the box.") -> str:
     """The error for text over its limit: nothing is cut, the message says by how much (Django %-formats it)."""
     return "This is %(show_value)d characters long and the limit is %(limit_value)d. " + advice.replace("%", "%%")
@@ -52,12 +55,20 @@ class FreeTextField(forms.CharField):
 class ParticipantForm(forms.Form):
     """Base of every participant form: knows where the first problem is, for the error summary link."""
 
+    #: The page section (``id="field-…"``) that shows this form's page-wide errors, for the summary to link to.
+    non_field_errors_at = ""
+
     @property
     def first_error_field(self) -> str:
         for name in self.fields:
             if name in self.errors:
                 return self.add_prefix(name)
         return ""
+
+    @property
+    def answers_with_errors(self) -> int:
+        """How many answers are marked with a problem: what the summary counts (page-wide problems are listed apart)."""
+        return sum(1 for name in self.fields if name in self.errors)
 
 
 def scale_field(label: str, missing: str) -> forms.ChoiceField:
@@ -216,17 +227,19 @@ class MessageForm(ParticipantForm):
 class SurveyForm(ParticipantForm):
     """Post-chat questions Q1–Q3, the follow-up, four-branch ratings and a comment (SPEC 2.4)."""
 
+    # Not required on its own: words under "Other" are an answer too (``clean`` asks for one or the other).
     looking_for = forms.MultipleChoiceField(
         label=cat.Q1_PROMPT,
+        required=False,
         choices=_options(cat.Q1_OPTIONS, Q1_SCREEN_LABELS),
         widget=forms.CheckboxSelectMultiple,
-        error_messages={"required": "Please choose at least one answer (you can choose \u201cOther\u201d)."},
     )
-    looking_for_other = forms.CharField(
+    looking_for_other = FreeTextField(
         label="If you chose “Other”: what were you looking for? (optional)",
         required=False,
         max_length=300,
         widget=forms.Textarea(attrs={"rows": 2}),
+        error_messages={"max_length": too_long_message()},
     )
     emotion_clarity = forms.ChoiceField(
         label=cat.Q2_PROMPT,
@@ -287,11 +300,13 @@ class SurveyForm(ParticipantForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        if "looking_for" not in data:  # an unknown choice: its own error says so
+            return data
         # words written under "Other" choose "Other", as a strength chooses its feeling
-        if (data.get("looking_for_other") or "").strip() and cat.Q1_OTHER not in data.get(
-            "looking_for", [cat.Q1_OTHER]
-        ):
+        if (data.get("looking_for_other") or "").strip() and cat.Q1_OTHER not in data["looking_for"]:
             data["looking_for"] = [*data["looking_for"], cat.Q1_OTHER]
+        if not data["looking_for"] and "looking_for_other" not in self.errors:  # over-long words are still words
+            self.add_error("looking_for", Q1_MISSING_MESSAGE)
         return data
 
     def answers(self) -> dict[str, Any]:

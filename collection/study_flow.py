@@ -533,9 +533,14 @@ def chat_is_full(conversation: Conversation) -> bool:
     return turns_sent(conversation) >= study_of(conversation.participant).max_turns
 
 
+def finish_is_open(conversation: Conversation) -> bool:
+    """The participant may end the chat now: the minimum number of turns answered, and no reply outstanding."""
+    return can_finish_chat(conversation) and not conversation.turns.filter(llm_response="").exists()
+
+
 def do_finish_chat(conversation: Conversation) -> bool:
     """End the chat (participant's choice, after the minimum number of turns, with no reply outstanding)."""
-    if not can_finish_chat(conversation) or conversation.turns.filter(llm_response="").exists():
+    if not finish_is_open(conversation):
         return False
     Conversation.objects.filter(pk=conversation.pk, status=Conversation.Status.IN_PROGRESS).update(
         status=Conversation.Status.ANNOTATING

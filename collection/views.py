@@ -20,13 +20,19 @@ from urllib.parse import quote
 from django.core import signing
 from django.core.cache import cache
 from django.db import connections
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    JsonResponse,
+    StreamingHttpResponse,
+)
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_POST
 
 from collection import attention, quotas, recruitment
 from collection import page_safety as ps
@@ -67,6 +73,16 @@ def page_context(participant: Participant, step: str, **extra: Any) -> dict[str,
         "form_nonce": ps.new_nonce(),
         **extra,
     }
+
+
+def personal_link(request: HttpRequest, participant: Participant) -> str:
+    """The participant's own study link, in full, for them to keep and come back by.
+
+    Someone who joined through the open join link has no other copy (their
+    browser offers to continue for only ``JOIN_RESUME_WINDOW``). Only the
+    participant's own pages show it, and they are reached by this very link.
+    """
+    return request.build_absolute_uri(reverse("collection:resume", kwargs={"token": participant.token}))
 
 
 def bound_form(request: HttpRequest, make: Callable[[Any], Any]) -> Any:
@@ -138,6 +154,25 @@ def resume(request: HttpRequest, token: str) -> HttpResponse:
     if position.step == flow.WITHDRAWN:
         return render_withdrawn(request, participant)
     return redirect(flow.step_url(participant, position))
+
+
+def post_only(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
+    """A participant action that only answers POST; opening its address sends the participant on instead.
+
+    These addresses end up in the address bar (the paused page is shown at a
+    reply address; a reopened tab or a bookmark opens them with GET): the
+    participant then lands on their current step, never on a blank 405 page.
+    """
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, token: str, **kwargs: Any) -> HttpResponseBase:
+        if request.method in ("GET", "HEAD"):
+            return resume(request, token)
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["GET", "POST"])
+        return view(request, token, **kwargs)
+
+    return wrapper
 
 
 #: How long a browser that joined a study offers "Continue as the previous participant" after its last page;
@@ -279,7 +314,7 @@ def consent(request: HttpRequest, participant: Participant, position: flow.Posit
     return render(
         request,
         "participant/consent.html",
-        page_context(participant, flow.CONSENT, form=form),
+        page_context(participant, flow.CONSENT, form=form, personal_link=personal_link(request, participant)),
     )
 
 
@@ -300,7 +335,8 @@ def profile(request: HttpRequest, participant: Participant, position: flow.Posit
             list(data["diagnoses"]) if ask else None,
         )
         return redirect("collection:resume", token=participant.token)
-    return render(request, "participant/profile.html", page_context(participant, flow.PROFILE, form=form))
+    context = page_context(participant, flow.PROFILE, form=form, personal_link=personal_link(request, participant))
+    return render(request, "participant/profile.html", context)
 
 
 def _panas_page(
@@ -353,7 +389,8 @@ def topic(request: HttpRequest, participant: Participant, position: flow.Positio
             logger.error(
                 "study %s has no active original model; participant cannot start", flow.study_of(participant).slug
             )
-            return render(request, "participant/not_ready.html", page_context(participant, flow.TOPIC), status=503)
+            context = page_context(participant, flow.TOPIC, personal_link=personal_link(request, participant))
+            return render(request, "participant/not_ready.html", context, status=503)
         return redirect("collection:resume", token=participant.token)
     return render(request, "participant/topic.html", page_context(participant, flow.TOPIC, form=form))
 
@@ -426,7 +463,7 @@ STALE_MESSAGE = (
 
 
 @never_cache
-@require_POST
+@post_only
 def chat_send(request: HttpRequest, token: str) -> HttpResponse:
     """Save the participant's message (before any model call), then hand over to the reply stream."""
     participant, position = flow.enter(token)
@@ -560,7 +597,7 @@ def release_database_connections() -> None:
 
 
 @never_cache
-@require_POST
+@post_only
 def chat_reply(request: HttpRequest, token: str, turn_number: int) -> HttpResponseBase:
     """Produce (or re-send) the model's reply to one saved message, streaming when the client can read it."""
     participant, position = flow.enter(token)
@@ -583,20 +620,56 @@ def chat_reply(request: HttpRequest, token: str, turn_number: int) -> HttpRespon
         return response
     outcome = [json.loads(line) for line in events][-1]
     if outcome == {"type": "error", "message": flow.LIVE_BUDGET_MESSAGE}:  # a calm page, not a failed-reply retry
-        context = page_context(participant, flow.CHAT, message=flow.LIVE_BUDGET_MESSAGE, hide_withdraw=False)
+        context = page_context(
+            participant,
+            flow.CHAT,
+            message=flow.LIVE_BUDGET_MESSAGE,
+            hide_withdraw=False,
+            personal_link=personal_link(request, participant),
+        )
         return render(request, "participant/paused.html", context, status=503)
     if outcome["type"] == "error":
         return redirect(reverse("collection:chat", kwargs={"token": token}) + "?reply=failed")
     return redirect("collection:resume", token=token)
 
 
-@never_cache
-@require_POST
-def chat_finish(request: HttpRequest, token: str) -> HttpResponse:
-    _, position = flow.enter(token)
-    if position.step == flow.CHAT:
-        flow.do_finish_chat(position.chat)
-    return redirect("collection:resume", token=token)
+UNSENT_MESSAGE = (
+    "Your message has not been sent yet, so the chat is not finished. "
+    "Please send it, or clear the box, and then finish the chat. Your text is still in the box."
+)
+
+
+def unsent_message(request: HttpRequest) -> str:
+    """Words in the message box that came with a press of "Finish the chat": typed, never sent."""
+    return str(request.POST.get("message", "")).strip()
+
+
+def refuse_finish(request: HttpRequest, participant: Participant) -> HttpResponse:
+    """Back to the chat with the unsent words in the box and a calm note saying what to do with them."""
+    form = MessageForm(request.POST)
+    form.add_error("message", UNSENT_MESSAGE)
+    return ps.bounce(request, form, reverse("collection:chat", kwargs={"token": participant.token}))
+
+
+@participant_step(flow.CHAT)
+def chat_finish(request: HttpRequest, participant: Participant, position: flow.Position) -> HttpResponse:
+    """End the chat: never while the message box holds unsent words, and only after "Finish the chat?".
+
+    The Finish button belongs to the message form, so whatever is in the box comes with it, even
+    without JavaScript: finishing then would throw those words away for good, so the chat page comes
+    back with them still in the box. An empty box leads to the question page (GET); only its "Yes"
+    ends the chat, which cannot be undone.
+    """
+    if request.method == "POST" and unsent_message(request):
+        return refuse_finish(request, participant)
+    if not flow.finish_is_open(position.chat):
+        return redirect("collection:chat", token=participant.token)
+    if request.method != "POST":
+        return render(request, "participant/chat_finish.html", page_context(participant, flow.CHAT))
+    if request.POST.get("confirm") != "yes":
+        return redirect("collection:chat_finish", token=participant.token)
+    flow.do_finish_chat(position.chat)
+    return redirect("collection:resume", token=participant.token)
 
 
 @participant_step(flow.POST_PANAS)

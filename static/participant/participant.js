@@ -53,15 +53,33 @@
     if (st) Object.keys(st).forEach(function (k) { if (k.indexOf("attune-") === 0) st.removeItem(k); });
   }
 
-  /* One submission per click: disable the button just after the browser has taken the form data. */
+  /* One submission per click: disable the button just after the browser has taken the form data.
+     A button must never stay dead, so the form is released again when its page is shown anew (back-forward
+     cache: pageshow), when its navigation ends without a new page (the browser's Stop, a dropped connection:
+     the Navigation API's navigateerror) and, where that API is missing, after a while. */
+  var onceForms = [];
+  function holdOnce(form, button) {
+    form.dataset.submitting = "1";
+    setTimeout(function () { button.disabled = true; }, 0);
+    if (!window.navigation) form.onceRelease = setTimeout(function () { releaseOnce(form); }, 10000);
+  }
+  function releaseOnce(form) {
+    clearTimeout(form.onceRelease);
+    if (form.dataset.submitting !== "1") return;
+    delete form.dataset.submitting;
+    form.querySelectorAll("button[data-once]").forEach(function (b) { b.disabled = false; });
+  }
+  function releaseAllOnce() { onceForms.forEach(releaseOnce); }
+  window.addEventListener("pageshow", function (event) { if (event.persisted) releaseAllOnce(); });
+  if (window.navigation) window.navigation.addEventListener("navigateerror", releaseAllOnce);
   document.querySelectorAll("form").forEach(function (form) {
     if (form.hasAttribute("data-chat-form")) return;
+    onceForms.push(form);
     form.addEventListener("submit", function (event) {
       var button = event.submitter || form.querySelector("[data-once]");
       if (button && button.hasAttribute("data-once")) {
         if (form.dataset.submitting === "1") { event.preventDefault(); return; }
-        form.dataset.submitting = "1";
-        setTimeout(function () { button.disabled = true; }, 0);
+        holdOnce(form, button);
       }
     });
   });
@@ -180,6 +198,14 @@
   if (form) {
     var area = form.querySelector("textarea");
     form.addEventListener("submit", function (event) {
+      if (event.submitter && event.submitter.hasAttribute("data-finish")) {
+        /* "Finish the chat" is an ordinary post that takes the box's text along: the server refuses to
+           finish while it holds unsent words (the page comes back with them), and otherwise asks first. */
+        if (form.dataset.submitting === "1") { event.preventDefault(); return; }
+        if (onceForms.indexOf(form) === -1) onceForms.push(form);
+        holdOnce(form, event.submitter);
+        return;
+      }
       event.preventDefault();
       if (form.dataset.submitting === "1") return;
       if (!area.value.trim()) { showError("Please write a message before sending."); area.focus(); return; }

@@ -144,7 +144,8 @@ def test_a_whole_participant_study_passes_the_policy(watch, settings, live_serve
 
     Study.objects.filter(pk=study.pk).update(min_turns=1)  # one turn is enough to see the finish button
     assert at_current_step().endswith("/chat/")  # the chat with its finish button
-    client.post(base + "chat/finish/")
+    watch.visit(base + "chat/finish/")  # "Finish the chat?"
+    client.post(base + "chat/finish/", {"confirm": "yes"})
     at_current_step()  # feelings after
     client.post(base + "feelings-after/", dict.fromkeys(cat.PANAS_ITEMS, "5"))
     at_current_step()  # your view

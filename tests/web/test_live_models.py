@@ -19,7 +19,7 @@ from collection.chat_model import CallRecord, ChatModelError, ReplyRequest, _bac
 from collection.live_spend import price_call, study_spend
 from collection.models import Conversation, LiveCall, OriginalModel, Study, Turn
 from collection.study_flow import LIVE_BUDGET_MESSAGE
-from tests.web.test_participant_flow import Walker
+from tests.web.test_participant_flow import Walker, personal_link_shown
 
 PRICED = "openai/attune-priced"
 UNPRICED = "openai/attune-unpriced-model"
@@ -204,6 +204,19 @@ def test_no_new_live_call_once_the_dollar_budget_is_spent(client, participant, l
     Study.objects.filter(pk=participant.study_id).update(live_spend_budget_usd=Decimal("5.00"))
     assert walker.reply(2)[-1]["type"] == "done"
     assert study_spend(Study.objects.get(pk=participant.study_id)).cost_usd == Decimal("1.0")
+
+
+def test_the_paused_page_shows_the_personal_link_and_its_address_opens_the_chat_later(client, participant, live):
+    Study.objects.filter(pk=participant.study_id).update(live_spend_budget_usd=Decimal("0.50"))
+    walker, _ = live_walker(client, participant, live)
+    walker.turn(1)  # the budget is spent
+    walker.send("And another thing.", 2)
+    paused = walker.post(walker.url("chat/reply/2/"))
+    html = walker.body(paused)
+    assert paused.status_code == 503 and "The study is paused for now" in html
+    assert personal_link_shown(html) == f"http://testserver{walker.url()}"
+    reopened = walker.get(walker.url("chat/reply/2/"))  # the paused page's address, opened again later
+    assert reopened.status_code == 302 and reopened.url == walker.url("chat/")
 
 
 def test_a_live_rewrite_is_priced_into_the_spend(client, participant, live):

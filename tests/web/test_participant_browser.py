@@ -307,10 +307,25 @@ def test_full_participant_walk_exports_exactly_what_was_entered(page, site, live
             }
         )
 
-    # after three turns the participant may finish
+    # after three turns the participant may finish: a message typed but not sent stops that, with its words kept
     expect(page.get_by_role("button", name="Finish the chat")).to_be_visible()
     shot(page, "12-chat-can-finish")
+    unsent = "One more thing I wanted to say."
+    page.get_by_label("Your message").fill(unsent)
     page.get_by_role("button", name="Finish the chat").click()
+    expect(page.locator("#error-message")).to_contain_text("Your message has not been sent yet")
+    expect(page.get_by_label("Your message")).to_have_value(unsent)
+    expect(page.get_by_label("Your message")).to_be_focused()
+    shot(page, "12-chat-finish-unsent")
+    page.get_by_label("Your message").fill("")
+    page.get_by_role("button", name="Finish the chat").click()
+    expect(page.get_by_role("heading", name="Finish the chat?")).to_be_visible()
+    shot(page, "12-chat-finish-confirm")
+    page.get_by_role("link", name="Back to the chat").click()
+    expect(page.get_by_role("heading", name=re.compile("^Chat about"))).to_be_visible()
+    assert Conversation.objects.get().turns.count() == 3  # nothing sent, nothing finished
+    page.get_by_role("button", name="Finish the chat").click()
+    page.get_by_role("button", name="Yes, finish the chat").click()
 
     expect(page.get_by_role("heading", name="How do you feel now, after the chat?")).to_be_visible()
     post = panas_ratings(3)
@@ -567,3 +582,58 @@ def test_withdrawal_from_the_chat_excludes_the_conversation_from_export(page, si
     assert conversation.conversation_id not in exported
     assert len(exported) == 1
     assert PairwiseComparison.objects.count() == 0
+
+
+def test_a_stopped_or_restored_page_can_be_sent_again_and_a_double_click_still_sends_once(page, site):
+    participant = flow.do_enrol(site.study)
+    page.goto(f"/s/{participant.token}/")
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    # the server takes its time: the post hangs until the participant presses Stop
+    page.route("**/consent/", lambda route: None if route.request.method == "POST" else route.fallback())
+    page.evaluate(
+        "document.querySelector('form').addEventListener('submit', () => setTimeout(() => window.stop(), 1000))"
+    )
+    page.get_by_label("I have read the information above and I agree to take part.").check()
+    button = page.get_by_role("button", name="Continue")
+    button.click()  # returns once Stop has ended the hanging post
+    expect(button).to_be_enabled()  # after Stop the button works again
+    page.unroute("**/consent/")
+    sent_before = len(posts)
+    button.dblclick()
+    expect(page.get_by_role("heading", name="A little about you")).to_be_visible()
+    assert len(posts) == sent_before + 1  # the double click sent the form once
+    assert Participant.objects.get(pk=participant.pk).consents.count() == 1
+
+    # back from the back-forward cache the page is as it was left, mid-submission: it is released on pageshow
+    page.get_by_label("25-34", exact=True).check()
+    page.evaluate("document.querySelector('form[data-keep]').addEventListener('submit', e => e.preventDefault())")
+    save = page.get_by_role("button", name="Save and continue")
+    save.click()
+    expect(save).to_be_disabled()
+    page.evaluate("window.dispatchEvent(new PageTransitionEvent('pageshow', {persisted: true}))")
+    expect(save).to_be_enabled()
+
+
+def test_the_personal_link_can_be_copied_or_without_javascript_selected(browser, site, live_server):
+    context = browser.new_context(viewport=DESKTOP, base_url=live_server.url)
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
+    page = context.new_page()
+    page.goto(f"/join/{site.study.slug}/")
+    page.get_by_role("button", name="Start").click()
+    expect(page.get_by_role("heading", name="Your personal link")).to_be_visible()
+    link = f"{live_server.url}/s/{token_of(page)}/"
+    expect(page.get_by_label("Your link to come back")).to_have_value(link)
+    page.get_by_role("button", name="Copy the link").click()
+    expect(page.locator("[data-copy=personal-link]")).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == link
+    shot(page, "01-consent-personal-link")
+    context.close()
+
+    plain = browser.new_context(viewport=DESKTOP, base_url=live_server.url, java_script_enabled=False)
+    page = plain.new_page()
+    page.goto(link)
+    box = page.get_by_label("Your link to come back")
+    expect(box).to_have_value(link)  # there to select and copy by hand
+    expect(page.get_by_role("button", name="Copy the link")).to_be_hidden()  # no button that would do nothing
+    plain.close()

@@ -30,6 +30,7 @@ from collection.chat_model import _TOPIC_LINES, ReplyRequest, offline_reply
 from collection.models import (
     Consent,
     Conversation,
+    ConversationWideAnswers,
     OriginalModel,
     PanasSurvey,
     Participant,
@@ -144,17 +145,31 @@ class Walker:
         self.annotate(turn_number)
 
     def finish(self) -> None:
-        self.post(self.url("chat/finish/"))
+        self.post(self.url("chat/finish/"), {"confirm": "yes"})
         self.post(self.url("feelings-after/"), dict.fromkeys(cat.PANAS_ITEMS, "5"))
-        self.post(
-            self.url("your-view/"),
-            {
-                "looking_for": [cat.Q1_OPTIONS[1]],
-                "emotion_clarity": cat.Q2_OPTIONS[0],
-                "model_fit": cat.Q3_OPTIONS[0],
-                **{f"branch_{b}": "6" for b in cat.FOUR_BRANCHES},
-            },
-        )
+        self.post(self.url("your-view/"), survey_answers())
+
+    def to_survey(self) -> Conversation:
+        """Chat the minimum three turns, finish, and answer the feelings after: the survey page is next."""
+        conversation = self.to_chat()
+        for n in (1, 2, 3):
+            self.turn(n)
+        self.post(self.url("chat/finish/"), {"confirm": "yes"})
+        self.post(self.url("feelings-after/"), dict.fromkeys(cat.PANAS_ITEMS, "5"))
+        assert self.current().endswith("/your-view/")
+        return conversation
+
+
+def survey_answers(**changes: Any) -> dict[str, Any]:
+    """A complete, valid survey post, with ``changes`` applied (a value of None leaves that answer out)."""
+    answers = {
+        "looking_for": [cat.Q1_OPTIONS[1]],
+        "emotion_clarity": cat.Q2_OPTIONS[0],
+        "model_fit": cat.Q3_OPTIONS[0],
+        **{f"branch_{b}": "6" for b in cat.FOUR_BRANCHES},
+        **changes,
+    }
+    return {k: v for k, v in answers.items() if v is not None}
 
 
 @pytest.fixture
@@ -377,7 +392,7 @@ def test_overlong_free_text_in_the_survey_is_refused_and_kept(walker):
     walker.turn(1)
     walker.turn(2)
     walker.turn(3)
-    walker.post(walker.url("chat/finish/"))
+    walker.post(walker.url("chat/finish/"), {"confirm": "yes"})
     walker.post(walker.url("feelings-after/"), dict.fromkeys(cat.PANAS_ITEMS, "5"))
     answers = {
         "looking_for": [cat.Q1_OPTIONS[1]],
@@ -390,6 +405,43 @@ def test_overlong_free_text_in_the_survey_is_refused_and_kept(walker):
     html = walker.body(page)
     assert "This is 4100 characters long and the limit is 4000" in html and "z" * 4100 in html
     assert Conversation.objects.get().status == Conversation.Status.ANNOTATING
+
+
+def test_words_under_other_choose_other_even_with_no_box_ticked(walker):
+    conversation = walker.to_survey()
+    answers = survey_answers(looking_for=None, looking_for_other="Someone to check in on me")
+    saved = walker.post(walker.url("your-view/"), answers)
+    assert saved.status_code == 302 and walker.current().endswith("/thank-you/")
+    assert ConversationWideAnswers.objects.get(conversation=conversation).looking_for == [cat.Q1_OTHER]
+    conversation.refresh_from_db()
+    assert conversation.metadata_extra[cat.Q1_OTHER_TEXT_KEY] == "Someone to check in on me"
+
+
+def test_the_first_question_still_needs_a_box_or_words_under_other(walker):
+    walker.to_survey()
+    for other in ("", "   "):
+        page = walker.refused(
+            walker.post(walker.url("your-view/"), survey_answers(looking_for=None, looking_for_other=other))
+        )
+        assert "Please choose at least one answer" in walker.body(page)
+    assert not ConversationWideAnswers.objects.exists()
+
+
+def test_other_text_counts_line_breaks_once_and_is_refused_calmly_when_too_long(walker):
+    conversation = walker.to_survey()
+    page = walker.refused(walker.post(walker.url("your-view/"), survey_answers(looking_for_other="w" * 301)))
+    html = walker.body(page)
+    assert "This is 301 characters long and the limit is 300" in html and "w" * 301 in html
+    assert "Ensure this value" not in html  # not Django's default wording
+    alone = walker.refused(
+        walker.post(walker.url("your-view/"), survey_answers(looking_for=None, looking_for_other="w" * 301))
+    )
+    assert "Please choose at least one answer" not in walker.body(alone)  # the words are an answer: only too long
+    # 300 characters as the live counter counts them, though the browser posts each line break as CR LF
+    saved = walker.post(walker.url("your-view/"), survey_answers(looking_for_other="a\r\n" * 149 + "ab"))
+    assert saved.status_code == 302 and walker.current().endswith("/thank-you/")
+    conversation.refresh_from_db()
+    assert conversation.metadata_extra[cat.Q1_OTHER_TEXT_KEY] == "a " * 149 + "ab"
 
 
 def test_no_new_message_before_the_reply_is_annotated(walker):
@@ -424,12 +476,53 @@ def test_finishing_needs_the_minimum_number_of_turns(walker):
     walker.turn(1)
     walker.turn(2)
     assert "Finish the chat" not in walker.body(walker.get(walker.url("chat/")))
-    walker.post(walker.url("chat/finish/"))
+    walker.post(walker.url("chat/finish/"), {"confirm": "yes"})
     assert walker.current().endswith("/chat/")
     walker.turn(3)
     assert "Finish the chat" in walker.body(walker.get(walker.url("chat/")))
-    walker.post(walker.url("chat/finish/"))
+    walker.post(walker.url("chat/finish/"), {"confirm": "yes"})
     assert walker.current().endswith("/feelings-after/")
+
+
+def test_finishing_with_an_unsent_message_is_refused_calmly_and_keeps_the_words(walker):
+    walker.to_chat()
+    for n in (1, 2, 3):
+        walker.turn(n)
+    html = walker.body(walker.get(walker.url("chat/")))
+    # the Finish button belongs to the message form, so the box's text goes with it, even without JavaScript
+    form = re.search(r"<form[^>]*data-chat-form.*?</form>", html, re.S).group(0)
+    assert f'formaction="{walker.url("chat/finish/")}"' in form and "Finish the chat" in form
+    unsent = "Actually, one more thing:\r\nthank you for listening."
+    refused = walker.post(walker.url("chat/finish/"), {"message": unsent, "turn_number": 4, "confirm": "yes"})
+    assert refused.status_code == 302 and refused.url == walker.url("chat/")
+    html = walker.body(walker.get(refused.url))
+    assert "Your message has not been sent yet, so the chat is not finished." in html
+    assert "Please send it, or clear the box, and then finish the chat." in html
+    assert re.search(r"<textarea[^>]*>Actually, one more thing:\s+thank you for listening.</textarea>", html)
+    assert Conversation.objects.get().status == Conversation.Status.IN_PROGRESS
+    assert walker.current().endswith("/chat/")
+    assert walker.send("Actually, one more thing: thank you for listening.", 4).status_code == 200  # send it now
+
+
+def test_finishing_the_chat_asks_first_and_only_yes_finishes(walker):
+    walker.to_chat()
+    for n in (1, 2, 3):
+        walker.turn(n)
+    asked = walker.post(walker.url("chat/finish/"), {"message": "  ", "turn_number": 4})  # an empty box
+    assert asked.status_code == 302 and asked.url == walker.url("chat/finish/")
+    page = walker.get(asked.url)
+    html = walker.body(page)
+    assert page.status_code == 200 and "<h1>Finish the chat?</h1>" in html
+    assert "You won&rsquo;t be able to add more messages" in html
+    assert re.search(r'<button type="submit" name="confirm" value="yes"[^>]*>Yes, finish the chat</button>', html)
+    assert f'href="{walker.url("chat/")}"' in html and "Back to the chat" in html
+    assert Conversation.objects.get().status == Conversation.Status.IN_PROGRESS
+    assert walker.current().endswith("/chat/")  # asking is not finishing: the study link still opens the chat
+    walker.post(walker.url("chat/finish/"), {"confirm": "yes"})
+    assert Conversation.objects.get().status == Conversation.Status.ANNOTATING
+    assert walker.current().endswith("/feelings-after/")
+    moved_on = walker.get(walker.url("chat/finish/"))  # the confirm page, opened again after finishing
+    assert moved_on.status_code == 302 and moved_on.url.endswith("/feelings-after/")
 
 
 def test_chat_stops_taking_messages_at_the_maximum(walker, study):
@@ -486,6 +579,59 @@ def test_mood_needs_a_feeling_or_no_change_and_not_both(walker):
     ]
 
 
+def error_summary(html: str) -> str:
+    """The text of the error summary at the top of a refused page, tags removed."""
+    block = re.search(r'<div class="error-summary".*?</div>', html, re.S).group(0)
+    return " ".join(re.sub(r"<[^>]+>", " ", block).split())
+
+
+def test_the_error_summary_counts_the_answers_that_need_attention_and_calls_none_missing_that_is_not(walker):
+    walker.to_survey()
+    # nothing chosen, and a comment over its limit: seven answers are missing, one is too long
+    page = walker.refused(walker.post(walker.url("your-view/"), {"comment": "z" * 4100}))
+    summary = error_summary(walker.body(page))
+    assert "8 answers need attention. Each one is marked below in red" in summary
+    assert "missing" not in summary
+
+
+def test_the_error_summary_does_not_count_a_page_wide_problem_as_an_answer(walker):
+    conversation = walker.to_chat()
+    answered_turn(conversation)
+    url = walker.url("turn/1/")
+    ids, shown = answers_page(walker, url)
+    # no feeling ticked (a problem of the whole mood section) and two answers left out: two answer errors
+    answers = {k: v for k, v in every_answer(ids).items() if k not in (f"observed_{ids[0]}", f"observed_{ids[1]}")}
+    summary = error_summary(
+        walker.body(walker.refused(walker.post(url, {"step": "answers", "shown": shown, **answers})))
+    )
+    assert "Please tick at least one feeling" in summary
+    assert summary.count("Please say whether this happened") == 2  # each one listed, linked to its question
+    assert "answers" not in summary.replace("Some answers need attention", "")  # no count of 3 "answers"
+    # every answer left out: the count is of answers, without the mood section's problem
+    summary = error_summary(walker.body(walker.refused(walker.post(url, {"step": "answers", "shown": shown}))))
+    assert f"{2 * len(ids)} answers need attention" in summary
+
+
+def test_the_mood_and_pair_errors_are_linked_from_the_summary_and_described_to_screen_readers(walker):
+    conversation = walker.to_chat()
+    answered_turn(conversation)
+    url = walker.url("turn/1/")
+    ids, shown = answers_page(walker, url)
+    html = walker.body(walker.refused(walker.post(url, {"step": "answers", "shown": shown, **every_answer(ids)})))
+    mood = re.search(r'<fieldset class="mood has-error"[^>]*>', html).group(0)
+    assert 'id="field-mood"' in mood and 'aria-describedby="error-mood"' in mood
+    assert re.search(r'<p class="field-error" id="error-mood">.*Please tick at least one feeling', html)
+    assert '<li><a href="#field-mood">Please tick at least one feeling' in html  # the summary links to it
+    save_answers(walker, url)
+    walker.post(url, {"step": "rewrite", "human_edited": "Mine", "questions": ["general"]})
+    html = walker.body(walker.refused(walker.post(url, {"step": "compare"})))
+    pairs = re.findall(r'<fieldset class="pair has-error" id="field-(winner_\d+)"[^>]*>', html)
+    assert len(pairs) == 3
+    for name in pairs:
+        assert re.search(rf'id="field-{name}" data-answer-group aria-describedby="error-{name}"', html)
+        assert f'id="error-{name}"' in html
+
+
 def test_no_change_is_stored_as_an_empty_tag_list(walker):
     conversation = walker.to_chat()
     turn = answered_turn(conversation)
@@ -514,7 +660,7 @@ def test_all_behaviour_questions_are_on_one_page_first_person_each_with_its_own_
     )
     html = walker.body(page)
     assert "Please say whether you wanted this" in html and "Please say whether this happened" in html
-    assert "answers are missing" in html
+    assert "71 answers need attention" in html
     assert not BinaryJudgement.objects.filter(turn=turn).exists()
     assert re.search(r'name="observed_B1" value="yes"[^>]*checked', html)  # the answer given is kept
 
@@ -730,6 +876,20 @@ def test_pages_of_other_steps_redirect_to_the_current_one(walker):
     assert Consent.objects.count() == 1
 
 
+def test_opening_a_post_only_address_goes_to_the_current_step_not_a_blank_page(walker, study):
+    walker.to_chat()
+    walker.send("Are you there?", 1)  # a reply is outstanding: the participant is on the chat page
+    for suffix in ("chat/send/", "chat/reply/1/", "chat/finish/"):
+        response = walker.get(walker.url(suffix))
+        assert response.status_code == 302 and response.url == walker.url("chat/"), suffix
+    walker.reply(1)
+    opened = walker.get(walker.url("chat/reply/1/"))  # e.g. the address of the paused page, reopened later
+    assert opened.status_code == 302 and opened.url == walker.url("turn/1/")
+    assert walker.client.get("/s/not-a-token/chat/send/").status_code == 404
+    flow.do_withdraw(walker.participant)
+    assert "You have withdrawn" in walker.body(walker.get(walker.url("chat/send/")))
+
+
 def test_double_submitted_topic_creates_one_conversation(walker):
     walker.consent()
     walker.profile()
@@ -824,6 +984,41 @@ def test_shared_device_asks_before_resuming_and_defaults_to_someone_new(client, 
     assert "Is this a new person?" not in html and "Welcome to" in html
     assert client.post(f"/join/{study.slug}/", {"choice": "continue"}).url.endswith("?expired=1")
     assert Participant.objects.count() == 2
+
+
+def personal_link_shown(html: str) -> str:
+    """The study link in the page's "Your personal link" box ('' when there is none)."""
+    found = re.search(r'<textarea id="personal-link"[^>]*>([^<]*)</textarea>', html)
+    return found.group(1) if found else ""
+
+
+def test_a_joined_participant_is_shown_their_own_personal_link_to_keep(client, study):
+    page = client.get(f"/join/{study.slug}/")
+    joined = client.post(f"/join/{study.slug}/", {"start": start_value(page.content.decode())})
+    walker = Walker(client, Participant.objects.get())
+    walker.token = joined.url.split("/")[2]
+    link = f"http://testserver/s/{walker.token}/"
+    consent = walker.body(walker.get(walker.url("consent/")))
+    assert personal_link_shown(consent) == link
+    assert "Your personal link" in consent and 'data-copy="personal-link"' in consent  # and a copy button
+    walker.consent()
+    assert personal_link_shown(walker.body(walker.get(walker.url("about-you/")))) == link
+    # it is theirs only: the join page that the next person on this device sees never shows it
+    again = client.get(f"/join/{study.slug}/").content.decode()
+    assert "Is this a new person?" in again and walker.token not in again
+    # nor do pages that are not about coming back later
+    walker.profile()
+    assert personal_link_shown(walker.body(walker.get(walker.url("feelings-before/")))) == ""
+
+
+def test_the_come_back_later_page_shows_the_personal_link(walker):
+    OriginalModel.objects.update(active=False)
+    walker.consent()
+    walker.profile()
+    walker.pre_panas()
+    page = walker.topic()
+    assert page.status_code == 503 and "Please come back later" in walker.body(page)
+    assert personal_link_shown(walker.body(page)) == f"http://testserver/s/{walker.token}/"
 
 
 def test_forms_require_csrf(participant):
@@ -982,7 +1177,7 @@ def test_no_participant_response_ever_contains_a_real_model_name(walker, setting
         walker.turn(n)
     walker.get(walker.url("turn/3/review/"))
     walker.post(walker.url("turn/3/review/"), {})
-    walker.post(walker.url("chat/finish/"))
+    walker.post(walker.url("chat/finish/"), {"confirm": "yes"})
     walker.post(walker.url("feelings-after/"), {})
     walker.finish()
     walker.get(walker.current())

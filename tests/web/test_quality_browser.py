@@ -139,6 +139,7 @@ def test_a_participant_who_answers_the_checks_wrongly_is_flagged_for_the_researc
     page.get_by_role("button", name="Save and continue").click()
 
     page.get_by_role("button", name="Finish the chat").click()
+    page.get_by_role("button", name="Yes, finish the chat").click()
     expect(page.get_by_role("heading", name="How do you feel now, after the chat?")).to_be_visible()
     fill_panas(page, panas_ratings(2))
     page.get_by_role("button", name="Save and continue").click()

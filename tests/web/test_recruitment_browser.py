@@ -82,7 +82,7 @@ def test_from_the_entry_url_to_the_completion_redirect_and_back_again(page: Page
     walker.topic()
     for number in range(1, site.study.min_turns + 1):
         walker.turn(number)
-    walker.post(walker.url("chat/finish/"))
+    walker.post(walker.url("chat/finish/"), {"confirm": "yes"})
 
     page.goto(f"/s/{participant.token}/")
     expect(page.get_by_role("heading", name="How do you feel now, after the chat?")).to_be_visible()

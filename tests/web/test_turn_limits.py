@@ -98,12 +98,12 @@ def test_a_chat_with_a_reply_outstanding_cannot_be_finished(walker, study):
     walker.turn(1)
     walker.send("a second message, never answered", 2)
     assert "Finish the chat" not in walker.body(walker.get(walker.url("chat/")))
-    walker.post(walker.url("chat/finish/"))
+    walker.post(walker.url("chat/finish/"), {"confirm": "yes"})
     conversation.refresh_from_db()
     assert conversation.status == Conversation.Status.IN_PROGRESS
     walker.reply(2)
     walker.annotate(2)
-    walker.post(walker.url("chat/finish/"))
+    walker.post(walker.url("chat/finish/"), {"confirm": "yes"})
     conversation.refresh_from_db()
     assert conversation.status == Conversation.Status.ANNOTATING
 
