@@ -275,3 +275,12 @@ def export_dir(settings, tmp_path):
     """Exports written under the test's temporary directory, never into the real data dir."""
     settings.ATTUNE_EXPORT_DIR = tmp_path / "exports"
     return settings.ATTUNE_EXPORT_DIR
+
+
+@pytest.fixture
+def schema_restored():
+    """Migrates forward to the newest schema afterwards, even when a migration test failed half-way back in time."""
+    from tests.migrations import migrate_to_newest
+
+    yield
+    migrate_to_newest()

@@ -277,12 +277,6 @@ def test_a_full_study_takes_returning_ids_but_no_new_ones(client, platform_study
     assert full.status_code == 403 and Participant.objects.count() == 1
 
 
-@pytest.fixture
-def schema_restored():
-    yield
-    migrate_to_newest()
-
-
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_hashes_stored_ids_and_drops_the_column(schema_restored, settings):
     old = unapply("collection", "0008_platform_entry_and_live_spend")

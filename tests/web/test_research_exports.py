@@ -209,17 +209,6 @@ def test_export_of_2000_generated_conversations_completes_in_the_background_and_
     assert len(set(table.column("conversation_id").to_pylist())) == 2000
 
 
-@pytest.fixture
-def schema_restored():
-    """Migrates forward to the newest schema afterwards, even when the test failed half-way back in time."""
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
-    yield
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
-
-
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_keeps_an_earlier_identity_hash_under_its_name(schema_restored):
     """A hash taken with the real model names is not presented as the default export's hash."""

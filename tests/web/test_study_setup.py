@@ -613,13 +613,6 @@ def test_staff_outside_the_research_group_cannot_set_up_studies(demo_defaults, d
 # ---------------------------------------------------------------------------
 
 
-@pytest.fixture
-def schema_restored():
-    """Migrates forward to the newest schema afterwards, even when the test failed half-way back in time."""
-    yield
-    migrate_to_newest()
-
-
 @pytest.mark.django_db(transaction=True)
 def test_active_studies_become_open_and_inactive_ones_closed(schema_restored):
     OldStudy = unapply("collection", "0008_study_setup_status_pool_quotas_preview").get_model("collection", "Study")
