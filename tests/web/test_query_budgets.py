@@ -542,7 +542,8 @@ ENDPOINTS = [
     ),
     Endpoint(
         "research:run",
-        8,  # run, its score, first 500 conversation scores (+conversation, topic), stalled and failed conversations
+        9,  # run, its score, first 500 conversation scores (+conversation, topic), stalled and failed conversations,
+        # how many of its conversations' participants withdrew
         lambda w: _r("research:run", w.main_run.pk),
         lambda w: [w.conversation_id(w.n - 1)],
     ),
