@@ -650,18 +650,23 @@ def paid_tag(run_conversation_id: int, attempt: int) -> str:
     return f"rc{run_conversation_id}.a{attempt}"
 
 
+def paid_attempt(tag: str, run_conversation_id: int) -> int | None:
+    """The attempt of this run-conversation that ``paid_tag`` named, or None for anyone else's tag."""
+    prefix = f"rc{run_conversation_id}.a"
+    number = tag[len(prefix) :]
+    return int(number) if tag.startswith(prefix) and number.isdigit() else None
+
+
 def _recoverable(run_conversation_id: int, counted_attempt: int, attempt: int) -> Any:
     """Whether a cache entry was paid by one of this conversation's attempts whose accounting was lost.
 
     Those are the attempts after the last one stored (``counted_attempt``) and
     before this one: their workers died before storing what they paid.
     """
-    prefix = f"rc{run_conversation_id}.a"
 
     def recoverable(tag: str) -> bool:
-        if not tag.startswith(prefix) or not tag[len(prefix) :].isdigit():
-            return False
-        return counted_attempt < int(tag[len(prefix) :]) < attempt
+        paid = paid_attempt(tag, run_conversation_id)
+        return paid is not None and counted_attempt < paid < attempt
 
     return recoverable
 
@@ -672,12 +677,10 @@ def _counted_earlier(run_conversation_id: int, counted_attempt: int) -> Any:
     A failed conversation that is resumed finds its earlier answers in the cache: paid once, by this run,
     so neither paid again nor a hit on another run's cache (``calls_reused``).
     """
-    prefix = f"rc{run_conversation_id}.a"
 
     def counted(tag: str) -> bool:
-        if not tag.startswith(prefix) or not tag[len(prefix) :].isdigit():
-            return False
-        return 0 < int(tag[len(prefix) :]) <= counted_attempt
+        paid = paid_attempt(tag, run_conversation_id)
+        return paid is not None and 0 < paid <= counted_attempt
 
     return counted
 

@@ -546,12 +546,8 @@ class Replayer:
                 if answer is not None:
                     record = ledger.record(spec, ctx, role, attempt=1)
                     record.messages = capped_messages(messages)
-                    record.raw_reply = capped(cached.response)
+                    record.reused(cached.response, cached.prompt_tokens, cached.completion_tokens, cached.cost_usd)
                     record.parsed = answer_json(answer)
-                    record.prompt_tokens = cached.prompt_tokens
-                    record.completion_tokens = cached.completion_tokens
-                    record.cost_usd = cached.cost_usd
-                    record.cached = True
                     tag = cached.paid_by
                     if tag is not None and self.recoverable is not None and self.recoverable(tag):
                         ledger.recovered(cached)
@@ -581,11 +577,7 @@ class Replayer:
                     ledger.stats.calls_recovered += 1
                     ledger.stats.requests_recovered += 1
                     self.totals.calls_recovered += 1
-                    record.cached = True
-                    record.raw_reply = capped(found.text)
-                    record.prompt_tokens = found.prompt_tokens
-                    record.completion_tokens = found.completion_tokens
-                    record.cost_usd = found.cost_usd
+                    record.reused(found.text, found.prompt_tokens, found.completion_tokens, found.cost_usd)
                     return found
 
             async def once() -> Completion:

@@ -72,6 +72,14 @@ class CallRecord:
     transport_attempts: int = 0  # requests the scheduler sent for this attempt (1 = no transport retry)
     cached: bool = False
 
+    def reused(self, reply: str | None, prompt_tokens: int, completion_tokens: int, cost_usd: float | None) -> None:
+        """An answer not sent for now (the call cache, a dead attempt's journal): its reply and what it cost then."""
+        self.raw_reply = capped(reply)
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
+        self.cost_usd = cost_usd
+        self.cached = True
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "sequence": self.sequence,
