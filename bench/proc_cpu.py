@@ -7,19 +7,80 @@ the code they measure, so they report each one's share.
 from __future__ import annotations
 
 import os
+import threading
+import time
+from bisect import bisect_left
 from pathlib import Path
 
 
-def tree_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a live process and all its descendants (an ended one counts 0)."""
-    total, pending = 0.0, [pid]
+def tree_cpu_by_pid(pid: int) -> dict[int, float]:
+    """User + system CPU seconds of a live process and each of its live descendants, by pid."""
+    seconds: dict[int, float] = {}
+    pending = [pid]
     while pending:
         current = pending.pop()
         try:
             fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            seconds[current] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
             for task in Path(f"/proc/{current}/task").iterdir():
                 pending += [int(child) for child in (task / "children").read_text().split()]
         except (FileNotFoundError, ProcessLookupError):
             continue  # it ended meanwhile
-    return total
+    return seconds
+
+
+def tree_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a live process and all its descendants (an ended one counts 0)."""
+    return sum(tree_cpu_by_pid(pid).values())
+
+
+class CpuTrace:
+    """CPU seconds of process trees over wall time, sampled in a thread, to read off any window.
+
+    Why: a benchmark's window (first request to last answer, say) is known only afterwards, from the
+    provider's clock, and a child that exits before the window closes must keep the CPU it used, so
+    each pid's last reading is kept rather than re-summing the live tree.
+    """
+
+    def __init__(self, pids: list[int], interval_s: float = 0.02) -> None:
+        self._pids, self._interval = pids, interval_s
+        self._last: dict[int, float] = {}
+        self._times: list[float] = []
+        self._totals: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-trace", daemon=True)
+
+    def __enter__(self) -> CpuTrace:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._sample()
+
+    def _sample(self) -> None:
+        for pid in self._pids:
+            self._last.update(tree_cpu_by_pid(pid))
+        self._times.append(time.time())
+        self._totals.append(sum(self._last.values()))
+
+    def at(self, moment: float) -> float:
+        """CPU seconds used by the traced trees up to ``moment`` (epoch seconds), interpolated."""
+        i = bisect_left(self._times, moment)
+        if i == 0:
+            return self._totals[0]
+        if i >= len(self._times):
+            return self._totals[-1]
+        t0, t1 = self._times[i - 1], self._times[i]
+        c0, c1 = self._totals[i - 1], self._totals[i]
+        return c0 + (c1 - c0) * (moment - t0) / (t1 - t0) if t1 > t0 else c1
+
+    def between(self, start: float, end: float) -> float:
+        """CPU seconds the traced trees used from ``start`` to ``end`` (epoch seconds)."""
+        return self.at(end) - self.at(start)

@@ -20,6 +20,13 @@ replay is measured apart from the process's start-up and its scoring:
 - efficiency bound_s / replay_s (targets: >= 0.9 at 32, >= 0.8 at 64)
 - peak       most requests in flight at the server at once (never above N)
 - cpu_ms_per_call  the eval process's CPU time (user + system, start-up included) / calls
+- replay_cpu_ms_per_call  CPU of the eval processes and the fake provider during the replay only
+                 (first request -> last answer, sampled from /proc) / calls
+- core_use       that CPU / (replay_s x cores): how busy the cores were during the replay
+- cpu_ceiling    bound_s / max(bound_s, that CPU / cores): the best efficiency the machine's
+                 cores allow at that CPU per call. Efficiency near the ceiling means the replay is
+                 limited by the cores, not by how it schedules calls; the targets then need faster
+                 cores (or less CPU per call), not another scheduler.
 
 ``--spread-ms S`` draws each answer's latency uniformly from latency +- S/2 (the
 same mean, so the same bound). The targets are for the constant latency (S = 0),
@@ -49,7 +56,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from proc_cpu import tree_cpu_s
+from proc_cpu import CpuTrace, tree_cpu_s
 
 from attunebench.canonical import dumps_canonical
 from attunebench.replay.protocol import critical_path_calls
@@ -60,9 +67,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_eval(
-    api_base: str, folder: Path, out: Path, concurrency: int, data_dir: Path, processes: int | None = None
-) -> tuple[float, float, str]:
-    """One ``attune eval`` process; returns (its start time, its exit time, its stdout)."""
+    api_base: str,
+    folder: Path,
+    out: Path,
+    concurrency: int,
+    data_dir: Path,
+    server_pid: int,
+    processes: int | None = None,
+) -> tuple[float, float, str, CpuTrace]:
+    """One ``attune eval`` process; returns (its start time, its exit time, its stdout, the CPU trace
+    of it and the server)."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.update({"PYTHONPATH": str(ROOT), "ATTUNE_DATA_DIR": str(data_dir), "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
     command = [
@@ -87,11 +101,13 @@ def run_eval(
     if processes is not None:
         command += ["--processes", str(processes)]
     started = time.time()
-    finished = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with CpuTrace([process.pid, server_pid]) as trace:
+        stdout, stderr = process.communicate()
     ended = time.time()
-    if finished.returncode:
-        raise SystemExit(f"attune eval failed ({finished.returncode}):\n{finished.stderr[-3000:]}")
-    return started, ended, finished.stdout
+    if process.returncode:
+        raise SystemExit(f"attune eval failed ({process.returncode}):\n{stderr[-3000:]}")
+    return started, ended, stdout, trace
 
 
 def main() -> None:
@@ -127,13 +143,17 @@ def main() -> None:
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 server_before = tree_cpu_s(process.pid)
                 out, data = Path(tmp) / f"out-{level}", Path(tmp) / "data"
-                started, ended, stdout = run_eval(api_base, folder, out, level, data, options.processes)
+                started, ended, stdout, trace = run_eval(
+                    api_base, folder, out, level, data, process.pid, options.processes
+                )
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 server_cpu = tree_cpu_s(process.pid) - server_before
                 stats = http_json(f"{control}/stats")
                 calls = stats["requests"]
                 replay = stats["last_answer_at"] - stats["first_request_at"]
                 bound = max(chain * latency, calls * latency / level)
+                replay_cpu = trace.between(stats["first_request_at"], stats["last_answer_at"])
+                cores = os.cpu_count() or 1
                 cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
                 limit_line = next((line for line in stdout.splitlines() if line.startswith("Calls to ")), "")
                 results.append(
@@ -148,6 +168,9 @@ def main() -> None:
                         "peak": stats["peak_in_flight"],
                         "cpu_ms_per_call": 1000 * cpu / max(1, calls),
                         "server_cpu_ms_per_call": 1000 * server_cpu / max(1, calls),
+                        "replay_cpu_ms_per_call": 1000 * replay_cpu / max(1, calls),
+                        "core_use": replay_cpu / (replay * cores),
+                        "cpu_ceiling": bound / max(bound, replay_cpu / cores),
                         "limit_line": limit_line,
                     }
                 )
@@ -171,12 +194,19 @@ def main() -> None:
             f"CPU {r['cpu_ms_per_call']:.2f} ms/call (fake provider {r['server_cpu_ms_per_call']:.2f} ms/call "
             "on the same cores)"
         )
+        print(
+            f"    during the replay: {r['replay_cpu_ms_per_call']:.2f} ms CPU/call (eval + fake provider), "
+            f"cores {100 * r['core_use']:.0f}% busy; the cores allow at most efficiency {r['cpu_ceiling']:.3f} "
+            f"at that CPU per call, so this run reached {r['efficiency'] / r['cpu_ceiling']:.2f} of it"
+        )
         assert r["peak"] <= r["concurrency"], "more calls in flight than --concurrency"
     print(
         " ".join(
             f"c{r['concurrency']}_efficiency={r['efficiency']:.3f} c{r['concurrency']}_replay_s={r['replay_s']:.3f} "
             f"c{r['concurrency']}_startup_s={r['startup_s']:.3f} c{r['concurrency']}_peak={r['peak']} "
-            f"c{r['concurrency']}_cpu_ms_per_call={r['cpu_ms_per_call']:.3f}"
+            f"c{r['concurrency']}_cpu_ms_per_call={r['cpu_ms_per_call']:.3f} "
+            f"c{r['concurrency']}_replay_cpu_ms_per_call={r['replay_cpu_ms_per_call']:.3f} "
+            f"c{r['concurrency']}_cpu_ceiling={r['cpu_ceiling']:.3f}"
             for r in results
         )
         + f" calls={results[0]['calls'] if results else 0} spread_ms={options.spread_ms:g} load1={load[0]:.2f}"
