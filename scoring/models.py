@@ -6,6 +6,7 @@ collected conversations are protected (PROTECT) from anything here.
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 
 from django.conf import settings
@@ -195,6 +196,9 @@ class RunConversation(models.Model):
     )
     heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="When its worker last renewed the lease.")
     attempts = models.PositiveIntegerField(default=0, help_text="Times a worker has claimed it.")
+    # Names its attempts in the call cache and the call journal (``replay_service.paid_tag``). Both live in
+    # Redis, which outlives a database: ids restart in a recreated one, this key does not repeat.
+    paid_key = models.UUIDField(default=uuid.uuid4, editable=False)
     requeued = models.PositiveIntegerField(default=0, help_text="Times it was requeued after its lease lapsed.")
 
     class Meta:

@@ -645,19 +645,24 @@ def runs_to_finalize() -> list[int]:
     )
 
 
-def paid_tag(run_conversation_id: int, attempt: int) -> str:
-    """How a cache entry names the attempt that paid for it."""
-    return f"rc{run_conversation_id}.a{attempt}"
+def paid_tag(item: RunConversation, attempt: int) -> str:
+    """How a cache entry and a journaled answer name the attempt that paid for them.
+
+    The row's random ``paid_key`` is part of it because the cache and the journal in Redis outlive the
+    database: after it is recreated, ids start again, and an earlier database's answers must not pass
+    for this conversation's own.
+    """
+    return f"rc{item.pk}.{item.paid_key.hex}.a{attempt}"
 
 
-def paid_attempt(tag: str, run_conversation_id: int) -> int | None:
+def paid_attempt(tag: str, item: RunConversation) -> int | None:
     """The attempt of this run-conversation that ``paid_tag`` named, or None for anyone else's tag."""
-    prefix = f"rc{run_conversation_id}.a"
+    prefix = paid_tag(item, 0)[:-1]
     number = tag[len(prefix) :]
     return int(number) if tag.startswith(prefix) and number.isdigit() else None
 
 
-def _recoverable(run_conversation_id: int, counted_attempt: int, attempt: int) -> Any:
+def _recoverable(item: RunConversation, counted_attempt: int, attempt: int) -> Any:
     """Whether a cache entry was paid by one of this conversation's attempts whose accounting was lost.
 
     Those are the attempts after the last one stored (``counted_attempt``) and
@@ -665,13 +670,13 @@ def _recoverable(run_conversation_id: int, counted_attempt: int, attempt: int) -
     """
 
     def recoverable(tag: str) -> bool:
-        paid = paid_attempt(tag, run_conversation_id)
+        paid = paid_attempt(tag, item)
         return paid is not None and counted_attempt < paid < attempt
 
     return recoverable
 
 
-def _counted_earlier(run_conversation_id: int, counted_attempt: int) -> Any:
+def _counted_earlier(item: RunConversation, counted_attempt: int) -> Any:
     """Whether a cache entry was paid by one of this conversation's attempts that a store already counted.
 
     A failed conversation that is resumed finds its earlier answers in the cache: paid once, by this run,
@@ -679,7 +684,7 @@ def _counted_earlier(run_conversation_id: int, counted_attempt: int) -> Any:
     """
 
     def counted(tag: str) -> bool:
-        paid = paid_attempt(tag, run_conversation_id)
+        paid = paid_attempt(tag, item)
         return paid is not None and 0 < paid <= counted_attempt
 
     return counted
@@ -815,10 +820,10 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
             _fail(item, token, str(exc), run_error=str(exc))
             return {**summary, "failed": str(exc), "open": open_conversations(run.pk)}
         cache = build_cache()
-        tag = paid_tag(item.pk, item.attempts)
+        tag = paid_tag(item, item.attempts)
         # Attempts that ended without a store (their worker died): what their couriers were paid for is
         # in the journal, and this attempt takes it from there instead of paying again.
-        interrupted = [paid_tag(item.pk, attempt) for attempt in range(item.counted_attempt + 1, item.attempts)]
+        interrupted = [paid_tag(item, attempt) for attempt in range(item.counted_attempt + 1, item.attempts)]
         replayer = make_replayer(
             spec,
             config,
@@ -827,8 +832,8 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
             cache=cache,
             on_send=_count_sent(item.pk),
             paid_tag=tag,
-            recoverable=_recoverable(item.pk, item.counted_attempt, item.attempts),
-            counted_earlier=_counted_earlier(item.pk, item.counted_attempt),
+            recoverable=_recoverable(item, item.counted_attempt, item.attempts),
+            counted_earlier=_counted_earlier(item, item.counted_attempt),
             recover=journal_recovery(_journal(), interrupted) if interrupted and settings.REDIS_URL else None,
             llm_backend=CourierBackend(_courier_connection(), tag) if settings.ATTUNE_CALL_COURIER else None,
         )

@@ -10,6 +10,7 @@ count kept in the database.
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -62,8 +63,8 @@ def die_after_paying(pk: int) -> None:
         replay_service.run_config(item.run),
         cache=replay_service.build_cache(),
         on_send=replay_service._count_sent(pk),
-        paid_tag=replay_service.paid_tag(pk, item.attempts),
-        recoverable=replay_service._recoverable(pk, item.counted_attempt, item.attempts),
+        paid_tag=replay_service.paid_tag(item, item.attempts),
+        recoverable=replay_service._recoverable(item, item.counted_attempt, item.attempts),
     )
     document = replay_service.load_canonical([item.conversation_id])[item.conversation_id]
     run_sync(replayer.replay(document))
@@ -86,7 +87,7 @@ def test_a_crash_neither_hides_nor_doubles_what_was_paid(client, researcher):
         run = replay_service.do_create_run("fake-em", "default")
         (pk,) = replay_service.do_prepare_run(run.pk)
         die_after_paying(pk)
-        answered = ModelCallCache.objects.filter(paid_by=replay_service.paid_tag(pk, 1))
+        answered = ModelCallCache.objects.filter(paid_by=replay_service.paid_tag(RunConversation.objects.get(pk=pk), 1))
         logical_calls = answered.count()
         paid_cost = sum(row.cost_usd for row in answered)
         assert logical_calls > 0 and server.stats()["requests"] == logical_calls + 1
@@ -236,3 +237,32 @@ def test_a_resumed_failed_conversation_reuses_its_own_answers_as_this_runs_not_a
         assert (state["calls_reused"], state["calls_cached"]) == (2, 0)
         page = client.get(reverse("research:run_progress", args=[run.pk])).content.decode()
         assert "reused from an earlier attempt 2" in page and "cache hits 0" in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_recreated_databases_answers_are_not_taken_for_this_conversations_own():
+    """The call cache and the call journal outlive the database they were paid for (Redis, or rows kept).
+
+    In a recreated database ids start again, so a run-conversation can have the id of one whose attempt
+    paid for answers before: those are another run's cache hits here, not answers this one paid for.
+    """
+    import_synth(seed=38)
+    with FakeLLMServer(FakeConfig()) as server:
+        register(server.url)
+        run = replay_service.do_create_run("fake-em", "default")
+        (pk,) = replay_service.do_prepare_run(run.pk)
+        earlier = RunConversation.objects.get(pk=pk)
+        die_after_paying(pk)
+        logical_calls = ModelCallCache.objects.filter(paid_by=replay_service.paid_tag(earlier, 1)).count()
+        assert logical_calls > 0
+
+        # The same id in the recreated database: a new row (its own key), nothing paid yet, and its first
+        # attempt died too, so the next one looks for what attempt 1 paid.
+        RunConversation.objects.filter(pk=pk).update(paid_key=uuid.uuid4(), paid_sent=0)
+        server.reset()
+        assert run_control.sweep()["requeued"] == [pk]
+        run.refresh_from_db()
+
+        assert run.status == EvaluationRun.Status.DONE
+        assert (run.calls_recovered, run.calls_cached) == (0, logical_calls)
+        assert run.calls_made == server.stats()["requests"] == 0 and run.cost_usd == 0.0
