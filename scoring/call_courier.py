@@ -47,7 +47,7 @@ from attunebench.replay.courier import (
     recover_from,
 )
 from attunebench.replay.heap import freeze_startup_heap
-from attunebench.replay.llm import Completion, EMSpec, LiteLLMBackend, load_litellm
+from attunebench.replay.llm import Completion, EMSpec, LiteLLMBackend, load_litellm, warm_up
 
 log = logging.getLogger("attune.replay")
 
@@ -221,9 +221,11 @@ def _parent_alive(parent: int) -> bool:
 
 async def serve(socket_path: str, redis_url: str, parent: int, delivered_ttl_s: float) -> None:
     """Serve the worker until it is gone and no call is in flight (or until SIGTERM)."""
-    # litellm's import (seconds of CPU) before listening, so the worker's first call does not wait for it;
-    # then the start-up heap leaves the collector's passes, as in the worker (attune_site/celery.py).
+    # litellm's import (seconds of CPU) and its first-call set-up before listening, so the worker's first
+    # calls do not wait for them; then the start-up heap leaves the collector's passes, as in the worker
+    # (attune_site/celery.py).
     load_litellm()
+    await warm_up()
     freeze_startup_heap()
     server = CourierServer(LiteLLMBackend(), RedisJournal(redis_url, delivered_ttl_s))
     listener = await asyncio.start_unix_server(server.handle, socket_path, limit=64 * 1024 * 1024)

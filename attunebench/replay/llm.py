@@ -31,6 +31,7 @@ Choices:
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -39,6 +40,8 @@ from typing import Any, Final, Protocol
 
 from attunebench.replay.prompts import CallContext
 from attunebench.replay.scheduler import PermanentCallError, ProviderLimits, TransientCallError
+
+log = logging.getLogger("attune.replay")
 
 BASELINE_PREFIX: Final = "baseline:"
 KIND_LLM: Final = "llm"
@@ -285,6 +288,38 @@ def register_unlisted(litellm: Any, model: str) -> None:
     provider = model.split("/", 1)[0] if "/" in model else "openai"
     litellm.register_model({model: {"litellm_provider": provider, "mode": "chat"}})
     _registered_unlisted.add(model)
+
+
+#: The model a warm-up goes through when no model of the run is known yet (an OpenAI-compatible one, the
+#: path most providers take); it is never sent anywhere.
+WARM_UP_MODEL: Final = "openai/attune-warm-up"
+
+
+async def warm_up(specs: Collection[EMSpec] = ()) -> None:
+    """One mocked call through litellm per model (or one generic one), in the event loop that will make the calls.
+
+    Why: litellm builds much of what a call needs on the first one, about half a second of CPU here
+    (bench/replay_throughput.py: with 16 calls sent at once per process, their answers all waited
+    behind it). A ``mock_response`` (litellm's documented test answer) goes through the same request
+    handling without sending anything, so the cost falls before the first request, in start-up.
+    In the loop that will make the calls: litellm's background logging is bound to its event loop.
+    A warm-up that fails only leaves the first call slower: it is logged, and the real calls report
+    whatever is wrong.
+    """
+    litellm = load_litellm()
+    models = {(spec.litellm_model, spec.api_base or None) for spec in specs if not spec.is_offline}
+    for model, api_base in sorted(models, key=str) or [(WARM_UP_MODEL, None)]:
+        register_unlisted(litellm, model)
+        try:
+            await litellm.acompletion(
+                model=model,
+                messages=[{"role": "user", "content": "warm-up"}],
+                mock_response="ok",
+                api_base=api_base,
+                num_retries=0,
+            )
+        except Exception as exc:  # an optimisation only: the replay goes on without it
+            log.warning("litellm warm-up of %s failed (the first call will be slower): %s", model, exc)
 
 
 def _retry_after(exc: BaseException) -> float | None:

@@ -6,6 +6,7 @@ server's api_base on 127.0.0.1.
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import textwrap
@@ -17,7 +18,7 @@ import pytest
 from attunebench.replay import prompts as P
 from attunebench.replay.aio import run_sync
 from attunebench.replay.cache import FileCache, MemoryCache
-from attunebench.replay.llm import EMSpec, LiteLLMBackend
+from attunebench.replay.llm import EMSpec, LiteLLMBackend, warm_up
 from attunebench.replay.protocol import ReplayConfig, Replayer, planned_calls
 from attunebench.replay.scheduler import RetriesExhausted, Scheduler
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer, http_json, root_url
@@ -91,13 +92,14 @@ def test_a_process_that_replayed_exits_without_unclosed_session_warnings(tmp_pat
     script.write_text(
         textwrap.dedent("""
         from attunebench.replay.aio import run_sync
-        from attunebench.replay.llm import EMSpec, LiteLLMBackend
+        from attunebench.replay.llm import EMSpec, LiteLLMBackend, warm_up
         from attunebench.replay.protocol import ReplayConfig, Replayer
         from devtools.fake_llm_server import FakeConfig, FakeLLMServer
         from devtools.replay_fixtures import marked_conversation
 
         with FakeLLMServer(FakeConfig()) as server:
             spec = EMSpec(name="fake/em", litellm_model="openai/fake-em", api_base=server.url)
+            run_sync(warm_up([spec]))  # as eval and the call courier do before their first call
             result = run_sync(Replayer(spec, LiteLLMBackend(), ReplayConfig()).replay(marked_conversation(turns=1)))
             print("turns", len(result.output.turns))
     """)
@@ -112,6 +114,21 @@ def test_a_process_that_replayed_exits_without_unclosed_session_warnings(tmp_pat
     assert done.returncode == 0, done.stderr
     assert "turns 1" in done.stdout
     assert "Unclosed" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert "WARNING" not in done.stderr, done.stderr  # nor a warm-up left behind on another event loop
+
+
+def test_a_warm_up_sends_nothing_and_the_calls_after_it_are_answered(server):
+    spec = em(server)
+    run_sync(warm_up([spec, spec]))
+    assert server.stats()["requests"] == 0
+    completion = one_call(server, spec, Scheduler())
+    assert completion.text and server.stats()["requests"] == 1
+
+
+def test_a_failed_warm_up_is_logged_and_the_replay_goes_on(caplog):
+    caplog.set_level(logging.WARNING, logger="attune.replay")
+    run_sync(warm_up([EMSpec(name="nowhere", litellm_model="no-such-provider/model")]))
+    assert "litellm warm-up of no-such-provider/model failed" in caplog.text
 
 
 def test_persistent_errors_give_up_after_max_attempts(server):

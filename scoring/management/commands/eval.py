@@ -186,6 +186,7 @@ class Command(BaseCommand):
 
         from attunebench.replay.aio import run_sync
         from attunebench.replay.cache import FileCache, LayeredCache, MemoryCache, NullCache
+        from attunebench.replay.llm import warm_up
         from attunebench.replay.run import make_replayer
         from attunebench.replay.scheduler import describe_limits
 
@@ -214,7 +215,8 @@ class Command(BaseCommand):
             )
             results = self._in_processes(em, config, conversations, options, processes)
             return self._finish(results, out)
-        load_for_replay(em, config)
+        if load_for_replay(em, config):
+            run_sync(warm_up([em, *([config.judge] if config.judge else [])]))
         total = len(conversations)
         started = time.perf_counter()
         interactive = sys.stderr.isatty()
@@ -533,8 +535,9 @@ def _replay_share(index: int) -> list[tuple[int, Any]]:
     """
     import dataclasses
 
-    from attunebench.replay.aio import run_sync_beating
+    from attunebench.replay.aio import run_sync, run_sync_beating
     from attunebench.replay.cache import FileCache, LayeredCache, MemoryCache, NullCache
+    from attunebench.replay.llm import warm_up
     from attunebench.replay.run import make_replayer
 
     assert _SHARE_JOB is not None, "no share job: _replay_share runs only in children of _in_processes"
@@ -567,6 +570,9 @@ def _replay_share(index: int) -> list[tuple[int, Any]]:
         progress[index * len(PROGRESS_FIELDS) : (index + 1) * len(PROGRESS_FIELDS)] = [row[n] for n in PROGRESS_FIELDS]
         return not stop.value  # False cancels this share's replay: another share failed
 
+    if not (em.is_offline and (config.judge is None or config.judge.is_offline)):
+        # Here, not before the fork: litellm's background logging is bound to the loop that makes the calls.
+        run_sync(warm_up([em, *([config.judge] if config.judge else [])]))
     report()
     results = run_sync_beating(replayer.replay_many([conversations[i] for i in positions]), 0.25, report)
     report()
