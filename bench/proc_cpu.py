@@ -84,3 +84,23 @@ class CpuTrace:
     def between(self, start: float, end: float) -> float:
         """CPU seconds the traced trees used from ``start`` to ``end`` (epoch seconds)."""
         return self.at(end) - self.at(start)
+
+
+def reference_loop_s(rounds: int = 1000) -> float:
+    """CPU seconds this machine takes, just now, for a fixed mix of what a replay's CPU goes to.
+
+    Why: the machines here are shared and their speed drifts by half from one hour to the next, so a
+    figure of CPU per call means little without the machine's speed beside it. The mix (building
+    small objects and dicts, JSON both ways, string work) is the kind a call's client spends its CPU on;
+    a bare arithmetic loop missed most of the drift.
+    """
+    import json
+
+    started = time.process_time()
+    for round_ in range(rounds):
+        message = {"role": "user", "content": f"turn {round_} " + "words " * 200, "meta": list(range(50))}
+        body = json.dumps({"model": "m", "messages": [message] * 8, "temperature": 0})
+        parsed = json.loads(body)
+        _ = sorted({f"k{i}": str(v) for i, v in enumerate(parsed["messages"][0]["meta"])}.items())
+        _ = [type("Row", (), {"value": i})() for i in range(20)]
+    return time.process_time() - started

@@ -33,6 +33,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from proc_cpu import reference_loop_s
+
 from attunebench.replay import prompts as P
 from attunebench.replay.llm import EMSpec, LiteLLMBackend, load_litellm, register_unlisted
 from attunebench.replay.parsing import parse_reply
@@ -86,10 +88,12 @@ def main() -> None:
         process.kill()
         process.wait()
     load = os.getloadavg()
+    reference = reference_loop_s()
     ours = replay_ms - litellm_ms
     print(
         f"CPU per call, {options.calls} sequential calls each, litellm {version('litellm')}; "
-        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs"
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; "
+        f"machine speed: a fixed mix of Python work (bench/proc_cpu.py) took {reference:.2f} s of CPU"
     )
     print(f"  litellm.acompletion, model unknown to litellm:     {unlisted_ms:.2f} ms/call")
     print(f"  litellm.acompletion, model registered (public API): {litellm_ms:.2f} ms/call")
@@ -97,7 +101,7 @@ def main() -> None:
     print(f"  our share (replay - litellm):                       {ours:.2f} ms/call")
     print(
         f"litellm_unlisted_ms={unlisted_ms:.3f} litellm_ms={litellm_ms:.3f} replay_ms={replay_ms:.3f} "
-        f"ours_ms={ours:.3f} load1={load[0]:.2f}"
+        f"ours_ms={ours:.3f} load1={load[0]:.2f} reference_loop_s={reference:.3f}"
     )
 
 

@@ -23,6 +23,9 @@ replay is measured apart from the process's start-up and its scoring:
 - replay_cpu_ms_per_call  CPU of the eval processes and the fake provider during the replay only
                  (first request -> last answer, sampled from /proc) / calls
 - core_use       that CPU / (replay_s x cores): how busy the cores were during the replay
+- reference_loop_s  CPU seconds of a fixed mix of Python work (proc_cpu.reference_loop_s), timed
+                 after the runs: the machine's speed, which drifts on shared machines, to compare
+                 figures taken on different days
 - cpu_ceiling    bound_s / max(bound_s, that CPU / cores): the best efficiency the machine's
                  cores allow at that CPU per call. Efficiency near the ceiling means the replay is
                  limited by the cores, not by how it schedules calls; the targets then need faster
@@ -56,7 +59,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from proc_cpu import CpuTrace, tree_cpu_s
+from proc_cpu import CpuTrace, reference_loop_s, tree_cpu_s
 
 from attunebench.canonical import dumps_canonical
 from attunebench.replay.protocol import critical_path_calls
@@ -179,11 +182,13 @@ def main() -> None:
         process.wait()
 
     load = os.getloadavg()
+    reference = reference_loop_s()
     print(
         f"attune eval, {options.conversations} conversations x {options.turns} turns, no judge, "
         f"latency {options.latency_ms:.0f} ms (+- {options.spread_ms / 2:.0f}), longest chain {chain} calls, "
         f"--processes {options.processes or 'default (CPU count)'}; "
-        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs"
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; "
+        f"machine speed: a fixed mix of Python work (bench/proc_cpu.py) took {reference:.2f} s of CPU"
     )
     for r in results:
         print(f"  --concurrency {r['concurrency']}: {r['limit_line']}")
@@ -210,6 +215,7 @@ def main() -> None:
             for r in results
         )
         + f" calls={results[0]['calls'] if results else 0} spread_ms={options.spread_ms:g} load1={load[0]:.2f}"
+        + f" reference_loop_s={reference:.3f}"
     )
 
 
