@@ -50,23 +50,24 @@ def load_model_client(**_: Any) -> None:
 
 
 @worker_process_init.connect
-def start_call_courier_where_tasks_run(**_: Any) -> None:
-    """Each prefork child (and the solo pool's one process) starts its call courier before its first task."""
-    from scoring.replay_service import start_call_courier
+def prepare_model_calls_where_tasks_run(**_: Any) -> None:
+    """Each prefork child (and the solo pool's one process) gets ready for its first model call before its
+    first task: its call courier, or without one a litellm warm-up."""
+    from scoring.replay_service import prepare_model_calls
 
-    start_call_courier()
+    prepare_model_calls()
 
 
 @worker_ready.connect
 def start_sweeper(sender: Any = None, **_: Any) -> None:
-    from scoring.replay_service import start_call_courier
+    from scoring.replay_service import prepare_model_calls
     from scoring.run_control import Sweeper
 
     sweeper = Sweeper()
     sweeper.start()
     _sweepers.append(sweeper)
     if type(getattr(sender, "pool", None)).__module__ == "celery.concurrency.thread":
-        start_call_courier()  # the threads pool runs tasks in this process and sends no worker_process_init
+        prepare_model_calls()  # the threads pool runs tasks in this process and sends no worker_process_init
 
 
 @worker_shutdown.connect

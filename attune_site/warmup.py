@@ -20,6 +20,8 @@ from django.template import TemplateDoesNotExist
 from django.template.loader import get_template
 from django.urls import get_resolver
 
+from attunebench.replay.llm import WARM_UP_MODEL
+
 logger = logging.getLogger("attune.warmup")
 
 #: Templates of the participant's first pages, compiled (and cached by the cached loader) ahead of time.
@@ -48,7 +50,7 @@ def _warm_litellm() -> None:
 
     async def once() -> None:
         response = await litellm.acompletion(
-            model="openai/attune-warm-up",
+            model=WARM_UP_MODEL,
             messages=[{"role": "user", "content": "warm-up"}],
             stream=True,
             mock_response="ok",

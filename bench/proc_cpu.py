@@ -13,15 +13,19 @@ from bisect import bisect_left
 from pathlib import Path
 
 
-def tree_cpu_by_pid(pid: int) -> dict[int, float]:
-    """User + system CPU seconds of a live process and each of its live descendants, by pid."""
-    seconds: dict[int, float] = {}
+def tree_cpu_by_process(pid: int) -> dict[tuple[int, int], float]:
+    """User + system CPU seconds of a live process and each of its live descendants.
+
+    Keyed by (pid, start time in clock ticks), so a pid the system reuses for a new process is a
+    new key, never the continuation of the one that ended.
+    """
+    seconds: dict[tuple[int, int], float] = {}
     pending = [pid]
     while pending:
         current = pending.pop()
         try:
             fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
-            seconds[current] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            seconds[(current, int(fields[19]))] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
             for task in Path(f"/proc/{current}/task").iterdir():
                 pending += [int(child) for child in (task / "children").read_text().split()]
         except (FileNotFoundError, ProcessLookupError):
@@ -31,22 +35,28 @@ def tree_cpu_by_pid(pid: int) -> dict[int, float]:
 
 def tree_cpu_s(pid: int) -> float:
     """User + system CPU seconds of a live process and all its descendants (an ended one counts 0)."""
-    return sum(tree_cpu_by_pid(pid).values())
+    return sum(tree_cpu_by_process(pid).values())
+
+
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity), which a container can hold below the machine's count."""
+    return len(os.sched_getaffinity(0))
 
 
 class CpuTrace:
-    """CPU seconds of process trees over wall time, sampled in a thread, to read off any window.
+    """CPU seconds of process trees over wall time, sampled in a thread, to read off any window afterwards.
 
     Why: a benchmark's window (first request to last answer, say) is known only afterwards, from the
     provider's clock, and a child that exits before the window closes must keep the CPU it used, so
-    each pid's last reading is kept rather than re-summing the live tree.
+    each process's last reading is kept rather than re-summing the live tree. What it misses: up to one
+    interval of CPU of a process that ends between samples, its own sampling, and anything else on
+    the machine, so a ceiling computed from it is the best case.
     """
 
     def __init__(self, pids: list[int], interval_s: float = 0.02) -> None:
         self._pids, self._interval = pids, interval_s
-        self._last: dict[int, float] = {}
-        self._times: list[float] = []
-        self._totals: list[float] = []
+        self._last: dict[tuple[int, int], float] = {}
+        self._samples: list[tuple[float, float]] = []  # (epoch seconds, CPU seconds so far)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cpu-trace", daemon=True)
 
@@ -66,19 +76,18 @@ class CpuTrace:
 
     def _sample(self) -> None:
         for pid in self._pids:
-            self._last.update(tree_cpu_by_pid(pid))
-        self._times.append(time.time())
-        self._totals.append(sum(self._last.values()))
+            self._last.update(tree_cpu_by_process(pid))
+        self._samples.append((time.time(), sum(self._last.values())))
 
     def at(self, moment: float) -> float:
         """CPU seconds used by the traced trees up to ``moment`` (epoch seconds), interpolated."""
-        i = bisect_left(self._times, moment)
+        samples = list(self._samples)  # one consistent list, even while the thread samples
+        i = bisect_left(samples, moment, key=lambda sample: sample[0])
         if i == 0:
-            return self._totals[0]
-        if i >= len(self._times):
-            return self._totals[-1]
-        t0, t1 = self._times[i - 1], self._times[i]
-        c0, c1 = self._totals[i - 1], self._totals[i]
+            return samples[0][1]
+        if i >= len(samples):
+            return samples[-1][1]
+        (t0, c0), (t1, c1) = samples[i - 1], samples[i]
         return c0 + (c1 - c0) * (moment - t0) / (t1 - t0) if t1 > t0 else c1
 
     def between(self, start: float, end: float) -> float:

@@ -59,7 +59,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from proc_cpu import CpuTrace, reference_loop_s, tree_cpu_s
+from proc_cpu import CpuTrace, reference_loop_s, tree_cpu_s, usable_cores
 
 from attunebench.canonical import dumps_canonical
 from attunebench.replay.protocol import critical_path_calls
@@ -156,7 +156,7 @@ def main() -> None:
                 replay = stats["last_answer_at"] - stats["first_request_at"]
                 bound = max(chain * latency, calls * latency / level)
                 replay_cpu = trace.between(stats["first_request_at"], stats["last_answer_at"])
-                cores = os.cpu_count() or 1
+                cores = usable_cores()
                 cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
                 limit_line = next((line for line in stdout.splitlines() if line.startswith("Calls to ")), "")
                 results.append(
@@ -172,8 +172,8 @@ def main() -> None:
                         "cpu_ms_per_call": 1000 * cpu / max(1, calls),
                         "server_cpu_ms_per_call": 1000 * server_cpu / max(1, calls),
                         "replay_cpu_ms_per_call": 1000 * replay_cpu / max(1, calls),
-                        "core_use": replay_cpu / (replay * cores),
-                        "cpu_ceiling": bound / max(bound, replay_cpu / cores),
+                        "core_use": replay_cpu / (replay * cores) if replay > 0 else 0.0,
+                        "cpu_ceiling": bound / max(bound, replay_cpu / cores) if bound > 0 else 1.0,
                         "limit_line": limit_line,
                     }
                 )

@@ -1,7 +1,7 @@
 """The call courier process of a Celery worker, and its Redis journal (``attunebench.replay.courier``).
 
 Each worker process starts one courier when it starts
-(``replay_service.start_call_courier``; ``CourierProcess.ensure`` starts it
+(``replay_service.prepare_model_calls``; ``CourierProcess.ensure`` starts it
 again if it is gone) and sends it every provider call. The
 courier runs in its own session, so a ``kill -9`` of the worker (or a signal
 to the worker's process group) leaves it running: it finishes the calls it

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from typing import Final
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -159,6 +160,11 @@ HUMAN_LEASE_OWNER = "human-rater"
 HUMAN_LEASE_EXPIRES = datetime(9999, 1, 1, tzinfo=UTC)
 
 
+#: The ``paid_key`` of run-conversations created before it existed (migration 0010): their attempts keep
+#: the tags they were paid under.
+LEGACY_PAID_KEY: Final = uuid.UUID(int=0)
+
+
 class RunConversation(models.Model):
     """The EM's canonical output (SPEC 3.2) for one conversation of a run."""
 
@@ -197,7 +203,8 @@ class RunConversation(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="When its worker last renewed the lease.")
     attempts = models.PositiveIntegerField(default=0, help_text="Times a worker has claimed it.")
     # Names its attempts in the call cache and the call journal (``replay_service.paid_tag``). Both live in
-    # Redis, which outlives a database: ids restart in a recreated one, this key does not repeat.
+    # Redis, which outlives a database: ids restart in a recreated one, this key does not repeat. Rows
+    # from before it hold ``LEGACY_PAID_KEY``.
     paid_key = models.UUIDField(default=uuid.uuid4, editable=False)
     requeued = models.PositiveIntegerField(default=0, help_text="Times it was requeued after its lease lapsed.")
 

@@ -31,6 +31,7 @@ demo can never spend money.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import logging
@@ -55,7 +56,7 @@ from attunebench import canonical as cf
 from attunebench.replay.aio import Abandoned, process_loop, run_sync_beating
 from attunebench.replay.cache import CachedCall, CallCache, LayeredCache, MemoryCache
 from attunebench.replay.courier import CourierBackend, CourierConnection
-from attunebench.replay.llm import KIND_LLM, KIND_OFFLINE, EMSpec
+from attunebench.replay.llm import KIND_LLM, KIND_OFFLINE, EMSpec, warm_up
 from attunebench.replay.prompts import PROMPT_VERSION
 from attunebench.replay.protocol import ReplayConfig, ReplayResult, provider_limits
 from attunebench.replay.run import make_replayer
@@ -64,7 +65,7 @@ from collection.models import Conversation
 from datasets.exchange import conversation_to_canonical, with_export_relations, withdrawn_conversations
 from datasets.selection import selection_queryset
 from scoring.call_courier import CourierProcess, RedisJournal, journal_recovery
-from scoring.models import EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation
+from scoring.models import LEGACY_PAID_KEY, EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation
 from scoring.provider_access import allowed_key_env, api_base_problem
 from scoring.provider_access import is_loopback as _is_loopback
 from scoring.redis_limits import RedisInFlightSlots, RedisRateLimiter
@@ -387,15 +388,17 @@ def _courier_connection() -> CourierConnection:
         return state.courier
 
 
-def start_call_courier() -> None:
-    """Start this process's call courier now, in the background (a worker that will run replays, at start).
+def prepare_model_calls() -> concurrent.futures.Future[Any]:
+    """Get this process ready for its first model call now, in the background (a worker that will run replays,
+    at start): start its call courier, or, without one, warm litellm up on the loop that makes the calls.
 
-    The courier imports litellm (seconds of CPU) before it listens: left to the
-    first call, that wait fell on the first run's first request. A failure is
-    logged; the first call then tries again and reports it.
+    The courier imports litellm and warms it up (seconds of CPU) before it
+    listens; left to the first call, that wait fell on the first run's first
+    requests. A failure is logged; the first call then tries again and reports it. Returns the
+    preparation's future, which nobody needs to wait for.
     """
     if not settings.ATTUNE_CALL_COURIER:
-        return
+        return asyncio.run_coroutine_threadsafe(warm_up(), process_loop().loop)  # it logs its own failure
     future = asyncio.run_coroutine_threadsafe(_courier_connection().prepare(), process_loop().loop)
 
     def report(done: Any) -> None:
@@ -403,6 +406,7 @@ def start_call_courier() -> None:
             logger.warning("the call courier could not be started (the first call tries again): %s", done.exception())
 
     future.add_done_callback(report)
+    return future
 
 
 def _journal() -> RedisJournal:
@@ -650,9 +654,11 @@ def paid_tag(item: RunConversation, attempt: int) -> str:
 
     The row's random ``paid_key`` is part of it because the cache and the journal in Redis outlive the
     database: after it is recreated, ids start again, and an earlier database's answers must not pass
-    for this conversation's own.
+    for this conversation's own. Rows from before the key (``LEGACY_PAID_KEY``, migration 0010) keep
+    the tags they had, so a conversation interrupted across the upgrade still finds what it paid for.
     """
-    return f"rc{item.pk}.{item.paid_key.hex}.a{attempt}"
+    key = "" if item.paid_key == LEGACY_PAID_KEY else f".{item.paid_key.hex}"
+    return f"rc{item.pk}{key}.a{attempt}"
 
 
 def paid_attempt(tag: str, item: RunConversation) -> int | None:

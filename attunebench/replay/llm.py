@@ -309,8 +309,8 @@ async def warm_up(specs: Collection[EMSpec] = ()) -> None:
     litellm = load_litellm()
     models = {(spec.litellm_model, spec.api_base or None) for spec in specs if not spec.is_offline}
     for model, api_base in sorted(models, key=str) or [(WARM_UP_MODEL, None)]:
-        register_unlisted(litellm, model)
         try:
+            register_unlisted(litellm, model)
             await litellm.acompletion(
                 model=model,
                 messages=[{"role": "user", "content": "warm-up"}],

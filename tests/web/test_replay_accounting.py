@@ -22,7 +22,8 @@ from attunebench.synth import synth_conversations
 from datasets.exchange import import_documents
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer, http_json
 from scoring import replay_service, run_control
-from scoring.models import EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation
+from scoring.models import LEGACY_PAID_KEY, EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation
+from tests.migrations import migrate_to_newest, unapply
 
 
 @pytest.fixture(autouse=True)
@@ -266,3 +267,27 @@ def test_a_recreated_databases_answers_are_not_taken_for_this_conversations_own(
         assert run.status == EvaluationRun.Status.DONE
         assert (run.calls_recovered, run.calls_cached) == (0, logical_calls)
         assert run.calls_made == server.stats()["requests"] == 0 and run.cost_usd == 0.0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rows_from_before_the_paid_key_keep_their_tags_and_new_rows_get_their_own(schema_restored):
+    """An upgrade must not cost a conversation interrupted across it what its earlier attempts paid for."""
+    import_synth(seed=39)
+    register("http://127.0.0.1:9/v1")
+    first = replay_service.do_create_run("fake-em", "default")
+    (pk,) = replay_service.do_prepare_run(first.pk)
+
+    unapply("scoring", "0010_run_conversation_paid_key")
+    migrate_to_newest()
+
+    earlier = RunConversation.objects.get(pk=pk)
+    assert earlier.paid_key == LEGACY_PAID_KEY
+    assert replay_service.paid_tag(earlier, 1) == f"rc{pk}.a1"  # the tag its attempts were paid under
+    assert replay_service.paid_attempt(f"rc{pk}.a1", earlier) == 1
+
+    second = replay_service.do_create_run("fake-em", "default")
+    (later_pk,) = replay_service.do_prepare_run(second.pk)
+    later = RunConversation.objects.get(pk=later_pk)
+    assert later.paid_key != LEGACY_PAID_KEY
+    assert replay_service.paid_tag(later, 1) == f"rc{later_pk}.{later.paid_key.hex}.a1"
+    assert replay_service.paid_attempt(f"rc{later_pk}.a1", later) is None

@@ -298,3 +298,16 @@ def test_a_redis_cache_outage_is_logged_once_a_minute(caplog):
     # Logged at 0, 60 and 125 s: the first failure, then once a minute.
     assert caplog.text.count("Redis call cache read failed") == 3
     assert "(6 failures so far)" in caplog.text
+
+
+def test_a_worker_without_a_courier_warms_litellm_up_on_the_loop_that_makes_its_calls(settings):
+    from attunebench.replay.llm import WARM_UP_MODEL, load_litellm
+
+    settings.ATTUNE_CALL_COURIER = False
+    replay_service.reset_process_state()
+    try:
+        assert replay_service.prepare_model_calls().result(timeout=120) is None
+        # The warm-up went through litellm for its generic model (described to it first): nothing was sent.
+        assert WARM_UP_MODEL in load_litellm().model_cost
+    finally:
+        replay_service.reset_process_state()
