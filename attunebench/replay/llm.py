@@ -295,8 +295,10 @@ def register_unlisted(litellm: Any, model: str) -> None:
 WARM_UP_MODEL: Final = "openai/attune-warm-up"
 
 
-async def warm_up(specs: Collection[EMSpec] = ()) -> None:
-    """One mocked call through litellm per model (or one generic one), in the event loop that will make the calls.
+async def warm_up(specs: Collection[EMSpec | None] | None = None) -> None:
+    """One mocked call through litellm per model of ``specs`` (None: one generic one, for a process that does
+    not know its models yet), in the event loop that will make the calls. Offline and absent specs need
+    none: a run of only those loads nothing.
 
     Why: litellm builds much of what a call needs on the first one, about half a second of CPU here
     (bench/replay_throughput.py: with 16 calls sent at once per process, their answers all waited
@@ -306,9 +308,15 @@ async def warm_up(specs: Collection[EMSpec] = ()) -> None:
     A warm-up that fails only leaves the first call slower: it is logged, and the real calls report
     whatever is wrong.
     """
+    models: set[tuple[str, str | None]]
+    if specs is None:
+        models = {(WARM_UP_MODEL, None)}
+    else:
+        models = {(s.litellm_model, s.api_base or None) for s in specs if s is not None and not s.is_offline}
+    if not models:
+        return
     litellm = load_litellm()
-    models = {(spec.litellm_model, spec.api_base or None) for spec in specs if not spec.is_offline}
-    for model, api_base in sorted(models, key=str) or [(WARM_UP_MODEL, None)]:
+    for model, api_base in sorted(models, key=str):
         try:
             register_unlisted(litellm, model)
             await litellm.acompletion(

@@ -215,8 +215,8 @@ class Command(BaseCommand):
             )
             results = self._in_processes(em, config, conversations, options, processes)
             return self._finish(results, out)
-        if load_for_replay(em, config):
-            run_sync(warm_up([em, *([config.judge] if config.judge else [])]))
+        load_for_replay(em, config)
+        run_sync(warm_up([em, config.judge]))
         total = len(conversations)
         started = time.perf_counter()
         interactive = sys.stderr.isatty()
@@ -570,9 +570,8 @@ def _replay_share(index: int) -> list[tuple[int, Any]]:
         progress[index * len(PROGRESS_FIELDS) : (index + 1) * len(PROGRESS_FIELDS)] = [row[n] for n in PROGRESS_FIELDS]
         return not stop.value  # False cancels this share's replay: another share failed
 
-    if not (em.is_offline and (config.judge is None or config.judge.is_offline)):
-        # Here, not before the fork: litellm's background logging is bound to the loop that makes the calls.
-        run_sync(warm_up([em, *([config.judge] if config.judge else [])]))
+    # Here, not before the fork: litellm's background logging is bound to the loop that makes the calls.
+    run_sync(warm_up([em, config.judge]))
     report()
     results = run_sync_beating(replayer.replay_many([conversations[i] for i in positions]), 0.25, report)
     report()
