@@ -41,8 +41,14 @@ paces its sends for that reason (``SendPacer``); a real provider's varying
 latency breaks the waves up too, and the spread shows that case.
 
 The machine is shared: the load average is printed with the figures.
+``--repeat N`` runs every concurrency N times, interleaved (32, 64, 32, 64, ...),
+prints each run, and reports the median of each figure with the lowest and
+highest efficiency: the shared machine's speed drifts by half within an hour,
+so a single run can land on a slow or a fast minute. The machine speed is then
+taken after each round.
+
 Usage: python bench/replay_throughput.py [--conversations 40 --turns 8 --latency-ms 200 --spread-ms 0
-                                          --concurrency 32,64]
+                                          --concurrency 32,64 --repeat 1]
 The last line is machine-readable.
 """
 
@@ -51,11 +57,13 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -121,9 +129,14 @@ def main() -> None:
     parser.add_argument("--spread-ms", type=float, default=0.0, help="latency drawn from latency +- spread/2")
     parser.add_argument("--concurrency", default="32,64", help="comma-separated values, one eval run each")
     parser.add_argument("--processes", type=int, help="attune eval --processes (default: its own, the CPU count)")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="rounds of every concurrency, interleaved; figures are their medians"
+    )
     options = parser.parse_args()
     if not 0 <= options.spread_ms <= 2 * options.latency_ms:
         parser.error("--spread-ms must be between 0 and twice --latency-ms (a latency is never negative)")
+    if options.repeat < 1:
+        parser.error("--repeat must be at least 1")
     latency = options.latency_ms / 1000
     levels = [int(v) for v in options.concurrency.split(",") if v.strip()]
 
@@ -134,18 +147,21 @@ def main() -> None:
     lowest = options.latency_ms - options.spread_ms / 2
     process, api_base = start_subprocess("--latency-ms", str(lowest), "--jitter-ms", str(options.spread_ms))
     control = root_url(api_base)
-    results = []
+    results: list[dict[str, Any]] = []
+    speeds: list[float] = []  # reference_loop_s after each round
     try:
         with tempfile.TemporaryDirectory(prefix="attune-bench-") as tmp:
             folder = Path(tmp) / "conversations"
             folder.mkdir()
             for document in conversations:
                 (folder / document_filename(document)).write_text(dumps_canonical(document), encoding="utf-8")
-            for level in levels:
+            for round_number, level in ((r, level) for r in range(1, options.repeat + 1) for level in levels):
+                if results and results[-1]["round"] != round_number:
+                    speeds.append(reference_loop_s())  # the round before this one ended: its machine speed
                 http_json(f"{control}/stats/reset", {})
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 server_before = tree_cpu_s(process.pid)
-                out, data = Path(tmp) / f"out-{level}", Path(tmp) / "data"
+                out, data = Path(tmp) / f"out-{level}-{round_number}", Path(tmp) / "data"
                 started, ended, stdout, trace = run_eval(
                     api_base, folder, out, level, data, process.pid, options.processes
                 )
@@ -161,6 +177,7 @@ def main() -> None:
                 limit_line = next((line for line in stdout.splitlines() if line.startswith("Calls to ")), "")
                 results.append(
                     {
+                        "round": round_number,
                         "concurrency": level,
                         "calls": calls,
                         "startup_s": stats["first_request_at"] - started,
@@ -181,17 +198,20 @@ def main() -> None:
         process.kill()
         process.wait()
 
+    speeds.append(reference_loop_s())  # the last round's machine speed
     load = os.getloadavg()
-    reference = reference_loop_s()
     print(
         f"attune eval, {options.conversations} conversations x {options.turns} turns, no judge, "
         f"latency {options.latency_ms:.0f} ms (+- {options.spread_ms / 2:.0f}), longest chain {chain} calls, "
         f"--processes {options.processes or 'default (CPU count)'}; "
         f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; "
-        f"machine speed: a fixed mix of Python work (bench/proc_cpu.py) took {reference:.2f} s of CPU"
+        "machine speed: a fixed mix of Python work (bench/proc_cpu.py) took "
+        + ", ".join(f"{s:.2f}" for s in speeds)
+        + (" s of CPU" if len(speeds) == 1 else " s of CPU after each round")
     )
     for r in results:
-        print(f"  --concurrency {r['concurrency']}: {r['limit_line']}")
+        round_label = f"round {r['round']}, " if options.repeat > 1 else ""
+        print(f"  {round_label}--concurrency {r['concurrency']}: {r['limit_line']}")
         print(
             f"    {r['calls']} calls; start-up {r['startup_s']:.2f} s, replay {r['replay_s']:.2f} s, "
             f"tail (files + scoring) {r['tail_s']:.2f} s; bound {r['bound_s']:.2f} s; "
@@ -205,18 +225,40 @@ def main() -> None:
             f"at that CPU per call, so this run reached {r['efficiency'] / r['cpu_ceiling']:.2f} of it"
         )
         assert r["peak"] <= r["concurrency"], "more calls in flight than --concurrency"
+    summaries = [summarise([r for r in results if r["concurrency"] == level]) for level in levels]
+    if options.repeat > 1:
+        for m in summaries:
+            print(
+                f"  --concurrency {m['concurrency']} over {options.repeat} runs: efficiency median "
+                f"{m['efficiency']:.3f} (lowest {m['efficiency_min']:.3f}, highest {m['efficiency_max']:.3f}); "
+                f"CPU during the replay median {m['replay_cpu_ms_per_call']:.2f} ms/call; "
+                f"the cores allowed median {m['cpu_ceiling']:.3f}"
+            )
     print(
         " ".join(
-            f"c{r['concurrency']}_efficiency={r['efficiency']:.3f} c{r['concurrency']}_replay_s={r['replay_s']:.3f} "
-            f"c{r['concurrency']}_startup_s={r['startup_s']:.3f} c{r['concurrency']}_peak={r['peak']} "
-            f"c{r['concurrency']}_cpu_ms_per_call={r['cpu_ms_per_call']:.3f} "
-            f"c{r['concurrency']}_replay_cpu_ms_per_call={r['replay_cpu_ms_per_call']:.3f} "
-            f"c{r['concurrency']}_cpu_ceiling={r['cpu_ceiling']:.3f}"
-            for r in results
+            f"c{m['concurrency']}_efficiency={m['efficiency']:.3f} c{m['concurrency']}_replay_s={m['replay_s']:.3f} "
+            f"c{m['concurrency']}_startup_s={m['startup_s']:.3f} c{m['concurrency']}_peak={m['peak']} "
+            f"c{m['concurrency']}_cpu_ms_per_call={m['cpu_ms_per_call']:.3f} "
+            f"c{m['concurrency']}_replay_cpu_ms_per_call={m['replay_cpu_ms_per_call']:.3f} "
+            f"c{m['concurrency']}_cpu_ceiling={m['cpu_ceiling']:.3f} "
+            f"c{m['concurrency']}_efficiency_min={m['efficiency_min']:.3f} "
+            f"c{m['concurrency']}_efficiency_max={m['efficiency_max']:.3f}"
+            for m in summaries
         )
         + f" calls={results[0]['calls'] if results else 0} spread_ms={options.spread_ms:g} load1={load[0]:.2f}"
-        + f" reference_loop_s={reference:.3f}"
+        + f" reference_loop_s={statistics.median(speeds):.3f} repeat={options.repeat}"
     )
+
+
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One concurrency's runs as one row: the median of each figure, the most in flight of any run, and the
+    lowest and highest efficiency (the machine's speed drifts between runs, so one run can mislead)."""
+    row: dict[str, Any] = {"concurrency": runs[0]["concurrency"], "peak": max(r["peak"] for r in runs)}
+    for name in ("efficiency", "replay_s", "startup_s", "cpu_ms_per_call", "replay_cpu_ms_per_call", "cpu_ceiling"):
+        row[name] = statistics.median(r[name] for r in runs)
+    row["efficiency_min"] = min(r["efficiency"] for r in runs)
+    row["efficiency_max"] = max(r["efficiency"] for r in runs)
+    return row
 
 
 if __name__ == "__main__":
