@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
+from django.db.models import PositiveIntegerField, Value
 
 from attunebench.replay.transcript import CallRecord
 from scoring.models import CallTranscript, RunConversation
@@ -37,11 +38,20 @@ FIELDS = (
 
 
 def save_call_records(run_conversation_id: int, records: Sequence[CallRecord]) -> int:
-    """Replace the stored calls of a run-conversation by ``records``; returns how many were stored."""
+    """Replace the stored calls of a run-conversation by ``records``; returns how many were stored.
+
+    Each row's ``sequence`` goes in as an expression (``Value``, the same number). Why: Django 5.2 inserts
+    several rows of plain values on PostgreSQL as ``UNNEST`` of one array per column, and psycopg escapes
+    every array element in Python; for the messages' JSON (quotes throughout) that took a worker about
+    twice the CPU of the ``INSERT ... VALUES`` that rows holding an expression get instead (18 ms against
+    8.6 ms for a conversation of 33 calls, bench/transcript_insert.py).
+    """
     rows = [
         CallTranscript(run_conversation_id=run_conversation_id, **{name: getattr(r, name) for name in FIELDS})
         for r in records
     ]
+    for row in rows:
+        row.sequence = Value(row.sequence, output_field=PositiveIntegerField())
     with transaction.atomic():
         CallTranscript.objects.filter(run_conversation_id=run_conversation_id).delete()
         CallTranscript.objects.bulk_create(rows, batch_size=200)

@@ -12,17 +12,20 @@ import hashlib
 import json
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils.html import escape
 
 from attunebench.replay import prompts as P
 from attunebench.replay.scheduler import Scheduler
-from attunebench.replay.transcript import MAX_TEXT_CHARS, capped
+from attunebench.replay.transcript import MAX_TEXT_CHARS, CallRecord, capped
 from attunebench.synth import synth_conversations
+from collection.models import Conversation
 from datasets.exchange import import_documents
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer, answer_for, request_digest
-from scoring import replay_service, run_control
+from scoring import replay_service, run_control, transcripts
 from scoring.models import CallTranscript, EvaluatedModel, EvaluationRun, RunConversation
 from tests.web.test_research_api import assert_conforms
 
@@ -198,3 +201,53 @@ def test_runaway_texts_are_capped_and_say_so():
     kept = capped(text)
     assert kept is not None and kept.startswith("x" * MAX_TEXT_CHARS) and "5 more characters not stored" in kept
     assert capped("short") == "short" and capped(None) is None
+
+
+@pytest.mark.django_db
+def test_stored_records_read_back_exactly_across_batches_and_replace_the_earlier_ones():
+    """save_call_records inserts rows as VALUES (see its docstring): every field of every row must come
+    back as it went in, over more rows than one insert batch holds, with the characters JSON and SQL
+    escape (quotes, backslashes, newlines, non-ASCII), a null parsed answer, and a second save that
+    replaces the first."""
+    conversation_id = import_one()
+    run = EvaluationRun.objects.create(evaluated_model=EvaluatedModel.objects.create(name="records-em"))
+    item = RunConversation.objects.create(
+        run=run, conversation=Conversation.objects.get(conversation_id=conversation_id)
+    )
+    tricky = 'She said "I can\'t" \\ then\n\ttabbed, {braces} [1,2] — café ☕ 日本'
+
+    def records(count: int, suffix: str) -> list[CallRecord]:
+        return [
+            CallRecord(
+                sequence=i,
+                call_type=P.DRAFT if i % 2 else P.ANALYSIS,
+                turn_number=None if i == 0 else i,
+                role="judge" if i % 5 == 0 else "em",
+                model=f"records-em{suffix}",
+                attempt=1 + i % 3,
+                messages=[{"role": "system", "content": f"{tricky} {i}"}, {"role": "user", "content": suffix}],
+                raw_reply=None if i % 7 == 0 else f"{tricky} reply {i}{suffix}",
+                parsed=None if i % 4 == 0 else {"response": tricky, "n": i, "nested": {"list": [i, None, "x"]}},
+                parse_error="" if i % 4 else f"bad {tricky}",
+                error="" if i % 7 else "timeout",
+                prompt_tokens=i,
+                completion_tokens=2 * i,
+                cost_usd=None if i % 6 == 0 else i / 1e6,
+                latency_s=None if i % 7 == 0 else i / 100,
+                transport_attempts=i % 4,
+                cached=i % 3 == 0,
+            )
+            for i in range(count)
+        ]
+
+    first = records(450, "-first")  # three insert batches of at most 200
+    with CaptureQueriesContext(connection) as queries:
+        assert transcripts.save_call_records(item.pk, first) == 450
+    inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
+    assert inserts and not any("UNNEST" in sql for sql in inserts)  # the VALUES form, on PostgreSQL too
+    assert transcripts.call_dicts(item) == [r.to_dict() for r in first]
+
+    second = records(3, "-second")
+    assert transcripts.save_call_records(item.pk, second) == 3
+    assert transcripts.call_dicts(item) == [r.to_dict() for r in second]
+    assert CallTranscript.objects.filter(run_conversation=item).count() == 3
