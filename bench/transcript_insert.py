@@ -6,9 +6,10 @@ records here are those of a real replay: the 8-turn synthetic conversations of
 ``bench/replay_throughput.py``, replayed through the pure core with an offline
 baseline, whose prompts are the ones a model gets (about 3 KB of JSON per call).
 
-Two ways of inserting the same rows, each timed in this process (user + system
-CPU) over ``--rounds`` saves, alternating so that a drift in the machine's speed
-touches both:
+Two ways of inserting the same rows (checked to store the same thing), each
+timed in this process (user + system CPU) over ``--rounds`` saves, three times
+in turn so that a drift in the machine's speed touches both; the best of the
+three is printed:
 
 - values_ms   ``save_call_records`` as it is: one ``INSERT ... VALUES`` per batch
 - unnest_ms   plain ``bulk_create``: Django 5.2's ``UNNEST`` of one array per column,
