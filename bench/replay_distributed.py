@@ -39,6 +39,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench_db import fresh_database  # noqa: E402
+
 DEFAULT_DATABASE = "postgresql://postgres@127.0.0.1:5432/attune_replay_bench"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/2"
 
@@ -89,22 +91,8 @@ class Harness:
         }
 
     def fresh_database(self) -> None:
-        """Drop and recreate the bench database, migrate it, then set Django up in this process on it."""
-        name = self.database.rsplit("/", 1)[1]
-        server = self.database.rsplit("/", 1)[0] + "/postgres"
-        import psycopg
-
-        with psycopg.connect(server, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{name}"')
-        subprocess.run(
-            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=self.env(), check=True
-        )
-        os.environ.update({k: v for k, v in self.env().items() if k != "PYTHONPATH"})
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "attune_site.settings")
-        import django
-
-        django.setup()
+        """A fresh, migrated bench database with Django set up on it in this process, and Redis emptied."""
+        fresh_database(self.database, self.env())
         import redis
 
         client = redis.Redis.from_url(self.redis)

@@ -155,50 +155,49 @@ def main() -> None:
             folder.mkdir()
             for document in conversations:
                 (folder / document_filename(document)).write_text(dumps_canonical(document), encoding="utf-8")
-            for round_number, level in ((r, level) for r in range(1, options.repeat + 1) for level in levels):
-                if results and results[-1]["round"] != round_number:
-                    speeds.append(reference_loop_s())  # the round before this one ended: its machine speed
-                http_json(f"{control}/stats/reset", {})
-                before = resource.getrusage(resource.RUSAGE_CHILDREN)
-                server_before = tree_cpu_s(process.pid)
-                out, data = Path(tmp) / f"out-{level}-{round_number}", Path(tmp) / "data"
-                started, ended, stdout, trace = run_eval(
-                    api_base, folder, out, level, data, process.pid, options.processes
-                )
-                after = resource.getrusage(resource.RUSAGE_CHILDREN)
-                server_cpu = tree_cpu_s(process.pid) - server_before
-                stats = http_json(f"{control}/stats")
-                calls = stats["requests"]
-                replay = stats["last_answer_at"] - stats["first_request_at"]
-                bound = max(chain * latency, calls * latency / level)
-                replay_cpu = trace.between(stats["first_request_at"], stats["last_answer_at"])
-                cores = usable_cores()
-                cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-                limit_line = next((line for line in stdout.splitlines() if line.startswith("Calls to ")), "")
-                results.append(
-                    {
-                        "round": round_number,
-                        "concurrency": level,
-                        "calls": calls,
-                        "startup_s": stats["first_request_at"] - started,
-                        "replay_s": replay,
-                        "tail_s": ended - stats["last_answer_at"],
-                        "bound_s": bound,
-                        "efficiency": bound / replay,
-                        "peak": stats["peak_in_flight"],
-                        "cpu_ms_per_call": 1000 * cpu / max(1, calls),
-                        "server_cpu_ms_per_call": 1000 * server_cpu / max(1, calls),
-                        "replay_cpu_ms_per_call": 1000 * replay_cpu / max(1, calls),
-                        "core_use": replay_cpu / (replay * cores) if replay > 0 else 0.0,
-                        "cpu_ceiling": bound / max(bound, replay_cpu / cores) if bound > 0 else 1.0,
-                        "limit_line": limit_line,
-                    }
-                )
+            for round_number in range(1, options.repeat + 1):
+                for level in levels:
+                    http_json(f"{control}/stats/reset", {})
+                    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    server_before = tree_cpu_s(process.pid)
+                    out, data = Path(tmp) / f"out-{level}-{round_number}", Path(tmp) / "data"
+                    started, ended, stdout, trace = run_eval(
+                        api_base, folder, out, level, data, process.pid, options.processes
+                    )
+                    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    server_cpu = tree_cpu_s(process.pid) - server_before
+                    stats = http_json(f"{control}/stats")
+                    calls = stats["requests"]
+                    replay = stats["last_answer_at"] - stats["first_request_at"]
+                    bound = max(chain * latency, calls * latency / level)
+                    replay_cpu = trace.between(stats["first_request_at"], stats["last_answer_at"])
+                    cores = usable_cores()
+                    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+                    limit_line = next((line for line in stdout.splitlines() if line.startswith("Calls to ")), "")
+                    results.append(
+                        {
+                            "round": round_number,
+                            "concurrency": level,
+                            "calls": calls,
+                            "startup_s": stats["first_request_at"] - started,
+                            "replay_s": replay,
+                            "tail_s": ended - stats["last_answer_at"],
+                            "bound_s": bound,
+                            "efficiency": bound / replay,
+                            "peak": stats["peak_in_flight"],
+                            "cpu_ms_per_call": 1000 * cpu / max(1, calls),
+                            "server_cpu_ms_per_call": 1000 * server_cpu / max(1, calls),
+                            "replay_cpu_ms_per_call": 1000 * replay_cpu / max(1, calls),
+                            "core_use": replay_cpu / (replay * cores) if replay > 0 else 0.0,
+                            "cpu_ceiling": bound / max(bound, replay_cpu / cores) if bound > 0 else 1.0,
+                            "limit_line": limit_line,
+                        }
+                    )
+                speeds.append(reference_loop_s())  # the machine speed over this round
     finally:
         process.kill()
         process.wait()
 
-    speeds.append(reference_loop_s())  # the last round's machine speed
     load = os.getloadavg()
     print(
         f"attune eval, {options.conversations} conversations x {options.turns} turns, no judge, "

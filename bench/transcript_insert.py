@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -34,25 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench_db import fresh_database  # noqa: E402
+
 DEFAULT_DATABASE = "postgresql://postgres@127.0.0.1:5432/attune_transcript_bench"
-
-
-def fresh_database(url: str) -> None:
-    """Drop, recreate and migrate the bench database, then set Django up on it in this process."""
-    import psycopg
-
-    name = url.rsplit("/", 1)[1]
-    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"} | {"DATABASE_URL": url}
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
-    os.environ.pop("REDIS_URL", None)
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "attune_site.settings")
-    import django
-
-    django.setup()
 
 
 def replayed_records(turns: int) -> list:
@@ -81,7 +64,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--turns", type=int, default=8)
     options = parser.parse_args()
-    fresh_database(options.database)
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"} | {"DATABASE_URL": options.database}
+    os.environ.pop("REDIS_URL", None)  # no Redis: the insert alone is measured
+    fresh_database(options.database, env)
 
     import json
 

@@ -42,9 +42,9 @@ def save_call_records(run_conversation_id: int, records: Sequence[CallRecord]) -
 
     Each row's ``sequence`` goes in as an expression (``Value``, the same number). Why: Django 5.2 inserts
     several rows of plain values on PostgreSQL as ``UNNEST`` of one array per column, and psycopg escapes
-    every array element in Python; for the messages' JSON (quotes throughout) that took a worker about
-    twice the CPU of the ``INSERT ... VALUES`` that rows holding an expression get instead (18 ms against
-    8.6 ms for a conversation of 33 calls, bench/transcript_insert.py).
+    every array element in Python; for the messages' JSON (quotes throughout) that took a worker two to
+    two and a half times the CPU of the ``INSERT ... VALUES`` that rows holding an expression get instead
+    (bench/transcript_insert.py: 17 ms against 7 ms for a conversation of 33 calls).
     """
     rows = [
         CallTranscript(run_conversation_id=run_conversation_id, **{name: getattr(r, name) for name in FIELDS})

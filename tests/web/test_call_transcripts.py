@@ -240,7 +240,7 @@ def test_stored_records_read_back_exactly_across_batches_and_replace_the_earlier
             for i in range(count)
         ]
 
-    first = records(450, "-first")  # three insert batches of at most 200
+    first = records(450, "-first")  # more rows than one insert batch (200) holds
     with CaptureQueriesContext(connection) as queries:
         assert transcripts.save_call_records(item.pk, first) == 450
     inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
