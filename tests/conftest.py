@@ -10,8 +10,14 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from attune_site.datadir import PSEUDONYM_KEY_FILE, prepare_data_dir, stored_secret_key
+
+# Property tests draw the same examples on every run (and keep no example database between runs): a suite
+# that passes once passes again, and a failure found while writing a test is kept as an explicit example.
+hypothesis_settings.register_profile("attune", derandomize=True, database=None)
+hypothesis_settings.load_profile("attune")
 
 # The test run is an entry point like ``attune``: it prepares the data directory (settings never write).
 prepare_data_dir()
