@@ -4,6 +4,9 @@ litellm sets up much of a call's machinery on the first call in a process. Each
 mode runs in a fresh process: import litellm (not measured), then, with
 ``warm``, the warm-up (measured apart), then the first calls to the fake
 provider one after another, each one's CPU (``time.process_time``) printed.
+``cold`` and ``warm`` call through litellm (``"client": "litellm"``);
+``sdk-cold`` and ``sdk-warm`` take the default route of an ``openai/...`` model
+at its own api_base, the OpenAI SDK, whose warm-up answers in-process.
 The replay sends a wave of calls at once, and every answer of that wave waits
 behind the first call's set-up, so this is the cost the warm-up moves out of
 the replay and into start-up.
@@ -33,9 +36,10 @@ from attunebench.replay.aio import run_sync
 from attunebench.replay.llm import EMSpec, LiteLLMBackend, load_litellm, warm_up
 from tests.core.replay_calls import draft_context
 
-api_base, calls, warm = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "warm"
+api_base, calls, warm = sys.argv[1], int(sys.argv[2]), sys.argv[3].endswith("warm")
 load_litellm()
-spec = EMSpec(name="fake/em", litellm_model="openai/fake-em", api_base=api_base, params={"timeout": 30.0})
+route = {} if sys.argv[3].startswith("sdk") else {"client": "litellm"}
+spec = EMSpec(name="fake/em", litellm_model="openai/fake-em", api_base=api_base, params={"timeout": 30.0, **route})
 ctx = draft_context()
 messages = P.build_messages(ctx)
 backend = LiteLLMBackend()
@@ -60,7 +64,7 @@ def main() -> None:
     server, api_base = start_subprocess()
     results = {}
     try:
-        for mode in ("cold", "warm"):
+        for mode in ("cold", "warm", "sdk-cold", "sdk-warm"):
             done = subprocess.run(
                 [sys.executable, "-c", CHILD, api_base, str(options.calls), mode],
                 cwd=ROOT,
@@ -75,15 +79,23 @@ def main() -> None:
     finally:
         server.kill()
         server.wait()
-    cold, warm = results["cold"]["calls_ms"], results["warm"]["calls_ms"]
+    cold, warm, sdk, sdk_warm = (results[mode]["calls_ms"] for mode in ("cold", "warm", "sdk-cold", "sdk-warm"))
     print("CPU of a fresh process's first calls to the fake provider, one after another (ms each)")
-    print(f"  without warm-up: {' '.join(f'{ms:.1f}' for ms in cold)}")
+    print(f"  litellm, without warm-up: {' '.join(f'{ms:.1f}' for ms in cold)}")
     print(
-        f"  after warm-up:   {' '.join(f'{ms:.1f}' for ms in warm)} (the warm-up: {results['warm']['warm_up_ms']:.1f})"
+        f"  litellm, after warm-up:   {' '.join(f'{ms:.1f}' for ms in warm)} "
+        f"(the warm-up: {results['warm']['warm_up_ms']:.1f})"
+    )
+    print(f"  OpenAI SDK, without warm-up: {' '.join(f'{ms:.1f}' for ms in sdk)}")
+    print(
+        f"  OpenAI SDK, after warm-up:   {' '.join(f'{ms:.1f}' for ms in sdk_warm)} "
+        f"(the warm-up: {results['sdk-warm']['warm_up_ms']:.1f})"
     )
     print(
         f"cold_first_ms={cold[0]:.1f} warm_first_ms={warm[0]:.1f} warm_up_ms={results['warm']['warm_up_ms']:.1f} "
-        f"cold_later_ms={cold[-1]:.1f} warm_later_ms={warm[-1]:.1f}"
+        f"cold_later_ms={cold[-1]:.1f} warm_later_ms={warm[-1]:.1f} sdk_first_ms={sdk[0]:.1f} "
+        f"sdk_later_ms={sdk[-1]:.1f} sdk_warm_first_ms={sdk_warm[0]:.1f} "
+        f"sdk_warm_up_ms={results['sdk-warm']['warm_up_ms']:.1f}"
     )
 
 

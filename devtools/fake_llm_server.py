@@ -129,6 +129,8 @@ class FakeStats:
     # request whose client gave up is cancelled, so a hung one no longer stretches it).
     first_request_at: float | None = None
     last_answer_at: float | None = None
+    # The last request's fields other than its messages (model, temperature, ...): what a client sent.
+    last_request_fields: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -276,6 +278,7 @@ class _App:
         body = await request.json()
         await self._hold(body.get("messages") or [])
         self.stats.requests += 1
+        self.stats.last_request_fields = {k: v for k, v in body.items() if k != "messages"}
         self.stats.bearer_tokens[request.headers.get("Authorization", "").removeprefix("Bearer ")] += 1
         outcome = self._next_outcome()
         config = self.config

@@ -64,7 +64,9 @@ ANSWER_PARAMS: Final = frozenset(
     }
 )
 # Parameters that only change how the call is made.
-TRANSPORT_PARAMS: Final = frozenset({"timeout", "api_key_env", "api_version"})
+TRANSPORT_PARAMS: Final = frozenset({"timeout", "api_key_env", "api_version", "client"})
+#: Values of the ``client`` parameter: ``litellm`` sends even an OpenAI-compatible server's calls through litellm.
+CLIENT_CHOICES: Final = ("litellm",)
 DEFAULT_TIMEOUT_S: Final = 120.0
 
 # The variables a model may name as its key when no other list is configured:
@@ -128,6 +130,8 @@ def params_problem(params: Mapping[str, Any], allowed_key_env: Collection[str]) 
     unknown = set(params) - ANSWER_PARAMS - TRANSPORT_PARAMS
     if unknown:
         return f"unknown model parameters {sorted(unknown)}"
+    if "client" in params and params["client"] not in CLIENT_CHOICES:
+        return f"client must be one of {', '.join(CLIENT_CHOICES)}, not {params['client']!r}"
     if "api_key_env" in params:
         return key_env_problem(params["api_key_env"], allowed_key_env)
     return None
@@ -180,6 +184,17 @@ class EMSpec:
             return "offline"
         prefix = self.litellm_model.split("/", 1)[0] if "/" in self.litellm_model else "openai"
         return f"{prefix}@{self.api_base}" if self.api_base else prefix
+
+    @property
+    def openai_compatible_server(self) -> bool:
+        """Whether calls go straight to an OpenAI-compatible server of the model's own (``openai/...`` at an
+        ``api_base``) through the OpenAI SDK rather than through litellm (``openai_compatible`` says why)."""
+        return (
+            not self.is_offline
+            and bool(self.api_base)
+            and self.litellm_model.startswith("openai/")
+            and self.params.get("client") != "litellm"
+        )
 
     @property
     def limits(self) -> ProviderLimits:
@@ -306,13 +321,25 @@ async def warm_up(specs: Collection[EMSpec | None] | None = None) -> None:
     handling without sending anything, so the cost falls before the first request, in start-up.
     In the loop that will make the calls: litellm's background logging is bound to its event loop.
     A warm-up that fails only leaves the first call slower: it is logged, and the real calls report
-    whatever is wrong.
+    whatever is wrong. Models called through the OpenAI SDK (``openai_compatible_server``) get the SDK's
+    own warm-up instead (``openai_compatible.warm_up``), as does a process that does not know its models.
     """
     models: set[tuple[str, str | None]]
     if specs is None:
         models = {(WARM_UP_MODEL, None)}
     else:
-        models = {(s.litellm_model, s.api_base or None) for s in specs if s is not None and not s.is_offline}
+        models = {
+            (s.litellm_model, s.api_base or None)
+            for s in specs
+            if s is not None and not s.is_offline and not s.openai_compatible_server
+        }
+    if specs is None or any(s is not None and s.openai_compatible_server for s in specs):
+        from attunebench.replay import openai_compatible
+
+        try:
+            await openai_compatible.warm_up()
+        except Exception as exc:  # an optimisation only, as below
+            log.warning("OpenAI SDK warm-up failed (the first call will be slower): %s", exc)
     if not models:
         return
     litellm = load_litellm()
@@ -334,7 +361,8 @@ def _retry_after(exc: BaseException) -> float | None:
     """Seconds from retry-after-ms / Retry-After headers on a provider error.
 
     litellm's exceptions carry the provider's HTTP response (``response``, a
-    documented attribute, as on the OpenAI SDK's errors it subclasses).
+    documented attribute, as on the OpenAI SDK's errors they subclass, which
+    the OpenAI-compatible route raises as they are).
     """
     headers: Mapping[str, str] | None = getattr(getattr(exc, "response", None), "headers", None)
     if not headers:
@@ -351,7 +379,7 @@ def _retry_after(exc: BaseException) -> float | None:
 
 
 def classify_error(exc: BaseException) -> Exception:
-    """Map a litellm/provider exception to TransientCallError or PermanentCallError."""
+    """Map a litellm or OpenAI SDK exception to TransientCallError or PermanentCallError."""
     status = getattr(exc, "status_code", None)
     name = type(exc).__name__
     if status == 429 or name == "RateLimitError":
@@ -366,7 +394,9 @@ def classify_error(exc: BaseException) -> Exception:
 
 
 class LiteLLMBackend:
-    """Calls any provider litellm supports."""
+    """Calls any provider litellm supports; an OpenAI-compatible server of the model's own (``openai/...`` at an
+    ``api_base``) straight through the OpenAI SDK, which is what litellm would use for it, without litellm's
+    per-call bookkeeping (``attunebench.replay.openai_compatible``)."""
 
     cacheable = True
 
@@ -375,6 +405,24 @@ class LiteLLMBackend:
     ) -> Completion:
         """``api_key`` is the key the asking process already read (a worker's call courier gets it from its
         worker, whose environment is the one that counts); without it the spec's key is read here."""
+        key = api_key if api_key is not None else spec.api_key()
+        if spec.openai_compatible_server:
+            from attunebench.replay.openai_compatible import chat_completion
+
+            try:
+                response = await chat_completion(
+                    api_base=str(spec.api_base),
+                    api_key=key or NO_KEY,
+                    litellm_model=spec.litellm_model,
+                    messages=messages,
+                    params=spec.answer_params(),
+                    timeout=spec.timeout,
+                )
+            except (TransientCallError, PermanentCallError):
+                raise
+            except Exception as exc:
+                raise classify_error(exc) from exc
+            return _completion(spec, response)
         litellm = load_litellm()
         register_unlisted(litellm, spec.litellm_model)
         kwargs: dict[str, Any] = {
@@ -394,7 +442,6 @@ class LiteLLMBackend:
             kwargs["output_cost_per_token"] = (spec.output_cost_per_million or 0.0) / 1e6
         if spec.params.get("api_version"):
             kwargs["api_version"] = spec.params["api_version"]
-        key = api_key if api_key is not None else spec.api_key()
         if key:
             kwargs["api_key"] = key
         try:
@@ -403,19 +450,24 @@ class LiteLLMBackend:
             raise
         except Exception as exc:
             raise classify_error(exc) from exc
-        choice = response.choices[0] if response.choices else None
-        text = getattr(getattr(choice, "message", None), "content", None)
-        usage = getattr(response, "usage", None)
-        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-        return Completion(
-            text=text,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            # One pricing rule for calls made and dry-run estimates alike: the
-            # provider's token usage times ``price_per_token``.
-            cost_usd=call_cost(spec, prompt_tokens, completion_tokens),
-        )
+        return _completion(spec, response)
+
+
+def _completion(spec: EMSpec, response: Any) -> Completion:
+    """The answer's text and token usage, priced (litellm's and the OpenAI SDK's responses have the same shape)."""
+    choice = response.choices[0] if response.choices else None
+    text = getattr(getattr(choice, "message", None), "content", None)
+    usage = getattr(response, "usage", None)
+    prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+    completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+    return Completion(
+        text=text,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        # One pricing rule for calls made and dry-run estimates alike: the
+        # provider's token usage times ``price_per_token``.
+        cost_usd=call_cost(spec, prompt_tokens, completion_tokens),
+    )
 
 
 def price_per_token(spec: EMSpec) -> tuple[float, float] | None:

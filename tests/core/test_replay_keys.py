@@ -46,17 +46,23 @@ def _spec(server, **params) -> EMSpec:
     )
 
 
-def test_an_ambient_provider_key_is_never_sent_to_a_models_own_api_base(server, monkeypatch):
+# Both routes an OpenAI-compatible server's calls can take: the OpenAI SDK (default) and litellm.
+ROUTES = pytest.mark.parametrize("route", [{}, {"client": "litellm"}], ids=["openai-sdk", "litellm"])
+
+
+@ROUTES
+def test_an_ambient_provider_key_is_never_sent_to_a_models_own_api_base(server, monkeypatch, route):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-ambient-must-not-leave")
     server.reset()
-    _call(_spec(server))
+    _call(_spec(server, **route))
     assert server.stats()["bearer_tokens"] == {NO_KEY: 1}
 
 
-def test_a_named_provider_key_is_sent_to_the_api_base(server, monkeypatch):
+@ROUTES
+def test_a_named_provider_key_is_sent_to_the_api_base(server, monkeypatch, route):
     monkeypatch.setenv("GROQ_API_KEY", "gsk-configured")
     server.reset()
-    _call(_spec(server, api_key_env="GROQ_API_KEY"))
+    _call(_spec(server, api_key_env="GROQ_API_KEY", **route))
     assert server.stats()["bearer_tokens"] == {"gsk-configured": 1}
 
 

@@ -1,7 +1,9 @@
-"""The replay engine through litellm against the local fake OpenAI-compatible server.
+"""The replay engine's model calls against the local fake OpenAI-compatible server.
 
-No real provider is ever reached: every spec points litellm at the fake
-server's api_base on 127.0.0.1.
+No real provider is ever reached: every spec points at the fake server's
+api_base on 127.0.0.1. Every test runs on both routes such a model can take:
+the OpenAI SDK straight (the default for ``openai/...`` at an api_base) and
+litellm (``"client": "litellm"``, the route of every other provider).
 """
 
 from __future__ import annotations
@@ -32,16 +34,32 @@ def server():
         yield running
 
 
-@pytest.fixture(autouse=True)
-def clean_server(server):
-    server.configure(script=[], error_rate=0.0, malformed_rate=0.0, messy_rate=0.0, latency_ms=0.0, retry_after_s=1.0)
+#: The routes' model parameters: none (the OpenAI SDK), or litellm asked for by name.
+ROUTES = {"openai-sdk": {}, "litellm": {"client": "litellm"}}
+_route: dict[str, str] = {}
+
+
+@pytest.fixture(autouse=True, params=sorted(ROUTES))
+def clean_server(server, request):
+    server.configure(
+        script=[],
+        error_rate=0.0,
+        malformed_rate=0.0,
+        messy_rate=0.0,
+        latency_ms=0.0,
+        retry_after_s=1.0,
+        timeout_hang_s=3.0,
+    )
     server.reset()
+    _route.clear()
+    _route.update(ROUTES[request.param])
     yield
 
 
-def em(server, **overrides) -> EMSpec:
-    params = {"temperature": 0, "seed": 1, "timeout": overrides.pop("timeout", 10.0)}
-    return EMSpec(name="fake/em", litellm_model="openai/fake-em", api_base=server.url, params=params, **overrides)
+def em(server, name: str = "fake/em", litellm_model: str = "openai/fake-em", **overrides) -> EMSpec:
+    """A model at the fake server, on this test's route."""
+    params = {"temperature": 0, "seed": 1, "timeout": overrides.pop("timeout", 10.0), **_route}
+    return EMSpec(name=name, litellm_model=litellm_model, api_base=server.url, params=params, **overrides)
 
 
 def one_call(server, spec: EMSpec, scheduler: Scheduler):
@@ -51,12 +69,13 @@ def one_call(server, spec: EMSpec, scheduler: Scheduler):
 
 
 def test_injected_429_500_and_timeout_are_retried_until_success(server):
-    server.configure(script=["429", "500", "timeout"], retry_after_s=0.4)
+    # The hung request is held far longer than the client waits: only the client's timeout can end it.
+    server.configure(script=["429", "500", "timeout"], retry_after_s=0.4, timeout_hang_s=30.0)
     # max_delay 0.1: a Retry-After is honoured up to 5 x max_delay (0.5 s), so the 0.4 s is never cut short.
     scheduler = Scheduler(base_delay=0.01, max_delay=0.1, max_attempts=5)
     clock = time.perf_counter()
     # The client's timeout applies to every request, so it is long beside what a loaded machine takes to answer
-    # one; only the scripted hang (the server holds it for 30 s) reaches it.
+    # one; only the scripted hang reaches it.
     completion = one_call(server, em(server, timeout=3.0), scheduler)
     elapsed = time.perf_counter() - clock
     assert '"response"' in completion.text
@@ -75,12 +94,12 @@ def test_a_call_reports_usage_and_is_priced_from_it_with_the_registry_price(serv
     assert completion.prompt_tokens > 0 and completion.completion_tokens > 0
     # $1 per million prompt tokens, $2 per million completion tokens.
     assert completion.cost_usd == pytest.approx((completion.prompt_tokens + 2 * completion.completion_tokens) / 1e6)
-    assert server.stats()["requests"] == 1  # litellm made no retries of its own
+    assert server.stats()["requests"] == 1  # the client made no retries of its own
 
 
 def test_a_listed_model_without_a_registry_price_is_priced_from_litellm_price_list(server):
     # litellm's bundled price list has gpt-4o-mini at $0.15 / $0.60 per million tokens.
-    spec = EMSpec(name="mini", litellm_model="openai/gpt-4o-mini", api_base=server.url, params={"timeout": 10.0})
+    spec = em(server, name="mini", litellm_model="openai/gpt-4o-mini")
     completion = one_call(server, spec, Scheduler())
     assert completion.prompt_tokens > 0 and completion.completion_tokens > 0
     expected = completion.prompt_tokens * 0.15e-6 + completion.completion_tokens * 0.60e-6
@@ -90,7 +109,8 @@ def test_a_listed_model_without_a_registry_price_is_priced_from_litellm_price_li
 def test_a_process_that_replayed_exits_without_unclosed_session_warnings(tmp_path):
     script = tmp_path / "replay_once.py"
     script.write_text(
-        textwrap.dedent("""
+        textwrap.dedent(f"""
+        ROUTE = {_route!r}
         from attunebench.replay.aio import run_sync
         from attunebench.replay.llm import EMSpec, LiteLLMBackend, warm_up
         from attunebench.replay.protocol import ReplayConfig, Replayer
@@ -98,7 +118,7 @@ def test_a_process_that_replayed_exits_without_unclosed_session_warnings(tmp_pat
         from devtools.replay_fixtures import marked_conversation
 
         with FakeLLMServer(FakeConfig()) as server:
-            spec = EMSpec(name="fake/em", litellm_model="openai/fake-em", api_base=server.url)
+            spec = EMSpec(name="fake/em", litellm_model="openai/fake-em", api_base=server.url, params=ROUTE)
             run_sync(warm_up([spec]))  # as eval and the call courier do before their first call
             result = run_sync(Replayer(spec, LiteLLMBackend(), ReplayConfig()).replay(marked_conversation(turns=1)))
             print("turns", len(result.output.turns))
@@ -168,7 +188,7 @@ def test_malformed_replies_are_retried_and_messy_ones_repaired(server):
 def test_rerun_with_the_same_cache_makes_zero_calls(server, tmp_path):
     conversation = marked_conversation(turns=3)
     spec = em(server, input_cost_per_million=1.0, output_cost_per_million=2.0)
-    judge = EMSpec(name="fake/judge", litellm_model="openai/fake-judge", api_base=server.url)
+    judge = em(server, name="fake/judge", litellm_model="openai/fake-judge")
     config = ReplayConfig(judge=judge, panas_strategy="delta")
     cache = FileCache(tmp_path / "calls")
 

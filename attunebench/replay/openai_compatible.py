@@ -1,0 +1,124 @@
+"""Calls to an OpenAI-compatible server of the model's own, through the OpenAI SDK.
+
+A model registered as ``openai/<name>`` at its own ``api_base`` (vLLM,
+llama.cpp, TGI, a gateway, the fake provider of the tests and benchmarks)
+speaks OpenAI's chat completions protocol, which is all litellm would do for
+it too. litellm's per-call bookkeeping (logging objects, cost lookups, hidden
+parameters, a thread hop for the request's preparation) costs about 3 ms of
+CPU a call on top of the OpenAI SDK's 1.5 ms (bench/replay_call_cpu.py), and
+that CPU, not the provider, is what limited a replay at 64 calls in flight on
+a two-core machine (bench/replay_throughput.py: 0.68 through litellm, 0.87
+this way). So such a model is called with ``openai.AsyncOpenAI``
+directly (the SDK litellm itself uses for it), through its public API:
+
+- the request is the one litellm sends: the model name without its ``openai/``
+  prefix, the messages and the model's answer parameters (``top_k``, which
+  OpenAI's own API lacks, goes in the request body as OpenAI-compatible servers
+  expect it);
+- the SDK's own retries are off: the scheduler owns retries;
+- its errors are the OpenAI SDK's, the same classes litellm's subclass, so
+  ``classify_error`` treats them alike (429 with Retry-After, 5xx, timeouts,
+  connection failures);
+- one client per event loop, server and key, all of a loop's clients on one
+  connection pool: a pool belongs to the loop that opened it;
+- ``warm_up`` makes one call to an in-process transport before the replay,
+  as litellm's warm-up does for litellm: the SDK's first call in a process
+  costs about 80 ms of CPU (bench/replay_first_call.py), which the first wave
+  of answers would otherwise wait behind.
+
+A model can still be sent through litellm with the parameter
+``"client": "litellm"``. Pure: no Django.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+#: Answer parameters OpenAI's chat completions API does not take as arguments; OpenAI-compatible
+#: servers read them from the request body.
+BODY_ONLY_PARAMS = frozenset({"top_k"})
+
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], Any]] = weakref.WeakKeyDictionary()
+_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+
+def served_model_name(litellm_model: str) -> str:
+    """The name the server knows the model by: litellm's ``openai/`` prefix is litellm's, not the server's."""
+    return litellm_model.split("/", 1)[1] if litellm_model.startswith("openai/") else litellm_model
+
+
+def _pool() -> Any:
+    """This event loop's HTTP connection pool, shared by its clients: making one (its TLS set-up) takes
+    about 20 ms of CPU, so not once per server and key."""
+    import openai
+
+    loop = asyncio.get_running_loop()
+    pool = _pools.get(loop)
+    if pool is None:
+        pool = _pools[loop] = openai.DefaultAsyncHttpxClient()
+    return pool
+
+
+def client_for(api_base: str, api_key: str) -> Any:
+    """This event loop's client for ``api_base`` with ``api_key``, made on first use."""
+    import openai
+
+    per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
+    client = per_loop.get((api_base, api_key))
+    if client is None:
+        client = openai.AsyncOpenAI(base_url=api_base, api_key=api_key, max_retries=0, http_client=_pool())
+        per_loop[(api_base, api_key)] = client
+    return client
+
+
+async def warm_up() -> None:
+    """This event loop's connection pool, and one chat completion through the SDK answered in this process by
+    an ``httpx2.MockTransport`` (the documented test transport of the HTTP client the SDK is built on): the
+    SDK's lazy set-up happens now, and nothing is sent anywhere."""
+    import httpx2
+    import openai
+
+    _pool()
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(
+            200,
+            json={
+                "id": "warm-up",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "warm-up",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            },
+        )
+
+    transport = openai.DefaultAsyncHttpxClient(transport=httpx2.MockTransport(answer))
+    async with openai.AsyncOpenAI(
+        base_url="http://warm-up.invalid/v1", api_key="warm-up", max_retries=0, http_client=transport
+    ) as client:
+        await client.chat.completions.create(model="warm-up", messages=[{"role": "user", "content": "warm-up"}])
+
+
+async def chat_completion(
+    *,
+    api_base: str,
+    api_key: str,
+    litellm_model: str,
+    messages: list[dict[str, str]],
+    params: Mapping[str, Any],
+    timeout: float,
+) -> Any:
+    """One chat completion (the SDK's ``ChatCompletion``); errors are the SDK's, for the caller to classify."""
+    arguments = {k: v for k, v in params.items() if k not in BODY_ONLY_PARAMS}
+    body = {k: v for k, v in params.items() if k in BODY_ONLY_PARAMS}
+    return await client_for(api_base, api_key).chat.completions.create(
+        model=served_model_name(litellm_model),
+        messages=messages,
+        timeout=timeout,
+        extra_body=body or None,
+        **arguments,
+    )
