@@ -47,8 +47,11 @@ highest efficiency: the shared machine's speed drifts by half within an hour,
 so a single run can land on a slow or a fast minute. The machine speed is then
 taken after each round.
 
+``--via-litellm`` sends the calls through litellm instead of the OpenAI SDK
+(the default route of an ``openai/...`` model at an api_base), to compare.
+
 Usage: python bench/replay_throughput.py [--conversations 40 --turns 8 --latency-ms 200 --spread-ms 0
-                                          --concurrency 32,64 --repeat 1]
+                                          --concurrency 32,64 --repeat 1 --via-litellm]
 The last line is machine-readable.
 """
 
@@ -85,6 +88,7 @@ def run_eval(
     data_dir: Path,
     server_pid: int,
     processes: int | None = None,
+    via_litellm: bool = False,
 ) -> tuple[float, float, str, CpuTrace]:
     """One ``attune eval`` process; returns (its start time, its exit time, its stdout, the CPU trace
     of it and the server)."""
@@ -111,6 +115,8 @@ def run_eval(
     ]
     if processes is not None:
         command += ["--processes", str(processes)]
+    if via_litellm:
+        command.append("--via-litellm")
     started = time.time()
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     with CpuTrace([process.pid, server_pid]) as trace:
@@ -129,6 +135,11 @@ def main() -> None:
     parser.add_argument("--spread-ms", type=float, default=0.0, help="latency drawn from latency +- spread/2")
     parser.add_argument("--concurrency", default="32,64", help="comma-separated values, one eval run each")
     parser.add_argument("--processes", type=int, help="attune eval --processes (default: its own, the CPU count)")
+    parser.add_argument(
+        "--via-litellm",
+        action="store_true",
+        help="attune eval --via-litellm: calls through litellm, not the OpenAI SDK",
+    )
     parser.add_argument(
         "--repeat", type=int, default=1, help="rounds of every concurrency, interleaved; figures are their medians"
     )
@@ -162,7 +173,7 @@ def main() -> None:
                     server_before = tree_cpu_s(process.pid)
                     out, data = Path(tmp) / f"out-{level}-{round_number}", Path(tmp) / "data"
                     started, ended, stdout, trace = run_eval(
-                        api_base, folder, out, level, data, process.pid, options.processes
+                        api_base, folder, out, level, data, process.pid, options.processes, options.via_litellm
                     )
                     after = resource.getrusage(resource.RUSAGE_CHILDREN)
                     server_cpu = tree_cpu_s(process.pid) - server_before
@@ -202,7 +213,8 @@ def main() -> None:
     print(
         f"attune eval, {options.conversations} conversations x {options.turns} turns, no judge, "
         f"latency {options.latency_ms:.0f} ms (+- {options.spread_ms / 2:.0f}), longest chain {chain} calls, "
-        f"--processes {options.processes or 'default (CPU count)'}; "
+        f"--processes {options.processes or 'default (CPU count)'}, "
+        f"calls through {'litellm' if options.via_litellm else 'the OpenAI SDK'}; "
         f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; "
         "machine speed: a fixed mix of Python work (bench/proc_cpu.py) took "
         + ", ".join(f"{s:.2f}" for s in speeds)
@@ -246,6 +258,7 @@ def main() -> None:
         )
         + f" calls={results[0]['calls'] if results else 0} spread_ms={options.spread_ms:g} load1={load[0]:.2f}"
         + f" reference_loop_s={statistics.median(speeds):.3f} repeat={options.repeat}"
+        + f" via_litellm={int(options.via_litellm)}"
     )
 
 

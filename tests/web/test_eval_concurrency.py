@@ -41,7 +41,8 @@ def eval_command(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]
     )
 
 
-def test_an_unregistered_model_reaches_the_requested_concurrency(server, tmp_path):
+@pytest.mark.parametrize("route", [[], ["--via-litellm"]], ids=["openai-sdk", "litellm"])
+def test_an_unregistered_model_reaches_the_requested_concurrency(server, tmp_path, route):
     # The first 32 requests are held until all 32 are at the server: a loaded machine cannot spread them out.
     server.configure(hold_until_in_flight=32)
     folder = tmp_path / "conversations"
@@ -60,6 +61,7 @@ def test_an_unregistered_model_reaches_the_requested_concurrency(server, tmp_pat
         "--concurrency",
         "32",
         "--no-cache",
+        *route,
         data_dir=tmp_path / "data",
     )
 
@@ -67,3 +69,13 @@ def test_an_unregistered_model_reaches_the_requested_concurrency(server, tmp_pat
     assert server.stats()["peak_in_flight"] == 32  # not the 8 a hidden per-provider default allowed
     assert f"Calls to openai@{server.url}: at most 32 in flight (--concurrency 32; not in the registry)" in done.stdout
     assert "limit 32/32" in done.stdout  # no overload, so the adaptive level stayed at the ceiling
+
+
+def test_via_litellm_without_an_api_base_is_refused_with_where_to_set_it(tmp_path):
+    done = eval_command(
+        "--model", "openai/fake", "--via-litellm", "--conversations", str(tmp_path), data_dir=tmp_path / "data"
+    )
+    assert done.returncode != 0
+    assert '--via-litellm applies to a model at --api-base; a registered model takes "client": "litellm"' in (
+        done.stderr
+    )

@@ -64,6 +64,12 @@ class Command(BaseCommand):
             "--dry-run", action="store_true", help="print the number of calls and the estimated cost, call nothing"
         )
         parser.add_argument("--api-base", help="OpenAI-compatible base URL for a model not in the registry")
+        parser.add_argument(
+            "--via-litellm",
+            action="store_true",
+            help="call an openai/... model at --api-base through litellm, not the OpenAI SDK (the default route "
+            "for an OpenAI-compatible server; same requests, slower per call)",
+        )
         parser.add_argument("--temperature", type=float)
         parser.add_argument("--max-tokens", type=int)
         parser.add_argument("--seed", type=int)
@@ -90,6 +96,13 @@ class Command(BaseCommand):
         from scoring.replay_service import ReplayRefused, _is_loopback, em_spec
 
         params = {k: options[k] for k in ("temperature", "max_tokens", "seed") if options.get(k) is not None}
+        if options.get("via_litellm"):
+            if not options.get("api_base"):
+                raise CommandError(
+                    "--via-litellm applies to a model at --api-base; a registered model takes "
+                    '"client": "litellm" in its params instead'
+                )
+            params["client"] = "litellm"
         registered = None
         try:
             from scoring.models import EvaluatedModel
@@ -145,7 +158,15 @@ class Command(BaseCommand):
         em = self._spec(options["model"], options)
         judge = (
             self._spec(
-                options["judge"], {**options, "api_base": None, "temperature": None, "max_tokens": None, "seed": None}
+                options["judge"],
+                {
+                    **options,
+                    "api_base": None,
+                    "via_litellm": False,
+                    "temperature": None,
+                    "max_tokens": None,
+                    "seed": None,
+                },
             )
             if options["judge"]
             else None
