@@ -11,7 +11,9 @@ indices, PANAS keys, reasoning in verbose modes). Faults are injectable:
   (the server holds the request open past the client's timeout);
 - a malformed-reply rate (prose or truncated JSON: needs a retry) and a messy
   rate (fenced, raw newlines, trailing commas: the lenient parser copes);
-- a script of forced outcomes consumed in order, for deterministic tests;
+- a script of forced outcomes consumed in order, for deterministic tests,
+  among them answers with status 200 that are no chat completion (an HTML
+  page, an empty body, a JSON error object);
 - a hold: the first requests (of chosen call types) wait until a given number
   are in flight at once, so a test can check a client's concurrency without
   racing the latency on a loaded machine.
@@ -50,7 +52,10 @@ from attunebench.replay.baselines import RandomBaseline
 
 READY_PREFIX = "FAKE_LLM_SERVER_READY"
 ERROR_KINDS = ("429", "500", "503", "timeout")
-SCRIPT_OUTCOMES = (*ERROR_KINDS, "malformed", "ok")
+# A 200 that is not a chat completion, as a misconfigured gateway or proxy sends: an HTML page, an empty body,
+# a JSON error object. Scripted only.
+BROKEN_200_KINDS = ("html", "empty", "error-json")
+SCRIPT_OUTCOMES = (*ERROR_KINDS, *BROKEN_200_KINDS, "malformed", "ok")
 
 #: What a streamed participant-chat request (no TASK line of ours) is answered with.
 CHAT_REPLY = (
@@ -309,6 +314,13 @@ class _App:
             return web.json_response(
                 {"error": {"message": f"Fake server error {outcome}", "type": "server_error"}}, status=int(outcome)
             )
+        if outcome in BROKEN_200_KINDS:
+            self.stats.errors[outcome] += 1
+            if outcome == "html":
+                return web.Response(text="<html><body>Gateway maintenance</body></html>", content_type="text/html")
+            if outcome == "empty":
+                return web.Response(body=b"", content_type="application/json")
+            return web.json_response({"error": {"message": "upstream unavailable", "type": "server_error"}})
         messages = body.get("messages") or []
         digest = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).digest()
         self.stats.digests[request_digest(messages)] += 1

@@ -2,15 +2,19 @@
 
 ``EMSpec`` is the pure description of an evaluated model or judge (what the
 Django ``EvaluatedModel`` registry row holds). ``LiteLLMBackend`` calls
-``litellm.acompletion`` with the spec's parameters and turns provider errors
-into the scheduler's transient/permanent errors.
+``litellm.acompletion`` with the spec's parameters (or, for a model on an
+OpenAI-compatible server of its own that litellm has no rules for, the OpenAI
+SDK: ``uses_openai_sdk``) and turns provider errors into the scheduler's
+transient/permanent errors.
 
 Choices:
 - litellm is used through its public API only: ``litellm.acompletion`` with
   documented arguments and a few documented module settings. No internals are
   patched, so a litellm upgrade within the pinned range cannot silently change
-  what a call does. Its per-call CPU (a few ms, bench/replay_call_cpu.py) is
-  small next to calls that take seconds. A model litellm does not list is
+  what a call does. Its per-call CPU (about 5 ms here, bench/replay_call_cpu.py)
+  is small next to calls that take seconds, but not next to a local server's
+  fraction of a second at 64 calls in flight: that is why the OpenAI SDK route
+  exists (``attunebench.replay.openai_compatible``). A model litellm does not list is
   described to it once with the public ``litellm.register_model`` (provider and
   mode, no price), so it stops searching its price list and warning per call.
 - ``import litellm`` happens on first use (it takes seconds), and its cost map
@@ -187,8 +191,8 @@ class EMSpec:
 
     @property
     def openai_compatible_server(self) -> bool:
-        """Whether calls go straight to an OpenAI-compatible server of the model's own (``openai/...`` at an
-        ``api_base``) through the OpenAI SDK rather than through litellm (``openai_compatible`` says why)."""
+        """Whether the model is ``openai/...`` at an ``api_base`` of its own, an OpenAI-compatible server, and
+        not sent through litellm by name (``"client": "litellm"``): ``uses_openai_sdk`` decides the route."""
         return (
             not self.is_offline
             and bool(self.api_base)
@@ -321,7 +325,7 @@ async def warm_up(specs: Collection[EMSpec | None] | None = None) -> None:
     handling without sending anything, so the cost falls before the first request, in start-up.
     In the loop that will make the calls: litellm's background logging is bound to its event loop.
     A warm-up that fails only leaves the first call slower: it is logged, and the real calls report
-    whatever is wrong. Models called through the OpenAI SDK (``openai_compatible_server``) get the SDK's
+    whatever is wrong. Models called through the OpenAI SDK (``uses_openai_sdk``) get the SDK's
     own warm-up instead (``openai_compatible.warm_up``), as does a process that does not know its models.
     """
     models: set[tuple[str, str | None]]
@@ -331,9 +335,9 @@ async def warm_up(specs: Collection[EMSpec | None] | None = None) -> None:
         models = {
             (s.litellm_model, s.api_base or None)
             for s in specs
-            if s is not None and not s.is_offline and not s.openai_compatible_server
+            if s is not None and not s.is_offline and not uses_openai_sdk(s)
         }
-    if specs is None or any(s is not None and s.openai_compatible_server for s in specs):
+    if specs is None or any(s is not None and uses_openai_sdk(s) for s in specs):
         from attunebench.replay import openai_compatible
 
         try:
@@ -355,6 +359,34 @@ async def warm_up(specs: Collection[EMSpec | None] | None = None) -> None:
             )
         except Exception as exc:  # an optimisation only: the replay goes on without it
             log.warning("litellm warm-up of %s failed (the first call will be slower): %s", model, exc)
+
+
+#: A name litellm knows nothing about: what it sends for such a model is the request as given.
+_GENERIC_MODEL: Final = "attune-generic-model"
+_uses_sdk: dict[str, bool] = {}
+
+
+def uses_openai_sdk(spec: EMSpec) -> bool:
+    """Whether ``spec``'s calls go through the OpenAI SDK (``attunebench.replay.openai_compatible``) rather
+    than litellm: an OpenAI-compatible server of the model's own, serving a model litellm treats like any
+    unknown one (not in its list, the same supported parameters as a made-up name), so that litellm would
+    send it the request as given and the SDK sends the same. A model litellm knows, or whose name litellm
+    reads as a family with rules of its own (``gpt-5*``: parameters renamed or dropped), stays with litellm,
+    which applies them.
+    """
+    if not spec.openai_compatible_server:
+        return False
+    model = spec.litellm_model
+    if model not in _uses_sdk:
+        litellm = load_litellm()
+        served = model.split("/", 1)[1]
+        listed = any(n in litellm.model_cost and n not in _registered_unlisted for n in (model, served))
+
+        def supported(name: str) -> set[str]:
+            return set(litellm.get_supported_openai_params(model=name, custom_llm_provider="openai") or ())
+
+        _uses_sdk[model] = not listed and supported(served) == supported(_GENERIC_MODEL)
+    return _uses_sdk[model]
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -395,8 +427,8 @@ def classify_error(exc: BaseException) -> Exception:
 
 class LiteLLMBackend:
     """Calls any provider litellm supports; an OpenAI-compatible server of the model's own (``openai/...`` at an
-    ``api_base``) straight through the OpenAI SDK, which is what litellm would use for it, without litellm's
-    per-call bookkeeping (``attunebench.replay.openai_compatible``)."""
+    ``api_base``) serving a model litellm has no rules for straight through the OpenAI SDK, which is what litellm
+    would use for it, without litellm's per-call bookkeeping (``uses_openai_sdk``)."""
 
     cacheable = True
 
@@ -406,7 +438,7 @@ class LiteLLMBackend:
         """``api_key`` is the key the asking process already read (a worker's call courier gets it from its
         worker, whose environment is the one that counts); without it the spec's key is read here."""
         key = api_key if api_key is not None else spec.api_key()
-        if spec.openai_compatible_server:
+        if uses_openai_sdk(spec):
             from attunebench.replay.openai_compatible import chat_completion
 
             try:

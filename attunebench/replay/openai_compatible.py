@@ -18,7 +18,9 @@ directly (the SDK litellm itself uses for it), through its public API:
 - the SDK's own retries are off: the scheduler owns retries;
 - its errors are the OpenAI SDK's, the same classes litellm's subclass, so
   ``classify_error`` treats them alike (429 with Retry-After, 5xx, timeouts,
-  connection failures);
+  connection failures); a 200 that is no chat completion is a passing failure
+  (an HTML page, an empty body) or the server's refusal (an error object), as
+  through litellm;
 - one client per event loop, server and key, all of a loop's clients on one
   connection pool: a pool belongs to the loop that opened it;
 - ``warm_up`` makes one call to an in-process transport before the replay,
@@ -33,9 +35,12 @@ A model can still be sent through litellm with the parameter
 from __future__ import annotations
 
 import asyncio
+import json
 import weakref
 from collections.abc import Mapping
 from typing import Any
+
+from attunebench.replay.scheduler import PermanentCallError, TransientCallError
 
 #: Answer parameters OpenAI's chat completions API does not take as arguments; OpenAI-compatible
 #: servers read them from the request body.
@@ -115,10 +120,28 @@ async def chat_completion(
     """One chat completion (the SDK's ``ChatCompletion``); errors are the SDK's, for the caller to classify."""
     arguments = {k: v for k, v in params.items() if k not in BODY_ONLY_PARAMS}
     body = {k: v for k, v in params.items() if k in BODY_ONLY_PARAMS}
-    return await client_for(api_base, api_key).chat.completions.create(
-        model=served_model_name(litellm_model),
-        messages=messages,
-        timeout=timeout,
-        extra_body=body or None,
-        **arguments,
-    )
+    try:
+        response = await client_for(api_base, api_key).chat.completions.create(
+            model=served_model_name(litellm_model),
+            messages=messages,
+            timeout=timeout,
+            extra_body=body or None,
+            **arguments,
+        )
+    except json.JSONDecodeError as exc:  # an empty or cut-off body under a JSON content type
+        raise TransientCallError(
+            "invalid-answer", f"{api_base} answered 200 with a body that is not JSON: {exc}"
+        ) from exc
+    if not isinstance(getattr(response, "choices", None), list) or not response.choices:
+        error = getattr(response, "error", None)
+        if isinstance(error, dict):
+            # An error object under status 200: the server's own answer to this request, which litellm
+            # reports as a bad request; asking again would get it again.
+            raise PermanentCallError(f"{api_base} answered 200 with an error: {str(error.get('message', error))[:300]}")
+        # An HTML page (the SDK hands back its text), an empty answer: a gateway's or a proxy's passing
+        # trouble, as litellm also treats it.
+        raise TransientCallError(
+            "invalid-answer",
+            f"{api_base} answered 200 with something other than a chat completion: {str(response)[:200]}",
+        )
+    return response
