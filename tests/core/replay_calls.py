@@ -1,8 +1,20 @@
-"""A one-turn draft call, the smallest real request the replay sends: shared by the tests that call a provider."""
+"""What the tests that call a provider share: the smallest real request the replay sends (a one-turn draft
+call), and the two routes an OpenAI-compatible server's calls can take."""
 
 from __future__ import annotations
 
+import pytest
+
 from attunebench.replay import prompts as P
+from attunebench.replay.aio import run_sync
+from attunebench.replay.llm import Completion, EMSpec, LiteLLMBackend
+from attunebench.replay.scheduler import Scheduler
+
+#: Each route's model parameters: none (the OpenAI SDK, the default for ``openai/...`` at an api_base of its
+#: own), or litellm asked for by name.
+ROUTES: dict[str, dict[str, str]] = {"openai-sdk": {}, "litellm": {"client": "litellm"}}
+#: Runs a test once per route, its model parameters as the argument ``route``.
+BOTH_ROUTES = pytest.mark.parametrize("route", list(ROUTES.values()), ids=list(ROUTES))
 
 
 def draft_context() -> P.CallContext:
@@ -16,3 +28,10 @@ def draft_context() -> P.CallContext:
         turns=(P.VisibleTurn(1, "I had a rough day at work.", None),),
         turn_number=1,
     )
+
+
+def draft_call(spec: EMSpec, scheduler: Scheduler) -> Completion:
+    """One draft call to ``spec`` through ``scheduler`` (its retries and limits), as the replay makes it."""
+    ctx = draft_context()
+    backend = LiteLLMBackend()
+    return run_sync(scheduler.submit(spec.provider, lambda: backend.complete(spec, P.build_messages(ctx), ctx)))

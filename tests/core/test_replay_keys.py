@@ -8,21 +8,18 @@ from __future__ import annotations
 
 import pytest
 
-from attunebench.replay import prompts as P
-from attunebench.replay.aio import run_sync
 from attunebench.replay.llm import (
     DEFAULT_PROVIDER_KEY_ENV,
     HIDDEN,
     NO_KEY,
     EMSpec,
-    LiteLLMBackend,
     key_env_problem,
     params_problem,
     scrub_params,
 )
 from attunebench.replay.scheduler import PermanentCallError, Scheduler
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer
-from tests.core.replay_calls import draft_context
+from tests.core.replay_calls import BOTH_ROUTES, draft_call
 
 ALLOWED = frozenset(DEFAULT_PROVIDER_KEY_ENV)
 
@@ -33,36 +30,25 @@ def server():
         yield running
 
 
-def _call(spec: EMSpec) -> None:
-    ctx = draft_context()
-    scheduler = Scheduler(base_delay=0.01, max_delay=0.05, max_attempts=1)
-    backend = LiteLLMBackend()
-    run_sync(scheduler.submit(spec.provider, lambda: backend.complete(spec, P.build_messages(ctx), ctx)))
-
-
 def _spec(server, **params) -> EMSpec:
     return EMSpec(
         name="fake/em", litellm_model="openai/fake-em", api_base=server.url, params={"timeout": 10.0, **params}
     )
 
 
-# Both routes an OpenAI-compatible server's calls can take: the OpenAI SDK (default) and litellm.
-ROUTES = pytest.mark.parametrize("route", [{}, {"client": "litellm"}], ids=["openai-sdk", "litellm"])
-
-
-@ROUTES
+@BOTH_ROUTES
 def test_an_ambient_provider_key_is_never_sent_to_a_models_own_api_base(server, monkeypatch, route):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-ambient-must-not-leave")
     server.reset()
-    _call(_spec(server, **route))
+    draft_call(_spec(server, **route), Scheduler(max_attempts=1))
     assert server.stats()["bearer_tokens"] == {NO_KEY: 1}
 
 
-@ROUTES
+@BOTH_ROUTES
 def test_a_named_provider_key_is_sent_to_the_api_base(server, monkeypatch, route):
     monkeypatch.setenv("GROQ_API_KEY", "gsk-configured")
     server.reset()
-    _call(_spec(server, api_key_env="GROQ_API_KEY", **route))
+    draft_call(_spec(server, api_key_env="GROQ_API_KEY", **route), Scheduler(max_attempts=1))
     assert server.stats()["bearer_tokens"] == {"gsk-configured": 1}
 
 

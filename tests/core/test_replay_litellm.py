@@ -1,7 +1,7 @@
 """The replay engine's model calls against the local fake OpenAI-compatible server.
 
 No real provider is ever reached: every spec points at the fake server's
-api_base on 127.0.0.1. Every test runs on both routes such a model can take:
+api_base on 127.0.0.1. Every test that makes a model runs on both routes it can take:
 the OpenAI SDK straight (the default for ``openai/...`` at an api_base) and
 litellm (``"client": "litellm"``, the route of every other provider).
 """
@@ -25,7 +25,7 @@ from attunebench.replay.protocol import ReplayConfig, Replayer, planned_calls
 from attunebench.replay.scheduler import RetriesExhausted, Scheduler
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer, http_json, root_url
 from devtools.replay_fixtures import marked_conversation
-from tests.core.replay_calls import draft_context
+from tests.core.replay_calls import ROUTES, draft_call, draft_context
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +34,8 @@ def server():
         yield running
 
 
-#: The routes' model parameters: none (the OpenAI SDK), or litellm asked for by name.
-ROUTES = {"openai-sdk": {}, "litellm": {"client": "litellm"}}
-_route: dict[str, str] = {}
-
-
-@pytest.fixture(autouse=True, params=sorted(ROUTES))
-def clean_server(server, request):
+@pytest.fixture(autouse=True)
+def clean_server(server):
     server.configure(
         script=[],
         error_rate=0.0,
@@ -51,24 +46,27 @@ def clean_server(server, request):
         timeout_hang_s=3.0,
     )
     server.reset()
-    _route.clear()
-    _route.update(ROUTES[request.param])
     yield
 
 
-def em(server, name: str = "fake/em", litellm_model: str = "openai/fake-em", **overrides) -> EMSpec:
-    """A model at the fake server, on this test's route."""
-    params = {"temperature": 0, "seed": 1, "timeout": overrides.pop("timeout", 10.0), **_route}
-    return EMSpec(name=name, litellm_model=litellm_model, api_base=server.url, params=params, **overrides)
+@pytest.fixture(params=sorted(ROUTES))
+def route(request) -> dict[str, str]:
+    """The model parameters of one route (every test that makes a model runs on both)."""
+    return ROUTES[request.param]
 
 
-def one_call(server, spec: EMSpec, scheduler: Scheduler):
-    ctx = draft_context()
-    backend = LiteLLMBackend()
-    return run_sync(scheduler.submit(spec.provider, lambda: backend.complete(spec, P.build_messages(ctx), ctx)))
+@pytest.fixture
+def em(server, route):
+    """Makes a model at the fake server, on this test's route."""
+
+    def make(name: str = "fake/em", litellm_model: str = "openai/fake-em", **overrides) -> EMSpec:
+        params = {"temperature": 0, "seed": 1, "timeout": overrides.pop("timeout", 10.0), **route}
+        return EMSpec(name=name, litellm_model=litellm_model, api_base=server.url, params=params, **overrides)
+
+    return make
 
 
-def test_injected_429_500_and_timeout_are_retried_until_success(server):
+def test_injected_429_500_and_timeout_are_retried_until_success(server, em):
     # The hung request is held far longer than the client waits: only the client's timeout can end it.
     server.configure(script=["429", "500", "timeout"], retry_after_s=0.4, timeout_hang_s=30.0)
     # max_delay 0.1: a Retry-After is honoured up to 5 x max_delay (0.5 s), so the 0.4 s is never cut short.
@@ -76,7 +74,7 @@ def test_injected_429_500_and_timeout_are_retried_until_success(server):
     clock = time.perf_counter()
     # The client's timeout applies to every request, so it is long beside what a loaded machine takes to answer
     # one; only the scripted hang reaches it.
-    completion = one_call(server, em(server, timeout=3.0), scheduler)
+    completion = draft_call(em(timeout=3.0), scheduler)
     elapsed = time.perf_counter() - clock
     assert '"response"' in completion.text
     stats = server.stats()
@@ -88,8 +86,8 @@ def test_injected_429_500_and_timeout_are_retried_until_success(server):
     assert elapsed >= 0.4 + 3.0
 
 
-def test_a_call_reports_usage_and_is_priced_from_it_with_the_registry_price(server):
-    completion = one_call(server, em(server, input_cost_per_million=1.0, output_cost_per_million=2.0), Scheduler())
+def test_a_call_reports_usage_and_is_priced_from_it_with_the_registry_price(server, em):
+    completion = draft_call(em(input_cost_per_million=1.0, output_cost_per_million=2.0), Scheduler())
     assert '"response"' in completion.text
     assert completion.prompt_tokens > 0 and completion.completion_tokens > 0
     # $1 per million prompt tokens, $2 per million completion tokens.
@@ -97,20 +95,20 @@ def test_a_call_reports_usage_and_is_priced_from_it_with_the_registry_price(serv
     assert server.stats()["requests"] == 1  # the client made no retries of its own
 
 
-def test_a_listed_model_without_a_registry_price_is_priced_from_litellm_price_list(server):
+def test_a_listed_model_without_a_registry_price_is_priced_from_litellm_price_list(server, em):
     # litellm's bundled price list has gpt-4o-mini at $0.15 / $0.60 per million tokens.
-    spec = em(server, name="mini", litellm_model="openai/gpt-4o-mini")
-    completion = one_call(server, spec, Scheduler())
+    spec = em(name="mini", litellm_model="openai/gpt-4o-mini")
+    completion = draft_call(spec, Scheduler())
     assert completion.prompt_tokens > 0 and completion.completion_tokens > 0
     expected = completion.prompt_tokens * 0.15e-6 + completion.completion_tokens * 0.60e-6
     assert completion.cost_usd == pytest.approx(expected)
 
 
-def test_a_process_that_replayed_exits_without_unclosed_session_warnings(tmp_path):
+def test_a_process_that_replayed_exits_without_unclosed_session_warnings(tmp_path, route):
     script = tmp_path / "replay_once.py"
     script.write_text(
         textwrap.dedent(f"""
-        ROUTE = {_route!r}
+        ROUTE = {route!r}
         from attunebench.replay.aio import run_sync
         from attunebench.replay.llm import EMSpec, LiteLLMBackend, warm_up
         from attunebench.replay.protocol import ReplayConfig, Replayer
@@ -137,11 +135,11 @@ def test_a_process_that_replayed_exits_without_unclosed_session_warnings(tmp_pat
     assert "WARNING" not in done.stderr, done.stderr  # nor a warm-up left behind on another event loop
 
 
-def test_a_warm_up_sends_nothing_and_the_calls_after_it_are_answered(server):
-    spec = em(server)
+def test_a_warm_up_sends_nothing_and_the_calls_after_it_are_answered(server, em):
+    spec = em()
     run_sync(warm_up([spec, spec]))
     assert server.stats()["requests"] == 0
-    completion = one_call(server, spec, Scheduler())
+    completion = draft_call(spec, Scheduler())
     assert completion.text and server.stats()["requests"] == 1
 
 
@@ -151,20 +149,18 @@ def test_a_failed_warm_up_is_logged_and_the_replay_goes_on(caplog):
     assert "litellm warm-up of no-such-provider/model failed" in caplog.text
 
 
-def test_persistent_errors_give_up_after_max_attempts(server):
+def test_persistent_errors_give_up_after_max_attempts(server, em):
     server.configure(error_rate=1.0, error_kinds=["503"])
     scheduler = Scheduler(base_delay=0.001, max_attempts=3)
     with pytest.raises(RetriesExhausted):
-        one_call(server, em(server), scheduler)
+        draft_call(em(), scheduler)
     assert server.stats()["requests"] == 3
 
 
-def test_a_whole_replay_survives_a_dead_provider(server):
+def test_a_whole_replay_survives_a_dead_provider(server, em):
     server.configure(error_rate=1.0, error_kinds=["500"])
     conversation = marked_conversation(turns=2)
-    replayer = Replayer(
-        em(server), LiteLLMBackend(), ReplayConfig(), scheduler=Scheduler(base_delay=0.001, max_attempts=2)
-    )
+    replayer = Replayer(em(), LiteLLMBackend(), ReplayConfig(), scheduler=Scheduler(base_delay=0.001, max_attempts=2))
     result = run_sync(replayer.replay(conversation))
     assert result.output.turns == [] and result.output.post_conversation is None
     failed = result.output.model_dump()["failed_calls"]
@@ -172,10 +168,10 @@ def test_a_whole_replay_survives_a_dead_provider(server):
     assert all("gave up after 2 attempts" in f["error"] for f in failed)
 
 
-def test_malformed_replies_are_retried_and_messy_ones_repaired(server):
+def test_malformed_replies_are_retried_and_messy_ones_repaired(server, em):
     conversation = marked_conversation(turns=2)
     server.configure(script=["malformed", "malformed"], messy_rate=1.0)
-    replayer = Replayer(em(server), LiteLLMBackend(), ReplayConfig(mode="verbose"), scheduler=Scheduler())
+    replayer = Replayer(em(), LiteLLMBackend(), ReplayConfig(mode="verbose"), scheduler=Scheduler())
     result = run_sync(replayer.replay(conversation))
     stats = server.stats()
     planned = planned_calls(conversation, judge=False)
@@ -185,10 +181,10 @@ def test_malformed_replies_are_retried_and_messy_ones_repaired(server):
     assert stats["requests"] == planned + 2  # exactly one extra request per malformed reply
 
 
-def test_rerun_with_the_same_cache_makes_zero_calls(server, tmp_path):
+def test_rerun_with_the_same_cache_makes_zero_calls(server, em, tmp_path):
     conversation = marked_conversation(turns=3)
-    spec = em(server, input_cost_per_million=1.0, output_cost_per_million=2.0)
-    judge = em(server, name="fake/judge", litellm_model="openai/fake-judge")
+    spec = em(input_cost_per_million=1.0, output_cost_per_million=2.0)
+    judge = em(name="fake/judge", litellm_model="openai/fake-judge")
     config = ReplayConfig(judge=judge, panas_strategy="delta")
     cache = FileCache(tmp_path / "calls")
 
@@ -208,9 +204,9 @@ def test_rerun_with_the_same_cache_makes_zero_calls(server, tmp_path):
     assert first.output.api_cost is None
 
 
-def test_cost_is_accounted_from_spec_prices(server):
+def test_cost_is_accounted_from_spec_prices(server, em):
     conversation = marked_conversation(turns=1)
-    spec = em(server, input_cost_per_million=1.0, output_cost_per_million=2.0)
+    spec = em(input_cost_per_million=1.0, output_cost_per_million=2.0)
     cache = MemoryCache()
     replayer = Replayer(spec, LiteLLMBackend(), ReplayConfig(), cache=cache)
     result = run_sync(replayer.replay(conversation))
@@ -224,44 +220,44 @@ def test_cost_is_accounted_from_spec_prices(server):
     assert rerun.output.api_cost == pytest.approx(expected) and again.totals.cost_spent == 0
 
 
-def test_unpriced_models_give_null_cost_without_failing(server):
-    result = run_sync(Replayer(em(server), LiteLLMBackend(), ReplayConfig()).replay(marked_conversation(turns=1)))
+def test_unpriced_models_give_null_cost_without_failing(server, em):
+    result = run_sync(Replayer(em(), LiteLLMBackend(), ReplayConfig()).replay(marked_conversation(turns=1)))
     assert result.failures == [] and result.output.api_cost is None
 
 
-def test_separate_event_loops_do_not_break_litellm_clients(server):
+def test_separate_event_loops_do_not_break_litellm_clients(server, em):
     # The "Event loop is closed" pitfall: replays in a sync context share one process loop.
     conversation = marked_conversation(turns=1)
     backend = LiteLLMBackend()
     for _ in range(2):
-        result = run_sync(Replayer(em(server), backend, ReplayConfig()).replay(conversation))
+        result = run_sync(Replayer(em(), backend, ReplayConfig()).replay(conversation))
         assert result.failures == []
 
 
-def test_server_control_and_stats_over_http(server):
+def test_server_control_and_stats_over_http(server, em):
     base = root_url(server.url)
     assert http_json(f"{base}/stats")["requests"] == 0
     http_json(f"{base}/control", {"latency_ms": 50})
     clock = time.perf_counter()
-    one_call(server, em(server), Scheduler())
+    draft_call(em(), Scheduler())
     assert time.perf_counter() - clock >= 0.05
     assert http_json(f"{base}/stats")["by_call_type"] == {"draft": 1}
     http_json(f"{base}/stats/reset", {})
     assert http_json(f"{base}/stats")["requests"] == 0
 
 
-def test_concurrent_replays_respect_the_global_cap(server):
+def test_concurrent_replays_respect_the_global_cap(server, em):
     server.configure(latency_ms=30)
     conversations = [marked_conversation(turns=2, conversation_id=f"c{i}") for i in range(6)]
     scheduler = Scheduler(max_concurrency=4)
-    replayer = Replayer(em(server, max_in_flight=100), LiteLLMBackend(), ReplayConfig(), scheduler=scheduler)
+    replayer = Replayer(em(max_in_flight=100), LiteLLMBackend(), ReplayConfig(), scheduler=scheduler)
     results = run_sync(replayer.replay_many(conversations))
     assert [r.conversation_id for r in results] == [f"c{i}" for i in range(6)]
     assert scheduler.peak_in_flight == 4
     assert server.stats()["requests"] == sum(planned_calls(c, judge=False) for c in conversations)
 
 
-def test_a_request_whose_client_leaves_is_abandoned_unanswered_and_a_later_answer_is_counted(server):
+def test_a_request_whose_client_leaves_is_abandoned_unanswered_and_a_later_answer_is_counted(server, em):
     """What the benchmarks count as paid: answers, not requests a client gave up on (a timeout, a killed worker)."""
     import json
     import socket
@@ -291,7 +287,7 @@ def test_a_request_whose_client_leaves_is_abandoned_unanswered_and_a_later_answe
     assert stats["last_answer_at"] is None and server.digests() == {}
 
     server.configure(latency_ms=0)
-    one_call(server, em(server), Scheduler())
+    draft_call(em(), Scheduler())
     stats = server.stats()
     assert (stats["requests"], stats["abandoned"], stats["completions"]) == (2, 1, 1)
     assert stats["last_answer_at"] is not None and server.digests() == {request_digest(messages): 1}

@@ -18,7 +18,7 @@ from attunebench.replay.aio import run_sync
 from attunebench.replay.llm import EMSpec, LiteLLMBackend, uses_openai_sdk, warm_up
 from attunebench.replay.scheduler import PermanentCallError, Scheduler
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer
-from tests.core.replay_calls import draft_context
+from tests.core.replay_calls import BOTH_ROUTES, draft_call, draft_context
 
 EVERY_ANSWER_PARAM = {
     "temperature": 0.3,
@@ -107,17 +107,11 @@ def test_the_route_is_not_part_of_the_cache_key(server):
     assert request_key(direct, messages) == request_key(through_litellm, messages)
 
 
-ROUTES = pytest.mark.parametrize("route", [{}, {"client": "litellm"}], ids=["openai-sdk", "litellm"])
+def _at_fake(server, route: dict) -> EMSpec:
+    return EMSpec(name="m", litellm_model="openai/fake-em", api_base=server.url, params={"timeout": 10.0, **route})
 
 
-def _call_with_retries(server, route: dict, scheduler: Scheduler):
-    spec = EMSpec(name="m", litellm_model="openai/fake-em", api_base=server.url, params={"timeout": 10.0, **route})
-    ctx = draft_context()
-    backend = LiteLLMBackend()
-    return run_sync(scheduler.submit(spec.provider, lambda: backend.complete(spec, P.build_messages(ctx), ctx)))
-
-
-@ROUTES
+@BOTH_ROUTES
 @pytest.mark.parametrize("broken", ["html", "empty"])
 def test_a_200_that_is_no_chat_completion_is_a_passing_failure_on_both_routes(server, route, broken):
     """A gateway's maintenance page or an empty answer is retried like a 500, never taken for an answer or
@@ -125,18 +119,18 @@ def test_a_200_that_is_no_chat_completion_is_a_passing_failure_on_both_routes(se
     server.reset()
     server.configure(script=[broken])
     scheduler = Scheduler(base_delay=0.01, max_delay=0.05, max_attempts=3)
-    completion = _call_with_retries(server, route, scheduler)
+    completion = draft_call(_at_fake(server, route), scheduler)
     assert '"response"' in completion.text
     assert server.stats()["requests"] == 2 and server.stats()["errors"] == {broken: 1}
     assert sum(scheduler.stats.errors.values()) == 1  # the broken answer was one failed try, then retried
 
 
-@ROUTES
+@BOTH_ROUTES
 def test_an_error_object_under_status_200_is_the_servers_refusal_on_both_routes(server, route):
     server.reset()
     server.configure(script=["error-json"])
     with pytest.raises(PermanentCallError, match="upstream unavailable"):
-        _call_with_retries(server, route, Scheduler(base_delay=0.01, max_delay=0.05, max_attempts=3))
+        draft_call(_at_fake(server, route), Scheduler(base_delay=0.01, max_delay=0.05, max_attempts=3))
     assert server.stats()["requests"] == 1  # not asked again
 
 
