@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Protocol
 
+from attunebench.replay import openai_compatible
 from attunebench.replay.prompts import CallContext
 from attunebench.replay.scheduler import PermanentCallError, ProviderLimits, TransientCallError
 
@@ -338,8 +339,6 @@ async def warm_up(specs: Collection[EMSpec | None] | None = None) -> None:
             if s is not None and not s.is_offline and not uses_openai_sdk(s)
         }
     if specs is None or any(s is not None and uses_openai_sdk(s) for s in specs):
-        from attunebench.replay import openai_compatible
-
         try:
             await openai_compatible.warm_up()
         except Exception as exc:  # an optimisation only, as below
@@ -379,7 +378,7 @@ def uses_openai_sdk(spec: EMSpec) -> bool:
     model = spec.litellm_model
     if model not in _uses_sdk:
         litellm = load_litellm()
-        served = model.split("/", 1)[1]
+        served = openai_compatible.served_model_name(model)
         listed = any(n in litellm.model_cost and n not in _registered_unlisted for n in (model, served))
 
         def supported(name: str) -> set[str]:
@@ -438,11 +437,9 @@ class LiteLLMBackend:
         """``api_key`` is the key the asking process already read (a worker's call courier gets it from its
         worker, whose environment is the one that counts); without it the spec's key is read here."""
         key = api_key if api_key is not None else spec.api_key()
-        if uses_openai_sdk(spec):
-            from attunebench.replay.openai_compatible import chat_completion
-
-            try:
-                response = await chat_completion(
+        try:
+            if uses_openai_sdk(spec):
+                response = await openai_compatible.chat_completion(
                     api_base=str(spec.api_base),
                     api_key=key or NO_KEY,
                     litellm_model=spec.litellm_model,
@@ -450,39 +447,38 @@ class LiteLLMBackend:
                     params=spec.answer_params(),
                     timeout=spec.timeout,
                 )
-            except (TransientCallError, PermanentCallError):
-                raise
-            except Exception as exc:
-                raise classify_error(exc) from exc
-            return _completion(spec, response)
-        litellm = load_litellm()
-        register_unlisted(litellm, spec.litellm_model)
-        kwargs: dict[str, Any] = {
-            "model": spec.litellm_model,
-            "messages": messages,
-            "timeout": spec.timeout,
-            "num_retries": 0,
-            "max_retries": 0,
-            **spec.answer_params(),
-        }
-        if spec.api_base:
-            kwargs["api_base"] = spec.api_base
-        if spec.input_cost_per_million is not None or spec.output_cost_per_million is not None:
-            # litellm's documented custom pricing: its own bookkeeping of the call then
-            # uses the registry's price instead of failing to find an unlisted model.
-            kwargs["input_cost_per_token"] = (spec.input_cost_per_million or 0.0) / 1e6
-            kwargs["output_cost_per_token"] = (spec.output_cost_per_million or 0.0) / 1e6
-        if spec.params.get("api_version"):
-            kwargs["api_version"] = spec.params["api_version"]
-        if key:
-            kwargs["api_key"] = key
-        try:
-            response = await litellm.acompletion(**kwargs)
+            else:
+                response = await load_litellm().acompletion(**_litellm_arguments(spec, messages, key))
         except (TransientCallError, PermanentCallError):
             raise
         except Exception as exc:
             raise classify_error(exc) from exc
         return _completion(spec, response)
+
+
+def _litellm_arguments(spec: EMSpec, messages: list[dict[str, str]], key: str | None) -> dict[str, Any]:
+    """``litellm.acompletion``'s arguments for one call to ``spec``."""
+    register_unlisted(load_litellm(), spec.litellm_model)
+    kwargs: dict[str, Any] = {
+        "model": spec.litellm_model,
+        "messages": messages,
+        "timeout": spec.timeout,
+        "num_retries": 0,
+        "max_retries": 0,
+        **spec.answer_params(),
+    }
+    if spec.api_base:
+        kwargs["api_base"] = spec.api_base
+    if spec.input_cost_per_million is not None or spec.output_cost_per_million is not None:
+        # litellm's documented custom pricing: its own bookkeeping of the call then
+        # uses the registry's price instead of failing to find an unlisted model.
+        kwargs["input_cost_per_token"] = (spec.input_cost_per_million or 0.0) / 1e6
+        kwargs["output_cost_per_token"] = (spec.output_cost_per_million or 0.0) / 1e6
+    if spec.params.get("api_version"):
+        kwargs["api_version"] = spec.params["api_version"]
+    if key:
+        kwargs["api_key"] = key
+    return kwargs
 
 
 def _completion(spec: EMSpec, response: Any) -> Completion:

@@ -52,7 +52,7 @@ _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.Weak
 
 def served_model_name(litellm_model: str) -> str:
     """The name the server knows the model by: litellm's ``openai/`` prefix is litellm's, not the server's."""
-    return litellm_model.split("/", 1)[1] if litellm_model.startswith("openai/") else litellm_model
+    return litellm_model.removeprefix("openai/")
 
 
 def _pool() -> Any:

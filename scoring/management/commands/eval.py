@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from attunebench.metrics.results import ScoringReport
 
 
+#: Options that describe the evaluated model only: the judge never inherits them.
+EM_ONLY_OPTIONS = ("api_base", "via_litellm", "temperature", "max_tokens", "seed")
+
+
 class Command(BaseCommand):
     help = (
         "Replay conversations turn by turn against an evaluated model (SPEC 4), write one canonical run "
@@ -157,19 +161,7 @@ class Command(BaseCommand):
             raise CommandError("--processes must be at least 1")
         em = self._spec(options["model"], options)
         judge = (
-            self._spec(
-                options["judge"],
-                {
-                    **options,
-                    "api_base": None,
-                    "via_litellm": False,
-                    "temperature": None,
-                    "max_tokens": None,
-                    "seed": None,
-                },
-            )
-            if options["judge"]
-            else None
+            self._spec(options["judge"], {**options, **dict.fromkeys(EM_ONLY_OPTIONS)}) if options["judge"] else None
         )
         config = ReplayConfig(mode=options["mode"], panas_strategy=options["panas_strategy"], judge=judge)
         conversations = self._conversations(options)
