@@ -10,8 +10,9 @@ B. faults: 10% HTTP 429 (with Retry-After), 10% HTTP 500, 2% hung requests
 C. fault-free, with ``kill -9`` of one worker once a third of the conversations
    are done (the worker holding the most conversations then, so the kill always
    interrupts replays): scores must equal A's. The run's count of requests is printed beside
-   the server's: it may exceed it by the few the killed worker counted and never
-   sent (a request is counted before it goes out, so none sent is missed). The server
+   the server's and should equal it: for the killed worker's attempts the count kept is
+   the one its courier made as it sent them (``SentCounts``), not the worker's own, which
+   also holds requests counted just before the kill and never handed over. The server
    counts a request as answered when it writes the answer; ``abandoned`` are
    requests whose client closed the connection first (each timed-out request
    of run B; a killed worker's, when the server sees its sockets close before

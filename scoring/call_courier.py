@@ -44,6 +44,7 @@ from attunebench.replay.courier import (
     completion_from_dict,
     completion_to_dict,
     journal_key,
+    journal_tag,
     recover_from,
 )
 from attunebench.replay.heap import freeze_startup_heap
@@ -55,6 +56,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 REDIS_JOURNAL_PREFIX = "attune:journal:"
 REDIS_PENDING_PREFIX = "attune:journal-pending:"
+REDIS_SENT_PREFIX = "attune:journal-sent:"
 REDIS_URL_ENV = "ATTUNE_COURIER_REDIS_URL"
 #: How long an answer its worker never got stays in the journal: long enough for a stalled conversation to
 #: be requeued by hand.
@@ -91,7 +93,12 @@ class RedisJournal:
         return self._client
 
     async def begin(self, key: str, seconds: float) -> None:
-        await self._redis().set(REDIS_PENDING_PREFIX + key, 1, px=max(1, int(seconds * 1000)))
+        sent = REDIS_SENT_PREFIX + journal_tag(key)
+        async with self._redis().pipeline(transaction=True) as pipe:
+            pipe.set(REDIS_PENDING_PREFIX + key, 1, px=max(1, int(seconds * 1000)))
+            pipe.incr(sent)
+            pipe.expire(sent, UNDELIVERED_TTL_S)
+            await pipe.execute()
 
     async def put(self, key: str, completion: Completion) -> None:
         async with self._redis().pipeline(transaction=True) as pipe:
@@ -117,6 +124,50 @@ class RedisJournal:
 
     async def pending(self, key: str) -> bool:
         return bool(await self._redis().exists(REDIS_PENDING_PREFIX + key))
+
+
+class SentCounts:
+    """How many requests each attempt's couriers sent, as ``RedisJournal.begin`` counted them.
+
+    The database's write-ahead count (``RunConversation.paid_sent``) is one
+    high for a request counted by a worker that died before handing it to its
+    courier; for attempts that ended without a store, these counts are the
+    provider's own. An attempt's count is opened at zero when it starts, so a
+    missing count means unknown (expired, never used, Redis emptied) rather than
+    nothing sent: the caller then keeps the database's count. Synchronous: the
+    worker reads it while storing.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._client: Any = None
+
+    def _redis(self) -> Any:
+        if self._client is None:
+            import redis
+
+            self._client = redis.Redis.from_url(self.url, socket_connect_timeout=5, socket_timeout=5)
+        return self._client
+
+    def open(self, tag: str) -> None:
+        """Start counting the attempt ``tag`` at zero (unless its courier already counted)."""
+        try:
+            self._redis().set(REDIS_SENT_PREFIX + tag, 0, nx=True, ex=UNDELIVERED_TTL_S)
+        except Exception as exc:
+            log.warning("call journal: no count opened for attempt %s (its database count is kept): %s", tag, exc)
+
+    def total(self, tags: Sequence[str]) -> int | None:
+        """Requests the couriers sent for all of ``tags``, or None if any count is unknown."""
+        if not tags:
+            return 0
+        try:
+            counts = self._redis().mget([REDIS_SENT_PREFIX + tag for tag in tags])
+        except Exception as exc:
+            log.warning("call journal: request counts unreadable (the database's count is kept): %s", exc)
+            return None
+        if any(count is None for count in counts):
+            return None
+        return sum(int(count) for count in counts)
 
 
 def journal_recovery(

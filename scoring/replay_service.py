@@ -58,13 +58,13 @@ from attunebench.replay.cache import CachedCall, CallCache, LayeredCache, Memory
 from attunebench.replay.courier import CourierBackend, CourierConnection
 from attunebench.replay.llm import KIND_LLM, KIND_OFFLINE, EMSpec, warm_up
 from attunebench.replay.prompts import PROMPT_VERSION
-from attunebench.replay.protocol import ReplayConfig, ReplayResult, provider_limits
+from attunebench.replay.protocol import ReplayConfig, Replayer, ReplayResult, provider_limits
 from attunebench.replay.run import make_replayer
 from attunebench.replay.scheduler import Scheduler, describe_limits
 from collection.models import Conversation
 from datasets.exchange import conversation_to_canonical, with_export_relations, withdrawn_conversations
 from datasets.selection import selection_queryset
-from scoring.call_courier import CourierProcess, RedisJournal, journal_recovery
+from scoring.call_courier import CourierProcess, RedisJournal, SentCounts, journal_recovery
 from scoring.models import LEGACY_PAID_KEY, EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation
 from scoring.provider_access import allowed_key_env, api_base_problem
 from scoring.provider_access import is_loopback as _is_loopback
@@ -340,6 +340,7 @@ class ProcessState:
     courier: CourierConnection | None = None
     courier_process: CourierProcess | None = None
     journal: RedisJournal | None = None
+    sent_counts: SentCounts | None = None
 
 
 _state = ProcessState()
@@ -415,6 +416,14 @@ def _journal() -> RedisJournal:
         if state.journal is None:
             state.journal = RedisJournal(settings.REDIS_URL)
         return state.journal
+
+
+def _sent_counts() -> SentCounts:
+    state = _state
+    with state.lock:
+        if state.sent_counts is None:
+            state.sent_counts = SentCounts(settings.REDIS_URL)
+        return state.sent_counts
 
 
 def build_cache() -> CallCache:
@@ -696,6 +705,23 @@ def _counted_earlier(item: RunConversation, counted_attempt: int) -> Any:
     return counted
 
 
+def _interrupted_tags(item: RunConversation) -> list[str]:
+    """The attempts after the last one stored and before this one: they ended without a store (their worker
+    died or lost its lease)."""
+    return [paid_tag(item, attempt) for attempt in range(item.counted_attempt + 1, item.attempts)]
+
+
+def _sent_through_couriers(tags: Sequence[str]) -> int | None:
+    """The requests these attempts' call couriers sent, when every one of them was counted (``SentCounts``).
+
+    The database's write-ahead count is the fallback: it never misses a request but may hold one that a
+    worker counted and died before handing over.
+    """
+    if not tags or not settings.REDIS_URL:
+        return None
+    return _sent_counts().total(tags)
+
+
 def _count_sent(run_conversation_id: int) -> Any:
     """An ``on_send`` hook: add one to the conversation's paid requests in the database before each is sent."""
 
@@ -717,6 +743,7 @@ def _store(item: RunConversation, token: str, result: ReplayResult) -> bool:
     status = RunConversation.Status.DONE if usable else RunConversation.Status.FAILED
     stats = result.stats
     errors = "; ".join(f"turn {f.turn_number} {f.call_type}: {f.error}" for f in result.failures)
+    by_couriers = _sent_through_couriers(_interrupted_tags(item))
     with transaction.atomic():
         # Only the lease holder stores; a delivery whose lease lapsed and was taken finds nothing to move.
         row = (
@@ -730,6 +757,8 @@ def _store(item: RunConversation, token: str, result: ReplayResult) -> bool:
         # Paid requests of interrupted attempts (answered or lost in flight) that no store has counted:
         # everything sent so far, less what was counted before, less this attempt's own.
         interrupted = max(0, row["paid_sent"] - row["paid_sent_counted"] - stats.paid_requests)
+        if by_couriers is not None:
+            interrupted = min(interrupted, by_couriers)
         made = stats.calls_made + interrupted
         RunConversation.objects.filter(pk=item.pk).update(
             status=status,
@@ -763,6 +792,7 @@ def _store(item: RunConversation, token: str, result: ReplayResult) -> bool:
 
 def _fail(item: RunConversation, token: str, error: str, run_error: str = "") -> bool:
     """The conversation could not be replayed at all (configuration, a bug): failed, visibly."""
+    by_couriers = _sent_through_couriers([*_interrupted_tags(item), paid_tag(item, item.attempts)])
     with transaction.atomic():
         row = (
             RunConversation.objects.select_for_update()
@@ -772,7 +802,9 @@ def _fail(item: RunConversation, token: str, error: str, run_error: str = "") ->
         )
         moved = 0
         if row is not None:
-            made = max(0, row["paid_sent"] - row["paid_sent_counted"])  # sent by interrupted attempts
+            made = max(0, row["paid_sent"] - row["paid_sent_counted"])  # sent by interrupted attempts and this one
+            if by_couriers is not None:
+                made = min(made, by_couriers)
             moved = RunConversation.objects.filter(pk=item.pk).update(
                 status=RunConversation.Status.FAILED,
                 lease_owner="",
@@ -791,6 +823,32 @@ def _fail(item: RunConversation, token: str, error: str, run_error: str = "") ->
                 changes["error"] = run_error[:2000]
             EvaluationRun.objects.filter(pk=item.run_id).update(**changes)
     return bool(moved)
+
+
+def attempt_replayer(
+    item: RunConversation, spec: EMSpec, config: ReplayConfig, dataset: list[cf.ConversationFile]
+) -> Replayer:
+    """The replayer of the attempt that holds ``item``'s lease: its cache, counts, recovery and courier."""
+    tag = paid_tag(item, item.attempts)
+    courier = settings.ATTUNE_CALL_COURIER
+    if courier:
+        _sent_counts().open(tag)  # from zero: a crash before its first request leaves a count of none
+    # Attempts that ended without a store (their worker died): what their couriers were paid for is
+    # in the journal, and this attempt takes it from there instead of paying again.
+    interrupted = _interrupted_tags(item)
+    return make_replayer(
+        spec,
+        config,
+        dataset=dataset,
+        scheduler=_process_scheduler(),
+        cache=build_cache(),
+        on_send=_count_sent(item.pk),
+        paid_tag=tag,
+        recoverable=_recoverable(item, item.counted_attempt, item.attempts),
+        counted_earlier=_counted_earlier(item, item.counted_attempt),
+        recover=journal_recovery(_journal(), interrupted) if interrupted and settings.REDIS_URL else None,
+        llm_backend=CourierBackend(_courier_connection(), tag) if courier else None,
+    )
 
 
 WITHDRAWN_NOT_REPLAYED = "the participant withdrew before it was replayed: nothing of it was sent to the model"
@@ -825,24 +883,7 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
         except Exception as exc:  # configuration problems fail this conversation, visibly
             _fail(item, token, str(exc), run_error=str(exc))
             return {**summary, "failed": str(exc), "open": open_conversations(run.pk)}
-        cache = build_cache()
-        tag = paid_tag(item, item.attempts)
-        # Attempts that ended without a store (their worker died): what their couriers were paid for is
-        # in the journal, and this attempt takes it from there instead of paying again.
-        interrupted = [paid_tag(item, attempt) for attempt in range(item.counted_attempt + 1, item.attempts)]
-        replayer = make_replayer(
-            spec,
-            config,
-            dataset=dataset,
-            scheduler=_process_scheduler(),
-            cache=cache,
-            on_send=_count_sent(item.pk),
-            paid_tag=tag,
-            recoverable=_recoverable(item, item.counted_attempt, item.attempts),
-            counted_earlier=_counted_earlier(item, item.counted_attempt),
-            recover=journal_recovery(_journal(), interrupted) if interrupted and settings.REDIS_URL else None,
-            llm_backend=CourierBackend(_courier_connection(), tag) if settings.ATTUNE_CALL_COURIER else None,
-        )
+        replayer = attempt_replayer(item, spec, config, dataset)
         try:
             result = run_sync_beating(
                 replayer.replay(conversation), lease_seconds() / 4, lambda: renew_lease(item.pk, token)

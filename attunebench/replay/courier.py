@@ -15,6 +15,14 @@ concurrency), parsing, the call cache, accounting. The courier makes one
 attempt per request and reports errors back as the worker's own error types,
 so the worker retries exactly as if it had called the provider itself.
 
+The journal also counts, per attempt, the requests the courier sent
+(``begin``). The worker counts each request before handing it over, so that a
+crash never hides one that was sent; a crash between that count and the
+hand-over leaves the worker's count one high, and the courier's count is the
+exact one. A request the journal cannot mark (Redis away) is not sent at all:
+it could be neither recovered after a crash nor counted, and the worker
+retries it as a passing failure.
+
 Wire format on a Unix socket (in a folder only its user can open): frames of
 a 4-byte big-endian length and a JSON object. Requests ``{"id", "spec",
 "messages", "key", "api_key"}`` (the provider key as the worker read it, so
@@ -128,7 +136,8 @@ class CompletionJournal(Protocol):
     """Where the courier keeps every answer it got, before anyone uses it."""
 
     async def begin(self, key: str, seconds: float) -> None:
-        """``key`` is being asked now; its answer is due within ``seconds``."""
+        """``key`` is being asked now (one more request sent by its attempt, ``journal_tag(key)``); its answer
+        is due within ``seconds``. Raising means the request must not be sent."""
 
     async def put(self, key: str, completion: Completion) -> None:
         """The answer to ``key`` arrived (this ends ``begin``); kept long enough for a crash to be noticed."""
@@ -233,11 +242,13 @@ class CourierServer:
             api_key = request.get("api_key")
         except (KeyError, TypeError, ValueError) as exc:
             return {"error": {"transient": False, "message": f"malformed courier request: {exc}"}}
-        self.calls += 1
         try:
             await self.journal.begin(key, spec.timeout + 30)
-        except Exception as exc:  # the journal is away: the call still goes, unprotected, and says so
+        except Exception as exc:
+            # Sent unmarked, a crash would pay for it again and nobody could count it: a passing failure.
             log.warning("courier: could not mark a request in flight in the journal: %s", exc)
+            return {"error": _error_to_dict(TransientCallError("journal", f"the call journal is not reachable: {exc}"))}
+        self.calls += 1
         try:
             completion = await self.backend.complete(spec, messages, _NO_CONTEXT, api_key=api_key)
         except Exception as exc:
@@ -357,6 +368,11 @@ class CourierConnection:
 def journal_key(tag: str, spec: EMSpec, messages: list[dict[str, str]]) -> str:
     """One attempt's request in the journal: the attempt that pays (``tag``) and what it asks."""
     return f"{tag}/{request_key(spec, messages)}"
+
+
+def journal_tag(key: str) -> str:
+    """The attempt that pays for a journaled request (tags have no slash)."""
+    return key.partition("/")[0]
 
 
 class CourierBackend:

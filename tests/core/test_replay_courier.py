@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from attunebench.replay.courier import (
     CourierConnection,
     CourierServer,
     journal_key,
+    journal_tag,
     recover_from,
 )
 from attunebench.replay.llm import Completion, EMSpec, LiteLLMBackend
@@ -35,11 +37,16 @@ class MemoryJournal:
         self.answers: dict[str, Completion] = {}
         self.in_flight: set[str] = set()
         self.kept: set[str] = set()  # answers whose worker was gone: kept for the next attempt
+        self.sent: Counter[str] = Counter()  # requests sent, by attempt
         self.begun = asyncio.Event()
         self.answered = asyncio.Event()
+        self.unreachable = False  # the journal's Redis is away
 
     async def begin(self, key: str, seconds: float) -> None:
+        if self.unreachable:
+            raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
         self.in_flight.add(key)
+        self.sent[journal_tag(key)] += 1
         self.begun.set()
 
     async def put(self, key: str, completion: Completion) -> None:
@@ -96,7 +103,36 @@ def test_a_call_through_the_courier_is_the_providers_answer_journaled_under_its_
         assert through == direct and through.text and through.cost_usd is None
         assert journal.answers == {journal_key("rc7.a1", spec, messages): through} and not journal.in_flight
         assert not journal.kept  # delivered: it expires soon
+        assert journal.sent == {"rc7.a1": 1}
         assert provider.digests()[request_digest(messages)] == 2  # one through the courier, one direct
+
+
+def test_a_request_the_journal_cannot_mark_is_not_sent_and_is_a_passing_failure(tmp_path):
+    # Sent unmarked, a crash of its worker would have it paid again and never counted.
+    messages = P.build_messages(draft_context())
+    with FakeLLMServer(FakeConfig()) as provider:
+        spec = spec_for(provider)
+
+        async def scenario() -> tuple[BaseException | None, Completion, MemoryJournal]:
+            journal = MemoryJournal()
+            journal.unreachable = True
+            _server, listener = await start_courier(tmp_path / "c.sock", journal)
+            backend = CourierBackend(connection_to(tmp_path / "c.sock"), "rc7.a1")
+            refused: BaseException | None = None
+            async with listener:
+                try:
+                    await backend.complete(spec, messages, draft_context())
+                except TransientCallError as exc:
+                    refused = exc
+                journal.unreachable = False  # Redis is back: the worker's retry goes through
+                answer = await backend.complete(spec, messages, draft_context())
+            return refused, answer, journal
+
+        refused, answer, journal = asyncio.run(scenario())
+        assert isinstance(refused, TransientCallError) and refused.kind == "journal"
+        assert "journal is not reachable" in str(refused) and "Connection refused" in str(refused)
+        assert answer.text and journal.sent == {"rc7.a1": 1}
+        assert provider.stats()["requests"] == 1  # only the retry reached the provider
 
 
 def test_provider_errors_come_back_as_the_workers_own_errors_and_nothing_is_journaled(tmp_path):
@@ -116,6 +152,7 @@ def test_provider_errors_come_back_as_the_workers_own_errors_and_nothing_is_jour
                     except Exception as exc:
                         errors.append(exc)
             assert not journal.answers and not journal.in_flight
+            assert journal.sent == {"rc7.a1": 2}  # errors too: the provider saw them
             return errors
 
         rate_limited, server_error = asyncio.run(scenario())

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import uuid
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from attunebench.replay import prompts as P
 from attunebench.replay.courier import CourierBackend, CourierConnection, journal_key
 from attunebench.replay.llm import EMSpec
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer, http_json, request_digest
-from scoring.call_courier import REDIS_URL_ENV, CourierProcess, RedisJournal, journal_recovery
+from scoring.call_courier import REDIS_URL_ENV, CourierProcess, RedisJournal, SentCounts, journal_recovery
 from tests.core.replay_calls import draft_context
 from tests.polling import wait_for
 
@@ -123,3 +124,25 @@ def test_a_worker_starts_its_courier_once_and_again_if_it_died():
     first, again, _pid = asyncio.run(scenario())
     assert first != again
     assert not Path(first).parent.exists()  # the dead one's private folder went with it
+
+
+def test_the_journal_counts_each_attempts_requests_and_an_unopened_count_is_unknown():
+    spec = EMSpec(name="fake-em", litellm_model="openai/fake-em", params={"temperature": 0})
+    tags = [f"rc9.{uuid.uuid4().hex}.a{n}" for n in (1, 2, 3)]
+    counts = SentCounts(settings.REDIS_URL)
+    counts.open(tags[0])
+    counts.open(tags[1])
+
+    async def send(tag: str, n: int) -> None:
+        journal = RedisJournal(settings.REDIS_URL)
+        for i in range(n):
+            await journal.begin(journal_key(tag, spec, [{"role": "user", "content": str(i)}]), 30)
+
+    asyncio.run(send(tags[0], 3))
+    assert counts.total(tags[:2]) == 3  # the second attempt opened its count and sent nothing
+    counts.open(tags[0])  # opening again never resets what was counted
+    assert counts.total(tags[:1]) == 3
+    assert counts.total(tags) is None  # the third never opened one: unknown, not zero
+    asyncio.run(send(tags[2], 2))  # a courier counts even where its worker could not open the count
+    assert counts.total(tags) == 5 and counts.total([]) == 0
+    assert SentCounts("redis://127.0.0.1:1/0").total(tags) is None  # Redis away: unknown

@@ -14,10 +14,12 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
 from attunebench.replay.aio import run_sync
+from attunebench.replay.courier import CourierBackend
 from attunebench.synth import synth_conversations
 from datasets.exchange import import_documents
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer, http_json
@@ -132,6 +134,44 @@ def test_a_crash_neither_hides_nor_doubles_what_was_paid(client, researcher):
         assert [(s["calls_made"], s["calls_cached"], s["cost_usd"]) for s in states] == [(0, logical_calls, 0.0)]
         output = RunConversation.objects.get(run=second).output
         assert output["api_cost"] == pytest.approx(paid_cost)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(not settings.ATTUNE_CALL_COURIER, reason="needs REDIS_URL (the call courier journals in Redis)")
+def test_a_request_counted_by_a_worker_that_died_before_handing_it_to_its_courier_is_not_counted_as_paid():
+    """The worker counts a request before handing it to its courier; dying in between, it counted one the
+    provider never saw. The courier's own count (in Redis) is the provider's."""
+    import_synth(seed=37)
+    with FakeLLMServer(FakeConfig()) as server:
+        register(server.url)
+        run = replay_service.do_create_run("fake-em", "default")
+        (pk,) = replay_service.do_prepare_run(run.pk)
+        # The doomed worker replays the whole conversation through its real courier process...
+        item = replay_service._claim(pk, "doomed-host:1:abc")
+        replay_service._mark_running(item.run)
+        spec = replay_service.em_spec(item.run.evaluated_model)
+        replayer = replay_service.attempt_replayer(item, spec, replay_service.run_config(item.run), [])
+        run_sync(replayer.replay(replay_service.load_canonical([item.conversation_id])[item.conversation_id]))
+        answered = ModelCallCache.objects.filter(paid_by=replay_service.paid_tag(item, 1)).count()
+        assert answered > 0 and server.stats()["requests"] == answered
+        # ...hands one more request to it (answered, but the worker dies before reading the answer)...
+        count = replay_service._count_sent(pk)
+        run_sync(count())
+        courier = CourierBackend(replay_service._courier_connection(), replay_service.paid_tag(item, 1))
+        messages = [{"role": "user", "content": "in flight when the worker died"}]
+        run_sync(courier.complete(spec, messages, None))  # type: ignore[arg-type]
+        # ...and counts another that it never hands over: the kill lands between the two.
+        run_sync(count())
+        assert RunConversation.objects.get(pk=pk).paid_sent == answered + 2
+        RunConversation.objects.filter(pk=pk).update(lease_expires_at=timezone.now() - timedelta(minutes=1))
+        replay_service.reset_process_state()
+
+        assert run_control.sweep()["requeued"] == [pk]  # eager: the survivor replays it from the cache
+        run.refresh_from_db()
+        item.refresh_from_db()
+        assert server.stats()["requests"] == answered + 1  # nothing was paid twice
+        assert run.calls_made == item.calls_made == answered + 1
+        assert (run.calls_recovered, run.calls_cached, run.status) == (answered, 0, EvaluationRun.Status.DONE)
 
 
 @pytest.mark.django_db(transaction=True)
