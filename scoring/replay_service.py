@@ -792,7 +792,7 @@ def _store(item: RunConversation, token: str, result: ReplayResult) -> bool:
 
 def _fail(item: RunConversation, token: str, error: str, run_error: str = "") -> bool:
     """The conversation could not be replayed at all (configuration, a bug): failed, visibly."""
-    by_couriers = _sent_through_couriers([*_interrupted_tags(item), paid_tag(item, item.attempts)])
+    by_couriers = _sent_through_couriers(_interrupted_tags(item))
     with transaction.atomic():
         row = (
             RunConversation.objects.select_for_update()
@@ -804,7 +804,8 @@ def _fail(item: RunConversation, token: str, error: str, run_error: str = "") ->
         if row is not None:
             made = max(0, row["paid_sent"] - row["paid_sent_counted"])  # sent by interrupted attempts and this one
             if by_couriers is not None:
-                made = min(made, by_couriers)
+                # This attempt's own (counted since its claim, and it is alive) and what the others' couriers sent.
+                made = min(made, max(0, row["paid_sent"] - item.paid_sent) + by_couriers)
             moved = RunConversation.objects.filter(pk=item.pk).update(
                 status=RunConversation.Status.FAILED,
                 lease_owner="",

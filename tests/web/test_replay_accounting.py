@@ -138,10 +138,14 @@ def test_a_crash_neither_hides_nor_doubles_what_was_paid(client, researcher):
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.skipif(not settings.ATTUNE_CALL_COURIER, reason="needs REDIS_URL (the call courier journals in Redis)")
-def test_a_request_counted_by_a_worker_that_died_before_handing_it_to_its_courier_is_not_counted_as_paid():
+@pytest.mark.parametrize("then", ["replayed", "withdrawn"])
+def test_a_request_counted_by_a_worker_that_died_before_handing_it_to_its_courier_is_not_counted_as_paid(then):
     """The worker counts a request before handing it to its courier; dying in between, it counted one the
-    provider never saw. The courier's own count (in Redis) is the provider's."""
-    import_synth(seed=37)
+    provider never saw. The courier's own count (in Redis) is the provider's, whether the next attempt
+    stores the conversation or fails it (the participant withdrew meanwhile)."""
+    from collection.models import Conversation
+
+    (conversation_id,) = import_synth(seed=37)
     with FakeLLMServer(FakeConfig()) as server:
         register(server.url)
         run = replay_service.do_create_run("fake-em", "default")
@@ -165,13 +169,18 @@ def test_a_request_counted_by_a_worker_that_died_before_handing_it_to_its_courie
         assert RunConversation.objects.get(pk=pk).paid_sent == answered + 2
         RunConversation.objects.filter(pk=pk).update(lease_expires_at=timezone.now() - timedelta(minutes=1))
         replay_service.reset_process_state()
+        if then == "withdrawn":
+            Conversation.objects.filter(conversation_id=conversation_id).update(status=Conversation.Status.WITHDRAWN)
 
         assert run_control.sweep()["requeued"] == [pk]  # eager: the survivor replays it from the cache
         run.refresh_from_db()
         item.refresh_from_db()
         assert server.stats()["requests"] == answered + 1  # nothing was paid twice
         assert run.calls_made == item.calls_made == answered + 1
-        assert (run.calls_recovered, run.calls_cached, run.status) == (answered, 0, EvaluationRun.Status.DONE)
+        if then == "replayed":
+            assert (run.calls_recovered, run.calls_cached, run.status) == (answered, 0, EvaluationRun.Status.DONE)
+        else:
+            assert (item.status, item.error) == ("failed", replay_service.WITHDRAWN_NOT_REPLAYED)
 
 
 @pytest.mark.django_db(transaction=True)
