@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from attunebench.replay.courier import (
+    AttemptSuperseded,
     CourierServer,
     completion_from_dict,
     completion_to_dict,
@@ -57,6 +58,13 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 REDIS_JOURNAL_PREFIX = "attune:journal:"
 REDIS_PENDING_PREFIX = "attune:journal-pending:"
 REDIS_SENT_PREFIX = "attune:journal-sent:"
+REDIS_FENCE_PREFIX = "attune:journal-superseded:"
+#: How long an attempt's count of requests sent, and the mark that it was superseded, are kept: tiny keys,
+#: kept well past the day a stalled conversation may wait to be requeued by hand.
+COUNT_TTL_S = 7 * 24 * 3600
+#: A count that lost track (its key vanished mid-attempt: Redis emptied or restarted) reads as this, never
+#: as a smaller number.
+UNKNOWN_COUNT = "unknown"
 REDIS_URL_ENV = "ATTUNE_COURIER_REDIS_URL"
 #: How long an answer its worker never got stays in the journal: long enough for a stalled conversation to
 #: be requeued by hand.
@@ -71,6 +79,24 @@ EXIT_CHECK_S = 0.5
 UNUSED_EXIT_S = 60.0
 
 
+# One request of an attempt: refused if the attempt was superseded; else marked in flight and counted.
+# KEYS: the pending mark, the attempt's count, its superseded mark. ARGV: the mark's ms, the count's TTL.
+_BEGIN = """
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return 0
+end
+redis.call('SET', KEYS[1], 1, 'PX', ARGV[1])
+local count = redis.call('GET', KEYS[2])
+if count and count ~= ARGV[3] then
+  redis.call('INCR', KEYS[2])
+else
+  redis.call('SET', KEYS[2], ARGV[3])
+end
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+return 1
+"""
+
+
 class RedisJournal:
     """``CompletionJournal`` in Redis: every worker (on any machine) reads what any courier wrote.
 
@@ -83,6 +109,7 @@ class RedisJournal:
         self.url = url
         self.delivered_ttl_s = delivered_ttl_s
         self._client: Any = None
+        self._begin: Any = None
 
     def _redis(self) -> Any:
         if self._client is None:
@@ -90,15 +117,15 @@ class RedisJournal:
 
             # Bounded, as the call cache's client: a Redis that stops answering is an error, not a hang.
             self._client = aioredis.Redis.from_url(self.url, socket_connect_timeout=5, socket_timeout=5)
+            self._begin = self._client.register_script(_BEGIN)
         return self._client
 
     async def begin(self, key: str, seconds: float) -> None:
-        sent = REDIS_SENT_PREFIX + journal_tag(key)
-        async with self._redis().pipeline(transaction=True) as pipe:
-            pipe.set(REDIS_PENDING_PREFIX + key, 1, px=max(1, int(seconds * 1000)))
-            pipe.incr(sent)
-            pipe.expire(sent, UNDELIVERED_TTL_S)
-            await pipe.execute()
+        self._redis()
+        tag = journal_tag(key)
+        keys = [REDIS_PENDING_PREFIX + key, REDIS_SENT_PREFIX + tag, REDIS_FENCE_PREFIX + tag]
+        if not await self._begin(keys=keys, args=[max(1, int(seconds * 1000)), COUNT_TTL_S, UNKNOWN_COUNT]):
+            raise AttemptSuperseded(f"attempt {tag} was taken over by a later one")
 
     async def put(self, key: str, completion: Completion) -> None:
         async with self._redis().pipeline(transaction=True) as pipe:
@@ -133,9 +160,13 @@ class SentCounts:
     high for a request counted by a worker that died before handing it to its
     courier; for attempts that ended without a store, these counts are the
     provider's own. An attempt's count is opened at zero when it starts, so a
-    missing count means unknown (expired, never used, Redis emptied) rather than
-    nothing sent: the caller then keeps the database's count. Synchronous: the
-    worker reads it while storing.
+    missing count means unknown (expired, never opened) rather than nothing
+    sent, and ``begin`` marks a count whose key vanished mid-attempt as unknown
+    instead of starting it again from one: the caller then keeps the
+    database's count. The attempt that takes a conversation over supersedes
+    the earlier ones, whose couriers then send nothing more for them, so the
+    counts it reads are final. Synchronous: the worker calls it while claiming
+    and storing.
     """
 
     def __init__(self, url: str) -> None:
@@ -149,12 +180,20 @@ class SentCounts:
             self._client = redis.Redis.from_url(self.url, socket_connect_timeout=5, socket_timeout=5)
         return self._client
 
-    def open(self, tag: str) -> None:
-        """Start counting the attempt ``tag`` at zero (unless its courier already counted)."""
+    def start(self, tag: str | None, superseded: Sequence[str]) -> None:
+        """A new attempt: count ``tag``'s requests from zero (None: it has no courier) and refuse ``superseded``'s
+        from now on."""
+        if tag is None and not superseded:
+            return
         try:
-            self._redis().set(REDIS_SENT_PREFIX + tag, 0, nx=True, ex=UNDELIVERED_TTL_S)
+            with self._redis().pipeline(transaction=True) as pipe:
+                for old in superseded:
+                    pipe.set(REDIS_FENCE_PREFIX + old, 1, ex=COUNT_TTL_S)
+                if tag is not None:
+                    pipe.set(REDIS_SENT_PREFIX + tag, 0, nx=True, ex=COUNT_TTL_S)
+                pipe.execute()
         except Exception as exc:
-            log.warning("call journal: no count opened for attempt %s (its database count is kept): %s", tag, exc)
+            log.warning("call journal: attempt %s's counts not started (database counts are kept): %s", tag, exc)
 
     def total(self, tags: Sequence[str]) -> int | None:
         """Requests the couriers sent for all of ``tags``, or None if any count is unknown."""
@@ -165,7 +204,7 @@ class SentCounts:
         except Exception as exc:
             log.warning("call journal: request counts unreadable (the database's count is kept): %s", exc)
             return None
-        if any(count is None for count in counts):
+        if any(count is None or not count.isdigit() for count in counts):
             return None
         return sum(int(count) for count in counts)
 

@@ -419,6 +419,7 @@ def _journal() -> RedisJournal:
 
 
 def _sent_counts() -> SentCounts:
+    """This process's reader and writer of the couriers' per-attempt request counts."""
     state = _state
     with state.lock:
         if state.sent_counts is None:
@@ -553,7 +554,9 @@ def _claim(run_conversation_id: int, token: str) -> RunConversation | None:
 
     One conditional UPDATE: it succeeds for a pending conversation or one whose
     lease has lapsed (its worker died), so of two deliveries of the same
-    conversation exactly one gets it while the other's holder lives.
+    conversation exactly one gets it while the other's holder lives. Then the
+    earlier attempts that were never stored are superseded: their couriers send
+    nothing more for them, so what they sent is final when this attempt counts it.
     """
     # No join in this UPDATE: Postgres re-checks a plain WHERE on the row it waited for, so of two
     # simultaneous claims the second sees the first's lease (a join would be a subquery it does not re-check).
@@ -571,9 +574,14 @@ def _claim(run_conversation_id: int, token: str) -> RunConversation | None:
     )
     if not changed:
         return None
-    return RunConversation.objects.select_related("run", "run__evaluated_model", "run__judge_model").get(
+    item = RunConversation.objects.select_related("run", "run__evaluated_model", "run__judge_model").get(
         pk=run_conversation_id
     )
+    if settings.REDIS_URL:
+        _sent_counts().start(
+            paid_tag(item, item.attempts) if settings.ATTUNE_CALL_COURIER else None, _interrupted_tags(item)
+        )
+    return item
 
 
 def _not_claimed(run_conversation_id: int) -> str:
@@ -717,21 +725,22 @@ def _sent_through_couriers(tags: Sequence[str]) -> int | None:
     The database's write-ahead count is the fallback: it never misses a request but may hold one that a
     worker counted and died before handing over.
     """
-    if not tags or not settings.REDIS_URL:
+    if not settings.REDIS_URL:
         return None
     return _sent_counts().total(tags)
 
 
 def _count_sent(run_conversation_id: int) -> Any:
-    """An ``on_send`` hook: add one to the conversation's paid requests in the database before each is sent."""
+    """An ``on_send`` hook: add one to the conversation's paid requests in the database before each is sent
+    (and take it back when it never left)."""
 
-    def bump() -> None:
+    def bump(requests: int) -> None:
         DatabaseCallCache._reconnecting(
-            lambda: RunConversation.objects.filter(pk=run_conversation_id).update(paid_sent=F("paid_sent") + 1)
+            lambda: RunConversation.objects.filter(pk=run_conversation_id).update(paid_sent=F("paid_sent") + requests)
         )
 
-    async def on_send() -> None:
-        await asyncio.get_running_loop().run_in_executor(_db_pool(), bump)
+    async def on_send(requests: int) -> None:
+        await asyncio.get_running_loop().run_in_executor(_db_pool(), bump, requests)
 
     return on_send
 
@@ -804,7 +813,8 @@ def _fail(item: RunConversation, token: str, error: str, run_error: str = "") ->
         if row is not None:
             made = max(0, row["paid_sent"] - row["paid_sent_counted"])  # sent by interrupted attempts and this one
             if by_couriers is not None:
-                # This attempt's own (counted since its claim, and it is alive) and what the others' couriers sent.
+                # Counted since this attempt's claim (its own, and any the superseded ones counted but their
+                # couriers refused), and what those couriers sent before.
                 made = min(made, max(0, row["paid_sent"] - item.paid_sent) + by_couriers)
             moved = RunConversation.objects.filter(pk=item.pk).update(
                 status=RunConversation.Status.FAILED,
@@ -832,8 +842,6 @@ def attempt_replayer(
     """The replayer of the attempt that holds ``item``'s lease: its cache, counts, recovery and courier."""
     tag = paid_tag(item, item.attempts)
     courier = settings.ATTUNE_CALL_COURIER
-    if courier:
-        _sent_counts().open(tag)  # from zero: a crash before its first request leaves a count of none
     # Attempts that ended without a store (their worker died): what their couriers were paid for is
     # in the journal, and this attempt takes it from there instead of paying again.
     interrupted = _interrupted_tags(item)

@@ -19,9 +19,12 @@ The journal also counts, per attempt, the requests the courier sent
 (``begin``). The worker counts each request before handing it over, so that a
 crash never hides one that was sent; a crash between that count and the
 hand-over leaves the worker's count one high, and the courier's count is the
-exact one. A request the journal cannot mark (Redis away) is not sent at all:
-it could be neither recovered after a crash nor counted, and the worker
-retries it as a passing failure.
+exact one. Once another attempt has taken the conversation over, the journal
+refuses the old attempt's requests (``AttemptSuperseded``), so its count is
+final. A request the journal cannot mark (Redis away) is not sent at all: it
+could be neither recovered after a crash nor counted, and the worker retries
+it as a passing failure. Either refusal says ``sent=False``: the worker takes
+the request back out of its own count.
 
 Wire format on a Unix socket (in a folder only its user can open): frames of
 a 4-byte big-endian length and a JSON object. Requests ``{"id", "spec",
@@ -97,19 +100,24 @@ def _error_to_dict(exc: BaseException) -> dict[str, Any]:
             "message": str(exc),
             "retry_after": exc.retry_after,
             "status": exc.status,
+            "sent": exc.sent,
         }
-    return {"transient": False, "message": str(exc) if isinstance(exc, PermanentCallError) else repr(exc)}
+    if isinstance(exc, PermanentCallError):
+        return {"transient": False, "message": str(exc), "sent": exc.sent}
+    return {"transient": False, "message": repr(exc), "sent": True}
 
 
 def _error_from_dict(data: dict[str, Any]) -> Exception:
+    sent = data.get("sent") is not False  # only a reply that says so was certainly not sent
     if data.get("transient"):
         return TransientCallError(
             str(data.get("kind") or "courier"),
             str(data.get("message") or ""),
             retry_after=data.get("retry_after"),
             status=data.get("status"),
+            sent=sent,
         )
-    return PermanentCallError(str(data.get("message") or "the courier refused the call"))
+    return PermanentCallError(str(data.get("message") or "the courier refused the call"), sent=sent)
 
 
 async def read_frame(reader: asyncio.StreamReader) -> dict[str, Any] | None:
@@ -132,12 +140,17 @@ def encode_frame(data: dict[str, Any]) -> bytes:
     return _LENGTH.pack(len(body)) + body
 
 
+class AttemptSuperseded(Exception):
+    """Another attempt has taken this request's conversation over: the request is not sent."""
+
+
 class CompletionJournal(Protocol):
     """Where the courier keeps every answer it got, before anyone uses it."""
 
     async def begin(self, key: str, seconds: float) -> None:
         """``key`` is being asked now (one more request sent by its attempt, ``journal_tag(key)``); its answer
-        is due within ``seconds``. Raising means the request must not be sent."""
+        is due within ``seconds``. Raising means the request must not be sent: ``AttemptSuperseded`` when
+        another attempt has taken the conversation over, anything else when the journal is unreachable."""
 
     async def put(self, key: str, completion: Completion) -> None:
         """The answer to ``key`` arrived (this ends ``begin``); kept long enough for a crash to be noticed."""
@@ -241,13 +254,16 @@ class CourierServer:
             key = str(request["key"])
             api_key = request.get("api_key")
         except (KeyError, TypeError, ValueError) as exc:
-            return {"error": {"transient": False, "message": f"malformed courier request: {exc}"}}
+            return {"error": _error_to_dict(PermanentCallError(f"malformed courier request: {exc}", sent=False))}
         try:
             await self.journal.begin(key, spec.timeout + 30)
+        except AttemptSuperseded as exc:
+            return {"error": _error_to_dict(PermanentCallError(f"not sent: {exc}", sent=False))}
         except Exception as exc:
             # Sent unmarked, a crash would pay for it again and nobody could count it: a passing failure.
             log.warning("courier: could not mark a request in flight in the journal: %s", exc)
-            return {"error": _error_to_dict(TransientCallError("journal", f"the call journal is not reachable: {exc}"))}
+            refused = TransientCallError("journal", f"not sent: the call journal is not reachable: {exc}", sent=False)
+            return {"error": _error_to_dict(refused)}
         self.calls += 1
         try:
             completion = await self.backend.complete(spec, messages, _NO_CONTEXT, api_key=api_key)
@@ -340,7 +356,7 @@ class CourierConnection:
         try:
             writer = await self._connection()
         except OSError as exc:
-            raise TransientCallError("courier", f"the call courier is not reachable: {exc}") from exc
+            raise TransientCallError("courier", f"the call courier is not reachable: {exc}", sent=False) from exc
         # The key is read here, from the worker's environment (the courier's was fixed when it started);
         # a missing one is this call's permanent error, before anything is sent.
         api_key = spec.api_key()

@@ -227,10 +227,10 @@ class EMSpec:
         if env is not None:
             problem = key_env_problem(env, self.allowed_key_env)
             if problem:
-                raise PermanentCallError(f"{self.name}: {problem}")
+                raise PermanentCallError(f"{self.name}: {problem}", sent=False)
             value = os.environ.get(str(env))
             if not value:
-                raise PermanentCallError(f"{self.name}: environment variable {env} is not set")
+                raise PermanentCallError(f"{self.name}: environment variable {env} is not set", sent=False)
             return value
         if self.api_base:
             return NO_KEY

@@ -65,7 +65,13 @@ from attunebench.replay.parsing import (
     ask_until_valid,
     parse_reply,
 )
-from attunebench.replay.scheduler import PermanentCallError, ProviderLimits, RetriesExhausted, Scheduler
+from attunebench.replay.scheduler import (
+    PermanentCallError,
+    ProviderLimits,
+    RetriesExhausted,
+    Scheduler,
+    TransientCallError,
+)
 from attunebench.replay.transcript import ROLE_EM, ROLE_JUDGE, CallRecord, answer_json, capped, capped_messages
 
 
@@ -485,14 +491,15 @@ class Replayer:
         scheduler: Scheduler | None = None,
         cache: CallCache | None = None,
         on_result: Callable[[ReplayResult], None] | None = None,
-        on_send: Callable[[], Awaitable[None]] | None = None,
+        on_send: Callable[[int], Awaitable[None]] | None = None,
         paid_tag: str | None = None,
         recoverable: Callable[[str], bool] | None = None,
         counted_earlier: Callable[[str], bool] | None = None,
         recover: Callable[[EMSpec, list[dict[str, str]]], Awaitable[Completion | None]] | None = None,
     ) -> None:
-        """``on_send`` is awaited before every request goes out (a write-ahead count of what the
-        provider sees, kept even if this process dies); ``paid_tag`` marks the answers this replayer
+        """``on_send(1)`` is awaited before every request goes out (a write-ahead count of what the
+        provider sees, kept even if this process dies), and ``on_send(-1)`` when one failed before it
+        left (``sent=False`` on its error); ``paid_tag`` marks the answers this replayer
         pays for in the cache, and a hit whose tag ``recoverable`` accepts is this conversation's own
         answer from an interrupted attempt: counted as paid (``calls_recovered``), not as a free hit.
         A hit whose tag ``counted_earlier`` accepts is its own answer from an earlier attempt that was
@@ -589,10 +596,21 @@ class Replayer:
                 if backend.cacheable:
                     ledger.stats.paid_requests += 1
                     if on_send is not None:
-                        await on_send()
+                        await on_send(1)
                 record.transport_attempts += 1
                 started = time.perf_counter()
-                completion = await backend.complete(spec, current, ctx)
+                try:
+                    completion = await backend.complete(spec, current, ctx)
+                except (TransientCallError, PermanentCallError) as exc:
+                    if not exc.sent:  # it never left: neither seen nor billed
+                        ledger.stats.calls_made -= 1
+                        self.totals.calls_made -= 1
+                        record.transport_attempts -= 1
+                        if backend.cacheable:
+                            ledger.stats.paid_requests -= 1
+                            if on_send is not None:
+                                await on_send(-1)
+                    raise
                 record.latency_s = round(time.perf_counter() - started, 6)
                 return completion
 

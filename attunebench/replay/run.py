@@ -45,7 +45,7 @@ def make_replayer(
     cache: CallCache | None = None,
     scheduler: Scheduler | None = None,
     on_result: Callable[[ReplayResult], None] | None = None,
-    on_send: Callable[[], Awaitable[None]] | None = None,
+    on_send: Callable[[int], Awaitable[None]] | None = None,
     paid_tag: str | None = None,
     recoverable: Callable[[str], bool] | None = None,
     counted_earlier: Callable[[str], bool] | None = None,

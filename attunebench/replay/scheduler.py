@@ -76,17 +76,34 @@ log = logging.getLogger(__name__)
 
 
 class TransientCallError(Exception):
-    """A failure that may pass on the next try (429, 5xx, timeout, connection)."""
+    """A failure that may pass on the next try (429, 5xx, timeout, connection).
 
-    def __init__(self, kind: str, message: str = "", retry_after: float | None = None, status: int | None = None):
+    ``sent=False``: it failed before anything reached the provider, so the
+    request was neither seen nor billed, and is taken back out of the counts.
+    Where that is not certain (a connection that broke mid-request) it stays True.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        message: str = "",
+        retry_after: float | None = None,
+        status: int | None = None,
+        sent: bool = True,
+    ):
         self.kind = kind
         self.retry_after = retry_after
         self.status = status
+        self.sent = sent
         super().__init__(message or kind)
 
 
 class PermanentCallError(Exception):
-    """A failure that retrying cannot fix (bad request, authentication, unknown model)."""
+    """A failure that retrying cannot fix (bad request, authentication, unknown model); ``sent`` as above."""
+
+    def __init__(self, message: str = "", sent: bool = True):
+        self.sent = sent
+        super().__init__(message)
 
 
 class RetriesExhausted(Exception):

@@ -16,6 +16,7 @@ import pytest
 
 from attunebench.replay import prompts as P
 from attunebench.replay.courier import (
+    AttemptSuperseded,
     CourierBackend,
     CourierConnection,
     CourierServer,
@@ -24,8 +25,10 @@ from attunebench.replay.courier import (
     recover_from,
 )
 from attunebench.replay.llm import Completion, EMSpec, LiteLLMBackend
-from attunebench.replay.scheduler import PermanentCallError, TransientCallError
+from attunebench.replay.protocol import ReplayConfig, Replayer, ReplayResult
+from attunebench.replay.scheduler import PermanentCallError, Scheduler, TransientCallError
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer, http_json, request_digest
+from devtools.replay_fixtures import marked_conversation
 from tests.clock import FakeClock
 from tests.core.replay_calls import draft_context
 
@@ -40,10 +43,14 @@ class MemoryJournal:
         self.sent: Counter[str] = Counter()  # requests sent, by attempt
         self.begun = asyncio.Event()
         self.answered = asyncio.Event()
-        self.unreachable = False  # the journal's Redis is away
+        self.unreachable = 0  # how many more ``begin`` find the journal's Redis away
+        self.superseded: set[str] = set()  # attempts another one has taken over
 
     async def begin(self, key: str, seconds: float) -> None:
+        if journal_tag(key) in self.superseded:
+            raise AttemptSuperseded(f"attempt {journal_tag(key)} was taken over by a later one")
         if self.unreachable:
+            self.unreachable -= 1
             raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
         self.in_flight.add(key)
         self.sent[journal_tag(key)] += 1
@@ -107,32 +114,56 @@ def test_a_call_through_the_courier_is_the_providers_answer_journaled_under_its_
         assert provider.digests()[request_digest(messages)] == 2  # one through the courier, one direct
 
 
-def test_a_request_the_journal_cannot_mark_is_not_sent_and_is_a_passing_failure(tmp_path):
+def test_a_request_the_journal_cannot_mark_is_not_sent_nor_counted_and_is_retried(tmp_path):
     # Sent unmarked, a crash of its worker would have it paid again and never counted.
+    with FakeLLMServer(FakeConfig()) as provider:
+        spec = spec_for(provider)
+        counted: list[int] = []
+
+        async def on_send(requests: int) -> None:
+            counted.append(requests)
+
+        scheduler = Scheduler(base_delay=0.001, max_delay=0.01)
+
+        async def scenario() -> tuple[ReplayResult, MemoryJournal]:
+            journal = MemoryJournal()
+            journal.unreachable = 3  # Redis is away for the first three requests, then back
+            _server, listener = await start_courier(tmp_path / "c.sock", journal)
+            backend = CourierBackend(connection_to(tmp_path / "c.sock"), "rc7.a1")
+            replayer = Replayer(spec, backend, ReplayConfig(), scheduler=scheduler, on_send=on_send)
+            async with listener:
+                return await replayer.replay(marked_conversation(turns=2)), journal
+
+        result, journal = asyncio.run(scenario())
+        assert not result.failures and scheduler.stats.errors == {"journal": 3}
+        # Counted as the provider saw them: the three refused requests were taken back out.
+        assert result.stats.calls_made == sum(counted) == journal.sent["rc7.a1"] == provider.stats()["requests"]
+        assert counted.count(-1) == 3
+        assert sum(call.transport_attempts for call in result.calls) == provider.stats()["requests"]
+
+
+def test_a_superseded_attempts_request_is_refused_unsent_and_not_retried(tmp_path):
+    # Another attempt took the conversation over: what this one would send, that one pays for.
     messages = P.build_messages(draft_context())
     with FakeLLMServer(FakeConfig()) as provider:
         spec = spec_for(provider)
 
-        async def scenario() -> tuple[BaseException | None, Completion, MemoryJournal]:
+        async def scenario() -> BaseException:
             journal = MemoryJournal()
-            journal.unreachable = True
+            journal.superseded.add("rc7.a1")
             _server, listener = await start_courier(tmp_path / "c.sock", journal)
-            backend = CourierBackend(connection_to(tmp_path / "c.sock"), "rc7.a1")
-            refused: BaseException | None = None
             async with listener:
-                try:
-                    await backend.complete(spec, messages, draft_context())
-                except TransientCallError as exc:
-                    refused = exc
-                journal.unreachable = False  # Redis is back: the worker's retry goes through
-                answer = await backend.complete(spec, messages, draft_context())
-            return refused, answer, journal
+                with pytest.raises(PermanentCallError) as refused:
+                    await CourierBackend(connection_to(tmp_path / "c.sock"), "rc7.a1").complete(
+                        spec, messages, draft_context()
+                    )
+            assert not journal.sent and not journal.in_flight
+            return refused.value
 
-        refused, answer, journal = asyncio.run(scenario())
-        assert isinstance(refused, TransientCallError) and refused.kind == "journal"
-        assert "journal is not reachable" in str(refused) and "Connection refused" in str(refused)
-        assert answer.text and journal.sent == {"rc7.a1": 1}
-        assert provider.stats()["requests"] == 1  # only the retry reached the provider
+        refused = asyncio.run(scenario())
+        assert isinstance(refused, PermanentCallError) and refused.sent is False
+        assert "rc7.a1 was taken over by a later one" in str(refused)
+        assert provider.stats()["requests"] == 0
 
 
 def test_provider_errors_come_back_as_the_workers_own_errors_and_nothing_is_journaled(tmp_path):

@@ -8,6 +8,7 @@ litellm (``"client": "litellm"``, the route of every other provider).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import subprocess
 import sys
@@ -166,6 +167,29 @@ def test_a_whole_replay_survives_a_dead_provider(server, em):
     failed = result.output.model_dump()["failed_calls"]
     assert {f["call"] for f in failed} == {P.DRAFT, P.POST}
     assert all("gave up after 2 attempts" in f["error"] for f in failed)
+
+
+def test_a_request_that_never_left_is_not_counted_as_made(server, em, monkeypatch):
+    # The key's variable is unset: every call fails before anything is sent, and nothing is counted as sent.
+    monkeypatch.delenv("NO_SUCH_PROVIDER_KEY", raising=False)
+    model = em()
+    keyed = dataclasses.replace(
+        model,
+        params={**model.params, "api_key_env": "NO_SUCH_PROVIDER_KEY"},
+        allowed_key_env=frozenset({"NO_SUCH_PROVIDER_KEY"}),
+    )
+    sent: list[int] = []
+
+    async def on_send(requests: int) -> None:
+        sent.append(requests)
+
+    replayer = Replayer(keyed, LiteLLMBackend(), ReplayConfig(), scheduler=Scheduler(), on_send=on_send)
+    result = run_sync(replayer.replay(marked_conversation(turns=2)))
+    assert result.failures and all("NO_SUCH_PROVIDER_KEY is not set" in f.error for f in result.failures)
+    assert server.stats()["requests"] == 0
+    assert result.stats.calls_made == result.stats.paid_requests == replayer.totals.calls_made == 0
+    assert sent and sum(sent) == 0  # each write-ahead count was taken back
+    assert all(call.transport_attempts == 0 for call in result.calls)
 
 
 def test_malformed_replies_are_retried_and_messy_ones_repaired(server, em):

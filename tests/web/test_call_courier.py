@@ -18,13 +18,21 @@ import uuid
 from pathlib import Path
 
 import pytest
+import redis
 from django.conf import settings
 
 from attunebench.replay import prompts as P
-from attunebench.replay.courier import CourierBackend, CourierConnection, journal_key
+from attunebench.replay.courier import AttemptSuperseded, CourierBackend, CourierConnection, journal_key
 from attunebench.replay.llm import EMSpec
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer, http_json, request_digest
-from scoring.call_courier import REDIS_URL_ENV, CourierProcess, RedisJournal, SentCounts, journal_recovery
+from scoring.call_courier import (
+    REDIS_SENT_PREFIX,
+    REDIS_URL_ENV,
+    CourierProcess,
+    RedisJournal,
+    SentCounts,
+    journal_recovery,
+)
 from tests.core.replay_calls import draft_context
 from tests.polling import wait_for
 
@@ -126,12 +134,12 @@ def test_a_worker_starts_its_courier_once_and_again_if_it_died():
     assert not Path(first).parent.exists()  # the dead one's private folder went with it
 
 
-def test_the_journal_counts_each_attempts_requests_and_an_unopened_count_is_unknown():
+def test_the_journal_counts_each_attempts_requests_and_a_count_it_lost_track_of_is_unknown():
     spec = EMSpec(name="fake-em", litellm_model="openai/fake-em", params={"temperature": 0})
     tags = [f"rc9.{uuid.uuid4().hex}.a{n}" for n in (1, 2, 3)]
     counts = SentCounts(settings.REDIS_URL)
-    counts.open(tags[0])
-    counts.open(tags[1])
+    counts.start(tags[0], [])
+    counts.start(tags[1], [])
 
     async def send(tag: str, n: int) -> None:
         journal = RedisJournal(settings.REDIS_URL)
@@ -139,10 +147,33 @@ def test_the_journal_counts_each_attempts_requests_and_an_unopened_count_is_unkn
             await journal.begin(journal_key(tag, spec, [{"role": "user", "content": str(i)}]), 30)
 
     asyncio.run(send(tags[0], 3))
-    assert counts.total(tags[:2]) == 3  # the second attempt opened its count and sent nothing
-    counts.open(tags[0])  # opening again never resets what was counted
-    assert counts.total(tags[:1]) == 3
-    assert counts.total(tags) is None  # the third never opened one: unknown, not zero
-    asyncio.run(send(tags[2], 2))  # a courier counts even where its worker could not open the count
-    assert counts.total(tags) == 5 and counts.total([]) == 0
-    assert SentCounts("redis://127.0.0.1:1/0").total(tags) is None  # Redis away: unknown
+    assert counts.total(tags[:2]) == 3  # the second attempt started its count and sent nothing
+    counts.start(tags[0], [])  # starting again never resets what was counted
+    assert counts.total(tags[:1]) == 3 and counts.total([]) == 0
+    assert counts.total(tags) is None  # the third never started one: unknown, not zero
+    # A count whose key vanished mid-attempt (Redis emptied) stays unknown: never a smaller number.
+    asyncio.run(send(tags[2], 2))
+    assert counts.total(tags[2:]) is None
+    redis.Redis.from_url(settings.REDIS_URL).delete(REDIS_SENT_PREFIX + tags[0])
+    asyncio.run(send(tags[0], 1))
+    assert counts.total(tags[:1]) is None
+    assert SentCounts("redis://127.0.0.1:1/0").total(tags[1:2]) is None  # Redis away: unknown
+
+
+def test_an_attempt_taken_over_sends_nothing_more_and_its_count_is_final():
+    spec = EMSpec(name="fake-em", litellm_model="openai/fake-em", params={"temperature": 0})
+    old, new = (f"rc9.{uuid.uuid4().hex}.a{n}" for n in (1, 2))
+    counts = SentCounts(settings.REDIS_URL)
+    late = journal_key(old, spec, [{"role": "user", "content": "after"}])
+
+    async def scenario() -> None:
+        journal = RedisJournal(settings.REDIS_URL)
+        counts.start(old, [])
+        await journal.begin(journal_key(old, spec, [{"role": "user", "content": "before"}]), 30)
+        counts.start(new, [old])  # the new attempt claims the conversation
+        with pytest.raises(AttemptSuperseded, match="taken over"):
+            await journal.begin(late, 30)
+        assert not await journal.pending(late)  # nothing marked in flight
+
+    asyncio.run(scenario())
+    assert counts.total([old]) == 1 and counts.total([new]) == 0

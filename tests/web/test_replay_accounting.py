@@ -52,32 +52,29 @@ def import_synth(seed: int) -> list[str]:
     return [d.conversationId for d in docs]
 
 
-def die_after_paying(pk: int) -> None:
+def die_after_paying(pk: int, counted_not_sent: int = 0) -> None:
     """A worker claims the conversation, pays for every answer, has one more request in flight, and is killed.
 
-    Its answers reach the cache (written before use) tagged with its attempt; it stores nothing.
+    Its answers reach the cache (written before use) tagged with its attempt; it stores nothing. Its calls
+    go the way a worker's go here: through its call courier where there is one (Redis), else straight.
+    ``counted_not_sent``: requests it counted and was killed before handing over.
     """
-    token = "doomed-host:1:abc"
-    item = replay_service._claim(pk, token)
+    item = replay_service._claim(pk, "doomed-host:1:abc")
     replay_service._mark_running(item.run)
     spec = replay_service.em_spec(item.run.evaluated_model)
-    replayer = replay_service.make_replayer(
-        spec,
-        replay_service.run_config(item.run),
-        cache=replay_service.build_cache(),
-        on_send=replay_service._count_sent(pk),
-        paid_tag=replay_service.paid_tag(item, item.attempts),
-        recoverable=replay_service._recoverable(item, item.counted_attempt, item.attempts),
-    )
-    document = replay_service.load_canonical([item.conversation_id])[item.conversation_id]
-    run_sync(replayer.replay(document))
+    replayer = replay_service.attempt_replayer(item, spec, replay_service.run_config(item.run), [])
+    run_sync(replayer.replay(replay_service.load_canonical([item.conversation_id])[item.conversation_id]))
     # One more request went out (the server saw it) and its answer died with the worker.
-    run_sync(replay_service._count_sent(pk)())
-    replayer_spec = spec
-    http_json(
-        f"{replayer_spec.api_base}/chat/completions",
-        {"model": "fake-em", "messages": [{"role": "user", "content": "in flight when the worker died"}]},
-    )
+    count = replay_service._count_sent(pk)
+    run_sync(count(1))
+    messages = [{"role": "user", "content": "in flight when the worker died"}]
+    if settings.ATTUNE_CALL_COURIER:
+        courier = CourierBackend(replay_service._courier_connection(), replay_service.paid_tag(item, item.attempts))
+        run_sync(courier.complete(spec, messages, None))  # type: ignore[arg-type]  # a courier reads no context
+    else:
+        http_json(f"{spec.api_base}/chat/completions", {"model": "fake-em", "messages": messages})
+    for _ in range(counted_not_sent):
+        run_sync(count(1))
     RunConversation.objects.filter(pk=pk).update(lease_expires_at=timezone.now() - timedelta(minutes=1))
     replay_service.reset_process_state()  # the worker's memory is gone with it
 
@@ -150,25 +147,11 @@ def test_a_request_counted_by_a_worker_that_died_before_handing_it_to_its_courie
         register(server.url)
         run = replay_service.do_create_run("fake-em", "default")
         (pk,) = replay_service.do_prepare_run(run.pk)
-        # The doomed worker replays the whole conversation through its real courier process...
-        item = replay_service._claim(pk, "doomed-host:1:abc")
-        replay_service._mark_running(item.run)
-        spec = replay_service.em_spec(item.run.evaluated_model)
-        replayer = replay_service.attempt_replayer(item, spec, replay_service.run_config(item.run), [])
-        run_sync(replayer.replay(replay_service.load_canonical([item.conversation_id])[item.conversation_id]))
+        die_after_paying(pk, counted_not_sent=1)
+        item = RunConversation.objects.get(pk=pk)
         answered = ModelCallCache.objects.filter(paid_by=replay_service.paid_tag(item, 1)).count()
-        assert answered > 0 and server.stats()["requests"] == answered
-        # ...hands one more request to it (answered, but the worker dies before reading the answer)...
-        count = replay_service._count_sent(pk)
-        run_sync(count())
-        courier = CourierBackend(replay_service._courier_connection(), replay_service.paid_tag(item, 1))
-        messages = [{"role": "user", "content": "in flight when the worker died"}]
-        run_sync(courier.complete(spec, messages, None))  # type: ignore[arg-type]
-        # ...and counts another that it never hands over: the kill lands between the two.
-        run_sync(count())
-        assert RunConversation.objects.get(pk=pk).paid_sent == answered + 2
-        RunConversation.objects.filter(pk=pk).update(lease_expires_at=timezone.now() - timedelta(minutes=1))
-        replay_service.reset_process_state()
+        assert answered > 0 and server.stats()["requests"] == answered + 1
+        assert item.paid_sent == answered + 2  # the worker's own count is one high
         if then == "withdrawn":
             Conversation.objects.filter(conversation_id=conversation_id).update(status=Conversation.Status.WITHDRAWN)
 
