@@ -28,7 +28,11 @@ C. fault-free, with ``kill -9`` of one worker once a third of the conversations
 The fault-free and faulty runs differ by more than the faults' delays: the hung
 requests alone hold a slot for the client's timeout (3 s each, about 90
 slot-seconds), so at the same efficiency the faulty replay's slot time is about
-1.7x the clean one's before any conversation waits for a retry.
+1.7x the clean one's before any conversation waits for a retry (printed as the
+work ratio). And a conversation's draft and analysis calls form one chain, turn
+after turn: the conversation whose chain drew two or three hung requests ends
+seconds after the others, with the slots nearly idle (sampled at the fake
+server: about 28 calls in flight until the last 4-5 s, then 1-3).
 
 Usage: python bench/replay_faults.py [--cap 32 --conversations 40 --turns 8 --latency-ms 200]
 The last line is machine-readable.
@@ -174,6 +178,11 @@ def main() -> None:
 
     turn_cov, post_cov = coverage(faulty["run"])
     ratio = faulty["replay_s"] / clean["replay_s"]
+    # The floor under that ratio: how long the faulty run's requests held a slot against the clean run's
+    # (a request the client gave up on held it for the whole timeout; every other one about the latency).
+    latency_s = options.latency_ms / 1000
+    held = (faulty["server_requests"] - faulty["abandoned"]) * latency_s + faulty["abandoned"] * options.client_timeout
+    work_ratio = held / (clean["server_requests"] * latency_s)
     same_scores = killed["scores"] == clean["scores"] and killed["composite"] == clean["composite"]
     load = os.getloadavg()
     print(
@@ -193,10 +202,14 @@ def main() -> None:
                 else ""
             )
         )
-    print(f"faults: turn coverage {turn_cov:.3f}, post coverage {post_cov:.3f}, replay {ratio:.2f}x the fault-free run")
+    print(
+        f"faults: turn coverage {turn_cov:.3f}, post coverage {post_cov:.3f}, replay {ratio:.2f}x the fault-free run "
+        f"(its requests held slots {work_ratio:.2f}x as long)"
+    )
     print(f"kill -9: scores identical to the uninterrupted run: {same_scores}")
     print(
         f"coverage={turn_cov:.3f} post_coverage={post_cov:.3f} fault_wall_ratio={ratio:.2f} "
+        f"fault_work_ratio={work_ratio:.2f} "
         f"kill_same_scores={int(same_scores)} kill_answered_twice={killed['answered_twice']} "
         f"kill_in_flight={killed['in_flight_at_kill']} kill_leases={killed['leases_at_kill']} "
         f"kill_recovered={killed['calls_recovered']} kill_abandoned={killed['abandoned']} "
