@@ -108,6 +108,7 @@ class RedisJournal:
     def __init__(self, url: str, delivered_ttl_s: float = 600.0) -> None:
         self.url = url
         self.delivered_ttl_s = delivered_ttl_s
+        self.counts = SentCounts(url)  # what ``begin`` counted, for the worker's synchronous code
         self._client: Any = None
         self._begin: Any = None
 

@@ -64,7 +64,7 @@ from attunebench.replay.scheduler import Scheduler, describe_limits
 from collection.models import Conversation
 from datasets.exchange import conversation_to_canonical, with_export_relations, withdrawn_conversations
 from datasets.selection import selection_queryset
-from scoring.call_courier import CourierProcess, RedisJournal, SentCounts, journal_recovery
+from scoring.call_courier import CourierProcess, RedisJournal, journal_recovery
 from scoring.models import LEGACY_PAID_KEY, EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation
 from scoring.provider_access import allowed_key_env, api_base_problem
 from scoring.provider_access import is_loopback as _is_loopback
@@ -340,7 +340,6 @@ class ProcessState:
     courier: CourierConnection | None = None
     courier_process: CourierProcess | None = None
     journal: RedisJournal | None = None
-    sent_counts: SentCounts | None = None
 
 
 _state = ProcessState()
@@ -416,15 +415,6 @@ def _journal() -> RedisJournal:
         if state.journal is None:
             state.journal = RedisJournal(settings.REDIS_URL)
         return state.journal
-
-
-def _sent_counts() -> SentCounts:
-    """This process's reader and writer of the couriers' per-attempt request counts."""
-    state = _state
-    with state.lock:
-        if state.sent_counts is None:
-            state.sent_counts = SentCounts(settings.REDIS_URL)
-        return state.sent_counts
 
 
 def build_cache() -> CallCache:
@@ -578,7 +568,7 @@ def _claim(run_conversation_id: int, token: str) -> RunConversation | None:
         pk=run_conversation_id
     )
     if settings.REDIS_URL:
-        _sent_counts().start(
+        _journal().counts.start(
             paid_tag(item, item.attempts) if settings.ATTUNE_CALL_COURIER else None, _interrupted_tags(item)
         )
     return item
@@ -727,7 +717,7 @@ def _sent_through_couriers(tags: Sequence[str]) -> int | None:
     """
     if not settings.REDIS_URL:
         return None
-    return _sent_counts().total(tags)
+    return _journal().counts.total(tags)
 
 
 def _count_sent(run_conversation_id: int) -> Any:
