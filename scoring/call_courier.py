@@ -118,11 +118,11 @@ class RedisJournal:
 
             # Bounded, as the call cache's client: a Redis that stops answering is an error, not a hang.
             self._client = aioredis.Redis.from_url(self.url, socket_connect_timeout=5, socket_timeout=5)
-            self._begin = self._client.register_script(_BEGIN)
         return self._client
 
     async def begin(self, key: str, seconds: float) -> None:
-        self._redis()
+        if self._begin is None:
+            self._begin = self._redis().register_script(_BEGIN)
         tag = journal_tag(key)
         keys = [REDIS_PENDING_PREFIX + key, REDIS_SENT_PREFIX + tag, REDIS_FENCE_PREFIX + tag]
         if not await self._begin(keys=keys, args=[max(1, int(seconds * 1000)), COUNT_TTL_S, UNKNOWN_COUNT]):

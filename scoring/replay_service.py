@@ -709,15 +709,20 @@ def _interrupted_tags(item: RunConversation) -> list[str]:
     return [paid_tag(item, attempt) for attempt in range(item.counted_attempt + 1, item.attempts)]
 
 
-def _sent_through_couriers(tags: Sequence[str]) -> int | None:
-    """The requests these attempts' call couriers sent, when every one of them was counted (``SentCounts``).
-
-    The database's write-ahead count is the fallback: it never misses a request but may hold one that a
-    worker counted and died before handing over.
-    """
+def _sent_through_couriers(item: RunConversation) -> int | None:
+    """The requests that the couriers of ``item``'s attempts that ended without a store sent, when every one
+    of them was counted (``SentCounts``); read before the store's transaction (the claim made them final)."""
     if not settings.REDIS_URL:
         return None
-    return _journal().counts.total(tags)
+    return _journal().counts.total(_interrupted_tags(item))
+
+
+def _unstored_requests(in_database: int, by_couriers: int | None) -> int:
+    """The requests of the attempts that ended without a store: the database's write-ahead count, which
+    never misses one but may hold one a worker counted and died before handing over, unless their couriers'
+    count is known (never more than the database's)."""
+    counted = max(0, in_database)
+    return counted if by_couriers is None else min(counted, by_couriers)
 
 
 def _count_sent(run_conversation_id: int) -> Any:
@@ -742,7 +747,7 @@ def _store(item: RunConversation, token: str, result: ReplayResult) -> bool:
     status = RunConversation.Status.DONE if usable else RunConversation.Status.FAILED
     stats = result.stats
     errors = "; ".join(f"turn {f.turn_number} {f.call_type}: {f.error}" for f in result.failures)
-    by_couriers = _sent_through_couriers(_interrupted_tags(item))
+    by_couriers = _sent_through_couriers(item)
     with transaction.atomic():
         # Only the lease holder stores; a delivery whose lease lapsed and was taken finds nothing to move.
         row = (
@@ -755,9 +760,7 @@ def _store(item: RunConversation, token: str, result: ReplayResult) -> bool:
             return False
         # Paid requests of interrupted attempts (answered or lost in flight) that no store has counted:
         # everything sent so far, less what was counted before, less this attempt's own.
-        interrupted = max(0, row["paid_sent"] - row["paid_sent_counted"] - stats.paid_requests)
-        if by_couriers is not None:
-            interrupted = min(interrupted, by_couriers)
+        interrupted = _unstored_requests(row["paid_sent"] - row["paid_sent_counted"] - stats.paid_requests, by_couriers)
         made = stats.calls_made + interrupted
         RunConversation.objects.filter(pk=item.pk).update(
             status=status,
@@ -791,7 +794,7 @@ def _store(item: RunConversation, token: str, result: ReplayResult) -> bool:
 
 def _fail(item: RunConversation, token: str, error: str, run_error: str = "") -> bool:
     """The conversation could not be replayed at all (configuration, a bug): failed, visibly."""
-    by_couriers = _sent_through_couriers(_interrupted_tags(item))
+    by_couriers = _sent_through_couriers(item)
     with transaction.atomic():
         row = (
             RunConversation.objects.select_for_update()
@@ -801,11 +804,11 @@ def _fail(item: RunConversation, token: str, error: str, run_error: str = "") ->
         )
         moved = 0
         if row is not None:
-            made = max(0, row["paid_sent"] - row["paid_sent_counted"])  # sent by interrupted attempts and this one
-            if by_couriers is not None:
-                # Counted since this attempt's claim (its own, and any the superseded ones counted but their
-                # couriers refused), and what those couriers sent before.
-                made = min(made, max(0, row["paid_sent"] - item.paid_sent) + by_couriers)
+            # Counted since this attempt's claim (its own, and any the superseded ones counted but their couriers
+            # refused), and what the attempts before it sent.
+            made = max(0, row["paid_sent"] - item.paid_sent) + _unstored_requests(
+                item.paid_sent - row["paid_sent_counted"], by_couriers
+            )
             moved = RunConversation.objects.filter(pk=item.pk).update(
                 status=RunConversation.Status.FAILED,
                 lease_owner="",
@@ -831,7 +834,6 @@ def attempt_replayer(
 ) -> Replayer:
     """The replayer of the attempt that holds ``item``'s lease: its cache, counts, recovery and courier."""
     tag = paid_tag(item, item.attempts)
-    courier = settings.ATTUNE_CALL_COURIER
     # Attempts that ended without a store (their worker died): what their couriers were paid for is
     # in the journal, and this attempt takes it from there instead of paying again.
     interrupted = _interrupted_tags(item)
@@ -846,7 +848,7 @@ def attempt_replayer(
         recoverable=_recoverable(item, item.counted_attempt, item.attempts),
         counted_earlier=_counted_earlier(item, item.counted_attempt),
         recover=journal_recovery(_journal(), interrupted) if interrupted and settings.REDIS_URL else None,
-        llm_backend=CourierBackend(_courier_connection(), tag) if courier else None,
+        llm_backend=CourierBackend(_courier_connection(), tag) if settings.ATTUNE_CALL_COURIER else None,
     )
 
 

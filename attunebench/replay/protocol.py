@@ -587,29 +587,26 @@ class Replayer:
                     record.reused(found.text, found.prompt_tokens, found.completion_tokens, found.cost_usd)
                     return found
 
+            async def count(requests: int) -> None:
+                ledger.stats.calls_made += requests
+                self.totals.calls_made += requests
+                record.transport_attempts += requests
+                if backend.cacheable:
+                    ledger.stats.paid_requests += requests
+                    if on_send is not None:
+                        await on_send(requests)
+
             async def once() -> Completion:
                 if prepare is not None:
                     await prepare()  # reach the call courier first: failing here, nothing was sent or counted
                 # Counted before it goes out: a request whose answer is lost was still seen (and billed).
-                ledger.stats.calls_made += 1
-                self.totals.calls_made += 1
-                if backend.cacheable:
-                    ledger.stats.paid_requests += 1
-                    if on_send is not None:
-                        await on_send(1)
-                record.transport_attempts += 1
+                await count(1)
                 started = time.perf_counter()
                 try:
                     completion = await backend.complete(spec, current, ctx)
                 except (TransientCallError, PermanentCallError) as exc:
                     if not exc.sent:  # it never left: neither seen nor billed
-                        ledger.stats.calls_made -= 1
-                        self.totals.calls_made -= 1
-                        record.transport_attempts -= 1
-                        if backend.cacheable:
-                            ledger.stats.paid_requests -= 1
-                            if on_send is not None:
-                                await on_send(-1)
+                        await count(-1)
                     raise
                 record.latency_s = round(time.perf_counter() - started, 6)
                 return completion
