@@ -247,7 +247,7 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("ATTUNE_LOGIN_COOLOFF_MINUTES", 15
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "collection.client_ip.client_ip"
-AXES_LOCKOUT_CALLABLE = "research.lockout.lockout_response"  # 429, Retry-After, a calm page
+AXES_LOCKOUT_CALLABLE = "research.access.lockout.lockout_response"  # 429, Retry-After, a calm page
 AXES_DISABLE_ACCESS_LOG = True  # successful logins are not recorded; failures are
 AXES_VERBOSE = False
 
@@ -311,14 +311,14 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
     ],
     # The research role, not bare is_staff: views that name no permission (the API root) follow it too.
-    "DEFAULT_PERMISSION_CLASSES": ["research.access.IsResearcher"],
-    "DEFAULT_PAGINATION_CLASS": "research.pagination.CappedLimitOffsetPagination",
+    "DEFAULT_PERMISSION_CLASSES": ["research.access.checks.IsResearcher"],
+    "DEFAULT_PAGINATION_CLASS": "research.api.pagination.CappedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # Requests per researcher (per address when not signed in); over it a 429 JSON with Retry-After.
     "DEFAULT_THROTTLE_CLASSES": [
-        "research.throttles.ResearcherRateThrottle",
-        "research.throttles.AnonymousRateThrottle",
+        "research.api.throttles.ResearcherRateThrottle",
+        "research.api.throttles.AnonymousRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {"user": ATTUNE_API_RATE, "anon": ATTUNE_API_ANON_RATE},
 }

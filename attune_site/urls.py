@@ -11,7 +11,7 @@ urlpatterns = [
     path("favicon.ico", favicon, name="favicon"),
     path("admin/", admin.site.urls),
     path("research/", include("research.urls")),
-    path("api/", include("research.api_urls")),
+    path("api/", include("research.api.urls")),
     path("", include("collection.urls")),
 ]
 

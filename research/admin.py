@@ -16,8 +16,8 @@ from django.http import HttpRequest
 
 from collection.admin import ParticipantAdmin
 from collection.models import Participant
-from research.erasure import do_erase_participant
 from research.models import ErasureRecord, HumanAssignment, ResultSnapshot
+from research.privacy.erasure import do_erase_participant
 
 
 @admin.register(HumanAssignment)

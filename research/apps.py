@@ -9,7 +9,7 @@ def _repair_offline_baselines(**kwargs: Any) -> None:
 
     Done here, an explicit step, rather than when the launcher page is shown (a GET writes nothing).
     """
-    from research.launcher import ensure_offline_baselines
+    from research.runs.launcher import ensure_offline_baselines
 
     ensure_offline_baselines()
 

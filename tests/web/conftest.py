@@ -188,7 +188,7 @@ def fake_openai_server(monkeypatch):
 @pytest.fixture
 def researcher(db, django_user_model):
     """A staff account in the research group: the everyday research-team persona."""
-    from research.roles import do_make_researcher
+    from research.access.roles import do_make_researcher
 
     user = django_user_model.objects.create_user("rita", password="researcher-pass-123")
     do_make_researcher(user)

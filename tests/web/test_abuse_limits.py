@@ -29,7 +29,7 @@ from annotation.models import AlternateResponses
 from collection import study_flow as flow
 from collection.models import OriginalModel, Participant, Study, new_token
 from collection.views import JOIN_SALT
-from research import throttles
+from research.api import throttles
 from tests.clock import FakeClock
 from tests.web.test_participant_flow import Walker
 
@@ -181,7 +181,7 @@ def test_login_lockout_settings_come_from_the_environment():
 
 
 def test_the_api_answers_429_json_with_retry_after_over_the_rate(researcher, django_user_model, settings, monkeypatch):
-    from research.roles import do_make_researcher
+    from research.access.roles import do_make_researcher
 
     settings.ATTUNE_API_RATE = "3/minute"
     clock = FakeClock(1_000.0)

@@ -1,7 +1,7 @@
 """A researcher manages their own API token on the research pages (issue 17 item 6).
 
 Created and shown once, then only its date and last four characters; revoked at
-once; one path (research.api_tokens) for the page and /api/token/.
+once; one path (research.access.api_tokens) for the page and /api/token/.
 """
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ def scored_run(
 
 
 def test_a_newer_smaller_run_never_replaces_the_full_run(client_, sample_conversations):
-    from research.evaluation import evaluation_data, leaderboard_rows
+    from research.results.evaluation import evaluation_data, leaderboard_rows
 
     full = scored_run("synth:a", skill=0.8, age_days=2)
     # Newer, same selection, but it scored 3 of the 15 conversations it meant to: not complete.
@@ -108,7 +108,7 @@ def test_a_newer_smaller_run_never_replaces_the_full_run(client_, sample_convers
 
 
 def test_a_topic_subset_run_forms_its_own_comparison_set(client_, sample_conversations):
-    from research.evaluation import LIVE, evaluation_data, leaderboard_rows
+    from research.results.evaluation import LIVE, evaluation_data, leaderboard_rows
 
     scored_run("synth:a", skill=0.8)
     scored_run("synth:b", skill=0.4)
@@ -131,7 +131,7 @@ def test_a_topic_subset_run_forms_its_own_comparison_set(client_, sample_convers
 
 
 def test_api_names_the_set_and_refuses_unknown_sets_and_runs(client_, sample_conversations):
-    from research.evaluation import LIVE
+    from research.results.evaluation import LIVE
 
     scored_run("synth:a", skill=0.8)
     board = client_.get("/api/leaderboard/").json()
@@ -167,7 +167,7 @@ def test_humans_are_shown_apart_and_paired_on_the_conversations_they_rated(clien
 
 
 def test_skill_over_the_prior_leads_the_table_and_mode_agnostic_baselines_count_once(client_, sample_conversations):
-    from research.evaluation import evaluation_data, leaderboard_rows
+    from research.results.evaluation import evaluation_data, leaderboard_rows
 
     scored_run("baseline:prior", "default", skill=0.3)
     scored_run("baseline:prior", "verbose", skill=0.3)

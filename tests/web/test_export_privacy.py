@@ -21,8 +21,8 @@ from datasets.models import ExportJob
 from datasets.pseudonyms import export_pseudonym, is_own_pseudonym
 from datasets.tasks import do_request_export
 from datasets.versions import do_freeze_dataset_version
-from research.forms import ExportForm
-from research.serializers import ExportRequestSerializer
+from research.api.serializers import ExportRequestSerializer
+from research.exports.forms import ExportForm
 from tests.documents import conversation_dict
 
 pytestmark = pytest.mark.django_db

@@ -1,6 +1,6 @@
 """Who may open what (issue 13 item 3): every URL pattern against every role, from one table.
 
-The roles are the documented ones (research.roles): an anonymous visitor, a
+The roles are the documented ones (research.access.roles): an anonymous visitor, a
 participant holding a study link (never a Django user), a rater (a plain
 account), a staff account outside the research group, a researcher (staff in
 the research group) and a superuser. Every pattern the URL resolver knows,
@@ -352,8 +352,8 @@ def world(scored_runs, researcher, site_admin, rater, participant, export_dir, d
         Consent.objects.create(participant=conversation.participant, version="v1")
     if not SensitiveProfile.objects.exists():
         SensitiveProfile.objects.create(participant=conversation.participant, diagnoses=["example"])
-    from research.evaluation import evaluation_data
-    from research.snapshots import do_freeze_snapshot
+    from research.results.evaluation import evaluation_data
+    from research.results.snapshots import do_freeze_snapshot
 
     snapshot = do_freeze_snapshot("matrix-snapshot", "", evaluation_data(), "spec", researcher)
     run = scored_runs[0]
@@ -447,7 +447,7 @@ def test_researchers_are_the_research_group_not_every_staff_account(django_user_
     from django.contrib.auth.models import Group
     from django.core.management import call_command
 
-    from research.roles import RESEARCH_GROUP, is_researcher
+    from research.access.roles import RESEARCH_GROUP, is_researcher
 
     call_command("create_researcher", "rosa", "--password", "quiet-harbour-lamp-7", stdout=io.StringIO())
     rosa = django_user_model.objects.get(username="rosa")

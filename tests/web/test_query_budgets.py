@@ -125,8 +125,8 @@ def build_world(n: int) -> World:
         Turn,
     )
     from datasets.models import DatasetVersion, ExportJob
+    from research.access.roles import do_make_researcher
     from research.models import HumanAssignment
-    from research.roles import do_make_researcher
     from scoring.models import (
         CallTranscript,
         ConversationScore,
@@ -745,7 +745,7 @@ def test_query_budget(world: World, endpoint: Endpoint, django_assert_num_querie
         assert text in body, f"{endpoint} at {world.n} rows does not show {text!r}"
 
 
-# Django admin, which researchers may view (research.roles): the index (session, user, permissions (2), recent
+# Django admin, which researchers may view (research.access.roles): the index (session, user, permissions (2), recent
 # actions) and each model's list of 100 rows a page: session, user, permissions (2), the count (twice: filtered
 # and total) and the page, plus what is noted beside it.
 ADMIN_BUDGETS = {

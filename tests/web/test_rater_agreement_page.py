@@ -15,7 +15,7 @@ def test_page_shows_emotion_alpha_over_all_items_with_its_interval(researcher, s
     (arithmetic in tests/core/test_agreement.py); the old per-tagged-word units gave -0.042.
     """
     from collection.models import Conversation
-    from research.human_baseline import human_run
+    from research.raters.human_baseline import human_run
     from scoring.models import RunConversation
 
     conversation = Conversation.objects.get(conversation_id="conv-grief-02")

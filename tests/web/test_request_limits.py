@@ -16,7 +16,7 @@ def api(researcher) -> Client:
 
 
 def test_page_size_is_capped_not_an_error(api, sample_conversations, monkeypatch):
-    from research.pagination import MAX_PAGE_SIZE, CappedLimitOffsetPagination
+    from research.api.pagination import MAX_PAGE_SIZE, CappedLimitOffsetPagination
 
     assert MAX_PAGE_SIZE == CappedLimitOffsetPagination.max_limit == 500
     # A ceiling of 4 over the 15 sample conversations: a limit of ten million gets 4 rows.

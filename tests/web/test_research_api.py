@@ -149,7 +149,7 @@ def test_dashboard_api_and_cli_read_one_leaderboard_row_model(api, scored_runs):
     from attunebench.metrics.results import LeaderboardRow, to_json
     from datasets.exchange import iter_canonical
     from datasets.selection import complete_conversations
-    from research.evaluation import DashboardRow, evaluation_data, leaderboard_rows
+    from research.results.evaluation import DashboardRow, evaluation_data, leaderboard_rows
     from scoring.models import RunConversation
 
     dashboard = leaderboard_rows(evaluation_data())
@@ -172,8 +172,8 @@ def test_dashboard_api_and_cli_read_one_leaderboard_row_model(api, scored_runs):
 
 
 def test_the_leaderboard_schema_lists_every_row_field():
-    from research.evaluation import DashboardRow
-    from research.serializers import LeaderboardRowSerializer
+    from research.api.serializers import LeaderboardRowSerializer
+    from research.results.evaluation import DashboardRow
 
     assert list(LeaderboardRowSerializer().fields) == list(DashboardRow.model_fields)
 

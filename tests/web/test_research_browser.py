@@ -45,7 +45,7 @@ def log_in(page: Page, username: str, password: str) -> None:
 def baseline_runs_or_synthetic() -> str:
     """Real offline baselines through the replay service."""
     from datasets.selection import complete_conversations
-    from research import launcher
+    from research.runs import launcher
     from scoring.models import EvaluatedModel
 
     names = ["baseline:random", "baseline:prior", "baseline:lexicon"]
@@ -63,7 +63,7 @@ def baseline_runs_or_synthetic() -> str:
 def finish_rating(assignment, lean_yes: bool) -> None:
     """A rater's whole conversation through the services, answers varying with ``lean_yes``."""
     from attunebench import catalogue as cat
-    from research.human_baseline import current_step, do_record_analysis, do_record_draft, do_record_post
+    from research.raters.human_baseline import current_step, do_record_analysis, do_record_draft, do_record_post
 
     for turn in assignment.conversation.turns.order_by("turn_number"):
         do_record_draft(assignment, turn.turn_number, "That sounds hard. What would help most right now?")
@@ -96,7 +96,7 @@ def test_dashboards_with_sample_data_and_baseline_runs(
     """Screenshots of every researcher page populated with the sample data and several scored runs."""
     from collection.models import Conversation
     from datasets.versions import do_freeze_dataset_version
-    from research.human_baseline import do_assign
+    from research.raters.human_baseline import do_assign
     from scoring.models import EvaluationRun
 
     baseline_runs_or_synthetic()

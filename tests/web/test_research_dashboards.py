@@ -23,7 +23,7 @@ def test_collection_stats_count_statuses_topics_models_and_timing(sample_convers
     from django.utils import timezone
 
     from collection.models import Conversation, Turn
-    from research.collection_stats import collection_stats
+    from research.studies.collection_stats import collection_stats
 
     now = timezone.now()
     turns = list(Turn.objects.order_by("pk")[:3])
@@ -49,7 +49,7 @@ def test_collection_stats_count_statuses_topics_models_and_timing(sample_convers
 
 
 def test_leaderboard_sorts_and_toggles_weighting(client_, scored_runs):
-    from research.evaluation import evaluation_data, leaderboard_rows
+    from research.results.evaluation import evaluation_data, leaderboard_rows
 
     data = evaluation_data()
     spec = leaderboard_rows(data)
@@ -68,8 +68,8 @@ def test_leaderboard_sorts_and_toggles_weighting(client_, scored_runs):
 
 
 def test_every_figure_downloads_the_data_it_draws(client_, scored_runs):
-    from research.evaluation import evaluation_data
-    from research.figures import FIGURES, figure
+    from research.results.evaluation import evaluation_data
+    from research.results.figures import FIGURES, figure
 
     data = evaluation_data()
     for name in FIGURES:
@@ -85,8 +85,8 @@ def test_every_figure_downloads_the_data_it_draws(client_, scored_runs):
 
 
 def test_capability_profile_svg_writes_every_value(scored_runs):
-    from research.evaluation import evaluation_data
-    from research.figures import figure
+    from research.results.evaluation import evaluation_data
+    from research.results.figures import figure
 
     chart = figure("capability_profile", evaluation_data())
     svg = str(chart.svg)
@@ -129,7 +129,7 @@ def test_collection_dashboard_marks_offline_demo_models(client_, sample_conversa
 def test_dashboard_api_and_cli_text_read_one_analysis_model(client_, scored_runs):
     from attunebench.metrics.analysis_report import format_analysis
     from attunebench.metrics.results import Analysis
-    from research.evaluation import evaluation_data
+    from research.results.evaluation import evaluation_data
 
     analysis = evaluation_data().analysis
     assert isinstance(analysis, Analysis)
@@ -146,7 +146,7 @@ def test_dashboard_api_and_cli_text_read_one_analysis_model(client_, scored_runs
 
 def test_drilldown_agrees_with_the_scorer_on_every_judgement(scored_runs):
     from collection.models import Conversation
-    from research.drilldown import drilldown
+    from research.results.drilldown import drilldown
 
     conversation = Conversation.objects.get(conversation_id="conv-money-01")
     for run in scored_runs:
@@ -172,7 +172,7 @@ def test_drilldown_agrees_with_the_scorer_on_every_judgement(scored_runs):
 
 
 def test_stored_scores_an_older_scorer_wrote_are_skipped_with_a_message(scored_runs):
-    from research.evaluation import build_report
+    from research.results.evaluation import build_report
     from scoring.models import ConversationScore
 
     strong = scored_runs[0]

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def assignment(sample_conversations, researcher, rater):
     from collection.models import Conversation
-    from research.human_baseline import do_assign
+    from research.raters.human_baseline import do_assign
 
     conversation = Conversation.objects.get(conversation_id="conv-grief-02")  # 3 turns
     return do_assign(conversation, rater, researcher)
@@ -24,7 +24,7 @@ def assignment(sample_conversations, researcher, rater):
 
 def answer_turn(client: Client, assignment, turn_number: int, draft: str) -> None:
     """Draft stage, then the analysis stage answering 'yes' to everything and 'A' to every comparison."""
-    from research.human_baseline import current_step
+    from research.raters.human_baseline import current_step
 
     url = f"/research/rate/{assignment.pk}/"
     assert client.post(url, {"turn_number": turn_number, "draft": draft}).status_code == 302
@@ -61,7 +61,7 @@ def test_rater_sees_no_future_turn_and_no_participant_annotation(assignment, rat
 
 
 def test_finished_rating_is_a_canonical_run_scored_like_a_model(assignment, rater, django_capture_on_commit_callbacks):
-    from research.evaluation import apart_rows, evaluation_data, leaderboard_rows
+    from research.results.evaluation import apart_rows, evaluation_data, leaderboard_rows
     from scoring.models import ConversationScore, EvaluatedModel
 
     client = Client()
@@ -101,15 +101,15 @@ def test_finished_rating_is_a_canonical_run_scored_like_a_model(assignment, rate
 
 
 def test_answers_for_the_wrong_turn_are_refused(assignment, rater):
-    from research.human_baseline import HumanBaselineError, do_record_draft
+    from research.raters.human_baseline import HumanBaselineError, do_record_draft
 
     with pytest.raises(HumanBaselineError, match="turn 1"):
         do_record_draft(assignment, 2, "skipping ahead")
 
 
 def test_assigning_twice_keeps_one_assignment(assignment, researcher, rater):
-    from research.human_baseline import do_assign
     from research.models import HumanAssignment
+    from research.raters.human_baseline import do_assign
 
     assert do_assign(assignment.conversation, rater, researcher).pk == assignment.pk
     assert HumanAssignment.objects.count() == 1
@@ -145,7 +145,7 @@ def test_krippendorff_alpha_between_raters_matches_the_hand_computation(sample_c
       alpha = 1 − 0.25/(30/56) = 1 − 14/30 = 0.5333…
     """
     from collection.models import Conversation
-    from research.human_baseline import human_run, rater_agreement
+    from research.raters.human_baseline import human_run, rater_agreement
     from scoring.models import RunConversation
 
     conversation = Conversation.objects.get(conversation_id="conv-grief-02")
@@ -179,7 +179,7 @@ def test_krippendorff_alpha_between_raters_matches_the_hand_computation(sample_c
 
 
 def test_agreement_is_empty_with_fewer_than_two_raters(sample_conversations):
-    from research.human_baseline import rater_agreement
+    from research.raters.human_baseline import rater_agreement
 
     agreement = rater_agreement()
     assert agreement.conversations == 0

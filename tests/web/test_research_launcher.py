@@ -75,7 +75,7 @@ def test_active_run_polls_and_can_be_cancelled_then_resumed(
 
 
 def test_human_raters_are_not_offered_to_the_launcher(client_, sample_conversations, rater):
-    from research.human_baseline import human_model
+    from research.raters.human_baseline import human_model
 
     human_model(rater)
     page = client_.get("/research/runs/").content.decode()
@@ -86,7 +86,7 @@ def test_the_launcher_estimate_is_the_replay_dry_run_plan(sample_conversations, 
     # One rule: each run's calls and cost are the core dry run's for the same conversations and config.
     from attunebench.replay.protocol import ReplayConfig, planned_calls
     from attunebench.replay.run import estimate
-    from research import launcher
+    from research.runs import launcher
     from scoring import replay_service
     from scoring.models import EvaluatedModel
 
@@ -125,7 +125,7 @@ def test_the_launcher_estimate_is_the_replay_dry_run_plan(sample_conversations, 
 
 
 def test_an_unpriced_model_is_estimated_without_a_cost(sample_conversations):
-    from research import launcher
+    from research.runs import launcher
     from scoring.models import EvaluatedModel
 
     unknown = EvaluatedModel.objects.create(name="nowhere/unknown-model")
@@ -140,7 +140,7 @@ def test_an_unpriced_model_is_estimated_without_a_cost(sample_conversations):
 
 def test_deleted_offline_baselines_come_back_with_the_core_notes(db):
     from attunebench.replay.baselines import BASELINE_NAMES, BASELINE_NOTES
-    from research import launcher
+    from research.runs import launcher
     from scoring.models import EvaluatedModel
 
     EvaluatedModel.objects.filter(name__in=BASELINE_NAMES).delete()

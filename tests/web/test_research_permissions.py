@@ -25,7 +25,7 @@ def world(scored_runs, researcher, site_admin, rater, study):
     from collection.models import Conversation
     from datasets.models import ExportJob
     from datasets.versions import do_freeze_dataset_version, run_export_job
-    from research.human_baseline import do_assign
+    from research.raters.human_baseline import do_assign
 
     version = do_freeze_dataset_version("perm-v1", user=researcher)
     job = ExportJob.objects.create(dataset_version=version, fmt="jsonl", progress_total=version.conversation_count)

@@ -52,7 +52,7 @@ def test_dashboard_ranks_one_set_shows_skill_and_the_comparison_matrix(page, res
     shot(page, "results-dashboard")
 
     # One palette keyed by model: the swatch beside a row has the colour of that model's bars in the profile.
-    from research.charts import model_colours
+    from research.results.charts import model_colours
 
     colour = model_colours(["baseline:prior", "human:ravi", "synth:strong", "synth:weak"])["synth:strong"]
     swatch = board.locator('tr[data-model="synth:strong"] .swatch').get_attribute("style")

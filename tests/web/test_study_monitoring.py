@@ -38,7 +38,7 @@ from collection.models import (
     Topic,
     Turn,
 )
-from research.monitoring import study_monitoring
+from research.studies.monitoring import study_monitoring
 
 pytestmark = pytest.mark.django_db
 

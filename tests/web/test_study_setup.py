@@ -85,7 +85,7 @@ def test_a_study_that_is_not_open_refuses_new_participants_calmly(db, status) ->
 
 
 def test_status_rules(demo_defaults) -> None:
-    from research.study_setup import StudySetupError, do_set_status
+    from research.studies.setup import StudySetupError, do_set_status
 
     study = make_study(status=Study.Status.DRAFT)
     with pytest.raises(StudySetupError, match="draft study cannot become closed"):
@@ -101,7 +101,7 @@ def test_status_rules(demo_defaults) -> None:
 
 
 def test_a_study_opens_only_with_a_model_to_assign(db) -> None:
-    from research.study_setup import StudySetupError, do_set_status
+    from research.studies.setup import StudySetupError, do_set_status
 
     study = make_study(status=Study.Status.DRAFT)
     Topic.objects.create(category="C", subtopic="s")
@@ -187,7 +187,7 @@ def test_pool_and_quota_constraints_hold_in_the_database(topics) -> None:
 
 
 def test_set_pool_keeps_exactly_the_weighted_models(demo_defaults) -> None:
-    from research.study_setup import StudySetupError, do_set_pool, pool_entries
+    from research.studies.setup import StudySetupError, do_set_pool, pool_entries
 
     study = make_study()
     a, b = models("om-a", "om-b")
@@ -256,7 +256,7 @@ def test_group_quotas_and_unknown_groups_at_the_join_page(demo_defaults) -> None
 
 
 def test_quota_service_refuses_what_the_study_does_not_have(topics) -> None:
-    from research.study_setup import StudySetupError, do_add_quota, do_remove_quota
+    from research.studies.setup import StudySetupError, do_add_quota, do_remove_quota
 
     study = make_study(participant_groups="students")
     study.topics.set(topics[:1])
@@ -278,9 +278,9 @@ def test_quota_service_refuses_what_the_study_does_not_have(topics) -> None:
 def test_a_preview_is_left_out_of_exports_datasets_stats_and_monitoring(topics) -> None:
     from datasets.exchange import exportable_conversations, left_out_counts, withdrawn_conversations
     from datasets.selection import selection_queryset
-    from research.collection_stats import collection_stats
-    from research.monitoring import study_monitoring
-    from research.study_setup import do_start_preview
+    from research.studies.collection_stats import collection_stats
+    from research.studies.monitoring import study_monitoring
+    from research.studies.setup import do_start_preview
 
     study = make_study(status=Study.Status.DRAFT)
     preview = do_start_preview(study)
@@ -415,7 +415,7 @@ def stored(study: Study) -> dict[str, object]:
 
 def test_platform_spend_and_quality_settings_are_saved_from_the_page_and_take_effect(demo_defaults, researcher) -> None:
     from collection import recruitment
-    from research.study_forms import KEEP_WHEN_BLANK
+    from research.studies.forms import KEEP_WHEN_BLANK
 
     assert list(KEEP_WHEN_BLANK) == KEPT_WHEN_BLANK
     client = Client()
@@ -432,7 +432,7 @@ def test_platform_spend_and_quality_settings_are_saved_from_the_page_and_take_ef
     assert recruitment.return_url(study, recruitment.COMPLETED) == (
         "https://app.prolific.com/submissions/complete?code=C1DONE"
     )
-    from research.study_setup import do_set_status
+    from research.studies.setup import do_set_status
 
     do_set_status(study, "open")
     enter = reverse("collection:enter", kwargs={"slug": study.slug})
@@ -527,7 +527,7 @@ def test_invalid_platform_spend_and_quality_values_are_refused_naming_the_field(
 )
 def test_attention_checks_that_cannot_all_be_placed_are_warned_of(db, checks, min_turns, max_turns, warning) -> None:
     from collection import attention
-    from research.study_setup import setup_warnings
+    from research.studies.setup import setup_warnings
 
     study = make_study(attention_checks=checks, min_turns=min_turns, max_turns=max_turns)
     assert attention.placement_warning(study) == warning

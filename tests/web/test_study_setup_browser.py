@@ -69,7 +69,7 @@ def walk_to_topic(page: Page) -> None:
 
 def test_a_study_set_up_on_the_research_pages_is_previewed_opened_and_joined(context, site, researcher):
     from datasets.exchange import exportable_conversations
-    from research.collection_stats import collection_stats
+    from research.studies.collection_stats import collection_stats
 
     page = context.new_page()
     log_in(page, "rita", "researcher-pass-123")

@@ -39,8 +39,8 @@ def replayed(name: str, judge: str | None = None):
 
 
 def test_transcript_view_and_snapshot_page(page, researcher, sample_conversations):
-    from research.evaluation import evaluation_data
-    from research.snapshots import do_freeze_snapshot
+    from research.results.evaluation import evaluation_data
+    from research.results.snapshots import do_freeze_snapshot
     from scoring.models import CallTranscript, RunConversation
 
     lexicon = replayed("baseline:lexicon", judge="baseline:random")

@@ -25,9 +25,9 @@ from datasets.models import ExportJob
 from datasets.pseudonyms import export_pseudonym
 from datasets.tasks import do_request_export
 from datasets.versions import do_freeze_dataset_version
-from research.evaluation import evaluation_data
-from research.human_baseline import HumanBaselineError, do_assign, do_record_draft
 from research.models import ErasureRecord, HumanAssignment
+from research.raters.human_baseline import HumanBaselineError, do_assign, do_record_draft
+from research.results.evaluation import evaluation_data
 from scoring.models import ConversationScore, RunConversation, RunScore
 
 pytestmark = [pytest.mark.django_db]

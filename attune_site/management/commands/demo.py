@@ -22,7 +22,7 @@ from attunebench.sources import read_conversations
 from collection.models import Conversation, Participant, Study
 from collection.setup import ensure_defaults
 from datasets.exchange import import_documents
-from research.roles import do_make_researcher
+from research.access.roles import do_make_researcher
 
 DEMO_MODES = ("default", "omniscient")
 RESEARCHER_USERNAME = "researcher"

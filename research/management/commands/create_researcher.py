@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from research.roles import do_make_researcher
+from research.access.roles import do_make_researcher
 
 
 class Command(BaseCommand):

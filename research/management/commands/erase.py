@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from research.erasure import ErasureError, access_participant_to_erase, do_erase_participant
+from research.privacy.erasure import ErasureError, access_participant_to_erase, do_erase_participant
 
 
 class Command(BaseCommand):

@@ -11,8 +11,8 @@ from attunebench.canonical import RunTurn
 from attunebench.metrics.engine import JudgementDetail, judgement_details
 from collection.models import Conversation, PanasSurvey
 from datasets.exchange import conversation_to_canonical, with_export_relations
-from research.collection_stats import conversation_transcript
-from research.evaluation import stored_record
+from research.results.evaluation import stored_record
+from research.studies.collection_stats import conversation_transcript
 from scoring.models import ConversationScore, EvaluationRun, RunConversation
 
 

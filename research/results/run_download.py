@@ -17,7 +17,7 @@ from typing import Any
 from attunebench import canonical as cf
 from attunebench.catalogue import RESEARCH_ONLY_STATEMENT
 from datasets.exchange import withdrawn_conversations
-from research.snapshots import code_version
+from research.results.snapshots import code_version
 from scoring.models import EvaluationRun, RunConversation
 
 # A fixed timestamp inside the zip, so the same run always gives byte-identical archives.

@@ -15,7 +15,7 @@ from django.db import models
 
 from collection.models import Study, StudyQuota, Topic
 from collection.quotas import study_topics
-from research.study_setup import PoolEntry
+from research.studies.setup import PoolEntry
 
 #: The study settings a researcher edits on the set-up page, in the order shown.
 STUDY_SETTINGS_FIELDS: list[str] = [

@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 from annotation import quality as q
 from collection.models import Participant, QualityDecision, Study
 from datasets.pseudonyms import export_pseudonym, find_participant
-from research.api import DENIED, NOT_FOUND, ResearcherAPIMixin
+from research.api.views import DENIED, NOT_FOUND, ResearcherAPIMixin
 
 
 class FlagSerializer(serializers.Serializer):

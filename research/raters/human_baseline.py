@@ -35,8 +35,8 @@ from attunebench.metrics.agreement import RaterAgreement
 from attunebench.metrics.keys import HUMAN_PREFIX
 from attunebench.replay.protocol import masked_labels
 from collection.models import Conversation, PanasSurvey, Turn
+from research.access.roles import is_researcher
 from research.models import HumanAssignment
-from research.roles import is_researcher
 from scoring.models import HUMAN_LEASE_EXPIRES, HUMAN_LEASE_OWNER, EvaluatedModel, EvaluationRun, RunConversation
 from scoring.run_scoring import do_score_evaluation_run
 

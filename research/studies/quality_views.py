@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from annotation import quality as q
 from collection.models import Participant, Study
 from datasets.pseudonyms import export_pseudonym, find_participant
-from research.access import researcher_required, signed_in_user
+from research.access.checks import researcher_required, signed_in_user
 
 SORTS = {"flags": "most flags first", "enrolled": "order of enrolment"}
 

@@ -58,21 +58,9 @@ from datasets.exchange import (
 from datasets.models import DatasetVersion, ExportJob
 from datasets.tasks import do_request_export
 from datasets.versions import DatasetError, access_export_file, do_freeze_dataset_version
-from research import launcher
-from research.access import IsResearcher
-from research.api_tokens import do_issue_token, do_revoke_token
-from research.evaluation import (
-    N_BOOTSTRAP,
-    EvaluationData,
-    SelectionError,
-    apart_rows,
-    evaluation_data,
-    leaderboard_rows,
-)
-from research.human_baseline import rater_agreement
-from research.models import ResultSnapshot
-from research.run_download import run_archive
-from research.serializers import (
+from research.access.api_tokens import do_issue_token, do_revoke_token
+from research.access.checks import IsResearcher
+from research.api.serializers import (
     AnalysesSerializer,
     CanonicalConversationSerializer,
     ConversationScoreSerializer,
@@ -97,7 +85,20 @@ from research.serializers import (
     TokenSerializer,
     TranscriptSerializer,
 )
-from research.snapshots import SnapshotError, do_freeze_snapshot
+from research.models import ResultSnapshot
+from research.params import id_param
+from research.raters.human_baseline import rater_agreement
+from research.results.evaluation import (
+    N_BOOTSTRAP,
+    EvaluationData,
+    SelectionError,
+    apart_rows,
+    evaluation_data,
+    leaderboard_rows,
+)
+from research.results.run_download import run_archive
+from research.results.snapshots import SnapshotError, do_freeze_snapshot
+from research.runs import launcher
 from scoring import transcripts
 from scoring.models import EvaluatedModel, EvaluationRun, RunConversation
 from scoring.replay_service import conversation_states
@@ -122,21 +123,12 @@ CONFLICT = OpenApiResponse(
 )
 
 
-MAX_ID = 2**63 - 1
 CONVERSATION_STATUSES = [c for c, _ in Conversation.Status.choices]
 COMPLETENESS_STATES = list(CONVERSATION_COMPLETENESS)
 MODEL_KINDS = [k for k, _ in EvaluatedModel.Kind.choices]
 EXPORT_STATUSES = [s for s, _ in ExportJob.Status.choices]
 RUN_STATUSES = [s for s, _ in EvaluationRun.Status.choices]
 WEIGHTINGS = ("spec", "equal")
-
-
-def id_param(value: str | None) -> int | None:
-    """A query-parameter id: None when absent or malformed, -1 (matches nothing) when beyond any database id."""
-    if not value or not value.isdigit():
-        return None
-    number = int(value)
-    return number if number <= MAX_ID else -1
 
 
 def int_filter(request: Request, name: str) -> int | None:

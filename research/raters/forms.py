@@ -1,4 +1,4 @@
-"""Forms of the researcher pages and the human-baseline screens (validation only; services do the work)."""
+"""Forms of the human-baseline page and the rater screens (validation only; services do the work)."""
 
 from __future__ import annotations
 
@@ -9,78 +9,10 @@ from django.contrib.auth import get_user_model
 
 from attunebench import catalogue as cat
 from collection.models import Conversation
-from datasets.exchange import EXPORT_FORMATS
-from datasets.models import DatasetVersion
-from research.human_baseline import RaterStep
-from scoring.models import EvaluatedModel
+from research.raters.human_baseline import RaterStep
 
 INTENSITY_CHOICES = [("", "–")] + [(str(i), str(i)) for i in range(cat.PANAS_SCALE_MIN, cat.PANAS_SCALE_MAX + 1)]
 YES_NO_NA_CHOICES = [(v, cat.YES_NO_NA_LABELS[v]) for v in cat.YES_NO_NA]
-
-
-def _topic_choices() -> list[tuple[str, str]]:
-    return [(c, c) for c in cat.TOPIC_CATEGORIES]
-
-
-class LaunchForm(forms.Form):
-    models = forms.ModelMultipleChoiceField(
-        queryset=EvaluatedModel.objects.filter(active=True).exclude(kind=EvaluatedModel.Kind.HUMAN),
-        widget=forms.CheckboxSelectMultiple,
-        label="Evaluated models",
-    )
-    modes = forms.MultipleChoiceField(
-        choices=[(m, m) for m in cat.MODES], widget=forms.CheckboxSelectMultiple, initial=["default"]
-    )
-    panas_strategy = forms.ChoiceField(
-        choices=[(s, s) for s in cat.PANAS_STRATEGIES], initial="absolute", label="PANAS strategy"
-    )
-    judge = forms.ModelChoiceField(
-        queryset=EvaluatedModel.objects.filter(active=True).exclude(kind=EvaluatedModel.Kind.HUMAN),
-        required=False,
-        empty_label="no judge",
-        help_text="Optional model that rates the EM's drafts (SPEC 4 step 5).",
-    )
-    dataset_version = forms.ModelChoiceField(
-        queryset=DatasetVersion.objects.filter(frozen=True).order_by("-created_at"),
-        required=False,
-        empty_label="all complete conversations",
-        label="Dataset",
-    )
-    topic_categories = forms.MultipleChoiceField(
-        choices=_topic_choices,
-        required=False,
-        widget=forms.CheckboxSelectMultiple,
-        label="Only these topic categories",
-    )
-
-
-class DatasetVersionForm(forms.Form):
-    name = forms.CharField(max_length=200)
-    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
-    topic_categories = forms.MultipleChoiceField(
-        choices=_topic_choices,
-        required=False,
-        widget=forms.CheckboxSelectMultiple,
-        help_text="Leave empty for every complete, non-withdrawn conversation.",
-    )
-    include_unfinished = forms.BooleanField(
-        required=False,
-        label="Include unfinished conversations",
-        help_text="Off by default: a version holds complete conversations only. On, unfinished and empty ones are "
-        "added, flagged in their records, with unanswered steps as null.",
-    )
-
-
-class ExportForm(forms.Form):
-    fmt = forms.ChoiceField(
-        choices=[
-            (f, {"json": "Canonical JSON (zip)", "jsonl": "JSONL", "parquet": "Parquet"}[f]) for f in EXPORT_FORMATS
-        ],
-        label="Format",
-    )
-    include_model_identity = forms.BooleanField(
-        required=False, initial=False, label="Include original models' real names (default: aliases)"
-    )
 
 
 class AssignForm(forms.Form):
@@ -202,55 +134,3 @@ class PostForm(forms.Form):
 
 # Where a model is called and which key variable it reads are the admin's decision only (issue 13
 # item 2): a researcher who could point a model at a host of their choice could collect a key there.
-REGISTRY_FIELDS = (
-    "name",
-    "kind",
-    "litellm_model",
-    "max_concurrency",
-    "requests_per_minute",
-    "input_cost_per_million",
-    "output_cost_per_million",
-    "active",
-    "notes",
-)
-REGISTRY_SUPERUSER_FIELDS = ("api_base", "params")
-
-
-class EvaluatedModelForm(forms.ModelForm):
-    """A registry row as researchers edit it; ``api_base`` and ``params`` only for superusers.
-
-    Validation is the model's own (``EvaluatedModel.clean`` → ``scoring.provider_access``),
-    so this form and the admin refuse exactly the same rows.
-    """
-
-    class Meta:
-        model = EvaluatedModel
-        fields = (*REGISTRY_FIELDS, *REGISTRY_SUPERUSER_FIELDS)
-        widgets = {"notes": forms.Textarea(attrs={"rows": 2})}
-
-    def __init__(self, *args: Any, superuser: bool, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if not superuser:
-            for name in REGISTRY_SUPERUSER_FIELDS:
-                del self.fields[name]
-
-    def add_error(self, field: str | None, error: Any) -> None:
-        """The model's errors on a field this account may not edit go above the form, saying whom to ask.
-
-        (A row saved before the rules existed may break one: the researcher can still see why.)
-        """
-        from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
-
-        if field is None and isinstance(error, ValidationError) and hasattr(error, "error_dict"):
-            kept: dict[str, list[ValidationError]] = {}
-            for name, errors in error.error_dict.items():
-                if name == NON_FIELD_ERRORS or name in self.fields:
-                    kept.setdefault(name, []).extend(errors)
-                else:
-                    kept.setdefault(NON_FIELD_ERRORS, []).extend(
-                        ValidationError(f"{name} (an administrator's setting): {message}")
-                        for e in errors
-                        for message in e.messages
-                    )
-            error = ValidationError(kept)
-        super().add_error(field, error)

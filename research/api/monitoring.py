@@ -14,8 +14,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from collection.models import Study
-from research.api import DENIED, NOT_FOUND, ResearcherAPIMixin
-from research.monitoring import study_monitoring
+from research.api.views import DENIED, NOT_FOUND, ResearcherAPIMixin
+from research.studies.monitoring import study_monitoring
 
 
 class DayProgressSerializer(serializers.Serializer):

@@ -19,7 +19,7 @@ from django.http.response import HttpResponseBase
 from django.urls import reverse
 from rest_framework.permissions import BasePermission
 
-from research.roles import is_researcher
+from research.access.roles import is_researcher
 
 View = Callable[..., HttpResponseBase]
 

@@ -12,13 +12,11 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_POST
 
 from attunebench.replay.llm import scrub_params
-from research.access import researcher_required, signed_in_user
-from research.api_tokens import do_issue_token, do_revoke_token, token_summary
-from research.forms import EvaluatedModelForm
+from research.access.checks import researcher_required, signed_in_user
+from research.runs.forms import EvaluatedModelForm
 from scoring.connection_check import do_test_connection
 from scoring.models import EvaluatedModel
 
@@ -85,32 +83,5 @@ def model_test(request: HttpRequest, model_id: int) -> HttpResponse:
 
 
 # ---------------------------------------------------------------------------
-# The researcher's own API token (research.api_tokens)
+# The researcher's own API token (research.access.api_tokens)
 # ---------------------------------------------------------------------------
-
-
-@researcher_required
-def api_token(request: HttpRequest) -> HttpResponse:
-    """GET: whether you have a token (created, last four characters). POST create/revoke.
-
-    A new token is shown in the answer to the POST that made it and never again:
-    the page is not cached and a reload shows only its last characters.
-    """
-    user = signed_in_user(request)
-    issued = None
-    if request.method == "POST":
-        action = request.POST.get("action")
-        if action == "create":
-            issued = do_issue_token(user).key
-        elif action == "revoke":
-            if do_revoke_token(user):
-                messages.success(request, "Token revoked: scripts using it are refused from now on.")
-            else:
-                messages.info(request, "You had no token to revoke.")
-            return redirect("research:token")
-        else:
-            messages.error(request, "Unknown action: choose create or revoke.")
-            return redirect("research:token")
-    response = render(request, "research/api_token.html", {"summary": token_summary(user), "issued": issued})
-    add_never_cache_headers(response)
-    return response

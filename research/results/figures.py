@@ -20,8 +20,8 @@ from attunebench.metrics.results import (
     PairTest,
     row_label,
 )
-from research.charts import Chart, bar_panels, heatmap, line_chart, model_colours, table_chart
-from research.evaluation import EvaluationData, apart_rows, leaderboard_rows
+from research.results.charts import Chart, bar_panels, heatmap, line_chart, model_colours, table_chart
+from research.results.evaluation import EvaluationData, apart_rows, leaderboard_rows
 
 TURN_METRIC_TITLES = {
     "behaviour_accuracy": "Behaviour accuracy (mean of OM and participant)",

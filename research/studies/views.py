@@ -1,4 +1,4 @@
-"""The study set-up pages (issue 18, item 3): thin views over ``research.study_setup``.
+"""The study set-up pages (issue 18, item 3): thin views over ``research.studies.setup``.
 
 Researchers see every study; changing one needs the research group's
 ``collection.change_study`` (adding one ``collection.add_study``), as in the admin.
@@ -15,10 +15,10 @@ from django.views.decorators.http import require_POST
 
 from collection.models import Study, StudyQuota
 from collection.quotas import quota_fill
-from research import monitoring
-from research.access import researcher_required, signed_in_user
-from research.study_forms import PoolForm, QuotaForm, StatusForm, StudyCreateForm, StudySettingsForm
-from research.study_setup import (
+from research.access.checks import researcher_required, signed_in_user
+from research.studies import monitoring
+from research.studies.forms import PoolForm, QuotaForm, StatusForm, StudyCreateForm, StudySettingsForm
+from research.studies.setup import (
     ALLOWED_TRANSITIONS,
     StudySetupError,
     do_add_quota,

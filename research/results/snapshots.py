@@ -19,10 +19,10 @@ from django.db import IntegrityError, transaction
 
 from attunebench.catalogue import RESEARCH_ONLY_STATEMENT
 from attunebench.metrics.results import to_json
-from research.charts import Chart
-from research.evaluation import EvaluationData, apart_rows, leaderboard_rows
-from research.figures import leaderboard_table
 from research.models import ResultSnapshot
+from research.results.charts import Chart
+from research.results.evaluation import EvaluationData, apart_rows, leaderboard_rows
+from research.results.figures import leaderboard_table
 
 MAX_NAME = 200
 
