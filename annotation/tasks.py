@@ -1,4 +1,4 @@
-"""Celery task that prepares a turn's suggested rewrite off the participant's request path (issue 14).
+"""Celery task that prepares a turn's suggested rewrite off the participant's request path.
 
 The rewrite is a model call that may take seconds. Made while the participant submitted their answers, it
 held that request (and a server thread) for as long as the model took, which under load pushed annotation

@@ -1,6 +1,6 @@
 """How the web server is sized: read by the gunicorn config and by the settings, so both agree.
 
-Why gunicorn with threaded workers (``gthread``), not ASGI or gevent (issue 14 item 1):
+Why gunicorn with threaded workers (``gthread``), not ASGI or gevent:
 
 - A streaming reply spends seconds waiting on the provider and almost no CPU. A thread
   that waits costs a small stack and no CPU, so a worker process with 100 threads

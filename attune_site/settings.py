@@ -264,7 +264,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-# Crash safety (issue 16): a task is acknowledged only when it has finished (acks_late) and put back
+# Crash safety: a task is acknowledged only when it has finished (acks_late) and put back
 # when its worker process dies (reject_on_worker_lost). Redis hands an unacknowledged message out again
 # after the visibility timeout; a replayed conversation does not wait for it: its lease (below) lapses
 # and the workers' sweeper requeues it, so the timeout is only the broker's own backstop.

@@ -1,4 +1,4 @@
-"""Annotation page render cost (issue 14): the answers page's fields through Django widgets vs annotation.markup.
+"""Annotation page render cost: the answers page's fields through Django widgets vs annotation.markup.
 
 The answers and review pages ask 36 behaviour questions twice with three radios each, and 20 feelings with a
 check box and a 1-7 menu each. This measures, in one process and the same conditions, the CPU time of

@@ -1,4 +1,4 @@
-"""First-request latency of a participant's first live reply after start-up (issue 15 item 6).
+"""First-request latency of a participant's first live reply after start-up: nothing is imported lazily on it.
 
 Each measurement runs in a fresh Python process (so nothing is imported yet),
 as a restarted server would be: a temporary SQLite site, the demo defaults, a

@@ -1,4 +1,4 @@
-"""How much the identity screen costs a streamed reply (issue 15 item 5).
+"""How much the identity screen costs a streamed reply.
 
 Streams replies of typical and long length through ``StreamScreen`` in small
 chunks, the way a provider sends them, and prints the screening time per reply

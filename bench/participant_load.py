@@ -1,4 +1,4 @@
-"""Participant load benchmark (issue 14 item 6): many participants chatting and annotating at once.
+"""Participant load benchmark: many participants chatting and annotating at once.
 
 Setup, all on this machine:
 - a fresh Postgres database beside DATABASE_URL's (created here, dropped at the end);

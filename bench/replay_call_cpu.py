@@ -1,4 +1,4 @@
-"""CPU per model call through each public path (issue 16 items 5 and 6).
+"""CPU per model call through each public path.
 
 The fake OpenAI-compatible server runs in its own process (no latency), so
 only this process's CPU is measured (``time.process_time``: user + system of
@@ -20,7 +20,7 @@ after a warm-up:
                        every other provider)
 - ours_ms              replay_ms - sdk_ms: the part of a call that is our code
 
-Target (issue 16 item 5): replay_ms and replay_litellm_ms <= 10 on this machine.
+Target: replay_ms and replay_litellm_ms <= 10 on this machine.
 The machine is shared: the load average is printed with the figures.
 Usage: python bench/replay_call_cpu.py [--calls 300 --rounds 3]
 The last line is machine-readable.

@@ -1,4 +1,4 @@
-"""Replay throughput through Celery: 2 worker processes on Postgres + Redis, one shared provider cap (issue 16).
+"""Replay throughput through Celery: 2 worker processes on Postgres + Redis, one shared provider cap.
 
 Setup: a database of its own (``--database``, dropped and migrated afresh),
 Redis (``--redis``; its queues and the ``attune:*`` keys are cleared), the

@@ -1,4 +1,4 @@
-"""Replay under provider faults and a killed worker (issue 16 item 6), through Celery on Postgres + Redis.
+"""Replay under provider faults and a killed worker, through Celery on Postgres + Redis.
 
 Three runs of the same conversations on the harness of ``bench/replay_distributed.py``
 (2 worker processes, shared cap), each from an empty call cache and fresh workers:

@@ -1,4 +1,4 @@
-"""Replay throughput through the ``attune eval`` command line (issue 16 item 6).
+"""Replay throughput through the ``attune eval`` command line.
 
 Setup: the fake OpenAI-compatible server in a subprocess with 200 ms latency;
 40 synthetic conversations of 8 turns written as canonical files; then, for

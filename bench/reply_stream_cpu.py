@@ -1,4 +1,4 @@
-"""Server CPU per streamed chat reply (issue 14): what a participant's live reply costs the web process.
+"""Server CPU per streamed chat reply: what a participant's live reply costs the web process.
 
 A participant's reply is streamed from the provider through litellm on the process's chat loop and handed,
 piece by piece, to the server thread that writes it to the browser (``collection.chat_model.stream_reply``).

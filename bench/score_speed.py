@@ -1,4 +1,4 @@
-"""Scoring speed benchmark (issue 3): 200 conversations × 10 turns × 12 (model, mode) runs.
+"""Scoring speed benchmark: 200 conversations × 10 turns × 12 (model, mode) runs.
 
 Generates its own seeded data with realistic content (mood tags with
 intensities, all 36 behaviour questions with some na and skipped answers,

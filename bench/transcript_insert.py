@@ -1,4 +1,4 @@
-"""CPU of storing one conversation's call transcript on PostgreSQL (issue 16: a worker's CPU per call).
+"""CPU of storing one conversation's call transcript on PostgreSQL: part of a worker's CPU per call.
 
 A worker stores every call of a replayed conversation as ``CallTranscript`` rows
 (``scoring.transcripts.save_call_records``) once the conversation is done. The

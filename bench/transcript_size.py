@@ -1,4 +1,4 @@
-"""How much a run's call transcripts hold: calls and stored bytes per conversation (issue 17 item 5).
+"""How much a run's call transcripts hold: calls and stored bytes per conversation.
 
 Replays the sample conversations with an offline baseline (and a judge) through the
 pure core and sizes the call records as they would be stored (messages as JSON,

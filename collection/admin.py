@@ -268,7 +268,7 @@ class FourBranchRatingAdmin(admin.ModelAdmin):
     search_fields = ("conversation__conversation_id",)
 
 
-# --- Study set-up (issue 18): pools and quotas also have lists of their own, across studies ---
+# --- Study set-up: pools and quotas also have lists of their own, across studies ---
 
 
 @admin.register(m.StudyModel)

@@ -1,10 +1,10 @@
 """Which original model a new conversation is assigned to.
 
-Without a study pool (issue 5): among the active original models, pick the one
+Without a study pool: among the active original models, pick the one
 with the fewest conversations so far in the chosen topic's category; ties are
 broken at random so no model is systematically favoured by its database order.
 
-With a study pool (issue 18, ``StudyModel``): only the pool's active models, in
+With a study pool (``StudyModel``): only the pool's active models, in
 proportion to their weights, balanced within the cell of the new conversation
 (the study, its topic and the participant's group). The model with the lowest
 ``conversations in the cell / weight`` is chosen; ties go to the lowest
@@ -82,7 +82,7 @@ def choose_from_pool(entries: list[tuple[StudyModel, int, int]]) -> OriginalMode
 
 
 def choose_original_model(topic: Topic, study: Study | None = None, group: str = "") -> OriginalModel:
-    """The model for the next conversation on ``topic``: from the study's pool if it has one, else by issue 5."""
+    """The model for the next conversation on ``topic``: from the study's pool if it has one, else the least used."""
     if study is not None and StudyModel.objects.filter(study=study).exists():
         return choose_from_pool(pool_counts(study, topic, group))
     counts = conversation_counts(topic.category)

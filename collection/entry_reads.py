@@ -2,7 +2,7 @@
 
 Every participant page and form post makes these reads before anything else, so they are the hottest code of
 the site. Through querysets (three, with joins and subqueries) they cost about 6.4 ms of CPU per request on
-Postgres, nearly all of it Django building the same SQL again each time; under load (issue 14) that was about
+Postgres, nearly all of it Django building the same SQL again each time; under load that was about
 30% of the web server's CPU. Here each query is a fixed SQL string, built once per process from the models' own
 table and column names, and loaded with ``Manager.raw()``, which converts every column as a queryset would:
 the same rows for about 2.4 ms, though in four simpler queries (a raw query loads one model).

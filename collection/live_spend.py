@@ -1,4 +1,4 @@
-"""What a study's live original models have cost, against its dollar budget (issue 18).
+"""What a study's live original models have cost, against its dollar budget.
 
 Every live call a reply makes (primary, fallback, identity-screen regenerations)
 is stored as a :class:`~collection.models.LiveCall` priced by litellm's public

@@ -137,7 +137,7 @@ class Study(models.Model):
         default=0, help_text="Live model calls made so far (counted when a call is started)."
     )
 
-    # --- Study set-up in the researcher UI (issue 18, item 3) ---
+    # --- Study set-up in the researcher UI ---
     class Status(models.TextChoices):
         DRAFT = "draft", "Draft (being set up; nobody can join)"
         OPEN = "open", "Open (taking participants)"
@@ -161,7 +161,7 @@ class Study(models.Model):
         help_text="Comma-separated participant groups (e.g. 'students, staff'); a join link may name one "
         "with ?group=NAME. Model assignment is balanced within each group.",
     )
-    # --- Recruitment-platform entry and exit (issue 18; Prolific's conventions by default) ---
+    # --- Recruitment-platform entry and exit (Prolific's conventions by default) ---
     platform_participant_param = models.CharField(
         max_length=64,
         default="PROLIFIC_PID",
@@ -199,7 +199,7 @@ class Study(models.Model):
     platform_screenout_code = models.CharField(
         max_length=64, blank=True, help_text="Return code for participants screened out (e.g. did not consent)."
     )
-    # --- Live-model spend (issue 18) ---
+    # --- Live-model spend ---
     live_spend_budget_usd = models.DecimalField(
         max_digits=10,
         decimal_places=2,
@@ -209,7 +209,7 @@ class Study(models.Model):
         help_text="Most US dollars this study's live model calls may cost (litellm's prices; calls to unpriced "
         "models are counted apart); blank for no limit. Checked before each call.",
     )
-    # --- Quality control (issue 18, item 2): attention checks and detector thresholds ---
+    # --- Quality control: attention checks and detector thresholds ---
     attention_checks = models.PositiveSmallIntegerField(
         default=2,
         help_text="Instructed-response attention checks per participant (0 for none), placed among the "
@@ -301,13 +301,13 @@ class Participant(models.Model):
         help_text="Pre-chat PANAS ratings, held here only until the topic is chosen and the conversation "
         "exists; then moved into that conversation's PanasSurvey and cleared.",
     )
-    # --- Quality control (issue 18, item 2): the researcher's current decision (log: QualityDecision) ---
+    # --- Quality control: the researcher's current decision (log: QualityDecision) ---
     quality_excluded_at = models.DateTimeField(
         null=True, blank=True, help_text="Set while a researcher's current decision excludes this participant."
     )
     quality_exclusion_reason = models.CharField(max_length=40, blank=True)
 
-    # --- Study set-up: preview participants and groups (issue 18, item 3) ---
+    # --- Study set-up: preview participants and groups ---
     is_test = models.BooleanField(
         default=False,
         help_text="A researcher's preview participant: walks the real flow but never enters the data "
@@ -414,7 +414,7 @@ class OriginalModel(models.Model):
     )
     api_base = models.CharField(max_length=300, blank=True)
     active = models.BooleanField(default=True, help_text="In the pool that new conversations are assigned from.")
-    # --- Live original models (issue 18) ---
+    # --- Live original models ---
     fallback_litellm_model = models.CharField(
         max_length=200, blank=True, help_text="litellm model that answers when this one's provider fails; blank = none."
     )
@@ -550,7 +550,7 @@ class Turn(models.Model):
     identity_leaks = models.JSONField(
         default=list, blank=True, help_text="Names the screen caught in discarded or masked replies (never shown)."
     )
-    # --- Live original models (issue 18) ---
+    # --- Live original models ---
     answered_by = models.CharField(
         max_length=200,
         blank=True,
@@ -679,7 +679,7 @@ class FourBranchRating(models.Model):
 
 
 # ---------------------------------------------------------------------------
-# Study set-up (issue 18, item 3): the original-model pool and quotas of a study
+# Study set-up: the original-model pool and quotas of a study
 # ---------------------------------------------------------------------------
 
 
@@ -773,7 +773,7 @@ class LiveCall(models.Model):
 
 
 # ---------------------------------------------------------------------------
-# Quality control (issue 18, item 2)
+# Quality control
 # ---------------------------------------------------------------------------
 
 

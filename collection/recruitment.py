@@ -1,4 +1,4 @@
-"""Recruitment-platform entry and exit (Prolific's conventions, kept generic; issue 18).
+"""Recruitment-platform entry and exit (Prolific's conventions, kept generic).
 
 Entry: ``/enter/<slug>/?PROLIFIC_PID=..&STUDY_ID=..&SESSION_ID=..`` (the
 parameter names are the study's ``platform_*_param`` settings). The platform's

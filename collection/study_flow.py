@@ -3,8 +3,8 @@
 The step is always *derived from what is stored*, never from the session, so a
 refresh, the back button, a closed tab or a different device resumes exactly
 where the participant left off. Every action is idempotent: submitting the same
-step twice finds the work already done and changes nothing (SPEC 1, issue 5
-"never lose input").
+step twice finds the work already done and changes nothing, so no input is
+ever lost (SPEC 1).
 
 Conversation status while collecting: ``in_progress`` during the chat and its
 per-turn annotation; ``annotating`` once the participant has ended the chat and
@@ -453,7 +453,7 @@ CHAT_FULL_MESSAGE = "This chat has reached its length limit. Please finish the c
 def check_can_send(conversation: Conversation, last: Turn | None) -> None:
     """Raise a :class:`TurnRefused` unless a new message may follow ``last`` (the latest turn, if any).
 
-    One unanswered turn at a time (issue 13): the latest reply must exist and be
+    One unanswered turn at a time: the latest reply must exist and be
     annotated before the next message, and ``max_turns`` counts every turn sent,
     answered or not.
     """
@@ -591,7 +591,7 @@ def do_withdraw(participant: Participant) -> None:
     The status takes the data out of every surface that reads collected data
     (exports, dataset versions, the API, the research pages, rating); the
     ``participant_withdrawn`` signal has the layers above re-score the runs
-    and regenerate the export files that held it (issue 13).
+    and regenerate the export files that held it.
     """
     with transaction.atomic():
         Participant.objects.filter(pk=participant.pk, withdrawn_at__isnull=True).update(withdrawn_at=timezone.now())

@@ -21,7 +21,7 @@ urlpatterns = [
     path("s/<str:token>/thank-you/", views.done, name="done"),
     path("s/<str:token>/withdraw/", views.withdraw, name="withdraw"),
     path("s/<str:token>/turn/<int:turn_number>/", include("annotation.urls")),
-    # Recruitment-platform entry and exit (issue 18)
+    # Recruitment-platform entry and exit
     path("enter/<slug:slug>/", views.enter, name="enter"),
     path("s/<str:token>/not-taking-part/", views.not_taking_part, name="not_taking_part"),
     path("s/<str:token>/return/", views.platform_return, name="platform_return"),

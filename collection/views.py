@@ -427,7 +427,7 @@ def _chat_context(
         if pending
         else "",
         draft_key=f"chat-{conversation.conversation_id}-{flow.next_turn_number(conversation)}",
-        # the last turn's answers can be changed until the next message is sent (issue 15)
+        # the last turn's answers can be changed until the next message is sent
         review_url=reverse(
             "collection:annotation:review", kwargs={"token": participant.token, "turn_number": turns[-1].turn_number}
         )
@@ -726,7 +726,7 @@ def withdraw(request: HttpRequest, token: str) -> HttpResponse:
 
 
 # ---------------------------------------------------------------------------
-# Recruitment-platform entry and exit (issue 18): logic in collection.recruitment
+# Recruitment-platform entry and exit: logic in collection.recruitment
 # ---------------------------------------------------------------------------
 
 #: Shown in the footer of an entry page whose study is unknown (there are no study settings to take it from).

@@ -1,7 +1,7 @@
 """A local fake OpenAI-compatible chat-completions server for tests and benchmarks.
 
 It stands in for a provider so that the replay engine can be exercised through
-litellm end to end without keys or network (issue 4 item 7). It recognises the
+litellm end to end without keys or network. It recognises the
 call type from the ``TASK:`` line our prompts end with, and answers as the
 core's ``baseline:random`` does for that call (right question ids, comparison
 indices, PANAS keys, reasoning in verbose modes). Faults are injectable:

@@ -186,13 +186,13 @@ class RunConversation(models.Model):
     cost_usd = models.FloatField(default=0.0)
     error = models.TextField(blank=True)
     updated_at = models.DateTimeField(auto_now=True)
-    # Paid requests, counted before each goes out (issue 16): an attempt killed mid-way still counts
+    # Paid requests, counted before each goes out: an attempt killed mid-way still counts
     # what it sent. ``paid_sent_counted`` is how many of them the run's totals already hold, and
     # ``counted_attempt`` the last attempt whose accounting was stored.
     paid_sent = models.PositiveIntegerField(default=0)
     paid_sent_counted = models.PositiveIntegerField(default=0)
     counted_attempt = models.PositiveIntegerField(default=0)
-    # The lease of the worker replaying it (issue 16): only the holder may store the output, and a
+    # The lease of the worker replaying it: only the holder may store the output, and a
     # conversation is claimed again only once its lease has lapsed, so it is never replayed twice at once.
     lease_owner = models.CharField(
         max_length=200, blank=True, help_text="The worker (host:pid:token) replaying it while it runs."

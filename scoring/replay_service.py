@@ -1,6 +1,6 @@
 """The replay service: evaluation runs stored in the database, replayed in-process or by Celery workers.
 
-This is the Django side of issue 4. The replay protocol itself is pure
+This is the Django side of the replay engine. The replay protocol itself is pure
 (``attunebench.replay``); here live the pieces that need the database or Redis:
 
 - ``em_spec``                the registry row (EvaluatedModel) as an EMSpec
@@ -509,7 +509,7 @@ def _mark_running(run: EvaluationRun) -> None:
 
 
 # ---------------------------------------------------------------------------
-# Leases: one worker at a time per run conversation (issue 16)
+# Leases: one worker at a time per run conversation
 # ---------------------------------------------------------------------------
 
 OPEN_STATUSES = (RunConversation.Status.PENDING, RunConversation.Status.RUNNING)

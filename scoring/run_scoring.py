@@ -1,4 +1,4 @@
-"""Scoring a stored evaluation run into ConversationScore / RunScore rows (issue 3, database side).
+"""Scoring a stored evaluation run into ConversationScore / RunScore rows: the scoring engine's database side.
 
 One function serves model runs (at the end of a replay), human-baseline runs
 (after each rated conversation) and explicit re-scoring. It is idempotent: the

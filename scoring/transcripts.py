@@ -1,4 +1,4 @@
-"""Storing and reading the call records of a replay (issue 17 item 5).
+"""Storing and reading the call records of a replay.
 
 The replay core returns a ``CallRecord`` per request on its result; this
 module writes them as ``CallTranscript`` rows and reads them back for the

@@ -2,7 +2,7 @@
 
 Public entry points:
 
-- :func:`score_documents` — conversations + runs -> the issue-3 report
+- :func:`score_documents` — conversations + runs -> the scoring report
   (:class:`attunebench.metrics.results.ScoringReport`).
 - :func:`score_runs` — the same matching and scoring, but skipping (and
   listing) runs whose conversation is missing or which duplicate another run.

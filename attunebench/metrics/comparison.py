@@ -40,10 +40,10 @@ from attunebench.metrics.results import (
 )
 
 # Below this many conversations a row gets no confidence interval: a percentile bootstrap over
-# 2, 3 or 5 values only restates the values (issue 17), and SE-based intervals are no better.
+# 2, 3 or 5 values only restates the values, and SE-based intervals are no better.
 MIN_CONVERSATIONS_FOR_CI = 10
 PRIOR_BASELINE = "baseline:prior"
-# One resample count and seed for the dashboard, the API and ``attune analyze`` (issue 17: they differed).
+# One resample count and seed for the dashboard, the API and ``attune analyze``, so their intervals agree.
 DEFAULT_BOOTSTRAP = 2000
 DEFAULT_SEED = 0
 BASELINE_PREFIX = "baseline:"

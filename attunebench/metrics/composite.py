@@ -18,7 +18,7 @@ CAPABILITIES: tuple[str, ...] = (
     "response_quality",
     "holistic_comprehension",
 )
-# The leaderboard shows every capability, response quality included (issue 17: the profile had it, the table not).
+# The leaderboard shows every capability the profile shows, response quality included.
 LEADERBOARD_CAPABILITIES: tuple[str, ...] = CAPABILITIES
 CAPABILITY_LABELS: dict[str, str] = {
     "emotion_tracking": "emotion",

@@ -377,7 +377,7 @@ class ScoringResult:
     skipped: list[Problem]
 
     def report(self, include_details: bool = False) -> ScoringReport:
-        """The report of issue 3 ({"conversations": [...], "aggregates": [...]} once serialised)."""
+        """The scoring report ({"conversations": [...], "aggregates": [...]} once serialised)."""
         records = [s.record for s in self.scores]
         conversations = (
             [s.record.model_copy(update={"details": s.details}) for s in self.scores] if include_details else records
@@ -455,7 +455,7 @@ def score_documents(
     """Score runs against conversations; the entry point for scripts and benchmarks.
 
     Returns the report whose JSON (``results.to_json``) is ``{"conversations":
-    [...], "aggregates": [...]}`` with exactly the keys of issue 3 (plus a
+    [...], "aggregates": [...]}`` with exactly the keys of keys.py (plus a
     ``details`` object per conversation when asked).
     Raises :class:`UnmatchedRunsError` if a run names a missing conversation or
     duplicates another run, because a silently smaller leaderboard would mislead;

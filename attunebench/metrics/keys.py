@@ -1,4 +1,4 @@
-"""The report's key names, in the order issue 3 lists them.
+"""The scoring report's key names, in the order ``attune score --json`` writes them.
 
 Kept in one module so that the engine, the aggregator, the CLI and the tests
 agree on the exact JSON shape researchers will parse.

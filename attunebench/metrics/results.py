@@ -1,6 +1,6 @@
 """The typed results of scoring and analysis, and the one way they become JSON.
 
-Three families: the scoring report of issue 3 (:class:`ScoringReport`, what
+Three families: the scoring report (:class:`ScoringReport`, what
 ``attune score --json`` writes and every score stored in the database holds),
 the leaderboard row (:class:`LeaderboardRow`, the CLI table and CSV; the
 dashboard and API extend it) and the SPEC 6 analyses (:class:`Analysis`).
@@ -517,7 +517,7 @@ class Analysis(Result):
 
 
 # ---------------------------------------------------------------------------
-# The scoring report (issue 3): what ``attune score --json`` writes
+# The scoring report: what ``attune score --json`` writes
 # ---------------------------------------------------------------------------
 #
 # Field names and order are the report's keys exactly as keys.py lists them
@@ -739,7 +739,7 @@ class AggregateRow(Result):
 
 
 class ScoringReport(Result):
-    """The scoring report of issue 3: ``{"conversations": [...], "aggregates": [...]}``."""
+    """The scoring report: ``{"conversations": [...], "aggregates": [...]}``."""
 
     conversations: list[ConversationRecord]
     aggregates: list[AggregateRow]  # leaderboard order: composite descending, then model, mode

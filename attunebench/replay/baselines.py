@@ -1,4 +1,4 @@
-"""Offline evaluated models: honest floors that need no keys (issue 4 item 6).
+"""Offline evaluated models: honest floors that need no keys.
 
 Each baseline is a *model backend*: it receives exactly the call an LLM would
 receive (the messages and the ``CallContext`` they were built from), answers

@@ -1,4 +1,4 @@
-"""The model-call cache: a re-run of the same job never pays twice (issue 4 item 4).
+"""The model-call cache: a re-run of the same job never pays twice.
 
 Entries are keyed by sha256 of (model, params, messages, prompt version) —
 the same formula as ``scoring.models.ModelCallCache.make_key`` so the Django
@@ -46,7 +46,7 @@ class CachedCall:
     cost_usd: float | None = None
     # Who paid for it (a replayer's ``paid_tag``, e.g. one attempt at one run conversation) and how many
     # requests it took (parse retries included): a later attempt of the same conversation tells its own
-    # interrupted attempt's answers from another run's, and counts them as paid, once (issue 16).
+    # interrupted attempt's answers from another run's, and counts them as paid, once.
     paid_by: str | None = None
     requests: int = 1
 

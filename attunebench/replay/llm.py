@@ -1,4 +1,4 @@
-"""Model specs and model access through litellm (issue 4 item 2).
+"""Model specs and model access through litellm.
 
 ``EMSpec`` is the pure description of an evaluated model or judge (what the
 Django ``EvaluatedModel`` registry row holds). ``LiteLLMBackend`` calls

@@ -1,4 +1,4 @@
-"""Async call scheduler: global and per-provider limits, backoff with jitter (issue 4 item 3).
+"""Async call scheduler: global and per-provider limits, backoff with jitter.
 
 Every model call of a replay goes through ``Scheduler.submit``. Slots are
 taken in the order provider in-flight cap → provider requests-per-minute →

@@ -1,4 +1,4 @@
-"""Call records: what each model call of a replay was sent, answered and cost (issue 17 item 5).
+"""Call records: what each model call of a replay was sent, answered and cost.
 
 The replay protocol keeps one ``CallRecord`` per request it sent (a parse
 retry is a request of its own, with its attempt number) and one per answer

@@ -1,4 +1,4 @@
-"""Completeness states of conversations and turns (issue 15 item 4) and the identity screen's flag (item 5).
+"""Completeness states of conversations and turns, and the identity screen's flag.
 
 The data step gives existing rows the state the rules of ``collection.completeness``
 give new ones, from what is stored:

@@ -1,4 +1,4 @@
-"""Study-link tokens are stored hashed, and links expire and can be revoked (issue 13).
+"""Study-link tokens are stored hashed, and links expire and can be revoked.
 
 The existing ``token`` column becomes ``token_hash`` and every stored token is
 replaced by its SHA-256, so links already sent out keep working (the lookup

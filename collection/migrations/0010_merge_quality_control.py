@@ -1,6 +1,6 @@
 from django.db import migrations
 
-"""Joins the quality-control branch of collection with platform entry and study set-up (issue 18)."""
+"""Joins the quality-control branch of collection with platform entry and study set-up."""
 
 
 class Migration(migrations.Migration):

@@ -1,4 +1,4 @@
-"""Call transcripts: one row per model call of a run-conversation (issue 17 item 5)."""
+"""Call transcripts: one row per model call of a run-conversation."""
 
 import django.db.models.deletion
 from django.db import migrations, models

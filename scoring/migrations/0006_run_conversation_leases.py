@@ -1,4 +1,4 @@
-"""Leases on run conversations (issue 16): a running conversation is held by one worker until its lease lapses.
+"""Leases on run conversations: a running conversation is held by one worker until its lease lapses.
 
 Rows left "running" by workers before leases existed hold no lease; they go back to "pending" (resume or
 requeue replays them, from the call cache) before the constraint that a running row is leased is added.

@@ -102,7 +102,7 @@ def run_output(tags_by_turn: list[list[str]], answers: dict[str, str] | None = N
 
 
 def test_identical_tag_sets_on_11_of_12_turns_give_high_alpha_not_negative():
-    """The issue's case: two raters tag Nervous on turns 1-11 and differ on turn 12 (Upset vs Afraid).
+    """The motivating case: two raters tag Nervous on turns 1-11 and differ on turn 12 (Upset vs Afraid).
 
     All 20 items per turn: 240 units; 11 (1,1), 2 mixed (Upset a1 b0, Afraid a0 b1), 227 (0,0).
     o_11 = 22, o_01 = o_10 = 2, o_00 = 454; n_1 = 24, n_0 = 456, n = 480;

@@ -1,4 +1,4 @@
-"""Comparable leaderboards and skill over the prior baseline (issue 17 items 2 and 3), on constructed reports."""
+"""Comparable leaderboards and skill over the prior baseline, on constructed reports."""
 
 from __future__ import annotations
 

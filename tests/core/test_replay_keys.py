@@ -1,4 +1,4 @@
-"""Which key a model call may carry (issue 13 item 2): named provider variables only, never ambient ones.
+"""Which key a model call may carry: named provider variables only, never ambient ones.
 
 The calls go through litellm to the local fake OpenAI-compatible server, which
 records every bearer token it is handed.

@@ -1,4 +1,4 @@
-"""Call records of the pure replay core (issue 17 item 5): one per request sent, exactly as sent."""
+"""Call records of the pure replay core: one per request sent, exactly as sent."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ from tests.core.test_scoring_composite import hand_conversation, hand_run
 ROOT = Path(__file__).resolve().parents[2]
 ATTUNE = ROOT / ".venv" / "bin" / "attune"
 
-# Keys exactly as issue 3 writes them (kept independent of attunebench.metrics.keys on purpose).
+# The scoring report's keys, spelled and ordered exactly (kept independent of attunebench.metrics.keys on purpose).
 ISSUE_CONVERSATION_KEYS = [
     "conversationId",
     "em_model",

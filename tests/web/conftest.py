@@ -181,7 +181,7 @@ def fake_openai_server(monkeypatch):
 
 
 # ---------------------------------------------------------------------------
-# Research-side fixtures (issue 6): personas and scored runs
+# Research-side fixtures: personas and scored runs
 # ---------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Throttles and budgets against abuse (issue 13 item 5), each on a clock the test moves.
+"""Throttles and budgets against abuse, each on a clock the test moves.
 
 Findings covered: open enrolment had no throttle (100 participants in 7.4 s,
 each with its own chat quota); 40 wrong passwords in a row were accepted; the

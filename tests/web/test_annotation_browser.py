@@ -1,10 +1,10 @@
 """The per-turn annotation in a real headless Chromium: effort budgets, hotkeys, the side panel and review.
 
-Issue 15 item 1, measured: at the default (all 36 behaviour questions) a turn
-takes at most 4 page loads and every answer is one key press; with the study's
-sampling at 8 questions a turn takes at most 40 clicks. Screenshots at 1280 px
-and 390 px go to artifacts/screenshots/annotation/ (git-ignored). Run alone
-with ``pytest -m browser``.
+Half the effort per turn, measured: at the default (all 36 behaviour
+questions) a turn takes at most 4 page loads and every answer is one key press;
+with the study's sampling at 8 questions a turn takes at most 40 clicks.
+Screenshots at 1280 px and 390 px go to artifacts/screenshots/annotation/
+(git-ignored). Run alone with ``pytest -m browser``.
 """
 
 from __future__ import annotations

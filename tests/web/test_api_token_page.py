@@ -1,4 +1,4 @@
-"""A researcher manages their own API token on the research pages (issue 17 item 6).
+"""A researcher manages their own API token on the research pages.
 
 Created and shown once, then only its date and last four characters; revoked at
 once; one path (research.access.api_tokens) for the page and /api/token/.

@@ -1,4 +1,4 @@
-"""Call transcripts (issue 17 item 5): every model call of a run-conversation, as the provider saw it.
+"""Call transcripts: every model call of a run-conversation, as the provider saw it.
 
 A replay against the local fake OpenAI-compatible server (devtools.fake_llm_server)
 through the same run path workers use; the stored records are checked against
@@ -86,7 +86,7 @@ def test_a_replay_stores_the_exact_prompts_replies_tokens_and_retries_and_shows_
 
         # One row per request that was answered: the 500 is a transport retry inside the first row.
         assert len(calls) == stats["completions"]
-        assert run.calls_made == len(calls) + 1  # the run counts every request sent, the 500 too (issue 16)
+        assert run.calls_made == len(calls) + 1  # the run counts every request sent, the 500 too
         assert [c.sequence for c in calls] == list(range(len(calls)))
         first, analysis, reask = calls[0], calls[1], calls[2]
         assert (first.call_type, first.turn_number, first.transport_attempts) == (P.DRAFT, 1, 2)

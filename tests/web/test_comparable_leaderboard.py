@@ -1,4 +1,4 @@
-"""Comparable leaderboards and skill over baselines on the dashboard and the API (issue 17 items 2 and 3).
+"""Comparable leaderboards and skill over baselines on the dashboard and the API.
 
 Runs are built like the shared ``make_scored_run`` fixture (synthetic predictions, scored through the
 real scorer) but over chosen conversations and selections, so a test can make a small test run, a topic

@@ -1,4 +1,4 @@
-"""Clean data by construction (issue 15 item 4): completeness states, null for unanswered steps, exports that
+"""Clean data by construction: completeness states, null for unanswered steps, exports that
 default to complete conversations, and a datasheet that counts what is in and what is left out."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Many participants on the same page at the same instant, against a real server process (issue 14 item 2).
+"""Many participants on the same page at the same instant, against a real server process.
 
 The embedded default is a SQLite file; a real study has several participants
 pressing "Next" together, and some press it twice. This starts ``manage.py

@@ -1,4 +1,4 @@
-"""Every page passes the Content-Security-Policy, in a real headless Chromium (issue 13 item 5).
+"""Every page passes the Content-Security-Policy, in a real headless Chromium.
 
 The policy (attune_site/settings.py) allows scripts and style sheets from the
 site only, inline ones only with the response's nonce. Chromium reports a

@@ -1,4 +1,4 @@
-"""Pseudonyms, consent and model identity on every export path (issue 13, item 4).
+"""Pseudonyms, consent and model identity on every export path.
 
 Paths: canonical JSON (folder and zip), JSONL, Parquet (``attune export``), an
 export job's bundle, and the API list and detail.

@@ -1,4 +1,4 @@
-"""The platform's own export archives read back with `attune validate` and `attune analyze` (issue 17 item 6)."""
+"""The platform's own export archives read back with `attune validate` and `attune analyze`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Data and export files are private to the account running Attune (issue 13 item 5)."""
+"""Data and export files are private to the account running Attune."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Anonymity with live models (issue 15 item 5): a provider that names itself, driven through the real chat flow."""
+"""Anonymity with live models: a provider that names itself, driven through the real chat flow."""
 
 from __future__ import annotations
 

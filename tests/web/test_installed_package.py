@@ -1,4 +1,4 @@
-"""``pip install .`` (not editable) gives a working ``attune serve`` and ``attune demo`` (issue 14 item 3).
+"""``pip install .`` (not editable) gives a working ``attune serve`` and ``attune demo``.
 
 Builds the wheel from this checkout, installs it alone into a fresh virtual
 environment and runs the installed ``attune`` from a folder outside the

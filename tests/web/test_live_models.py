@@ -1,4 +1,4 @@
-"""Live original models (issue 18): streamed from a provider, a fallback when it fails, dollar spend vs budget.
+"""Live original models: streamed from a provider, a fallback when it fails, dollar spend vs budget.
 
 A local OpenAI-compatible server (conftest's FakeOpenAIServer) stands in for the
 provider. The priced model is registered with litellm at 0 USD per prompt token

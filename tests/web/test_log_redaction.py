@@ -1,4 +1,4 @@
-"""Study links never reach a log (issue 13): gunicorn's access log and Django's request log redact /s/<token>/."""
+"""Study links never reach a log: gunicorn's access log and Django's request log redact /s/<token>/."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The model registry in the researcher pages (issue 17 item 6), under the secrets rules of issue 13 item 2.
+"""The model registry in the researcher pages, under the secrets rules: configuration never sends a secret away.
 
 Researchers list, add and edit models as the research group's rights allow;
 api_base and params stay the superuser's; "test connection" makes one real call

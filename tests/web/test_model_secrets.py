@@ -1,4 +1,4 @@
-"""Secrets never leave by configuration (issue 13 item 2).
+"""Secrets never leave by configuration.
 
 A registry row may name where its model is served (api_base) and which
 environment variable holds its key (params.api_key_env); neither may send one

@@ -1,4 +1,4 @@
-"""Parquet with the full conversation record (issue 17 item 6): typed columns and key/value metadata.
+"""Parquet with the full conversation record: typed columns and key/value metadata.
 
 The turns file of an export is read back with pyarrow and compared, row by row,
 with the canonical JSON export of the same conversations: profile (diagnoses only

@@ -2,7 +2,7 @@
 and its fixed-SQL reads (collection.entry_reads) load exactly the rows and values the ORM's querysets load.
 
 enter reads consent and profile with the participant's own row, and entry_reads skips the ORM's SQL building
-(issue 14: cheap requests at a hundred participants); these tests walk one participant through every step and
+(requests stay cheap at a hundred participants); these tests walk one participant through every step and
 compare, at each, the place and every field of every object read with what plain querysets give, including a
 consent to an older version of the information sheet, which no longer counts.
 """

@@ -196,7 +196,7 @@ def test_study_link_starts_at_consent_and_shows_help(walker, study):
     page = walker.get(walker.url("consent/"))
     html = walker.body(page)
     assert study.crisis_resources[:40] in html
-    # plain words, not the benchmark's research jargon (issue 15 item 6)
+    # plain words, not the benchmark's research jargon
     assert "This is not therapy" in html and "it cannot get help for you in an emergency" in html
     assert escape(cat.RESEARCH_ONLY_STATEMENT) not in html and "diagnostic instrument" not in html
     assert "Withdraw from the study" in html
@@ -1309,7 +1309,7 @@ def test_answers_saved_again_are_updated_in_place_and_answers_to_unasked_questio
 
 
 # ---------------------------------------------------------------------------
-# The suggested rewrite is prepared off the request path (issue 14)
+# The suggested rewrite is prepared off the request path
 # ---------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Queries per participant request stay few and do not grow with the conversation (issue 14: cheap submits).
+"""Queries per participant request stay few and do not grow with the conversation: submits stay cheap.
 
 At a hundred participants online, every query of an annotation submit is
 paid a hundred times over on a two-core server shared with Postgres; a

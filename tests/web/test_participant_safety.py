@@ -1,4 +1,4 @@
-"""Nothing lost, comparisons that mean something, pages for the public (issue 15 items 2, 3 and 6).
+"""Nothing lost, comparisons that mean something, pages for the public.
 
 Through Django's test client against the real views, services and export:
 stale tabs are told so and keep their text, a double click stays quiet,
@@ -43,7 +43,7 @@ def nonce(html: str) -> str:
 
 
 # ---------------------------------------------------------------------------
-# Item 2: two tabs, double clicks
+# Nothing lost: two tabs, double clicks
 # ---------------------------------------------------------------------------
 
 
@@ -127,7 +127,7 @@ def test_refused_forms_redirect_so_back_never_resubmits(walker):
 
 
 # ---------------------------------------------------------------------------
-# Item 3: identical replies are never compared
+# Comparisons that mean something: identical replies are never compared
 # ---------------------------------------------------------------------------
 
 
@@ -204,7 +204,7 @@ def test_starting_from_the_original_and_keeping_it_skips_original_vs_human(walke
 
 
 # ---------------------------------------------------------------------------
-# Item 6: pages for the public
+# Words and pages for the public
 # ---------------------------------------------------------------------------
 
 

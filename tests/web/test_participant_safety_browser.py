@@ -1,4 +1,4 @@
-"""Issue 15 items 2, 3 and 6 in a real headless Chromium: nothing lost, meaningful comparisons, public pages.
+"""Nothing lost, meaningful comparisons and public pages, in a real headless Chromium.
 
 Two tabs on one study link, a shared device opening /join/ twice, text over
 the length limits, reloads of half-written boxes, the Back button after a
@@ -71,7 +71,7 @@ def to_rewrite_step(participant: Participant) -> Turn:
 
 
 # ---------------------------------------------------------------------------
-# Item 2
+# Nothing lost: two tabs, a shared device, length limits, reloads, Back
 # ---------------------------------------------------------------------------
 
 
@@ -209,7 +209,7 @@ def test_survey_text_survives_reload_and_back_never_resubmits(page, site):
 
 
 # ---------------------------------------------------------------------------
-# Item 3
+# Comparisons that mean something: the ideal reply's start, identical texts skipped
 # ---------------------------------------------------------------------------
 
 
@@ -257,7 +257,7 @@ def test_ideal_reply_start_choice_and_identical_comparison_skipped(page, site):
 
 
 # ---------------------------------------------------------------------------
-# Item 6
+# Words and pages for the public
 # ---------------------------------------------------------------------------
 
 
@@ -361,7 +361,7 @@ def test_chat_not_ready_and_annotation_continue_pages(page, site):
 
 
 # ---------------------------------------------------------------------------
-# Item 5: a provider that names itself
+# Anonymity with live models: a provider that names itself
 # ---------------------------------------------------------------------------
 
 #: Records every text the model's chat bubbles ever held, so a name shown for a moment is caught too.

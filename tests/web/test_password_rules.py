@@ -1,4 +1,4 @@
-"""Trivial passwords are refused wherever one is chosen (issue 13 item 5)."""
+"""Trivial passwords are refused wherever one is chosen."""
 
 from __future__ import annotations
 

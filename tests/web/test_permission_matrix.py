@@ -1,4 +1,4 @@
-"""Who may open what (issue 13 item 3): every URL pattern against every role, from one table.
+"""Who may open what: every URL pattern against every role, from one table.
 
 The roles are the documented ones (research.access.roles): an anonymous visitor, a
 participant holding a study link (never a Django user), a rater (a plain
@@ -98,7 +98,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "research:snapshots": RESEARCH,
     "research:snapshot": RESEARCH,
     "research:snapshot_download": RESEARCH,
-    # Study set-up (issue 18): researchers; status, pool, quotas and preview are POST-only (a GET is 405, "in").
+    # Study set-up: researchers; status, pool, quotas and preview are POST-only (a GET is 405, "in").
     "research:studies": RESEARCH,
     "research:study_create": RESEARCH,
     "research:study": RESEARCH,
@@ -183,7 +183,7 @@ ADMIN_MODELS: dict[str, str] = {
     "auth.group": "",
     "auth.user": "",
     "authtoken.tokenproxy": "",
-    "collection.study": "view add change",  # studies are set up on the research pages (issue 18)
+    "collection.study": "view add change",  # studies are set up on the research pages
     "collection.studymodel": "view add change delete",  # a study's model pool
     "collection.studyquota": "view add change delete",  # a study's quotas
     "collection.participant": "view",
@@ -216,7 +216,7 @@ ADMIN_MODELS: dict[str, str] = {
     "scoring.modelcallcache": "view",
     "scoring.calltranscript": "view",  # read-only: written by replays only
     "research.humanassignment": "view add change delete",
-    # django-axes' login attempts and lockouts (issue 13 item 5): admins only.
+    # django-axes' login attempts and lockouts: admins only.
     "axes.accessattempt": "",
     "axes.accesslog": "",
     "axes.accessfailurelog": "",

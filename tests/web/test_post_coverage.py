@@ -1,4 +1,4 @@
-"""Post-conversation coverage is stored, shown and served next to turn coverage (issue 12, item 5).
+"""Post-conversation coverage is stored, shown and served next to turn coverage.
 
 A run whose post-conversation call failed for every conversation answers every
 turn (turn coverage 100%) while its holistic score comes from the scorer's

@@ -1,4 +1,4 @@
-"""Quality control (issue 18, item 2): each detector on hand-built data, reversible researcher decisions,
+"""Quality control: each detector on hand-built data, reversible researcher decisions,
 exclusion from new dataset versions and scores by rule, the datasheet by reason, and the research pages/API."""
 
 from __future__ import annotations

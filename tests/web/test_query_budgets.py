@@ -157,7 +157,7 @@ def build_world(n: int) -> World:
     models = OriginalModel.objects.bulk_create(
         OriginalModel(name=f"budget-om-{k}", alias=f"om-budget{k}", provider="offline", active=k < 3) for k in range(n)
     )[:3]
-    # Study set-up (issue 18): each budget study has a one-model pool and a quota on a topic of its own.
+    # Study set-up: each budget study has a one-model pool and a quota on a topic of its own.
     budget_studies = list(Study.objects.filter(slug__startswith="budget-study-").order_by("slug"))
     budget_topics = list(Topic.objects.filter(category="Budget").order_by("subtopic"))
     StudyModel.objects.bulk_create(StudyModel(study=s, original_model=models[0]) for s in budget_studies)
@@ -520,7 +520,7 @@ ENDPOINTS = [
     Endpoint(
         "research:collection",
         # by status, by category, by model, turns, annotated turns, timings, identity screen outcomes, participants,
-        # withdrawn, newest 50, studies (limits); monitoring of one study (issue 18): the study picker, its
+        # withdrawn, newest 50, studies (limits); monitoring of one study: the study picker, its
         # participants, conversations, consents, profiles, post-chat moods, turns, quotas, conversations per
         # topic and participants per group (the quotas' fill), quality summaries (participants; the detectors'
         # prefetches run only when the study has participants), live spend

@@ -1,4 +1,4 @@
-"""The human-baseline page shows the core's rater agreement (issue 17 item 1)."""
+"""The human-baseline page shows the core's rater agreement."""
 
 from __future__ import annotations
 

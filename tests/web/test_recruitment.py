@@ -1,4 +1,4 @@
-"""Recruitment-platform entry and exit (issue 18): enrol once per platform id, hashed id, return codes."""
+"""Recruitment-platform entry and exit: enrol once per platform id, hashed id, return codes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A platform-recruited participant in a real browser (issue 18): entry URL → study → completion redirect,
+"""A platform-recruited participant in a real browser: entry URL → study → completion redirect,
 a returning one, one who does not consent, and one without the ids.
 
 The platform's completion URL is intercepted in the browser (no network), so the

@@ -1,4 +1,4 @@
-"""Honest accounting (issue 16 item 3): every request the provider saw is counted once, crash or not.
+"""Honest accounting: every request the provider saw is counted once, crash or not.
 
 The fake server counts what it was sent; the run's counters, its API and its
 page must agree with it. A worker that dies after paying for answers leaves

@@ -1,4 +1,4 @@
-"""Leases on run conversations (issue 16): one worker at a time, stalled ones shown and requeued, cancel/resume.
+"""Leases on run conversations: one worker at a time, stalled ones shown and requeued, cancel/resume.
 
 A lapsed lease is made by moving ``lease_expires_at`` into the past (the clock
 is injected, nothing sleeps). Celery runs eagerly here (no REDIS_URL), so a

@@ -1,4 +1,4 @@
-"""Request limits (issue 13 item 5): bounded API pages, NUL bytes refused, body size caps."""
+"""Request limits: bounded API pages, NUL bytes refused, body size caps."""
 
 from __future__ import annotations
 

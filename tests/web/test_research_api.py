@@ -204,7 +204,7 @@ def test_cancel_of_a_finished_run_is_a_conflict(api, scored_runs):
 
 
 # ---------------------------------------------------------------------------
-# The API keeps to its schema (issue 17 item 6)
+# The API keeps to its schema
 # ---------------------------------------------------------------------------
 
 

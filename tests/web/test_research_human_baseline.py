@@ -188,7 +188,7 @@ def test_agreement_is_empty_with_fewer_than_two_raters(sample_conversations):
 
 def test_a_rating_in_progress_holds_a_lease_no_sweeper_takes(assignment, rater):
     """A person rates at their own pace: the replay's sweeper never requeues their conversation and the
-    run page never calls it stalled; storing the rating releases the lease (issue 16 leases)."""
+    run page never calls it stalled; storing the rating releases the lease."""
     from scoring.models import HUMAN_LEASE_OWNER, RunConversation
     from scoring.replay_service import stalled_conversations
     from scoring.run_control import sweep

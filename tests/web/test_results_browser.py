@@ -1,4 +1,4 @@
-"""The comparable leaderboard, skill and the pairwise comparison matrix in a real headless Chromium (issue 17).
+"""The comparable leaderboard, skill and the pairwise comparison matrix in a real headless Chromium.
 
 Screenshots go to artifacts/screenshots/research/ (git-ignored), and the test asserts on what they show.
 """

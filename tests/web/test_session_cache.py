@@ -1,4 +1,4 @@
-"""With Redis, a participant's session is read from the cache and kept in the database too (issue 14).
+"""With Redis, a participant's session is read from the cache and kept in the database too.
 
 A joined browser's session holds its study link; every participant page reads it. Read through the shared
 cache it costs no query; written through to the database, a flushed cache (a Redis restart) loses nobody.

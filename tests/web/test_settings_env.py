@@ -183,7 +183,7 @@ def test_prepare_creates_the_key_once_and_settings_read_it(tmp_path, monkeypatch
     assert (directory / "staticfiles").is_dir()
     datadir.prepare_data_dir()  # a second entry point (another worker) keeps the first key
     assert key_file.read_text() == key
-    # the pseudonym key is made beside the secret key (issue 13); no temp file left
+    # the pseudonym key is made beside the secret key; no temp file left
     assert sorted(p.name for p in directory.iterdir()) == ["pseudonym_key", "secret_key", "staticfiles"]
     code = "import django; django.setup(); from django.conf import settings as s; print(s.SECRET_KEY)"
     result = _settings_process(directory, code)

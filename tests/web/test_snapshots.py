@@ -1,4 +1,4 @@
-"""Frozen result snapshots (issue 17 item 5): named, immutable, citable by id and hash, JSON and CSV."""
+"""Frozen result snapshots: named, immutable, citable by id and hash, JSON and CSV."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A hung provider blocks no one else, against the real server (issue 14 item 1).
+"""A hung provider blocks no one else, against the real server.
 
 Starts ``manage.py serve`` (gunicorn's threaded workers: the configuration the
 Docker image and compose run) with one worker of five threads, so three reply

@@ -1,4 +1,4 @@
-"""Study-link tokens: stored hashed, shown once, never in the admin; links expire and can be revoked (issue 13, item 3)."""
+"""Study-link tokens: stored hashed, shown once, never in the admin; links expire and can be revoked."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Study monitoring (issue 18, item 5): every figure against numbers derived by hand from a fixed study.
+"""Study monitoring: every figure against numbers derived by hand from a fixed study.
 
 The study (all times UTC, 2026-03-01 = D1):
 

@@ -1,4 +1,4 @@
-"""Study set-up (issue 18, item 3): status, model pool with weights, quotas, offered topics, preview mode.
+"""Study set-up: status, model pool with weights, quotas, offered topics, preview mode.
 
 Assignment expectations are derived by hand from the rule in
 ``collection.assignment``: lowest cell count / weight, then lowest study count

@@ -1,4 +1,4 @@
-"""The call transcript of a run-conversation and a frozen snapshot page in a real headless Chromium (issue 17 item 5).
+"""The call transcript of a run-conversation and a frozen snapshot page in a real headless Chromium.
 
 Screenshots go to artifacts/screenshots/research/ (git-ignored), and the test asserts on what they show.
 """

@@ -1,4 +1,4 @@
-"""One unanswered turn at a time, and ``max_turns`` over every turn sent (issue 13 item 5).
+"""One unanswered turn at a time, and ``max_turns`` over every turn sent.
 
 The finding: a participant could send turn after turn without waiting (20 turns
 against a limit of 12, 20 model calls in parallel, 19 turns never annotated but

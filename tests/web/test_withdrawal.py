@@ -1,4 +1,4 @@
-"""Withdrawal honoured everywhere, and erasure on request (issue 13, item 1).
+"""Withdrawal honoured everywhere, and erasure on request.
 
 The walk: a participant of the sample data holds a study link, their
 conversation is scored in three runs, frozen into a dataset version, exported

@@ -421,7 +421,7 @@ def post_coverage_summary(report: ScoringReport) -> str:
     """One line per (model, mode): post-conversation coverage and how many holistic scores are imputed.
 
     Turn coverage alone can read 100% while every post-conversation call failed and
-    the holistic part of the composite came from the scorer's defaults (issue 12).
+    the holistic part of the composite came from the scorer's defaults.
     """
     from attunebench.metrics.report import leaderboard_rows
 
