@@ -42,11 +42,15 @@ browser-deps:
 test: install-test browser-deps
 	ATTUNE_DATA_DIR=$${ATTUNE_DATA_DIR:-$(CURDIR)/data/test} $(BIN)/python -m pytest $(PYTEST_ARGS)
 
-## The quality gate: ruff lint and format, the import contracts (layers, a Django-free core), mypy.
+## The quality gate: ruff lint and format, the import contracts (layers, a Django-free core), comments that
+## state rules rather than cite tracker numbers, mypy.
 check: install-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	@! grep -rnIiE --include='*.py' --include='*.html' --include='*.js' --include='*.css' \
+	  --exclude-dir=.venv --exclude-dir=data --exclude-dir=site 'issues? #?[0-9]+' . \
+	  || { echo "^ a comment cites a tracker number: state the rule it implements instead"; exit 1; }
 	ATTUNE_DATA_DIR=$${ATTUNE_DATA_DIR:-$(CURDIR)/data/test} $(BIN)/mypy
 
 bench: install-test

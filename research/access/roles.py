@@ -33,7 +33,7 @@ RESEARCH_GROUP_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "panasitemresponse",
             "conversationwideanswers",
             "fourbranchrating",
-            "attentioncheck",  # quality control (issue 18): read-only; decisions go through the quality pages
+            "attentioncheck",  # quality control: read-only; decisions go through the quality pages
             "qualitydecision",
             "livecall",  # live-model calls and their prices (the study's spend)
         )
@@ -48,7 +48,7 @@ RESEARCH_GROUP_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "pagetime",
         )
     ],
-    # Study set-up on the research pages (issue 18): studies, their model pools and quotas.
+    # Study set-up on the research pages: studies, their model pools and quotas.
     ("collection", "study", ("view", "add", "change")),
     ("collection", "studymodel", ("view", "add", "change", "delete")),
     ("collection", "studyquota", ("view", "add", "change", "delete")),

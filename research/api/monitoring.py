@@ -1,4 +1,4 @@
-"""``GET /api/studies/<slug>/monitoring/``: the study's monitoring figures (issue 18, item 5) as JSON.
+"""``GET /api/studies/<slug>/monitoring/``: the study's monitoring figures as JSON.
 
 The same numbers as the collection dashboard's monitoring panel
 (``research.monitoring.study_monitoring``); researchers only, like the rest of the API.

@@ -605,7 +605,7 @@ class CallMessageSerializer(serializers.Serializer):
 
 
 class CallRecordSerializer(serializers.Serializer):
-    """One model call of a run-conversation (issue 17 item 5): the same fields the transcript page shows."""
+    """One model call of a run-conversation: the same fields the transcript page shows."""
 
     sequence = serializers.IntegerField(help_text="Order in which the conversation's calls started (0-based).")
     call_type = serializers.CharField(help_text="draft, analysis, hp_binary, pairwise, judge or post.")

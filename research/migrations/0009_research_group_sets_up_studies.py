@@ -1,4 +1,4 @@
-"""The research group may set up studies: add and change studies, their model pools and quotas (issue 18)."""
+"""The research group may set up studies: add and change studies, their model pools and quotas."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""Both research-group permission changes of issue 18 (quality records, study set-up), applied once more
+"""Both research-group permission changes (quality records, study set-up), applied once more
 after every model they name exists, whichever order the two branches ran in."""
 
 from typing import Any

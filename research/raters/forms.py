@@ -130,7 +130,3 @@ class PostForm(forms.Form):
             "what_felt_off": [p.strip() for p in data["what_felt_off"].split(",") if p.strip()],
             "four_branch": {b: int(data[f"branch_{b}"]) for b in cat.FOUR_BRANCHES},
         }
-
-
-# Where a model is called and which key variable it reads are the admin's decision only (issue 13
-# item 2): a researcher who could point a model at a host of their choice could collect a key there.

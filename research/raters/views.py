@@ -77,7 +77,7 @@ def rater_step(request: HttpRequest, assignment_id: int) -> HttpResponse:
         form = AnalysisForm(request.POST or None, step=step, initial={"turn_number": step.turn_number})
     elif step.stage == "post":
         form = PostForm(request.POST or None)
-    if step.stage == "withdrawn":  # nothing shown, nothing saved (issue 13)
+    if step.stage == "withdrawn":  # nothing shown, nothing saved: the participant withdrew
         return render(
             request,
             "research/rater_step.html",

@@ -41,7 +41,7 @@ from collection.models import Conversation, SensitiveProfile
 from datasets.exchange import withdrawn_conversations
 from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, RunScore
 
-# One statistics path (issue 17): the dashboard and the API use the core's resample count and seed, as
+# One statistics path: the dashboard and the API use the core's resample count and seed, as
 # ``attune analyze`` does by default, so the same runs give the same intervals everywhere.
 N_BOOTSTRAP = DEFAULT_BOOTSTRAP
 CACHE_VERSION = 4  # part of the cache key: bump when the cached report or analysis changes shape

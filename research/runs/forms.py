@@ -50,6 +50,8 @@ class LaunchForm(forms.Form):
     )
 
 
+# Where a model is called and which key variable it reads are the admin's decision only: a researcher
+# who could point a model at a host of their choice could collect a key there.
 REGISTRY_FIELDS = (
     "name",
     "kind",

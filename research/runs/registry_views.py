@@ -1,4 +1,4 @@
-"""The model registry and the API token page of the researcher pages (issue 17 item 6).
+"""The model registry of the researcher pages.
 
 Researchers add and edit rows as the research group's permissions allow
 (``scoring.add_evaluatedmodel`` / ``change_evaluatedmodel``); where a model is

@@ -44,7 +44,7 @@ def collection_dashboard(request: HttpRequest) -> HttpResponse:
 @researcher_required
 @require_GET
 def conversation_viewer(request: HttpRequest, conversation_id: str) -> HttpResponse:
-    # A withdrawn participant's conversation is gone from the research pages as from exports (issue 13).
+    # A withdrawn participant's conversation is gone from the research pages as from exports.
     conversation = get_object_or_404(
         exportable_conversations().select_related("topic", "original_model", "participant", "wide_answers"),
         conversation_id=conversation_id,

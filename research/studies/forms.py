@@ -1,4 +1,4 @@
-"""Forms of the study set-up pages (issue 18, item 3).
+"""Forms of the study set-up pages.
 
 ``STUDY_SETTINGS_FIELDS`` is the one list of a study's editable settings: the
 create and edit forms use it, and features that add study settings append

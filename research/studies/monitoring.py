@@ -1,4 +1,4 @@
-"""How a study is going (issue 18, item 5): progress per day, the funnel, time per step, quotas, quality, spend.
+"""How a study is going: progress per day, the funnel, time per step, quotas, quality, spend.
 
 One function, :func:`study_monitoring`, feeds the collection dashboard's
 partial and ``GET /api/studies/<slug>/monitoring/``, so both show the same

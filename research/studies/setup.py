@@ -1,4 +1,4 @@
-"""Setting up a study from the researcher pages (issue 18, item 3): status, model pool, quotas, preview.
+"""Setting up a study from the researcher pages: status, model pool, quotas, preview.
 
 The views only parse and authorise; every change goes through a function here,
 so the pages, tests and any future command apply the same rules. The rules:

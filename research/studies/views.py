@@ -1,4 +1,4 @@
-"""The study set-up pages (issue 18, item 3): thin views over ``research.studies.setup``.
+"""The study set-up pages: thin views over ``research.studies.setup``.
 
 Researchers see every study; changing one needs the research group's
 ``collection.change_study`` (adding one ``collection.add_study``), as in the admin.

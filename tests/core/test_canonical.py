@@ -149,7 +149,7 @@ class TestYesNoNa:
             f"file: turns[3].annotations.binaryJudgements[2].observedBehavior: expected yes/no/na, got {shown}"
         ]
 
-    def test_the_example_message_of_the_issue_is_reproduced_exactly(self) -> None:
+    def test_the_documented_example_message_is_reproduced_exactly(self) -> None:
         data = mutated(lambda d: d["turns"][3]["annotations"]["binaryJudgements"][2].update(observedBehavior="maybe"))
         assert problems_of(data) == [
             "file: turns[3].annotations.binaryJudgements[2].observedBehavior: expected yes/no/na, got 'maybe'"

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ATTUNE = ROOT / ".venv" / "bin" / "attune"
 
 # The scoring report's keys, spelled and ordered exactly (kept independent of attunebench.metrics.keys on purpose).
-ISSUE_CONVERSATION_KEYS = [
+REPORT_CONVERSATION_KEYS = [
     "conversationId",
     "em_model",
     "mode",
@@ -72,8 +72,8 @@ ISSUE_CONVERSATION_KEYS = [
     "four_branch_normalized",
     "turns",
 ]
-AVERAGED = [k for k in ISSUE_CONVERSATION_KEYS[6:] if k != "turns"]
-ISSUE_AGGREGATE_KEYS = [
+AVERAGED = [k for k in REPORT_CONVERSATION_KEYS[6:] if k != "turns"]
+REPORT_AGGREGATE_KEYS = [
     "em_model",
     "mode",
     "n_conversations",
@@ -149,10 +149,10 @@ def test_score_prints_a_leaderboard_and_writes_json_and_csv(dataset: tuple[Path,
     assert list(report) == ["conversations", "aggregates"]
     assert len(report["conversations"]) == 20
     for record in report["conversations"]:
-        assert list(record) == ISSUE_CONVERSATION_KEYS
+        assert list(record) == REPORT_CONVERSATION_KEYS
         assert record["turns"] and "emotion_f1" in record["turns"][0]
     for row in report["aggregates"]:
-        assert list(row) == ISSUE_AGGREGATE_KEYS
+        assert list(row) == REPORT_AGGREGATE_KEYS
         assert set(row["pooled_binary_om_metrics"]) == {
             "tp",
             "fp",
@@ -197,9 +197,9 @@ def test_score_json_reads_back_into_the_report_model(dataset: tuple[Path, Path],
         assert list(json.loads(text)["conversations"][0])[-1] == "details"
 
 
-def test_the_report_models_spell_the_keys_as_issue_3_writes_them() -> None:
-    assert list(ConversationRecord.model_fields) == [*ISSUE_CONVERSATION_KEYS, "details"]
-    assert list(AggregateRow.model_fields) == ISSUE_AGGREGATE_KEYS
+def test_the_report_models_spell_the_keys_as_the_score_report_writes_them() -> None:
+    assert list(ConversationRecord.model_fields) == [*REPORT_CONVERSATION_KEYS, "details"]
+    assert list(AggregateRow.model_fields) == REPORT_AGGREGATE_KEYS
     assert list(ConversationRecord.model_fields)[:-1] == list(CONVERSATION_KEYS)
     assert tuple(AggregateRow.model_fields) == AGGREGATE_KEYS
     assert tuple(TurnScores.__annotations__) == TURN_KEYS
