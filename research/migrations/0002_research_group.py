@@ -11,7 +11,7 @@ def create_group(apps, schema_editor):
     for app_config in global_apps.get_app_configs():
         if app_config.label in {"collection", "annotation", "scoring", "research"}:
             create_permissions(app_config, verbosity=0, apps=apps)
-    from research.roles import apply_research_group
+    from research.access.roles import apply_research_group
 
     apply_research_group(apps.get_model("auth", "Group"), apps.get_model("auth", "Permission"))
 

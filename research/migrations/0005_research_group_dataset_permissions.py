@@ -8,7 +8,7 @@ def reapply_group(apps, schema_editor):
     from django.contrib.auth.management import create_permissions
 
     create_permissions(global_apps.get_app_config("datasets"), verbosity=0, apps=apps)
-    from research.roles import apply_research_group
+    from research.access.roles import apply_research_group
 
     apply_research_group(apps.get_model("auth", "Group"), apps.get_model("auth", "Permission"))
 

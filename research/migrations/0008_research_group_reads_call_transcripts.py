@@ -11,7 +11,7 @@ def reapply_group(apps: Any, schema_editor: Any) -> None:
 
     create_permissions(global_apps.get_app_config("scoring"), verbosity=0, apps=apps)
     create_permissions(global_apps.get_app_config("research"), verbosity=0, apps=apps)
-    from research.roles import apply_research_group
+    from research.access.roles import apply_research_group
 
     apply_research_group(apps.get_model("auth", "Group"), apps.get_model("auth", "Permission"))
 
