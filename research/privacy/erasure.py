@@ -1,13 +1,18 @@
-"""Erasure of a participant on a researcher's request: every row, in dependency order, and an audit record.
+"""Erasure of a participant on a researcher's request: every row that leads to them, and an audit record.
 
 Collected data is PROTECTed against cascading deletes on purpose (nothing
 disappears because a topic or a model was removed), so erasure deletes
-explicitly, leaves first. It withdraws the participant first, which re-scores
-the runs that held their conversations and withdraws the export files that
-held them (on commit), then deletes: rater assignments, run outputs, their
-call transcripts and scores, dataset-version memberships, annotations, turns, surveys,
-conversations, consent, profiles and the participant. The ErasureRecord keeps
-counts only (research/models.py).
+explicitly, leaves first. Which tables it deletes from is read from the schema,
+not kept by hand: every model whose foreign keys lead (directly or through
+other such models) to a participant is erased, unless ``KEPT`` names it with
+the reason; a test fails when a new relation is neither. A kept row's link to
+an erased row must be ``SET_NULL``.
+
+Erasure first withdraws the participant, in a transaction of its own, so a
+failed erasure never undoes the withdrawal: the data is already out of scores,
+exports and every page. The withdrawal re-scores the runs that held their
+conversations and withdraws the export files that held them. The
+ErasureRecord keeps counts only (research/models.py).
 
 Not reachable from here: model answers in the shared call cache
 (ModelCallCache holds responses under a hash of the request, with no link to
@@ -16,30 +21,62 @@ a conversation) and run files ``attune eval`` wrote outside the database.
 
 from __future__ import annotations
 
+from collections import defaultdict
+from functools import cache
+from graphlib import TopologicalSorter
 from typing import Any
 
-from django.db import transaction
-from django.db.models import QuerySet
+from django.apps import apps
+from django.db import models, transaction
 
-from annotation.models import AlternateResponses, BinaryJudgement, MoodTag, PairwiseComparison
-from collection.models import (
-    Consent,
-    Conversation,
-    ConversationWideAnswers,
-    FourBranchRating,
-    PanasItemResponse,
-    PanasSurvey,
-    Participant,
-    ParticipantProfile,
-    SensitiveProfile,
-    Turn,
-)
+from collection.models import Conversation, Participant
 from collection.study_flow import do_withdraw
-from datasets.models import DatasetVersion, ExportJob
+from datasets.models import ExportJob
 from datasets.pseudonyms import find_participant
-from research.models import ErasureRecord, HumanAssignment
-from scoring.models import CallTranscript, ConversationScore, RunConversation
+from research.models import ErasureRecord
 from scoring.withdrawal import runs_holding
+
+# Rows that lead to a participant but are kept when they are erased, and why. Nothing here may hold
+# text the participant wrote or anything that identifies them.
+KEPT: dict[str, str] = {
+    "collection.LiveCall": "what a live original model cost (tokens, dollars, time) for the study's budget; "
+    "no text, and its link to the turn is cleared",
+}
+
+
+def _links_to(model: type[models.Model], targets: set[type[models.Model]]) -> list[models.ForeignKey[Any, Any]]:
+    return [
+        field
+        for field in model._meta.get_fields()
+        if field.concrete and (field.many_to_one or field.one_to_one) and field.related_model in targets
+    ]
+
+
+@cache
+def personal_models() -> tuple[dict[type[models.Model], list[str]], tuple[type[models.Model], ...]]:
+    """Every model that leads to a participant, with the names of its foreign keys that do, parents first.
+
+    Auto-created many-to-many tables count as models (a dataset version's membership rows lead to a
+    conversation). Cached: the schema does not change while a process runs.
+    """
+    every = apps.get_models(include_auto_created=True)
+    leads: dict[type[models.Model], list[str]] = {Participant: []}
+    grown = True
+    while grown:
+        grown = False
+        for model in every:
+            links = [f.name for f in _links_to(model, set(leads)) if f.related_model is not model]
+            if links and sorted(links) != sorted(leads.get(model, [])):
+                leads[model] = links
+                grown = True
+    graph = {model: {model._meta.get_field(name).related_model for name in names} for model, names in leads.items()}
+    return leads, tuple(TopologicalSorter(graph).static_order())
+
+
+def erased_models() -> list[type[models.Model]]:
+    """The models erasure deletes from, parents first (delete in reverse)."""
+    _, order = personal_models()
+    return [model for model in order if model._meta.label not in KEPT]
 
 
 class ErasureError(ValueError):
@@ -60,52 +97,16 @@ def access_participant_to_erase(identifier: str) -> Participant:
 
 def do_erase_participant(participant: Participant, erased_by: Any = None, via: str = "command") -> ErasureRecord:
     """Delete everything stored about ``participant``; returns the audit record (no personal data in it)."""
+    conversation_pks = list(Conversation.objects.filter(participant=participant).values_list("pk", flat=True))
+    runs = runs_holding(conversation_pks)
+    started = set(ExportJob.objects.values_list("pk", flat=True).filter(status=ExportJob.Status.WITHDRAWN))
+    do_withdraw(participant)  # its own transaction: re-scoring and export withdrawal are queued for its commit
+    exports = sorted(
+        set(ExportJob.objects.values_list("pk", flat=True).filter(status=ExportJob.Status.WITHDRAWN)) - started
+    )
     with transaction.atomic():
         participant = Participant.objects.select_for_update().get(pk=participant.pk)
-        conversation_pks = list(Conversation.objects.filter(participant=participant).values_list("pk", flat=True))
-        runs = runs_holding(conversation_pks)
-        started = set(ExportJob.objects.values_list("pk", flat=True).filter(status=ExportJob.Status.WITHDRAWN))
-        do_withdraw(participant)  # re-scoring and export withdrawal are queued for the commit
-        exports = sorted(
-            set(ExportJob.objects.values_list("pk", flat=True).filter(status=ExportJob.Status.WITHDRAWN)) - started
-        )
-        turns = Turn.objects.filter(conversation_id__in=conversation_pks)
-        surveys = PanasSurvey.objects.filter(conversation_id__in=conversation_pks)
-        steps: list[tuple[str, QuerySet[Any]]] = [
-            ("research.HumanAssignment", HumanAssignment.objects.filter(conversation_id__in=conversation_pks)),
-            ("scoring.ConversationScore", ConversationScore.objects.filter(conversation_id__in=conversation_pks)),
-            # Call transcripts hold the conversation's text in their prompts: counted on their own.
-            (
-                "scoring.CallTranscript",
-                CallTranscript.objects.filter(run_conversation__conversation_id__in=conversation_pks),
-            ),
-            ("scoring.RunConversation", RunConversation.objects.filter(conversation_id__in=conversation_pks)),
-            (
-                "datasets.DatasetVersion_conversations",
-                DatasetVersion.conversations.through.objects.filter(conversation_id__in=conversation_pks),
-            ),
-            ("annotation.MoodTag", MoodTag.objects.filter(turn__in=turns)),
-            ("annotation.BinaryJudgement", BinaryJudgement.objects.filter(turn__in=turns)),
-            ("annotation.PairwiseComparison", PairwiseComparison.objects.filter(turn__in=turns)),
-            ("annotation.AlternateResponses", AlternateResponses.objects.filter(turn__in=turns)),
-            ("collection.Turn", turns),
-            ("collection.PanasItemResponse", PanasItemResponse.objects.filter(survey__in=surveys)),
-            ("collection.PanasSurvey", surveys),
-            ("collection.FourBranchRating", FourBranchRating.objects.filter(conversation_id__in=conversation_pks)),
-            (
-                "collection.ConversationWideAnswers",
-                ConversationWideAnswers.objects.filter(conversation_id__in=conversation_pks),
-            ),
-            ("collection.Conversation", Conversation.objects.filter(pk__in=conversation_pks)),
-            ("collection.Consent", Consent.objects.filter(participant=participant)),
-            ("collection.ParticipantProfile", ParticipantProfile.objects.filter(participant=participant)),
-            ("collection.SensitiveProfile", SensitiveProfile.objects.filter(participant=participant)),
-            ("collection.Participant", Participant.objects.filter(pk=participant.pk)),
-        ]
-        rows = {}
-        for label, queryset in steps:
-            count, _ = queryset.delete()
-            rows[label] = count
+        rows = _delete_rows_leading_to(participant)
         return ErasureRecord.objects.create(
             erased_by=erased_by if getattr(erased_by, "is_authenticated", False) else None,
             via=via,
@@ -113,3 +114,24 @@ def do_erase_participant(participant: Participant, erased_by: Any = None, via: s
             runs_rescored=runs,
             exports_withdrawn=exports,
         )
+
+
+def _delete_rows_leading_to(participant: Participant) -> dict[str, int]:
+    """Finds the participant's rows table by table, parents first, then deletes them leaves first."""
+    leads, _ = personal_models()
+    order = erased_models()
+    found: dict[type[models.Model], list[Any]] = {Participant: [participant.pk]}
+    for model in order[1:] if order[0] is Participant else order:
+        pks: set[Any] = set()
+        for name in leads[model]:
+            parent = model._meta.get_field(name).related_model
+            if found.get(parent):
+                pks.update(model._default_manager.filter(**{f"{name}__in": found[parent]}).values_list("pk", flat=True))
+        found[model] = sorted(pks)
+    rows: dict[str, int] = defaultdict(int)
+    for model in reversed(order):
+        if found.get(model):
+            _, deleted = model._default_manager.filter(pk__in=found[model]).delete()
+            for label, count in deleted.items():
+                rows[label] += count
+    return {model._meta.label: rows.get(model._meta.label, 0) for model in reversed(order)}

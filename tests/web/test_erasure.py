@@ -1,0 +1,203 @@
+"""Erasure of a participant who took the study through the web: every table, from every entry point.
+
+The participant walks the whole study through the pages (consent to the
+post-conversation survey: page times, attention checks and annotations are
+written as the pages write them), a researcher records a quality decision on the
+quality page, the data is exported and assigned to a rater; then erasure must
+leave no row that leads to them, whichever way it was asked for.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from django.apps import apps
+from django.core.cache import cache
+from django.core.management import CommandError, call_command
+from django.db import models
+from django.test import Client
+
+from collection.models import AttentionCheck, Conversation, Participant
+from datasets.pseudonyms import export_pseudonym
+from datasets.tasks import do_request_export
+from datasets.versions import do_freeze_dataset_version
+from research.models import ErasureRecord
+from research.privacy import erasure
+from research.raters.human_baseline import do_assign
+from tests.web.test_participant_flow import Walker, every_answer
+
+pytestmark = [pytest.mark.django_db]
+
+
+@pytest.fixture(autouse=True)
+def _quick_and_clean(settings):
+    settings.ATTUNE_OFFLINE_STREAM_DELAY = 0
+    cache.clear()
+
+
+class StampingWalker(Walker):
+    """Sends each annotation page back with the stamp the page carried, as a browser does (page times)."""
+
+    def annotate(self, turn_number: int, moods: dict | None = None, questions: tuple[str, ...] = ("general",)) -> None:
+        url = self.url(f"turn/{turn_number}/")
+        html = self.body(self.get(url))
+        ids = re.findall(r'name="observed_(B\d+)"', html)
+        shown = re.search(r'name="shown" value="([^"]+)"', html).group(1)
+        data = {"step": "answers", "shown": shown, "page_stamp": stamp_of(html), "no_change": "on"}
+        data.update(every_answer(list(dict.fromkeys(ids)), "yes", "no"))
+        assert self.post(url, data).status_code == 302
+        html = self.body(self.get(url))
+        data = {"step": "rewrite", "human_edited": f"My ideal reply {turn_number}", "questions": list(questions)}
+        assert self.post(url, {**data, "page_stamp": stamp_of(html)}).status_code == 302
+        html = self.body(self.get(url))
+        names = set(re.findall(r'name="(winner_\d+)"', html))
+        data = {"step": "compare", "page_stamp": stamp_of(html), **dict.fromkeys(names, "B")}
+        assert self.post(url, data).status_code == 302
+
+
+def stamp_of(html: str) -> str:
+    return re.search(r'name="page_stamp" value="([^"]+)"', html).group(1)
+
+
+@pytest.fixture
+def web_participant(client, participant, researcher, rater, export_dir, django_capture_on_commit_callbacks):
+    """A participant with everything the web flow and the research side write about them."""
+    walker = StampingWalker(client, participant)
+    walker.to_chat()
+    for number in range(1, participant.study.min_turns + 1):
+        walker.turn(number)
+    walker.finish()
+    conversation = Conversation.objects.get(participant=participant)
+    assert conversation.status == Conversation.Status.COMPLETE
+    # An attention check is written when its page is answered; make sure the flow wrote at least one row
+    # of every table that points at a participant, so erasure is tried against all of them.
+    research = Client()
+    research.force_login(researcher)
+    shown = export_pseudonym(participant.pseudonym)
+    decided = research.post(
+        f"/research/quality/{participant.study.slug}/{shown}/",
+        {"decision": "exclude", "reason": "other", "note": "checking erasure"},
+    )
+    assert decided.status_code == 302, decided.content.decode()[:500]
+    research.post(f"/research/quality/{participant.study.slug}/{shown}/", {"decision": "include"})
+    version = do_freeze_dataset_version("erasure-v1", user=researcher)
+    with django_capture_on_commit_callbacks(execute=True):
+        do_request_export(version, "jsonl", researcher)
+    do_assign(conversation, rater, researcher)
+    return participant
+
+
+def rows_leading_to(participant_pk: int, conversation_pks: list[int]) -> dict[str, int]:
+    """Counts, table by table, of rows that still lead to the participant (for an assertion message)."""
+    leads, order = erasure.personal_models()
+    found: dict[type[models.Model], set] = {Participant: {participant_pk}}
+    for model in order:
+        if model is Participant:
+            continue
+        pks: set = set()
+        for name in leads[model]:
+            parent = model._meta.get_field(name).related_model
+            if found.get(parent):
+                pks.update(model._default_manager.filter(**{f"{name}__in": found[parent]}).values_list("pk", flat=True))
+        found[model] = pks
+    found[Participant] = set(Participant.objects.filter(pk=participant_pk).values_list("pk", flat=True))
+    return {model._meta.label: len(pks) for model, pks in found.items() if pks}
+
+
+def test_every_relation_that_leads_to_a_participant_is_erased_or_declared_kept():
+    """Walks Django's model graph: a new table pointing at a participant, a conversation, a turn or an
+    annotation (directly or through another) is erased unless KEPT says why, and a kept row never blocks
+    the erasure of what it points at."""
+    leads, order = erasure.personal_models()
+    labels = {model._meta.label for model in order}
+    for label in (
+        "collection.Consent",
+        "collection.Turn",
+        "collection.AttentionCheck",
+        "collection.QualityDecision",
+        "annotation.PageTime",
+        "annotation.MoodTag",
+        "scoring.CallTranscript",
+        "research.HumanAssignment",
+        "datasets.DatasetVersion_conversations",
+    ):
+        assert label in labels, f"{label} leads to a participant but the schema walk missed it"
+    assert set(erasure.KEPT) <= labels, "KEPT names a model that does not lead to a participant"
+    erased = set(erasure.erased_models())
+    for model in order:
+        if model._meta.label in erasure.KEPT:
+            for name in leads[model]:
+                field = model._meta.get_field(name)
+                assert field.null and field.remote_field.on_delete is models.SET_NULL, (
+                    f"{model._meta.label}.{name}: a kept row must let go of the erased row (null, SET_NULL)"
+                )
+        else:
+            assert model in erased
+    # Every model of the project's apps is either outside the walk or in it; nothing is left undecided.
+    for model in apps.get_models(include_auto_created=True):
+        if model in leads:
+            assert model._meta.label in erasure.KEPT or model in erased
+
+
+def test_a_web_participant_is_erased_from_the_command_and_leaves_no_row(
+    web_participant, django_capture_on_commit_callbacks
+):
+    participant = web_participant
+    conversation_pks = list(Conversation.objects.filter(participant=participant).values_list("pk", flat=True))
+    before = rows_leading_to(participant.pk, conversation_pks)
+    for label in ("annotation.PageTime", "collection.QualityDecision", "datasets.DatasetVersion_conversations"):
+        assert before.get(label), f"the web flow wrote no {label} row: the test would not try it"
+    exported_id = export_pseudonym(participant.pseudonym)
+    out = io.StringIO()
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("erase", exported_id, "--yes", stdout=out)
+    assert "Audit record #" in out.getvalue()
+    assert rows_leading_to(participant.pk, conversation_pks) == {}
+    record = ErasureRecord.objects.get()
+    for label, count in before.items():
+        assert record.rows_deleted[label] == count, label
+    assert "collection.LiveCall" not in record.rows_deleted  # kept: costs without text
+    assert participant.pseudonym not in str(record.rows_deleted) and exported_id not in str(record.rows_deleted)
+    # Asked again, nothing changes and the answer says why.
+    with pytest.raises(CommandError, match="No participant is known"):
+        call_command("erase", exported_id, "--yes", stdout=out)
+    assert ErasureRecord.objects.count() == 1
+
+
+def test_a_web_participant_is_erased_from_the_admin_action(
+    web_participant, researcher, django_capture_on_commit_callbacks
+):
+    participant = web_participant
+    conversation_pks = list(Conversation.objects.filter(participant=participant).values_list("pk", flat=True))
+    client = Client()
+    client.force_login(researcher)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(
+            "/admin/collection/participant/", {"action": "erase_participants", "_selected_action": [participant.pk]}
+        )
+    assert response.status_code == 302
+    assert rows_leading_to(participant.pk, conversation_pks) == {}
+    assert ErasureRecord.objects.get().via == "admin"
+
+
+def test_a_failed_erasure_leaves_the_participant_withdrawn(web_participant, monkeypatch):
+    participant = web_participant
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(erasure, "_delete_rows_leading_to", refuse)
+    with pytest.raises(RuntimeError):
+        erasure.do_erase_participant(participant)
+    participant.refresh_from_db()
+    assert participant.withdrawn_at is not None
+    assert set(Conversation.objects.filter(participant=participant).values_list("status", flat=True)) == {
+        Conversation.Status.WITHDRAWN
+    }
+    assert not ErasureRecord.objects.exists()
+    monkeypatch.undo()
+    erasure.do_erase_participant(participant)  # a retry completes the erasure
+    assert not Participant.objects.filter(pk=participant.pk).exists()
+    assert not AttentionCheck.objects.filter(participant_id=participant.pk).exists()
