@@ -60,6 +60,17 @@ def hash_platform_id(platform_id: str, key: str | None = None) -> str:
     return hmac.new(secret, f"platform-id\x00{platform_id}".encode(), hashlib.sha256).hexdigest()
 
 
+def hash_platform_session(session_id: str, key: str | None = None) -> str:
+    """What the database keeps of the platform session id a participant enrolled with: a keyed hash.
+
+    The session id is what proves a returning platform participant is the one who enrolled: unlike their
+    participant id, which every researcher they ever worked for sees, it is only in the link the platform
+    gave them for this study.
+    """
+    secret = (key or settings.ATTUNE_PSEUDONYM_KEY).encode("utf-8")
+    return hmac.new(secret, f"platform-session\x00{session_id}".encode(), hashlib.sha256).hexdigest()
+
+
 def new_alias() -> str:
     return "om-" + secrets.token_hex(4)
 
@@ -284,6 +295,14 @@ class Participant(models.Model):
         editable=False,
         help_text="Keyed hash of the recruitment-platform participant id (hash_platform_id); the id itself is "
         "never stored, and neither is ever exported.",
+    )
+    platform_session_hash = models.CharField(
+        max_length=64,
+        blank=True,
+        editable=False,
+        db_default="",
+        help_text="Keyed hash of the platform session id at enrolment (hash_platform_session): a return from "
+        "the platform resumes this participant only with the same session id, or in the browser that enrolled.",
     )
     screened_out_at = models.DateTimeField(
         null=True,

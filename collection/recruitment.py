@@ -6,8 +6,15 @@ participant id is the participant's credential here: it enrols them once per
 study, and the same id coming back resumes *their* participant, never a second
 one and never anyone else's. Only its keyed hash is stored
 (``hash_platform_id``); the platform's study id is only compared with the
-study's configured one and the session id is only required to be present,
-so neither is kept.
+study's configured one and is not kept.
+
+A platform participant id is no secret (every researcher the person ever
+worked for sees it), so it alone never hands over an enrolled participant:
+coming back resumes them only in the browser that enrolled (a signed cookie
+names the participant) or with the same platform session id as at enrolment
+(kept as a keyed hash; the platform repeats it when the person reopens the
+study, on any device). Anything else gets a calm page, and their link stays as
+it was.
 
 Exit: finishing sends the participant to the platform's completion URL with the
 study's completion code; withdrawing and being screened out (not consenting)
@@ -16,6 +23,7 @@ each have their own return code.
 
 from __future__ import annotations
 
+import hmac
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,7 +32,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from collection.models import Participant, Study, hash_platform_id
+from collection.models import Participant, Study, hash_platform_id, hash_platform_session
 from collection.study_flow import STUDY_FULL_MESSAGE, StudyFull, do_issue_link, do_withdraw, study_is_full
 
 logger = logging.getLogger("attune.participant")
@@ -50,6 +58,12 @@ MISSING_IDS_MESSAGE = (
     "Please go back to the study page on that website and open the study from there. Nothing has been recorded."
 )
 NOT_OPEN_MESSAGE = "This study is not taking part in recruitment just now. Nothing has been recorded. Thank you."
+IN_PROGRESS_ELSEWHERE_MESSAGE = (
+    "This study is already in progress for you, started on another device or browser, so we cannot open it "
+    "here. To carry on, use the personal study link you were given, or open the study again from your "
+    "recruitment website on the device where you started. If you are stuck, message the researchers through "
+    "your recruitment website; nothing has changed and your answers so far are safe."
+)
 WRONG_STUDY_MESSAGE = (
     "This link belongs to a different study on your recruitment website. Please open the study again from "
     "that website. Nothing has been recorded."
@@ -62,6 +76,7 @@ class PlatformEntry:
 
     study: Study
     platform_id_hash: str
+    platform_session_hash: str
 
 
 def takes_platform_entries(study: Study) -> bool:
@@ -83,18 +98,44 @@ def read_entry(study: Study | None, query: Mapping[str, str]) -> PlatformEntry:
         raise EntryRefused(MISSING_IDS_MESSAGE, 400)
     if study.platform_study_id and study_id != study.platform_study_id:
         raise EntryRefused(WRONG_STUDY_MESSAGE, 400)
-    return PlatformEntry(study=study, platform_id_hash=hash_platform_id(platform_id))
+    return PlatformEntry(
+        study=study,
+        platform_id_hash=hash_platform_id(platform_id),
+        platform_session_hash=hash_platform_session(session_id),
+    )
 
 
-def do_platform_enrol(entry: PlatformEntry) -> tuple[Participant, bool]:
+def check_returning(entry: PlatformEntry, participant: Participant, enrolled_here: int | None) -> None:
+    """Raise :class:`EntryRefused` unless the one coming back proves to be ``participant``.
+
+    Proof is the browser that enrolled (``enrolled_here``: the participant id its signed cookie names) or
+    the platform session id of the enrolment. A participant enrolled before session ids were kept can still
+    come back in their browser or with their personal link.
+    """
+    if enrolled_here == participant.pk:
+        return
+    if participant.platform_session_hash and hmac.compare_digest(
+        participant.platform_session_hash, entry.platform_session_hash
+    ):
+        return
+    raise EntryRefused(IN_PROGRESS_ELSEWHERE_MESSAGE, 409)
+
+
+def enrolled(entry: PlatformEntry) -> Participant | None:
+    """The participant this entry's platform id already enrolled in its study, if any."""
+    return _enrolled(entry.study, entry.platform_id_hash)
+
+
+def do_platform_enrol(entry: PlatformEntry, enrolled_here: int | None = None) -> tuple[Participant, bool]:
     """The participant of this platform id in this study, made on first entry; returns (participant, created).
 
     Race-safe: the study row is locked while looking and creating, and the
     unique constraint on (study, platform_id_hash) is the last word, so two
-    simultaneous entries of one id get one participant. A returning id is given
-    a fresh study link (the platform id is what identifies them; only link
+    simultaneous entries of one id get one participant. A returning id that
+    proves who it is (``check_returning``) is given a fresh study link (only link
     hashes are stored, so the old link cannot be read back) and lands where they
-    left off. The study's participant cap applies to new ids only.
+    left off; one that does not is refused and nothing changes. The study's
+    participant cap applies to new ids only.
     """
     study = entry.study
     for _ in range(2):
@@ -103,12 +144,17 @@ def do_platform_enrol(entry: PlatformEntry) -> tuple[Participant, bool]:
                 locked = Study.objects.select_for_update().get(pk=study.pk)
                 existing = _enrolled(locked, entry.platform_id_hash)
                 if existing is not None:
+                    check_returning(entry, existing, enrolled_here)
                     do_issue_link(existing)
                     return existing, False
                 if study_is_full(locked):
                     raise StudyFull(STUDY_FULL_MESSAGE)
                 with transaction.atomic():
-                    participant = Participant.objects.create(study=locked, platform_id_hash=entry.platform_id_hash)
+                    participant = Participant.objects.create(
+                        study=locked,
+                        platform_id_hash=entry.platform_id_hash,
+                        platform_session_hash=entry.platform_session_hash,
+                    )
                 return participant, True
         except IntegrityError:  # a simultaneous entry of the same id made it first: take theirs
             logger.info("simultaneous platform entries for one id in study %s; resuming the first", study.slug)

@@ -17,6 +17,7 @@ from functools import wraps
 from typing import Any
 from urllib.parse import quote
 
+from django.conf import settings
 from django.core import signing
 from django.core.cache import cache
 from django.db import connections
@@ -738,6 +739,32 @@ def _entry_refused(request: HttpRequest, study: Study | None, message: str, stat
     return render(request, "participant/entry_refused.html", context, status=status)
 
 
+ENROLMENT_COOKIE_SALT = "attune.platform-enrolment"
+
+
+def _enrolment_cookie(study: Study) -> str:
+    return f"attune_enrolled_{study.pk}"
+
+
+def _enrolled_in_this_browser(request: HttpRequest, study: Study) -> int | None:
+    """The participant this browser enrolled in ``study`` (a signed cookie), or None."""
+    value = request.get_signed_cookie(_enrolment_cookie(study), default=None, salt=ENROLMENT_COOKIE_SALT)
+    return int(value) if value and value.isdigit() else None
+
+
+def _remember_enrolment(request: HttpRequest, response: HttpResponse, study: Study, participant: Participant) -> None:
+    """Lets this browser come back through the platform's entry URL: a signed, HTTP-only cookie for a year."""
+    response.set_signed_cookie(
+        _enrolment_cookie(study),
+        str(participant.pk),
+        salt=ENROLMENT_COOKIE_SALT,
+        max_age=365 * 24 * 3600,
+        httponly=True,
+        samesite="Lax",
+        secure=settings.SESSION_COOKIE_SECURE,
+    )
+
+
 @never_cache
 def enter(request: HttpRequest, slug: str) -> HttpResponse:
     """A recruitment platform's entry URL: a start page (GET writes nothing), then enrol or resume on POST."""
@@ -745,14 +772,20 @@ def enter(request: HttpRequest, slug: str) -> HttpResponse:
     query = request.POST if request.method == "POST" else request.GET
     try:
         entry = recruitment.read_entry(study, {k: str(query.get(k, "")) for k in query})
+        enrolled_here = _enrolled_in_this_browser(request, entry.study)
+        existing = recruitment.enrolled(entry)
+        if existing is not None:
+            recruitment.check_returning(entry, existing, enrolled_here)
         if request.method == "POST":
-            participant, _ = recruitment.do_platform_enrol(entry)
-            return redirect("collection:resume", token=participant.token)
+            participant, _ = recruitment.do_platform_enrol(entry, enrolled_here)
+            response = redirect("collection:resume", token=participant.token)
+            _remember_enrolment(request, response, entry.study, participant)
+            return response
     except recruitment.EntryRefused as refusal:
         return _entry_refused(request, study, str(refusal), refusal.status)
     except flow.StudyFull as refusal:
         return _entry_refused(request, study, str(refusal), 403)
-    returning = Participant.objects.filter(study=entry.study, platform_id_hash=entry.platform_id_hash).exists()
+    returning = existing is not None
     carried = [
         (k, str(query.get(k, "")))
         for k in (

@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from collection import recruitment
-from collection.models import Participant, Study, hash_platform_id, hash_token
+from collection.models import Participant, Study, hash_platform_id, hash_platform_session, hash_token
 from collection.study_flow import locate
 from tests.migrations import migrate_to_newest, unapply
 
@@ -79,20 +79,52 @@ def test_the_entry_page_writes_nothing_and_the_post_enrols_once(client, platform
     assert locate(participant).step == "consent"
 
 
-def test_a_returning_id_resumes_its_own_participant_and_never_a_duplicate(client, platform_study):
+def test_a_returning_id_resumes_its_own_participant_in_its_own_browser(client, platform_study):
     first = enter(client, platform_study, entry_query())
     other = enter(Client(), platform_study, entry_query(pid="another-participant-id"))
-    again = enter(Client(), platform_study, entry_query(session="sess-2"))  # a new session, another device
+    again = enter(client, platform_study, entry_query(session="sess-9"))  # the same browser, a later session
     assert Participant.objects.count() == 2
     mine = Participant.objects.get(platform_id_hash=hash_platform_id(PID))
-    # the returning id gets a working link to its own participant (the old link is replaced)
+    # the returning browser gets a working link to its own participant (the old link is replaced)
     assert Participant.objects.get(token_hash=hash_token(token_of(again))) == mine
     assert token_of(again) != token_of(first) and token_of(again) != token_of(other)
     page = Client().get(f"/s/{token_of(again)}/", follow=True)
     assert page.status_code == 200 and b"About this study" in page.content
-    # the page of a returning id says so
-    returning = Client().get(reverse("collection:enter", kwargs={"slug": platform_study.slug}), entry_query())
+    # the page of a returning id says so, to the browser that enrolled
+    returning = client.get(reverse("collection:enter", kwargs={"slug": platform_study.slug}), entry_query())
     assert b"Welcome back" in returning.content
+
+
+def test_a_changed_device_resumes_with_the_platform_session_it_enrolled_with(client, platform_study):
+    enter(client, platform_study, entry_query())
+    phone = Client()  # another device: no cookie, but the platform repeats the session id when reopened there
+    again = enter(phone, platform_study, entry_query())
+    mine = Participant.objects.get()
+    assert Participant.objects.get(token_hash=hash_token(token_of(again))) == mine
+    assert phone.get(f"/s/{token_of(again)}/", follow=True).status_code == 200
+
+
+def test_knowing_a_platform_id_takes_over_nobody(client, platform_study):
+    """Someone with only the participant's platform id (no session id, not their browser) gets a calm page;
+    no link is issued and the participant's own link keeps working."""
+    first = enter(client, platform_study, entry_query())
+    mine = Participant.objects.get()
+    link_issued = mine.link_issued_at
+    attacker = Client()
+    url = reverse("collection:enter", kwargs={"slug": platform_study.slug})
+    for response in (
+        attacker.get(url, entry_query(session="guessed")),
+        attacker.post(url, entry_query(session="guessed")),
+    ):
+        assert response.status_code == 409
+        page = response.content.decode()
+        assert "already in progress" in page and "personal study link" in page
+        assert "/s/" not in page and "Welcome back" not in page
+    mine.refresh_from_db()
+    assert mine.link_issued_at == link_issued and mine.link_revoked_at is None
+    assert Participant.objects.count() == 1
+    page = client.get(f"/s/{token_of(first)}/", follow=True)  # the victim's own link still works
+    assert page.status_code == 200 and b"About this study" in page.content
 
 
 def test_the_same_id_in_another_study_is_another_participant(client, platform_study):
@@ -117,7 +149,11 @@ def test_the_database_refuses_a_second_participant_for_one_id(platform_study):
 def test_an_id_enrolled_between_look_and_create_is_resumed_not_duplicated(platform_study, monkeypatch):
     """The unique constraint is the last word: a row made by another worker after our look is taken, not copied."""
     entry = recruitment.read_entry(platform_study, entry_query())
-    theirs = Participant.objects.create(study=platform_study, platform_id_hash=entry.platform_id_hash)
+    theirs = Participant.objects.create(
+        study=platform_study,
+        platform_id_hash=entry.platform_id_hash,
+        platform_session_hash=entry.platform_session_hash,
+    )
     real = recruitment._enrolled
     looks: list[int] = []
 
@@ -167,9 +203,10 @@ def test_the_raw_id_is_stored_nowhere_and_the_hash_is_keyed(platform_study, sett
     assert PID not in str(Participant.objects.values().get())
     assert participant.platform_id_hash == hash_platform_id(PID)
     assert hash_platform_id(PID, key="another deployment's key") != participant.platform_id_hash
-    # no study or session id is kept either
+    # no study or session id is kept either: the session id only as its keyed hash
     assert "prolific-study-1" not in str(Participant.objects.values().get())
     assert "sess-1" not in str(Participant.objects.values().get())
+    assert participant.platform_session_hash == hash_platform_session("sess-1")
 
 
 def test_exports_hold_neither_the_id_nor_its_hash(client, platform_study, tmp_path):
