@@ -20,3 +20,5 @@ class ResearchConfig(AppConfig):
 
     def ready(self) -> None:
         post_migrate.connect(_repair_offline_baselines, sender=self, dispatch_uid="attune.research.baselines")
+        # drf-spectacular extensions register on import; this one must be in place before a schema is built.
+        import research.api.schema  # noqa: F401

@@ -36,13 +36,14 @@ given when fewer than half of them are defined.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import Field
 
 from attunebench import catalogue as cat
+from attunebench.metrics.results import Result
 
 N_BOOTSTRAP = 1000
 SEED = 0
@@ -52,28 +53,26 @@ Ratings = Mapping[Any, Mapping[str, Hashable]]
 """unit -> rater -> value; a rater who did not rate a unit is simply absent from it."""
 
 
-@dataclass(frozen=True)
-class AlphaEstimate:
+class AlphaEstimate(Result):
     """Nominal Krippendorff's alpha with its bootstrap interval; None where undefined."""
 
-    alpha: float | None
+    alpha: float | None = Field(description="Nominal Krippendorff's alpha; null when undefined.")
     ci_low: float | None
     ci_high: float | None
-    units: int  # pairable units (two or more ratings)
-    values: int  # ratings in pairable units (n of the coincidence matrix)
+    units: int = Field(description="Units with two or more ratings.")
+    values: int = Field(description="Ratings in those units (n of the coincidence matrix).")
 
 
-@dataclass(frozen=True)
-class RaterAgreement:
+class RaterAgreement(Result):
     """Every agreement figure between the raters of shared conversations."""
 
     raters: list[str]
-    conversations: int
-    emotion: AlphaEstimate
-    per_item: dict[str, AlphaEstimate]
-    binary: AlphaEstimate
-    pairwise: AlphaEstimate
-    n_bootstrap: int
+    conversations: int = Field(description="Conversations finished by two or more raters.")
+    emotion: AlphaEstimate = Field(description="Emotion tags: one unit per (conversation, turn, PANAS item).")
+    per_item: dict[str, AlphaEstimate] = Field(description="The emotion units of each item.")
+    binary: AlphaEstimate = Field(description="Behaviour questions, OM and participant wording (yes/no/na).")
+    pairwise: AlphaEstimate = Field(description="Pairwise choices.")
+    n_bootstrap: int = Field(description="Bootstrap resamples of units behind each 95% interval.")
     seed: int
 
 
@@ -119,10 +118,10 @@ def alpha_with_ci(
     n_units = rows.shape[0]
     n_values = round(float(rows.sum())) if n_units else 0
     if n_units == 0 or v < 2:
-        return AlphaEstimate(None, None, None, n_units, n_values)
+        return AlphaEstimate(alpha=None, ci_low=None, ci_high=None, units=n_units, values=n_values)
     point = float(_alpha_from(rows.sum(axis=0, keepdims=True), v)[0])
     if not np.isfinite(point):
-        return AlphaEstimate(None, None, None, n_units, n_values)
+        return AlphaEstimate(alpha=None, ci_low=None, ci_high=None, units=n_units, values=n_values)
     low = high = None
     if n_bootstrap > 0 and n_units >= 2:
         # Drawing n units with replacement is drawing a multinomial count of each distinct kind of unit
@@ -135,7 +134,7 @@ def alpha_with_ci(
         if defined.size * 2 >= n_bootstrap:
             tail = (1.0 - confidence) / 2 * 100
             low, high = (float(x) for x in np.percentile(defined, [tail, 100 - tail]))
-    return AlphaEstimate(point, low, high, n_units, n_values)
+    return AlphaEstimate(alpha=point, ci_low=low, ci_high=high, units=n_units, values=n_values)
 
 
 # ---------------------------------------------------------------------------

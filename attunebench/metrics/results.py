@@ -208,7 +208,7 @@ class Interval(Result):
     """Observed mean and percentile bootstrap interval."""
 
     estimate: float | None
-    low: float | None
+    low: float | None = Field(description="Null below the minimum n for an interval.")
     high: float | None
 
 
@@ -768,7 +768,7 @@ class LeaderboardCapabilities(Result):
 class LeaderboardRow(Result):
     """One (EM, mode) row of the leaderboard, as ``attune score`` prints it and the CSV lists it.
 
-    The dashboard and the API extend it (research.evaluation.DashboardRow)
+    The dashboard and the API extend it (research.results.evaluation.DashboardRow)
     rather than building a parallel row, so every consumer spells a column the same way.
     """
 
@@ -777,9 +777,14 @@ class LeaderboardRow(Result):
     label: str
     human_baseline: bool
     n_conversations: int
-    composite_score: float | None
+    composite_score: float | None = Field(description="Mean SPEC 5.3 composite (0–100).")
     se_composite: float | None
-    capabilities: LeaderboardCapabilities
-    coverage: float | None
-    post_coverage: float | None  # None: no conversation of the row recorded it (stored by an older scorer)
-    holistic_imputed: int  # conversations whose holistic score rests on defaults
+    capabilities: LeaderboardCapabilities = Field(description="Mean capability scores, 0–1.")
+    coverage: float | None = Field(description="Mean share of turns the model answered.")
+    post_coverage: float | None = Field(
+        description="Share of conversations with a usable post-conversation prediction; null when no "
+        "conversation of the row recorded it (stored by an older scorer)."
+    )
+    holistic_imputed: int = Field(
+        description="Conversations whose holistic score rests on defaults for a missing post-conversation answer."
+    )

@@ -1,4 +1,8 @@
-"""DRF serializers of the research API: the shapes documented in the OpenAPI schema."""
+"""DRF serializers of the research API: request bodies, database rows and the view-built bodies around them.
+
+Responses that are pydantic result models are not here: the schema is built from the models themselves
+(research.api.responses, research.api.schema), never from a serializer that copies their fields.
+"""
 
 from __future__ import annotations
 
@@ -402,148 +406,6 @@ class ConversationScoreSerializer(serializers.ModelSerializer):
         return None if value is None else bool(value)
 
 
-class LeaderboardCapabilitiesSerializer(serializers.Serializer):
-    emotion_tracking = serializers.FloatField(allow_null=True)
-    behaviour_judgement = serializers.FloatField(allow_null=True)
-    preference_prediction = serializers.FloatField(allow_null=True)
-    response_quality = serializers.FloatField(allow_null=True)
-    holistic_comprehension = serializers.FloatField(allow_null=True)
-
-
-class IntervalSerializer(serializers.Serializer):
-    estimate = serializers.FloatField(allow_null=True)
-    low = serializers.FloatField(allow_null=True, help_text="Null below the minimum n for an interval.")
-    high = serializers.FloatField(allow_null=True)
-
-
-class SkillSerializer(serializers.Serializer):
-    """attunebench.metrics.results.SkillIntervals: (score − prior) / (scale − prior) with paired bootstrap CIs."""
-
-    composite_score = IntervalSerializer()
-    emotion_tracking = IntervalSerializer()
-    behaviour_judgement = IntervalSerializer()
-    preference_prediction = IntervalSerializer()
-    response_quality = IntervalSerializer()
-    holistic_comprehension = IntervalSerializer()
-
-
-class LeaderboardRowSerializer(serializers.Serializer):
-    """Schema of research.evaluation.DashboardRow as ``to_json`` writes it (a test keeps the two in step)."""
-
-    em_model = serializers.CharField()
-    mode = serializers.CharField()
-    label = serializers.CharField()  # type: ignore[assignment]  # a field named like Field.label; DRF takes it as a field
-    human_baseline = serializers.BooleanField()
-    n_conversations = serializers.IntegerField()
-    composite_score = serializers.FloatField(allow_null=True, help_text="Mean SPEC 5.3 composite (0–100).")
-    se_composite = serializers.FloatField(allow_null=True)
-    capabilities = LeaderboardCapabilitiesSerializer(help_text="Mean capability scores, 0–1.")
-    coverage = serializers.FloatField(allow_null=True, help_text="Mean share of turns the model answered.")
-    post_coverage = serializers.FloatField(
-        allow_null=True,
-        help_text="Share of conversations with a usable post-conversation prediction (null: not recorded).",
-    )
-    holistic_imputed = serializers.IntegerField(
-        help_text="Conversations whose holistic score rests on defaults for a missing post-conversation answer."
-    )
-    rank = serializers.IntegerField()
-    weighting = serializers.ChoiceField(choices=["spec", "equal"])
-    composite = serializers.FloatField(allow_null=True, help_text="The composite under the chosen weighting.")
-    ci_low = serializers.FloatField(allow_null=True, help_text="Null below the minimum n for an interval.")
-    ci_high = serializers.FloatField(allow_null=True)
-    skill = SkillSerializer(
-        allow_null=True, help_text="Skill over the prior baseline (1 perfect, 0 the prior); null without a prior row."
-    )
-    run = serializers.IntegerField(allow_null=True, help_text="Primary key of the row's run.")
-    run_choice = serializers.CharField(
-        allow_null=True, help_text="How the run was chosen: latest complete, pinned, incomplete or human."
-    )
-    cost = serializers.FloatField(allow_null=True, help_text="Cost of the row's own run (USD).")
-
-
-class ConversationSetSerializer(serializers.Serializer):
-    key = serializers.CharField()
-    label = serializers.CharField()  # type: ignore[assignment]  # a field named like Field.label
-    n_rows = serializers.IntegerField()
-
-
-class ApartReasonSerializer(serializers.Serializer):
-    """attunebench.metrics.results.ApartRow: why a row is not ranked with the compared rows."""
-
-    em_model = serializers.CharField()
-    mode = serializers.CharField()
-    label = serializers.CharField()  # type: ignore[assignment]
-    human_baseline = serializers.BooleanField()
-    n_conversations = serializers.IntegerField()
-    n_in_compared_set = serializers.IntegerField()
-    conversation_set = serializers.CharField()
-    composite_score = serializers.FloatField(allow_null=True)
-    reason = serializers.CharField()
-
-
-class HumanPairingSerializer(serializers.Serializer):
-    """attunebench.metrics.results.HumanPairing: a human row against a model row on the conversations it rated."""
-
-    human = serializers.CharField()
-    model = serializers.CharField()
-    n_shared = serializers.IntegerField()
-    human_composite = serializers.FloatField(allow_null=True)
-    model_composite = serializers.FloatField(allow_null=True)
-    mean_difference = serializers.FloatField(allow_null=True)
-    prior_composite = serializers.FloatField(allow_null=True)
-    human_skill = serializers.FloatField(allow_null=True)
-    model_skill = serializers.FloatField(allow_null=True)
-    statistic = serializers.FloatField(allow_null=True)
-    p = serializers.FloatField(allow_null=True)
-    p_holm = serializers.FloatField(allow_null=True)
-    note = serializers.CharField(allow_null=True)
-
-
-class LeaderboardSerializer(serializers.Serializer):
-    weighting = serializers.CharField()
-    research_only_statement = serializers.CharField()
-    conversation_set = serializers.CharField(allow_null=True, help_text="Key of the comparison set shown.")
-    conversation_set_label = serializers.CharField(allow_null=True)
-    compared_set = serializers.CharField(allow_null=True, help_text="Fingerprint of the compared conversation ids.")
-    n_compared_conversations = serializers.IntegerField()
-    min_conversations_for_ci = serializers.IntegerField()
-    n_bootstrap = serializers.IntegerField()
-    seed = serializers.IntegerField()
-    prior_baseline = serializers.CharField(allow_null=True, help_text="The row skill is measured against.")
-    sets = ConversationSetSerializer(many=True)
-    rows = LeaderboardRowSerializer(many=True, help_text="Ranked rows, all scored on the compared set.")
-    apart = LeaderboardRowSerializer(many=True, help_text="Rows on another conversation set: not ranked, rank 0.")
-    apart_reasons = ApartReasonSerializer(many=True)
-    human_pairings = HumanPairingSerializer(many=True)
-
-
-class AnalysesSerializer(serializers.Serializer):
-    research_only_statement = serializers.CharField()
-    runs = serializers.ListField(child=serializers.IntegerField())
-    analysis = serializers.DictField(allow_null=True, help_text="attunebench.metrics.analysis.analyze output (SPEC 6).")
-
-
-class AlphaEstimateSerializer(serializers.Serializer):
-    alpha = serializers.FloatField(allow_null=True, help_text="Nominal Krippendorff's alpha; null when undefined.")
-    ci_low = serializers.FloatField(allow_null=True)
-    ci_high = serializers.FloatField(allow_null=True)
-    units = serializers.IntegerField(help_text="Units with two or more ratings.")
-    values = serializers.IntegerField(help_text="Ratings in those units.")
-
-
-class RaterAgreementSerializer(serializers.Serializer):
-    """attunebench.metrics.agreement.RaterAgreement: how far human raters agree with one another."""
-
-    raters = serializers.ListField(child=serializers.CharField())
-    conversations = serializers.IntegerField(help_text="Conversations finished by two or more raters.")
-    emotion = AlphaEstimateSerializer(help_text="Emotion tags: one unit per (conversation, turn, PANAS item).")
-    per_item = serializers.DictField(child=AlphaEstimateSerializer(), help_text="The emotion units of each item.")
-    binary = AlphaEstimateSerializer(help_text="Behaviour questions, OM and participant wording (yes/no/na).")
-    pairwise = AlphaEstimateSerializer(help_text="Pairwise choices.")
-    n_bootstrap = serializers.IntegerField(help_text="Bootstrap resamples of units behind each 95% interval.")
-    seed = serializers.IntegerField()
-
-
 class TokenSerializer(serializers.Serializer):
     token = serializers.CharField(help_text="Send as the header 'Authorization: Token <token>'. Shown only here.")
     username = serializers.CharField()
@@ -566,7 +428,7 @@ class SnapshotSummarySerializer(serializers.ModelSerializer):
 
 
 class SnapshotSerializer(SnapshotSummarySerializer):
-    """A frozen result snapshot: the citable document (research.snapshots.snapshot_json)."""
+    """A frozen result snapshot: the citable document (research.results.snapshots.snapshot_json)."""
 
     manifest = serializers.DictField(help_text="Runs, conversation ids and set, dataset versions, bootstrap, code.")
     leaderboard = serializers.DictField(help_text="rows, apart, apart_reasons, human_pairings as frozen.")

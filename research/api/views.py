@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from django.contrib.auth.models import User
 from django.db.models import Count, QuerySet
@@ -45,6 +45,7 @@ from attunebench.catalogue import (
     RESEARCH_ONLY_STATEMENT,
     TOPIC_CATEGORIES,
 )
+from attunebench.metrics.agreement import RaterAgreement
 from attunebench.metrics.comparison import DEFAULT_SEED, MIN_CONVERSATIONS_FOR_CI
 from attunebench.metrics.results import to_json
 from collection.models import Conversation
@@ -60,8 +61,8 @@ from datasets.tasks import do_request_export
 from datasets.versions import DatasetError, access_export_file, do_freeze_dataset_version
 from research.access.api_tokens import do_issue_token, do_revoke_token
 from research.access.checks import IsResearcher
+from research.api.responses import Analyses, ComparisonSet, Leaderboard
 from research.api.serializers import (
-    AnalysesSerializer,
     CanonicalConversationSerializer,
     ConversationScoreSerializer,
     ConversationSummarySerializer,
@@ -72,8 +73,6 @@ from research.api.serializers import (
     EvaluatedModelSerializer,
     ExportJobSerializer,
     ExportRequestSerializer,
-    LeaderboardSerializer,
-    RaterAgreementSerializer,
     RequeueSerializer,
     RunConversationStateSerializer,
     RunCreateSerializer,
@@ -613,50 +612,47 @@ class LeaderboardView(ResearcherAPIMixin, APIView):
             _param("weighting", "SPEC composite or equal-weight composite.", list(WEIGHTINGS)),
             *SET_PARAMETERS,
         ],
-        responses={200: LeaderboardSerializer, **BAD_FILTER, **DENIED, **NOT_FOUND},
+        responses={200: Leaderboard, **BAD_FILTER, **DENIED, **NOT_FOUND},
     )
     def get(self, request: Request) -> Response:
-        weighting = choice_filter(request, "weighting", WEIGHTINGS) or "spec"
-        data = _evaluation(request)
-        rows = leaderboard_rows(data, weighting=weighting)
-        comparability = data.analysis.comparability if data.analysis else None
-        # The rows are the dashboard's own models, serialised like every result (LeaderboardSerializer documents them).
-        return Response(
-            {
-                "weighting": weighting,
-                "research_only_statement": RESEARCH_ONLY_STATEMENT,
-                "conversation_set": data.current_set.key if data.current_set else None,
-                "conversation_set_label": data.current_set.label if data.current_set else None,
-                "compared_set": comparability.compared_set if comparability else None,
-                "n_compared_conversations": comparability.n_compared_conversations if comparability else 0,
-                "min_conversations_for_ci": MIN_CONVERSATIONS_FOR_CI,
-                "n_bootstrap": data.analysis.bootstrap.n_resamples if data.analysis else N_BOOTSTRAP,
-                "seed": data.analysis.bootstrap.seed if data.analysis else DEFAULT_SEED,
-                "prior_baseline": data.analysis.bootstrap.prior_baseline if data.analysis else None,
-                "sets": [{"key": s.key, "label": s.label, "n_rows": s.n_rows} for s in data.sets],
-                "rows": [to_json(row) for row in rows],
-                "apart": [to_json(row) for row in apart_rows(data, weighting=weighting)],
-                "apart_reasons": [to_json(a) for a in comparability.apart] if comparability else [],
-                "human_pairings": [to_json(h) for h in comparability.human_pairings] if comparability else [],
-            }
+        weighting: Literal["spec", "equal"] = (
+            "equal" if choice_filter(request, "weighting", WEIGHTINGS) == "equal" else "spec"
         )
+        data = _evaluation(request)
+        comparability = data.analysis.comparability if data.analysis else None
+        # The rows are the dashboard's own models; the response is a model too, so the schema is built from it.
+        board = Leaderboard(
+            weighting=weighting,
+            research_only_statement=RESEARCH_ONLY_STATEMENT,
+            conversation_set=data.current_set.key if data.current_set else None,
+            conversation_set_label=data.current_set.label if data.current_set else None,
+            compared_set=comparability.compared_set if comparability else None,
+            n_compared_conversations=comparability.n_compared_conversations if comparability else 0,
+            min_conversations_for_ci=MIN_CONVERSATIONS_FOR_CI,
+            n_bootstrap=data.analysis.bootstrap.n_resamples if data.analysis else N_BOOTSTRAP,
+            seed=data.analysis.bootstrap.seed if data.analysis else DEFAULT_SEED,
+            prior_baseline=data.analysis.bootstrap.prior_baseline if data.analysis else None,
+            sets=[ComparisonSet(key=s.key, label=s.label, n_rows=s.n_rows) for s in data.sets],
+            rows=leaderboard_rows(data, weighting=weighting),
+            apart=apart_rows(data, weighting=weighting),
+            apart_reasons=comparability.apart if comparability else [],
+            human_pairings=comparability.human_pairings if comparability else [],
+        )
+        return Response(to_json(board))
 
 
 class AnalysesView(ResearcherAPIMixin, APIView):
     @extend_schema(
         summary="SPEC 6 analyses over the rows compared on one conversation set",
         parameters=SET_PARAMETERS,
-        responses={200: AnalysesSerializer, **BAD_FILTER, **DENIED, **NOT_FOUND},
+        responses={200: Analyses, **BAD_FILTER, **DENIED, **NOT_FOUND},
     )
     def get(self, request: Request) -> Response:
         data = _evaluation(request)
-        return Response(
-            {
-                "research_only_statement": RESEARCH_ONLY_STATEMENT,
-                "runs": [r.pk for r in data.runs],
-                "analysis": to_json(data.analysis) if data.analysis else None,
-            }
+        analyses = Analyses(
+            research_only_statement=RESEARCH_ONLY_STATEMENT, runs=[r.pk for r in data.runs], analysis=data.analysis
         )
+        return Response(to_json(analyses))
 
 
 @extend_schema_view(
@@ -704,10 +700,10 @@ class SnapshotViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.Read
 class AgreementView(ResearcherAPIMixin, APIView):
     @extend_schema(
         summary="Agreement between human-baseline raters (Krippendorff's alpha with bootstrap CIs)",
-        responses={200: RaterAgreementSerializer, **DENIED},
+        responses={200: RaterAgreement, **DENIED},
     )
     def get(self, request: Request) -> Response:
-        return Response(asdict(rater_agreement()))
+        return Response(to_json(rater_agreement()))
 
 
 def _account(request: Request) -> User:

@@ -380,7 +380,7 @@ def rater_agreement() -> RaterAgreement:
     # The bootstrap is the dear part, so the result is cached under a digest of exactly the answers it
     # was computed from: any new or changed answer gives a new key, and no stale value can be served.
     digest = hashlib.sha256(json.dumps(outputs, sort_keys=True, default=str).encode("utf-8")).hexdigest()
-    key = f"research:agreement:v1:{digest}"
+    key = f"research:agreement:v2:{digest}"  # the version changes whenever the cached type does
     cached = cache.get(key)
     if isinstance(cached, RaterAgreement):
         return cached

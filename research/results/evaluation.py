@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from django.core.cache import cache
 from django.db.models import Count, Max, Q, QuerySet
-from pydantic import ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from attunebench import catalogue as cat
 from attunebench.metrics.aggregate import aggregate_rows, mean_or_none, standard_error
@@ -374,17 +374,25 @@ class DashboardRow(LeaderboardRow):
 
     ``composite`` is the composite under the chosen weighting with its 95% CI
     (``ci_low``, ``ci_high``); ``run`` is the primary key of the row's run.
+    The API's schema calls it LeaderboardRow (its title), the name clients know.
     """
+
+    model_config = ConfigDict(title="LeaderboardRow")
 
     rank: int
     weighting: Literal["spec", "equal"]
-    composite: float | None
-    ci_low: float | None  # null below the minimum n (MIN_CONVERSATIONS_FOR_CI)
+    composite: float | None = Field(description="The composite under the chosen weighting.")
+    ci_low: float | None = Field(description="Null below the minimum n for an interval (MIN_CONVERSATIONS_FOR_CI).")
     ci_high: float | None
-    skill: SkillIntervals | None  # over the prior baseline, SPEC composite and capabilities; null without a prior row
-    run: int | None
-    run_choice: str | None  # how the row's run was chosen (a RUN_CHOICE_TEXT key)
-    cost: float | None  # of the row's own run
+    skill: SkillIntervals | None = Field(
+        description="Skill over the prior baseline (1 perfect, 0 the prior) of the SPEC composite and each "
+        "capability; null without a prior row."
+    )
+    run: int | None = Field(description="Primary key of the row's run.")
+    run_choice: str | None = Field(
+        description="How the row's run was chosen: latest complete, pinned, incomplete or human."
+    )
+    cost: float | None = Field(description="Cost of the row's own run (USD).")
 
 
 # Sort keys the page accepts -> the row field they sort by (capabilities are looked up in row.capabilities).

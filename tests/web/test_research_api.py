@@ -171,11 +171,126 @@ def test_dashboard_api_and_cli_read_one_leaderboard_row_model(api, scored_runs):
     assert "synth:strong" in format_leaderboard(fresh)
 
 
-def test_the_leaderboard_schema_lists_every_row_field():
-    from research.api.serializers import LeaderboardRowSerializer
+# ---------------------------------------------------------------------------
+# Result responses are described by their pydantic models
+# ---------------------------------------------------------------------------
+
+NULL = {"type": "null"}
+COMPONENTS = "#/components/schemas/"
+
+
+def result_responses() -> dict[str, type]:
+    """Path -> the pydantic model its GET 200 response is (dumped by to_json)."""
+    from attunebench.metrics.agreement import RaterAgreement
+    from research.api.responses import Analyses, Leaderboard
+
+    return {"/api/leaderboard/": Leaderboard, "/api/analyses/": Analyses, "/api/agreement/": RaterAgreement}
+
+
+def shape(node: dict, definitions: dict, prefix: str, seen: tuple[str, ...] = ()) -> dict:
+    """What a JSON Schema node says about data: type, nullability, enum, items, and each property's shape
+    and whether it is required.
+
+    Both spellings of null count the same (OpenAPI's ``nullable: true``; JSON Schema's ``anyOf [..., {type:
+    null}]``), references are followed (``prefix`` + a name in ``definitions``) and ``allOf`` of one schema is
+    that schema, so an OpenAPI component and a model's JSON schema compare by content, whatever their names.
+    """
+    nullable = bool(node.get("nullable"))
+    inner: dict | None = None
+    if "anyOf" in node:
+        variants = [v for v in node["anyOf"] if v != NULL]
+        nullable = nullable or len(variants) < len(node["anyOf"])
+        if len(variants) != 1:
+            return {"anyOf": [shape(v, definitions, prefix, seen) for v in variants], "nullable": nullable}
+        inner = shape(variants[0], definitions, prefix, seen)
+    elif len(node.get("allOf", [])) == 1:
+        inner = shape(node["allOf"][0], definitions, prefix, seen)
+    elif "$ref" in node:
+        name = node["$ref"].removeprefix(prefix)
+        inner = {"ref": name} if name in seen else shape(definitions[name], definitions, prefix, (*seen, name))
+    if inner is not None:
+        return {**inner, "nullable": nullable or inner.get("nullable", False)}
+    result: dict = {"type": node.get("type"), "nullable": nullable}
+    if "enum" in node:
+        result["enum"] = sorted(str(v) for v in node["enum"] if v is not None)
+    if "items" in node:
+        result["items"] = shape(node["items"], definitions, prefix, seen)
+    if "properties" in node:
+        required = set(node.get("required", []))
+        result["properties"] = {
+            k: {**shape(v, definitions, prefix, seen), "required": k in required} for k, v in node["properties"].items()
+        }
+    if "additionalProperties" in node:
+        extra = node["additionalProperties"]
+        result["additionalProperties"] = shape(extra, definitions, prefix, seen) if isinstance(extra, dict) else extra
+    return result
+
+
+def differences(documented: object, model: object, where: str = "") -> list[str]:
+    """Where two shapes differ, one line per place (``where`` is the path of keys to it)."""
+    if isinstance(documented, dict) and isinstance(model, dict):
+        found = []
+        for key in sorted(documented.keys() | model.keys()):
+            if key not in model:
+                found.append(f"{where}.{key}: only in the schema")
+            elif key not in documented:
+                found.append(f"{where}.{key}: only in the model")
+            else:
+                found += differences(documented[key], model[key], f"{where}.{key}")
+        return found
+    if isinstance(documented, list) and isinstance(model, list) and len(documented) == len(model):
+        return [
+            d
+            for i, (a, b) in enumerate(zip(documented, model, strict=True))
+            for d in differences(a, b, f"{where}[{i}]")
+        ]
+    return [] if documented == model else [f"{where}: schema {documented!r}, model {model!r}"]
+
+
+def schema_against_model(openapi: dict, node: dict, model: type) -> list[str]:
+    """How the OpenAPI schema ``node`` (of the schema ``openapi``) differs from ``model``'s JSON schema."""
+    definitions = model.model_json_schema(mode="serialization")
+    documented = shape(node, openapi["components"]["schemas"], COMPONENTS)
+    return differences(documented, shape(definitions, definitions.get("$defs", {}), "#/$defs/"))
+
+
+def test_result_responses_are_their_pydantic_models_in_the_schema():
+    """Each result response is described from its model: the same properties, types, required and nullable,
+    all the way down (rows, intervals, skill, analyses, agreement), with no serializer copy in between."""
+    from research.api.schema import component_name
+
+    openapi, problems = generate_schema()
+    assert problems == []
+    for path, model in result_responses().items():
+        response = openapi["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+        assert response == {"$ref": COMPONENTS + component_name(model)}, path
+        assert schema_against_model(openapi, response, model) == [], path
+    # The leaderboard row keeps the name clients know, though the class is the dashboard's.
+    rows = openapi["components"]["schemas"]["Leaderboard"]["properties"]["rows"]
+    assert rows["items"] == {"$ref": COMPONENTS + "LeaderboardRow"}
+
+
+@pytest.mark.parametrize(
+    ("change", "difference"),
+    [
+        ({"holistic_imputed": (float, ...)}, ".properties.holistic_imputed.type: schema 'integer', model 'number'"),
+        ({"post_coverage": (float, ...)}, ".properties.post_coverage.nullable: schema True, model False"),
+        ({"rank": (int | None, ...)}, ".properties.rank.nullable: schema False, model True"),
+        ({"cost": (float | None, None)}, ".properties.cost.required: schema True, model False"),
+        ({"skill": (dict[str, float] | None, ...)}, ".properties.skill.properties: only in the schema"),
+        ({"extra_column": (int, ...)}, ".properties.extra_column: only in the model"),
+    ],
+)
+def test_the_schema_comparison_fails_when_a_model_field_changes(change, difference):
+    """A field whose type, nullability or requiredness differs from the schema is reported, by its path."""
+    from pydantic import create_model
+
     from research.results.evaluation import DashboardRow
 
-    assert list(LeaderboardRowSerializer().fields) == list(DashboardRow.model_fields)
+    openapi, _ = generate_schema()
+    changed = create_model("DashboardRow", __base__=DashboardRow, **change)
+    found = schema_against_model(openapi, {"$ref": COMPONENTS + "LeaderboardRow"}, changed)
+    assert difference in found
 
 
 def test_run_dry_run_estimates_without_creating_runs(api, scored_runs):
