@@ -5,10 +5,11 @@ from __future__ import annotations
 from django.contrib import admin
 
 from annotation import models as m
+from collection.admin_withdrawal import HidesWithdrawnAdmin
 
 
 @admin.register(m.MoodTag)
-class MoodTagAdmin(admin.ModelAdmin):
+class MoodTagAdmin(HidesWithdrawnAdmin):
     list_display = ("turn", "position", "emotion", "intensity")
     list_filter = ("emotion", "intensity")
     search_fields = ("turn__conversation__conversation_id", "emotion")
@@ -16,7 +17,7 @@ class MoodTagAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.BinaryJudgement)
-class BinaryJudgementAdmin(admin.ModelAdmin):
+class BinaryJudgementAdmin(HidesWithdrawnAdmin):
     list_display = ("turn", "question_id", "observed", "preferred", "llm_value")
     list_filter = ("question_id", "observed", "preferred")
     search_fields = ("turn__conversation__conversation_id", "question_id")
@@ -24,7 +25,7 @@ class BinaryJudgementAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.AlternateResponses)
-class AlternateResponsesAdmin(admin.ModelAdmin):
+class AlternateResponsesAdmin(HidesWithdrawnAdmin):
     list_display = ("turn", "improved_generated_at")
     search_fields = ("turn__conversation__conversation_id", "llm_improved", "human_edited")
     readonly_fields = ("improved_generated_at",)
@@ -32,7 +33,7 @@ class AlternateResponsesAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.PairwiseComparison)
-class PairwiseComparisonAdmin(admin.ModelAdmin):
+class PairwiseComparisonAdmin(HidesWithdrawnAdmin):
     list_display = ("turn", "position", "question_id", "response_a", "response_b", "winner")
     list_filter = ("question_id", "winner", "response_a", "response_b")
     search_fields = ("turn__conversation__conversation_id", "question_id")
@@ -40,7 +41,7 @@ class PairwiseComparisonAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.PageTime)
-class PageTimeAdmin(admin.ModelAdmin):
+class PageTimeAdmin(HidesWithdrawnAdmin):
     """Seconds each annotation page was open before it was sent (quality control's too-fast check)."""
 
     list_display = ("turn", "page", "seconds", "recorded_at")

@@ -17,9 +17,10 @@ from django.urls import reverse
 from collection import attention
 from collection import models as m
 from collection import study_flow as flow
+from collection.admin_withdrawal import HidesWithdrawnAdmin, HidesWithdrawnRows
 
 
-class TurnInline(admin.TabularInline):
+class TurnInline(HidesWithdrawnRows, admin.TabularInline):
     model = m.Turn
     extra = 0
     fields = ("turn_number", "user_message", "llm_response", "annotation_started_at", "annotation_completed_at")
@@ -28,14 +29,14 @@ class TurnInline(admin.TabularInline):
     can_delete = False
 
 
-class StudyModelInline(admin.TabularInline):
+class StudyModelInline(HidesWithdrawnRows, admin.TabularInline):
     """The study's original-model pool and weights (also set on the research pages)."""
 
     model = m.StudyModel
     extra = 0
 
 
-class StudyQuotaInline(admin.TabularInline):
+class StudyQuotaInline(HidesWithdrawnRows, admin.TabularInline):
     """The study's quotas per topic or participant group (also set on the research pages)."""
 
     model = m.StudyQuota
@@ -43,7 +44,7 @@ class StudyQuotaInline(admin.TabularInline):
 
 
 @admin.register(m.Study)
-class StudyAdmin(admin.ModelAdmin):
+class StudyAdmin(HidesWithdrawnAdmin):
     inlines = (StudyModelInline, StudyQuotaInline)
     filter_horizontal = ("topics",)
     list_display = (
@@ -79,7 +80,7 @@ class StudyAdmin(admin.ModelAdmin):
         return int(getattr(obj, "_participants", 0))  # annotated by get_queryset
 
 
-class ConsentInline(admin.TabularInline):
+class ConsentInline(HidesWithdrawnRows, admin.TabularInline):
     model = m.Consent
     extra = 0
     readonly_fields = ("version", "consented_at", "sensitive_data_consent")
@@ -122,7 +123,7 @@ class ParticipantAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.Consent)
-class ConsentAdmin(admin.ModelAdmin):
+class ConsentAdmin(HidesWithdrawnAdmin):
     list_display = ("participant", "version", "consented_at", "sensitive_data_consent")
     list_filter = ("version", "sensitive_data_consent")
     search_fields = ("participant__pseudonym",)
@@ -130,7 +131,7 @@ class ConsentAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.ParticipantProfile)
-class ParticipantProfileAdmin(admin.ModelAdmin):
+class ParticipantProfileAdmin(HidesWithdrawnAdmin):
     list_display = ("participant", "age_band", "topic_attitude", "updated_at")
     list_filter = ("age_band", "topic_attitude")
     search_fields = ("participant__pseudonym",)
@@ -138,14 +139,14 @@ class ParticipantProfileAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.SensitiveProfile)
-class SensitiveProfileAdmin(admin.ModelAdmin):
+class SensitiveProfileAdmin(HidesWithdrawnAdmin):
     list_display = ("participant", "diagnoses", "updated_at")
     search_fields = ("participant__pseudonym",)
     readonly_fields = ("updated_at",)
 
 
 @admin.register(m.OriginalModel)
-class OriginalModelAdmin(admin.ModelAdmin):
+class OriginalModelAdmin(HidesWithdrawnAdmin):
     list_display = ("alias", "name", "provider", "litellm_model", "active", "conversation_count")
     list_filter = ("active", "provider")
     search_fields = ("alias", "name", "provider", "litellm_model")
@@ -160,14 +161,14 @@ class OriginalModelAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.Topic)
-class TopicAdmin(admin.ModelAdmin):
+class TopicAdmin(HidesWithdrawnAdmin):
     list_display = ("category", "subtopic", "order", "in_catalogue")
     list_filter = ("category", "in_catalogue")
     search_fields = ("category", "subtopic")
 
 
 @admin.register(m.Conversation)
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(HidesWithdrawnAdmin):
     list_display = (
         "conversation_id",
         "status",
@@ -203,7 +204,7 @@ class ConversationAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.Turn)
-class TurnAdmin(admin.ModelAdmin):
+class TurnAdmin(HidesWithdrawnAdmin):
     list_display = (
         "conversation",
         "turn_number",
@@ -233,13 +234,13 @@ class TurnAdmin(admin.ModelAdmin):
     list_select_related = ("conversation",)
 
 
-class PanasItemInline(admin.TabularInline):
+class PanasItemInline(HidesWithdrawnRows, admin.TabularInline):
     model = m.PanasItemResponse
     extra = 0
 
 
 @admin.register(m.PanasSurvey)
-class PanasSurveyAdmin(admin.ModelAdmin):
+class PanasSurveyAdmin(HidesWithdrawnAdmin):
     list_display = ("conversation", "kind", "total_positive", "total_negative", "completed_at")
     list_filter = ("kind",)
     search_fields = ("conversation__conversation_id",)
@@ -248,21 +249,21 @@ class PanasSurveyAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.PanasItemResponse)
-class PanasItemResponseAdmin(admin.ModelAdmin):
+class PanasItemResponseAdmin(HidesWithdrawnAdmin):
     list_display = ("survey", "item", "rating")
     list_filter = ("item", "survey__kind")
     search_fields = ("survey__conversation__conversation_id",)
 
 
 @admin.register(m.ConversationWideAnswers)
-class ConversationWideAnswersAdmin(admin.ModelAdmin):
+class ConversationWideAnswersAdmin(HidesWithdrawnAdmin):
     list_display = ("conversation", "emotion_clarity", "model_fit", "completed_at")
     list_filter = ("emotion_clarity", "model_fit")
     search_fields = ("conversation__conversation_id",)
 
 
 @admin.register(m.FourBranchRating)
-class FourBranchRatingAdmin(admin.ModelAdmin):
+class FourBranchRatingAdmin(HidesWithdrawnAdmin):
     list_display = ("conversation", "branch", "rating")
     list_filter = ("branch", "rating")
     search_fields = ("conversation__conversation_id",)
@@ -272,7 +273,7 @@ class FourBranchRatingAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.StudyModel)
-class StudyModelAdmin(admin.ModelAdmin):
+class StudyModelAdmin(HidesWithdrawnAdmin):
     list_display = ("study", "original_model", "weight")
     list_filter = ("study",)
     list_select_related = ("study", "original_model")
@@ -280,14 +281,14 @@ class StudyModelAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.StudyQuota)
-class StudyQuotaAdmin(admin.ModelAdmin):
+class StudyQuotaAdmin(HidesWithdrawnAdmin):
     list_display = ("study", "kind", "topic", "group", "cap")
     list_filter = ("study", "kind")
     list_select_related = ("study", "topic")
     search_fields = ("study__slug", "group", "topic__subtopic")
 
 
-class _RecordedOnlyAdmin(admin.ModelAdmin):
+class _RecordedOnlyAdmin(HidesWithdrawnAdmin):
     """Rows the study writes itself (calls, checks, decisions): nobody adds or edits them here."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:

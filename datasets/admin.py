@@ -5,11 +5,12 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
+from collection.admin_withdrawal import HidesWithdrawnAdmin
 from datasets.models import DatasetVersion, ExportJob
 
 
 @admin.register(DatasetVersion)
-class DatasetVersionAdmin(admin.ModelAdmin):
+class DatasetVersionAdmin(HidesWithdrawnAdmin):
     list_display = ("name", "conversation_count", "frozen", "content_hash", "created_at", "created_by")
     list_filter = ("frozen", "created_at")
     search_fields = ("name", "description", "content_hash")
@@ -33,7 +34,7 @@ class DatasetVersionAdmin(admin.ModelAdmin):
 
 
 @admin.register(ExportJob)
-class ExportJobAdmin(admin.ModelAdmin):
+class ExportJobAdmin(HidesWithdrawnAdmin):
     list_display = (
         "id",
         "dataset_version",

@@ -15,13 +15,14 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from collection.admin import ParticipantAdmin
+from collection.admin_withdrawal import HidesWithdrawnAdmin
 from collection.models import Participant
 from research.models import ErasureRecord, HumanAssignment, ResultSnapshot
 from research.privacy.erasure import do_erase_participant
 
 
 @admin.register(HumanAssignment)
-class HumanAssignmentAdmin(admin.ModelAdmin):
+class HumanAssignmentAdmin(HidesWithdrawnAdmin):
     list_display = ("rater", "conversation", "turns_done", "assigned_by", "assigned_at", "completed_at")
     list_filter = (("completed_at", admin.EmptyFieldListFilter), "rater")
     search_fields = ("rater__username", "conversation__conversation_id")
@@ -30,7 +31,7 @@ class HumanAssignmentAdmin(admin.ModelAdmin):
 
 
 @admin.register(ResultSnapshot)
-class ResultSnapshotAdmin(admin.ModelAdmin):
+class ResultSnapshotAdmin(HidesWithdrawnAdmin):
     """Frozen result snapshots, read-only: a snapshot is made on the research pages and never changed."""
 
     list_display = ("pk", "name", "created_at", "created_by", "content_sha256")
@@ -83,7 +84,7 @@ admin.site.register(Participant, ErasingParticipantAdmin)
 
 
 @admin.register(ErasureRecord)
-class ErasureRecordAdmin(admin.ModelAdmin):
+class ErasureRecordAdmin(HidesWithdrawnAdmin):
     """The audit trail of erasures: read-only, nothing in it identifies a participant."""
 
     list_display = ("pk", "erased_at", "erased_by", "via")

@@ -12,11 +12,12 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from attunebench.replay.llm import scrub_params
+from collection.admin_withdrawal import HidesWithdrawnAdmin, HidesWithdrawnRows
 from scoring import models as m
 
 
 @admin.register(m.EvaluatedModel)
-class EvaluatedModelAdmin(admin.ModelAdmin):
+class EvaluatedModelAdmin(HidesWithdrawnAdmin):
     list_display = (
         "name",
         "kind",
@@ -49,7 +50,7 @@ class EvaluatedModelAdmin(admin.ModelAdmin):
         return json.dumps(scrub_params(obj.params or {}), sort_keys=True)
 
 
-class RunConversationInline(admin.TabularInline):
+class RunConversationInline(HidesWithdrawnRows, admin.TabularInline):
     model = m.RunConversation
     extra = 0
     fields = ("conversation", "status", "calls_made", "calls_cached", "calls_failed", "cost_usd", "error")
@@ -59,7 +60,7 @@ class RunConversationInline(admin.TabularInline):
 
 
 @admin.register(m.EvaluationRun)
-class EvaluationRunAdmin(admin.ModelAdmin):
+class EvaluationRunAdmin(HidesWithdrawnAdmin):
     list_display = (
         "id",
         "evaluated_model",
@@ -100,7 +101,7 @@ class EvaluationRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.RunConversation)
-class RunConversationAdmin(admin.ModelAdmin):
+class RunConversationAdmin(HidesWithdrawnAdmin):
     list_display = (
         "run",
         "conversation",
@@ -118,7 +119,7 @@ class RunConversationAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.ConversationScore)
-class ConversationScoreAdmin(admin.ModelAdmin):
+class ConversationScoreAdmin(HidesWithdrawnAdmin):
     list_display = ("run", "conversation", "composite_score", "coverage")
     list_filter = ("run__evaluated_model", "run__mode", "conversation__topic__category")
     search_fields = ("conversation__conversation_id", "run__evaluated_model__name")
@@ -127,7 +128,7 @@ class ConversationScoreAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.RunScore)
-class RunScoreAdmin(admin.ModelAdmin):
+class RunScoreAdmin(HidesWithdrawnAdmin):
     list_display = ("run", "composite_score", "scored_at")
     list_filter = ("run__evaluated_model", "run__mode")
     search_fields = ("run__evaluated_model__name",)
@@ -136,7 +137,7 @@ class RunScoreAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.ModelCallCache)
-class ModelCallCacheAdmin(admin.ModelAdmin):
+class ModelCallCacheAdmin(HidesWithdrawnAdmin):
     list_display = ("key", "model", "prompt_version", "cost_usd", "created_at")
     list_filter = ("model", "prompt_version")
     search_fields = ("key", "model")
@@ -144,7 +145,7 @@ class ModelCallCacheAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.CallTranscript)
-class CallTranscriptAdmin(admin.ModelAdmin):
+class CallTranscriptAdmin(HidesWithdrawnAdmin):
     """Every model call of a replay, read-only (researchers read them on the run's transcript page)."""
 
     list_display = ("run_conversation", "sequence", "call_type", "turn_number", "model", "attempt", "cached")

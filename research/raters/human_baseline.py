@@ -24,7 +24,7 @@ from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
@@ -54,6 +54,11 @@ WITHDRAWN_MESSAGE = "The participant withdrew from the study: this conversation 
 def is_withdrawn(conversation: Conversation) -> bool:
     """Whether the participant withdrew (``do_withdraw`` sets the status in the same transaction)."""
     return conversation.status == Conversation.Status.WITHDRAWN
+
+
+def open_assignments() -> QuerySet[HumanAssignment]:
+    """Assignments that can still be rated: one whose participant withdrew is closed and listed nowhere."""
+    return HumanAssignment.objects.exclude(conversation__status=Conversation.Status.WITHDRAWN)
 
 
 def human_model_name(user: User) -> str:

@@ -9,7 +9,6 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
 from research.access.checks import login_required_403, researcher_required, signed_in_user
-from research.models import HumanAssignment
 from research.raters.forms import AnalysisForm, AssignForm, DraftForm, PostForm
 from research.raters.human_baseline import (
     HumanBaselineError,
@@ -19,6 +18,7 @@ from research.raters.human_baseline import (
     do_record_analysis,
     do_record_draft,
     do_record_post,
+    open_assignments,
     rater_agreement,
 )
 
@@ -39,9 +39,11 @@ def human_baseline(request: HttpRequest) -> HttpResponse:
             return redirect("research:human")
         except HumanBaselineError as exc:
             form.add_error(None, str(exc))
-    assignments = HumanAssignment.objects.select_related(
-        "rater", "conversation", "assigned_by", "run_conversation"
-    ).annotate(n_turns=Count("conversation__turns"))
+    assignments = (
+        open_assignments()
+        .select_related("rater", "conversation", "assigned_by", "run_conversation")
+        .annotate(n_turns=Count("conversation__turns"))
+    )
     return render(
         request,
         "research/human.html",
@@ -57,7 +59,8 @@ def human_baseline(request: HttpRequest) -> HttpResponse:
 @require_GET
 def rater_home(request: HttpRequest) -> HttpResponse:
     assignments = (
-        HumanAssignment.objects.filter(rater=signed_in_user(request))
+        open_assignments()
+        .filter(rater=signed_in_user(request))
         .select_related("conversation__topic")
         .annotate(n_turns=Count("conversation__turns"))
     )
