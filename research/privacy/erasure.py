@@ -44,32 +44,37 @@ KEPT: dict[str, str] = {
 }
 
 
-def _links_to(model: type[models.Model], targets: set[type[models.Model]]) -> list[models.ForeignKey[Any, Any]]:
-    return [
-        field
+def _links_to(model: type[models.Model], targets: set[type[models.Model]]) -> dict[str, type[models.Model]]:
+    """``model``'s foreign keys (and one-to-ones) to any of ``targets``, by name, with the model each points at."""
+    return {
+        field.name: field.related_model
         for field in model._meta.get_fields()
-        if field.concrete and (field.many_to_one or field.one_to_one) and field.related_model in targets
-    ]
+        if field.concrete
+        and (field.many_to_one or field.one_to_one)
+        and isinstance(field.related_model, type)
+        and field.related_model in targets
+        and field.related_model is not model
+    }
 
 
 @cache
-def personal_models() -> tuple[dict[type[models.Model], list[str]], tuple[type[models.Model], ...]]:
-    """Every model that leads to a participant, with the names of its foreign keys that do, parents first.
+def personal_models() -> tuple[dict[type[models.Model], dict[str, type[models.Model]]], tuple[type[models.Model], ...]]:
+    """Every model that leads to a participant, with its foreign keys that do (name: parent), parents first.
 
     Auto-created many-to-many tables count as models (a dataset version's membership rows lead to a
     conversation). Cached: the schema does not change while a process runs.
     """
     every = apps.get_models(include_auto_created=True)
-    leads: dict[type[models.Model], list[str]] = {Participant: []}
+    leads: dict[type[models.Model], dict[str, type[models.Model]]] = {Participant: {}}
     grown = True
     while grown:
         grown = False
         for model in every:
-            links = [f.name for f in _links_to(model, set(leads)) if f.related_model is not model]
-            if links and sorted(links) != sorted(leads.get(model, [])):
+            links = _links_to(model, set(leads))
+            if links and links != leads.get(model):
                 leads[model] = links
                 grown = True
-    graph = {model: {model._meta.get_field(name).related_model for name in names} for model, names in leads.items()}
+    graph = {model: set(parents.values()) for model, parents in leads.items()}
     return leads, tuple(TopologicalSorter(graph).static_order())
 
 
@@ -123,8 +128,7 @@ def _delete_rows_leading_to(participant: Participant) -> dict[str, int]:
     found: dict[type[models.Model], list[Any]] = {Participant: [participant.pk]}
     for model in order[1:] if order[0] is Participant else order:
         pks: set[Any] = set()
-        for name in leads[model]:
-            parent = model._meta.get_field(name).related_model
+        for name, parent in leads[model].items():
             if found.get(parent):
                 pks.update(model._default_manager.filter(**{f"{name}__in": found[parent]}).values_list("pk", flat=True))
         found[model] = sorted(pks)

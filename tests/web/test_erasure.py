@@ -97,8 +97,7 @@ def rows_leading_to(participant_pk: int, conversation_pks: list[int]) -> dict[st
         if model is Participant:
             continue
         pks: set = set()
-        for name in leads[model]:
-            parent = model._meta.get_field(name).related_model
+        for name, parent in leads[model].items():
             if found.get(parent):
                 pks.update(model._default_manager.filter(**{f"{name}__in": found[parent]}).values_list("pk", flat=True))
         found[model] = pks
