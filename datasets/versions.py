@@ -32,6 +32,7 @@ from django.utils.text import slugify
 from annotation.quality import EXCLUSION_REASONS
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
+from attunebench.names import name_problem
 from collection.models import Consent, Conversation, Turn
 from datasets.exchange import (
     consented_diagnoses,
@@ -103,6 +104,9 @@ def check_version_name(name: str) -> str:
     cleaned = name.strip()
     if not cleaned:
         raise DatasetError("A dataset version needs a name.")
+    problem = name_problem(cleaned)
+    if problem:
+        raise DatasetError(problem)
     if DatasetVersion.objects.filter(name=cleaned).exists():
         raise DatasetError(
             f"A dataset version named {cleaned!r} already exists; versions are immutable, pick a new name."

@@ -17,6 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from attunebench import catalogue as cat
+from attunebench.names import name_problem
 from attunebench.replay import cache as replay_cache
 from collection.models import Conversation
 from datasets.models import DatasetVersion
@@ -75,9 +76,13 @@ class EvaluatedModel(models.Model):
         return self.name
 
     def clean(self) -> None:
-        """Refuse a stored key, a key variable off the allow-list and an api_base on an unlisted host."""
+        """Refuse a name that displays as another, a stored key, a key variable off the allow-list and an
+        api_base on an unlisted host."""
         super().clean()
-        if errors := registry_problem(self.api_base, self.params):
+        errors = registry_problem(self.api_base, self.params) or {}
+        if problem := name_problem(self.name or ""):
+            errors = {**errors, "name": problem}
+        if errors:
             raise ValidationError(errors)
 
 

@@ -14,6 +14,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 
 from attunebench import catalogue as cat
+from attunebench.names import NAME_PATTERN, NAME_RULE
 from attunebench.replay.llm import scrub_params
 from collection.models import Conversation
 from datasets.exchange import EXPORT_FORMATS
@@ -24,9 +25,8 @@ from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, Run
 
 # Names: no control characters (C0, DEL, C1) and at least one visible character. Free text (descriptions) may
 # also hold tabs and line breaks. The schema states exactly these patterns, so clients see what is accepted.
-NAME_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*[^\x00-\x1f\x7f-\x9f\s][^\x00-\x1f\x7f-\x9f]*$"
 TEXT_PATTERN = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*$"
-NAME_INVALID = "must contain a visible character and no control characters."
+NAME_INVALID = NAME_RULE
 TEXT_INVALID = "must not contain control characters (tabs and line breaks are fine)."
 
 
@@ -140,7 +140,7 @@ class DatasetVersionCreateSerializer(serializers.Serializer):
         NAME_PATTERN,
         max_length=200,
         error_messages={"invalid": NAME_INVALID},
-        help_text="Unique; a visible character and no control characters.",
+        help_text="Unique; a visible character and no control or invisible formatting characters.",
     )
     description = serializers.RegexField(
         TEXT_PATTERN, required=False, allow_blank=True, default="", error_messages={"invalid": TEXT_INVALID}

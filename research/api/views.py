@@ -32,7 +32,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication, TokenAuthentication
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotAuthenticated, NotFound, ValidationError
-from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -61,6 +61,7 @@ from datasets.tasks import do_request_export
 from datasets.versions import DatasetError, access_export_file, do_freeze_dataset_version
 from research.access.api_tokens import do_issue_token, do_revoke_token
 from research.access.checks import IsResearcher
+from research.api.parsers import DepthLimitedJSONParser
 from research.api.responses import Analyses, ComparisonSet, Leaderboard
 from research.api.serializers import (
     CanonicalConversationSerializer,
@@ -192,7 +193,7 @@ class ResearcherAPIMixin:
 
     authentication_classes: Sequence[type[BaseAuthentication]] = AUTHENTICATION
     permission_classes: Sequence[_PermissionClass] = [IsResearcher]
-    parser_classes: Sequence[type[BaseParser]] = [JSONParser]
+    parser_classes: Sequence[type[BaseParser]] = [DepthLimitedJSONParser]
 
 
 @extend_schema_view(

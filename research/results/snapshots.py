@@ -19,6 +19,7 @@ from django.db import IntegrityError, transaction
 
 from attunebench.catalogue import RESEARCH_ONLY_STATEMENT
 from attunebench.metrics.results import to_json
+from attunebench.names import name_problem
 from research.models import ResultSnapshot
 from research.results.charts import Chart
 from research.results.evaluation import EvaluationData, apart_rows, leaderboard_rows
@@ -100,8 +101,9 @@ def do_freeze_snapshot(
     name = name.strip()
     if not name:
         raise SnapshotError("Give the snapshot a name.")
-    if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in name):
-        raise SnapshotError("The name holds a control character; use visible characters only.")
+    problem = name_problem(name)
+    if problem:
+        raise SnapshotError(problem)
     if len(name) > MAX_NAME:
         raise SnapshotError(f"The name is {len(name)} characters; at most {MAX_NAME}.")
     if data.analysis is None:

@@ -127,6 +127,8 @@ def _evaluation_data(request: HttpRequest, dataset: int | None) -> EvaluationDat
 @researcher_required
 @require_GET
 def figure_download(request: HttpRequest, name: str, ext: str) -> HttpResponse:
+    if ext not in ("csv", "svg"):
+        raise Http404("A figure downloads as .svg or .csv.")
     data = _evaluation_data(request, _dataset_filter(request))
     if data.analysis is None:
         raise Http404("No scored runs yet.")
