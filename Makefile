@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+# pytest-xdist workers: one per core. Each takes its own test database, Redis database and data directory.
+PYTEST_WORKERS ?= auto
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
@@ -40,7 +42,7 @@ browser-deps:
 
 ## The whole test suite (SQLite and in-process tasks unless DATABASE_URL / REDIS_URL are set).
 test: install-test browser-deps
-	ATTUNE_DATA_DIR=$${ATTUNE_DATA_DIR:-$(CURDIR)/data/test} $(BIN)/python -m pytest $(PYTEST_ARGS)
+	ATTUNE_DATA_DIR=$${ATTUNE_DATA_DIR:-$(CURDIR)/data/test} $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 ## The quality gate: ruff lint and format, the import contracts (layers, a Django-free core), comments that
 ## state rules rather than cite tracker numbers, mypy.

@@ -81,3 +81,40 @@ def _no_shared_call_cache_from_earlier_tests(_redis_for_tests):
             if keys:
                 _redis_for_tests.delete(*keys)
     yield
+
+
+# Fixtures and markers that mean a test reads or writes the database Django's test runner gives it.
+DATABASE_FIXTURES = {
+    "db",
+    "transactional_db",
+    "django_db_reset_sequences",
+    "django_db_serialized_rollback",
+    "live_server",
+}
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--database-dependent-only",
+        action="store_true",
+        help="run only the tests whose outcome can depend on the database and Redis the run is given "
+        "(they use Django's test database, or are marked 'embedded'); CI's second pass, on the embedded "
+        "default, runs these and leaves the rest to the first pass",
+    )
+
+
+def depends_on_the_backends(item: pytest.Item) -> bool:
+    """True for a test that may behave differently on SQLite without Redis than on Postgres with Redis."""
+    if item.get_closest_marker("embedded") or item.get_closest_marker("django_db"):
+        return True
+    return bool(DATABASE_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--database-dependent-only"):
+        return
+    kept = [item for item in items if depends_on_the_backends(item)]
+    dropped = [item for item in items if not depends_on_the_backends(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = kept

@@ -141,6 +141,7 @@ def _login(client: Client, path: str, username: str, password: str):
     return client.post(path, {"username": username, "password": password})
 
 
+@pytest.mark.embedded  # its user comes from a fixture looked up by name: the test database all the same
 @pytest.mark.parametrize(
     ("path", "fixture_name", "password"),
     [

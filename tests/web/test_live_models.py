@@ -21,6 +21,8 @@ from collection.models import Conversation, LiveCall, OriginalModel, Study, Turn
 from collection.study_flow import LIVE_BUDGET_MESSAGE
 from tests.web.test_participant_flow import Walker, personal_link_shown
 
+pytestmark = pytest.mark.embedded  # the chat's reply locks and spend live in the cache: Redis or the process's memory
+
 PRICED = "openai/attune-priced"
 UNPRICED = "openai/attune-unpriced-model"
 

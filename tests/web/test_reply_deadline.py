@@ -13,6 +13,8 @@ import pytest
 from collection.chat_model import CALM_FAILURE_MESSAGE, ChatModelError, stream_reply
 from tests.web.test_live_models import request_for
 
+pytestmark = pytest.mark.embedded  # the chat's reply locks live in the cache: Redis or the process's memory
+
 
 def test_a_reply_that_hangs_after_its_first_word_ends_in_the_calm_error(settings, fake_openai_server):
     settings.ATTUNE_ALLOW_LIVE_MODELS = True
