@@ -7,6 +7,7 @@ end in a RecursionError (a 500 and a logged traceback) instead of the JSON 4xx e
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from io import BytesIO
 from typing import Any
 
@@ -30,7 +31,7 @@ def json_depth(body: bytes) -> int:
 
 
 class DepthLimitedJSONParser(JSONParser):
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict[str, Any] | None = None) -> Any:
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Mapping[str, Any] | None = None) -> Any:
         body = stream.read() if stream is not None else b""
         depth = json_depth(body)
         if depth > MAX_JSON_DEPTH:
