@@ -117,11 +117,16 @@ def test_a_returning_id_resumes_mid_study(page: Page, site):
     page.get_by_label("I have read the information above and I agree to take part.").check()
     page.get_by_role("button", name="Continue").click()
     expect(page.get_by_role("heading", name="A little about you")).to_be_visible()
-    page.context.clear_cookies()  # another device, or the platform's link opened again
-    page.goto(entry(site, session="sess-9"))
+    page.context.clear_cookies()  # another device: the platform repeats the session id of the enrolment
+    page.goto(entry(site))
     page.get_by_role("button", name="Continue the study").click()
     expect(page.get_by_role("heading", name="A little about you")).to_be_visible()
     assert Participant.objects.count() == 1
+    page.context.clear_cookies()  # someone who knows only the platform id: a calm page, no way in
+    response = page.goto(entry(site, session="sess-9"))
+    assert response is not None and response.status == 409
+    expect(page.get_by_role("status")).to_contain_text("already in progress")
+    assert page.get_by_role("button", name="Continue the study").count() == 0
 
 
 def test_not_consenting_returns_with_the_screen_out_code(page: Page, site):
