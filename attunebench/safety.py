@@ -351,7 +351,7 @@ _RULES: tuple[_Rule, ...] = (
         "urgent",
         r"\bshoot(?:ing)?\s+up\s+(?:my|the|a|our)\s+(?:school|college|uni|class|office|work(?:place)?|church|mosque"
         r"|synagogue|mall)"
-        r"|\b(?:bring|take|carry|brought|took|bringing|taking)\s+(?:a|my|the|his|her|\w+'s)\s+(?:knife|gun|weapon"
+        r"|\b(?:bring|take|carry|brought|took|bringing|taking)\s+(?:(?:a|my|the|his|her)\s+)?(?:\w+'s\s+)?(?:knife|gun|weapon"
         r"|rifle|pistol|blade|machete|bat)\s+(?:to|into)\s+(?:school|college|class|work|uni)"
         r"|\bpoison\s+(?:his|her|their|my\s+\w+'s)\s+(?:food|drink|tea|coffee|dinner)",
         "others",
@@ -772,10 +772,13 @@ def screen_text(text: str) -> Screening:
     laughing = _LAUGH.search(norm) is not None
     quoted = [(m.start(), m.end()) for m in _QUOTED.finditer(norm)]
     hits: list[_Hit] = []
-    for rule in _RULES:
+    seen: set[tuple[int, str, str]] = set()
+    for index, rule in enumerate(_RULES):
         for match in rule.pattern.finditer(norm):
             hit = _judge(rule, match, norm, laughing, quoted)
-            if hit is not None:
+            # The same phrase again (a long text repeating itself) says nothing new.
+            if hit is not None and (key := (index, hit.signal, match[0].lower())) not in seen:
+                seen.add(key)
                 hits.append(hit)
     return _conclude(hits, text, norm)
 
