@@ -124,7 +124,7 @@ _PERSON = (
     r"|girlfriend|bf|gf|ex|boss|manager|teacher|coach|flatmate|roommate|housemate|neighbou?r|friend|colleague"
     r"|co-?worker|classmate|kid|child|children|family|uncle|aunt|auntie|cousin|grandma|grandpa|grandmother"
     r"|grandfather|grandad|granddad|nan|nana|student|pupil|bull(?:y|ies)|guy|man|men|woman|women|girl|boy|landlord"
-    r"|client|patient|baby|people)s?"
+    r"|client|patient|baby|people|mate|pal|bestie|bff|fianc[eé]e?)s?"
 )
 #: A person as the object of an act: a pronoun or a determiner, an optional adjective and a person noun.
 _OBJ = (
@@ -165,16 +165,19 @@ _ACT = (
 )
 #: The same acts as gerunds and nouns, after a thought ("thinking of killing myself").
 _ACT_ING = (
-    rf"(?:killing\s+{_REFL}|suicide|ending\s+(?:{_POSS}\s+(?:own\s+)?life|it(?:\s+all)?|things|everything)"
+    rf"(?:killing\s+{_REFL}|suicide|ending\s+(?:{_POSS}\s+(?:own\s+)?life|it\s+all"
+    rf"|(?:it|things|everything)\b(?!\s+(?:with|between|off|on\b|early|there|here)))"
+    rf"|taking\s+{_QTY}\s*(?:[\w'-]+\s+){{0,3}}?{_DRUG}"
     rf"|taking\s+{_POSS}\s+(?:own\s+)?life|(?:hanging|shooting|drowning|stabbing|hurting|harming|cutting)\s+{_REFL}"
-    rf"|overdosing|dying|not\s+(?:being\s+here|existing|waking\s+up)"
+    rf"|overdosing|dying\b(?!\s+(?:my|her|his|it|them|the|to|for|of|from|laughing|inside)\b)"
+    rf"|not\s+(?:being\s+here|existing|waking\s+up)"
     rf"|jumping(?!\s+(?:ship|on|in\b(?!\s+front)|at|into\s+(?:bed|the\s+(?:pool|shower))|through|the\s+gun|back|up|over|for|to|rope"
     rf"|around|ahead|jacks))"
     rf"|throwing\s+{_REFL}|(?:walking|driving|stepping)\s+(?:into|in\s+front\s+of|off)|{_ACT})"
 )
 _MODAL = (
     r"(?:(?P<plan>planning\s+(?:to|on)|plan\s+to|(?:have\s+|'ve\s+)?decided\s+to|my\s+plan\s+is\s+to|the\s+plan\s+is\s+to)"
-    r"|going\s+to|gonna|about\s+to|ready\s+to|want\s+to|wanna|need\s+to|intend\s+to|will|'ll|ill|might|should"
+    r"|going\s+to|gonna|about\s+to|ready\s+to|wants?\s+to|wanna|need\s+to|intend\s+to|will|'ll|ill|might|should"
     r"|gotta|got\s+to|have\s+to|determined\s+to|i'd\s+like\s+to)"
 )
 
@@ -201,6 +204,7 @@ class _Rule:
     past_cancels: bool = False  # "used to", "no longer" before it: a feeling that has passed
     accident: bool = False  # dropped in a sentence about an accident (chopping, tripping ...)
     trifle: bool = False  # dropped when the sentence goes on about a trifle (harm to others)
+    playful: bool = False  # dropped in a sentence about play or an accident ("punched me as a joke")
 
 
 def _r(
@@ -217,6 +221,7 @@ def _r(
     past_cancels: bool = False,
     accident: bool = False,
     trifle: bool = False,
+    playful: bool = False,
 ) -> _Rule:
     return _Rule(
         signal,
@@ -231,6 +236,7 @@ def _r(
         past_cancels=past_cancels,
         accident=accident,
         trifle=trifle,
+        playful=playful,
     )
 
 
@@ -241,8 +247,9 @@ _RULES: tuple[_Rule, ...] = (
         "intent",
         "urgent",
         r"\b(?:wants?|wanna|ready|need|planning|plan|decided|desperate|longing|wish|wishing)\s+(?:to\s+)?"
-        rf"{_FILL}die\b(?!\s+(?:of|from|laughing|than|for|when|if|in\s+(?:my|a|the)|alone|old|happy|young|trying"
-        r"|before|with))",
+        rf"{_FILL}(?:die\b(?!\s+(?:of|from|laughing|than|for|when|if|in\s+(?:my|a|the)|alone|old|happy|young|trying"
+        r"|before|with)\b)(?!\s+(?:my|her|his|it|them|the)\s+(?:\w+\s+)?(?:hair|clothes|shirt|jeans|dress|shoes|pink|blue"
+        r"|red|black|green|purple|blonde|brown|grey|gray|white)\b)|be\s+dead\b)",
         "act",
         joke=True,
     ),
@@ -253,6 +260,14 @@ _RULES: tuple[_Rule, ...] = (
         r"|extremely|actively|kind\s+of|kinda|a\s+bit|a\s+little|not|super)\s+){0,2}suicidal\b(?!\s+(?:thoughts?"
         r"|feelings?|ideation|urges?|ideas?|tendencies|in\s+the\s+past|before|when|years|as\s+a))",
         "act",
+    ),
+    _r(
+        "intent",
+        "urgent",
+        r"\b(?:i'?m|im|i\s+am)\s+(?:finally\s+|really\s+)?(?:ending\s+(?:it\s+all|my\s+life|(?:it|things|everything)\b"
+        r"(?!\s+(?:with|between|off|on\b|early)))|killing\s+myself|taking\s+my\s+(?:own\s+)?life)",
+        "act",
+        joke=True,
     ),
     _r(
         "intent",
@@ -286,7 +301,8 @@ _RULES: tuple[_Rule, ...] = (
         "urgent",
         rf"\b(?:took|taken|swallowed|downed)\s+{_QTY}\s*(?:[\w'-]+\s+){{0,3}}?{_DRUG}"
         r"|\bswallowed\s+(?:everything|all\s+of\s+(?:them|it)|them\s+all)"
-        r"|\b(?:just|have\s+just|'ve\s+just)\s+(?:overdosed|taken\s+an\s+overdose|od'?d)\b",
+        r"|\b(?:just|have\s+just|'ve\s+just)\s+(?:overdosed|taken\s+an\s+overdose|od'?d)\b"
+        rf"|\b(?:i'?m|im|i\s+am)\s+(?:taking|swallowing)\s+{_QTY}\s*(?:[\w'-]+\s+){{0,3}}?{_DRUG}",
         "act",
     ),
     _r(
@@ -300,7 +316,11 @@ _RULES: tuple[_Rule, ...] = (
         r"|\bby\s+the\s+time\s+(?:anyone|you|someone|somebody|they|people|my\s+\w+)\s+(?:reads?|sees?|finds?|gets?"
         r"|hears?)\s+(?:this|it)"
         r"|\bi'?ll\s+be\s+gone\s+(?:by|soon|before|tomorrow|tonight)|\bi'?ll\s+be\s+gone(?=\s*(?:[.!]|$))"
-        r"|\bknowing\s+it\s+was\s+(?:a\s+|my\s+|the\s+)?(?:last\s+|final\s+)?goodbye|\b(?:last|final)\s+goodbyes\b",
+        r"|\bknowing\s+it\s+was\s+(?:a\s+|my\s+|the\s+)?(?:last\s+|final\s+)?goodbye|\b(?:last|final)\s+goodbyes\b"
+        # A farewell with an apology or love to all, and no "see you" or "tomorrow" anywhere after it.
+        r"|\b(?:goodbye|farewell)\b(?=[^\n]{0,80}?\b(?:i\s+love\s+you\s+all|love\s+you\s+all|i'?m\s+(?:so\s+)?sorry"
+        r"|forgive\s+me)\b)(?![\s\S]*\b(?:see\s+you|talk\s+(?:to\s+you\s+)?(?:soon|later|tomorrow)|tomorrow|next\s+week"
+        r"|later)\b)",
         "goodbye",
         person="none",
         inner_neg=True,
@@ -353,7 +373,8 @@ _RULES: tuple[_Rule, ...] = (
         r"|synagogue|mall)"
         r"|\b(?:bring|take|carry|brought|took|bringing|taking)\s+(?:(?:a|my|the|his|her)\s+)?(?:\w+'s\s+)?(?:knife|gun|weapon"
         r"|rifle|pistol|blade|machete|bat)\s+(?:to|into)\s+(?:school|college|class|work|uni)"
-        r"|\bpoison\s+(?:his|her|their|my\s+\w+'s)\s+(?:food|drink|tea|coffee|dinner)",
+        r"|\bpoison\s+(?:his|her|their|my\s+\w+'s)\s+(?:food|drink|tea|coffee|dinner)"
+        rf"|\bwant\s+(?:{_OBJ})\s+dead\b",
         "others",
         person="agent",
     ),
@@ -403,9 +424,12 @@ _RULES: tuple[_Rule, ...] = (
         "concern",
         rf"\b(?:hurt|hurting|harm(?:ed|ing)?|hit|hitting|punch(?:ed|ing)?|burn(?:ed|t|ing)?|cut|cutting|scratch(?:ed|ing)?"
         rf"|bite|bit|biting|starv(?:e|ed|ing)|punish(?:ed|ing)?|bruis(?:e|ed|ing))\s+{_REFL}"
+        r"(?!\s+by\s+(?:over\w+|worry\w*|think\w*|compar\w*|check\w*|stay\w*|lett\w*|hold\w*|going|push\w*|work\w*"
+        r"|trying|talking|texting|reading|looking))"
         rf"|\b(?:cut|cutting|burn(?:ed|t|ing)?|scratch(?:ed|ing)?|slash(?:ed|ing)?)\s+{_POSS}\s+(?:arms?|legs?"
         r"|wrists?|thighs?|skin|stomach|hips?|body|hands?)"
-        r"|\b(?:been|started|start|keep|kept|still)\s+cutting\b(?=\s*(?:again|myself|[.!?,;]|$))"
+        r"|\b(?:been|started|start|keep|kept|still)\s+cutting\b(?=\s*(?:again|myself|when|at\s+\d|in\s+year|after|because"
+        r"|to\s+cope|[.!?,;]|$))"
         r"|\bcut\s+(?:once|twice|again|deeper|\d+\s+times)"
         rf"|\b(?:cuts|scars|burns|marks)\b[^.!?\n]{{0,25}}?\bi\s+(?:did|made|gave)\s+(?:to\s+)?{_REFL}"
         r"|\bmake\s+myself\s+(?:throw\s+up|sick|vomit|purge|bleed)"
@@ -421,8 +445,9 @@ _RULES: tuple[_Rule, ...] = (
     _r(
         "passive_ideation",
         "concern",
-        r"\bbetter\s+off\s+(?:dead|without\s+(?:me|him|her|them))\b|\bbetter\s+without\s+(?:me|him|her|them)\b"
-        r"|\b(?:better|happier|easier)\s+(?:off\s+)?if\s+(?:i|he|she|they)\s+(?:wasn'?t|weren'?t|was\s+not|were\s+not"
+        r"\bbetter\s+off\s+(?:dead|gone|without\s+(?:me|him|her|them))\b|\bbetter\s+without\s+(?:me|him|her|them)\b"
+        r"|\b(?:better|happier|easier)\s+(?:off\s+)?if\s+(?:i|he|she|they)\s+(?:just\s+)?(?:didn'?t\s+wake\s+up|never\s+woke\s+up"
+        r"|wasn'?t|weren'?t|was\s+not|were\s+not"
         r"|was\s+gone|were\s+gone|didn'?t\s+exist|died|was\s+dead|were\s+dead|never\s+existed)"
         r"|\bif\s+i\s+(?:died|was\s+gone|were\s+gone|disappeared|wasn'?t\s+(?:here|around|alive)|was\s+dead"
         r"|were\s+dead|killed\s+myself|was\s+not\s+here)\b[^.!?\n]{0,40}?\b(?:nobody|no\s+one|no-one|anyone|care"
@@ -431,14 +456,15 @@ _RULES: tuple[_Rule, ...] = (
         r"[^.!?\n]{0,30}?\bif\s+i\s+(?:died|was\s+gone|were\s+gone|disappeared|wasn'?t\s+here|was\s+dead)"
         r"|\bwould\s+(?:anyone|anybody|people|they|you)\s+(?:even\s+)?(?:care|notice|miss\s+me)\b[^.!?\n]{0,30}?\bif\s+i\s+"
         r"(?:died|was\s+gone|were\s+gone|disappeared|wasn'?t\s+here|was\s+dead|killed\s+myself)"
-        r"|\bwish(?:es|ed)?\s+(?:i|he|she|they)\s+(?:was|were|had)\s+(?:never\s+(?:been\s+)?born|dead|not\s+(?:alive"
-        r"|born|here)|never\s+existed)"
+        r"|\bwish(?:es|ed)?\s+(?:i|he|she|they)\s+(?:was|were|had)\s+(?:never\s+(?:been\s+)?born|dead\b(?!\s+(?:good|easy"
+        r"|nice|funny|serious|keen|set|lucky|proud|happy|chuffed|excited|hard|right|brilliant|clever|posh|fit))"
+        r"|not\s+(?:alive|born|here)|never\s+existed)"
         r"|\bwish(?:es|ed)?\s+(?:i|he|she|they)\s+(?:wasn'?t|weren'?t)\s+(?:alive|born|here|around)"
         r"|\bwish(?:es|ed)?\s+(?:i|he|she|they)\s+(?:could|would)\s+(?:just\s+)?(?:die|not\s+exist|stop\s+existing"
         r"|fall\s+asleep\s+forever|sleep\s+forever|go\s+to\s+sleep\s+and\s+never\s+wake\s+up|not\s+wake\s+up"
         r"|never\s+wake\s+up)"
         r"|\b(?:hope|hoping|pray|praying|wish|wishing)\s+(?:that\s+)?(?:i|i'll|i\s+will)\s+(?:don'?t|do\s+not|never"
-        r"|won'?t|will\s+not|didn'?t)\s+wake\s+up"
+        r"|won'?t|will\s+not|didn'?t)\s+wake\s+up\b(?!\s+(?:late|early|in\s+time|on\s+time|too|before|until|till))"
         r"|\b(?:go\s+to\s+sleep|fall\s+asleep|sleep)\s+and\s+(?:never|not)\s+wake\s+up|\b(?:fall\s+asleep|sleep|go\s+to\s+sleep)"
         r"\s+forever|\b(?:could|would)\s+(?:just\s+)?(?:not|never)\s+wake\s+up"
         r"|\b(?:hope|hoping|pray|praying|wish|wishing)\s+(?:that\s+)?(?:i'?ll|i\s+will|i)\s+(?:get\s+(?:sick|ill"
@@ -450,6 +476,8 @@ _RULES: tuple[_Rule, ...] = (
         r"|until|till|somewhere|abroad))"
         r"|\b(?:don'?t|do\s+not)\s+want\s+to\s+(?:be\s+alive|exist|(?:be\s+here|be\s+around|wake\s+up)\s+any\s?more)"
         r"|\b(?:rather|prefer\s+to)\s+(?:not\s+(?:be\s+alive|exist|be\s+here|live)|be\s+dead)"
+        r"|\b(?:easier|better|simpler)\s+(?:for\s+(?:everyone|everybody|them|my\s+\w+)\s+)?(?:to\s+)?not\s+(?:to\s+)?"
+        r"(?:exist|be\s+(?:here|alive|around)|wake\s+up|live)\b"
         r"|\bonly\s+(?:thing|reason|one|person)\s+(?:that'?s\s+)?(?:stopping|keeping|holding|that\s+stops"
         r"|that\s+keeps)\s+me\b"
         r"|\bwants?\s+(?:it\s+all|everything|all\s+of\s+(?:this|it)|all\s+this|the\s+pain|this\s+pain|my\s+life|life)"
@@ -465,7 +493,8 @@ _RULES: tuple[_Rule, ...] = (
         r"\bhopeless(?:ness)?\b(?!\s+(?:at|with|romantic|case|cause|when))"
         r"|\b(?:lost|losing|no|without|given\s+up|gave\s+up)\s+(?:all\s+)?hope\b(?!\s+(?:of|that|for\s+(?:the|a|our"
         r"|this)))"
-        r"|\bno\s+(?:way\s+out|future(?!\s+(?:in|for\s+(?:this|the|our)))|point\s+(?:in\s+)?(?:living|going\s+on|trying"
+        r"|\bno\s+(?:way\s+out(?!\s+of\s+(?:the|this|that|my|our|his|her)\s+(?:contract|lease|deal|job|course|meeting|building"
+        r"|car\s+park|room|maze|loan|mortgage|tenancy|game|level|queue))|future(?!\s+(?:in|for\s+(?:this|the|our)))|point\s+(?:in\s+)?(?:living|going\s+on|trying"
         r"|carrying\s+on|being\s+(?:here|alive)|anything|life|it\s+all|me)|reason\s+(?:for\s+me\s+)?to\s+(?:live"
         r"|keep\s+(?:going|living)|go\s+on|carry\s+on|be\s+here|stay|get\s+up|exist))"
         r"|\b(?:can'?t|cannot|don'?t)\s+see\s+(?:a|any|the)\s+(?:way\s+(?:out|forward)|future|point(?:\s+(?:in|of)\s+"
@@ -476,8 +505,13 @@ _RULES: tuple[_Rule, ...] = (
         r"|\b(?:what'?s|whats|what\s+is)\s+(?:even\s+)?the\s+point\s*(?:any\s?more)?\s*(?=[?.!]|$)"
         r"|\bcan'?t\s+(?:do|take|handle|bear|stand|cope\s+with)\s+(?:this|it|any\s+of\s+this|life)\s+(?:any\s?more"
         r"|much\s+longer)(?=\s*(?:[.!?]|$))"
-        r"|\bcan'?t\s+(?:keep\s+going|go\s+on|carry\s+on)(?:\s+(?:like\s+this|any\s?more))?"
-        r"|\bgive(?:n)?\s+up\s+on\s+(?:life|living|myself|everything)|\bgave\s+up\s+on\s+(?:life|living|myself)"
+        r"|\b(?:can'?t|cannot|don'?t\s+think\s+i\s+can|not\s+sure\s+i\s+can)\s+(?:keep\s+(?:going|living)|go\s+on"
+        r"|carry\s+on|live\s+like\s+this)(?:\s+(?:like\s+this|any\s?more))?"
+        r"|\b(?:i'?m|i\s+am|feel(?:ing)?|felt)\s+(?:so\s+|completely\s+|totally\s+|utterly\s+|really\s+|just\s+)?"
+        r"worthless\b"
+        r"|\b(?:give|given|giving|gave)\s+up\s+on\s+(?:life|living|myself|everything|me)\b"
+        r"|\b(?:feel\s+like|want\s+to|ready\s+to|about\s+to)\s+giv(?:e|ing)\s+up(?=\s*(?:[.!,]|$))"
+        r"|\b(?:don'?t|do\s+not|haven'?t)\s+(?:got\s+|have\s+)?anything\s+(?:left\s+)?to\s+live\s+for"
         r"|\b(?:everything|life|it\s+all|my\s+life|living|existence|all\s+of\s+(?:it|this))\s+(?:is|feels|seems|'s"
         r"|has\s+become|became)\s+(?:so\s+|completely\s+|totally\s+|just\s+|utterly\s+)?(?:pointless|meaningless"
         r"|worthless|empty)"
@@ -506,6 +540,7 @@ _RULES: tuple[_Rule, ...] = (
         r"(?!\s+(?:up|at|to\s+it|off|in\s+(?:chess|cards|a\s+game|the\s+game|the\s+race)))",
         "harmed",
         person="victim",
+        playful=True,
     ),
     _r(
         "being_harmed",
@@ -531,7 +566,8 @@ _RULES: tuple[_Rule, ...] = (
         r"|\b(?:controls|takes)\s+(?:all\s+)?(?:of\s+)?(?:my|the|our)\s+(?:money|phone|finances|bank)"
         r"|\b(?:won'?t|doesn'?t|does\s+not|will\s+not|never)\s+let\s+me\s+(?:see|talk\s+to|contact)\s+(?:my\s+)?"
         r"(?:friends|family|anyone|parents)|\bwon'?t\s+let\s+me\s+leave\s+the\s+house"
-        r"|\bpush(?:es|ing)?\s+me\s+around",
+        r"|\b(?:forc(?:ed|es|ing)|made|makes|pressur(?:ed|es|ing))\s+me\s+(?:to\s+have\s+sex|into\s+(?:sex|having\s+sex)"
+        r"|to\s+do\s+(?:sexual|things\s+i\s+didn'?t\s+want))|\bpush(?:es|ing)?\s+me\s+around|\b(?:throws?|threw|throwing)\s+(?:things|stuff|plates|bottles|objects|\w+)\s+at\s+me\b",
         "harmed",
         person="none",
         inner_neg=True,
@@ -554,18 +590,27 @@ _RULES: tuple[_Rule, ...] = (
         r"(?:matar|suicidar)|\b(?:matarme|suicidarme|quitarme\s+la\s+vida)\b|\b(?:acabar|terminar)\s+con\s+(?:mi\s+vida"
         r"|todo)|\bno\s+quiero\s+(?:seguir\s+)?vivir|\bme\s+tiro\s+(?:del|de\s+un|de\s+la|por\s+la|al)\b"
         # French
-        r"|\bje\s+(?:veux|voudrais|vais)\s+(?:mourir|me\s+tuer|me\s+suicider|en\s+finir)|\benvie\s+de\s+(?:mourir"
+        r"|\bje\s+(?:veux|voudrais|vais)\s+(?:mourir|me\s+tuer|me\s+suicider|en\s+finir|(?:me\s+jeter|sauter)\s+(?:du|d'un"
+        r"|de\s+la|par\s+la|sous))|\b(?:voy\s+a|quiero)\s+(?:saltar|tirarme)\s+(?:del|de\s+un|de\s+la|por\s+la|al|bajo)|\benvie\s+de\s+(?:mourir"
         r"|me\s+tuer|me\s+suicider|en\s+finir)|\bpour\s+en\s+finir|\bme\s+foutre\s+en\s+l'air"
         r"|\b(?:je\s+)?ne\s+veux\s+plus\s+vivre|\bj'ai\s+plus\s+envie\s+de\s+vivre|\bme\s+suicider\b"
         # German
-        r"|\bich\s+(?:will|möchte|moechte|werde)\s+(?:sterben|mich\s+umbringen|mich\s+töten|mich\s+toeten|nicht\s+mehr"
-        r"\s+leben)|\bbringe\s+mich\s+(?:\w+\s+){0,3}?um\b|\bmir\s+das\s+leben\s+nehmen|\bselbstmord\s+(?:begehen"
+        r"|\bich\s+(?:will|möchte|moechte|werde)\s+(?:sterben|nicht\s+mehr\s+leben|mich\s+(?:\w+\s+){0,3}?(?:umbringen"
+        r"|töten|toeten|erhängen|erschießen|vergiften))|\b(?:von|vor)\s+(?:der|die|den|einen?|dem)\s+(?:brücke|zug|dach"
+        r"|hochhaus)\s+springen|\bspringe\s+(?:\w+\s+)?(?:von|vor)\s+(?:der|den|die|dem)|\bbringe\s+mich\s+(?:\w+\s+){0,3}?um\b|\bmir\s+das\s+leben\s+nehmen|\bselbstmord\s+(?:begehen"
         r"|machen)|\bnicht\s+mehr\s+leben\s+(?:will|möchte)"
         # Portuguese
         r"|\bquero\s+morrer|\bvou\s+me\s+matar|\bme\s+matar\b|\bnão\s+quero\s+mais\s+viver|\btirar\s+minha\s+vida"
         # Italian
         r"|\bvoglio\s+morire|\bmi\s+voglio\s+(?:uccidere|ammazzare)|\bvoglio\s+(?:uccidermi|ammazzarmi)"
-        r"|\bfarla\s+finita|\bnon\s+voglio\s+più\s+vivere|\btogliermi\s+la\s+vita",
+        r"|\bfarla\s+finita|\bnon\s+voglio\s+più\s+vivere|\btogliermi\s+la\s+vita"
+        # Dutch
+        r"|\bik\s+wil\s+(?:dood|sterven|niet\s+meer\s+leven|zelfmoord\s+plegen|mezelf\s+(?:van\s+kant\s+maken|doden))"
+        r"|\bik\s+ga\s+(?:mezelf\s+(?:van\s+kant\s+maken|doden|ophangen)|zelfmoord\s+plegen)"
+        # Polish
+        r"|\bchc[eę]\s+(?:umrze[cć]|si[eę]\s+zabi[cć])|\bzabij[eę]\s+si[eę]|\bnie\s+chc[eę]\s+(?:ju[zż]\s+)?[zż]y[cć]"
+        # Russian
+        r"|хочу\s+умереть|убью\s+себя|покончу\s+с\s+собой|покончить\s+с\s+собой|не\s+хочу\s+(?:больше\s+)?жить",
         "act",
         joke=True,
         inner_neg=True,
@@ -596,7 +641,7 @@ _RULES: tuple[_Rule, ...] = (
         "concern",
         r"\b(?:alles|das\s+leben|mein\s+leben|es)\s+(?:ist|scheint)\s+(?:\w+\s+)?(?:so\s+)?sinnlos|\bhoffnungslos"
         r"|\bkeine\s+hoffnung|\bkann\s+(?:einfach\s+|echt\s+)?nicht\s+mehr(?=\s*(?:[,.!?]|$))"
-        r"|\bnada\s+tiene\s+sentido|\b(?:ya\s+)?no\s+puedo\s+m[aá]s(?=\s*(?:[,.!?]|$))|\bsin\s+esperanza"
+        r"|\bnada\s+tiene\s+sentido|\bno\s+le\s+veo\s+(?:el\s+)?sentido|\bla\s+vida\s+no\s+tiene\s+sentido|\b(?:ya\s+)?no\s+puedo\s+m[aá]s(?=\s*(?:[,.!?]|$))|\bsin\s+esperanza"
         r"|\bno\s+tengo\s+(?:futuro|esperanza|ganas\s+de\s+vivir)|\bperd[ií]\s+(?:toda\s+)?(?:la\s+)?esperanza"
         r"|\bplus\s+(?:aucun\s+|d')\s*espoir|\baucun\s+espoir|\bsans\s+espoir|\bje\s+n'en\s+peux\s+plus"
         r"|\brien\s+n'a\s+(?:plus\s+)?de\s+sens|\bla\s+vie\s+n'a\s+(?:plus\s+)?(?:aucun\s+)?sens"
@@ -627,7 +672,10 @@ _RULES: tuple[_Rule, ...] = (
         "intent",
         "urgent",
         r"\b(?:going\s+to|gonna|'ll|will|about\s+to|ready\s+to|planning\s+to)\s+(?:finally\s+|actually\s+|really\s+)?"
-        r"(?:do\s+it|go\s+through\s+with\s+it|do\s+something\s+(?:stupid|drastic|dumb|silly)|make\s+it\s+happen)\b"
+        r"(?:do\s+it|go\s+through\s+with\s+it|do\s+something\s+(?:stupid|drastic|dumb|silly)|make\s+it\s+happen"
+        r"|use\s+(?:it|them)|hang\s+it|take\s+(?:them|it)(?:\s+all)?\b(?!\s+(?:to|for|out|back|home|with|away|off|into"
+        r"|round|around|up|down|apart|seriously|personally|easy)))\b"
+        r"|\band\s+jump\b(?=\s*(?:[.!]|$|off))"
         r"|\b(?:i'?m|im|i\s+am|i'?ll|i\s+will)\s+not\s+(?:be\s+)?coming\s+back|\bwon'?t\s+be\s+coming\s+back"
         r"|\bnever\s+coming\s+back|\bi'?m\s+(?:so\s+)?done(?=\s*[.!]\s*(?:goodbye|bye))"
         r"|\b(?:going\s+to|gonna|'ll|will|about\s+to|ready\s+to|want\s+to|wanna)\s+jump\b(?!\s+(?:on|in|at|into|ship|the"
@@ -683,7 +731,15 @@ _MEDIA = re.compile(
 )
 _ACCIDENT = re.compile(
     r"\b(?:chopping|cooking|shaving|slicing|peeling|by\s+accident|accidentally|accident|tripp(?:ed|ing)|slipp(?:ed|ing)"
-    r"|fell|playing|training|gym|football|rugby|hiking|gardening|paper\s+cut|on\s+(?:a|the)\s+(?:glass|tin|can))\b",
+    r"|fell|playing|training|gym|football|rugby|hiking|gardening|ironing|baking|paper\s+cut"
+    r"|on\s+(?:a|the|my)\s+(?:glass|tin|can|oven|stove|hob|iron|kettle|pan|grill|radiator|tray|barbecue|bbq|candle"
+    r"|cooker|toaster))\b",
+    _FLAGS,
+)
+_PLAYFUL = re.compile(
+    r"\b(?:by\s+accident|accidentally|as\s+a\s+joke|jokingly|playfully|for\s+fun|play[\s-]?fight\w*|messing\s+(?:about"
+    r"|around)|in\s+(?:the|a)\s+game|at\s+(?:football|rugby|training|practice|chess|cards)|tickl\w*|wrestl\w*"
+    r"|rough[\s-]?hous\w*|sparring|boxing|karate|judo|martial\s+arts)\b",
     _FLAGS,
 )
 _TRIFLE = re.compile(
@@ -703,9 +759,10 @@ _SUBJECT = re.compile(
     r"(?P<first>\b(?:i|i'm|im|i've|ive|i'd|i'll|me|my|myself)\b)"
     r"|(?P<third>\b(?:he|she|they|he's|she's|they're|hes|shes|theyre|he'd|she'd|he'll|she'll|him|them|his|their"
     r"|someone|somebody|people)\b|\b(?:my|our|his|her|their|a|the|one\s+of\s+my)\s+(?:[\w-]+\s+)?"
-    rf"{_PERSON}\b(?!')|\b{_PERSON}\b)"
+    rf"{_PERSON}\b(?!')|\b{_PERSON}\b(?!'))"
     r"|(?P<other>\b(?:you|u|we|we're|we've)\b)"
-    r"|(?P<thing>\b(?:it|that|this|which|what|life|reality)\b)",
+    r"|(?P<thing>\b(?:it|that|this|which|what|life|reality|dogs?|cats?|pupp(?:y|ies)|kittens?|horses?|hamsters?"
+    r"|parrots?|rabbits?|birds?|wasps?|bees?|snakes?|geese|goose)\b)",
     _FLAGS,
 )
 _ADVERBS = re.compile(
@@ -733,7 +790,7 @@ _PLACE = re.compile(
     r"\b(?:i'?m|im|i\s+am)\s+(?:\w+\s+)?(?:on|at|up\s+on|standing\s+on|sitting\s+on|by|near|on\s+top\s+of)\s+"
     r"(?:the|a|my|this)\s+(?:[\w-]+\s+)?(?:roof|rooftop|ledge|bridge|edge|cliff|cliffs|balcony|platform|tracks"
     r"|railway|top\s+floor|window\s*sill|car\s+park)\b"
-    r"|\b(?:going|heading|walking|driving)\s+(?:to|down\s+to|up\s+to)\s+(?:the\s+)?(?:train\s+)?(?:tracks|railway"
+    r"|\b(?:go|going|head(?:ing)?|walk(?:ing)?|driv(?:e|ing))\s+(?:to|down\s+to|up\s+to)\s+(?:the\s+)?(?:train\s+)?(?:tracks|railway"
     r"|bridge|cliffs?|cliff\s+edge|river|sea|roof|motorway)\b",
     _FLAGS,
 )
@@ -798,12 +855,15 @@ def _judge(rule: _Rule, match: re.Match[str], norm: str, laughing: bool, quoted:
         return None
     if rule.past_cancels and _PAST.search(before):
         return None
-    sentence = _sentence(norm, start, end)
+    left, right = _sentence(norm, start, end)
+    sentence = norm[left:right]
     if rule.accident and _ACCIDENT.search(sentence):
+        return None
+    if rule.playful and _PLAYFUL.search(sentence):
         return None
     if rule.trifle and _TRIFLE.search(norm[end : end + 80].split(".")[0]):
         return None
-    whose = _whose(rule, match[0], before)
+    whose = _whose(rule, match[0], before, norm[left:start])
     if whose == "drop":
         return None
     media = _MEDIA.search(sentence) is not None
@@ -828,20 +888,26 @@ def _negated(rule: _Rule, before: str, matched: str, after: str) -> bool:
     return not (rule.role == "self_harm" and _STREAK.match(after))
 
 
-def _sentence(norm: str, start: int, end: int) -> str:
+def _sentence(norm: str, start: int, end: int) -> tuple[int, int]:
+    """The bounds of the sentence around a match (at most 200 characters either side)."""
     left = max((m.end() for m in _SENTENCE_BREAK.finditer(norm, max(0, start - 200), start)), default=0)
     right_match = _SENTENCE_BREAK.search(norm, end, end + 200)
     right = right_match.start() if right_match else min(len(norm), end + 200)
-    return norm[max(left, start - 200) : right]
+    return max(left, start - 200), right
 
 
-def _whose(rule: _Rule, matched: str, before: str) -> str:
+def _whose(rule: _Rule, matched: str, before: str, sentence_before: str) -> str:
     """``self``, ``third`` or ``drop``: whose act a match describes (see the module docstring)."""
     if rule.person == "none":
         return "self"
     last = None
     for last in _SUBJECT.finditer(before):  # noqa: B007 - the last subject before the phrase decides
         pass
+    if last is None and rule.person != "victim":
+        # A clause without a subject ("... and won't be here much longer") has its sentence's.
+        for last in _SUBJECT.finditer(sentence_before):  # noqa: B007
+            pass
+        before = sentence_before
     kind = last.lastgroup if last is not None else None
     if rule.person == "self":
         if _THIRD_REFL.search(matched):
@@ -886,8 +952,8 @@ def _conclude(found_hits: list[_Hit], text: str, norm: str) -> Screening:
     resolve = _RESOLVE.search(norm)
     ideation = any(h.rule.role == "ideation" for h in self_hits)
     urgent_self = any(h.level == "urgent" and h.rule.role in _URGENT_SELF for h in self_hits)
-    # A veiled act counts beside any other signal of the writer's own, or a place to do it.
-    kept_veiled = veiled if (self_hits or place) else []
+    # A veiled act counts beside any other signal of the writer's own, a place or a means to do it.
+    kept_veiled = veiled if (self_hits or place or (veiled and _MEANS_WORD.search(norm))) else []
     found: list[tuple[int, int, Level, str]] = [
         (h.start, h.end, h.level, h.signal) for h in hits if h.rule.role != "veiled" or h in kept_veiled
     ]

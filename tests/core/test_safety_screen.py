@@ -102,6 +102,10 @@ def test_evidence_is_the_matched_words_as_written():
         ("I wish I could disappear", "concern"),
         ("I wish I could disappear. I've decided", "urgent"),
         ("I'm going to do it, I've decided", "none"),
+        ("I've got all my pills here and I'm going to take them", "urgent"),
+        ("I'm going to take them to the park", "none"),
+        ("Goodbye. I love you all. I'm sorry for everything.", "urgent"),
+        ("Goodbye, I'm sorry I was late, see you tomorrow", "none"),
     ],
 )
 def test_escalation(text, level):
@@ -192,6 +196,8 @@ def test_negation_stays_in_its_clause():
         "i'm going to kill my brother, he ate my chips",
         "I cut myself shaving this morning",
         "my brother beat me at chess",
+        "he punched me on the arm as a joke",
+        "the neighbour's dog bit me",
         "it hit me that she's really gone",
         "I'm hopeless at maths",
         "I'm done with this essay",
@@ -251,6 +257,8 @@ def test_third_party_risk_is_concern(text):
 
 def test_someone_elses_hopelessness_or_decline_is_nothing():
     assert screen_text("my nan won't be around much longer").level == "none"
+    # A clause without a subject has its sentence's.
+    assert screen_text("my grandad is very ill and won't be here much longer").level == "none"
     assert screen_text("my boss says the project is hopeless").level == "none"
 
 
@@ -274,6 +282,9 @@ def test_someone_elses_hopelessness_or_decline_is_nothing():
         ("não aguento mais", "concern"),
         ("voglio morire", "urgent"),
         ("non ce la faccio più", "concern"),
+        ("ik wil dood", "urgent"),
+        ("chcę umrzeć", "urgent"),
+        ("хочу умереть", "urgent"),
     ],
 )
 def test_languages(text, level):
