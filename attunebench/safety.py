@@ -32,33 +32,42 @@ Matching rules, chosen so that ordinary speech does not trip it:
   message that laughs ("lol", "haha", "jk", "jaja", "mdr", 😂) drops phrases that are also jokes (killing,
   shooting, dying, overdosing on caffeine, being scared of the boss); an accident ("cut myself chopping
   onions") is not self-harm; a threat to kill someone over a trifle ("she ate my cheese", "if she borrows
-  my jeans") is exasperation;
+  my jeans") is exasperation; being hit in play, by accident, by a baby or an animal, or "hurt" in one's
+  feelings ("he really hurt me when he left") is not being harmed;
 - media and quotes: words inside quotation marks are someone else's (song lyrics, a line from a film) and
   do not count; a topic phrase ("a suicide note", "self harm", "talks about suicide") or someone else's act
   in a sentence about a film, song, book, article, lecture, podcast, show, game, dissertation or training
   does not count ("the film was about suicide", "in the novel the husband beats his wife"); a first-person
   statement outside quotes still counts, even in such a sentence;
 - third party: whose act it is comes from the phrase ("himself", "she wants") or the nearest subject
-  before it in the clause ("my sister said she's going to end it tonight"). Someone else's risk is
-  ``concern`` (signal ``third_party``), never ``urgent``: the participant is worried, and the platform
-  should notice, but the person at risk is not the one writing. Someone else's hopelessness or farewell
+  before it in the clause ("my sister said she's going to end it tonight"), or in its sentence when the
+  clause has none ("my grandad is ill and won't be here much longer"). Someone else's risk is ``concern``
+  (signal ``third_party``), never ``urgent``, even when it sounds imminent: the participant is worried and
+  the platform should notice, but the person at risk is not the one writing, and a person reading the
+  log decides what to do. Someone else's hopelessness or farewell
   ("my nan won't be around much longer") is nothing; a screening question reported ("my doctor asked if I
   had thoughts of harming myself") is nothing;
 - escalation: thoughts of suicide ("I'm thinking of killing myself") become ``urgent`` with a time
   ("tomorrow", "tonight", "after my shift") or a place ("I'm on the roof"); hopelessness or passive
   ideation become ``urgent`` with resolve ("I've decided", "I mean it", "I'm going to make it happen"); a
-  veiled act ("I'm going to do it tonight", "I'm not coming back", "about to do something stupid") counts
-  only beside another signal or such a place, and is then ``urgent``;
+  veiled act ("I'm going to do it tonight", "I'm not coming back", "about to do something stupid", "I'm
+  going to take them") counts only beside another signal of the writer's own, such a place or a means
+  (pills, a rope, a gun), and is then ``urgent``; a farewell with an apology or love to all and no "see
+  you" or "tomorrow" is ``urgent``; with an urgent signal, a time word is reported as ``timeframe`` and a
+  means word as ``means``;
 - languages: English, Spanish, French, German, Portuguese and Italian phrases for the commonest signals
   (wishing to die, killing oneself, no longer wanting to live, better off without me, being hit,
-  hopelessness), with their idioms ("muerto de risa", "ich sterbe vor Hunger", "me muero de hambre").
+  hopelessness), with their idioms ("muerto de risa", "ich sterbe vor Hunger", "me muero de hambre");
+  Dutch, Polish and Russian phrases for wishing to die and killing oneself only;
+- a phrase repeated in a long text is reported once.
 
 What it cannot see: calm, oblique preparation ("I've given my dog to my sister", "I've sorted everything
 out", "I've written my will", giving things away, a goodbye that does not say it is one); intent spread
 over several messages (each message is screened alone); irony it has no marker for; misspellings and
-languages it has no phrases for; and a threat phrased as exasperation. It errs towards noticing: a
-joking threat without a laugh is flagged. It is a research study's safety net, so that a person reads
-what might be a crisis, not a clinical assessment of anyone's risk.
+languages it has no phrases for; a real threat phrased as exasperation over a trifle; and the
+difference between "I want to die" said as a wish and as a plan (both are ``urgent``). It errs towards
+noticing: a joking threat with neither a laugh nor a trifle is flagged. It is a research study's safety
+net, so that a person reads what might be a crisis, not a clinical assessment of anyone's risk.
 
 Pure Python: no Django.
 """
@@ -124,7 +133,7 @@ _PERSON = (
     r"|girlfriend|bf|gf|ex|boss|manager|teacher|coach|flatmate|roommate|housemate|neighbou?r|friend|colleague"
     r"|co-?worker|classmate|kid|child|children|family|uncle|aunt|auntie|cousin|grandma|grandpa|grandmother"
     r"|grandfather|grandad|granddad|nan|nana|student|pupil|bull(?:y|ies)|guy|man|men|woman|women|girl|boy|landlord"
-    r"|client|patient|baby|people|mate|pal|bestie|bff|fianc[eé]e?)s?"
+    r"|client|patient|people|mate|pal|bestie|bff|fianc[eé]e?)s?"
 )
 #: A person as the object of an act: a pronoun or a determiner, an optional adjective and a person noun.
 _OBJ = (
@@ -150,7 +159,7 @@ _FILL = r"(?:(?:just|really|finally|actually|probably|definitely|seriously|hones
 _ACT = (
     rf"(?:kill\s+{_REFL}|kms\b|unalive\s+{_REFL}|off\s+{_REFL}|top\s+{_REFL}|end\s+{_REFL}"
     rf"|end\s+(?:{_POSS}|this)\s+(?:own\s+)?life|take\s+{_POSS}\s+(?:own\s+)?life|end\s+it\s+all"
-    rf"|end\s+(?:it|things|everything)\b(?!\s+(?:with|between|for\s+(?:him|her|them)|off|there|here|on\b|early))"
+    rf"|end\s+(?:it|things|everything)\b(?!\s+(?:with|between|for\s+(?:him|her|them)|off|there|here|on\b|early|by|now\s+and))"
     rf"|commit\s+suicide|(?:hang|shoot|drown|stab|gas|poison|suffocate|electrocute|hurt|harm|cut|burn)\s+{_REFL}"
     rf"|starve\s+{_REFL}\s+(?:to\s+death|until)|(?:slit|cut|slash|open)\s+{_POSS}\s+(?:wrists?|throat|arms?|veins)"
     rf"|overdose\b(?!\s+on\s+(?:caffeine|coffee|sugar|chocolate|cake|carbs|tv|netflix|love|food|sweets|candy))"
@@ -475,13 +484,14 @@ _RULES: tuple[_Rule, ...] = (
         r"|vanish|stop\s+existing|not\s+exist|cease\s+to\s+exist)\b(?!\s+(?:into|to|for|from|off|under|with|in|on|at"
         r"|until|till|somewhere|abroad))"
         r"|\b(?:don'?t|do\s+not)\s+want\s+to\s+(?:be\s+alive|exist|(?:be\s+here|be\s+around|wake\s+up)\s+any\s?more)"
-        r"|\b(?:rather|prefer\s+to)\s+(?:not\s+(?:be\s+alive|exist|be\s+here|live)|be\s+dead)"
+        r"|\b(?:rather|prefer\s+to)\s+(?:not\s+(?:be\s+alive|exist|be\s+here|live)|be\s+dead)\b(?!\s+than)"
         r"|\b(?:easier|better|simpler)\s+(?:for\s+(?:everyone|everybody|them|my\s+\w+)\s+)?(?:to\s+)?not\s+(?:to\s+)?"
         r"(?:exist|be\s+(?:here|alive|around)|wake\s+up|live)\b"
         r"|\bonly\s+(?:thing|reason|one|person)\s+(?:that'?s\s+)?(?:stopping|keeping|holding|that\s+stops"
         r"|that\s+keeps)\s+me\b"
         r"|\bwants?\s+(?:it\s+all|everything|all\s+of\s+(?:this|it)|all\s+this|the\s+pain|this\s+pain|my\s+life|life)"
-        r"\s+to\s+(?:just\s+)?(?:stop|end|be\s+over)",
+        r"\s+to\s+(?:just\s+)?(?:stop|end|be\s+over)\b(?!\s+for\s+(?:a|one|just\s+a)\s+(?:minute|moment|second|bit|while|day"
+        r"|week|night|hour))",
         "passive",
         inner_neg=True,
         past_cancels=True,
@@ -491,8 +501,7 @@ _RULES: tuple[_Rule, ...] = (
         "hopelessness",
         "concern",
         r"\bhopeless(?:ness)?\b(?!\s+(?:at|with|romantic|case|cause|when))"
-        r"|\b(?:lost|losing|no|without|given\s+up|gave\s+up)\s+(?:all\s+)?hope\b(?!\s+(?:of|that|for\s+(?:the|a|our"
-        r"|this)))"
+        r"|\b(?:lost|losing|no|without|given\s+up|gave\s+up)\s+(?:all\s+)?hope\b(?!\s+(?:of|that|for\s+(?!me\b)))"
         r"|\bno\s+(?:way\s+out(?!\s+of\s+(?:the|this|that|my|our|his|her)\s+(?:contract|lease|deal|job|course|meeting|building"
         r"|car\s+park|room|maze|loan|mortgage|tenancy|game|level|queue))|future(?!\s+(?:in|for\s+(?:this|the|our)))|point\s+(?:in\s+)?(?:living|going\s+on|trying"
         r"|carrying\s+on|being\s+(?:here|alive)|anything|life|it\s+all|me)|reason\s+(?:for\s+me\s+)?to\s+(?:live"
@@ -506,7 +515,8 @@ _RULES: tuple[_Rule, ...] = (
         r"|\bcan'?t\s+(?:do|take|handle|bear|stand|cope\s+with)\s+(?:this|it|any\s+of\s+this|life)\s+(?:any\s?more"
         r"|much\s+longer)(?=\s*(?:[.!?]|$))"
         r"|\b(?:can'?t|cannot|don'?t\s+think\s+i\s+can|not\s+sure\s+i\s+can)\s+(?:keep\s+(?:going|living)|go\s+on"
-        r"|carry\s+on|live\s+like\s+this)(?:\s+(?:like\s+this|any\s?more))?"
+        r"|carry\s+on|live\s+like\s+this)\b(?!\s+(?:to|with|on\b|at|back|for|into|about|a\b|the\b|working|doing|going))"
+        r"(?:\s+(?:like\s+this|any\s?more))?"
         r"|\b(?:i'?m|i\s+am|feel(?:ing)?|felt)\s+(?:so\s+|completely\s+|totally\s+|utterly\s+|really\s+|just\s+)?"
         r"worthless\b"
         r"|\b(?:give|given|giving|gave)\s+up\s+on\s+(?:life|living|myself|everything|me)\b"
@@ -521,7 +531,7 @@ _RULES: tuple[_Rule, ...] = (
         r"|\b(?:a|such\s+a|just\s+a|nothing\s+but\s+a)\s+burden\b"
         r"|\bdone\s+with\s+(?:everything|life|it\s+all|living|all\s+of\s+(?:it|this)|this\s+life|this\s+world)"
         r"|\b(?:tired|sick|exhausted)\s+of\s+(?:existing|living|life|being\s+alive|being\s+here|everything|it\s+all"
-        r"|fighting|being\s+me)"
+        r"|fighting|being\s+me)\b(?!\s+(?:at|about|in|to\s+do|with|on)\b)"
         r"|\b(?:don'?t|do\s+not|can'?t)\s+(?:see\s+myself|think\s+i'?ll|imagine)\s+(?:making|make)\s+it\s+(?:to|through"
         r"|past)",
         "hopeless",
@@ -536,8 +546,11 @@ _RULES: tuple[_Rule, ...] = (
         r"\b(?:hits?|hitting|slap(?:s|ped|ping)?|punch(?:es|ed|ing)?|kick(?:s|ed|ing)?|beats?|beating|beaten"
         r"|chok(?:e|es|ed|ing)|strangl(?:e|es|ed|ing)|push(?:es|ed|ing)?|shov(?:e|es|ed|ing)|grab(?:s|bed|bing)?"
         r"|thr(?:ew|ows|ow)|rap(?:e|ed|es|ing)|molest(?:s|ed|ing)?|touch(?:es|ed|ing)|abus(?:e|es|ed|ing)"
-        r"|hurts?|hurting|burn(?:s|ed|t)|lock(?:s|ed)|bit|bites|spat\s+on|spits\s+on|stalks?|stalked)\s+me\b"
-        r"(?!\s+(?:up|at|to\s+it|off|in\s+(?:chess|cards|a\s+game|the\s+game|the\s+race)))",
+        r"|burn(?:s|ed|t)|lock(?:s|ed)|bit|bites|spat\s+on|spits\s+on|stalks?|stalked)\s+me\b"
+        r"(?!\s+(?:up|at|to\s+it|off|in\s+(?:chess|cards|a\s+game|the\s+game|the\s+race)))"
+        # "Hurt me" is mostly about feelings ("he really hurt me when he left"): only without such words.
+        r"|(?<!really\s)(?<!deeply\s)(?<!so\s)\b(?:hurts?|hurting)\s+me\b(?!\s+(?:so\s+much|a\s+lot|deeply|badly|emotionally"
+        r"|when|by|with\s+(?:his|her|their)\s+words|the\s+way|that|more|most|too|so|really|inside|up))",
         "harmed",
         person="victim",
         playful=True,
@@ -739,13 +752,15 @@ _ACCIDENT = re.compile(
 _PLAYFUL = re.compile(
     r"\b(?:by\s+accident|accidentally|as\s+a\s+joke|jokingly|playfully|for\s+fun|play[\s-]?fight\w*|messing\s+(?:about"
     r"|around)|in\s+(?:the|a)\s+game|at\s+(?:football|rugby|training|practice|chess|cards)|tickl\w*|wrestl\w*"
-    r"|rough[\s-]?hous\w*|sparring|boxing|karate|judo|martial\s+arts)\b",
+    r"|rough[\s-]?hous\w*|sparring|boxing|karate|judo|martial\s+arts"
+    r"|with\s+(?:a|her|his|their|the)\s+(?:toy|toys|pillow|ball|snowball|water\s+pistol|nerf\s+gun)|emotionally"
+    r"|with\s+(?:his|her|their)\s+words)\b",
     _FLAGS,
 )
 _TRIFLE = re.compile(
     r"\b(?:ate|eats|eating|eaten|borrow\w*|took\s+my|takes\s+my|stole\s+my|nicked\s+my|finished\s+my|drank\s+my"
     r"|used\s+my|forgot|forgets|leftovers|cheese|jeans|charger|remote|snack\w*|biscuits?|chocolate|spoil\w*"
-    r"|parking|tv|wifi|homework|late\s+again)\b",
+    r"|parking|tv|wifi|homework|late\s+again|emotionally|feelings|pride|ego)\b",
     _FLAGS,
 )
 _THIRD_REFL = re.compile(r"\b(?:himself|herself|themselves|themself)\b|\b(?:his|her|their)\s+(?:own\s+)?life\b", _FLAGS)
@@ -762,7 +777,8 @@ _SUBJECT = re.compile(
     rf"{_PERSON}\b(?!')|\b{_PERSON}\b(?!'))"
     r"|(?P<other>\b(?:you|u|we|we're|we've)\b)"
     r"|(?P<thing>\b(?:it|that|this|which|what|life|reality|dogs?|cats?|pupp(?:y|ies)|kittens?|horses?|hamsters?"
-    r"|parrots?|rabbits?|birds?|wasps?|bees?|snakes?|geese|goose)\b)",
+    r"|parrots?|rabbits?|birds?|wasps?|bees?|snakes?|geese|goose|bab(?:y|ies)|toddlers?|newborn|dentist|physio"
+    r"|hairdresser|tattooist|tattoo\s+artist)\b)",
     _FLAGS,
 )
 _ADVERBS = re.compile(
