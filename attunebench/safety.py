@@ -151,7 +151,7 @@ _BLADE = r"(?:razor\s*blades?|blades?|razors?)"
 _QTY = (
     r"(?:all\s+(?:of\s+)?(?:my|the|his|her|their|those|these)?|every|everything|the\s+(?:whole|entire)"
     r"|a\s+(?:whole\s+)?(?:bottle|box|pack(?:et)?|handful|load|strip)\s+of|\d{2,}|twenty|thirty|forty|fifty"
-    r"|sixty|a\s+hundred|loads\s+of|lots\s+of|a\s+lot\s+of)"
+    r"|sixty|a\s+hundred|loads\s+of|lots\s+of|a\s+lot\s+of|too\s+many|way\s+too\s+many)"
 )
 #: Words that may sit between a modal and the act ("I'm going to just ...").
 _FILL = r"(?:(?:just|really|finally|actually|probably|definitely|seriously|honestly|literally|quietly|go|simply)\s+)*"
@@ -352,6 +352,8 @@ _RULES: tuple[_Rule, ...] = (
         r"|for\s+when\s+i'?m\s+gone|after\s+i'?m\s+gone)"
         r"|\b(?:painless|easiest|quickest|best|surest|fastest)\s+ways?\s+to\s+(?:die|kill\s+myself|end\s+(?:it|my\s+life))"
         r"|\bhow\s+to\s+(?:kill\s+myself|end\s+my\s+life|commit\s+suicide)"
+        rf"|\bhow\s+(?:many|much)\s+(?:[\w-]+\s+)?{_DRUG}\b[^.!?\n]{{0,25}}?\b(?:to\s+(?:kill|die|end|overdose|do\s+it)|fatal"
+        r"|lethal|deadly|would\s+kill)"
         r"|\b(?:the\s+)?(?:day|night|time|moment|date)\s+(?:when\s+)?i\s+(?:finally\s+)?(?:end\s+it|kill\s+myself"
         r"|end\s+my\s+life|die|take\s+my\s+(?:own\s+)?life)\b",
         "act",
@@ -435,7 +437,7 @@ _RULES: tuple[_Rule, ...] = (
         rf"|bite|bit|biting|starv(?:e|ed|ing)|punish(?:ed|ing)?|bruis(?:e|ed|ing))\s+{_REFL}"
         r"(?!\s+by\s+(?:over\w+|worry\w*|think\w*|compar\w*|check\w*|stay\w*|lett\w*|hold\w*|going|push\w*|work\w*"
         r"|trying|talking|texting|reading|looking))"
-        rf"|\b(?:cut|cutting|burn(?:ed|t|ing)?|scratch(?:ed|ing)?|slash(?:ed|ing)?)\s+{_POSS}\s+(?:arms?|legs?"
+        rf"|\b(?:cut|cutting|burn(?:ed|t|ing)?|scratch(?:ed|ing)?|slash(?:ed|ing)?|slit)\s+{_POSS}\s+(?:arms?|legs?"
         r"|wrists?|thighs?|skin|stomach|hips?|body|hands?)"
         r"|\b(?:been|started|start|keep|kept|still)\s+cutting\b(?=\s*(?:again|myself|when|at\s+\d|in\s+year|after|because"
         r"|to\s+cope|[.!?,;]|$))"
@@ -483,7 +485,10 @@ _RULES: tuple[_Rule, ...] = (
         r"|\b(?:want|wanna|wish|like|longing|need)\s+(?:to\s+|i\s+could\s+|i\s+would\s+)?(?:just\s+)?(?:disappear"
         r"|vanish|stop\s+existing|not\s+exist|cease\s+to\s+exist)\b(?!\s+(?:into|to|for|from|off|under|with|in|on|at"
         r"|until|till|somewhere|abroad))"
-        r"|\b(?:don'?t|do\s+not)\s+want\s+to\s+(?:be\s+alive|exist|(?:be\s+here|be\s+around|wake\s+up)\s+any\s?more)"
+        r"|\b(?:don'?t|do\s+not)\s+want\s+to\s+(?:be\s+alive|exist|(?:be\s+here|be\s+around)\s+any\s?more"
+        r"|wake\s+up\b(?!\s+(?:early|late|at|so|before|for|in\s+the|to\s+(?:the|my|an?)\b)))"
+        r"|\bdeserve\s+to\s+(?:die|be\s+dead)\b|\b(?:don'?t|do\s+not)\s+care\s+(?:if|whether)\s+i\s+(?:die|live|wake\s+up"
+        r"|am\s+alive)"
         r"|\b(?:rather|prefer\s+to)\s+(?:not\s+(?:be\s+alive|exist|be\s+here|live)|be\s+dead)\b(?!\s+than)"
         r"|\b(?:easier|better|simpler)\s+(?:for\s+(?:everyone|everybody|them|my\s+\w+)\s+)?(?:to\s+)?not\s+(?:to\s+)?"
         r"(?:exist|be\s+(?:here|alive|around)|wake\s+up|live)\b"
@@ -528,6 +533,8 @@ _RULES: tuple[_Rule, ...] = (
         r"|\bnothing\s+(?:is\s+)?(?:ever\s+)?(?:going\s+to|gonna|will|'ll)\s+(?:ever\s+)?(?:get\s+better|change"
         r"|improve)|\b(?:things|life)\s+(?:will|'ll|are|is)\s+never\s+(?:going\s+to\s+)?get\s+better"
         r"|\bnothing\s+left\s+(?:for\s+me|to\s+live\s+for)|\bnothing\s+to\s+live\s+for"
+        r"|\b(?:life|it|living|my\s+life)\s+(?:is\s+not|isn'?t|'s\s+not|is\s+no\s+longer|feels\s+not)\s+worth\s+(?:living|it\s+any\s?more)"
+        r"|\bnot\s+worth\s+living\b"
         r"|\b(?:a|such\s+a|just\s+a|nothing\s+but\s+a)\s+burden\b"
         r"|\bdone\s+with\s+(?:everything|life|it\s+all|living|all\s+of\s+(?:it|this)|this\s+life|this\s+world)"
         r"|\b(?:tired|sick|exhausted)\s+of\s+(?:existing|living|life|being\s+alive|being\s+here|everything|it\s+all"
@@ -576,6 +583,10 @@ _RULES: tuple[_Rule, ...] = (
         r"|end\s+(?:it|my\s+life))"
         r"|\b(?:gets|got|getting|becomes|is|was)\s+(?:so\s+|really\s+|very\s+)?(?:violent|physical)\s+(?:with\s+me"
         r"|when|if|again)"
+        rf"|\b(?:he|she|they|my\s+(?:[\w-]+\s+)?{_PERSON})\s+(?:\w+\s+)?(?:is|gets|can\s+be|became|was)\s+(?:so\s+|really\s+"
+        r"|very\s+)?violent\b"
+        r"|\b(?:scared|afraid|terrified|frightened|worried)\s+(?:that\s+)?(?:he|she|they)(?:'ll|\s+will|'s\s+going\s+to"
+        r"|\s+is\s+going\s+to|\s+might|'d|\s+would)\s+(?:kill|hurt|hit|beat|stab|strangle|rape)\s+me\b"
         r"|\b(?:controls|takes)\s+(?:all\s+)?(?:of\s+)?(?:my|the|our)\s+(?:money|phone|finances|bank)"
         r"|\b(?:won'?t|doesn'?t|does\s+not|will\s+not|never)\s+let\s+me\s+(?:see|talk\s+to|contact)\s+(?:my\s+)?"
         r"(?:friends|family|anyone|parents)|\bwon'?t\s+let\s+me\s+leave\s+the\s+house"
@@ -627,6 +638,23 @@ _RULES: tuple[_Rule, ...] = (
         "act",
         joke=True,
         inner_neg=True,
+    ),
+    _r(
+        "suicidal_thoughts",
+        "concern",
+        r"\b(?:pienso|pensando|pens[eé]|pensar)\s+en\s+(?:el\s+)?suicid\w*|\b(?:pensamientos|ideas)\s+suicidas"
+        r"|\bpens\w*\s+(?:au\s+suicide|à\s+me\s+(?:tuer|suicider)|à\s+mourir)|\bidées\s+(?:suicidaires|noires)"
+        r"|\bsuizidgedanken|\bselbstmordgedanken|\b(?:denke|dachte)\s+(?:\w+\s+)?(?:an|über)\s+(?:den\s+)?(?:selbstmord|suizid"
+        r"|den\s+tod)|\bpensieri\s+suicidi|\bpensamentos\s+suicidas|\bpenso\s+(?:em|no|al)\s+suic[ií]dio",
+        "ideation",
+        inner_neg=True,
+    ),
+    _r(
+        "intent",
+        "urgent",
+        r"\b(?:soy|estoy)\s+suicida|\bje\s+suis\s+suicidaire|\bich\s+bin\s+(?:suizidal|suizidgefährdet)"
+        r"|\bsono\s+suicida|\bsou\s+suicida|\bestou\s+suicida",
+        "act",
     ),
     _r(
         "means",
