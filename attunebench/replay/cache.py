@@ -1,8 +1,15 @@
 """The model-call cache: a re-run of the same job never pays twice.
 
-Entries are keyed by sha256 of (model, params, messages, prompt version) —
-the same formula as ``scoring.models.ModelCallCache.make_key`` so the Django
-backend and these pure backends agree on keys. Only *validated* answers are
+Entries are keyed by sha256 of everything that can change an answer: the
+model string, the parameters that change answers, the messages, the prompt
+version and, for a model served at its own endpoint, that endpoint (so two
+checkpoints served under one name at two addresses never answer for each
+other), and a repeat index for runs that measure sampling variance. The same
+formula serves ``scoring.models.ModelCallCache.make_key``, so the Django
+backend and these pure backends agree on keys. A model at the provider's own
+endpoint, on its first repeat, keeps the key it had before endpoints were part
+of it; an entry written without an endpoint is never found for a model that has
+one. Only *validated* answers are
 stored, under the key of the original request, so a re-run finds the answer
 even when it took a corrective retry to get it.
 
@@ -22,15 +29,44 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 
-def make_key(model: str, params: dict[str, Any], messages: list[dict[str, Any]], prompt_version: str) -> str:
+def normalise_endpoint(api_base: str | None) -> str:
+    """Where a model is served, as the cache names it; "" for the provider's own endpoint.
+
+    Scheme and host are lower-cased, a default port and trailing slashes dropped, so one server written
+    two ways is one endpoint. Never a key or credentials: an address with a user part keeps only the host.
+    """
+    if not api_base or not api_base.strip():
+        return ""
+    parts = urlsplit(api_base.strip())
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    port = parts.port
+    if port is not None and (scheme, port) not in (("http", 80), ("https", 443)):
+        host = f"{host}:{port}"
+    return urlunsplit((scheme, host, parts.path.rstrip("/"), parts.query, ""))
+
+
+def make_key(
+    model: str,
+    params: dict[str, Any],
+    messages: list[dict[str, Any]],
+    prompt_version: str,
+    endpoint: str = "",
+    repeat: int = 0,
+) -> str:
     """sha256 hex of the canonical JSON of the request's identity.
 
-    ``params`` must hold only what changes the answer (temperature, max_tokens,
-    seed, ...), not where the model is served (api_base) or secrets.
+    ``params`` must hold only what changes the answer (temperature, max_tokens, seed, ...), never secrets;
+    ``endpoint`` is ``normalise_endpoint(api_base)``; ``repeat`` numbers the repeats of one run (0 first).
     """
-    payload = json.dumps([model, params, messages, prompt_version], sort_keys=True, ensure_ascii=False)
+    identity: list[Any] = [model, params, messages, prompt_version]
+    served = {name: value for name, value in (("endpoint", endpoint), ("repeat", repeat)) if value}
+    if served:
+        identity.append(served)
+    payload = json.dumps(identity, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 

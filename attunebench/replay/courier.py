@@ -46,7 +46,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, fields
 from typing import Any, Protocol
 
-from attunebench.replay.cache import make_key
 from attunebench.replay.llm import Completion, EMSpec, LiteLLMBackend
 from attunebench.replay.prompts import PROMPT_VERSION, CallContext
 from attunebench.replay.scheduler import PermanentCallError, TransientCallError
@@ -62,7 +61,7 @@ MAX_FRAME_BYTES = 32 * 1024 * 1024
 
 def request_key(spec: EMSpec, messages: list[dict[str, str]]) -> str:
     """The journal's name for one request: what the provider is asked, as the call cache names it."""
-    return make_key(spec.litellm_model, spec.answer_params(), messages, PROMPT_VERSION)
+    return spec.cache_key(messages, PROMPT_VERSION)
 
 
 def spec_to_dict(spec: EMSpec) -> dict[str, Any]:

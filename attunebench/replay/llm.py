@@ -43,6 +43,7 @@ from types import MappingProxyType
 from typing import Any, Final, Protocol
 
 from attunebench.replay import openai_compatible
+from attunebench.replay.cache import make_key, normalise_endpoint
 from attunebench.replay.prompts import CallContext
 from attunebench.replay.scheduler import PermanentCallError, ProviderLimits, TransientCallError
 
@@ -208,6 +209,17 @@ class EMSpec:
     def answer_params(self) -> dict[str, Any]:
         """What goes into the cache key: parameters that can change the answer."""
         return {k: v for k, v in sorted(self.params.items()) if k in ANSWER_PARAMS}
+
+    def cache_key(self, messages: list[dict[str, Any]], prompt_version: str, repeat: int = 0) -> str:
+        """The call cache's name for asking this model ``messages``: model, answer parameters, endpoint."""
+        return make_key(
+            self.litellm_model,
+            self.answer_params(),
+            messages,
+            prompt_version,
+            normalise_endpoint(self.api_base),
+            repeat,
+        )
 
     @property
     def timeout(self) -> float:

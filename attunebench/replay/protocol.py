@@ -50,7 +50,7 @@ from attunebench.canonical import (
     parse_run,
 )
 from attunebench.replay import prompts as P
-from attunebench.replay.cache import CachedCall, CallCache, NullCache, make_key
+from attunebench.replay.cache import CachedCall, CallCache, NullCache
 from attunebench.replay.llm import Completion, EMSpec, ModelBackend
 from attunebench.replay.parsing import (
     AnalysisAnswer,
@@ -538,11 +538,7 @@ class Replayer:
         """
         messages = P.build_messages(ctx)
         role = ROLE_JUDGE if ctx.call_type == P.JUDGE else ROLE_EM
-        key = (
-            make_key(spec.litellm_model, spec.answer_params(), messages, P.PROMPT_VERSION)
-            if backend.cacheable
-            else None
-        )
+        key = spec.cache_key(messages, P.PROMPT_VERSION) if backend.cacheable else None
         if key is not None:
             cached = await self.cache.get(key)
             if cached is not None:

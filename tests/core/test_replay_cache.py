@@ -86,3 +86,18 @@ def test_one_price_lookup_for_calls_and_estimates():
     assert price_per_token(listed) == (entry["input_cost_per_token"], entry["output_cost_per_token"])
     unknown = EMSpec(name="u", litellm_model="nowhere/unknown-model")
     assert price_per_token(unknown) is None and call_cost(unknown, 10, 10) is None
+
+
+def test_the_endpoint_and_the_repeat_are_part_of_the_key_and_spelt_one_way() -> None:
+    from attunebench.replay.cache import normalise_endpoint
+
+    plain = make_key("m", {}, MESSAGES, "v")
+    assert make_key("m", {}, MESSAGES, "v", endpoint="", repeat=0) == plain  # the provider's own endpoint
+    at_one = make_key("m", {}, MESSAGES, "v", endpoint=normalise_endpoint("http://127.0.0.1:9001/v1"))
+    at_two = make_key("m", {}, MESSAGES, "v", endpoint=normalise_endpoint("http://127.0.0.1:9002/v1"))
+    assert len({plain, at_one, at_two}) == 3
+    assert make_key("m", {}, MESSAGES, "v", repeat=1) != plain
+    for spelling in ("HTTP://LocalHost:80/v1/", "http://localhost/v1", "http://user:secret@localhost/v1"):
+        assert normalise_endpoint(spelling) == "http://localhost/v1"
+    assert normalise_endpoint("https://api.example.org:443/") == "https://api.example.org"
+    assert normalise_endpoint(None) == normalise_endpoint("  ") == ""

@@ -160,6 +160,32 @@ def test_llm_run_uses_the_database_cache_and_a_rerun_pays_nothing():
 
 
 @pytest.mark.django_db(transaction=True)
+def test_one_model_string_at_two_endpoints_gets_each_endpoints_own_answers():
+    """Two checkpoints served under one name at two addresses: the second is asked, never answered from the
+    first one's cache; the same model at the same address is still answered from the cache."""
+    import_synth(2)
+    with FakeLLMServer(FakeConfig(seed=1)) as first_server, FakeLLMServer(FakeConfig(seed=2)) as second_server:
+        for name, server in (("ckpt-1", first_server), ("ckpt-2", second_server)):
+            EvaluatedModel.objects.create(
+                name=name, litellm_model="openai/fake-alpha", api_base=server.url, params={"temperature": 0}
+            )
+        first = replay_service.do_create_run("ckpt-1", "default")
+        run_control.start_run(first.pk)
+        second = replay_service.do_create_run("ckpt-2", "default")
+        run_control.start_run(second.pk)
+        first.refresh_from_db()
+        second.refresh_from_db()
+        assert first_server.stats()["requests"] == first.calls_made > 0
+        assert second_server.stats()["requests"] == second.calls_made == first.calls_made  # all its own
+        assert second.calls_cached == 0
+        first_server.reset()
+        again = replay_service.do_create_run("ckpt-1", "default")
+        run_control.start_run(again.pk)
+        again.refresh_from_db()
+        assert first_server.stats()["requests"] == 0 and again.calls_cached == first.calls_made
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_cap_edited_in_the_registry_applies_to_the_next_run_in_the_same_worker():
     # The worker's scheduler outlives runs; an admin lowering max_concurrency after
     # a burst of 429s must not have to restart the workers.
