@@ -57,6 +57,7 @@ check: install-test
 
 bench: install-test
 	$(BIN)/python bench/score_speed.py
+	$(BIN)/python bench/risk_screen.py --heldout
 	$(BIN)/python bench/replay_throughput.py
 	@echo "Postgres + Redis benchmarks (local servers by default; see their --database and --redis options):"
 	-$(BIN)/python bench/replay_distributed.py

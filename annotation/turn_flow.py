@@ -28,6 +28,7 @@ from annotation.alternates import improved_reply
 from annotation.models import AlternateResponses, BinaryJudgement, MoodTag, PairwiseComparison
 from annotation.sampling import sample_question_ids
 from attunebench import catalogue as cat
+from collection import safety
 from collection.models import Conversation, Study, Turn
 
 ANSWERS = "answers"
@@ -233,6 +234,7 @@ def do_save_answers(
     with transaction.atomic():
         Turn.objects.select_for_update().get(pk=turn.pk)
         _write_answers(turn, tags, answers, asked)
+        safety.do_screen_annotation(turn, tags, answers)
 
 
 def do_revise_answers(

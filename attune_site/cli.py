@@ -20,6 +20,7 @@ ATTUNE_COMMANDS = (
     ("eval", "replay conversations against an evaluated model"),
     ("score", "score EM run files against conversation files (no database needed)"),
     ("analyze", "capability profile, independence, discrimination and breakdown analyses"),
+    ("safety", "screen messages, one per line, with the participant safety screen (safety screen FILE|-)"),
 )
 
 

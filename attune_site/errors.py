@@ -63,6 +63,24 @@ PAGES: dict[int, ErrorPage] = {
     ),
 }
 
+# The research pages and the admin speak to the research team, not to participants.
+RESEARCH_PAGES: dict[int, ErrorPage] = {
+    403: ErrorPage(
+        403,
+        "This research page is not available to you",
+        "It needs a researcher account in this study's research group; ask the study's administrator.",
+        "Nothing was changed.",
+    ),
+    404: ErrorPage(
+        404,
+        "This research page or record does not exist",
+        "The address may be mistyped, or the record was removed: a participant who withdrew or was erased is "
+        "left out of every research page.",
+        "Nothing was changed.",
+    ),
+}
+RESEARCH_PREFIXES = ("/research/", "/admin/")
+
 CSRF_PAGE = ErrorPage(
     403,
     "This page had expired, so it was not sent",
@@ -107,6 +125,10 @@ def _study_for(request: HttpRequest) -> tuple[dict[str, str], str]:
 def render_error(request: HttpRequest, page: ErrorPage) -> HttpResponse:
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": page.heading}, status=page.status)
+    if request.path.startswith(RESEARCH_PREFIXES) and page.status in RESEARCH_PAGES:
+        page = RESEARCH_PAGES[page.status]
+        context = {"study": {"title": "Attune research pages"}, "page": page, "back_url": "/research/"}
+        return HttpResponse(render_to_string("errors/error.html", context, request=request), status=page.status)
     study, back = _study_for(request)
     context = {"study": study, "page": page, "back_url": back, "hide_withdraw": True}
     try:

@@ -334,6 +334,20 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Attune ---------------------------------------------------------------------
+# --- Email: the safety contact's alerts. Without ATTUNE_EMAIL_HOST they go to the log (the embedded demo). ---
+EMAIL_HOST = env_str("ATTUNE_EMAIL_HOST")
+EMAIL_PORT = env_int("ATTUNE_EMAIL_PORT", 25, minimum=1, maximum=65535)
+EMAIL_HOST_USER = env_str("ATTUNE_EMAIL_USER")
+EMAIL_HOST_PASSWORD = env_str("ATTUNE_EMAIL_PASSWORD")
+EMAIL_USE_TLS = env_bool("ATTUNE_EMAIL_TLS", False)
+EMAIL_TIMEOUT = 10
+EMAIL_BACKEND = (
+    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend"
+)
+DEFAULT_FROM_EMAIL = env_str("ATTUNE_EMAIL_FROM", "attune@localhost")
+# Where the site is reached, for links in emails (the safety log).
+ATTUNE_SITE_URL = env_str("ATTUNE_SITE_URL", "http://127.0.0.1:8000")
+
 # Offline models only unless explicitly allowed: a demo never spends money.
 ATTUNE_ALLOW_LIVE_MODELS = env_bool("ATTUNE_ALLOW_LIVE_MODELS", False)
 # The hand-written example conversations ``attune demo`` loads.

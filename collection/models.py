@@ -210,6 +210,32 @@ class Study(models.Model):
     platform_screenout_code = models.CharField(
         max_length=64, blank=True, help_text="Return code for participants screened out (e.g. did not consent)."
     )
+    # --- Participant safety: who hears of a participant at risk, and what a participant who stops gets ---
+    safety_contact_email = models.EmailField(
+        blank=True,
+        db_default="",
+        help_text="Who is emailed when a participant may be at risk (urgent always, concern when chosen below); "
+        "blank: the flag on the research pages only.",
+    )
+    safety_notify_concern = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Email the safety contact at the concern level too (hopelessness, passive thoughts of death, "
+        "being harmed), not only when a participant may be in danger.",
+    )
+    wellbeing_completion_code = models.CharField(
+        max_length=64,
+        blank=True,
+        db_default="",
+        help_text="The code a participant gets who stops for their wellbeing, so nobody loses pay for stopping; "
+        "blank: they get their usual completion code.",
+    )
+    support_resources = models.JSONField(
+        null=True,
+        blank=True,
+        help_text='Support resources by country, shown when a participant may be at risk: {"United Kingdom": '
+        '"Samaritans, free on 116 123", ...}. The crisis resources above are always shown first.',
+    )
     # --- Live-model spend ---
     live_spend_budget_usd = models.DecimalField(
         max_digits=10,
@@ -314,6 +340,13 @@ class Participant(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     withdrawn_at = models.DateTimeField(null=True, blank=True)
     completion_code = models.CharField(max_length=16, default=new_completion_code)
+    stopped_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When the participant chose to stop for their wellbeing after a safety message; their data is "
+        "kept (unless they withdraw) and they get the study's wellbeing completion code.",
+    )
     pending_pre_panas = models.JSONField(
         default=dict,
         blank=True,
@@ -863,3 +896,56 @@ class QualityDecision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.decision} {self.participant_id} ({self.reason or '-'})"
+
+
+class SafetyEvent(models.Model):
+    """One time the platform saw that a participant may be at risk: the signal, what it showed, their choice.
+
+    The study's safety log (research pages, API, export for the ethics report). It keeps which rules fired,
+    never the participant's words: those stay in the turn. A flagged conversation is never excluded for it.
+    """
+
+    class Level(models.TextChoices):
+        CONCERN = "concern", "concern"
+        URGENT = "urgent", "urgent"
+
+    class Source(models.TextChoices):
+        MESSAGE = "message", "chat message"
+        FREE_TEXT = "free_text", "free-text answer"
+        ANNOTATION = "annotation", "their own annotation (mood tag, wish for safety help)"
+
+    class Shown(models.TextChoices):
+        PANEL = "panel", "support panel with the choices to pause, stop or continue"
+        RESOURCES = "resources", "support resources under the message"
+
+    class Choice(models.TextChoices):
+        PAUSE = "pause", "pause"
+        STOP = "stop", "stop"
+        CONTINUE = "continue", "continue"
+
+    study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="safety_events", null=True, blank=True)
+    participant = models.ForeignKey(Participant, on_delete=models.PROTECT, related_name="safety_events")
+    turn = models.ForeignKey(Turn, on_delete=models.PROTECT, related_name="safety_events", null=True, blank=True)
+    level = models.CharField(max_length=10, choices=Level.choices)
+    source = models.CharField(max_length=12, choices=Source.choices)
+    signals = models.JSONField(default=list, help_text='The screen\'s rule ids that fired, e.g. ["plan", "means"].')
+    shown = models.CharField(max_length=12, choices=Shown.choices)
+    choice = models.CharField(max_length=10, choices=Choice.choices, blank=True)
+    chosen_at = models.DateTimeField(null=True, blank=True)
+    notified_at = models.DateTimeField(null=True, blank=True, help_text="When the safety contact was emailed.")
+    notify_error = models.CharField(max_length=300, blank=True, help_text="Why the email could not be sent.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["study", "-created_at"])]
+        constraints = [
+            models.CheckConstraint(condition=Q(level__in=["concern", "urgent"]), name="safety_event_level_valid"),
+            models.CheckConstraint(
+                condition=Q(choice="") | Q(choice__in=["pause", "stop", "continue"]), name="safety_event_choice_valid"
+            ),
+            models.CheckConstraint(condition=Q(choice="") | Q(chosen_at__isnull=False), name="safety_choice_has_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.level} {self.source} ({', '.join(self.signals)})"

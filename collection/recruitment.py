@@ -43,6 +43,7 @@ MAX_PLATFORM_ID_LENGTH = 128
 COMPLETED = "completed"
 WITHDRAWN = "withdrawn"
 SCREENED_OUT = "screened_out"
+STOPPED = "stopped"  # stopped for their wellbeing: the wellbeing code, so nobody loses pay for stopping
 
 
 class EntryRefused(Exception):
@@ -171,6 +172,8 @@ def exit_kind(participant: Participant) -> str:
         return SCREENED_OUT
     if participant.is_withdrawn:
         return WITHDRAWN
+    if participant.stopped_at is not None:
+        return STOPPED
     return COMPLETED
 
 
@@ -179,6 +182,7 @@ def exit_code(study: Study, kind: str) -> str:
         COMPLETED: study.platform_completion_code,
         WITHDRAWN: study.platform_withdrawal_code,
         SCREENED_OUT: study.platform_screenout_code,
+        STOPPED: study.wellbeing_completion_code or study.platform_completion_code,
     }[kind]
 
 

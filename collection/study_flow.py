@@ -64,6 +64,7 @@ POST_PANAS = "post_panas"
 SURVEY = "survey"
 DONE = "done"
 WITHDRAWN = "withdrawn"
+STOPPED = "stopped"  # stopped for their wellbeing after a safety message: data kept, wellbeing code given
 
 #: The steps the progress indicator shows, in order, with participant-facing names.
 PROGRESS_STEPS: tuple[tuple[str, str], ...] = (
@@ -182,6 +183,8 @@ def _position(participant: Participant, consented: bool | None = None, profiled:
     """``locate``, given what is already known of consent and profile (None: ask the database)."""
     if participant.is_withdrawn:
         return Position(WITHDRAWN)
+    if participant.stopped_at is not None:
+        return Position(STOPPED)
     if not (consented if consented is not None else current_consent(participant) is not None):
         return Position(CONSENT)
     if not (profiled if profiled is not None else ParticipantProfile.objects.filter(participant=participant).exists()):
@@ -192,6 +195,9 @@ def _position(participant: Participant, consented: bool | None = None, profiled:
     if conversation.status == Conversation.Status.IN_PROGRESS:
         last = entry_reads.last_turn(conversation)
         if last is not None and last.llm_response and last.annotation_completed_at is None:
+            # A safety panel waiting for the participant's choice comes before any question about the reply.
+            if last.safety_events.filter(level="urgent", choice="").exists():
+                return Position(CHAT, conversation, last)
             return Position(ANNOTATE, conversation, last)
         return Position(CHAT, conversation, last)
     if conversation.status == Conversation.Status.ANNOTATING:

@@ -20,6 +20,9 @@ urlpatterns = [
     path("s/<str:token>/your-view/", views.survey, name="survey"),
     path("s/<str:token>/thank-you/", views.done, name="done"),
     path("s/<str:token>/withdraw/", views.withdraw, name="withdraw"),
+    path("s/<str:token>/support/<int:event_id>/", views.safety_choice, name="safety_choice"),
+    path("s/<str:token>/a-break/", views.taking_a_break, name="taking_a_break"),
+    path("s/<str:token>/stopped/", views.stopped, name="stopped"),
     path("s/<str:token>/turn/<int:turn_number>/", include("annotation.urls")),
     # Recruitment-platform entry and exit
     path("enter/<slug:slug>/", views.enter, name="enter"),

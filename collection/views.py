@@ -31,11 +31,12 @@ from django.http import (
 )
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 
-from collection import attention, quotas, recruitment
+from collection import attention, quotas, recruitment, safety
 from collection import page_safety as ps
 from collection import study_flow as flow
 from collection.assignment import NoModelAvailable
@@ -50,7 +51,7 @@ from collection.client_ip import client_ip
 from collection.forms import ConsentForm, MessageForm, PanasForm, ProfileForm, SurveyForm, TopicForm
 from collection.identity_guard import GuardedReply, identity_scanner
 from collection.live_spend import do_record_calls
-from collection.models import Conversation, Participant, Study, Turn, hash_token, new_token
+from collection.models import Conversation, Participant, SafetyEvent, Study, Turn, hash_token, new_token
 
 logger = logging.getLogger("attune.participant")
 
@@ -404,11 +405,18 @@ def _chat_context(
     notice: str = "",
 ) -> dict[str, Any]:
     turns = list(conversation.turns.order_by("turn_number"))
+    flagged = safety.events_by_turn(conversation)
+    for turn in turns:
+        turn.safety_event = flagged.get(turn.pk)  # type: ignore[attr-defined]
     pending = turns[-1] if turns and not turns[-1].llm_response else None
     study = flow.study_of(participant)
     answered = sum(1 for t in turns if t.llm_response)
     full = len(turns) >= study.max_turns  # every turn sent counts towards the maximum
-    if form is None and pending is None and not full:
+    # While a support panel waits for its choice, its three buttons are the only way on.
+    awaiting_choice = bool(turns) and bool(
+        (event := flagged.get(turns[-1].pk)) and event.level == SafetyEvent.Level.URGENT and not event.choice
+    )
+    if form is None and pending is None and not full and not awaiting_choice:
         form = MessageForm(initial={"turn_number": flow.next_turn_number(conversation)})
     return page_context(
         participant,
@@ -420,7 +428,8 @@ def _chat_context(
         failed=failed,
         notice=notice,
         answered=answered,
-        can_finish=answered >= study.min_turns and pending is None,
+        can_finish=answered >= study.min_turns and pending is None and not awaiting_choice,
+        resources=safety.support_resources(study) if flagged else [],
         full=full,
         reply_url=reverse(
             "collection:chat_reply", kwargs={"token": participant.token, "turn_number": pending.turn_number}
@@ -514,9 +523,11 @@ def chat_send(request: HttpRequest, token: str) -> HttpResponse:
         return stale() if fresh or _wants_json(request) else moved_on()
     if not created and not same_message(turn.user_message, form.cleaned_data["message"]):
         return stale()  # another tab sent a different message for this turn first: this one was not saved
+    event = safety.do_screen_message(turn) if created else None
     if _wants_json(request):
         return JsonResponse(
             {
+                "safety_html": safety_panel_html(request, participant, event),
                 "turn_number": turn.turn_number,
                 "reply_url": reverse("collection:chat_reply", kwargs={"token": token, "turn_number": turn.turn_number}),
                 "has_reply": bool(turn.llm_response),
@@ -708,6 +719,61 @@ def done(request: HttpRequest, participant: Participant, position: flow.Position
     return render(request, "participant/done.html", page_context(participant, flow.DONE, hide_withdraw=False))
 
 
+# ---------------------------------------------------------------------------
+# The distress protocol: the support panel's choices (logic in collection.safety)
+# ---------------------------------------------------------------------------
+
+
+def safety_panel_html(request: HttpRequest, participant: Participant, event: SafetyEvent | None) -> str:
+    """The panel (urgent) or the resources (concern) shown under a message, as the chat page renders them."""
+    if event is None:
+        return ""
+    context = {"event": event, "token": participant.token, "resources": safety.support_resources(participant.study)}
+    return render_to_string("participant/includes/safety.html", context, request=request)
+
+
+@never_cache
+@post_only
+def safety_choice(request: HttpRequest, token: str, event_id: int) -> HttpResponse:
+    """Pause, stop or continue after the support panel; any other answer shows the chat (and panel) again."""
+    participant, _ = flow.enter(token)
+    try:
+        event = safety.do_choose(participant, event_id, request.POST.get("choice", ""))
+    except safety.SafetyChoiceRefused:
+        return redirect("collection:resume", token=token)
+    if event.choice == SafetyEvent.Choice.PAUSE:
+        return redirect("collection:taking_a_break", token=token)
+    return redirect("collection:resume", token=token)
+
+
+@never_cache
+def taking_a_break(request: HttpRequest, token: str) -> HttpResponse:
+    """Taking a break: where their place is kept and how to come back. Nothing changes."""
+    participant, position = flow.enter(token)
+    context = page_context(participant, position.step, personal_link=personal_link(request, participant))
+    return render(request, "participant/taking_a_break.html", context)
+
+
+@participant_step(flow.STOPPED)
+def stopped(request: HttpRequest, participant: Participant, position: flow.Position) -> HttpResponse:
+    """Stopped for their wellbeing: the wellbeing completion code (and the way back to the platform)."""
+    study = flow.study_of(participant)
+    platform = (
+        recruitment.return_url(study, recruitment.STOPPED)
+        if participant.from_platform and recruitment.takes_platform_entries(study)
+        else ""
+    )
+    context = page_context(
+        participant,
+        flow.STOPPED,
+        code=safety.wellbeing_code(participant),
+        platform_url=platform,
+        resources=safety.support_resources(study),
+        hide_withdraw=False,
+    )
+    return render(request, "participant/stopped.html", context)
+
+
 @never_cache
 def withdraw(request: HttpRequest, token: str) -> HttpResponse:
     """A confirmation page, then withdrawal on POST (works from every step, including after finishing)."""
@@ -821,7 +887,7 @@ def platform_return(request: HttpRequest, token: str) -> HttpResponse:
     screened out); anyone not yet at an end, or not from a platform, goes to their current step."""
     participant, position = flow.enter(token)
     study = flow.study_of(participant)
-    finished = position.step in (flow.WITHDRAWN, flow.DONE)
+    finished = position.step in (flow.WITHDRAWN, flow.DONE, flow.STOPPED)
     if not participant.from_platform or not finished or not recruitment.takes_platform_entries(study):
         return redirect("collection:resume", token=token)
     return redirect(recruitment.return_url(study, recruitment.exit_kind(participant)))

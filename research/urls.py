@@ -7,7 +7,7 @@ from research.raters import views as rater_views
 from research.results import views as result_views
 from research.runs import registry_views
 from research.runs import views as run_views
-from research.studies import collection_views, quality_views
+from research.studies import collection_views, quality_views, safety_views
 from research.studies import views as study_views
 
 app_name = "research"
@@ -65,6 +65,7 @@ urlpatterns = [
     path("studies/<slug:slug>/pool/", study_views.study_pool, name="study_pool"),
     path("studies/<slug:slug>/quotas/", study_views.study_quotas, name="study_quotas"),
     path("studies/<slug:slug>/preview/", study_views.study_preview, name="study_preview"),
+    path("studies/<slug:slug>/safety/", safety_views.study_safety, name="study_safety"),
     # Quality control
     path("quality/<slug:slug>/", quality_views.quality_study, name="quality_study"),
     path("quality/<slug:slug>/<str:pseudonym>/", quality_views.quality_participant, name="quality_participant"),

@@ -74,6 +74,12 @@ class SpendSerializer(serializers.Serializer):
     calls_unpriced = serializers.IntegerField(help_text="Live calls to models litellm has no price for.")
 
 
+class SafetyFlagsSerializer(serializers.Serializer):
+    urgent = serializers.IntegerField(help_text="Safety events at the urgent level (participants not withdrawn).")
+    concern = serializers.IntegerField(help_text="Safety events at the concern level.")
+    participants = serializers.IntegerField(help_text="Participants with at least one safety event.")
+
+
 class StudyMonitoringSerializer(serializers.Serializer):
     """research.monitoring.StudyMonitoring. Researchers' previews are never counted."""
 
@@ -90,6 +96,7 @@ class StudyMonitoringSerializer(serializers.Serializer):
     quotas = QuotaRowSerializer(many=True)
     quality = QualityFlagsSerializer()
     spend = SpendSerializer()
+    safety = SafetyFlagsSerializer(help_text="Flags only: see /api/studies/{slug}/safety-events/ for the log.")
 
 
 class StudyMonitoringView(ResearcherAPIMixin, APIView):

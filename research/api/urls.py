@@ -1,7 +1,7 @@
 from django.urls import include, path, re_path
 from rest_framework.routers import DefaultRouter
 
-from research.api import monitoring, quality, views
+from research.api import monitoring, quality, safety, views
 
 app_name = "api"
 
@@ -31,6 +31,7 @@ urlpatterns = [
     path("", include(router.urls)),
     # Study monitoring
     path("studies/<slug:slug>/monitoring/", monitoring.StudyMonitoringView.as_view(), name="study-monitoring"),
+    path("studies/<slug:slug>/safety-events/", safety.SafetyEventsView.as_view(), name="study-safety-events"),
     # Last: any other address ending in "/" is a JSON 404. One without the slash still gets Django's
     # redirect to the slashed form first (so /api/runs reaches /api/runs/), then this JSON 404 if unknown.
     re_path(r"^(?P<path>.*/)$", views.not_found, name="not-found"),

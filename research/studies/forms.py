@@ -49,6 +49,11 @@ STUDY_SETTINGS_FIELDS: list[str] = [
     "quality_min_edit_ratio",
     "quality_min_message_chars",
     "quality_max_failed_checks",
+    # Participant safety: who is told, the wellbeing code, resources per country
+    "safety_contact_email",
+    "safety_notify_concern",
+    "wellbeing_completion_code",
+    "support_resources",
 ]
 
 #: Settings with a sensible default that a form may leave out or blank: the study keeps what it has (a new
@@ -105,6 +110,10 @@ class StudySettingsForm(forms.ModelForm):
             "binary_sample_size": "Behaviour questions per turn",
             "max_participants": "Participant cap",
             "live_call_budget": "Live-model call budget",
+            "safety_contact_email": "Safety contact (email)",
+            "safety_notify_concern": "Also email at the concern level",
+            "wellbeing_completion_code": "Completion code for stopping for wellbeing reasons",
+            "support_resources": "Support resources by country (JSON)",
         }
         help_texts = {
             "consent_version": "Changing it on an open study asks everyone to consent again before they carry on.",

@@ -29,7 +29,16 @@ from django.db.models import Min, Q
 
 from annotation.quality import FLAG_KINDS, flag_counts, study_quality
 from collection.live_spend import study_spend
-from collection.models import Consent, Conversation, PanasSurvey, Participant, ParticipantProfile, Study, Turn
+from collection.models import (
+    Consent,
+    Conversation,
+    PanasSurvey,
+    Participant,
+    ParticipantProfile,
+    SafetyEvent,
+    Study,
+    Turn,
+)
 from collection.quotas import quota_fill
 
 #: Conversation statuses that are data (withdrawn ones are not).
@@ -100,6 +109,15 @@ class Spend:
 
 
 @dataclass(frozen=True)
+class SafetyFlags:
+    """Safety events of participants not withdrawn (``collection.safety``); flags, never exclusions."""
+
+    urgent: int
+    concern: int
+    participants: int  # participants with at least one event
+
+
+@dataclass(frozen=True)
 class StudyMonitoring:
     study: str
     title: str
@@ -114,6 +132,7 @@ class StudyMonitoring:
     quotas: list[QuotaRow]
     quality: QualityFlags
     spend: Spend
+    safety: SafetyFlags
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -296,6 +315,21 @@ def study_monitoring(study: Study) -> StudyMonitoring:
         quotas=[QuotaRow(q.kind, q.target, q.cap, q.filled, q.full) for q in quota_fill(study)],
         quality=quality_flags(study),
         spend=spend(study),
+        safety=safety_flags(study),
+    )
+
+
+def safety_flags(study: Study) -> SafetyFlags:
+    """One query: the study's safety events by level, and how many participants they concern."""
+    rows = list(
+        SafetyEvent.objects.filter(
+            study=study, participant__is_test=False, participant__withdrawn_at__isnull=True
+        ).values_list("level", "participant_id")
+    )
+    return SafetyFlags(
+        urgent=sum(1 for level, _ in rows if level == SafetyEvent.Level.URGENT),
+        concern=sum(1 for level, _ in rows if level == SafetyEvent.Level.CONCERN),
+        participants=len({pk for _, pk in rows}),
     )
 
 

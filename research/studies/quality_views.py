@@ -11,6 +11,7 @@ from annotation import quality as q
 from collection.models import Participant, Study
 from datasets.pseudonyms import export_pseudonym, find_participant
 from research.access.checks import researcher_required, signed_in_user
+from research.studies.safety_log import flagged_participants
 
 SORTS = {"flags": "most flags first", "enrolled": "order of enrolment"}
 
@@ -35,6 +36,7 @@ def quality_study(request: HttpRequest, slug: str) -> HttpResponse:
             "kinds": q.FLAG_KINDS,
             "sort": sort,
             "excluded": sum(s.excluded for s in summaries),
+            "safety": flagged_participants(study),
         },
     )
 

@@ -116,8 +116,9 @@
     li.appendChild(label); li.appendChild(body); list.appendChild(li);
     return li;
   }
+  var defaultError = errorText.textContent;
   function showError(message) {
-    if (message) errorText.textContent = message;
+    errorText.textContent = message || defaultError;  /* never an earlier, unrelated message */
     errorBox.hidden = false;
     statusLine.textContent = "";
   }
@@ -168,8 +169,10 @@
           else if (event.type === "restart") { body.textContent = ""; }
           else if (event.type === "done") {
             finished = true;
+            reader.cancel().catch(function () {});  /* the reply is whole: let go of the stream */
             li.removeAttribute("aria-busy");
             statusLine.textContent = "The reply is complete.";
+            if (chat.querySelector("[data-safety-panel] form")) return;  /* the panel's choices are the way on */
             continueBox.hidden = false;
             var link = continueBox.querySelector("a");
             link.href = event.next;
@@ -231,6 +234,11 @@
             return;
           }
           bubble("You", "bubble-user", area.value);
+          if (data.safety_html) {  /* the support panel or resources, right under the message, before the reply */
+            var item = document.createElement("li"); item.className = "safety-item";
+            item.innerHTML = data.safety_html;
+            list.appendChild(item);
+          }
           clearDraft(area);
           form.hidden = true;
           streamReply(data.reply_url);

@@ -104,9 +104,11 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "research:study": RESEARCH,
     "research:study_status": RESEARCH,
     "research:study_pool": RESEARCH,
+    "research:study_safety": RESEARCH,
     "research:study_quotas": RESEARCH,
     "research:study_preview": RESEARCH,
     "api:study-monitoring": API,
+    "api:study-safety-events": API,
     "research:rater_home": SIGNED_IN,
     "research:rate": ASSIGNEE,
     "api:schema": API,
@@ -157,6 +159,10 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "collection:withdraw": LINK,
     "collection:not_taking_part": LINK,
     "collection:platform_return": LINK,
+    # The distress protocol: the panel's choices, a break, stopped for wellbeing.
+    "collection:safety_choice": LINK,
+    "collection:taking_a_break": LINK,
+    "collection:stopped": LINK,
     # The world's study takes no platform entries: a calm page for everyone, whoever asks.
     "collection:enter": ("missing", "missing", "missing", "missing", "missing", "missing"),
     "collection:annotation:annotate": LINK,
@@ -347,6 +353,17 @@ def world(scored_runs, researcher, site_admin, rater, participant, export_dir, d
         passed=True,
     )
     QualityDecision.objects.create(participant=conversation.participant, decision="include")
+    from collection.models import SafetyEvent
+
+    event = SafetyEvent.objects.create(
+        study=participant.study,
+        participant=conversation.participant,
+        turn=first_turn,
+        level="urgent",
+        source="message",
+        signals=["plan"],
+        shown="panel",
+    )
     LiveCall.objects.create(study=participant.study, litellm_model="openai/matrix", cost_usd=0.01)
     if not Consent.objects.exists():
         Consent.objects.create(participant=conversation.participant, version="v1")
@@ -373,6 +390,7 @@ def world(scored_runs, researcher, site_admin, rater, participant, export_dir, d
         "slug": participant.study.slug,
         "pseudonym": participant.pseudonym,
         "turn_number": 1,
+        "event_id": event.pk,
         "url": "nowhere/",
         "content_type_id": ContentType.objects.get_for_model(Conversation).pk,
         "object_id": conversation.pk,

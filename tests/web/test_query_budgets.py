@@ -523,8 +523,8 @@ ENDPOINTS = [
         # withdrawn, newest 50, studies (limits); monitoring of one study: the study picker, its
         # participants, conversations, consents, profiles, post-chat moods, turns, quotas, conversations per
         # topic and participants per group (the quotas' fill), quality summaries (participants; the detectors'
-        # prefetches run only when the study has participants), live spend
-        26,
+        # prefetches run only when the study has participants), live spend, safety flags
+        27,
         lambda w: _r("research:collection"),
         lambda w: [w.conversation_id(w.n - 1), w.conversation_id(max(0, w.n - 50))],
     ),
