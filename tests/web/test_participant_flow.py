@@ -1371,3 +1371,16 @@ def test_the_waiting_page_continue_button_prepares_the_rewrite_in_the_request(wa
     save_answers(walker, url, value="na")
     assert walker.post(url, {"step": "rewrite"}).status_code == 302
     assert AlternateResponses.objects.get(turn=turn).llm_improved
+
+
+def test_the_chat_page_counts_the_replies_towards_the_minimum(walker, study):
+    walker.to_chat()
+    page = walker.body(walker.get(walker.url("chat/")))
+    assert f"Reply 1 &mdash; you can finish after {study.min_turns}." in page
+    walker.turn(1)
+    page = walker.body(walker.get(walker.url("chat/")))
+    assert f"Reply 2 &mdash; you can finish after {study.min_turns}." in page
+    for number in range(2, study.min_turns + 1):
+        walker.turn(number)
+    page = walker.body(walker.get(walker.url("chat/")))
+    assert f"{study.min_turns} replies so far &mdash; you can finish whenever you are ready." in page
