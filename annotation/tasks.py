@@ -55,4 +55,7 @@ def queue_rewrite_if_missing(turn: Turn) -> None:
     this task existed, or a queue that lost it). Idempotent; without a broker it runs in this process."""
     # usually the rewrite was prepared when the reply was stored: that one query answers, most of the time
     if turn_flow.prepared_rewrite(turn) is None and turn_flow.locate_annotation(turn).step == turn_flow.REWRITE:
-        prepare_rewrite.delay(turn.pk)
+        try:
+            prepare_rewrite.delay(turn.pk)
+        except Exception:  # reported, not swallowed: the rewrite page's continue button prepares it in-request
+            logger.exception("could not queue the rewrite of turn %s; it will be made when the page asks", turn.pk)

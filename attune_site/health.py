@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 
+from django.conf import settings
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
 
@@ -23,13 +24,52 @@ from attune_site.env import env_list
 PROBE_URL = "http://127.0.0.1:8000/healthz"
 
 
+def _redis_state() -> str:
+    """ "ok", "not configured" (the embedded default), or why Redis cannot be reached."""
+    if not settings.REDIS_URL:
+        return "not configured"
+    import redis
+
+    try:
+        with redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1) as client:
+            client.ping()
+    except (redis.exceptions.RedisError, OSError) as exc:
+        return f"unreachable ({type(exc).__name__})"
+    return "ok"
+
+
+def _workers_state() -> str:
+    """How many Celery workers answer a ping within a second ("in-process" without a broker)."""
+    if not settings.REDIS_URL:
+        return "in-process"
+    from attune_site.celery import app
+
+    try:
+        replies = app.control.ping(timeout=1.0) or []
+    except Exception as exc:  # the broker is the Redis above: its state says why
+        return f"unknown ({type(exc).__name__})"
+    return f"{len(replies)} answering"
+
+
 def healthz(request: HttpRequest) -> JsonResponse:
+    """200 while the database answers (pages can be served), 503 otherwise; each dependency by name.
+
+    Redis and the workers are reported, not required: without Redis pages keep working (the cache degrades,
+    sessions live in the database) and work that needs a worker waits in its queue.
+    """
+    report: dict[str, str] = {}
+    status = 200
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
+        report["database"] = "ok"
     except DatabaseError as exc:
-        return JsonResponse({"status": "error", "database": str(exc.__class__.__name__)}, status=503)
-    return JsonResponse({"status": "ok"})
+        report["database"] = f"unreachable ({exc.__class__.__name__})"
+        status = 503
+    report["redis"] = _redis_state()
+    if request.GET.get("workers") == "1":  # a broadcast ping costs a second: asked for, not on every probe
+        report["workers"] = _workers_state()
+    return JsonResponse({"status": "ok" if status == 200 else "error", **report}, status=status)
 
 
 def probe_host(allowed_hosts: Sequence[str]) -> str:

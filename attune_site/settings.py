@@ -276,7 +276,12 @@ CELERY_TASK_DEFAULT_QUEUE = "celery"
 CELERY_TASK_ROUTES = {"scoring.finalize_run": {"queue": "finalize"}, "scoring.rescore_run": {"queue": "finalize"}}
 
 CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    # Redis away: reads are misses, writes dropped, a warning logged (attune_site.resilient_cache); pages go on.
+    "default": {
+        "BACKEND": "attune_site.resilient_cache.ResilientRedisCache",
+        "LOCATION": REDIS_URL,
+        "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+    }
     if REDIS_URL
     # Per process and bounded: at most 300 entries (reply locks, chat rate counters, dashboard
     # analyses); when full, a third is dropped, so a long-lived web process cannot grow it.

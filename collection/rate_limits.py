@@ -12,12 +12,15 @@ The clock is a parameter so tests can move time instead of waiting for it.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
+
+logger = logging.getLogger("attune.participant")
 
 Clock = Callable[[], float]
 
@@ -80,9 +83,20 @@ class RedisWindowLog:
 
         self._redis: Any = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
         self._admit = self._redis.register_script(SLIDING_WINDOW_ADMIT)
+        self._warned = -60.0
 
     def admit(self, key: str, now: float, window: float, limit: int) -> bool:
-        return float(self._admit(keys=[key], args=[now, window, limit, f"{now}:{uuid.uuid4().hex}"])) == 0
+        """Admitted when within the limit; while Redis cannot be reached every event is admitted (a limit
+        against abuse must not lock participants out of a study) and a warning says so once a minute."""
+        import redis
+
+        try:
+            return float(self._admit(keys=[key], args=[now, window, limit, f"{now}:{uuid.uuid4().hex}"])) == 0
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+            if time.monotonic() - self._warned >= 60.0:
+                self._warned = time.monotonic()
+                logger.warning("rate limits: Redis unreachable (%s); admitting everything until it is back", exc)
+            return True
 
 
 class SlidingWindowLimiter:

@@ -71,11 +71,20 @@ def do_record_screening(
             event.pk,
         )
         if _should_notify(participant.study, level):
-            from collection.tasks import notify_safety_contact
-
             event_pk = event.pk
-            transaction.on_commit(lambda: notify_safety_contact.delay(event_pk))
+            transaction.on_commit(lambda: _queue_notification(event_pk))
     return event
+
+
+def _queue_notification(event_pk: int) -> None:
+    """Queue the safety contact's email; when the queue cannot take it, say so on the event and in the log."""
+    from collection.tasks import notify_safety_contact
+
+    try:
+        notify_safety_contact.delay(event_pk)
+    except Exception as exc:  # the broker is away: the flag on the research pages still stands
+        SafetyEvent.objects.filter(pk=event_pk).update(notify_error=f"not queued: {type(exc).__name__}"[:300])
+        logger.error("safety: could not queue the safety contact's email for event %s: %s", event_pk, exc)
 
 
 def do_screen_message(turn: Turn) -> SafetyEvent | None:

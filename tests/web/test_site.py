@@ -11,7 +11,10 @@ from django.conf import settings
 def test_healthz_answers_when_the_database_does(client):
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok"}
+    expected_redis = "ok" if settings.REDIS_URL else "not configured"
+    assert response.json() == {"status": "ok", "database": "ok", "redis": expected_redis}
+    workers = client.get("/healthz?workers=1").json()["workers"]  # asked for: a broadcast ping
+    assert workers == "in-process" if not settings.REDIS_URL else workers.endswith("answering")
 
 
 def test_debug_is_off_by_default():
