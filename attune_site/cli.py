@@ -20,6 +20,8 @@ ATTUNE_COMMANDS = (
     ("eval", "replay conversations against an evaluated model"),
     ("score", "score EM run files against conversation files (no database needed)"),
     ("analyze", "capability profile, independence, discrimination and breakdown analyses"),
+    ("backup", "one archive of the database, the keys and the export and run files (backup --out FILE)"),
+    ("restore", "restore a backup into an empty database and data directory (restore FILE)"),
     ("safety", "screen messages, one per line, with the participant safety screen (safety screen FILE|-)"),
 )
 
