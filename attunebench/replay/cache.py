@@ -111,6 +111,22 @@ class CallCache(Protocol):
     async def set(self, key: str, value: CachedCall) -> None: ...
 
 
+class FreshCache:
+    """Asks the provider again (every read misses) but keeps what it answers, so a fresh run that is
+    interrupted resumes from its own answers: for a model updated behind an unchanged name."""
+
+    def __init__(self, inner: CallCache) -> None:
+        self.inner = inner
+        self._written: set[str] = set()
+
+    async def get(self, key: str) -> CachedCall | None:
+        return await self.inner.get(key) if key in self._written else None
+
+    async def set(self, key: str, value: CachedCall) -> None:
+        self._written.add(key)
+        await self.inner.set(key, value)
+
+
 class NullCache:
     """Never remembers anything (``--no-cache`` and offline baselines)."""
 

@@ -163,6 +163,8 @@ class EMSpec:
     input_cost_per_million: float | None = None
     output_cost_per_million: float | None = None
     allowed_key_env: frozenset[str] = frozenset(DEFAULT_PROVIDER_KEY_ENV)
+    # Which repeat of a run this is (0 the first): repeats get answers of their own, to measure sampling variance.
+    repeat: int = 0
 
     def __post_init__(self) -> None:
         params = dict(self.params)
@@ -210,16 +212,10 @@ class EMSpec:
         """What goes into the cache key: parameters that can change the answer."""
         return {k: v for k, v in sorted(self.params.items()) if k in ANSWER_PARAMS}
 
-    def cache_key(self, messages: list[dict[str, Any]], prompt_version: str, repeat: int = 0) -> str:
-        """The call cache's name for asking this model ``messages``: model, answer parameters, endpoint."""
-        return make_key(
-            self.litellm_model,
-            self.answer_params(),
-            messages,
-            prompt_version,
-            normalise_endpoint(self.api_base),
-            repeat,
-        )
+    def cache_key(self, messages: list[dict[str, Any]], prompt_version: str) -> str:
+        """The call cache's name for asking this model ``messages``: model, answer parameters, endpoint, repeat."""
+        endpoint = normalise_endpoint(self.api_base)
+        return make_key(self.litellm_model, self.answer_params(), messages, prompt_version, endpoint, self.repeat)
 
     @property
     def timeout(self) -> float:

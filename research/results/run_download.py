@@ -16,6 +16,7 @@ from typing import Any
 
 from attunebench import canonical as cf
 from attunebench.catalogue import RESEARCH_ONLY_STATEMENT
+from attunebench.replay.cache import normalise_endpoint
 from datasets.exchange import withdrawn_conversations
 from research.results.snapshots import code_version
 from scoring.models import EvaluationRun, RunConversation
@@ -36,6 +37,8 @@ def run_manifest(run: EvaluationRun, conversation_ids: list[str], withdrawn: int
         "model": model.name,
         "kind": model.kind,
         "litellm_model": model.litellm_model,
+        # Where the model was served (never a key): two checkpoints under one name differ here.
+        "endpoint": normalise_endpoint(model.api_base) or "the provider's own",
         "params": params,
         "seed": params.get("seed"),
         "mode": run.mode,

@@ -79,3 +79,28 @@ def test_via_litellm_without_an_api_base_is_refused_with_where_to_set_it(tmp_pat
     assert '--via-litellm applies to a model at --api-base; a registered model takes "client": "litellm"' in (
         done.stderr
     )
+
+
+def test_fresh_calls_and_repeats_ask_the_model_again_and_are_cached_under_their_own_name(tmp_path):
+    """A re-run is answered from the cache; --fresh asks again (a model updated behind its name); each
+    --repeat K has answers of its own, so a second run of the same repeat is answered from the cache."""
+    folder = tmp_path / "conversations"
+    folder.mkdir()
+    for conversation in synth_conversations(3, seed=5, min_turns=2, max_turns=2):
+        (folder / document_filename(conversation)).write_text(dumps_canonical(conversation), encoding="utf-8")
+    with FakeLLMServer(FakeConfig()) as fake:
+
+        def run(*extra: str) -> int:
+            fake.reset()
+            base = ("--model", "openai/fake", "--api-base", fake.url, "--conversations", str(folder))
+            out = tmp_path / f"out-{len(list(tmp_path.glob('out-*')))}"
+            done = eval_command(*base, "--out", str(out), *extra, data_dir=tmp_path / "data")
+            assert done.returncode == 0, done.stderr
+            return int(fake.stats()["requests"])
+
+        first = run()
+        assert first > 0
+        assert run() == 0  # the same model at the same endpoint: answered from the cache
+        assert run("--fresh") == first  # asked again
+        assert run("--repeat", "1") == first  # a repeat has answers of its own
+        assert run("--repeat", "1") == 0  # and they are cached under its number

@@ -12,6 +12,7 @@ real prompts without calling anything.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -29,6 +30,16 @@ if TYPE_CHECKING:
 
 #: Options that describe the evaluated model only: the judge never inherits them.
 EM_ONLY_OPTIONS = ("api_base", "via_litellm", "temperature", "max_tokens", "seed")
+
+
+def call_cache(options: dict[str, Any]) -> Any:
+    """The call cache a replay process uses: none, the cache folder, or the folder asked afresh (--fresh)."""
+    from attunebench.replay.cache import FileCache, FreshCache, LayeredCache, MemoryCache, NullCache
+
+    if options["no_cache"]:
+        return NullCache()
+    folder = LayeredCache(MemoryCache(), FileCache(options["cache_dir"] or Path(settings.DATA_DIR) / "call-cache"))
+    return FreshCache(folder) if options["fresh"] else folder
 
 
 class Command(BaseCommand):
@@ -78,6 +89,20 @@ class Command(BaseCommand):
         parser.add_argument("--max-tokens", type=int)
         parser.add_argument("--seed", type=int)
         parser.add_argument("--no-cache", action="store_true", help="do not read or write the call cache")
+        parser.add_argument(
+            "--fresh",
+            action="store_true",
+            help="ask the model again instead of reusing cached answers (a model updated behind the same name); "
+            "its new answers are cached as usual",
+        )
+        parser.add_argument(
+            "--repeat",
+            type=int,
+            default=0,
+            metavar="K",
+            help="which repeat of this run (0, the default, is the first): each repeat gets answers of its own, "
+            "cached under its number, to measure sampling variance across repeats",
+        )
         parser.add_argument("--cache-dir", help="call cache folder (default: <data dir>/call-cache)")
         parser.add_argument(
             "--processes",
@@ -159,7 +184,9 @@ class Command(BaseCommand):
             raise CommandError("--concurrency must be at least 1")
         if options["processes"] is not None and options["processes"] < 1:
             raise CommandError("--processes must be at least 1")
-        em = self._spec(options["model"], options)
+        if options["repeat"] < 0:
+            raise CommandError("--repeat must be 0 or more")
+        em = dataclasses.replace(self._spec(options["model"], options), repeat=options["repeat"])
         judge = (
             self._spec(options["judge"], {**options, **dict.fromkeys(EM_ONLY_OPTIONS)}) if options["judge"] else None
         )
@@ -198,17 +225,11 @@ class Command(BaseCommand):
         import asyncio
 
         from attunebench.replay.aio import run_sync
-        from attunebench.replay.cache import FileCache, LayeredCache, MemoryCache, NullCache
         from attunebench.replay.llm import warm_up
         from attunebench.replay.run import make_replayer
         from attunebench.replay.scheduler import describe_limits
 
-        if options["no_cache"]:
-            cache: Any = NullCache()
-        else:
-            cache = LayeredCache(
-                MemoryCache(), FileCache(options["cache_dir"] or Path(settings.DATA_DIR) / "call-cache")
-            )
+        cache = call_cache(options)
         replayer = make_replayer(em, config, dataset=conversations, concurrency=options["concurrency"], cache=cache)
         scheduler = replayer.scheduler
         specs = [em, config.judge]
@@ -510,7 +531,6 @@ def smallest_rpm(specs: list[Any]) -> int | None:
 
 def spec_share(spec: Any, processes: int, index: int) -> Any:
     """``spec`` with its registry caps (in flight, per minute) cut to process ``index``'s share of them."""
-    import dataclasses
 
     if spec is None or spec.is_offline:
         return spec
@@ -546,19 +566,14 @@ def _replay_share(index: int) -> list[tuple[int, Any]]:
     progress array every quarter second, from this thread (never the loop's),
     and it stops (``Abandoned``) once the parent says another share failed.
     """
-    import dataclasses
 
     from attunebench.replay.aio import run_sync, run_sync_beating
-    from attunebench.replay.cache import FileCache, LayeredCache, MemoryCache, NullCache
     from attunebench.replay.llm import warm_up
     from attunebench.replay.run import make_replayer
 
     assert _SHARE_JOB is not None, "no share job: _replay_share runs only in children of _in_processes"
     em, config, conversations, options, processes, progress, stop = _SHARE_JOB
-    if options["no_cache"]:
-        cache: Any = NullCache()
-    else:
-        cache = LayeredCache(MemoryCache(), FileCache(options["cache_dir"] or Path(settings.DATA_DIR) / "call-cache"))
+    cache = call_cache(options)
     concurrency = split_concurrency(options["concurrency"], processes)[index]
     # The registry's caps are for the whole run: each process keeps to its share of them.
     share_config = dataclasses.replace(config, judge=spec_share(config.judge, processes, index))
