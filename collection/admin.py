@@ -298,6 +298,17 @@ class _RecordedOnlyAdmin(HidesWithdrawnAdmin):
         return False
 
 
+@admin.register(m.SafetyEvent)
+class SafetyEventAdmin(_RecordedOnlyAdmin):
+    """The safety log (also on the study's safety page): which rules fired, what was shown, the choice."""
+
+    list_display = ("created_at", "study", "level", "source", "shown", "choice", "notified_at")
+    list_filter = ("level", "source", "choice", "study")
+    list_select_related = ("study",)
+    search_fields = ("participant__pseudonym",)
+    readonly_fields = ("study", "participant", "turn", "level", "source", "signals", "shown", "choice", "chosen_at")
+
+
 @admin.register(m.LiveCall)
 class LiveCallAdmin(_RecordedOnlyAdmin):
     """Live original-model calls and their litellm prices: the study's dollar spend (collection.live_spend)."""

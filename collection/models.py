@@ -213,6 +213,7 @@ class Study(models.Model):
     # --- Participant safety: who hears of a participant at risk, and what a participant who stops gets ---
     safety_contact_email = models.EmailField(
         blank=True,
+        default="",
         db_default="",
         help_text="Who is emailed when a participant may be at risk (urgent always, concern when chosen below); "
         "blank: the flag on the research pages only.",
@@ -226,6 +227,7 @@ class Study(models.Model):
     wellbeing_completion_code = models.CharField(
         max_length=64,
         blank=True,
+        default="",
         db_default="",
         help_text="The code a participant gets who stops for their wellbeing, so nobody loses pay for stopping; "
         "blank: they get their usual completion code.",
@@ -326,6 +328,7 @@ class Participant(models.Model):
         max_length=64,
         blank=True,
         editable=False,
+        default="",
         db_default="",
         help_text="Keyed hash of the platform session id at enrolment (hash_platform_session): a return from "
         "the platform resumes this participant only with the same session id, or in the browser that enrolled.",
@@ -340,6 +343,20 @@ class Participant(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     withdrawn_at = models.DateTimeField(null=True, blank=True)
     completion_code = models.CharField(max_length=16, default=new_completion_code)
+    # Read with the participant row on every page, so the safety protocol costs a page no query of its own.
+    safety_flagged = models.BooleanField(
+        default=False,
+        db_default=False,
+        editable=False,
+        help_text="The safety screen has flagged this participant at least once (see the study's safety log).",
+    )
+    safety_hold = models.BooleanField(
+        default=False,
+        db_default=False,
+        editable=False,
+        help_text="An urgent support panel waits for the participant's choice; the questions about that reply "
+        "come after it.",
+    )
     stopped_at = models.DateTimeField(
         null=True,
         blank=True,

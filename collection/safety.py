@@ -62,6 +62,12 @@ def do_record_screening(
             signals=sorted({d.signal for d in screening.detections}),
             shown=SafetyEvent.Shown.PANEL if level == SafetyEvent.Level.URGENT else SafetyEvent.Shown.RESOURCES,
         )
+        hold = level == SafetyEvent.Level.URGENT and turn is not None
+        Participant.objects.filter(pk=participant.pk).update(
+            safety_flagged=True, **({"safety_hold": True} if hold else {})
+        )
+        participant.safety_flagged = True
+        participant.safety_hold = participant.safety_hold or hold
         logger.warning(
             "safety: %s signal (%s) from participant %s in study %s; event %s",
             level,
@@ -102,9 +108,11 @@ def do_screen_annotation(
     pointed to safety help (B18, preferred). Logged (and the resources shown on the chat page) like a
     concern found in a message; one event per turn, however often the page is sent."""
     participant = turn.conversation.participant
-    if participant is None or SafetyEvent.objects.filter(turn=turn, source=SafetyEvent.Source.ANNOTATION).exists():
-        return None
     screening = annotation_screening(tags, answers)
+    if participant is None or screening.level == "none":  # the usual case asks the database nothing
+        return None
+    if SafetyEvent.objects.filter(turn=turn, source=SafetyEvent.Source.ANNOTATION).exists():
+        return None
     return do_record_screening(participant, screening, SafetyEvent.Source.ANNOTATION, turn)
 
 
@@ -128,8 +136,10 @@ def open_panel(conversation: Conversation) -> SafetyEvent | None:
 
 def events_by_turn(conversation: Conversation) -> dict[int, SafetyEvent]:
     """What the chat page shows under each flagged message (by turn id): every urgent panel, and the resources
-    for the first concern only, so they appear once without interrupting."""
+    for the first concern only, so they appear once without interrupting. No query for an unflagged participant."""
     shown: dict[int, SafetyEvent] = {}
+    if conversation.participant is None or not conversation.participant.safety_flagged:
+        return shown
     concern_shown = False
     events = SafetyEvent.objects.filter(turn__conversation=conversation, turn__isnull=False).order_by(
         "turn__turn_number", "created_at"
@@ -159,6 +169,9 @@ def do_choose(participant: Participant, event_id: int, choice: str) -> SafetyEve
         event = SafetyEvent.objects.filter(pk=event_id, participant=participant).first()
         if event is None:
             raise SafetyChoiceRefused("This message is not yours to answer.")
+        if claimed:  # the panel is answered: nothing waits for it any more
+            still_open = SafetyEvent.objects.filter(participant=participant, level="urgent", choice="").exists()
+            Participant.objects.filter(pk=participant.pk).update(safety_hold=still_open)
         if claimed and choice == SafetyEvent.Choice.STOP:
             Participant.objects.filter(pk=participant.pk, stopped_at__isnull=True).update(stopped_at=now)
     return event

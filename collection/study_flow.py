@@ -196,7 +196,7 @@ def _position(participant: Participant, consented: bool | None = None, profiled:
         last = entry_reads.last_turn(conversation)
         if last is not None and last.llm_response and last.annotation_completed_at is None:
             # A safety panel waiting for the participant's choice comes before any question about the reply.
-            if last.safety_events.filter(level="urgent", choice="").exists():
+            if participant.safety_hold:
                 return Position(CHAT, conversation, last)
             return Position(ANNOTATE, conversation, last)
         return Position(CHAT, conversation, last)

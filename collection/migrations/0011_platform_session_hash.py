@@ -14,6 +14,7 @@ class Migration(migrations.Migration):
             name="platform_session_hash",
             field=models.CharField(
                 blank=True,
+                default="",
                 db_default="",
                 editable=False,
                 help_text="Keyed hash of the platform session id at enrolment (hash_platform_session): a return from the platform resumes this participant only with the same session id, or in the browser that enrolled.",

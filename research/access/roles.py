@@ -36,6 +36,7 @@ RESEARCH_GROUP_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "attentioncheck",  # quality control: read-only; decisions go through the quality pages
             "qualitydecision",
             "livecall",  # live-model calls and their prices (the study's spend)
+            "safetyevent",  # the safety log: read-only; written by the participant pages only
         )
     ],
     *[

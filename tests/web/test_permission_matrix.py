@@ -207,6 +207,7 @@ ADMIN_MODELS: dict[str, str] = {
     "collection.livecall": "view",  # read-only: written by live calls only
     "collection.attentioncheck": "view",  # read-only: written by the participant pages only
     "collection.qualitydecision": "view",  # read-only: decisions are made on the quality pages
+    "collection.safetyevent": "view",  # read-only: written by the participant pages only
     "annotation.pagetime": "view",  # read-only: written by the annotation pages only
     "annotation.moodtag": "view",
     "annotation.binaryjudgement": "view",
@@ -238,6 +239,7 @@ ADMIN_PAGE_EXCEPTIONS = {
     "admin:collection_livecall_add": ADMIN_CLOSED,
     "admin:collection_attentioncheck_add": ADMIN_CLOSED,
     "admin:collection_qualitydecision_add": ADMIN_CLOSED,
+    "admin:collection_safetyevent_add": ADMIN_CLOSED,
     "admin:annotation_pagetime_add": ADMIN_CLOSED,
 }
 # Admin pages nobody may use, superusers included: login attempts are recorded by django-axes, never typed in.

@@ -187,7 +187,7 @@ def test_a_participant_who_answers_the_checks_wrongly_is_flagged_for_the_researc
     page.goto(f"/research/quality/{study.slug}/")
     row = page.locator(f"#p-{export_pseudonym(person.pseudonym)}")
     expect(row).to_contain_text("Failed attention checks: 2 of 2 attention checks failed")
-    expect(row.locator("td").nth(3)).to_have_text("0 of 2")
+    expect(row.locator("td").nth(4)).to_have_text("0 of 2")  # after the participant and safety columns
     expect(row).to_contain_text("included")
     row.get_by_role("link", name=export_pseudonym(person.pseudonym)).click()
     evidence = page.locator("#flag-attention_check")
