@@ -52,6 +52,8 @@ def do_record_screening(
     if screening.level == "none":
         return None
     level = SafetyEvent.Level(screening.level)
+    # The panel and its choices follow a chat message; elsewhere (the closing survey) the resources are shown.
+    panel = level == SafetyEvent.Level.URGENT and source == SafetyEvent.Source.MESSAGE and turn is not None
     with transaction.atomic():
         event = SafetyEvent.objects.create(
             study_id=participant.study_id,
@@ -60,9 +62,9 @@ def do_record_screening(
             level=level,
             source=source,
             signals=sorted({d.signal for d in screening.detections}),
-            shown=SafetyEvent.Shown.PANEL if level == SafetyEvent.Level.URGENT else SafetyEvent.Shown.RESOURCES,
+            shown=SafetyEvent.Shown.PANEL if panel else SafetyEvent.Shown.RESOURCES,
         )
-        hold = level == SafetyEvent.Level.URGENT and turn is not None
+        hold = panel
         Participant.objects.filter(pk=participant.pk).update(
             safety_flagged=True, **({"safety_hold": True} if hold else {})
         )
@@ -117,7 +119,9 @@ def do_screen_annotation(
 
 
 def do_screen_free_text(participant: Participant, texts: list[str], turn: Turn | None = None) -> SafetyEvent | None:
-    """Screen free-text answers (a rewritten reply, "what felt off"); concern and urgent alike show resources."""
+    """Screen the participant's free-text answers in their own voice (the closing survey's comment and own
+    words); concern and urgent alike are logged, flagged and emailed, and the thank-you page shows the
+    resources. The ideal reply is not screened: it is written in the model's voice, to the participant."""
     joined = "\n".join(t for t in texts if t and t.strip())
     if not joined:
         return None

@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
-from collection import entry_reads, quotas
+from collection import entry_reads, quotas, safety
 from collection.assignment import choose_original_model
 from collection.completeness import do_note_first_reply, do_refresh_conversation_completeness
 from collection.models import (
@@ -588,6 +588,10 @@ def do_save_conversation_wide(conversation: Conversation, answers: dict[str, Any
             status=Conversation.Status.COMPLETE,
             completed_at=timezone.now(),
         )
+        # The participant's own words in the closing survey are screened as their messages are.
+        if conversation.participant is not None:
+            written = [answers.get("comment", ""), answers.get("looking_for_other", "")]
+            safety.do_screen_free_text(conversation.participant, written)
         do_refresh_conversation_completeness(conversation.pk)
 
 

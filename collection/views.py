@@ -716,7 +716,9 @@ def survey(request: HttpRequest, participant: Participant, position: flow.Positi
 
 @participant_step(flow.DONE)
 def done(request: HttpRequest, participant: Participant, position: flow.Position) -> HttpResponse:
-    return render(request, "participant/done.html", page_context(participant, flow.DONE, hide_withdraw=False))
+    resources = safety.support_resources(flow.study_of(participant)) if participant.safety_flagged else []
+    context = page_context(participant, flow.DONE, hide_withdraw=False, resources=resources)
+    return render(request, "participant/done.html", context)
 
 
 # ---------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import pytest
 from django.core.cache import cache
 from django.test import Client
 
+from attunebench import catalogue as cat
 from collection import study_flow as flow
 from collection.models import Participant, SafetyEvent
 from collection.study_flow import do_withdraw
@@ -221,3 +222,18 @@ def test_the_participants_own_annotations_are_signals_too(walker):
     assert (event.level, event.source, event.signals) == ("concern", "annotation", ["high_distress_tag"])
     page = walker.body(walker.get(walker.url("chat/")))
     assert page.count("free and confidential") == 1
+
+
+def test_the_closing_surveys_own_words_are_screened_too(walker, study):
+    from tests.web.test_participant_flow import survey_answers
+
+    for number in range(1, study.min_turns + 1):
+        walker.turn(number)
+    walker.post(walker.url("chat/finish/"), {"confirm": "yes"})
+    walker.post(walker.url("feelings-after/"), dict.fromkeys(cat.PANAS_ITEMS, "4"))
+    walker.post(walker.url("your-view/"), survey_answers(comment="I have decided to end my life tonight."))
+    event = SafetyEvent.objects.get()
+    assert (event.level, event.source, event.shown, event.turn) == ("urgent", "free_text", "resources", None)
+    page = walker.body(walker.get(walker.url("thank-you/")))
+    assert "free and confidential" in page
+    assert Participant.objects.get(pk=walker.participant.pk).safety_hold is False  # no panel after the study
