@@ -117,6 +117,7 @@ def build_world(n: int) -> World:
         Participant,
         ParticipantProfile,
         QualityDecision,
+        SafetyEvent,
         SensitiveProfile,
         Study,
         StudyModel,
@@ -245,6 +246,18 @@ def build_world(n: int) -> World:
         for t in turns
     )
     QualityDecision.objects.bulk_create(QualityDecision(participant=p, decision="include") for p in participants)
+    SafetyEvent.objects.bulk_create(
+        SafetyEvent(
+            study=budget_studies[i % len(budget_studies)],
+            participant_id=t.conversation.participant_id,
+            turn=t,
+            level="concern",
+            source="message",
+            signals=["hopelessness"],
+            shown="resources",
+        )
+        for i, t in enumerate(turns)
+    )
     LiveCall.objects.bulk_create(
         LiveCall(study=budget_studies[i % len(budget_studies)], litellm_model="openai/budget", cost_usd=0.01)
         for i in range(n)
@@ -761,6 +774,7 @@ ADMIN_BUDGETS = {
     "collection.livecall": 8,  # + study filter choices (+study)
     "collection.attentioncheck": 7,  # (+participant)
     "collection.qualitydecision": 8,  # + reason filter choices (+participant, decided by)
+    "collection.safetyevent": 8,  # + study filter choices (+study)
     "annotation.pagetime": 7,  # (+turn)
     "collection.originalmodel": 8,  # + provider filter choices (+conversation count)
     "collection.panasitemresponse": 7,
