@@ -179,15 +179,18 @@ def do_backup(out: Path, progress: Callable[[str], None] = lambda _: None) -> di
         }
         progress("archive")
         partial = out.with_name(out.name + ".partial")
-        with tarfile.open(partial, "w:gz") as archive:
-            data = json.dumps(manifest, indent=2, sort_keys=True).encode()
-            info = tarfile.TarInfo("manifest.json")
-            info.size, info.mode = len(data), 0o600
-            archive.addfile(info, io.BytesIO(data))
-            for name, path in members.items():
-                archive.add(str(path), arcname=name, recursive=False)
-        os.chmod(partial, 0o600)
-        partial.rename(out)  # a backup file either is whole or does not exist
+        try:
+            with tarfile.open(partial, "w:gz") as archive:
+                data = json.dumps(manifest, indent=2, sort_keys=True).encode()
+                info = tarfile.TarInfo("manifest.json")
+                info.size, info.mode = len(data), 0o600
+                archive.addfile(info, io.BytesIO(data))
+                for name, path in members.items():
+                    archive.add(str(path), arcname=name, recursive=False)
+            os.chmod(partial, 0o600)
+            partial.rename(out)  # a backup file either is whole or does not exist
+        finally:
+            partial.unlink(missing_ok=True)
     return manifest
 
 
