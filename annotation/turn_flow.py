@@ -249,7 +249,9 @@ def do_revise_answers(
         if not can_review(locked):
             return False
         asked = list(locked.binary_judgements.values_list("question_id", flat=True))
-        _write_answers(locked, tags, {q: a for q, a in answers.items() if q in asked}, asked)
+        revised = {q: a for q, a in answers.items() if q in asked}
+        _write_answers(locked, tags, revised, asked)
+        safety.do_screen_annotation(locked, tags, revised)
         for position, winner in winners.items():
             PairwiseComparison.objects.filter(turn=locked, position=position, winner__isnull=False).update(
                 winner=winner

@@ -6,13 +6,16 @@ A study's data is the one thing that cannot be collected again. ``attune backup`
   runs) or ``database.sqlite3`` (SQLite: the database's own online backup, consistent under writers);
 - ``keys/secret_key`` and ``keys/pseudonym_key``: without the pseudonym key, restored participants would
   get new pseudonyms and an erasure request quoting an export's id would find no one;
-- ``files/``: export bundles and run files of the data directory;
+- ``files/``: export bundles and run files of the data directory, copied before they are checksummed;
 - ``manifest.json``: format, engine, time, the newest migration of each app, row counts per table and the
-  SHA-256 of every other member. Restore checks all of it before it changes anything.
+  SHA-256 of every other member.
 
-``attune restore`` refuses a database or data directory that already holds data unless ``--force``, and a
-backup of another engine (use export and import to move between SQLite and PostgreSQL). A participant erased
-before a backup is not in it; older backups keep them until they are deleted (docs: how long to keep them).
+``attune restore`` checks everything it needs before it changes anything (every member and checksum, the
+database file and both keys, ``pg_restore``, a backup from a newer release), refuses a database or data
+directory that already holds data unless ``--force``, and a backup of another engine (use export and import
+to move between SQLite and PostgreSQL). Stop the web and worker processes before a restore: it replaces the
+database under them. The checksums catch damage, not a forger: keep archives where only operators write.
+A participant erased before a backup is not in it; older backups keep them until they are deleted.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from collection.models import Participant, Study
 
 FORMAT = "attune-backup/1"
 KEPT_FOLDERS = ("exports", "runs")  # the data directory's files that nothing else can rebuild
+KEYS = (SECRET_KEY_FILE, PSEUDONYM_KEY_FILE)
 
 
 class BackupError(Exception):
@@ -166,9 +170,13 @@ def do_backup(out: Path, progress: Callable[[str], None] = lambda _: None) -> di
         progress("files")
         for folder in KEPT_FOLDERS:
             root = data_dir / folder
-            if root.is_dir():
+            if root.is_dir():  # copied first: the checksum and the archive then describe the same bytes
                 for path in sorted(p for p in root.rglob("*") if p.is_file()):
-                    members[f"files/{folder}/{path.relative_to(root).as_posix()}"] = path
+                    name = f"files/{folder}/{path.relative_to(root).as_posix()}"
+                    copy = stage / name
+                    copy.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(path, copy)
+                    members[name] = copy
         manifest = {
             "format": FORMAT,
             "created_at": timezone.now().isoformat(),
@@ -178,7 +186,7 @@ def do_backup(out: Path, progress: Callable[[str], None] = lambda _: None) -> di
             "sha256": {name: _sha256(path) for name, path in members.items()},
         }
         progress("archive")
-        partial = out.with_name(out.name + ".partial")
+        partial = stage / "archive.partial"  # inside the private staging folder until it is whole
         try:
             with tarfile.open(partial, "w:gz") as archive:
                 data = json.dumps(manifest, indent=2, sort_keys=True).encode()
@@ -218,6 +226,34 @@ def _read_archive(path: Path, into: Path) -> dict[str, Any]:
     return manifest
 
 
+def _check_restorable(manifest: dict[str, Any], stage: Path, path: Path, engine: str) -> None:
+    """Everything restore needs, checked before it changes anything: the members, the tools, the schema."""
+    needed = ["database.dump" if engine == "postgresql" else "database.sqlite3", *(f"keys/{k}" for k in KEYS)]
+    missing = [name for name in needed if name not in manifest.get("sha256", {}) or not (stage / name).is_file()]
+    if missing:
+        raise BackupError(f"{path} lacks {', '.join(missing)}: not a whole Attune backup")
+    if engine == "postgresql" and shutil.which("pg_restore") is None:
+        raise BackupError("pg_restore is not installed (PostgreSQL's client programs); nothing was changed")
+    ours = _code_migrations()
+    theirs = manifest.get("migrations", {})
+    newer = {app: name for app, name in theirs.items() if app in ours and name > ours[app]}
+    if newer:
+        raise BackupError(
+            f"{path} was made by a newer release (migrations {newer}); upgrade this deployment first. "
+            "Nothing was changed."
+        )
+
+
+def _code_migrations() -> dict[str, str]:
+    """The newest migration of each app this code knows."""
+    from django.db.migrations.loader import MigrationLoader
+
+    latest: dict[str, str] = {}
+    for app, name in MigrationLoader(None, ignore_no_migrations=True).disk_migrations:
+        latest[app] = max(latest.get(app, ""), name)
+    return latest
+
+
 def _holds_data() -> bool:
     tables = set(connection.introspection.table_names())
     return Study._meta.db_table in tables and (Participant.objects.exists() or Study.objects.exists())
@@ -236,6 +272,7 @@ def do_restore(path: Path, force: bool = False, progress: Callable[[str], None] 
                 f"{path} is a {manifest['engine']} backup and this deployment uses {engine}; restore it into a "
                 f"{manifest['engine']} deployment, or move the data with attune export and attune import"
             )
+        _check_restorable(manifest, stage, path, engine)
         kept_files = any((data_dir / folder).is_dir() and any((data_dir / folder).iterdir()) for folder in KEPT_FOLDERS)
         if not force and (_holds_data() or kept_files):
             raise BackupError(
@@ -270,11 +307,11 @@ def do_restore(path: Path, force: bool = False, progress: Callable[[str], None] 
                 Path(str(target) + suffix).unlink(missing_ok=True)
             shutil.copyfile(stage / "database.sqlite3", target)
         progress("keys and files")
-        for name in (SECRET_KEY_FILE, PSEUDONYM_KEY_FILE):
-            key = data_dir / name
-            key.unlink(missing_ok=True)
-            shutil.copyfile(stage / "keys" / name, key)
-            os.chmod(key, 0o600)
+        for name in KEYS:  # written beside, then moved over: a key is never missing, even for a moment
+            fresh = data_dir / f".{name}.restoring"
+            shutil.copyfile(stage / "keys" / name, fresh)
+            os.chmod(fresh, 0o600)
+            os.replace(fresh, data_dir / name)
         files = 0
         for folder in KEPT_FOLDERS:
             shutil.rmtree(data_dir / folder, ignore_errors=True)
@@ -282,8 +319,22 @@ def do_restore(path: Path, force: bool = False, progress: Callable[[str], None] 
             if source.is_dir():
                 shutil.copytree(source, data_dir / folder)
                 files += sum(1 for p in source.rglob("*") if p.is_file())
+        expected = dict(manifest["rows"])
+        if any(name < _code_migrations().get(app, "") for app, name in manifest.get("migrations", {}).items()):
+            # An older release's backup: brought up to this release's schema; its data migrations may add or
+            # change rows, so only the study's own tables are compared.
+            progress("migrating the restored database to this release")
+            from django.core.management import call_command
+
+            call_command("migrate", verbosity=0)
+            study_tables = {
+                m._meta.db_table
+                for m in apps.get_models(include_auto_created=True)
+                if m._meta.app_label in ("collection", "annotation", "datasets", "scoring", "research")
+            }
+            expected = {t: n for t, n in expected.items() if t in study_tables}
         rows = row_counts()
-        differing = {t: (n, rows.get(t)) for t, n in manifest["rows"].items() if rows.get(t) != n}
+        differing = {t: (n, rows.get(t)) for t, n in expected.items() if rows.get(t) != n}
         if differing:
             raise BackupError(f"restored, but these tables differ from the backup (expected, found): {differing}")
         warnings = [

@@ -67,7 +67,8 @@ def healthz(request: HttpRequest) -> JsonResponse:
         report["database"] = f"unreachable ({exc.__class__.__name__})"
         status = 503
     report["redis"] = _redis_state()
-    if request.GET.get("workers") == "1":  # a broadcast ping costs a second: asked for, not on every probe
+    # A broadcast ping holds the request for a second: asked for, from this machine only (an operator's probe).
+    if request.GET.get("workers") == "1" and request.META.get("REMOTE_ADDR") in ("127.0.0.1", "::1"):
         report["workers"] = _workers_state()
     return JsonResponse({"status": "ok" if status == 200 else "error", **report}, status=status)
 

@@ -9,9 +9,12 @@ that look alike but differ).
 from __future__ import annotations
 
 import re
+import unicodedata
 
 CONTROL = "\x00-\x1f\x7f-\x9f"
-INVISIBLE_FORMATTING = "\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+INVISIBLE_FORMATTING = (
+    "\u00ad\u061c\u180e\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufe00-\ufe0f\ufeff"
+)
 
 # The pattern the API schema states, so clients see what is accepted.
 NAME_PATTERN = (
@@ -29,11 +32,11 @@ def name_problem(name: str) -> str | None:
         return "The name is empty; give it a visible character."
     if _CONTROL.search(name):
         return "The name holds a control character; use visible characters only."
-    found = _INVISIBLE.search(name)
-    if found:
-        return (
-            f"The name holds an invisible formatting character (U+{ord(found.group()):04X}, at position "
-            f"{found.start() + 1}), such as a right-to-left override or a zero-width space, which can make it "
-            "display as another name; remove it."
-        )
+    for position, character in enumerate(name, 1):
+        if _INVISIBLE.match(character) or unicodedata.category(character) in ("Cf", "Zl", "Zp"):
+            return (
+                f"The name holds an invisible formatting character (U+{ord(character):04X}, at position "
+                f"{position}), such as a right-to-left override or a zero-width space, which can make it "
+                "display as another name; remove it."
+            )
     return None

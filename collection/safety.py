@@ -128,16 +128,6 @@ def do_screen_free_text(participant: Participant, texts: list[str], turn: Turn |
     return do_record_screening(participant, screen_text(joined), SafetyEvent.Source.FREE_TEXT, turn)
 
 
-def open_panel(conversation: Conversation) -> SafetyEvent | None:
-    """The urgent event on the conversation's latest turn still waiting for the participant's choice."""
-    last = conversation.turns.order_by("-turn_number").first()
-    if last is None:
-        return None
-    return (
-        SafetyEvent.objects.filter(turn=last, level=SafetyEvent.Level.URGENT, choice="").order_by("created_at").first()
-    )
-
-
 def events_by_turn(conversation: Conversation) -> dict[int, SafetyEvent]:
     """What the chat page shows under each flagged message (by turn id): every urgent panel, and the resources
     for the first concern only, so they appear once without interrupting. No query for an unflagged participant."""
@@ -167,14 +157,13 @@ def do_choose(participant: Participant, event_id: int, choice: str) -> SafetyEve
         raise SafetyChoiceRefused("Please choose to pause, stop or continue.")
     now = timezone.now()
     with transaction.atomic():
-        claimed = SafetyEvent.objects.filter(pk=event_id, participant=participant, choice="").update(
-            choice=choice, chosen_at=now
-        )
-        event = SafetyEvent.objects.filter(pk=event_id, participant=participant).first()
+        panels = SafetyEvent.objects.filter(participant=participant, shown=SafetyEvent.Shown.PANEL)
+        claimed = panels.filter(pk=event_id, choice="").update(choice=choice, chosen_at=now)
+        event = panels.filter(pk=event_id).first()
         if event is None:
             raise SafetyChoiceRefused("This message is not yours to answer.")
         if claimed:  # the panel is answered: nothing waits for it any more
-            still_open = SafetyEvent.objects.filter(participant=participant, level="urgent", choice="").exists()
+            still_open = panels.filter(choice="").exists()
             Participant.objects.filter(pk=participant.pk).update(safety_hold=still_open)
         if claimed and choice == SafetyEvent.Choice.STOP:
             Participant.objects.filter(pk=participant.pk, stopped_at__isnull=True).update(stopped_at=now)

@@ -1,6 +1,7 @@
 """Celery task that emails a study's safety contact when a participant may be at risk.
 
-Queued when the safety event commits, so the participant never waits for a mail server. A failing mail
+Queued when the safety event commits, so with a worker the participant never waits for a mail server (in
+the embedded default, with no worker, it is sent in the request, after the commit, within EMAIL_TIMEOUT). A failing mail
 server is retried with backoff; when the retries are spent the reason is stored on the event (the research
 pages show it beside the flag) and logged as an error, never swallowed. The email holds no words the
 participant wrote: the level, the rules that fired, when, what was shown, and where to look.
@@ -59,8 +60,9 @@ def notify_safety_contact(self: Any, event_pk: int) -> bool:
     subject, body = safety_email(event)
     try:
         send_mail(subject, body, None, [event.study.safety_contact_email])
-    except (smtplib.SMTPException, OSError) as exc:
-        if self.request.retries < RETRIES and not self.request.is_eager:
+    except Exception as exc:  # every failure is retried (mail servers fail in many ways) or recorded
+        transient = isinstance(exc, smtplib.SMTPException | OSError)
+        if transient and self.request.retries < RETRIES and not self.request.is_eager:
             raise self.retry(exc=exc, countdown=min(60, 2 ** (self.request.retries + 1))) from exc
         SafetyEvent.objects.filter(pk=event_pk).update(notify_error=f"{type(exc).__name__}: {exc}"[:300])
         logger.error(

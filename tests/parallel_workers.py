@@ -37,6 +37,8 @@ def _isolate_this_worker() -> None:
     index = worker_index()
     if index is None:
         return
+    if index >= REDIS_DATABASES:
+        raise RuntimeError(f"at most {REDIS_DATABASES} test workers: each needs a Redis database of its own")
     if os.environ.get("REDIS_URL"):
         os.environ["REDIS_URL"] = redis_url_for_worker(os.environ["REDIS_URL"], index)
     # Unset, the make target's default (data/test in the checkout) stands in for it.

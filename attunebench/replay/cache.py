@@ -43,10 +43,17 @@ def normalise_endpoint(api_base: str | None) -> str:
     parts = urlsplit(api_base.strip())
     scheme = parts.scheme.lower()
     host = (parts.hostname or "").lower()
-    port = parts.port
+    if ":" in host:  # an IPv6 address keeps its brackets
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:  # not a port number: kept as written, so the address stays its own endpoint
+        port = None
+        host = parts.netloc.rpartition("@")[2].lower()
     if port is not None and (scheme, port) not in (("http", 80), ("https", 443)):
         host = f"{host}:{port}"
-    return urlunsplit((scheme, host, parts.path.rstrip("/"), parts.query, ""))
+    # The query is left out: providers that take a key in it (?key=...) must never see it written down.
+    return urlunsplit((scheme, host, parts.path.rstrip("/"), "", ""))
 
 
 def make_key(

@@ -16,7 +16,9 @@ from rest_framework.parsers import JSONParser
 
 MAX_JSON_DEPTH = 64
 
-_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# A string, or an unterminated one to the end of the body: every match succeeds where it starts, so the scan
+# stays linear whatever the body (a closing quote alone would make each quote rescan to the end).
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*(?:"|\Z)', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
 

@@ -101,3 +101,11 @@ def test_the_endpoint_and_the_repeat_are_part_of_the_key_and_spelt_one_way() -> 
         assert normalise_endpoint(spelling) == "http://localhost/v1"
     assert normalise_endpoint("https://api.example.org:443/") == "https://api.example.org"
     assert normalise_endpoint(None) == normalise_endpoint("  ") == ""
+
+
+def test_an_endpoint_never_carries_a_query_and_keeps_ipv6_brackets() -> None:
+    from attunebench.replay.cache import normalise_endpoint
+
+    assert normalise_endpoint("https://api.example.org/v1?key=SECRET") == "https://api.example.org/v1"
+    assert normalise_endpoint("http://[::1]:8000/v1/") == "http://[::1]:8000/v1"
+    assert normalise_endpoint("http://host:notaport/v1") == "http://host:notaport/v1"  # kept, never a crash

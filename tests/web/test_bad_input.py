@@ -77,3 +77,17 @@ def test_a_snapshot_name_that_displays_as_another_is_refused(scored_runs, resear
 
     with pytest.raises(SnapshotError, match="U\\+202E"):
         do_freeze_snapshot(f"best{RIGHT_TO_LEFT_OVERRIDE}", "", evaluation_data(None), user=researcher)
+
+
+def test_an_unterminated_string_is_scanned_once():
+    """Quotes without an end are consumed in one pass: the depth check stays linear on hostile bodies."""
+    assert json_depth(b'"' + b'\\"' * 200_000) == 0
+    assert json_depth(b'"' * 200_000) == 0
+    assert json_depth(b'[["abc') == 2
+
+
+@pytest.mark.parametrize("character", ["\u061c", "\u00ad", "\u2028", "\U000e0041", "\ufe0f"])
+def test_every_invisible_format_character_is_refused_in_a_name(character):
+    from attunebench.names import name_problem
+
+    assert "invisible formatting character" in (name_problem(f"name{character}x") or "")

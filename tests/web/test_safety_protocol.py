@@ -237,3 +237,13 @@ def test_the_closing_surveys_own_words_are_screened_too(walker, study):
     page = walker.body(walker.get(walker.url("thank-you/")))
     assert "free and confidential" in page
     assert Participant.objects.get(pk=walker.participant.pk).safety_hold is False  # no panel after the study
+
+
+def test_a_choice_is_taken_only_on_a_panel_that_was_shown(walker):
+    """A concern showed resources, not a panel: a crafted 'stop' on it changes nothing."""
+    send(walker, CONCERN)
+    event = SafetyEvent.objects.get()
+    walker.post(walker.url(f"support/{event.pk}/"), {"choice": "stop"})
+    event.refresh_from_db()
+    participant = Participant.objects.get(pk=walker.participant.pk)
+    assert event.choice == "" and participant.stopped_at is None and participant.safety_hold is False
