@@ -1,8 +1,8 @@
 """The distress protocol as a participant meets it, in a real headless Chromium, at 1280 px and on a phone.
 
 The offline model says nothing about safety: the panel, the resources and the choices come from Attune's
-own screen. Also the reply stream's loose ends: a failed reply says so (never an earlier, unrelated
-message) and a finished stream is let go. Screenshots go to artifacts/screenshots/participant/.
+own screen. Also a failed reply, which says so (never an earlier, unrelated message). Screenshots go to
+artifacts/screenshots/participant/.
 """
 
 from __future__ import annotations
