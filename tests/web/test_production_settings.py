@@ -19,6 +19,7 @@ import pytest
 
 from attune_site.health import probe_host
 from attunebench.replay.llm import DEFAULT_PROVIDER_KEY_ENV
+from devtools.reference_docs import read_variables
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "study.example.org"
@@ -140,18 +141,8 @@ def _compose() -> dict:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text(encoding="utf-8"))
 
 
-def _readme_variables() -> set[str]:
-    """Every variable named in the first column of the README's configuration table."""
-    names: set[str] = set()
-    for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines():
-        if line.startswith("| `") or line.startswith("| provider keys"):
-            first_cell = line.split("|")[1]
-            names.update(re.findall(r"`([A-Z][A-Z0-9_]+)`", first_cell))
-    return names
-
-
 def test_compose_passes_every_documented_variable_to_web_and_worker():
-    variables = _readme_variables()
+    variables = {variable.name for variable in read_variables()}  # what the configuration reference lists
     assert {"ATTUNE_PRODUCTION", "ATTUNE_SECRET_KEY", "ATTUNE_CSRF_TRUSTED_ORIGINS", "DATABASE_URL"} <= variables
     services = _compose()["services"]
     for name in ("web", "worker", "migrate"):
