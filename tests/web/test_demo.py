@@ -4,6 +4,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
+from django.utils import timezone
 
 from collection.models import Conversation, Participant
 from scoring.models import EvaluationRun, RunScore
@@ -34,12 +35,33 @@ def test_demo_sets_everything_up_and_is_idempotent(capsys):
     participants = Participant.objects.count()
     call_command("demo", "--no-serve")
     out = capsys.readouterr().out
-    # The same unused invitation, with a fresh link: only the hash of a token is stored, so the old one
-    # cannot be printed again, and it stops working.
+    # A second start prints the same login and the same link, and both still work.
     again = out.split("Participant study link: ")[1].split()[0]
-    assert again != link and Participant.objects.count() == participants
+    assert again == link and Participant.objects.count() == participants
+    assert out.split("password: ")[1].split()[0] == password
+    user.refresh_from_db()
+    assert user.check_password(password)
     client = Client()
-    assert client.get(again.removeprefix("http://localhost:8000")).status_code == 302
-    assert client.get(link.removeprefix("http://localhost:8000")).status_code == 404
+    assert client.get(link.removeprefix("http://localhost:8000")).status_code == 302
     assert EvaluationRun.objects.count() == 6
     assert "0 imported" in out and "already scored" in out
+
+
+def test_demo_prints_new_logins_when_the_old_ones_stopped_working(capsys):
+    call_command("demo", "--no-serve")
+    out = capsys.readouterr().out
+    password = out.split("password: ")[1].split()[0]
+    link = out.split("Participant study link: ")[1].split()[0]
+    user = get_user_model().objects.get(username="researcher")
+    user.set_password("changed-by-the-researcher-1")
+    user.save()
+    Participant.objects.update(link_revoked_at=timezone.now())
+
+    call_command("demo", "--no-serve")
+    out = capsys.readouterr().out
+    new_password = out.split("password: ")[1].split()[0]
+    new_link = out.split("Participant study link: ")[1].split()[0]
+    assert new_password != password and new_link != link
+    user.refresh_from_db()
+    assert user.check_password(new_password)
+    assert Client().get(new_link.removeprefix("http://localhost:8000")).status_code == 302

@@ -6,6 +6,7 @@ any conversations collected meanwhile) and only does what is missing.
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,16 +17,40 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from attune_site.datadir import data_dir
 from attunebench.catalogue import RESEARCH_ONLY_STATEMENT
 from attunebench.replay.baselines import BASELINE_NAMES
 from attunebench.sources import read_conversations
-from collection.models import Conversation, Participant, Study
+from collection.models import Conversation, Participant, Study, hash_token
 from collection.setup import ensure_defaults
 from datasets.exchange import import_documents
 from research.access.roles import do_make_researcher
 
 DEMO_MODES = ("default", "omniscient")
 RESEARCHER_USERNAME = "researcher"
+# What the demo printed first, kept in the data directory (owner-only) so a second start prints the same login
+# and study link instead of invalidating them.
+DEMO_LOGINS_FILE = "demo_logins.json"
+
+
+def _stored_logins() -> dict[str, str]:
+    try:
+        stored = json.loads((data_dir() / DEMO_LOGINS_FILE).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}
+    return (
+        {k: v for k, v in stored.items() if isinstance(k, str) and isinstance(v, str)}
+        if isinstance(stored, dict)
+        else {}
+    )
+
+
+def _store_logins(logins: dict[str, str]) -> None:
+    path = data_dir() / DEMO_LOGINS_FILE
+    temp = path.with_suffix(".tmp")
+    temp.write_text(json.dumps(logins), encoding="utf-8")
+    temp.chmod(0o600)
+    temp.replace(path)
 
 
 @contextmanager
@@ -68,8 +93,10 @@ class Command(BaseCommand):
         for model in BASELINE_NAMES:
             for mode in options["modes"]:
                 self.run_baseline(model, mode)
-        password = self.researcher_login()
-        participant = self.unused_participant(defaults.study)
+        logins = _stored_logins()
+        password = self.researcher_login(logins.get("researcher_password", ""))
+        token = self.study_link_token(defaults.study, logins.get("participant_token", ""))
+        _store_logins({"researcher_password": password, "participant_token": token})
 
         host = "localhost" if options["host"] in {"127.0.0.1", "0.0.0.0"} else options["host"]
         base = f"http://{host}:{options['port']}"
@@ -78,7 +105,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"  Researcher dashboards: {base}/research/   user: {RESEARCHER_USERNAME}   password: {password}"
         )
-        self.stdout.write(f"  Participant study link: {base}/s/{participant.token}/")
+        self.stdout.write(f"  Participant study link: {base}/s/{token}/")
         self.stdout.write(f"  Open enrolment link:    {base}/join/{defaults.study.slug}/")
         self.stdout.write(f"  API docs:               {base}/api/docs/")
         self.stdout.write(f"\n  {RESEARCH_ONLY_STATEMENT}\n")
@@ -123,8 +150,16 @@ class Command(BaseCommand):
             f"{progress['calls_failed']} failed)"
         )
 
-    def unused_participant(self, study: Study) -> Participant:
-        """The demo's printed study link: an invited participant who has not started, reused across runs."""
+    def study_link_token(self, study: Study, stored: str) -> str:
+        """The demo's printed study link: the one printed before while it still opens the study, else a new
+        one for an invited participant who has not started."""
+        if (
+            stored
+            and Participant.objects.filter(
+                token_hash=hash_token(stored), study=study, withdrawn_at__isnull=True, link_revoked_at__isnull=True
+            ).exists()
+        ):
+            return stored
         unused = (
             Participant.objects.filter(
                 study=study, consents__isnull=True, conversations__isnull=True, withdrawn_at__isnull=True
@@ -133,16 +168,19 @@ class Command(BaseCommand):
             .first()
         )
         if unused is None:
-            return Participant.objects.create(study=study)
+            return Participant.objects.create(study=study).token
         unused.issue_link()  # only the token's hash is stored: a fresh link is the only one that can be shown
         unused.save(update_fields=["token_hash", "link_issued_at", "link_revoked_at"])
-        return unused
+        return unused.token
 
-    def researcher_login(self) -> str:
-        """A staff account in the research group, with a fresh password printed on every demo start."""
-        password = secrets.token_urlsafe(9)
+    def researcher_login(self, stored: str) -> str:
+        """A staff account in the research group; the password printed before stays while it still signs in."""
         user, _ = get_user_model().objects.get_or_create(username=RESEARCHER_USERNAME)
-        user.set_password(password)
-        user.save()
+        if stored and user.check_password(stored):
+            password = stored
+        else:
+            password = secrets.token_urlsafe(9)
+            user.set_password(password)
+            user.save()
         do_make_researcher(user)
         return password
