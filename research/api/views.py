@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from django.contrib.auth.models import User
 from django.db.models import Count, QuerySet
@@ -774,6 +774,15 @@ class DocsView(JSONErrorsMixin, SpectacularSwaggerSplitView):
     authentication_classes = AUTHENTICATION
     permission_classes = [IsResearcher]
     url_name = "api:schema"
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        # A person opening the docs without signing in (no session, no token) is sent to the login page and
+        # back, rather than shown a bare JSON 401 meant for scripts.
+        if not request.user.is_authenticated and "HTTP_AUTHORIZATION" not in request.META:
+            from django.contrib.auth.views import redirect_to_login
+
+            return redirect_to_login(request.get_full_path())
+        return super().dispatch(request, *args, **kwargs)
 
     @staticmethod
     def _swagger_ui_resource(filename: str) -> str:

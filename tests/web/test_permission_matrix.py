@@ -112,7 +112,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "research:rater_home": SIGNED_IN,
     "research:rate": ASSIGNEE,
     "api:schema": API,
-    "api:docs": API,
+    "api:docs": RESEARCH,  # a page for people: without a login it sends them to sign in, not a JSON 401
     "api:docs-asset": PUBLIC,  # Swagger UI's own static files, no data
     "api:leaderboard": API,
     "api:quality-study": API,

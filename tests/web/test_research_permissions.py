@@ -174,6 +174,8 @@ def test_api_admits_only_staff(persona, world, request):
         response = client.get(url)
         if persona in STAFF:
             assert response.status_code == 200, (persona, url, response.status_code)
+        elif url == "/api/docs/" and not response.wsgi_request.user.is_authenticated:
+            assert is_login_redirect(response), (persona, url, response.status_code)  # a person: sign in first
         else:
             assert response.status_code in (401, 403), (persona, url, response.status_code)
     for url, data in api_posts(world):
