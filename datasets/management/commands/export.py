@@ -1,6 +1,7 @@
 """attune export: canonical JSON files, JSONL or a flat Parquet table of turns."""
 
 import sys
+from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -37,6 +38,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
+        created = check_out_path(options["format"], options["out"])
         queryset = export_selection(options["include_unfinished"])
         if options["status"]:
             queryset = queryset.filter(status__in=options["status"])
@@ -54,9 +56,7 @@ class Command(BaseCommand):
             raise CommandError(f"cannot write {options['out']}: {exc}") from exc
         if interactive:
             self.stderr.write("")
-        self.stdout.write(
-            self.style.SUCCESS(f"Exported {count} conversation(s) to {options['out']} ({options['format']}).")
-        )
+        self.stdout.write(self.style.SUCCESS(f"Exported {count} conversation(s) into {created} {options['out']}."))
         out = left_out_counts(queryset)
         reasons = [
             (out["unfinished"], "unfinished"),
@@ -68,3 +68,24 @@ class Command(BaseCommand):
         if any(n for n, _ in reasons):
             hint = "" if options["include_unfinished"] else "; --include-unfinished exports unfinished ones too"
             self.stdout.write(f"Left out: {', '.join(f'{n} {why}' for n, why in reasons if n)}{hint}.")
+
+
+def check_out_path(fmt: str, out: str) -> str:
+    """What ``--out`` will be ("the folder", "the zip archive", "the file"); refuses a name that says otherwise,
+    before anything is written."""
+    path = Path(out)
+    if fmt == "json":
+        if path.suffix.lower() == ".zip":
+            return "the zip archive"
+        if path.suffix and not path.is_dir():
+            raise CommandError(
+                f"--format json writes a folder of .json files (or a .zip archive), and --out {out} looks like a "
+                f"file name: give a folder (e.g. --out {path.with_suffix('')}) or a .zip, or use --format jsonl "
+                "for one file"
+            )
+        if path.exists() and not path.is_dir():
+            raise CommandError(f"--out {out} is a file, and --format json writes a folder: give a folder name")
+        return "the folder"
+    if path.is_dir():
+        raise CommandError(f"--out {out} is a folder, and --format {fmt} writes one file: give a file name")
+    return "the file"
