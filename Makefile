@@ -8,7 +8,7 @@ PYTEST_WORKERS ?= auto
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: demo test check install install-test browser-deps bench bench-load clean
+.PHONY: demo test check docs install install-test browser-deps bench bench-load clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,12 @@ check: install-test
 	  --exclude-dir=.venv --exclude-dir=data --exclude-dir=site 'issues? #?[0-9]+' . \
 	  || { echo "^ a comment cites a tracker number: state the rule it implements instead"; exit 1; }
 	ATTUNE_DATA_DIR=$${ATTUNE_DATA_DIR:-$(CURDIR)/data/test} $(BIN)/mypy
+	$(BIN)/python -m devtools.reference_docs --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $$(mktemp -d)/site
+
+## The documentation site: build docs/ and serve it on http://127.0.0.1:8001 (attune docs).
+docs: install-test
+	$(BIN)/attune docs
 
 bench: install-test
 	$(BIN)/python bench/score_speed.py

@@ -23,6 +23,10 @@ ATTUNE_COMMANDS = (
     ("backup", "one archive of the database, the keys and the export and run files (backup --out FILE)"),
     ("restore", "restore a backup into an empty database and data directory (restore FILE)"),
     ("safety", "screen messages, one per line, with the participant safety screen (safety screen FILE|-)"),
+    ("erase", "delete everything stored about a participant, keeping an audit record without personal data"),
+    ("invite", "create participants for a study and print their study links, once"),
+    ("create_researcher", "a researcher login (staff in the research group); prints the password"),
+    ("docs", "build the documentation site from docs/ and serve it on this machine"),
 )
 
 
