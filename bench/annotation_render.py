@@ -33,6 +33,7 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 from annotation.forms import AnswersForm  # noqa: E402
 from attunebench import catalogue as cat  # noqa: E402
+from figures import figures_line  # noqa: E402
 
 OLD = """{% for label, rows in form.question_groups %}{% for question, observed, preferred in rows %}
 {{ question.first_person }}
@@ -64,14 +65,19 @@ def cpu_ms(template_source: str, bound: bool, repeat: int) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=30)
-    repeat = parser.parse_args().repeat
-    for state, bound in (("GET (unbound)", False), ("POST shown again (bound)", True)):
+    parser.add_argument("--smoke", action="store_true", help="two renders each: the path, not the timing")
+    args = parser.parse_args()
+    repeat = 2 if args.smoke else args.repeat
+    figures: dict[str, float] = {}
+    for key, state, bound in (("get", "GET (unbound)", False), ("post", "POST shown again (bound)", True)):
         old_ms, old_q = cpu_ms(OLD, bound, repeat)
         new_ms, new_q = cpu_ms(NEW, bound, repeat)
         print(
             f"{state:26s} widgets {old_ms:7.1f} ms cpu ({old_q} queries)  markup {new_ms:6.1f} ms cpu "
             f"({new_q} queries)  ratio {old_ms / new_ms:5.1f}x"
         )
+        figures.update({f"{key}_widgets_ms": old_ms, f"{key}_markup_ms": new_ms, f"{key}_markup_queries": new_q})
+    print(figures_line("annotation_render", **figures))
 
 
 if __name__ == "__main__":

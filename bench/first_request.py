@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from figures import figures_line
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -92,7 +94,10 @@ def child(mode: str) -> None:
     from annotation.models import BinaryJudgement  # noqa: F401  (the second turn needs the first annotated)
     from collection.models import Turn
 
-    Turn.objects.filter(conversation=conversation).update(annotation_completed_at=conversation.started_at)
+    # The second message needs the first turn annotated; a finished annotation is a complete turn with its mood.
+    Turn.objects.filter(conversation=conversation).update(
+        completeness=cat.TURN_COMPLETE, mood_answered=True, annotation_completed_at=conversation.started_at
+    )
     second = one_reply(2)
     server.close()
     print(json.dumps({"mode": mode, "warm_up_s": warm, "first_s": first, "second_s": second}))
@@ -102,7 +107,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--child", choices=("lazy", "warm"))
+    parser.add_argument("--smoke", action="store_true", help="one start-up of each kind: the path, not the timing")
     args = parser.parse_args()
+    if args.smoke:
+        args.repeat = 1
     if args.child:
         child(args.child)
         return
@@ -127,6 +135,12 @@ def main() -> None:
         for mode, rows in results.items()
     }
     print(json.dumps(summary))
+    print(
+        figures_line(
+            "first_request",
+            **{f"{mode}_{key}": value for mode, row in summary.items() for key, value in row.items()},
+        )
+    )
 
 
 if __name__ == "__main__":

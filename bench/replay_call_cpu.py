@@ -40,6 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from figures import figures_line
 from proc_cpu import reference_loop_s
 
 from attunebench.replay import prompts as P
@@ -65,7 +66,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="CPU per call through each public path")
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the paths in turn; the best of each kept")
+    parser.add_argument("--smoke", action="store_true", help="one round of 5 calls: the path, not the timing")
     options = parser.parse_args()
+    if options.smoke:
+        options.calls, options.rounds = 5, 1
     process, api_base = start_subprocess()
     try:
         litellm = load_litellm()
@@ -136,9 +140,17 @@ def main() -> None:
     print(f"  replay path through litellm (client: litellm):       {replay_litellm_ms:.2f} ms/call (target <= 10)")
     print(f"  our share (SDK route - SDK alone):                   {ours:.2f} ms/call")
     print(
-        f"litellm_unlisted_ms={unlisted_ms:.3f} litellm_ms={litellm_ms:.3f} sdk_ms={sdk_ms:.3f} "
-        f"replay_ms={replay_ms:.3f} replay_litellm_ms={replay_litellm_ms:.3f} ours_ms={ours:.3f} "
-        f"load1={load[0]:.2f} reference_loop_s={reference:.3f}"
+        figures_line(
+            "replay_call_cpu",
+            litellm_unlisted_ms=unlisted_ms,
+            litellm_ms=litellm_ms,
+            sdk_ms=sdk_ms,
+            replay_ms=replay_ms,
+            replay_litellm_ms=replay_litellm_ms,
+            ours_ms=ours,
+            load1=load[0],
+            reference_loop_s=reference,
+        )
     )
 
 

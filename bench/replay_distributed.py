@@ -225,7 +225,12 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=40)
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--latency-ms", type=float, default=200.0)
+    parser.add_argument(
+        "--smoke", action="store_true", help="9 conversations x 2 turns at 50 ms, cap 8: the path, not the timing"
+    )
     options = parser.parse_args()
+    if options.smoke:
+        options.conversations, options.turns, options.latency_ms, options.cap = 9, 2, 50.0, 8
     latency = options.latency_ms / 1000
 
     harness = Harness(options.database, options.redis)
@@ -273,6 +278,7 @@ def main() -> None:
     )
     assert stats["peak_in_flight"] <= options.cap, "the shared cap was exceeded"
     print(
+        "replay_distributed: "
         f"efficiency={bound / replay:.3f} replay_s={replay:.3f} bound_s={bound:.3f} calls={calls} "
         f"run_calls={result['calls_made']} peak={stats['peak_in_flight']} cap={options.cap} "
         f"worker_cpu_ms_per_call={worker_cpu / calls * 1000:.2f} load1={load[0]:.2f}"

@@ -115,8 +115,13 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=40)
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--latency-ms", type=float, default=200.0)
+    parser.add_argument(
+        "--smoke", action="store_true", help="9 conversations x 2 turns at 50 ms, cap 8: the path, not the timing"
+    )
     parser.add_argument("--client-timeout", type=float, default=3.0, help="the model's timeout: a hung request's cost")
     options = parser.parse_args()
+    if options.smoke:
+        options.conversations, options.turns, options.latency_ms, options.cap = 9, 2, 50.0, 8
 
     harness = Harness(options.database, options.redis)
     harness.fresh_database()
@@ -208,6 +213,7 @@ def main() -> None:
     )
     print(f"kill -9: scores identical to the uninterrupted run: {same_scores}")
     print(
+        "replay_faults: "
         f"coverage={turn_cov:.3f} post_coverage={post_cov:.3f} fault_wall_ratio={ratio:.2f} "
         f"fault_work_ratio={work_ratio:.2f} "
         f"kill_same_scores={int(same_scores)} kill_answered_twice={killed['answered_twice']} "

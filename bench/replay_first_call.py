@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from devtools.fake_llm_server import start_subprocess  # noqa: E402
+from figures import figures_line  # noqa: E402
 
 CHILD = """
 import json, sys, time
@@ -60,7 +61,10 @@ print(json.dumps({"warm_up_ms": warm_ms, "calls_ms": each}))
 def main() -> None:
     parser = argparse.ArgumentParser(description="CPU of the first model calls, with and without the warm-up")
     parser.add_argument("--calls", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="two calls per process: the path, not the timing")
     options = parser.parse_args()
+    if options.smoke:
+        options.calls = 2
     server, api_base = start_subprocess()
     results = {}
     try:
@@ -92,10 +96,18 @@ def main() -> None:
         f"(the warm-up: {results['sdk-warm']['warm_up_ms']:.1f})"
     )
     print(
-        f"cold_first_ms={cold[0]:.1f} warm_first_ms={warm[0]:.1f} warm_up_ms={results['warm']['warm_up_ms']:.1f} "
-        f"cold_later_ms={cold[-1]:.1f} warm_later_ms={warm[-1]:.1f} sdk_first_ms={sdk[0]:.1f} "
-        f"sdk_later_ms={sdk[-1]:.1f} sdk_warm_first_ms={sdk_warm[0]:.1f} "
-        f"sdk_warm_up_ms={results['sdk-warm']['warm_up_ms']:.1f}"
+        figures_line(
+            "replay_first_call",
+            cold_first_ms=cold[0],
+            warm_first_ms=warm[0],
+            warm_up_ms=results["warm"]["warm_up_ms"],
+            cold_later_ms=cold[-1],
+            warm_later_ms=warm[-1],
+            sdk_first_ms=sdk[0],
+            sdk_later_ms=sdk[-1],
+            sdk_warm_first_ms=sdk_warm[0],
+            sdk_warm_up_ms=results["sdk-warm"]["warm_up_ms"],
+        )
     )
 
 

@@ -143,7 +143,15 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=1, help="rounds of every concurrency, interleaved; figures are their medians"
     )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="4 conversations x 2 turns at 20 ms, concurrency 8: the path, not the timing",
+    )
     options = parser.parse_args()
+    if options.smoke:
+        options.conversations, options.turns, options.latency_ms, options.concurrency = 4, 2, 20.0, "8"
+        options.spread_ms, options.repeat = 0.0, 1
     if not 0 <= options.spread_ms <= 2 * options.latency_ms:
         parser.error("--spread-ms must be between 0 and twice --latency-ms (a latency is never negative)")
     if options.repeat < 1:
@@ -246,7 +254,8 @@ def main() -> None:
                 f"the cores allowed median {m['cpu_ceiling']:.3f}"
             )
     print(
-        " ".join(
+        "replay_throughput: "
+        + " ".join(
             f"c{m['concurrency']}_efficiency={m['efficiency']:.3f} c{m['concurrency']}_replay_s={m['replay_s']:.3f} "
             f"c{m['concurrency']}_startup_s={m['startup_s']:.3f} c{m['concurrency']}_peak={m['peak']} "
             f"c{m['concurrency']}_cpu_ms_per_call={m['cpu_ms_per_call']:.3f} "

@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from attunebench import catalogue as cat
 from attunebench.canonical import ConversationFile, RunOutput, parse_conversation, parse_run
 from attunebench.metrics import score_documents, to_json
+from figures import figures_line
 
 MODELS = ("bench/model-a", "bench/model-b", "bench/model-c")
 MODES = cat.MODES  # 3 models × 4 modes = 12 runs per conversation
@@ -256,7 +257,10 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=200)
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--smoke", action="store_true", help="6 conversations × 3 turns: the path, not the timing")
     args = parser.parse_args()
+    if args.smoke:
+        args.conversations, args.turns = 6, 3
 
     started = time.perf_counter()
     conversations, runs = generate(args.conversations, args.turns, args.seed)
@@ -291,7 +295,7 @@ def main() -> None:
         f"peak traced memory while scoring: {peak_half:.1f} MB for half the set, {peak:.1f} MB for all "
         f"(process max RSS {rss:.0f} MB incl. inputs)"
     )
-    print(f"conversations_per_s={per_s:.1f} total_s={total:.3f} peak_mb={peak:.1f}")
+    print(figures_line("score_speed", runs=len(runs), conversations_per_s=per_s, total_s=total, peak_mb=peak))
 
 
 if __name__ == "__main__":

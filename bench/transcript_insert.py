@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench_db import fresh_database  # noqa: E402
+from figures import figures_line  # noqa: E402
 
 DEFAULT_DATABASE = "postgresql://postgres@127.0.0.1:5432/attune_transcript_bench"
 
@@ -63,7 +64,10 @@ def main() -> None:
     parser.add_argument("--database", default=DEFAULT_DATABASE)
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--turns", type=int, default=8)
+    parser.add_argument("--smoke", action="store_true", help="2 saves of 2 turns: the path, not the timing")
     options = parser.parse_args()
+    if options.smoke:
+        options.rounds, options.turns = 2, 2
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"} | {"DATABASE_URL": options.database}
     os.environ.pop("REDIS_URL", None)  # no Redis: the insert alone is measured
     fresh_database(options.database, env)
@@ -113,8 +117,14 @@ def main() -> None:
     print(f"  plain bulk_create (UNNEST arrays):     {unnest_ms:.2f} ms CPU per conversation")
     print(f"  ratio unnest / values: {unnest_ms / values_ms:.2f}")
     print(
-        f"values_ms={values_ms:.3f} unnest_ms={unnest_ms:.3f} ratio={unnest_ms / values_ms:.3f} "
-        f"calls={len(records)} load1={load[0]:.2f}"
+        figures_line(
+            "transcript_insert",
+            values_ms=values_ms,
+            unnest_ms=unnest_ms,
+            ratio=unnest_ms / values_ms,
+            calls=len(records),
+            load1=load[0],
+        )
     )
 
 

@@ -9,23 +9,32 @@ raw reply, parsed answer). Prints figures; asserts nothing.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from attunebench.canonical import load_conversation
 from attunebench.replay.llm import spec_from_name
 from attunebench.replay.protocol import ReplayConfig
 from attunebench.replay.run import make_replayer
+from figures import figures_line
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
-    model = sys.argv[1] if len(sys.argv) > 1 else "baseline:lexicon"
-    judge = sys.argv[2] if len(sys.argv) > 2 else "baseline:random"
-    conversations = [load_conversation(p.read_bytes(), str(p)) for p in sorted((ROOT / "sample_data").glob("*.json"))]
+    parser = argparse.ArgumentParser(description="calls and stored bytes per conversation of a run's transcripts")
+    parser.add_argument("model", nargs="?", default="baseline:lexicon")
+    parser.add_argument("judge", nargs="?", default="baseline:random")
+    parser.add_argument("--smoke", action="store_true", help="the first 3 sample conversations")
+    args = parser.parse_args()
+    model, judge = args.model, args.judge
+    paths = sorted((ROOT / "sample_data").glob("*.json"))[: 3 if args.smoke else None]
+    conversations = [load_conversation(p.read_bytes(), str(p)) for p in paths]
     config = ReplayConfig(judge=spec_from_name(judge))
     replayer = make_replayer(spec_from_name(model), config, dataset=conversations)
     results = asyncio.run(replayer.replay_many(conversations))
@@ -48,6 +57,15 @@ def main() -> None:
         f"per call mean {sum(sizes) / sum(calls) / 1024:.1f} KiB"
     )
     print(f"whole run: {sum(calls)} rows, {sum(sizes) / 1024 / 1024:.2f} MiB")
+    print(
+        figures_line(
+            "transcript_size",
+            conversations=len(results),
+            calls_mean=sum(calls) / len(calls),
+            kib_per_conversation=sum(sizes) / len(sizes) / 1024,
+            kib_per_call=sum(sizes) / sum(calls) / 1024,
+        )
+    )
 
 
 if __name__ == "__main__":
