@@ -30,10 +30,10 @@ django.setup()
 from django.db import connection  # noqa: E402
 from django.template import engines  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
+from figures import figures_line  # noqa: E402
 
 from annotation.forms import AnswersForm  # noqa: E402
 from attunebench import catalogue as cat  # noqa: E402
-from figures import figures_line  # noqa: E402
 
 OLD = """{% for label, rows in form.question_groups %}{% for question, observed, preferred in rows %}
 {{ question.first_person }}

@@ -27,8 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from devtools.fake_llm_server import start_subprocess  # noqa: E402
 from figures import figures_line  # noqa: E402
+
+from devtools.fake_llm_server import start_subprocess  # noqa: E402
 
 CHILD = """
 import json, sys, time

@@ -30,10 +30,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from figures import figures_line
+
 from attunebench import catalogue as cat
 from attunebench.canonical import ConversationFile, RunOutput, parse_conversation, parse_run
 from attunebench.metrics import score_documents, to_json
-from figures import figures_line
 
 MODELS = ("bench/model-a", "bench/model-b", "bench/model-c")
 MODES = cat.MODES  # 3 models × 4 modes = 12 runs per conversation

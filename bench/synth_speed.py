@@ -15,8 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from figures import figures_line
+
 from attunebench.synth import synth_conversations
-from figures import figures_line  # noqa: E402
 
 
 def main() -> None:

@@ -17,11 +17,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from figures import figures_line
+
 from attunebench.canonical import load_conversation
 from attunebench.replay.llm import spec_from_name
 from attunebench.replay.protocol import ReplayConfig
 from attunebench.replay.run import make_replayer
-from figures import figures_line
 
 ROOT = Path(__file__).resolve().parents[1]
 
