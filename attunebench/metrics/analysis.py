@@ -595,7 +595,7 @@ def _conversation_info(
             info[doc.conversationId] = {
                 "category": doc.metadata.category,
                 "original_model": doc.metadata.model,
-                "participant_group": cat.participant_group(profile.diagnoses if profile else None),
+                "participant_group": cat.participant_group(profile.consented_diagnoses() if profile else None),
                 "n_gt_turns": len(doc.turns),
             }
     for record in report.conversations:

@@ -235,8 +235,14 @@ def format_analysis(analysis: Analysis) -> str:
         render_table(
             ["metric", "anx/dep", "none", "U", "p", "note"],
             [
-                [m.metric, fmt(m.anxiety_depression, 3), fmt(m.none, 3), fmt(m.mann_whitney_u, 1), fmt(m.p, 3)]
-                + [m.note or ""]
+                [
+                    m.metric,
+                    fmt(m.anxiety_depression, 3),
+                    fmt(m.none, 3),
+                    fmt(m.mann_whitney_u, 1),
+                    fmt(m.p, 3),
+                    m.note or "",
+                ]
                 for m in pooled.metrics
             ],
         )

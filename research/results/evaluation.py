@@ -37,14 +37,14 @@ from attunebench.metrics.results import (
     SkillIntervals,
     row_label,
 )
-from collection.models import Conversation, SensitiveProfile
-from datasets.exchange import withdrawn_conversations
+from collection.models import Conversation
+from datasets.exchange import consented_diagnoses, withdrawn_conversations
 from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, RunScore
 
 # One statistics path: the dashboard and the API use the core's resample count and seed, as
 # ``attune analyze`` does by default, so the same runs give the same intervals everywhere.
 N_BOOTSTRAP = DEFAULT_BOOTSTRAP
-CACHE_VERSION = 4  # part of the cache key: bump when the cached report or analysis changes shape
+CACHE_VERSION = 5  # part of the cache key: bump when the cached report or analysis changes shape
 Z_95 = 1.959964
 
 SORT_KEYS = ("composite", "skill", "label", "n", "coverage", "post_coverage", "cost", *LEADERBOARD_CAPABILITIES)
@@ -211,7 +211,7 @@ def leaderboard_runs(
 
 
 def conversation_info(conversation_pks: Iterable[int]) -> dict[int, dict[str, Any]]:
-    """pk -> conversationId, category, original model, participant group, GT turn count."""
+    """pk -> conversationId, category, original model, participant group (under recorded consent), GT turn count."""
     rows = list(
         Conversation.objects.filter(pk__in=list(conversation_pks))
         .annotate(n_turns=Count("turns"))
@@ -225,11 +225,8 @@ def conversation_info(conversation_pks: Iterable[int]) -> dict[int, dict[str, An
             "n_turns",
         )
     )
-    diagnoses = dict(
-        SensitiveProfile.objects.filter(participant_id__in={r[5] for r in rows if r[5]}).values_list(
-            "participant_id", "diagnoses"
-        )
-    )
+    # SPEC 2.5: a diagnosis counts only where consent is recorded, exactly as the export writes it.
+    diagnoses = consented_diagnoses({r[5] for r in rows if r[5]})
     return {
         pk: {
             "conversationId": cid,
