@@ -65,6 +65,10 @@ class SelectionError(ValueError):
     """A comparison set or pinned run that does not exist or cannot be shown; the message says which."""
 
 
+class PoolError(SelectionError):
+    """A name to pool in the breakdowns that is not a compared row or model; the message lists the rows."""
+
+
 @dataclass(frozen=True)
 class ConversationSet:
     """A dataset version (or the live data) and the topic selection runs were launched on."""
@@ -316,10 +320,13 @@ def evaluation_data(
     *,
     set_key: str | None = None,
     pinned: Sequence[int] = (),
+    pool: Sequence[str] = (),
 ) -> EvaluationData:
     """Report and SPEC 6 analyses of the chosen runs on one comparison set, cached until any score changes.
 
-    Raises SelectionError for an unknown set or an unusable pinned run.
+    ``pool`` names the rows (``model [mode]``) or models the breakdowns' pooled lines average;
+    empty means the core's default (every model row, baselines apart). Raises SelectionError
+    for an unknown set, an unusable pinned run or a pooled name that is not a compared row.
     """
     runs, choice, sets, current = leaderboard_runs(dataset_version_id, set_key, pinned)
     if not runs:
@@ -330,13 +337,18 @@ def evaluation_data(
             sets=sets,
             current_set=current,
         )
-    key = _cache_key(runs) + f":{n_bootstrap}:v{CACHE_VERSION}"
+    pool = sorted(set(pool))
+    pool_key = hashlib.sha256("\n".join(pool).encode()).hexdigest()[:16]
+    key = _cache_key(runs) + f":{n_bootstrap}:{pool_key}:v{CACHE_VERSION}"
     cached = cache.get(key)
     if cached is None:
         from attunebench.metrics.analysis import analyze  # numpy/scipy: loaded only when a dashboard needs them
 
         report, skipped = build_report(runs)
-        analysis = analyze(report, n_bootstrap=n_bootstrap) if report.conversations else None
+        try:
+            analysis = analyze(report, n_bootstrap=n_bootstrap, pool=pool) if report.conversations else None
+        except ValueError as exc:  # a pooled name that is not a compared row
+            raise PoolError(str(exc)) from None
         cached = {"report": report, "analysis": analysis, "skipped": skipped}
         cache.set(key, cached, timeout=600)
     report = cached["report"]
