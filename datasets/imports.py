@@ -29,12 +29,12 @@ def do_import_paths(
     paths: Iterable[str | Path], *, attest_sensitive_consent: bool = False, consent_note: str = ""
 ) -> tuple[ImportResult, ImportRecord | None]:
     """Read and import files as one recorded import; nothing is written (no record either) when any has a problem."""
-    paths = [str(p) for p in paths]
-    documents, problems = read_conversations(paths)
+    sources = [str(p) for p in paths]
+    documents, problems = read_conversations(sources)
     return do_import_documents(
         documents,
         problems,
-        sources=paths,
+        sources=sources,
         attest_sensitive_consent=attest_sensitive_consent,
         consent_note=consent_note,
     )
