@@ -506,6 +506,10 @@ class Metadata(_Open):
         return _omit_when_complete(handler(self), self.completeness)
 
 
+#: Profile key saying the participant's consent to sensitive data (their diagnoses) is recorded (SPEC 2.5).
+SENSITIVE_CONSENT_KEY = "sensitiveDataConsent"
+
+
 class ParticipantProfile(_Open):
     participant_id: Text
     age: str | None = None
@@ -513,6 +517,16 @@ class ParticipantProfile(_Open):
     goals: list[str] = Field(default_factory=list)
     responses: dict[str, Any] = Field(default_factory=dict)
     diagnoses: list[str] | None = None
+
+    @property
+    def sensitive_consent(self) -> bool | None:
+        """The file's record of consent to sensitive data: True, False, or None when it says nothing."""
+        value = (self.model_extra or {}).get(SENSITIVE_CONSENT_KEY)
+        return value if isinstance(value, bool) else None
+
+    def consented_diagnoses(self) -> list[str] | None:
+        """The diagnoses an analysis may use: only where the file records consent (SPEC 2.5), else None."""
+        return self.diagnoses if self.sensitive_consent is True else None
 
 
 class BinaryJudgement(_Strict):

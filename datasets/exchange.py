@@ -44,7 +44,7 @@ _REDACTED_ALIAS = re.compile(r"^om-[0-9a-f]{8}$")
 _DECLARED_METADATA = {"model", "provider", "timestamp", "category", "subtopic", "completeness"}
 _DECLARED_PROFILE = {"participant_id", "age", "traits", "goals", "responses", "diagnoses", "sensitiveDataConsent"}
 #: Profile key of a canonical file saying the participant consented to sensitive data (diagnoses).
-SENSITIVE_CONSENT_KEY = "sensitiveDataConsent"
+SENSITIVE_CONSENT_KEY = cf.SENSITIVE_CONSENT_KEY
 #: The consent version recorded for an imported participant whose file says they consented.
 IMPORTED_CONSENT_VERSION = "imported"
 
@@ -53,6 +53,10 @@ IMPORTED_CONSENT_VERSION = "imported"
 class ImportResult:
     imported: list[str] = field(default_factory=list)
     problems: list[cf.Problem] = field(default_factory=list)
+    # Participants (by imported id) whose diagnoses were stored under recorded consent, and those whose
+    # diagnoses were left out because no consent was recorded (SPEC 2.5).
+    diagnoses_stored: set[str] = field(default_factory=set)
+    diagnoses_not_stored: set[str] = field(default_factory=set)
 
     @property
     def ok(self) -> bool:
@@ -64,15 +68,25 @@ class ImportResult:
 # ---------------------------------------------------------------------------
 
 
-def import_paths(paths: Iterable[str | Path]) -> ImportResult:
+def import_paths(paths: Iterable[str | Path], attested_consent_version: str | None = None) -> ImportResult:
     """Validate every file first; write all of them in one transaction only if none has a problem."""
     documents, problems = read_conversations(paths)
-    return import_documents(documents, problems)
+    return import_documents(documents, problems, attested_consent_version)
 
 
 def import_documents(
-    documents: list[tuple[str, cf.ConversationFile]], problems: list[cf.Problem] | None = None
+    documents: list[tuple[str, cf.ConversationFile]],
+    problems: list[cf.Problem] | None = None,
+    attested_consent_version: str | None = None,
 ) -> ImportResult:
+    """Validate, then write every document in one transaction.
+
+    A diagnosis is stored only under recorded consent (SPEC 2.5): the file's own
+    ``sensitiveDataConsent: true`` (recorded as consent version "imported"), or,
+    for a participant whose file says nothing about it, the importer's
+    attestation (``attested_consent_version``, the version recorded for them).
+    Other diagnoses are not stored, and the result counts them.
+    """
     problems = list(problems or [])
     seen: dict[str, str] = {}
     for source, doc in documents:
@@ -99,10 +113,12 @@ def import_documents(
             )
     if problems:
         return ImportResult(problems=problems)
+    result = ImportResult(imported=[doc.conversationId for _, doc in documents])
     with transaction.atomic():
         for _, doc in documents:
-            write_conversation(doc)
-    return ImportResult(imported=[doc.conversationId for _, doc in documents])
+            write_conversation(doc, attested_consent_version, result)
+    result.diagnoses_not_stored -= result.diagnoses_stored  # a participant stored once is stored
+    return result
 
 
 def _original_model(model: str, provider: str) -> OriginalModel:
@@ -123,14 +139,18 @@ def _topic(category: str, subtopic: str) -> Topic:
     return topic
 
 
-def _participant(profile: cf.ParticipantProfile | None) -> Participant | None:
+def _participant(
+    profile: cf.ParticipantProfile | None, attested_consent_version: str | None, result: ImportResult | None
+) -> Participant | None:
     if profile is None:
         return None
     # Only the keyed hash is stored: an imported id (an e-mail address, a platform id) never enters the database.
     participant, _ = Participant.objects.get_or_create(pseudonym=export_pseudonym(profile.participant_id))
-    if (profile.model_extra or {}).get(SENSITIVE_CONSENT_KEY) is True:
+    consent = profile.sensitive_consent
+    version = IMPORTED_CONSENT_VERSION if consent is True else attested_consent_version if consent is None else None
+    if version is not None:
         Consent.objects.get_or_create(
-            participant=participant, version=IMPORTED_CONSENT_VERSION, defaults={"sensitive_data_consent": True}
+            participant=participant, version=version, defaults={"sensitive_data_consent": True}
         )
     extra = {k: v for k, v in (profile.model_extra or {}).items() if k not in _DECLARED_PROFILE}
     ParticipantProfile.objects.update_or_create(
@@ -144,7 +164,15 @@ def _participant(profile: cf.ParticipantProfile | None) -> Participant | None:
         },
     )
     if profile.diagnoses is not None:
-        SensitiveProfile.objects.update_or_create(participant=participant, defaults={"diagnoses": profile.diagnoses})
+        # A file that says the participant did not consent is obeyed even where consent was recorded before.
+        if consent is not False and has_sensitive_consent(participant):
+            SensitiveProfile.objects.update_or_create(
+                participant=participant, defaults={"diagnoses": profile.diagnoses}
+            )
+            if result is not None:
+                result.diagnoses_stored.add(profile.participant_id)
+        elif result is not None:
+            result.diagnoses_not_stored.add(profile.participant_id)
     return participant
 
 
@@ -160,8 +188,10 @@ def _imported_completeness(declared: str, turn_states: list[str]) -> str:
     return declared
 
 
-def write_conversation(doc: cf.ConversationFile) -> Conversation:
-    """Write one validated conversation (caller holds the transaction)."""
+def write_conversation(
+    doc: cf.ConversationFile, attested_consent_version: str | None = None, result: ImportResult | None = None
+) -> Conversation:
+    """Write one validated conversation (caller holds the transaction); diagnoses as :func:`import_documents` says."""
     meta = doc.metadata
     extra = {k: v for k, v in (meta.model_extra or {}).items() if k not in _DECLARED_METADATA}
     extra["turnCount"] = meta.turnCount
@@ -169,7 +199,7 @@ def write_conversation(doc: cf.ConversationFile) -> Conversation:
     conversation = Conversation.objects.create(
         completeness=_imported_completeness(meta.completeness, list(turn_states.values())),
         conversation_id=doc.conversationId,
-        participant=_participant(doc.participant_profile),
+        participant=_participant(doc.participant_profile, attested_consent_version, result),
         original_model=_original_model(meta.model, meta.provider),
         topic=_topic(meta.category, meta.subtopic),
         status=Conversation.Status.COMPLETE,

@@ -117,3 +117,45 @@ class ExportJob(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in (self.Status.DONE, self.Status.FAILED, self.Status.WITHDRAWN)
+
+
+class ImportRecord(models.Model):
+    """One import of conversation files (``attune import``, the demo's sample data): what came in and on what terms.
+
+    Kept so a datasheet can say where a participant's consent to sensitive data came from: when the
+    importer attested it (their files carried diagnoses but no consent record), each participant so
+    covered has a Consent whose version is :attr:`consent_version`.
+    """
+
+    ATTESTED_PREFIX = "import-attested-"
+
+    created_at = models.DateTimeField(default=timezone.now)
+    sources = models.JSONField(default=list, blank=True, help_text="The paths given to the import.")
+    conversations = models.PositiveIntegerField(default=0)
+    sensitive_consent_attested = models.BooleanField(
+        default=False,
+        help_text="The importer attested that the participants whose files give diagnoses without a consent "
+        "record consented explicitly to their storage and research use (SPEC 2.5).",
+    )
+    consent_note = models.TextField(blank=True, help_text="What the attestation rests on, in the importer's words.")
+    diagnoses_stored = models.PositiveIntegerField(default=0, help_text="Participants whose diagnoses were stored.")
+    diagnoses_not_stored = models.PositiveIntegerField(
+        default=0, help_text="Participants whose diagnoses were left out: no consent recorded or attested."
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"import {self.pk} ({self.conversations} conversations)"
+
+    @property
+    def consent_version(self) -> str:
+        """The Consent.version recorded for participants whose consent this import's importer attested."""
+        return f"{self.ATTESTED_PREFIX}{self.pk}"
+
+    @classmethod
+    def pk_of_consent_version(cls, version: str) -> int | None:
+        """The import whose attestation a Consent.version names, or None for consent given otherwise."""
+        digits = version.removeprefix(cls.ATTESTED_PREFIX)
+        return int(digits) if version.startswith(cls.ATTESTED_PREFIX) and digits.isdigit() else None

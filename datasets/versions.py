@@ -35,13 +35,14 @@ from attunebench import catalogue as cat
 from attunebench.names import name_problem
 from collection.models import Consent, Conversation, Turn
 from datasets.exchange import (
+    IMPORTED_CONSENT_VERSION,
     consented_diagnoses,
     export_conversations,
     iter_canonical,
     left_out_counts,
     quality_exclusions_by_reason,
 )
-from datasets.models import DatasetVersion, ExportJob
+from datasets.models import DatasetVersion, ExportJob, ImportRecord
 from datasets.selection import selection_queryset
 
 logger = logging.getLogger("attune.research")
@@ -153,6 +154,32 @@ def do_freeze_dataset_version(
 # ---------------------------------------------------------------------------
 
 
+def _sensitive_consent_lines(sensitive: dict[str, Any] | None) -> list[str]:
+    """The datasheet's account of where the consent behind every exported diagnosis came from."""
+    if not sensitive:
+        return []
+    lines = [
+        "## Sensitive data (diagnoses)",
+        "",
+        f"Diagnoses are exported for {sensitive['participants_with_diagnoses']} participant(s), each under recorded "
+        "consent (SPEC 2.5); every other participant's diagnoses are `null`. Where that consent came from:",
+        "",
+        "| consent | participants |",
+        "|---|---|",
+        *[f"| {CONSENT_SOURCES[k]} | {v} |" for k, v in sensitive["by_source"].items()],
+        "",
+    ]
+    for attestation in sensitive["attested_imports"]:
+        note = f": {attestation['note']}" if attestation["note"] else ""
+        lines.append(
+            f"- Import {attestation['import']} ({attestation['imported_at']}): the importer attested that the "
+            f"participants consented{note}"
+        )
+    if sensitive["attested_imports"]:
+        lines.append("")
+    return lines
+
+
 @dataclass
 class Datasheet:
     """What a reader of an export needs before opening the data (a 'datasheet for datasets')."""
@@ -223,6 +250,7 @@ class Datasheet:
             *[f"| {_LEFT_OUT_REASONS[k]} | {v} |" for k, v in d["left_out"].items()],
             "",
         ]
+        lines += _sensitive_consent_lines(d.get("sensitive_data_consent"))
         if d["quality_exclusions_by_reason"]:
             lines += [
                 "Excluded for quality, by the researcher's reason:",
@@ -255,6 +283,46 @@ class Datasheet:
         return "\n".join(lines)
 
 
+#: Where a participant's recorded consent to sensitive data came from (datasheet wording).
+CONSENT_SOURCES = {
+    "collected": "given in Attune's consent step",
+    "imported_file": "recorded in the imported file (sensitiveDataConsent)",
+    "attested_at_import": "attested by the importer (attune import --attest-sensitive-consent)",
+}
+
+
+def sensitive_consent_sources(participant_pks: set[int]) -> dict[str, Any]:
+    """For the participants whose diagnoses an export carries: where their consent came from, and the attestations.
+
+    A participant with consent from several sources counts under the first of
+    CONSENT_SOURCES (collected before imported before attested).
+    """
+    versions: dict[int, list[str]] = {}
+    for pk, version in Consent.objects.filter(
+        participant_id__in=participant_pks, sensitive_data_consent=True
+    ).values_list("participant_id", "version"):
+        versions.setdefault(pk, []).append(version)
+    counts = dict.fromkeys(CONSENT_SOURCES, 0)
+    attested: set[int] = set()
+    for found in versions.values():
+        imports = {ImportRecord.pk_of_consent_version(v) for v in found} - {None}
+        if any(ImportRecord.pk_of_consent_version(v) is None and v != IMPORTED_CONSENT_VERSION for v in found):
+            counts["collected"] += 1
+        elif IMPORTED_CONSENT_VERSION in found:
+            counts["imported_file"] += 1
+        else:
+            counts["attested_at_import"] += 1
+            attested |= {pk for pk in imports if pk is not None}
+    return {
+        "participants_with_diagnoses": len(participant_pks),
+        "by_source": counts,
+        "attested_imports": [
+            {"import": r.pk, "imported_at": r.created_at.isoformat(), "note": r.consent_note}
+            for r in ImportRecord.objects.filter(pk__in=attested).order_by("pk")
+        ],
+    }
+
+
 def build_datasheet(
     version: DatasetVersion, fmt: str, include_model_identity: bool, replaces: list[int] | None = None
 ) -> Datasheet:
@@ -276,6 +344,7 @@ def build_datasheet(
     consent_versions = sorted(
         set(Consent.objects.filter(participant_id__in=participant_ids).values_list("version", flat=True))
     )
+    sensitive = sensitive_consent_sources(set(diagnoses))
     turn_states = Counter(
         dict(
             Turn.objects.filter(conversation_id__in=pks)
@@ -305,6 +374,7 @@ def build_datasheet(
         "include_model_identity": include_model_identity,
         "schema_version": cf.CONVERSATION_SCHEMA_VERSION,
         "consent_versions": consent_versions,
+        "sensitive_data_consent": sensitive,
         "research_only_statement": cat.RESEARCH_ONLY_STATEMENT,
         "counts": {
             "conversations": len(pks),

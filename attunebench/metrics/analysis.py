@@ -14,7 +14,7 @@ A "row" is one (em_model, mode) pair, as in the leaderboard.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, overload
 
 import numpy as np
@@ -28,6 +28,7 @@ from attunebench.metrics.comparison import (
     MIN_CONVERSATIONS_FOR_CI,
     PRIOR_BASELINE,
     ComparableSplit,
+    is_mode_agnostic,
     skill,
     split_comparable,
 )
@@ -50,6 +51,7 @@ from attunebench.metrics.results import (
     Discrimination,
     EmotionTrackingParts,
     GroupComparison,
+    GroupMetric,
     GroupRow,
     HalfComparison,
     HolisticComprehensionParts,
@@ -65,12 +67,14 @@ from attunebench.metrics.results import (
     OriginalModelRow,
     PairTest,
     ParticipantGroups,
+    PooledHuman,
     PreferencePredictionParts,
     ProfileRow,
     ResponseQualityParts,
     ScoringReport,
     SkillIntervals,
     Spearman,
+    SpreadTest,
     TurnHalves,
     TurnPosition,
     TurnPositionRow,
@@ -94,6 +98,7 @@ DISCRIMINATION_METRICS: tuple[str, ...] = (
     "avg_pairwise_accuracy",
     "avg_pairwise_kendall_tau",
     "avg_response_similarity",
+    "avg_response_preference_alignment",
     "avg_draft_judge_score",
     "panas_baseline_adjusted",
     "four_branch_normalized",
@@ -590,7 +595,7 @@ def _conversation_info(
             info[doc.conversationId] = {
                 "category": doc.metadata.category,
                 "original_model": doc.metadata.model,
-                "participant_group": cat.participant_group(profile.diagnoses if profile else None),
+                "participant_group": cat.participant_group(profile.consented_diagnoses() if profile else None),
                 "n_gt_turns": len(doc.turns),
             }
     for record in report.conversations:
@@ -605,71 +610,179 @@ def _conversation_info(
     return info
 
 
-def _summary(records: Sequence[ConversationRecord]) -> dict[str, Any]:
-    """The shared columns of breakdown rows: n, mean composite with its interval, mean capabilities.
+# Metrics every breakdown reports: the composite, then each capability (SPEC 6: not only the composite).
+BREAKDOWN_METRICS: tuple[str, ...] = ("composite_score", *CAPABILITIES)
+POOLED_HUMAN_LABEL = "all human raters (pooled)"
+
+ConversationValues = dict[str, float | None]  # composite_score and each capability of one conversation
+
+
+def _values_of(record: ConversationRecord) -> ConversationValues:
+    caps = capability_scores(record.metrics())
+    return {"composite_score": record.composite_score, **{name: caps[name] for name in CAPABILITIES}}
+
+
+def per_conversation(records: Iterable[ConversationRecord]) -> dict[str, ConversationValues]:
+    """conversationId -> each breakdown metric averaged over the given rows' records of that conversation.
+
+    A conversation replayed by several pooled rows is one observation (SPEC 6 breakdowns count
+    conversations, not rows): its value is the mean over those rows.
+    """
+    grouped: dict[str, list[ConversationValues]] = {}
+    for record in records:
+        grouped.setdefault(record.conversationId, []).append(_values_of(record))
+    return {
+        cid: {m: mean_or_none(v[m] for v in values) for m in BREAKDOWN_METRICS}
+        for cid, values in sorted(grouped.items())
+    }
+
+
+def _summary(values: Sequence[ConversationValues]) -> dict[str, Any]:
+    """The shared columns of breakdown rows: n conversations, mean composite with its interval, mean capabilities.
 
     The interval is mean ± 1.96·SE over the cell's conversations, left out below
     MIN_CONVERSATIONS_FOR_CI like every interval (a cell of 1 or 2 conversations is a
     reading, not an estimate).
     """
-    caps = [capability_scores(r.metrics()) for r in records]
-    composites = [r.composite_score for r in records]
+    composites = [v["composite_score"] for v in values if v["composite_score"] is not None]
     mean = mean_or_none(composites)
     se = standard_error(composites) if len(composites) >= MIN_CONVERSATIONS_FOR_CI else None
     return {
-        "n_conversations": len(records),
+        "n_conversations": len(values),
         "composite_score": mean,
-        **{name: mean_or_none(c[name] for c in caps) for name in CAPABILITIES},
+        **{name: mean_or_none(v[name] for v in values) for name in CAPABILITIES},
         "composite_ci_low": None if se is None or mean is None else mean - Z_95 * se,
         "composite_ci_high": None if se is None or mean is None else mean + Z_95 * se,
     }
+
+
+def pooled_rows(report: ScoringReport, pool: Sequence[str] | None = None) -> tuple[list[str], str | None]:
+    """The row labels the pooled breakdown lines average, and a note saying how they were chosen.
+
+    ``pool`` names rows by label (``model [mode]``) or by model (every mode of it); unknown
+    names raise ValueError. By default every model row is pooled and the offline baselines
+    are left apart (they are reference points, not models under study); when only baselines
+    were scored they are pooled, and the note says so.
+    """
+    labels = {row_label(*key): key for key in _rows(report)}
+    if pool:
+        chosen: list[str] = []
+        unknown = []
+        for name in pool:
+            matches = [lab for lab, key in labels.items() if name in (lab, key[0])]
+            if not matches:
+                unknown.append(name)
+            chosen.extend(m for m in matches if m not in chosen)
+        if unknown:
+            raise ValueError(
+                f"cannot pool {', '.join(repr(u) for u in unknown)}: not a compared row; "
+                f"rows are {', '.join(sorted(labels)) or 'none'}"
+            )
+        return sorted(chosen), "pooled rows chosen: " + ", ".join(sorted(chosen))
+    models = [lab for lab, key in labels.items() if not is_mode_agnostic(key[0])]
+    if models:
+        left = sorted(set(labels) - set(models))
+        return sorted(models), (f"baselines left out of the pooled lines: {', '.join(left)}" if left else None)
+    return sorted(labels), "only baselines were scored, so the pooled lines pool the baselines" if labels else None
+
+
+def _pooled_records(report: ScoringReport, pool: Sequence[str]) -> list[ConversationRecord]:
+    chosen = set(pool)
+    return [r for r in report.conversations if row_label(r.em_model, r.mode) in chosen]
+
+
+def _kruskal(groups: Mapping[str, Sequence[float]]) -> tuple[float | None, float | None, str | None]:
+    from scipy import stats
+
+    present = [list(g) for g in groups.values() if g]
+    if len(present) < 2:
+        return None, None, "needs at least 2 values with conversations"
+    if len({v for g in present for v in g}) < 2:
+        return None, None, "every score is identical: no ranking to compare"
+    result = stats.kruskal(*present)
+    p = _num(result.pvalue)
+    return _num(result.statistic), p, None if p is not None else "test undefined for these values"
+
+
+def _spread_tests(buckets: Mapping[str, Sequence[ConversationValues]]) -> list[SpreadTest]:
+    """Kruskal–Wallis across the breakdown's values, per metric, one value per conversation."""
+    tests = []
+    for metric in BREAKDOWN_METRICS:
+        groups = {key: [v for c in values if (v := c[metric]) is not None] for key, values in buckets.items()}
+        statistic, p, note = _kruskal(groups)
+        tests.append(
+            SpreadTest(
+                metric=metric,
+                n_conversations=sum(len(g) for g in groups.values()),
+                n_groups=sum(1 for g in groups.values() if g),
+                statistic=statistic,
+                p=p,
+                note=note,
+            )
+        )
+    return tests
 
 
 Summaries = list[tuple[str, dict[str, Any]]]  # (value of the field, _summary of its conversations)
 
 
 def _breakdown(
-    report: ScoringReport, info: Mapping[str, Mapping[str, Any]], field: str
-) -> tuple[list[tuple[str, str, Summaries]], Summaries, str | None]:
-    """Per row, and all rows together, the summary of each value of ``field``; plus a note on unknowns."""
-    per_row = []
-    overall: dict[str, list[ConversationRecord]] = {}
-    missing = 0
-    for (em_model, mode), records in _rows(report).items():
-        buckets: dict[str, list[ConversationRecord]] = {}
-        for r in records:
-            value = info.get(r.conversationId, {}).get(field)
+    report: ScoringReport, info: Mapping[str, Mapping[str, Any]], field: str, pool: Sequence[str]
+) -> tuple[list[tuple[str, str, Summaries]], Summaries, list[SpreadTest], str | None]:
+    """Per row, and over the pooled rows, the summary of each value of ``field``; the tests; a note on unknowns."""
+
+    def buckets_of(values: Mapping[str, ConversationValues]) -> tuple[dict[str, list[ConversationValues]], int]:
+        buckets: dict[str, list[ConversationValues]] = {}
+        missing = 0
+        for cid, v in values.items():
+            value = info.get(cid, {}).get(field)
             if value is None:
                 missing += 1
                 continue
-            buckets.setdefault(value, []).append(r)
-            overall.setdefault(value, []).append(r)
+            buckets.setdefault(value, []).append(v)
+        return buckets, missing
+
+    per_row = []
+    for (em_model, mode), records in _rows(report).items():
+        buckets, _ = buckets_of(per_conversation(records))
         per_row.append((em_model, mode, [(value, _summary(members)) for value, members in sorted(buckets.items())]))
+    overall, missing = buckets_of(per_conversation(_pooled_records(report, pool)))
     summaries = [(value, _summary(members)) for value, members in overall.items()]
     # hardest first: the lowest mean composite
     summaries.sort(key=lambda vs: (math.inf if vs[1]["composite_score"] is None else vs[1]["composite_score"], vs[0]))
     note = f"{missing} scored conversations had no known {field} and are left out" if missing else None
-    return per_row, summaries, note
+    return per_row, summaries, _spread_tests(overall), note
 
 
 @overload
 def breakdown_by(
-    report: ScoringReport, info: Mapping[str, Mapping[str, Any]], field: Literal["category"]
+    report: ScoringReport,
+    info: Mapping[str, Mapping[str, Any]],
+    field: Literal["category"],
+    pool: Sequence[str] | None = None,
 ) -> CategoryBreakdown: ...
 @overload
 def breakdown_by(
-    report: ScoringReport, info: Mapping[str, Mapping[str, Any]], field: Literal["original_model"]
+    report: ScoringReport,
+    info: Mapping[str, Mapping[str, Any]],
+    field: Literal["original_model"],
+    pool: Sequence[str] | None = None,
 ) -> OriginalModelBreakdown: ...
 def breakdown_by(
-    report: ScoringReport, info: Mapping[str, Mapping[str, Any]], field: Literal["category", "original_model"]
+    report: ScoringReport,
+    info: Mapping[str, Mapping[str, Any]],
+    field: Literal["category", "original_model"],
+    pool: Sequence[str] | None = None,
 ) -> CategoryBreakdown | OriginalModelBreakdown:
-    """Per row and per value of ``field`` (category or original model), plus all rows together."""
-    per_row, overall, note = _breakdown(report, info, field)
+    """Per row and per value of ``field`` (category or original model), plus the pooled rows (:func:`pooled_rows`)."""
+    chosen = pooled_rows(report, pool)[0]
+    per_row, overall, tests, note = _breakdown(report, info, field, chosen)
     if field == "category":
         return CategoryBreakdown(
             rows=[CategoryRow(em_model=e, mode=m, category=v, **s) for e, m, values in per_row for v, s in values],
             overall=[CategoryOverall(category=v, **s) for v, s in overall],
             note=note,
+            tests=tests,
         )
     if field == "original_model":
         return OriginalModelBreakdown(
@@ -680,6 +793,7 @@ def breakdown_by(
             ],
             overall=[OriginalModelOverall(original_model=v, **s) for v, s in overall],
             note=note,
+            tests=tests,
         )
     raise ValueError(f"cannot break down by {field!r}; expected 'category' or 'original_model'")
 
@@ -696,49 +810,63 @@ def _mann_whitney(x: Sequence[float], y: Sequence[float]) -> tuple[float | None,
     return _num(result.statistic), p, None if p is not None else "test undefined for these values"
 
 
-def participant_groups(report: ScoringReport, info: Mapping[str, Mapping[str, Any]]) -> ParticipantGroups:
-    """Diagnosed anxiety/depression vs none, per row and pooled, Mann–Whitney U on composite.
+def compare_groups(values: Mapping[str, ConversationValues], info: Mapping[str, Mapping[str, Any]]) -> GroupComparison:
+    """Diagnosed anxiety/depression vs none over one value per conversation: Mann–Whitney U per metric.
 
-    The pooled test uses one value per conversation (its mean composite over
+    A conversation counts only when its participant group is known, which
+    needs recorded consent (SPEC 2.5): without it the group is unknown.
+    """
+    by_group: dict[str, list[ConversationValues]] = {g: [] for g in GROUPS}
+    for cid, v in values.items():
+        group = info.get(cid, {}).get("participant_group")
+        if group in by_group:
+            by_group[group].append(v)
+    metrics = []
+    for metric in BREAKDOWN_METRICS:
+        diagnosed = [x for v in by_group[GROUPS[0]] if (x := v[metric]) is not None]
+        undiagnosed = [x for v in by_group[GROUPS[1]] if (x := v[metric]) is not None]
+        u, p, note = _mann_whitney(diagnosed, undiagnosed)
+        metrics.append(
+            GroupMetric(
+                metric=metric,
+                anxiety_depression=mean_or_none(diagnosed),
+                none=mean_or_none(undiagnosed),
+                mann_whitney_u=u,
+                p=p,
+                note=note,
+            )
+        )
+    composite = metrics[0]
+    return GroupComparison(
+        n_anxiety_depression=len(by_group[GROUPS[0]]),
+        n_none=len(by_group[GROUPS[1]]),
+        composite_anxiety_depression=composite.anxiety_depression,
+        composite_none=composite.none,
+        mann_whitney_u=composite.mann_whitney_u,
+        p=composite.p,
+        note=composite.note,
+        metrics=metrics,
+    )
+
+
+def participant_groups(
+    report: ScoringReport, info: Mapping[str, Mapping[str, Any]], pool: Sequence[str] | None = None
+) -> ParticipantGroups:
+    """Diagnosed anxiety/depression vs none, per row and over the pooled rows, on the composite and each capability.
+
+    The pooled test uses one value per conversation (its mean over the pooled
     rows) so that a conversation replayed by many models is not counted many times.
     """
-
-    def compare(composites: Sequence[tuple[str, float]]) -> GroupComparison:
-        """The test over (conversationId, composite) pairs."""
-        by_group: dict[str, list[float]] = {g: [] for g in GROUPS}
-        for conversation_id, composite in composites:
-            group = info.get(conversation_id, {}).get("participant_group")
-            if group in by_group:
-                by_group[group].append(composite)
-        diagnosed, undiagnosed = by_group[GROUPS[0]], by_group[GROUPS[1]]
-        u, p, note = _mann_whitney(diagnosed, undiagnosed)
-        return GroupComparison(
-            n_anxiety_depression=len(diagnosed),
-            n_none=len(undiagnosed),
-            composite_anxiety_depression=mean_or_none(diagnosed),
-            composite_none=mean_or_none(undiagnosed),
-            mann_whitney_u=u,
-            p=p,
-            note=note,
-        )
-
+    chosen = pooled_rows(report, pool)[0]
     per_row = [
-        GroupRow(
-            em_model=em_model,
-            mode=mode,
-            **compare([(r.conversationId, r.composite_score) for r in records]).model_dump(),
-        )
+        GroupRow(em_model=em_model, mode=mode, **compare_groups(per_conversation(records), info).model_dump())
         for (em_model, mode), records in _rows(report).items()
     ]
-    per_conversation: dict[str, list[float]] = {}
-    for r in report.conversations:
-        per_conversation.setdefault(r.conversationId, []).append(r.composite_score)
-    pooled = [(cid, math.fsum(v) / len(v)) for cid, v in sorted(per_conversation.items())]
     return ParticipantGroups(
         groups=list(GROUPS),
-        test="mann-whitney U (two-sided) on composite",
+        test="mann-whitney U (two-sided), on the composite and each capability",
         rows=per_row,
-        pooled=compare(pooled),
+        pooled=compare_groups(per_conversation(_pooled_records(report, chosen)), info),
     )
 
 
@@ -818,51 +946,75 @@ def turn_position(report: ScoringReport, info: Mapping[str, Mapping[str, Any]]) 
     return TurnPosition(metrics=list(TURN_POSITION_METRICS), rows=rows_out, note=note)
 
 
+def _human_rows(split: ComparableSplit) -> dict[tuple[str, str], list[ConversationRecord]]:
+    return {key: records for key, records in _rows(split.apart).items() if is_human(key[0])}
+
+
+def pooled_human(split: ComparableSplit) -> PooledHuman | None:
+    """Every human rater as one baseline: per conversation the mean over its raters, then over conversations."""
+    humans = _human_rows(split)
+    if not humans:
+        return None
+    values = per_conversation(r for records in humans.values() for r in records)
+    summary = _summary(list(values.values()))
+    return PooledHuman(label=POOLED_HUMAN_LABEL, n_raters=len(humans), **summary)
+
+
+def _pairings(
+    label: str, human: Mapping[str, float], compared: Mapping[tuple[str, str], list[ConversationRecord]]
+) -> list[HumanPairing]:
+    """One human (or the pooled raters) against each compared model row on shared conversations, Holm over them."""
+    prior_rows = [records for (em_model, _), records in compared.items() if em_model == PRIOR_BASELINE]
+    prior = {r.conversationId: r.composite_score for r in prior_rows[0]} if prior_rows else {}
+    pending: list[HumanPairing] = []
+    for (m_model, m_mode), m_records in compared.items():
+        model = {r.conversationId: r.composite_score for r in m_records}
+        shared = sorted(human.keys() & model.keys())
+        x = [human[c] for c in shared]
+        y = [model[c] for c in shared]
+        statistic, p, note = paired_test(x, y)
+        h_mean, m_mean = mean_or_none(x), mean_or_none(y)
+        p_mean = mean_or_none(prior[c] for c in shared if c in prior) if prior else None
+        pending.append(
+            HumanPairing(
+                human=label,
+                model=row_label(m_model, m_mode),
+                n_shared=len(shared),
+                human_composite=h_mean,
+                model_composite=m_mean,
+                mean_difference=None if h_mean is None or m_mean is None else h_mean - m_mean,
+                prior_composite=p_mean,
+                human_skill=skill(h_mean, p_mean, 100.0),
+                model_skill=skill(m_mean, p_mean, 100.0),
+                statistic=statistic,
+                p=p,
+                p_holm=None,
+                note=note,
+            )
+        )
+    adjusted = iter(holm([pair.p for pair in pending if pair.p is not None]))
+    return [pair.model_copy(update={"p_holm": next(adjusted)}) if pair.p is not None else pair for pair in pending]
+
+
 def human_pairings(split: ComparableSplit) -> list[HumanPairing]:
     """Each human row against each compared model row on the conversations both have (Wilcoxon, Holm per human).
 
     The prior baseline's mean on the same conversations gives both sides'
     skill, so a human rated on the 4 shortest conversations is measured
-    against the floor of those 4, not of the whole set.
+    against the floor of those 4, not of the whole set. With two or more
+    raters, the raters pooled (one value per conversation: the mean over the
+    raters who rated it) are compared too, after the per-rater lines.
     """
     compared = _rows(split.compared)
-    prior_rows = [records for (em_model, _), records in compared.items() if em_model == PRIOR_BASELINE]
-    prior = {r.conversationId: r.composite_score for r in prior_rows[0]} if prior_rows else {}
+    humans = _human_rows(split)
     out: list[HumanPairing] = []
-    for (h_model, h_mode), h_records in _rows(split.apart).items():
-        if not is_human(h_model):
-            continue
-        human = {r.conversationId: r.composite_score for r in h_records}
-        pending: list[HumanPairing] = []
-        for (m_model, m_mode), m_records in compared.items():
-            model = {r.conversationId: r.composite_score for r in m_records}
-            shared = sorted(human.keys() & model.keys())
-            x = [human[c] for c in shared]
-            y = [model[c] for c in shared]
-            statistic, p, note = paired_test(x, y)
-            h_mean, m_mean = mean_or_none(x), mean_or_none(y)
-            p_mean = mean_or_none(prior[c] for c in shared if c in prior) if prior else None
-            pending.append(
-                HumanPairing(
-                    human=row_label(h_model, h_mode),
-                    model=row_label(m_model, m_mode),
-                    n_shared=len(shared),
-                    human_composite=h_mean,
-                    model_composite=m_mean,
-                    mean_difference=None if h_mean is None or m_mean is None else h_mean - m_mean,
-                    prior_composite=p_mean,
-                    human_skill=skill(h_mean, p_mean, 100.0),
-                    model_skill=skill(m_mean, p_mean, 100.0),
-                    statistic=statistic,
-                    p=p,
-                    p_holm=None,
-                    note=note,
-                )
-            )
-        adjusted = iter(holm([pair.p for pair in pending if pair.p is not None]))
-        out.extend(
-            pair.model_copy(update={"p_holm": next(adjusted)}) if pair.p is not None else pair for pair in pending
-        )
+    for (h_model, h_mode), h_records in humans.items():
+        scores = {r.conversationId: r.composite_score for r in h_records}
+        out.extend(_pairings(row_label(h_model, h_mode), scores, compared))
+    if len(humans) >= 2:
+        pooled = per_conversation(r for records in humans.values() for r in records)
+        scores = {cid: v for cid, values in pooled.items() if (v := values["composite_score"]) is not None}
+        out.extend(_pairings(POOLED_HUMAN_LABEL, scores, compared))
     return out
 
 
@@ -879,6 +1031,7 @@ def analyze(
     n_bootstrap: int = DEFAULT_BOOTSTRAP,
     alpha: float = ALPHA,
     reference: Sequence[str] | None = None,
+    pool: Sequence[str] | None = None,
 ) -> Analysis:
     """All SPEC 6 analyses over the comparable rows of a scoring report.
 
@@ -891,12 +1044,15 @@ def analyze(
     ``conversations`` supplies topic category, original model, participant
     group and turn counts for the breakdowns; without it, a report made with
     ``include_details=True`` is used, and otherwise those breakdowns are empty
-    with a note. Deterministic for a given seed.
+    with a note. ``pool`` chooses the rows the breakdowns' pooled lines
+    average (:func:`pooled_rows`; by default the model rows, baselines apart);
+    an unknown name raises ValueError. Deterministic for a given seed.
     """
     split = split_comparable(report, reference)
     full = report
     report = split.compared
     info = _conversation_info(full, conversations)
+    pool_labels, pool_note = pooled_rows(report, pool)
     profile = capability_profile(report)
     notes = []
     if len(profile) < 2:
@@ -918,10 +1074,12 @@ def analyze(
         discrimination=discrimination(report, alpha=alpha),
         bootstrap=bootstrap(report, n_resamples=n_bootstrap, seed=seed),
         breakdowns=Breakdowns(
-            by_category=breakdown_by(report, info, "category"),
-            by_participant_group=participant_groups(report, info),
+            by_category=breakdown_by(report, info, "category", pool_labels),
+            by_participant_group=participant_groups(report, info, pool_labels),
             by_turn_position=turn_position(report, info),
-            by_original_model=breakdown_by(report, info, "original_model"),
+            by_original_model=breakdown_by(report, info, "original_model", pool_labels),
+            pooled_rows=pool_labels,
+            pool_note=pool_note,
         ),
         human_baseline=HumanBaseline(
             rows=humans,
@@ -929,6 +1087,7 @@ def analyze(
             "on exactly the conversations they rated (comparability.human_pairings)"
             if humans
             else "no human baseline rows",
+            pooled=pooled_human(split),
         ),
         notes=notes,
         comparability=Comparability(

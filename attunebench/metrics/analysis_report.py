@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 from attunebench.metrics.composite import CAPABILITIES, CAPABILITY_LABELS
 from attunebench.metrics.report import fmt, render_table
-from attunebench.metrics.results import Analysis, Interval
+from attunebench.metrics.results import Analysis, Interval, SpreadTest
 
 MAX_MATRIX_ROWS = 8  # beyond this the outrank matrix is too wide to read; adjacent pairs are shown
 
@@ -25,6 +26,26 @@ def _interval(ci: Interval, digits: int) -> str:
 
 def _section(title: str) -> str:
     return f"\n== {title} ==\n"
+
+
+def _pooled_rows(analysis: Analysis) -> str:
+    """Which rows the pooled lines average, and why."""
+    brk = analysis.breakdowns
+    text = "Pooled rows: " + (", ".join(brk.pooled_rows) or "none")
+    return text + (f" ({brk.pool_note})" if brk.pool_note else "")
+
+
+def _spread_tests(tests: Sequence[SpreadTest], across: str) -> str:
+    """Kruskal-Wallis across the breakdown's values, one line per metric."""
+    if not tests:
+        return ""
+    return f"Kruskal-Wallis across {across} (pooled rows):\n" + render_table(
+        ["metric", "groups", "n", "H", "p", "note"],
+        [
+            [t.metric, str(t.n_groups), str(t.n_conversations), fmt(t.statistic, 2), fmt(t.p, 3), t.note or ""]
+            for t in tests
+        ],
+    )
 
 
 def format_analysis(analysis: Analysis) -> str:
@@ -166,7 +187,8 @@ def format_analysis(analysis: Analysis) -> str:
 
     brk = analysis.breakdowns
     cat_ = brk.by_category
-    out.append(_section("By topic category (all rows, hardest first)"))
+    out.append(_section("By topic category (pooled rows, one value per conversation, hardest first)"))
+    out.append(_pooled_rows(analysis))
     out.append(
         render_table(
             ["category", "n", "composite"] + [CAPABILITY_LABELS[c] for c in CAPABILITIES],
@@ -177,15 +199,16 @@ def format_analysis(analysis: Analysis) -> str:
             ],
         )
     )
+    out.append(_spread_tests(cat_.tests, "categories"))
     if cat_.note:
         out.append(f"note: {cat_.note}")
 
     grp = brk.by_participant_group
     pooled = grp.pooled
-    out.append(_section("By participant group: anxiety/depression vs none (Mann-Whitney U on composite)"))
+    out.append(_section("By participant group: anxiety/depression vs none (Mann-Whitney U)"))
     rows = [
         [
-            "all rows (per conversation)",
+            "pooled rows (per conversation)",
             str(pooled.n_anxiety_depression),
             str(pooled.n_none),
             fmt(pooled.composite_anxiety_depression, 2),
@@ -207,6 +230,23 @@ def format_analysis(analysis: Analysis) -> str:
             ]
         )
     out.append(render_table(["rows", "n anx/dep", "n none", "composite anx/dep", "composite none", "p", "note"], rows))
+    out.append("Each capability, pooled rows (per conversation):")
+    out.append(
+        render_table(
+            ["metric", "anx/dep", "none", "U", "p", "note"],
+            [
+                [
+                    m.metric,
+                    fmt(m.anxiety_depression, 3),
+                    fmt(m.none, 3),
+                    fmt(m.mann_whitney_u, 1),
+                    fmt(m.p, 3),
+                    m.note or "",
+                ]
+                for m in pooled.metrics
+            ],
+        )
+    )
 
     pos = brk.by_turn_position
     out.append(_section("By turn position: early vs late half (behaviour accuracy, emotion F1)"))
@@ -240,7 +280,7 @@ def format_analysis(analysis: Analysis) -> str:
         out.append(f"note: {pos.note}")
 
     om = brk.by_original_model
-    out.append(_section("By original model (all rows)"))
+    out.append(_section("By original model (pooled rows, one value per conversation)"))
     out.append(
         render_table(
             ["original model", "n", "composite"] + [CAPABILITY_LABELS[c] for c in CAPABILITIES],
@@ -251,6 +291,7 @@ def format_analysis(analysis: Analysis) -> str:
             ],
         )
     )
+    out.append(_spread_tests(om.tests, "original models"))
     if om.note:
         out.append(f"note: {om.note}")
 
@@ -258,6 +299,14 @@ def format_analysis(analysis: Analysis) -> str:
     humans = analysis.human_baseline.rows
     out.append(", ".join(humans) if humans else "none")
     out.append(analysis.human_baseline.note)
+    together = analysis.human_baseline.pooled
+    if together is not None:
+        ci = Interval(estimate=together.composite_score, low=together.composite_ci_low, high=together.composite_ci_high)
+        out.append(
+            f"{together.label}: {together.n_raters} rater(s), {together.n_conversations} conversations, "
+            f"composite {_interval(ci, 2)}; "
+            + ", ".join(f"{CAPABILITY_LABELS[c]} {_cap(getattr(together, c))}" for c in CAPABILITIES)
+        )
     if comp is not None and comp.human_pairings:
         out.append(f"Paired on the conversations each human rated ({comp.test}):")
         out.append(

@@ -357,7 +357,7 @@ def score_conversation_output(prepared: PreparedConversation, run: RunOutput) ->
         "binary_counts": pooled,
         "category": meta.category,
         "original_model": meta.model,
-        "participant_group": cat.participant_group(profile.diagnoses if profile else None),
+        "participant_group": cat.participant_group(profile.consented_diagnoses() if profile else None),
     }
     return ConversationScore(
         record=ConversationRecord.model_validate(record), details=ConversationDetails.model_validate(details)

@@ -343,20 +343,47 @@ class OriginalModelOverall(_Summary):
     composite_ci_high: float | None = None
 
 
+class SpreadTest(Result):
+    """Whether one metric differs between the values of a breakdown (e.g. topic categories): Kruskal–Wallis H.
+
+    Over the pooled rows, one value per conversation; values with no conversation are left out.
+    """
+
+    metric: str  # composite_score or a capability
+    n_conversations: int
+    n_groups: int
+    statistic: float | None
+    p: float | None
+    note: str | None
+
+
 class CategoryBreakdown(Result):
     rows: list[CategoryRow]
-    overall: list[CategoryOverall]  # all rows pooled, hardest (lowest composite) first
+    overall: list[CategoryOverall]  # the pooled rows, one value per conversation, hardest (lowest composite) first
     note: str | None
+    tests: list[SpreadTest] = []  # composite and each capability across categories (pooled rows)
 
 
 class OriginalModelBreakdown(Result):
     rows: list[OriginalModelRow]
     overall: list[OriginalModelOverall]
     note: str | None
+    tests: list[SpreadTest] = []  # composite and each capability across original models (pooled rows)
+
+
+class GroupMetric(Result):
+    """One metric (composite or a capability) of diagnosed anxiety/depression vs none, Mann–Whitney U."""
+
+    metric: str
+    anxiety_depression: float | None  # mean over the group's conversations
+    none: float | None
+    mann_whitney_u: float | None
+    p: float | None
+    note: str | None
 
 
 class GroupComparison(Result):
-    """Composite of diagnosed anxiety/depression vs no diagnosis, Mann–Whitney U."""
+    """Composite of diagnosed anxiety/depression vs no diagnosis, Mann–Whitney U; ``metrics`` per capability."""
 
     n_anxiety_depression: int
     n_none: int
@@ -365,6 +392,7 @@ class GroupComparison(Result):
     mann_whitney_u: float | None
     p: float | None
     note: str | None
+    metrics: list[GroupMetric] = []  # composite_score first, then each capability
 
 
 class GroupRow(Result):
@@ -379,13 +407,14 @@ class GroupRow(Result):
     mann_whitney_u: float | None
     p: float | None
     note: str | None
+    metrics: list[GroupMetric] = []
 
 
 class ParticipantGroups(Result):
     groups: list[str]
     test: str
     rows: list[GroupRow]
-    pooled: GroupComparison
+    pooled: GroupComparison  # the pooled rows (Breakdowns.pooled_rows), one value per conversation
 
 
 class HalfComparison(Result):
@@ -446,6 +475,9 @@ class Breakdowns(Result):
     by_participant_group: ParticipantGroups
     by_turn_position: TurnPosition
     by_original_model: OriginalModelBreakdown
+    # The rows whose scores the pooled lines ("overall", "pooled") average, one value per conversation.
+    pooled_rows: list[str] = []
+    pool_note: str | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -453,9 +485,26 @@ class Breakdowns(Result):
 # ---------------------------------------------------------------------------
 
 
+class PooledHuman(Result):
+    """Every human rater together: per conversation the mean over the raters who rated it, then over conversations."""
+
+    label: str
+    n_raters: int
+    n_conversations: int
+    composite_score: float | None
+    composite_ci_low: float | None  # mean ± 1.96·SE over conversations; null below the minimum n for an interval
+    composite_ci_high: float | None
+    emotion_tracking: float | None
+    behaviour_judgement: float | None
+    preference_prediction: float | None
+    response_quality: float | None
+    holistic_comprehension: float | None
+
+
 class HumanBaseline(Result):
     rows: list[str]  # labels of the human rows
     note: str
+    pooled: PooledHuman | None = None  # with at least one human row
 
 
 class ApartRow(Result):

@@ -91,6 +91,7 @@ from research.raters.human_baseline import rater_agreement
 from research.results.evaluation import (
     N_BOOTSTRAP,
     EvaluationData,
+    PoolError,
     SelectionError,
     apart_rows,
     evaluation_data,
@@ -569,6 +570,15 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
         return Response(TranscriptSerializer(data).data)
 
 
+POOL_PARAMETER = OpenApiParameter(
+    "pool",
+    str,
+    OpenApiParameter.QUERY,
+    required=False,
+    many=True,
+    description="A compared row (`model [mode]`) or model whose scores the breakdowns' pooled lines average; "
+    "repeat for several. By default every model row, the offline baselines apart. An unknown name is a 400.",
+)
 SET_PARAMETERS = [
     _param("dataset_version", "Only runs on this dataset version (its selection with most rows).", type_=int),
     _param(
@@ -598,10 +608,16 @@ def _evaluation(request: Request) -> EvaluationData:
         if not part.isascii() or not part.isdigit() or len(part) > 18:
             raise ValidationError({"runs": [f"must be comma-separated run ids, not {part!r}."]})
         pinned.append(int(part))
+    pool = [name for name in request.query_params.getlist("pool") if name.strip()]
     try:
         return evaluation_data(
-            int_filter(request, "dataset_version"), set_key=request.query_params.get("set") or None, pinned=pinned
+            int_filter(request, "dataset_version"),
+            set_key=request.query_params.get("set") or None,
+            pinned=pinned,
+            pool=pool,
         )
+    except PoolError as exc:
+        raise ValidationError({"pool": [str(exc)]}) from None
     except SelectionError as exc:
         raise NotFound(str(exc)) from None
 
@@ -645,7 +661,7 @@ class LeaderboardView(ResearcherAPIMixin, APIView):
 class AnalysesView(ResearcherAPIMixin, APIView):
     @extend_schema(
         summary="SPEC 6 analyses over the rows compared on one conversation set",
-        parameters=SET_PARAMETERS,
+        parameters=[*SET_PARAMETERS, POOL_PARAMETER],
         responses={200: Analyses, **BAD_FILTER, **DENIED, **NOT_FOUND},
     )
     def get(self, request: Request) -> Response:

@@ -37,14 +37,14 @@ from attunebench.metrics.results import (
     SkillIntervals,
     row_label,
 )
-from collection.models import Conversation, SensitiveProfile
-from datasets.exchange import withdrawn_conversations
+from collection.models import Conversation
+from datasets.exchange import consented_diagnoses, withdrawn_conversations
 from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, RunScore
 
 # One statistics path: the dashboard and the API use the core's resample count and seed, as
 # ``attune analyze`` does by default, so the same runs give the same intervals everywhere.
 N_BOOTSTRAP = DEFAULT_BOOTSTRAP
-CACHE_VERSION = 4  # part of the cache key: bump when the cached report or analysis changes shape
+CACHE_VERSION = 5  # part of the cache key: bump when the cached report or analysis changes shape
 Z_95 = 1.959964
 
 SORT_KEYS = ("composite", "skill", "label", "n", "coverage", "post_coverage", "cost", *LEADERBOARD_CAPABILITIES)
@@ -63,6 +63,10 @@ RUN_CHOICE_TEXT: dict[str, str] = {
 
 class SelectionError(ValueError):
     """A comparison set or pinned run that does not exist or cannot be shown; the message says which."""
+
+
+class PoolError(SelectionError):
+    """A name to pool in the breakdowns that is not a compared row or model; the message lists the rows."""
 
 
 @dataclass(frozen=True)
@@ -211,7 +215,7 @@ def leaderboard_runs(
 
 
 def conversation_info(conversation_pks: Iterable[int]) -> dict[int, dict[str, Any]]:
-    """pk -> conversationId, category, original model, participant group, GT turn count."""
+    """pk -> conversationId, category, original model, participant group (under recorded consent), GT turn count."""
     rows = list(
         Conversation.objects.filter(pk__in=list(conversation_pks))
         .annotate(n_turns=Count("turns"))
@@ -225,11 +229,8 @@ def conversation_info(conversation_pks: Iterable[int]) -> dict[int, dict[str, An
             "n_turns",
         )
     )
-    diagnoses = dict(
-        SensitiveProfile.objects.filter(participant_id__in={r[5] for r in rows if r[5]}).values_list(
-            "participant_id", "diagnoses"
-        )
-    )
+    # SPEC 2.5: a diagnosis counts only where consent is recorded, exactly as the export writes it.
+    diagnoses = consented_diagnoses({r[5] for r in rows if r[5]})
     return {
         pk: {
             "conversationId": cid,
@@ -319,10 +320,13 @@ def evaluation_data(
     *,
     set_key: str | None = None,
     pinned: Sequence[int] = (),
+    pool: Sequence[str] = (),
 ) -> EvaluationData:
     """Report and SPEC 6 analyses of the chosen runs on one comparison set, cached until any score changes.
 
-    Raises SelectionError for an unknown set or an unusable pinned run.
+    ``pool`` names the rows (``model [mode]``) or models the breakdowns' pooled lines average;
+    empty means the core's default (every model row, baselines apart). Raises SelectionError
+    for an unknown set, an unusable pinned run or a pooled name that is not a compared row.
     """
     runs, choice, sets, current = leaderboard_runs(dataset_version_id, set_key, pinned)
     if not runs:
@@ -333,13 +337,18 @@ def evaluation_data(
             sets=sets,
             current_set=current,
         )
-    key = _cache_key(runs) + f":{n_bootstrap}:v{CACHE_VERSION}"
+    pool = sorted(set(pool))
+    pool_key = hashlib.sha256("\n".join(pool).encode()).hexdigest()[:16]
+    key = _cache_key(runs) + f":{n_bootstrap}:{pool_key}:v{CACHE_VERSION}"
     cached = cache.get(key)
     if cached is None:
         from attunebench.metrics.analysis import analyze  # numpy/scipy: loaded only when a dashboard needs them
 
         report, skipped = build_report(runs)
-        analysis = analyze(report, n_bootstrap=n_bootstrap) if report.conversations else None
+        try:
+            analysis = analyze(report, n_bootstrap=n_bootstrap, pool=pool) if report.conversations else None
+        except ValueError as exc:  # a pooled name that is not a compared row
+            raise PoolError(str(exc)) from None
         cached = {"report": report, "analysis": analysis, "skipped": skipped}
         cache.set(key, cached, timeout=600)
     report = cached["report"]

@@ -26,7 +26,13 @@ from research.results.evaluation import EvaluationData, apart_rows, leaderboard_
 TURN_METRIC_TITLES = {
     "behaviour_accuracy": "Behaviour accuracy (mean of OM and participant)",
     "emotion_f1": "Emotion F1",
+    "emotion_va_score": "Emotion VA (valence-arousal match)",
     "pairwise_accuracy": "Pairwise accuracy",
+}
+# What the topic breakdown can colour its cells by: the composite or one capability (SPEC 6).
+BREAKDOWN_METRIC_TITLES = {
+    "composite_score": "Composite (0–100)",
+    **{c: f"{CAPABILITY_TITLES[c]} (0–1)" for c in CAPABILITIES},
 }
 
 
@@ -125,16 +131,23 @@ def independence_chart(data: EvaluationData) -> Chart:
     ind = data.analysis.independence if data.analysis else None
     metrics = ind.metrics if ind else list(CAPABILITIES)
     rho = ind.spearman.rho if ind else {}
+    p_values = ind.spearman.p if ind else {}
     values = [[rho.get(a, {}).get(b) for b in metrics] for a in metrics]
     titles = [CAPABILITY_TITLES.get(m, m) for m in metrics]
+
+    def p_text(a: str, b: str) -> str:
+        p = p_values.get(a, {}).get(b)
+        return "" if a == b or p is None else ("p<0.001" if p < 0.001 else f"p={p:.3f}")
+
     return heatmap(
         "independence",
-        "Rank independence: Spearman ρ between capability rankings of (model, mode) rows",
+        "Rank independence: Spearman ρ (and its p) between capability rankings of (model, mode) rows",
         titles,
         titles,
         values,
         diverging=True,
         note=ind.note if ind else None,
+        annotations=[[p_text(a, b) for b in metrics] for a in metrics],
     )
 
 
@@ -153,7 +166,12 @@ def discrimination_chart(data: EvaluationData) -> Chart:
     )
 
 
-def by_topic_chart(data: EvaluationData) -> Chart:
+def by_topic_chart(data: EvaluationData, metric: str = "composite_score") -> Chart:
+    """Rows x topic categories (hardest first by composite), coloured by the composite or one capability.
+
+    The last line pools the chosen rows (Breakdowns.pooled_rows), one value per conversation.
+    """
+    metric = metric if metric in BREAKDOWN_METRIC_TITLES else "composite_score"
     breakdown = data.analysis.breakdowns.by_category if data.analysis else None
     rows = breakdown.rows if breakdown else []
     categories = [r.category for r in breakdown.overall] if breakdown else []  # hardest first
@@ -164,21 +182,144 @@ def by_topic_chart(data: EvaluationData) -> Chart:
     def detail(summary: CategoryRow | CategoryOverall | None) -> str:
         if summary is None:
             return ""
-        if summary.composite_ci_low is None or summary.composite_ci_high is None:
+        low, high = summary.composite_ci_low, summary.composite_ci_high
+        if metric != "composite_score" or low is None or high is None:
             return f"n={summary.n_conversations}"
-        return f"n={summary.n_conversations} [{summary.composite_ci_low:.0f}, {summary.composite_ci_high:.0f}]"
+        return f"n={summary.n_conversations} [{low:.0f}, {high:.0f}]"
+
+    def value(summary: CategoryRow | CategoryOverall | None) -> float | None:
+        if summary is None:
+            return None
+        return summary.composite_score if metric == "composite_score" else summary.capability(metric)
 
     grid = [[cell.get((lab, c)) for c in categories] for lab in labels] + [[overall.get(c) for c in categories]]
+    n_pooled = len(data.analysis.breakdowns.pooled_rows) if data.analysis else 0
     return heatmap(
         "by_topic",
-        "Composite (0–100) by topic category, columns hardest first; n and 95% CI in each cell",
-        [*labels, "all rows"],
+        f"{BREAKDOWN_METRIC_TITLES[metric]} by topic category, columns hardest first (composite); n conversations"
+        + (" and 95% CI" if metric == "composite_score" else "")
+        + " in each cell",
+        [*labels, f"pooled ({n_pooled} rows, per conversation)"],
         categories,
-        [[s.composite_score if s else None for s in line] for line in grid],
+        [[value(s) for s in line] for line in grid],
         diverging=False,
-        digits=1,
+        digits=1 if metric == "composite_score" else 2,
         note=breakdown.note if breakdown else None,
         annotations=[[detail(s) for s in line] for line in grid],
+    )
+
+
+def _title(metric: str) -> str:
+    return BREAKDOWN_METRIC_TITLES.get(metric, metric).split(" (")[0]
+
+
+def topic_tests_chart(data: EvaluationData) -> Chart:
+    """Kruskal–Wallis across topic categories and across original models, per metric, over the pooled rows."""
+    brk = data.analysis.breakdowns if data.analysis else None
+    rows = []
+    for across, tests in (
+        ("topic category", brk.by_category.tests if brk else []),
+        ("original model", brk.by_original_model.tests if brk else []),
+    ):
+        rows += [
+            [_title(t.metric), across, t.n_groups, t.n_conversations, t.statistic, t.p, t.note or ""] for t in tests
+        ]
+    return table_chart(
+        "topic_tests",
+        "Do scores differ across topics and original models? Kruskal–Wallis H over the pooled rows, one value per "
+        "conversation",
+        ["metric", "across", "groups", "conversations", "H", "p", "note"],
+        rows,
+    )
+
+
+def group_capabilities_chart(data: EvaluationData) -> Chart:
+    """Anxiety/depression vs none on the composite and each capability: pooled rows first, then each row."""
+    groups = data.analysis.breakdowns.by_participant_group if data.analysis else None
+    lines: list[tuple[str, GroupRow | GroupComparison]] = []
+    if groups:
+        lines.append(("pooled (one value per conversation)", groups.pooled))
+        lines += [(row_label(r.em_model, r.mode), r) for r in groups.rows]
+    return table_chart(
+        "group_capabilities",
+        "Participant groups on every capability: diagnosed anxiety / depression vs none, Mann–Whitney U",
+        [
+            "rows",
+            "metric",
+            "n_anxiety_depression",
+            "anxiety_depression",
+            "n_none",
+            "none",
+            "mann_whitney_u",
+            "p",
+            "note",
+        ],
+        [
+            [
+                label,
+                _title(m.metric),
+                g.n_anxiety_depression,
+                m.anxiety_depression,
+                g.n_none,
+                m.none,
+                m.mann_whitney_u,
+                m.p,
+                m.note or "",
+            ]
+            for label, g in lines
+            for m in g.metrics
+        ],
+    )
+
+
+def turn_halves_chart(data: EvaluationData, metric: str = "behaviour_accuracy") -> Chart:
+    """Early vs late half of the conversations per row for one per-turn metric, paired Wilcoxon (SPEC 6)."""
+    rows = data.analysis.breakdowns.by_turn_position.rows if data.analysis else []
+    metric = metric if metric in TURN_METRIC_TITLES else "behaviour_accuracy"
+    body = []
+    for r in rows:
+        half = getattr(r.halves, metric)
+        body.append(
+            [
+                row_label(r.em_model, r.mode),
+                half.early,
+                half.late,
+                half.late_minus_early,
+                half.n_paired_conversations,
+                half.p,
+                half.note or "",
+            ]
+        )
+    return table_chart(
+        "turn_halves",
+        f"{TURN_METRIC_TITLES[metric]}: early vs late half of each conversation (paired Wilcoxon over conversations)",
+        ["row", "early", "late", "late_minus_early", "n_paired_conversations", "p", "note"],
+        body,
+    )
+
+
+def discrimination_pairs_chart(data: EvaluationData) -> Chart:
+    """Every paired test behind the discrimination table: each metric, each pair of rows, p and Holm p."""
+    metrics = data.analysis.discrimination.metrics if data.analysis else {}
+    return table_chart(
+        "discrimination_pairs",
+        "Paired Wilcoxon test of every pair of rows on every metric, Holm-corrected per metric",
+        ["metric", "a", "b", "n_shared", "mean_difference", "p", "p_holm", "different", "note"],
+        [
+            [
+                name,
+                pair.a,
+                pair.b,
+                pair.n_shared,
+                pair.mean_difference,
+                pair.p,
+                pair.p_holm,
+                pair.different,
+                pair.note or "",
+            ]
+            for name, m in metrics.items()
+            for pair in m.pairs
+        ],
     )
 
 
@@ -348,6 +489,10 @@ FIGURES: dict[str, Callable[..., Chart]] = {
     "turn_position": turn_position_chart,
     "comparison_matrix": comparison_matrix_chart,
     "leaderboard_table": leaderboard_table,
+    "topic_tests": topic_tests_chart,
+    "group_capabilities": group_capabilities_chart,
+    "turn_halves": turn_halves_chart,
+    "discrimination_pairs": discrimination_pairs_chart,
 }
 
 
@@ -356,6 +501,8 @@ def figure(name: str, data: EvaluationData, **options: Any) -> Chart:
     builder = FIGURES[name]
     if name in ("leaderboard", "leaderboard_table"):
         return builder(data, weighting=options.get("weighting", "spec"))
-    if name == "turn_position":
+    if name in ("turn_position", "turn_halves"):
         return builder(data, metric=options.get("metric", "behaviour_accuracy"))
+    if name == "by_topic":
+        return builder(data, metric=options.get("topic_metric", "composite_score"))
     return builder(data)

@@ -29,7 +29,7 @@ from research.results.evaluation import (
     evaluation_data,
     leaderboard_rows,
 )
-from research.results.figures import TURN_METRIC_TITLES, figure
+from research.results.figures import BREAKDOWN_METRIC_TITLES, TURN_METRIC_TITLES, figure
 from research.results.run_download import run_archive
 from scoring import transcripts
 from scoring.models import EvaluationRun
@@ -51,13 +51,14 @@ def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
     sort = request.GET.get("sort", "composite")
     descending = request.GET.get("dir", "desc") != "asc"
     metric = request.GET.get("metric", "behaviour_accuracy")
+    topic_metric = request.GET.get("topic_metric", "composite_score")
     dataset = _dataset_filter(request)
     data = _evaluation_data(request, dataset)
     rows = leaderboard_rows(data, weighting=weighting, sort=sort, descending=descending)
     figures = {}
     if data.analysis:
         figures = {
-            name: figure(name, data, weighting=weighting, metric=metric)
+            name: figure(name, data, weighting=weighting, metric=metric, topic_metric=topic_metric)
             for name in (
                 "leaderboard",
                 "capability_profile",
@@ -66,11 +67,15 @@ def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
                 "by_topic",
                 "by_group",
                 "turn_position",
+                "turn_halves",
                 "comparison_matrix",
+                "topic_tests",
+                "group_capabilities",
+                "discrimination_pairs",
             )
         }
     keep = QueryDict(mutable=True)
-    for name in ("set", "dataset", "run"):
+    for name in ("set", "dataset", "run", "pool"):
         if values := [v for v in request.GET.getlist(name) if v]:
             keep.setlist(name, values)
     context = {
@@ -103,6 +108,9 @@ def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
         "analysis": data.analysis,
         "metric": metric if metric in TURN_METRIC_TITLES else "behaviour_accuracy",
         "turn_metrics": TURN_METRIC_TITLES,
+        "topic_metric": topic_metric if topic_metric in BREAKDOWN_METRIC_TITLES else "composite_score",
+        "topic_metrics": BREAKDOWN_METRIC_TITLES,
+        "pool_choices": [p.label for p in data.analysis.capability_profile] if data.analysis else [],
         "dataset": dataset,
         "query": request.GET.urlencode(),
     }
@@ -117,8 +125,9 @@ def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
 def _evaluation_data(request: HttpRequest, dataset: int | None) -> EvaluationData:
     """The dashboard's data for ?set=…&run=…&dataset=…; a bad choice is said in a message and the default shown."""
     pinned = [int(v) for v in request.GET.getlist("run") if v.isascii() and v.isdigit() and len(v) < 19]
+    pool = [v for v in request.GET.getlist("pool") if v.strip()]
     try:
-        return evaluation_data(dataset, set_key=request.GET.get("set") or None, pinned=pinned)
+        return evaluation_data(dataset, set_key=request.GET.get("set") or None, pinned=pinned, pool=pool)
     except SelectionError as exc:
         messages.error(request, f"{exc}. Showing the default comparison instead.")
         return evaluation_data(dataset)
@@ -138,6 +147,7 @@ def figure_download(request: HttpRequest, name: str, ext: str) -> HttpResponse:
             data,
             weighting=request.GET.get("weighting", "spec"),
             metric=request.GET.get("metric", "behaviour_accuracy"),
+            topic_metric=request.GET.get("topic_metric", "composite_score"),
         )
     except KeyError:
         raise Http404("No such figure.") from None

@@ -336,6 +336,19 @@ def test_analyze_rejects_bad_options(dataset: tuple[Path, Path]) -> None:
     conversations, runs = dataset
     with pytest.raises(CommandError, match="--bootstrap must be at least 1"):
         run_command("analyze", "--conversations", str(conversations), "--runs", str(runs), "--bootstrap", "0")
+    with pytest.raises(CommandError, match="--pool: cannot pool 'em/nobody': not a compared row"):
+        run_command("analyze", "--conversations", str(conversations), "--runs", str(runs), "--pool", "em/nobody")
+
+
+def test_analyze_pools_the_rows_asked_for(dataset: tuple[Path, Path], tmp_path: Path) -> None:
+    conversations, runs = dataset
+    args = ("--conversations", str(conversations), "--runs", str(runs), "--bootstrap", "20")
+    out, _ = run_command("analyze", *args, "--pool", "em/weak", "--json", str(tmp_path / "a.json"))
+    assert "Pooled rows: em/weak [verbose] (pooled rows chosen: em/weak [verbose])" in out
+    breakdowns = json.loads((tmp_path / "a.json").read_text())["breakdowns"]
+    assert breakdowns["pooled_rows"] == ["em/weak [verbose]"]
+    # 8 conversations, each counted once however many rows replayed it
+    assert sum(c["n_conversations"] for c in breakdowns["by_category"]["overall"]) == 8
 
 
 @pytest.mark.skipif(not ATTUNE.exists(), reason="the attune entry point is not installed in .venv")

@@ -31,7 +31,7 @@ def hand_conversation() -> dict[str, Any]:
             "category": "Work",
             "subtopic": "Stress and burnout",
         },
-        "participant_profile": {"participant_id": "p1", "diagnoses": ["Anxiety"]},
+        "participant_profile": {"participant_id": "p1", "diagnoses": ["Anxiety"], "sensitiveDataConsent": True},
         "prePanas": {"totalPositiveAffect": 30, "totalNegativeAffect": 40, "items": {}},
         "postPanas": {"totalPositiveAffect": 40, "totalNegativeAffect": 20, "items": {}},
         "conversationWideQuestions": {
@@ -245,6 +245,15 @@ def test_details_carry_hp_gap_and_panas_sides() -> None:
     assert details.n_gt_turns == 3 and details.n_scored_turns == 2
     assert details.participant_group == "anxiety_depression"
     assert details.category == "Work" and details.original_model == "om/original"
+
+
+def test_a_diagnosis_without_recorded_consent_forms_no_group() -> None:
+    # SPEC 2.5: the same conversation whose file records no consent to sensitive data has an unknown group.
+    conversation = hand_conversation()
+    del conversation["participant_profile"]["sensitiveDataConsent"]
+    report = score_documents([parse_conversation(conversation)], [parse_run(hand_run())], include_details=True)
+    details = report.conversations[0].details
+    assert details is not None and details.participant_group is None
 
 
 def test_run_without_any_scored_turn_has_zero_averages_and_null_nullables() -> None:

@@ -55,7 +55,9 @@ def _delete_everything() -> None:
 
 
 def test_import_writes_every_section(tmp_path):
-    _write(tmp_path / "a.json", conversation_dict("a"))
+    document = conversation_dict("a")
+    document["participant_profile"]["sensitiveDataConsent"] = True  # diagnoses are stored only under consent
+    _write(tmp_path / "a.json", document)
     result = import_paths([tmp_path])
     assert result.ok and result.imported == ["a"]
     conversation = Conversation.objects.get(conversation_id="a")

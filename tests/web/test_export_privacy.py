@@ -112,10 +112,9 @@ def test_diagnoses_leave_only_with_recorded_consent(tmp_path, api):
     assert documents["c-consent"]["participant_profile"]["sensitiveDataConsent"] is True
     assert api.get("/api/conversations/c-no-consent/").json()["participant_profile"]["diagnoses"] is None
     assert api.get("/api/conversations/c-consent/").json()["participant_profile"]["diagnoses"] == ["Anxiety"]
-    # Imported consent is recorded as such; a collected participant's consent without the sensitive box
-    # keeps their diagnoses in (were any stored) out of every export.
+    # Imported consent is recorded as such; a diagnosis whose file records no consent is not even stored.
     assert Consent.objects.get(participant__pseudonym=export_pseudonym("someone-else")).version == "imported"
-    assert SensitiveProfile.objects.filter(participant__pseudonym=export_pseudonym(EMAIL)).exists()
+    assert not SensitiveProfile.objects.filter(participant__pseudonym=export_pseudonym(EMAIL)).exists()
 
 
 def test_the_datasheet_counts_groups_only_under_consent(tmp_path, export_dir, researcher):

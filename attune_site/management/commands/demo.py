@@ -10,6 +10,7 @@ import json
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -23,10 +24,15 @@ from attunebench.replay.baselines import BASELINE_NAMES
 from attunebench.sources import read_conversations
 from collection.models import Conversation, Participant, Study, hash_token
 from collection.setup import ensure_defaults
-from datasets.exchange import import_documents
+from datasets.imports import do_import_documents
 from research.access.roles import do_make_researcher
 
 DEMO_MODES = ("default", "omniscient")
+#: Why the demo attests consent for the bundled sample data (kept with the import, shown in datasheets).
+SYNTHETIC_CONSENT_NOTE = (
+    "attune demo: the bundled sample_data/ is synthetic (no real participants); consent is attested so the "
+    "participant-group analysis can be shown."
+)
 RESEARCHER_USERNAME = "researcher"
 # What the demo printed first, kept in the data directory (owner-only) so a second start prints the same login
 # and study link instead of invalidating them.
@@ -84,12 +90,19 @@ class Command(BaseCommand):
         parser.add_argument(
             "--modes", nargs="+", default=list(DEMO_MODES), help="replay modes (default: default omniscient)"
         )
+        parser.add_argument(
+            "--attest-sensitive-consent",
+            action="store_true",
+            help="for a --sample-data folder of your own: attest that its participants consented to their "
+            "diagnoses being stored (as attune import --attest-sensitive-consent). The bundled synthetic "
+            "sample data is attested by the demo itself.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.step("Applying database migrations")
         call_command("migrate", interactive=False, verbosity=0)
         defaults = ensure_defaults()
-        self.load_sample_data(options["sample_data"])
+        self.load_sample_data(options["sample_data"], options["attest_sensitive_consent"])
         for model in BASELINE_NAMES:
             for mode in options["modes"]:
                 self.run_baseline(model, mode)
@@ -115,17 +128,34 @@ class Command(BaseCommand):
     def step(self, text: str) -> None:
         self.stdout.write(f"- {text}...")
 
-    def load_sample_data(self, folder: str) -> None:
+    def load_sample_data(self, folder: str, attest: bool) -> None:
+        """Import the folder's new conversations; the bundled synthetic data comes with consent attested."""
         self.step(f"Loading sample conversations from {folder}")
+        synthetic = Path(folder).resolve() == Path(settings.ATTUNE_SAMPLE_DATA_DIR).resolve()
         documents, problems = read_conversations([folder])
         if problems:
             raise CommandError("sample data has problems:\n" + "\n".join(str(p) for p in problems))
         present = set(Conversation.objects.values_list("conversation_id", flat=True))
         new = [(source, doc) for source, doc in documents if doc.conversationId not in present]
-        result = import_documents(new)
-        if not result.ok:
+        result, record = do_import_documents(
+            new,
+            sources=[folder],
+            attest_sensitive_consent=synthetic or attest,
+            consent_note=SYNTHETIC_CONSENT_NOTE if synthetic else "",
+        )
+        if not result.ok or record is None:
             raise CommandError("\n".join(str(p) for p in result.problems))
         self.stdout.write(f"  {len(result.imported)} imported, {len(documents) - len(new)} already present")
+        if record.diagnoses_stored and synthetic:
+            self.stdout.write(
+                f"  diagnoses of {record.diagnoses_stored} synthetic participant(s) stored: the demo attests consent "
+                "for its synthetic sample data (kept with the import and shown in datasheets)"
+            )
+        if record.diagnoses_not_stored:
+            self.stdout.write(
+                f"  diagnoses of {record.diagnoses_not_stored} participant(s) not stored: no consent recorded "
+                "(pass --attest-sensitive-consent if they consented)"
+            )
 
     def run_baseline(self, model: str, mode: str) -> None:
         from scoring.models import EvaluationRun

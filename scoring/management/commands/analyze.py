@@ -54,6 +54,13 @@ class Command(BaseCommand):
             "dashboard and the API)",
         )
         parser.add_argument(
+            "--pool",
+            nargs="+",
+            metavar="ROW",
+            help="rows ('model [mode]') or models whose scores the breakdowns' pooled lines average, one value per "
+            "conversation (default: every model row, the offline baselines apart)",
+        )
+        parser.add_argument(
             "--alpha",
             type=float,
             default=0.05,
@@ -77,13 +84,17 @@ class Command(BaseCommand):
         if skipped:
             self.stderr.write(format_problems(skipped))
         report = result.report()
-        analysis = analyze(
-            report,
-            [c for _, c in loaded.conversations],
-            seed=options["seed"],
-            n_bootstrap=options["bootstrap"],
-            alpha=options["alpha"],
-        )
+        try:
+            analysis = analyze(
+                report,
+                [c for _, c in loaded.conversations],
+                seed=options["seed"],
+                n_bootstrap=options["bootstrap"],
+                alpha=options["alpha"],
+                pool=options["pool"],
+            )
+        except ValueError as exc:  # a --pool name that is not a compared row
+            raise CommandError(f"--pool: {exc}") from None
         self.stdout.write(format_analysis(analysis))
         if options["json"]:
             write_json(analysis, options["json"])
