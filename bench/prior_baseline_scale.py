@@ -96,8 +96,11 @@ def main() -> int:
             prior, random_s, builds = done.stdout.split()[-3:]
             results[size] = (float(prior), float(random_s), int(builds))
         prior_s, random_s, builds = results[size]
-        print(f"{size:>6} conversations: baseline:prior {prior_s:7.2f} s, baseline:random {random_s:7.2f} s, "
-              f"prior tallies built: {builds}", flush=True)
+        print(
+            f"{size:>6} conversations: baseline:prior {prior_s:7.2f} s, baseline:random {random_s:7.2f} s, "
+            f"prior tallies built: {builds}",
+            flush=True,
+        )
     if any(builds != 1 for _, _, builds in results.values()):
         print("a prior run built its tally more than once", file=sys.stderr)
         return 1

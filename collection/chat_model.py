@@ -228,9 +228,9 @@ async def _provider_text(
     try:
         async for part in response:
             choices = getattr(part, "choices", None) or []
-            text = getattr(choices[0].delta, "content", None) if choices else None
-            if text:
-                yield text
+            content = getattr(choices[0].delta, "content", None) if choices else None
+            if content:
+                yield str(content)
     finally:  # the provider's connection is given back however the reading ends
         await response.aclose()
 
