@@ -2,9 +2,13 @@
 
 Why gunicorn with threaded workers (``gthread``), not ASGI or gevent:
 
-- A streaming reply spends seconds waiting on the provider and almost no CPU. A thread
-  that waits costs a small stack and no CPU, so a worker process with 100 threads
-  holds 100 slow streams while its other threads serve page loads.
+- A streaming reply spends seconds waiting on the provider and little CPU: the chat
+  loop hands it to its thread in 50 ms batches, so the thread wakes about 20 times a
+  second whatever the provider's token rate. A thread that waits costs a small stack
+  and no CPU, so a worker process with 400 threads (the default) holds 320 streams,
+  and two workers hold a panel of 300 participants replying at once even when one
+  worker takes most of them, while the other threads serve page loads
+  (docs/deployment.md has the measurements).
 - Under ASGI, Django runs every *sync* view in one thread per process
   (``thread_sensitive``), so all participant pages, which are sync, would queue
   behind one another; making them async would mean rewriting every view and the ORM
@@ -35,7 +39,7 @@ def web_workers() -> int:
 
 def web_threads() -> int:
     """Threads per worker process: each holds one request (a streaming reply holds it for the reply)."""
-    return env_int("ATTUNE_WEB_THREADS", 100, minimum=4, maximum=1000)
+    return env_int("ATTUNE_WEB_THREADS", 400, minimum=4, maximum=1000)
 
 
 def reserved_threads(threads: int) -> int:

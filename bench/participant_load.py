@@ -50,6 +50,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -82,9 +83,20 @@ OriginalModel.objects.create(name="bench-model", provider="fake", litellm_model=
 
 
 @dataclass
+class Button:
+    """A submit button: its label, and what clicking it adds to the form (name=value) and where it sends it."""
+
+    label: str
+    name: str = ""
+    value: str = ""
+    formaction: str = ""
+
+
+@dataclass
 class Form:
     action: str
     fields: list[tuple[str, str, str, bool]] = field(default_factory=list)  # (kind, name, value, checked)
+    buttons: list[Button] = field(default_factory=list)
 
 
 class _Forms(HTMLParser):
@@ -99,6 +111,7 @@ class _Forms(HTMLParser):
         self._selected: str | None = None
         self._textarea: str | None = None
         self._text: list[str] = []
+        self._button: Button | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = {k: v or "" for k, v in attrs}
@@ -107,7 +120,12 @@ class _Forms(HTMLParser):
             self.forms.append(self._form)
         if self._form is None:
             return
-        if tag == "input" and a.get("name"):
+        if tag == "button" and a.get("type", "submit").lower() == "submit":
+            self._button = Button("", a.get("name", ""), a.get("value", ""), a.get("formaction", ""))
+            self._form.buttons.append(self._button)
+        elif tag == "input" and a.get("type", "").lower() == "submit":
+            self._form.buttons.append(Button(a.get("value", ""), a.get("name", ""), a.get("value", "")))
+        elif tag == "input" and a.get("name"):
             kind = a.get("type", "text").lower()
             self._form.fields.append(
                 (kind, a["name"], a.get("value", "on" if kind == "checkbox" else ""), "checked" in a)
@@ -125,9 +143,13 @@ class _Forms(HTMLParser):
     def handle_data(self, data: str) -> None:
         if self._textarea:
             self._text.append(data)
+        if self._button is not None:
+            self._button.label = " ".join((self._button.label + " " + data).split())
 
     def handle_endtag(self, tag: str) -> None:
-        if tag == "form":
+        if tag == "button":
+            self._button = None
+        elif tag == "form":
             self._form = None
         elif tag == "select" and self._form is not None and self._select:
             value = self._selected if self._selected is not None else self._first_option or ""
@@ -138,14 +160,29 @@ class _Forms(HTMLParser):
             self._textarea = None
 
 
-def main_form(html: str) -> Form:
-    """The page's own form (not the withdraw link's or the chat's finish button)."""
+def page_forms(html: str) -> list[Form]:
+    """The page's POST forms, less the withdraw link's (a participant who takes part never presses it)."""
     parser = _Forms()
     parser.feed(html)
-    forms = [f for f in parser.forms if "withdraw" not in f.action and "finish" not in f.action]
+    return [f for f in parser.forms if "withdraw" not in f.action]
+
+
+def main_form(html: str) -> tuple[Form, Button | None]:
+    """The page's own form and the button a browser submits it with on Enter (its first submit button)."""
+    forms = page_forms(html)
     if not forms:
         raise LookupError("no form on the page")
-    return forms[0]
+    return forms[0], (forms[0].buttons[0] if forms[0].buttons else None)
+
+
+def button(html: str, label: str) -> tuple[Form, Button]:
+    """The form holding the button labelled ``label``, as a participant finds it on the page by its words."""
+    for form in page_forms(html):
+        for candidate in form.buttons:
+            if candidate.label == label:
+                return form, candidate
+    labels = [b.label for f in page_forms(html) for b in f.buttons]
+    raise LookupError(f"no button {label!r} on the page (its buttons: {labels})")
 
 
 def fill(form: Form) -> dict[str, str | list[str]]:
@@ -195,6 +232,18 @@ class Results:
     streams_at_annotation: list[int] = field(default_factory=list)
     replies: int = 0
     finished: int = 0
+    reply_total: list[float] = field(default_factory=list)
+    reply_first: list[float] = field(default_factory=list)
+    #: told "start" when every first reply is asked for at once, "end" when the last of them has ended
+    on_window: Callable[[str], None] = lambda _: None
+    window_marks: set[str] = field(default_factory=set)
+    window_replies: int = 0
+
+    def mark(self, moment: str) -> None:
+        if moment not in self.window_marks:
+            self.window_marks.add(moment)
+            self.window_replies = self.replies  # at "end": every first reply that streamed whole
+            self.on_window(moment)
 
 
 class Participant:
@@ -214,6 +263,7 @@ class Participant:
         self.think_s = think
         self.rng = rng
         self.waited = False  # has passed the first-reply barrier
+        self.done_first = False  # has passed the first-reply-done barrier
 
     async def think(self) -> None:
         if self.think_s:
@@ -244,18 +294,41 @@ class Participant:
             raise RuntimeError(f"POST {path} answered {response.status_code}")
         return response
 
-    async def submit_page(self, path: str, html: str, kind: str = "step") -> tuple[str, str]:
-        """Fill in and post the page's form; the next page, as the redirect after the post leads."""
-        form = main_form(html)
-        target = urljoin(path, form.action) if form.action else path
-        response = await self.post(target, fill(form), kind)
+    async def submit(
+        self, path: str, form: Form, clicked: Button | None, data: dict, kind: str = "step"
+    ) -> tuple[str, str]:
+        """Post ``form`` as a browser does when ``clicked`` is pressed (its name=value sent, its formaction
+        followed); the next page, as the redirect after the post leads."""
+        if clicked is not None and clicked.name:
+            data = {**data, clicked.name: clicked.value}
+        action = (clicked.formaction if clicked is not None and clicked.formaction else "") or form.action
+        target = urljoin(path, action) if action else path
+        response = await self.post(target, data, kind)
         if response.status_code not in (301, 302, 303):
             errors = re.findall(r'class="errorlist[^"]*"[^>]*>(.*?)</ul>', response.text, re.S)
             raise RuntimeError(f"POST {target} showed the form again: {errors[:1]}")
         return await self.get(urljoin(target, response.headers["location"]))
 
+    async def submit_page(self, path: str, html: str, kind: str = "step") -> tuple[str, str]:
+        """Fill in the page's form and press its first button."""
+        form, clicked = main_form(html)
+        return await self.submit(path, form, clicked, fill(form), kind)
+
+    async def press(self, path: str, html: str, label: str, data: dict | None = None) -> tuple[str, str]:
+        """Press the button labelled ``label`` with the form's fields as shown, plus ``data`` typed in."""
+        form, clicked = button(html, label)
+        shown = {
+            name: value for kind, name, value, checked in form.fields if kind not in ("checkbox", "radio") or checked
+        }
+        return await self.submit(path, form, clicked, {**shown, **(data or {})})
+
     async def until(self, path: str, html: str, stop: str, kind: str = "step") -> tuple[str, str]:
+        """Answer page after page until the path holds ``stop``; a page that keeps coming back is a failure."""
+        seen: dict[str, int] = {}
         while stop not in path:
+            seen[path] = seen.get(path, 0) + 1
+            if seen[path] > 5:
+                raise RuntimeError(f"stuck on {path}: answering it 5 times did not lead on towards {stop}")
             await self.think()
             if "data-rewrite-pending" in html:  # the suggested rewrite is being prepared: wait as the page does
                 path, html = await self.wait_for_rewrite(path)
@@ -276,12 +349,15 @@ class Participant:
                 return await self.get(response.headers.get("HX-Redirect", path))
         raise RuntimeError(f"GET {path}: the suggested rewrite was not ready after 3 minutes")
 
-    async def reply(self, url: str) -> None:
+    async def reply(self, url: str) -> str:
+        """Stream the reply as the chat page's script does; returns where its ``done`` event leads."""
         headers = {"Accept": "application/x-ndjson", "Referer": str(self.http.base_url)}
         data = {"csrfmiddlewaretoken": self.http.cookies.get("csrftoken", "")}
         results = self.results
         results.streaming += 1
         results.peak_streams = max(results.peak_streams, results.streaming)
+        started = time.perf_counter()
+        first_text: float | None = None
         try:
             last = {}
             async with self.http.stream("POST", url, data=data, headers=headers) as response:
@@ -290,13 +366,18 @@ class Participant:
                 async for line in response.aiter_lines():
                     if line.strip():
                         last = json.loads(line)
+                        if first_text is None and last.get("type") == "delta":
+                            first_text = time.perf_counter() - started
         finally:
             results.streaming -= 1
         if last.get("type") != "done":
             raise RuntimeError(f"reply {url} ended with {last}")
         results.replies += 1
+        results.reply_total.append(time.perf_counter() - started)
+        results.reply_first.append(first_text or 0.0)
+        return urljoin(url, last["next"])
 
-    async def run(self, turns: int, first_reply: asyncio.Barrier) -> None:
+    async def run(self, turns: int, first_reply: asyncio.Barrier, first_done: asyncio.Barrier) -> None:
         await self.think()  # arrivals spread out a little
         path, html = await self.get(f"/join/{SLUG}/")
         await self.think()
@@ -304,34 +385,36 @@ class Participant:
         path, html = await self.until(path, html, "/chat/")
         for turn in range(1, turns + 1):
             await self.think()
-            send = await self.post(
-                path + "send/",
-                {"message": f"Turn {turn}: exams start soon and I feel anxious all day.", "turn_number": str(turn)},
-                "step",
-            )
-            if send.status_code != 302:
-                raise RuntimeError(f"send answered {send.status_code}")
+            message = f"Turn {turn}: exams start soon and I feel anxious all day."
+            path, html = await self.press(path, html, "Send", {"message": message})
+            reply_form, _ = button(html, "Get the reply")  # the page's script streams from this form's address
             if turn == 1:
                 self.waited = True
                 await first_reply.wait()  # every participant's first reply streams at the same time
-            await self.reply(f"{path}reply/{turn}/")
-            path, html = await self.get(path.replace("/chat/", "/"))  # the step after a reply: its annotation
+                self.results.mark("start")
+            next_page = await self.reply(urljoin(path, reply_form.action))
+            if turn == 1:
+                self.done_first = True
+                await first_done.wait()  # and nobody moves on until all have streamed: the window is streams only
+                self.results.mark("end")
+            path, html = await self.get(next_page)  # where the reply's done event leads: its annotation
             path, html = await self.until(path, html, "/chat/", kind="annotation")
         await self.think()
-        finish = await self.post(path + "finish/", {}, "step")
-        path, html = await self.get(urljoin(path, finish.headers["location"]))
-        if "/chat/" in path:  # the chat refused to end: going on would send message after message
-            raise RuntimeError(f"finishing the chat after {turns} turns led back to the chat")
-        await self.until(path, html, "/thank-you/")
+        path, html = await self.press(path, html, "Finish the chat")
+        path, html = await self.until(path, html, "/thank-you/")  # the confirmation, the last questions
         self.results.finished += 1
 
     async def close(self) -> None:
         await self.http.aclose()
 
 
-async def drive(base: str, participants: int, turns: int, think: float, seed: int) -> Results:
+async def drive(
+    base: str, participants: int, turns: int, think: float, seed: int, on_window: Callable[[str], None]
+) -> Results:
+    """Every participant through the study at once; ``on_window("start"|"end")`` marks the first-reply window."""
     results = Results()
     barrier = asyncio.Barrier(participants)
+    done = asyncio.Barrier(participants)
     people = [
         Participant(
             base, results, think, random.Random(seed + i), f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256 + 1}"
@@ -341,14 +424,17 @@ async def drive(base: str, participants: int, turns: int, think: float, seed: in
 
     async def one(person: Participant) -> None:
         try:
-            await person.run(turns, barrier)
-        except Exception as exc:  # reported; one who fails early still counts at the barrier, so the rest go on
+            await person.run(turns, barrier, done)
+        except Exception as exc:  # reported; one who fails early still counts at the barriers, so the rest go on
             results.errors.append(f"{type(exc).__name__}: {exc}")
             if not person.waited:
                 await barrier.wait()
+            if not person.done_first:
+                await done.wait()
         finally:
             await person.close()
 
+    results.on_window = on_window
     await asyncio.gather(*(one(p) for p in people))
     return results
 
@@ -424,16 +510,37 @@ def quantile_ms(values: list[float], index: int) -> float:
     return statistics.quantiles([v * 1000 for v in values], n=100, method="inclusive")[index]
 
 
+def quantile(values: list[float], index: int) -> float:
+    """The ``index``-th percentile (0-based, of 99 cut points), in the values' own unit."""
+    if len(values) < 2:
+        return values[0] if values else 0.0
+    return statistics.quantiles(values, n=100, method="inclusive")[index]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--participants", type=int, default=100)
     parser.add_argument(
         "--turns", type=int, default=3, help="chat turns per participant (the study asks for exactly these, 1-12)"
     )
-    parser.add_argument("--reply-seconds", type=float, default=5.0, help="how long each streamed reply takes")
+    parser.add_argument(
+        "--reply-tokens", type=int, default=250, help="chunks (one a token, as a real provider sends) of each reply"
+    )
+    parser.add_argument(
+        "--tokens-per-second", type=float, default=40.0, help="how fast the provider streams them (real: 30-50)"
+    )
     parser.add_argument("--think-seconds", type=float, default=5.0, help="pause between a participant's actions")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--smoke", action="store_true", help="4 participants, 1 turn, short replies: the whole path in seconds"
+    )
     options = parser.parse_args()
+    if options.smoke:
+        options.participants, options.turns, options.think_seconds = 4, 1, 0.2
+        options.reply_tokens, options.tokens_per_second = 40, 40.0
+    if options.reply_tokens < 1 or options.tokens_per_second <= 0:
+        parser.error("--reply-tokens must be at least 1 and --tokens-per-second above 0")
+    options.reply_seconds = options.reply_tokens / options.tokens_per_second
     if not 1 <= options.turns <= 12:
         parser.error(f"--turns {options.turns}: a participant chats for 1 to 12 turns")
     admin_url = os.environ.get("DATABASE_URL", "")
@@ -444,7 +551,9 @@ def main() -> None:
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     data_dir = Path(tempfile.mkdtemp(prefix="attune-load-"))
-    fake, api_base = start_subprocess("--stream-ms", str(options.reply_seconds * 1000))
+    fake, api_base = start_subprocess(
+        "--stream-ms", str(options.reply_seconds * 1000), "--stream-words", str(options.reply_tokens)
+    )
     env = {
         **os.environ,
         "PYTHONPATH": str(REPO),
@@ -514,8 +623,15 @@ def main() -> None:
             tracked["Celery worker"] = worker.pid
         cpu_before = {name: tree_cpu_s(pid) for name, pid in tracked.items()}
         driver_before = time.process_time()
+        window: dict[str, tuple[float, float]] = {}
+
+        def on_window(moment: str) -> None:
+            window[moment] = (time.perf_counter(), tree_cpu_s(server.pid))
+
         started = time.perf_counter()
-        results = asyncio.run(drive(base, options.participants, options.turns, options.think_seconds, options.seed))
+        results = asyncio.run(
+            drive(base, options.participants, options.turns, options.think_seconds, options.seed, on_window)
+        )
         wall = time.perf_counter() - started
         cpu = {name: tree_cpu_s(pid) - cpu_before[name] for name, pid in tracked.items()}
         cpu["this driver (the simulated browsers)"] = time.process_time() - driver_before
@@ -534,6 +650,15 @@ def main() -> None:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     server_log = (data_dir / "server.log").read_text()
     log_errors = server_log.count("Traceback") + server_log.count("[ERROR]")
+    refused = server_log.count("no free reply slot")
+    timed_out = server_log.count("did not finish turn")
+    stretch = [total / options.reply_seconds for total in results.reply_total]
+    if "start" in window and "end" in window:
+        window_s = window["end"][0] - window["start"][0]
+        window_cpu = window["end"][1] - window["start"][1]
+        chunk_ms = 1000 * window_cpu / max(1, results.window_replies * options.reply_tokens)
+    else:
+        window_s = window_cpu = chunk_ms = float("nan")
 
     errors = len(results.errors)
     during = results.streams_at_annotation
@@ -543,6 +668,20 @@ def main() -> None:
         f"think {options.think_seconds:g} s; wall {wall:.1f} s"
     )
     print(f"finished {results.finished}/{options.participants}, replies streamed {results.replies}")
+    print(
+        f"replies: {options.reply_tokens} chunks at {options.tokens_per_second:g}/s ({options.reply_seconds:g} s at "
+        f"the provider); first text {percentiles(results.reply_first)}"
+    )
+    print(f"  reply total       {percentiles(results.reply_total)}")
+    print(
+        f"  reply stretch (reply total / provider stream time) p50 {quantile(stretch, 49):.2f} "
+        f"p95 {quantile(stretch, 94):.2f} max {max(stretch, default=0):.2f}"
+    )
+    print(f"  refused (no free reply slot) {refused}; past the time limit {timed_out}")
+    print(
+        f"  the first replies, all streaming at once: {window_s:.1f} s, server CPU {window_cpu:.1f} s, "
+        f"{chunk_ms:.3f} ms per streamed chunk"
+    )
     print(f"annotation submits  {percentiles(results.annotation)}")
     print(f"page loads          {percentiles(results.pages)}")
     print(f"other form posts    {percentiles(results.submits)}")
@@ -576,8 +715,19 @@ def main() -> None:
         f"participants={options.participants} streams={results.peak_streams} "
         f"p95_ms={quantile_ms(results.annotation, 94):.0f} p99_ms={quantile_ms(results.annotation, 98):.0f} "
         f"errors={errors + log_errors} server_p95_ms={quantile_ms(inside['annotation'], 94):.0f} "
-        f"server_p99_ms={quantile_ms(inside['annotation'], 98):.0f}"
+        f"server_p99_ms={quantile_ms(inside['annotation'], 98):.0f} "
+        f"server_page_p95_ms={quantile_ms(inside['pages'], 94):.0f} "
+        f"first_text_p95_s={quantile(results.reply_first, 94):.1f} reply_p50_s={quantile(results.reply_total, 49):.1f} "
+        f"reply_p95_s={quantile(results.reply_total, 94):.1f} stretch_p95={quantile(stretch, 94):.2f} "
+        f"cpu_ms_per_chunk={chunk_ms:.3f} refused={refused} timeouts={timed_out} finished={results.finished}"
     )
+    failed = errors + log_errors + refused + timed_out
+    if failed or results.finished != options.participants:
+        print(
+            f"FAILED: {results.finished}/{options.participants} participants finished; {failed} errors",
+            file=sys.stderr,
+        )
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -184,34 +184,68 @@ async def astream_reply(request: ReplyRequest, record: CallRecord | None = None)
             yield chunk
 
 
+def uses_direct_stream(litellm_model: str, api_base: str) -> bool:
+    """Whether a reply is read straight off an OpenAI-compatible server's events rather than through litellm.
+
+    The same test as the replay's (``attunebench.replay.llm.uses_openai_sdk``): an ``openai/...`` model at an
+    ``api_base`` of its own that litellm has no rules for, so that litellm would send it the request as given.
+    The answer is kept per model: only the first asking imports litellm.
+    """
+    from attunebench.replay.llm import EMSpec, uses_openai_sdk
+
+    return bool(api_base) and uses_openai_sdk(
+        EMSpec(name=litellm_model, litellm_model=litellm_model, api_base=api_base)
+    )
+
+
+async def _provider_text(
+    litellm_model: str, api_base: str, messages: list[dict[str, str]]
+) -> AsyncGenerator[str, None]:
+    """The reply's text as the provider streams it: straight off an OpenAI-compatible server's events, or
+    through litellm for every other provider (keys from the environment, as litellm reads them)."""
+    timeout = settings.ATTUNE_CHAT_TIMEOUT_SECONDS
+    if uses_direct_stream(litellm_model, api_base):
+        from attunebench.replay import openai_compatible
+
+        # The key litellm would send this server: OPENAI_API_KEY, as for any ``openai/...`` model.
+        key = os.environ.get("OPENAI_API_KEY") or "none"
+        async for text in openai_compatible.stream_chat_text(
+            api_base=api_base, api_key=key, litellm_model=litellm_model, messages=messages, timeout=timeout
+        ):
+            yield text
+        return
+    import litellm  # heavy: imported only when a live model is used
+
+    response = await litellm.acompletion(
+        model=litellm_model,
+        messages=messages,
+        api_base=api_base or None,
+        stream=True,
+        timeout=timeout,
+        num_retries=0,
+        max_retries=0,
+    )
+    try:
+        async for part in response:
+            choices = getattr(part, "choices", None) or []
+            content = getattr(choices[0].delta, "content", None) if choices else None
+            if content:
+                yield str(content)
+    finally:  # the provider's connection is given back however the reading ends
+        await response.aclose()
+
+
 async def _astream_live(
     request: ReplyRequest, litellm_model: str, api_base: str, record: CallRecord
 ) -> AsyncGenerator[str, None]:
-    """One streamed call to one provider model (keys from the environment, as litellm reads them)."""
-    import litellm  # heavy: imported only when a live model is used
-
+    """One streamed call to one provider model."""
     attempt = LiveAttempt(litellm_model=litellm_model, messages=request.messages)
     record.begin(attempt)
-    timeout = settings.ATTUNE_CHAT_TIMEOUT_SECONDS
     try:
-        response = await litellm.acompletion(
-            model=litellm_model,
-            messages=request.messages,
-            api_base=api_base or None,
-            stream=True,
-            timeout=timeout,
-            num_retries=0,
-            max_retries=0,
-        )
-        try:
-            async for part in response:
-                choices = getattr(part, "choices", None) or []
-                text = getattr(choices[0].delta, "content", None) if choices else None
-                if text:
-                    attempt.text += text
-                    yield text
-        finally:  # the provider's connection is given back however the reading ends
-            await response.aclose()
+        async with aclosing(_provider_text(litellm_model, api_base, request.messages)) as stream:
+            async for text in stream:
+                attempt.text += text
+                yield text
     except ChatModelError:
         raise
     except Exception as exc:  # any provider, network or parsing failure
@@ -261,39 +295,72 @@ def _background_loop() -> asyncio.AbstractEventLoop:
 _LOOP_GRACE_SECONDS = 30.0
 
 
-async def _pump(agen: AsyncGenerator[str, None], out: queue.SimpleQueue[object], request: ReplyRequest) -> None:
-    """Put the reply's chunks on ``out`` as they arrive, on the chat loop, within the reply's time limit.
+#: How long the chat loop gathers a reply's chunks before handing them to the reading thread at once. A
+#: provider sends one chunk per token, 30 to 50 a second; a reader cannot tell 50 ms batches from single
+#: tokens, and the server screens, encodes and writes each batch once instead of each token.
+BATCH_SECONDS = 0.05
 
-    The provider stream is closed before this returns, however it ends; the task's done callback then puts
-    the task itself on ``out``, which tells the reading thread the reply is over and how.
+
+async def _pump(agen: AsyncGenerator[str, None], out: queue.SimpleQueue[object], request: ReplyRequest) -> None:
+    """Put the reply's text on ``out`` as it arrives, in batches of what came within ``BATCH_SECONDS``, on the
+    chat loop, within the reply's time limit.
+
+    The provider stream is closed before this returns, however it ends; what was gathered is handed over
+    first, then the task's done callback puts the task itself on ``out``, which tells the reading thread
+    the reply is over and how.
     """
     limit = settings.ATTUNE_CHAT_TIMEOUT_SECONDS
+    loop = asyncio.get_running_loop()
+    gathered: list[str] = []
+    handover: asyncio.TimerHandle | None = None
+
+    def hand_over() -> None:
+        nonlocal handover
+        handover = None
+        if gathered:
+            out.put("".join(gathered))
+            gathered.clear()
+
     try:
         async with asyncio.timeout(limit):
             async for chunk in agen:
-                out.put(chunk)
+                gathered.append(chunk)
+                if handover is None:
+                    handover = loop.call_later(BATCH_SECONDS, hand_over)
     except TimeoutError:
         logger.warning(
             "original model %s did not finish turn %s within %s s", request.model_key, request.turn_number, limit
         )
         raise ChatModelError() from None
     finally:
+        if handover is not None:
+            handover.cancel()
+        hand_over()
         await agen.aclose()
 
 
 def stream_reply(request: ReplyRequest, record: CallRecord | None = None) -> Generator[str, None, None]:
     """The async stream driven from synchronous code (a WSGI streaming response).
 
-    One task on the chat loop reads the whole reply and queues its chunks; this
-    thread takes whatever has arrived each time it looks, so a busy server sends
-    a few words at once instead of falling behind word by word, and no chunk
-    costs a round trip through the loop. The whole reply must arrive within
+    One task on the chat loop reads the whole reply and queues it in batches of
+    what arrived within ``BATCH_SECONDS``; this thread takes whatever has arrived
+    each time it looks, so it wakes a few times a second per reply rather than
+    once per token, and a busy server sends a few words at once instead of
+    falling behind word by word. The whole reply must arrive within
     ``ATTUNE_CHAT_TIMEOUT_SECONDS``: a provider that hangs, or trickles a word
     now and then, ends in ChatModelError and frees the thread. Closing this
     generator early (the participant's browser went away) cancels the task,
     which closes the provider stream before this returns. However stuck the
     loop is, this thread waits at most the reply's time plus a grace period.
     """
+    # Each provider's route is decided here, in the reader's thread: deciding may import litellm (seconds),
+    # which must never stall the chat loop that every reply in the process shares.
+    for model, base in (
+        (request.litellm_model, request.api_base),
+        (request.fallback_litellm_model, request.fallback_api_base),
+    ):
+        if model:
+            uses_direct_stream(model, base)
     loop = _background_loop()
     out: queue.SimpleQueue[object] = queue.SimpleQueue()
     started: concurrent.futures.Future[asyncio.Task[None]] = concurrent.futures.Future()

@@ -83,6 +83,9 @@ class FakeConfig:
     script: list[str] = field(default_factory=list)
     # A streamed reply (``"stream": true``, as the participant chat asks) arrives word by word over this long.
     stream_ms: float = 0.0
+    # How many words (one chunk each) a streamed participant-chat reply has: CHAT_REPLY's words over and over
+    # (0: CHAT_REPLY as it is). A real provider sends one chunk per token, about 250 for a reply.
+    stream_words: int = 0
     # Requests of ``hold_call_types`` (every type when empty) wait, before anything else, until
     # ``hold_until_in_flight`` of them are in flight at once (from then on none waits) or ``hold_timeout_s``
     # has passed: a test sees a client's whole concurrency without racing the latency (0: no hold).
@@ -334,7 +337,7 @@ class _App:
             text = _messy(json.loads(text), self.rng)
         self.stats.completions += 1
         if body.get("stream"):
-            return await self._stream(request, body.get("model", "fake"), text if call_type else CHAT_REPLY)
+            return await self._stream(request, body.get("model", "fake"), text if call_type else self._chat_reply())
         prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
         usage = {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": len(text) // 4 + 1}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
@@ -349,12 +352,25 @@ class _App:
             }
         )
 
+    def _chat_reply(self) -> str:
+        """The participant-chat reply: CHAT_REPLY, or ``stream_words`` of its words over and over."""
+        if not self.config.stream_words:
+            return CHAT_REPLY
+        words = CHAT_REPLY.split(" ")
+        return " ".join(words[i % len(words)] for i in range(self.config.stream_words))
+
     async def _stream(self, request: web.Request, model: str, text: str) -> web.StreamResponse:
-        """Server-sent chat-completion chunks, one word each, spread evenly over ``stream_ms``."""
+        """Server-sent chat-completion chunks, one word each, spread evenly over ``stream_ms``.
+
+        Each chunk leaves at its own time from the start (not a pause after the previous one), so a busy
+        server's delays do not add up and the stream takes ``stream_ms`` however many chunks it has.
+        """
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         words = text.split(" ")
         pause = self.config.stream_ms / 1000 / len(words)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
 
         def chunk(delta: dict[str, str], finish: str | None) -> bytes:
             payload = {
@@ -368,7 +384,7 @@ class _App:
 
         for i, word in enumerate(words):
             if pause:
-                await asyncio.sleep(pause)
+                await asyncio.sleep(max(0.0, started + (i + 1) * pause - loop.time()))
             await response.write(chunk({"content": word if i == 0 else " " + word}, None))
         await response.write(chunk({}, "stop") + b"data: [DONE]\n\n")
         await response.write_eof()
@@ -559,6 +575,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--messy-rate", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stream-ms", type=float, default=0.0, help="how long a streamed reply takes, word by word")
+    parser.add_argument(
+        "--stream-words", type=int, default=0, help="words (one chunk each) of a streamed chat reply (0: a short one)"
+    )
     options = parser.parse_args(argv)
     config = FakeConfig()
     config.update(
@@ -573,6 +592,7 @@ def main(argv: list[str] | None = None) -> None:
             "messy_rate": options.messy_rate,
             "seed": options.seed,
             "stream_ms": options.stream_ms,
+            "stream_words": options.stream_words,
         }
     )
 

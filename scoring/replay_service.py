@@ -54,6 +54,7 @@ from django.utils import timezone
 
 from attunebench import canonical as cf
 from attunebench.replay.aio import Abandoned, process_loop, run_sync_beating
+from attunebench.replay.baselines import PriorTally
 from attunebench.replay.cache import CachedCall, CallCache, LayeredCache, MemoryCache
 from attunebench.replay.courier import CourierBackend, CourierConnection
 from attunebench.replay.llm import KIND_LLM, KIND_OFFLINE, EMSpec, warm_up
@@ -323,9 +324,9 @@ class RedisCallCache:
 #: Validated model answers held in memory in front of Redis and the database
 #: (a few KB each: about 50 MB at most per worker process).
 MEMORY_CACHE_ENTRIES = 10_000
-#: Runs whose whole dataset (baseline:prior's leave-one-out tallies) is held in memory.
-#: A dataset is every conversation of a run, so only the most recently used are kept.
-DATASETS_KEPT = 2
+#: Runs whose baseline:prior tally (one per conversation of the run, and their sum) is held in memory;
+#: only the most recently used are kept.
+PRIOR_TALLIES_KEPT = 2
 
 
 @dataclass
@@ -335,7 +336,7 @@ class ProcessState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     scheduler: Scheduler | None = None
     cache: CallCache | None = None
-    datasets: OrderedDict[int, list[cf.ConversationFile]] = field(default_factory=OrderedDict)
+    prior_tallies: OrderedDict[int, PriorTally] = field(default_factory=OrderedDict)
     db_pool: Any = None
     courier: CourierConnection | None = None
     courier_process: CourierProcess | None = None
@@ -450,21 +451,25 @@ def load_canonical(conversation_pks: Sequence[int]) -> dict[int, cf.Conversation
     return {c.pk: conversation_to_canonical(c, include_model_identity=True) for c in rows}
 
 
-def _dataset_for(run: EvaluationRun) -> list[cf.ConversationFile]:
-    """The run's conversations, for baseline:prior's leave-one-out tallies (kept for DATASETS_KEPT runs)."""
+def _prior_tally_for(run: EvaluationRun) -> PriorTally:
+    """The run's baseline:prior tally, built once per run and process (kept for PRIOR_TALLIES_KEPT runs).
+
+    Every conversation's replayer shares it, so a run costs one pass over its dataset, not one per
+    conversation.
+    """
     state = _state
     with state.lock:
-        cached = state.datasets.get(run.pk)
+        cached = state.prior_tallies.get(run.pk)
         if cached is not None:
-            state.datasets.move_to_end(run.pk)
+            state.prior_tallies.move_to_end(run.pk)
             return cached
     pks = list(RunConversation.objects.filter(run=run).values_list("conversation_id", flat=True))
-    documents = list(load_canonical(pks).values())
+    tally = PriorTally(list(load_canonical(pks).values()))
     with state.lock:
-        state.datasets[run.pk] = documents
-        while len(state.datasets) > DATASETS_KEPT:
-            state.datasets.popitem(last=False)
-    return documents
+        state.prior_tallies[run.pk] = tally
+        while len(state.prior_tallies) > PRIOR_TALLIES_KEPT:
+            state.prior_tallies.popitem(last=False)
+    return tally
 
 
 def do_prepare_run(run_id: int) -> list[int]:
@@ -830,7 +835,7 @@ def _fail(item: RunConversation, token: str, error: str, run_error: str = "") ->
 
 
 def attempt_replayer(
-    item: RunConversation, spec: EMSpec, config: ReplayConfig, dataset: list[cf.ConversationFile]
+    item: RunConversation, spec: EMSpec, config: ReplayConfig, prior_tally: PriorTally | None = None
 ) -> Replayer:
     """The replayer of the attempt that holds ``item``'s lease: its cache, counts, recovery and courier."""
     tag = paid_tag(item, item.attempts)
@@ -840,7 +845,7 @@ def attempt_replayer(
     return make_replayer(
         spec,
         config,
-        dataset=dataset,
+        prior_tally=prior_tally,
         scheduler=_process_scheduler(),
         cache=build_cache(),
         on_send=_count_sent(item.pk),
@@ -878,13 +883,13 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
             spec = em_spec(run.evaluated_model)
             config = run_config(run)
             conversation = load_canonical([item.conversation_id])[item.conversation_id]
-            dataset = _dataset_for(run) if spec.name == "baseline:prior" else []
+            prior_tally = _prior_tally_for(run) if spec.name == "baseline:prior" else None
         except (OperationalError, InterfaceError):
             raise
         except Exception as exc:  # configuration problems fail this conversation, visibly
             _fail(item, token, str(exc), run_error=str(exc))
             return {**summary, "failed": str(exc), "open": open_conversations(run.pk)}
-        replayer = attempt_replayer(item, spec, config, dataset)
+        replayer = attempt_replayer(item, spec, config, prior_tally)
         try:
             result = run_sync_beating(
                 replayer.replay(conversation), lease_seconds() / 4, lambda: renew_lease(item.pk, token)

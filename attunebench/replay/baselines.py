@@ -20,6 +20,7 @@ import json
 import random
 import re
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -250,30 +251,59 @@ def _tally_conversation(conversation: ConversationFile) -> _Tally:
     return tally
 
 
+class PriorTally:
+    """The whole dataset's tallies, one per conversation and their sum: what the prior learns.
+
+    Built once per run and shared by every conversation's replayer (a run of n
+    conversations then costs O(n), not O(n^2)). ``builds`` counts how many
+    were ever built in this process, so a caller can check it built one per run.
+    """
+
+    builds = 0
+
+    def __init__(self, dataset: Sequence[ConversationFile]) -> None:
+        type(self)._count_build()
+        self.own: dict[str, _Tally] = {c.conversationId: _tally_conversation(c) for c in dataset}
+        self.total = _Tally()
+        for tally in self.own.values():
+            self.total.merge(tally)
+
+    @classmethod
+    def _count_build(cls) -> None:
+        cls.builds += 1
+
+    def leave_out(self, conversation_id: str) -> _Tally:
+        """Everything but ``conversation_id``'s own ground truth (everything, for a conversation outside)."""
+        own = self.own.get(conversation_id)
+        return self.total.minus(own) if own is not None else self.total
+
+
 class PriorBaseline(BaselineBackend):
     """Predicts the most frequent answers of the other conversations (leave-one-out).
 
-    The tallies are built once from the dataset; a conversation's own
-    contribution is subtracted when it is replayed, so it never predicts from
-    its own ground truth. A conversation outside the dataset uses everything.
-    Ties go to "no" / the first catalogued option, so answers are deterministic.
+    The tallies are built once from the dataset (or given, built once per run);
+    a conversation's own contribution is subtracted when it is replayed, so it
+    never predicts from its own ground truth. A conversation outside the dataset
+    uses everything. Ties go to "no" / the first catalogued option, so answers
+    are deterministic.
     """
 
     description = "prior baseline"
+    #: Leave-one-out tallies kept at once: a replayer works on a few conversations at a time.
+    LEFT_OUT_KEPT = 64
 
-    def __init__(self, dataset: Sequence[ConversationFile]) -> None:
-        self._own: dict[str, _Tally] = {c.conversationId: _tally_conversation(c) for c in dataset}
-        self._total = _Tally()
-        for tally in self._own.values():
-            self._total.merge(tally)
-        self._cache: dict[str, _Tally] = {}
+    def __init__(self, dataset: Sequence[ConversationFile] = (), tally: PriorTally | None = None) -> None:
+        self._tallies = tally if tally is not None else PriorTally(dataset)
+        self._cache: OrderedDict[str, _Tally] = OrderedDict()
 
     def _tally(self, ctx: P.CallContext) -> _Tally:
         conversation_id = ctx.conversation_id
-        if conversation_id not in self._cache:
-            own = self._own.get(conversation_id)
-            self._cache[conversation_id] = self._total.minus(own) if own is not None else self._total
-        return self._cache[conversation_id]
+        cached = self._cache.get(conversation_id)
+        if cached is None:
+            cached = self._cache[conversation_id] = self._tallies.leave_out(conversation_id)
+            while len(self._cache) > self.LEFT_OUT_KEPT:
+                self._cache.popitem(last=False)
+        return cached
 
     @staticmethod
     def _majority(tally: _Tally, kind: str, qid: str) -> str:
@@ -884,12 +914,14 @@ class LexiconBaseline(BaselineBackend):
         return _post_shape(ctx, panas, wide)
 
 
-def make_baseline(name: str, dataset: Sequence[ConversationFile] = (), seed: int = 0) -> BaselineBackend:
-    """The backend for ``baseline:random|prior|lexicon``; ``dataset`` feeds the prior."""
+def make_baseline(
+    name: str, dataset: Sequence[ConversationFile] = (), seed: int = 0, prior_tally: PriorTally | None = None
+) -> BaselineBackend:
+    """The backend for ``baseline:random|prior|lexicon``; ``dataset`` (or its ``prior_tally``) feeds the prior."""
     if name == "baseline:random":
         return RandomBaseline(seed)
     if name == "baseline:prior":
-        return PriorBaseline(dataset)
+        return PriorBaseline(dataset, tally=prior_tally)
     if name == "baseline:lexicon":
         return LexiconBaseline()
     raise ValueError(f"unknown baseline {name!r}; choose from {', '.join(BASELINE_NAMES)}")

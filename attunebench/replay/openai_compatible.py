@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import json
 import weakref
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from attunebench.replay.scheduler import PermanentCallError, TransientCallError
@@ -145,3 +145,64 @@ async def chat_completion(
             f"{api_base} answered 200 with something other than a chat completion: {str(response)[:200]}",
         )
     return response
+
+
+class StreamFailed(Exception):
+    """A streamed chat completion that could not be read to its end: a refusal, an error event, a cut stream."""
+
+
+def _event_text(data: bytes) -> str:
+    """The text of one server-sent event's data (a chat completion chunk); raises StreamFailed on an error event."""
+    try:
+        event = json.loads(data)
+    except ValueError as exc:
+        raise StreamFailed(f"a streamed chunk that is not JSON: {data[:200]!r}") from exc
+    if not isinstance(event, dict):
+        raise StreamFailed(f"a streamed chunk that is not an object: {data[:200]!r}")
+    if "error" in event:
+        raise StreamFailed(f"the server sent an error in the stream: {str(event['error'])[:300]}")
+    choices = event.get("choices")
+    if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+        return ""
+    delta = choices[0].get("delta")
+    text = delta.get("content") if isinstance(delta, dict) else None
+    return text if isinstance(text, str) else ""
+
+
+async def stream_chat_text(
+    *, api_base: str, api_key: str, litellm_model: str, messages: list[dict[str, str]], timeout: float
+) -> AsyncIterator[str]:
+    """The text of a streamed chat completion as it arrives, read straight off the server-sent events.
+
+    A participant's live reply comes one chunk per token, 30 to 50 a second: through litellm's stream
+    wrapper each chunk cost about a millisecond of CPU (bench/reply_stream_cpu.py). This sends the
+    request litellm would send an OpenAI-compatible server (the served model name, the messages,
+    ``stream: true``) on this loop's connection pool and parses each event's ``delta.content`` itself;
+    every event that came in one network read is yielded as one piece. A status other than 200, an
+    error event or a stream that ends before ``[DONE]`` raises StreamFailed.
+    """
+    body = {"model": served_model_name(litellm_model), "messages": messages, "stream": True}
+    headers = {"Authorization": f"Bearer {api_key}", "Accept": "text/event-stream"}
+    url = api_base.rstrip("/") + "/chat/completions"
+    async with _pool().stream("POST", url, json=body, headers=headers, timeout=timeout) as response:
+        if response.status_code != 200:
+            detail = (await response.aread())[:300].decode("utf-8", "replace")
+            raise StreamFailed(f"{api_base} answered {response.status_code}: {detail}")
+        buffer = b""
+        async for received in response.aiter_bytes():
+            buffer += received
+            *events, buffer = buffer.replace(b"\r\n", b"\n").split(b"\n\n")
+            pieces: list[str] = []
+            for event in events:
+                for line in event.split(b"\n"):
+                    if not line.startswith(b"data:"):
+                        continue  # comments, event names and ids: nothing to show
+                    data = line[5:].strip()
+                    if data == b"[DONE]":
+                        if pieces:
+                            yield "".join(pieces)
+                        return
+                    pieces.append(_event_text(data))
+            if text := "".join(pieces):
+                yield text
+    raise StreamFailed(f"{api_base} ended the stream before [DONE]")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from attunebench.canonical import ConversationFile, dumps_canonical
 from attunebench.replay.cache import CallCache
@@ -17,18 +18,24 @@ from attunebench.replay.protocol import PlannedCall, ReplayConfig, Replayer, Rep
 from attunebench.replay.scheduler import Scheduler
 from attunebench.synth import document_filename
 
+if TYPE_CHECKING:
+    from attunebench.replay.baselines import PriorTally
+
 _llm_backend: LiteLLMBackend | None = None
 
 
 def make_backend(
-    spec: EMSpec, dataset: Sequence[ConversationFile] = (), llm_backend: ModelBackend | None = None
+    spec: EMSpec,
+    dataset: Sequence[ConversationFile] = (),
+    llm_backend: ModelBackend | None = None,
+    prior_tally: PriorTally | None = None,
 ) -> ModelBackend:
-    """The backend answering ``spec``'s calls; ``dataset`` feeds ``baseline:prior``."""
+    """The backend answering ``spec``'s calls; ``dataset`` (or its ``prior_tally``) feeds ``baseline:prior``."""
     global _llm_backend
     if spec.is_offline:
         from attunebench.replay.baselines import make_baseline
 
-        return make_baseline(spec.name, dataset)
+        return make_baseline(spec.name, dataset, prior_tally=prior_tally)
     if llm_backend is not None:
         return llm_backend
     if _llm_backend is None:
@@ -51,17 +58,20 @@ def make_replayer(
     counted_earlier: Callable[[str], bool] | None = None,
     recover: Callable[[EMSpec, list[dict[str, str]]], Awaitable[Completion | None]] | None = None,
     llm_backend: ModelBackend | None = None,
+    prior_tally: PriorTally | None = None,
 ) -> Replayer:
     """A replayer with backends for the EM and the judge, sharing one scheduler.
 
     ``llm_backend`` answers the calls of real models instead of litellm in this process (a Celery
-    worker's ``CourierBackend``); offline baselines are always answered here.
+    worker's ``CourierBackend``); offline baselines are always answered here. ``prior_tally`` is
+    ``dataset``'s prior tally built once for the run: a replayer per conversation then does not
+    tally the whole dataset again.
     """
     scheduler = scheduler or Scheduler(max_concurrency=concurrency)
-    judge_backend = make_backend(config.judge, dataset, llm_backend) if config.judge is not None else None
+    judge_backend = make_backend(config.judge, dataset, llm_backend, prior_tally) if config.judge is not None else None
     return Replayer(
         em,
-        make_backend(em, dataset, llm_backend),
+        make_backend(em, dataset, llm_backend, prior_tally),
         config,
         judge_backend=judge_backend,
         scheduler=scheduler,

@@ -142,3 +142,48 @@ def test_offline_replies_are_screened_and_clean(walker):
     walker.send("I feel worried about my results.", 1)
     assert walker.reply(1)[-1]["type"] == "done"
     assert Turn.objects.get().identity_screen == "clean"
+
+
+def test_a_name_split_across_two_batches_of_the_stream_is_still_caught(settings, fake_openai_server, monkeypatch):
+    """The chat loop hands a reply over in batches (what arrived within BATCH_SECONDS): a name whose first word
+    ends one batch and whose second starts the next is caught as surely as one that came in a single piece."""
+    from attunebench.identity import IdentityScanner, configured_names
+    from collection import identity_guard
+    from collection.chat_model import ReplyRequest, stream_reply
+    from collection.identity_guard import GuardedReply
+
+    settings.ATTUNE_ALLOW_LIVE_MODELS = True
+    leaking = "That sounds hard, and I want to help where I can. Speaking as Nimbus Lark, I think rest helps."
+    clean = "That sounds hard. What would help you rest tonight?"
+    fake_openai_server.replies = [leaking]
+    fake_openai_server.reply = clean
+    # The provider goes silent after "Nimbus" until the batch ending there has reached the reading thread.
+    fake_openai_server.gate = threading.Event()
+    fake_openai_server.hold_after = leaking.split(" ").index("Nimbus")
+    batches: list[str] = []
+
+    def watched(request, record):
+        for batch in stream_reply(request, record):
+            batches.append(batch)
+            if "".join(batches).endswith(" Nimbus"):
+                fake_openai_server.gate.set()  # only now does " Lark" leave the provider: in the next batch
+            yield batch
+
+    monkeypatch.setattr(identity_guard, "stream_reply", watched)
+    request = ReplyRequest(
+        model_key="om-1",
+        litellm_model="openai/nimbus-lark",
+        api_base=fake_openai_server.api_base,
+        messages=[{"role": "system", "content": "You are kind."}, {"role": "user", "content": "I am tired."}],
+        category="Health",
+        subtopic="Sleep",
+        turn_number=1,
+    )
+    guarded = GuardedReply(request, IdentityScanner(configured_names("Nimbus Lark", "", "openai/nimbus-lark")))
+    shown = "".join(text for kind, text in guarded.events() if kind == "delta")
+
+    first = "".join(batches[: batches.index(next(b for b in batches if b.endswith(" Nimbus"))) + 1])
+    assert first.endswith(" Nimbus") and not first.endswith("Nimbus Lark")  # the name came in two batches
+    assert guarded.leaks == ["Nimbus Lark"] and guarded.outcome == "regenerated"
+    assert "Nimbus" not in shown and "Lark" not in shown
+    assert guarded.text == clean and len(fake_openai_server.requests) == 2

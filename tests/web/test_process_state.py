@@ -43,7 +43,7 @@ def test_a_forked_child_starts_with_fresh_replay_state():
         fresh = in_forked_child(
             lambda: (
                 replay_service._state.cache is None
-                and not replay_service._state.datasets
+                and not replay_service._state.prior_tallies
                 and replay_service._state.lock.acquire(timeout=1)
             )
         )
@@ -65,15 +65,15 @@ def test_the_memory_layer_of_the_worker_cache_is_bounded():
 
 
 @pytest.mark.django_db
-def test_datasets_are_kept_for_the_most_recent_runs_only():
+def test_prior_tallies_are_kept_for_the_most_recent_runs_only():
     docs = synth_conversations(2, seed=5, min_turns=2, max_turns=2)
     ids = import_documents([(d.conversationId, d) for d in docs]).imported
     runs = [replay_service.do_create_run("baseline:prior", "default", conversation_ids=ids) for _ in range(3)]
-    first = replay_service._dataset_for(runs[0])
-    assert sorted(d.conversationId for d in first) == sorted(ids)
-    assert replay_service._dataset_for(runs[0]) is first  # held, not loaded again
-    replay_service._dataset_for(runs[1])
-    replay_service._dataset_for(runs[0])  # runs[0] is now the most recently used
-    replay_service._dataset_for(runs[2])  # a third run: runs[1], the least recently used, goes
-    assert list(replay_service._state.datasets) == [runs[0].pk, runs[2].pk]
-    assert replay_service.DATASETS_KEPT == 2
+    first = replay_service._prior_tally_for(runs[0])
+    assert sorted(first.own) == sorted(ids)
+    assert replay_service._prior_tally_for(runs[0]) is first  # held, not loaded again
+    replay_service._prior_tally_for(runs[1])
+    replay_service._prior_tally_for(runs[0])  # runs[0] is now the most recently used
+    replay_service._prior_tally_for(runs[2])  # a third run: runs[1], the least recently used, goes
+    assert list(replay_service._state.prior_tallies) == [runs[0].pk, runs[2].pk]
+    assert replay_service.PRIOR_TALLIES_KEPT == 2

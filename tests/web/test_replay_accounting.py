@@ -62,7 +62,7 @@ def die_after_paying(pk: int, counted_not_sent: int = 0) -> None:
     item = replay_service._claim(pk, "doomed-host:1:abc")
     replay_service._mark_running(item.run)
     spec = replay_service.em_spec(item.run.evaluated_model)
-    replayer = replay_service.attempt_replayer(item, spec, replay_service.run_config(item.run), [])
+    replayer = replay_service.attempt_replayer(item, spec, replay_service.run_config(item.run))
     run_sync(replayer.replay(replay_service.load_canonical([item.conversation_id])[item.conversation_id]))
     # One more request went out (the server saw it) and its answer died with the worker.
     count = replay_service._count_sent(pk)

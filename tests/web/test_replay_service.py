@@ -12,6 +12,7 @@ import pytest
 from django.core.management import call_command
 
 from attunebench.replay import prompts as P
+from attunebench.replay.baselines import PriorTally
 from attunebench.replay.cache import make_key
 from attunebench.synth import synth_conversations
 from datasets.exchange import import_documents
@@ -68,6 +69,19 @@ def test_a_baseline_run_replays_scores_and_counts_progress():
     assert ConversationScore.objects.filter(run=run).count() == 4
     assert RunScore.objects.get(run=run).metrics["em_model"] == "baseline:lexicon"
     assert EvaluatedModel.objects.get(name="baseline:lexicon").kind == EvaluatedModel.Kind.OFFLINE
+
+
+@pytest.mark.django_db
+def test_a_prior_run_tallies_its_dataset_once_however_many_conversations_it_replays():
+    ids = import_synth(6)
+    run = replay_service.do_create_run("baseline:prior", "default")
+    builds_before = PriorTally.builds
+    run_control.start_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == EvaluationRun.Status.DONE and run.conversations_done == len(ids) == 6
+    assert PriorTally.builds - builds_before == 1
+    outputs = {o.output["conversationId"]: o.output for o in RunConversation.objects.filter(run=run)}
+    assert sorted(outputs) == sorted(ids)
 
 
 @pytest.mark.django_db
