@@ -314,7 +314,7 @@ def _rate(name: str, default: str) -> str:
 REST_KNOX = {
     "TOKEN_PREFIX": "attune_",  # says what a leaked key is, to its reader and to secret scanners
     "AUTO_REFRESH": False,
-    "TOKEN_TTL": timedelta(days=90),  # only for tokens made in the admin; the token page and API ask
+    "TOKEN_TTL": timedelta(days=90),  # a token made without a lifetime; the token page and the API always ask
 }
 ATTUNE_API_RATE = _rate("ATTUNE_API_RATE", "600/minute")
 ATTUNE_API_ANON_RATE = _rate("ATTUNE_API_ANON_RATE", "60/minute")

@@ -122,10 +122,7 @@ def cached_prompt_tokens(usage: Any) -> int:
     litellm, also ``cache_read_input_tokens``.
     """
     details = getattr(usage, "prompt_tokens_details", None)
-    if isinstance(details, dict):
-        cached = details.get("cached_tokens")
-    else:
-        cached = getattr(details, "cached_tokens", None)
+    cached = details.get("cached_tokens") if isinstance(details, dict) else getattr(details, "cached_tokens", None)
     if not cached:
         cached = getattr(usage, "cache_read_input_tokens", None)
     try:

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-
 #: How manifests name the endpoint of a model served at its provider's own address (no ``api_base``).
 PROVIDER_ENDPOINT = "the provider's own"
 

@@ -11,6 +11,7 @@ from research.access.api_tokens import (
     DEFAULT_EXPIRY_DAYS,
     EXPIRY_DAYS,
     TokenExpiryError,
+    check_expiry_days,
     do_issue_token,
     do_revoke_token,
     token_summary,
@@ -31,7 +32,8 @@ def api_token(request: HttpRequest) -> HttpResponse:
         action = request.POST.get("action")
         if action == "create":
             try:
-                issued = do_issue_token(user, request.POST.get("expires_in_days") or DEFAULT_EXPIRY_DAYS)
+                days = check_expiry_days(request.POST.get("expires_in_days") or DEFAULT_EXPIRY_DAYS)
+                issued = do_issue_token(user, days)
             except TokenExpiryError as exc:
                 messages.error(request, str(exc))
                 return redirect("research:token")

@@ -34,7 +34,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotAuthenticated, NotFound, ValidationError
-from rest_framework.parsers import BaseParser
+from rest_framework.parsers import BaseParser, FormParser, MultiPartParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -728,6 +728,9 @@ class TokenView(ResearcherAPIMixin, APIView):
     Sign in on the research pages, open the API docs (/api/docs/) and call POST /api/token/ there (the
     page sends the session and CSRF token), or call it with an existing token to rotate it.
     """
+
+    # The only field is optional: a bare POST (no body, or an empty form) takes the default lifetime.
+    parser_classes: Sequence[type[BaseParser]] = [DepthLimitedJSONParser, FormParser, MultiPartParser]
 
     @extend_schema(
         summary="Issue a new API token for yourself, expiring after the days you choose (any previous one stops "

@@ -20,8 +20,8 @@ from django.db import IntegrityError, transaction
 
 from attunebench.catalogue import RESEARCH_ONLY_STATEMENT
 from attunebench.metrics.results import to_json
-from attunebench.replay.cache import PROVIDER_ENDPOINT, normalise_endpoint
 from attunebench.names import name_problem
+from attunebench.replay.cache import PROVIDER_ENDPOINT, normalise_endpoint
 from research.models import ResultSnapshot
 from research.results.charts import Chart
 from research.results.evaluation import EvaluationData, apart_rows, leaderboard_rows

@@ -24,7 +24,6 @@ from datasets.versions import selection_queryset
 from scoring import replay_service, run_control
 from scoring.models import EvaluatedModel, EvaluationRun
 
-
 #: The highest repeat number a launch accepts: enough to measure sampling variance, few enough to budget.
 MAX_REPEAT = 100
 

@@ -114,7 +114,9 @@ def test_the_api_endpoint_uses_the_same_path_and_shows_the_key_once(researcher):
     body = issued.json()
     key = body["token"]
     row = AuthToken.objects.get(user=researcher)
-    assert round((row.expiry - row.created) / timedelta(days=1)) == 365 and body["expiry"].startswith(row.expiry.strftime("%Y"))
+    assert round((row.expiry - row.created) / timedelta(days=1)) == 365 and body["expiry"].startswith(
+        row.expiry.strftime("%Y")
+    )
     page = client.get(reverse("research:token")).content.decode()
     assert f"{row.token_key}…</code>" in page and key not in page
     assert client.delete(reverse("api:token")).status_code == 204
@@ -142,9 +144,7 @@ def test_the_migration_deletes_the_plain_keys_of_the_old_token_table(researcher)
         )
     try:
         with connection.cursor() as cursor:
-            cursor.execute(
-                "INSERT INTO authtoken_token (key, user_id) VALUES (%s, %s)", ["a" * 40, researcher.pk]
-            )
+            cursor.execute("INSERT INTO authtoken_token (key, user_id) VALUES (%s, %s)", ["a" * 40, researcher.pk])
         with connection.schema_editor() as editor:
             migration.withdraw_plain_tokens(None, editor)
         with connection.cursor() as cursor:

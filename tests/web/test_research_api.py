@@ -513,9 +513,8 @@ def test_api_conforms_to_its_schema_on_a_live_server(live_server, researcher, sa
     from hypothesis import HealthCheck, given, settings
     from schemathesis.specs.openapi.checks import ignored_auth
 
-    from research.access.api_tokens import do_issue_token
-
     from datasets.versions import do_freeze_dataset_version
+    from research.access.api_tokens import do_issue_token
 
     do_freeze_dataset_version("st-v1", user=researcher)
     token = do_issue_token(researcher)

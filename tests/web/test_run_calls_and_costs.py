@@ -99,7 +99,9 @@ def test_repeats_and_fresh_calls_from_the_launcher_and_the_api_ask_the_model_aga
         assert fresh.fresh_calls and asked_fresh == fresh.calls_made == first.calls_made and fresh.calls_cached == 0
         page = signed_in.get(f"/research/runs/{repeat.pk}/").content.decode()
         assert '<span class="run-repeat">repeat 1</span>' in page
-        assert "Fresh calls: the models were asked again" in signed_in.get(f"/research/runs/{fresh.pk}/").content.decode()
+        assert (
+            "Fresh calls: the models were asked again" in signed_in.get(f"/research/runs/{fresh.pk}/").content.decode()
+        )
 
         by_api, asked_api = launch_api(repeat=2)
         assert (by_api["repeat"], by_api["fresh_calls"]) == (2, False) and asked_api == first.calls_made
