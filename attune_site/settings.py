@@ -50,7 +50,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
+    # API tokens kept as digests, with an expiry (research.access.api_tokens); DRF's plain-text tokens are gone.
+    "knox",
     "drf_spectacular",
     "django_htmx",
     "axes",
@@ -308,12 +309,19 @@ def _rate(name: str, default: str) -> str:
     return value
 
 
+# API tokens (django-rest-knox): a SHA-512 digest and a lookup prefix are stored, never the key; each token
+# expires after the days its researcher chose (research.access.api_tokens.EXPIRY_DAYS), and is not renewed by use.
+REST_KNOX = {
+    "TOKEN_PREFIX": "attune_",  # says what a leaked key is, to its reader and to secret scanners
+    "AUTO_REFRESH": False,
+    "TOKEN_TTL": timedelta(days=90),  # a token made without a lifetime; the token page and the API always ask
+}
 ATTUNE_API_RATE = _rate("ATTUNE_API_RATE", "600/minute")
 ATTUNE_API_ANON_RATE = _rate("ATTUNE_API_ANON_RATE", "60/minute")
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "research.access.api_tokens.DigestTokenAuthentication",
     ],
     # The research role, not bare is_staff: views that name no permission (the API root) follow it too.
     "DEFAULT_PERMISSION_CLASSES": ["research.access.checks.IsResearcher"],

@@ -1,9 +1,10 @@
 """What a study's live original models have cost, against its dollar budget.
 
 Every live call a reply makes (primary, fallback, identity-screen regenerations)
-is stored as a :class:`~collection.models.LiveCall` priced by litellm's public
-``completion_cost`` from the messages sent and the text received (a streamed
-reply carries no usage, so litellm counts the tokens). A model litellm has no
+is stored as a :class:`~collection.models.LiveCall` priced by the one rule every
+model call is priced by (``attunebench.pricing``: litellm's own cost calculation)
+from the messages sent and the text received (a streamed reply carries no usage,
+so litellm counts the tokens). A model litellm has no
 price for is counted apart as *unpriced* rather than guessed; such calls are
 still held by the study's call budget (``live_call_budget``). The dollar
 budget (``Study.live_spend_budget_usd``) is checked before each call: once the
@@ -43,15 +44,17 @@ class StudySpend:
 
 
 def price_call(litellm_model: str, messages: list[dict[str, str]], completion: str) -> Decimal | None:
-    """litellm's price of one call in USD, or None when litellm has no price for the model."""
-    import litellm  # heavy: only when a live model was used
+    """The price of one call in USD by the rule every model call is priced by (``attunebench.pricing``),
+    or None when litellm has no price for the model. A streamed reply carries no usage, so its tokens are
+    counted as litellm counts them."""
+    from attunebench import pricing  # litellm is heavy: only when a live model was used
 
-    try:
-        cost = litellm.completion_cost(model=litellm_model, messages=messages, completion=completion)
-    except Exception as exc:  # litellm raises for a model missing from its price map
-        logger.info("no litellm price for %s (%s); counted as unpriced", litellm_model, type(exc).__name__)
+    if pricing.listed_name(litellm_model) is None:
+        logger.info("no litellm price for %s; counted as unpriced", litellm_model)
         return None
-    return Decimal(str(cost)).quantize(_PLACES)
+    prompt_tokens, completion_tokens = pricing.count_tokens(litellm_model, messages, completion)
+    cost = pricing.call_cost(litellm_model, prompt_tokens, completion_tokens)
+    return None if cost is None else Decimal(str(cost)).quantize(_PLACES)
 
 
 def do_record_calls(study: Study, turn: Turn | None, attempts: list[LiveAttempt]) -> list[LiveCall]:

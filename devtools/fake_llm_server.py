@@ -92,6 +92,9 @@ class FakeConfig:
     hold_until_in_flight: int = 0
     hold_call_types: list[str] = field(default_factory=list)
     hold_timeout_s: float = 30.0
+    # Share of each prompt's tokens reported as served from the provider's prompt cache
+    # (``usage.prompt_tokens_details.cached_tokens``, as OpenAI reports it), priced lower by litellm.
+    cached_prompt_share: float = 0.0
 
     def update(self, changes: dict[str, Any]) -> None:
         known = {f.name for f in fields(self)}
@@ -339,8 +342,10 @@ class _App:
         if body.get("stream"):
             return await self._stream(request, body.get("model", "fake"), text if call_type else self._chat_reply())
         prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
-        usage = {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": len(text) // 4 + 1}
+        usage: dict[str, Any] = {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": len(text) // 4 + 1}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        if config.cached_prompt_share:
+            usage["prompt_tokens_details"] = {"cached_tokens": int(usage["prompt_tokens"] * config.cached_prompt_share)}
         return web.json_response(
             {
                 "id": f"chatcmpl-fake-{self.stats.requests}",

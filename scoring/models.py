@@ -106,6 +106,18 @@ class EvaluationRun(models.Model):
     dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, null=True, blank=True)
     selection = models.JSONField(default=dict, blank=True, help_text="Filter used when no dataset version is given.")
     prompt_version = models.CharField(max_length=40, blank=True)
+    fresh_calls = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Ask the models again instead of reusing answers other runs paid for (a model updated behind "
+        "its name); the run's own answers are still reused when it resumes.",
+    )
+    repeat = models.PositiveIntegerField(
+        default=0,
+        db_default=0,
+        help_text="Which repeat of this configuration (0 the first): each repeat gets answers of its own, cached "
+        "under its number, so sampling variance can be measured across repeats.",
+    )
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.QUEUED)
     conversations_total = models.PositiveIntegerField(default=0)
     conversations_done = models.PositiveIntegerField(default=0)
@@ -125,7 +137,13 @@ class EvaluationRun(models.Model):
         "(a failed conversation resumed), reused from the cache: not paid again, not another run's cache.",
     )
     calls_failed = models.PositiveIntegerField(default=0)
-    cost_usd = models.FloatField(default=0.0)
+    cost_usd = models.FloatField(default=0.0, help_text="What this run paid the providers (USD).")
+    cost_reused_usd = models.FloatField(
+        default=0.0,
+        db_default=0.0,
+        help_text="What the answers it reused from other runs' cache cost when they were paid (USD): with "
+        "cost_usd, the cost of every call the model's results rest on, whichever run paid it.",
+    )
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
@@ -150,6 +168,12 @@ class EvaluationRun(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.pk}: {self.evaluated_model} / {self.mode}"
+
+    @property
+    def cost_total_usd(self) -> float:
+        """What every call the run's results rest on cost: paid in this run plus reused from the cache
+        (independent of which run, of several sharing answers, happened to pay first)."""
+        return self.cost_usd + self.cost_reused_usd
 
     @property
     def progress_percent(self) -> int:
@@ -189,6 +213,7 @@ class RunConversation(models.Model):
     calls_reused = models.PositiveIntegerField(default=0)
     calls_failed = models.PositiveIntegerField(default=0)
     cost_usd = models.FloatField(default=0.0)
+    cost_reused_usd = models.FloatField(default=0.0, db_default=0.0)
     error = models.TextField(blank=True)
     updated_at = models.DateTimeField(auto_now=True)
     # Paid requests, counted before each goes out: an attempt killed mid-way still counts

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -55,7 +56,7 @@ from django.utils import timezone
 from attunebench import canonical as cf
 from attunebench.replay.aio import Abandoned, process_loop, run_sync_beating
 from attunebench.replay.baselines import PriorTally
-from attunebench.replay.cache import CachedCall, CallCache, LayeredCache, MemoryCache
+from attunebench.replay.cache import CachedCall, CallCache, LayeredCache, MemoryCache, OwnAnswersCache
 from attunebench.replay.courier import CourierBackend, CourierConnection
 from attunebench.replay.llm import KIND_LLM, KIND_OFFLINE, EMSpec, warm_up
 from attunebench.replay.prompts import PROMPT_VERSION
@@ -191,7 +192,14 @@ def _db_pool() -> Any:
 
 
 class DatabaseCallCache:
-    """ModelCallCache rows. ORM calls run in a small thread pool (``_db_pool``): the replay loop must not block."""
+    """ModelCallCache rows. ORM calls run in a small thread pool (``_db_pool``): the replay loop must not block.
+
+    ``replace``: a write replaces the entry under its key (a run asked to call afresh: its newer answer
+    is the one later runs reuse); otherwise the first answer stored is kept.
+    """
+
+    def __init__(self, replace: bool = False) -> None:
+        self.replace = replace
 
     async def _run(self, function: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(_db_pool(), self._reconnecting, function, *args)
@@ -233,29 +241,38 @@ class DatabaseCallCache:
         )
 
     @staticmethod
-    def _set(key: str, value: CachedCall) -> None:
+    def _row(key: str, value: CachedCall) -> ModelCallCache:
+        return ModelCallCache(
+            key=key,
+            model=value.model[:200],
+            prompt_version=value.prompt_version[:40],
+            response=value.response,
+            usage={"prompt_tokens": value.prompt_tokens, "completion_tokens": value.completion_tokens},
+            cost_usd=value.cost_usd,
+            paid_by=(value.paid_by or "")[:100],
+            requests=value.requests,
+        )
+
+    @classmethod
+    def _set(cls, key: str, value: CachedCall) -> None:
         # ignore_conflicts: two workers finishing the same call store it once, neither fails.
+        ModelCallCache.objects.bulk_create([cls._row(key, value)], ignore_conflicts=True)
+
+    @classmethod
+    def _replace(cls, key: str, value: CachedCall) -> None:
+        row = cls._row(key, value)
         ModelCallCache.objects.bulk_create(
-            [
-                ModelCallCache(
-                    key=key,
-                    model=value.model[:200],
-                    prompt_version=value.prompt_version[:40],
-                    response=value.response,
-                    usage={"prompt_tokens": value.prompt_tokens, "completion_tokens": value.completion_tokens},
-                    cost_usd=value.cost_usd,
-                    paid_by=(value.paid_by or "")[:100],
-                    requests=value.requests,
-                )
-            ],
-            ignore_conflicts=True,
+            [row],
+            update_conflicts=True,
+            unique_fields=["key"],
+            update_fields=["model", "prompt_version", "response", "usage", "cost_usd", "paid_by", "requests"],
         )
 
     async def get(self, key: str) -> CachedCall | None:
         return await self._run(self._get, key)
 
     async def set(self, key: str, value: CachedCall) -> None:
-        await self._run(self._set, key, value)
+        await self._run(self._replace if self.replace else self._set, key, value)
 
 
 class RedisCallCache:
@@ -266,8 +283,9 @@ class RedisCallCache:
     a conversation is not lost for want of a cache.
     """
 
-    def __init__(self, url: str, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, url: str, clock: Callable[[], float] = time.monotonic, replace: bool = False) -> None:
         self.url = url
+        self.replace = replace  # as DatabaseCallCache's
         self._client: Any = None
         self._errors: tuple[type[Exception], ...] = ()
         self.failures = 0
@@ -315,7 +333,7 @@ class RedisCallCache:
     async def set(self, key: str, value: CachedCall) -> None:
         client = self._redis()
         try:
-            await client.set(REDIS_CACHE_PREFIX + key, json.dumps(value.to_dict()), nx=True)
+            await client.set(REDIS_CACHE_PREFIX + key, json.dumps(value.to_dict()), nx=not self.replace)
         except self._errors as exc:
             self._failed("write", exc)
 
@@ -336,6 +354,8 @@ class ProcessState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     scheduler: Scheduler | None = None
     cache: CallCache | None = None
+    memory: MemoryCache | None = None
+    replacing_cache: CallCache | None = None
     prior_tallies: OrderedDict[int, PriorTally] = field(default_factory=OrderedDict)
     db_pool: Any = None
     courier: CourierConnection | None = None
@@ -418,17 +438,36 @@ def _journal() -> RedisJournal:
         return state.journal
 
 
-def build_cache() -> CallCache:
-    """Memory (bounded, least recently used dropped first) over Redis when configured over the database."""
+def build_cache(replace: bool = False) -> CallCache:
+    """Memory (bounded, least recently used dropped first) over Redis when configured over the database.
+
+    ``replace``: the same layers, whose writes replace an entry instead of keeping the first (a run asked
+    to call afresh); both share the memory layer, so this process reads what either wrote.
+    """
     state = _state
     with state.lock:
-        if state.cache is None:
-            layers: list[CallCache] = [MemoryCache(maxsize=MEMORY_CACHE_ENTRIES)]
+        if state.memory is None:
+            state.memory = MemoryCache(maxsize=MEMORY_CACHE_ENTRIES)
+        if (state.replacing_cache if replace else state.cache) is None:
+            layers: list[CallCache] = [state.memory]
             if settings.REDIS_URL:
-                layers.append(RedisCallCache(settings.REDIS_URL))
-            layers.append(DatabaseCallCache())
-            state.cache = LayeredCache(*layers)
-        return state.cache
+                layers.append(RedisCallCache(settings.REDIS_URL, replace=replace))
+            layers.append(DatabaseCallCache(replace=replace))
+            if replace:
+                state.replacing_cache = LayeredCache(*layers)
+            else:
+                state.cache = LayeredCache(*layers)
+        built = state.replacing_cache if replace else state.cache
+        assert built is not None
+        return built
+
+
+def attempt_cache(item: RunConversation) -> CallCache:
+    """The call cache one attempt at ``item`` reads and writes: the shared one, or, for a run asked to call
+    afresh, only the answers this run-conversation paid for (stored so that later runs reuse the newest)."""
+    if not item.run.fresh_calls:
+        return build_cache()
+    return OwnAnswersCache(build_cache(replace=True), lambda tag: paid_attempt(tag, item) is not None)
 
 
 # ---------------------------------------------------------------------------
@@ -780,6 +819,7 @@ def _store(item: RunConversation, token: str, result: ReplayResult) -> bool:
             # What this run paid for it over all attempts, as the run's own cost adds up (the output's
             # api_cost also prices answers reused from other runs' cache).
             cost_usd=F("cost_usd") + stats.cost_spent,
+            cost_reused_usd=stats.cost_reused,
             error=errors[:5000],
             paid_sent_counted=row["paid_sent"],
             counted_attempt=row["attempts"],
@@ -793,6 +833,7 @@ def _store(item: RunConversation, token: str, result: ReplayResult) -> bool:
             calls_reused=F("calls_reused") + stats.calls_reused,
             calls_failed=F("calls_failed") + stats.calls_failed,
             cost_usd=F("cost_usd") + stats.cost_spent,
+            cost_reused_usd=F("cost_reused_usd") + stats.cost_reused,
         )
     return True
 
@@ -847,7 +888,7 @@ def attempt_replayer(
         config,
         prior_tally=prior_tally,
         scheduler=_process_scheduler(),
-        cache=build_cache(),
+        cache=attempt_cache(item),
         on_send=_count_sent(item.pk),
         paid_tag=tag,
         recoverable=_recoverable(item, item.counted_attempt, item.attempts),
@@ -880,7 +921,8 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
         return {**summary, "skipped": "withdrawn", "open": open_conversations(run.pk)}
     try:
         try:
-            spec = em_spec(run.evaluated_model)
+            # A repeat gets answers of its own: its number is part of every cache key of the model's calls.
+            spec = dataclasses.replace(em_spec(run.evaluated_model), repeat=run.repeat)
             config = run_config(run)
             conversation = load_canonical([item.conversation_id])[item.conversation_id]
             prior_tally = _prior_tally_for(run) if spec.name == "baseline:prior" else None
@@ -983,6 +1025,7 @@ def run_progress(run_id: int) -> dict[str, Any]:
         "calls_reused": run.calls_reused,
         "calls_failed": run.calls_failed,
         "cost_usd": run.cost_usd,
+        "cost_reused_usd": run.cost_reused_usd,
         "percent": run.progress_percent,
     }
 
@@ -993,8 +1036,17 @@ def do_create_run(
     panas_strategy: str = "absolute",
     judge_name: str | None = None,
     conversation_ids: Sequence[str] | None = None,
+    *,
+    fresh_calls: bool = False,
+    repeat: int = 0,
 ) -> EvaluationRun:
-    """A queued run over the given conversations (default: all complete ones), registering baselines on demand."""
+    """A queued run over the given conversations (default: all complete ones), registering baselines on demand.
+
+    ``fresh_calls`` asks the models again instead of reusing other runs' answers; ``repeat`` numbers a repeat
+    of the same configuration, whose answers are its own (both as ``attune eval --fresh/--repeat``).
+    """
+    if repeat < 0:
+        raise ValueError(f"repeat must be 0 or more, not {repeat}")
 
     def registry(name: str) -> EvaluatedModel:
         kind = EvaluatedModel.Kind.OFFLINE if name.startswith("baseline:") else EvaluatedModel.Kind.LLM
@@ -1015,6 +1067,8 @@ def do_create_run(
             panas_strategy=panas_strategy,
             selection=selection,
             prompt_version=PROMPT_VERSION,
+            fresh_calls=fresh_calls,
+            repeat=repeat,
         )
         if conversation_ids is not None:
             pks = list(

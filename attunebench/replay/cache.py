@@ -26,10 +26,14 @@ import json
 import os
 import tempfile
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
+
+#: How manifests name the endpoint of a model served at its provider's own address (no ``api_base``).
+PROVIDER_ENDPOINT = "the provider's own"
 
 
 def normalise_endpoint(api_base: str | None) -> str:
@@ -131,6 +135,27 @@ class FreshCache:
 
     async def set(self, key: str, value: CachedCall) -> None:
         self._written.add(key)
+        await self.inner.set(key, value)
+
+
+class OwnAnswersCache:
+    """Answers only with what ``owns`` says was paid for by the caller (its ``paid_by`` tag); writes through.
+
+    For a run asked to call afresh (a model updated behind its name): it never reuses an answer another
+    run paid for, yet an interrupted attempt still finds the answers the run itself already paid for.
+    """
+
+    def __init__(self, inner: CallCache, owns: Callable[[str], bool]) -> None:
+        self.inner = inner
+        self.owns = owns
+
+    async def get(self, key: str) -> CachedCall | None:
+        value = await self.inner.get(key)
+        if value is None or value.paid_by is None or not self.owns(value.paid_by):
+            return None
+        return value
+
+    async def set(self, key: str, value: CachedCall) -> None:
         await self.inner.set(key, value)
 
 

@@ -28,9 +28,11 @@ Choices:
   whatever a list says. A model served at its own ``api_base`` gets that named
   key or the placeholder ``NO_KEY``, never litellm's fallback to an ambient
   provider key, so a host chosen in the registry cannot collect one.
-- Cost is the provider's token usage times ``price_per_token``: the spec's
-  price override when given, else litellm's cost map; a model missing from the
-  map has a null cost rather than failing the call.
+- Cost is the one pricing rule of ``attunebench.pricing``: litellm's own cost
+  calculation over the provider's token usage (prompt tokens served from the
+  provider's prompt cache at their rate), the spec's price override when given;
+  a model missing from litellm's price list has a null cost rather than failing
+  the call.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Protocol
 
+from attunebench import pricing
+from attunebench.pricing import PriceOverride
 from attunebench.replay import openai_compatible
 from attunebench.replay.cache import make_key, normalise_endpoint
 from attunebench.replay.prompts import CallContext
@@ -500,35 +504,35 @@ def _completion(spec: EMSpec, response: Any) -> Completion:
         text=text,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
-        # One pricing rule for calls made and dry-run estimates alike: the
-        # provider's token usage times ``price_per_token``.
-        cost_usd=call_cost(spec, prompt_tokens, completion_tokens),
+        # Priced as the provider prices it (attunebench.pricing): prompt tokens it served from its own
+        # prompt cache at their rate, the registry's price when one is set.
+        cost_usd=call_cost(spec, prompt_tokens, completion_tokens, pricing.cached_prompt_tokens(usage)),
     )
 
 
-def price_per_token(spec: EMSpec) -> tuple[float, float] | None:
-    """(input, output) USD per token of a model, or None when no price is known.
-
-    The one price lookup, for the cost of calls made and for dry-run
-    estimates alike: the spec's own prices (the registry's override; a missing
-    side counts as free), offline baselines free, else litellm's price list
-    under the full model name or the name without its provider prefix.
-    """
-    if spec.input_cost_per_million is not None or spec.output_cost_per_million is not None:
-        return ((spec.input_cost_per_million or 0.0) / 1e6, (spec.output_cost_per_million or 0.0) / 1e6)
+def price_override(spec: EMSpec) -> PriceOverride | None:
+    """The registry's price for ``spec``'s model (offline baselines are free), or None to use litellm's."""
     if spec.is_offline:
-        return (0.0, 0.0)
-    model_cost = load_litellm().model_cost
-    names = (spec.litellm_model, spec.litellm_model.split("/", 1)[-1])
-    entry = next((model_cost[n] for n in names if n in model_cost and n not in _registered_unlisted), None)
-    if not entry or entry.get("input_cost_per_token") is None or entry.get("output_cost_per_token") is None:
-        return None
-    return (float(entry["input_cost_per_token"]), float(entry["output_cost_per_token"]))
+        return PriceOverride(0.0, 0.0)
+    return PriceOverride.of(spec.input_cost_per_million, spec.output_cost_per_million)
 
 
-def call_cost(spec: EMSpec, prompt_tokens: int, completion_tokens: int) -> float | None:
-    """USD for a call of this size to ``spec``'s model, or None when its price is unknown."""
-    price = price_per_token(spec)
-    if price is None:
-        return None
-    return prompt_tokens * price[0] + completion_tokens * price[1]
+def price_per_token(spec: EMSpec) -> tuple[float, float] | None:
+    """(input, output) USD per token of a model, or None when no price is known (``attunebench.pricing``):
+    for dry-run estimates, with the same override and price list as the calls themselves."""
+    return pricing.price_per_token(spec.litellm_model, price_override(spec))
+
+
+def call_cost(spec: EMSpec, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0) -> float | None:
+    """USD for a call of this size to ``spec``'s model, or None when its price is unknown: the one pricing
+    rule (``attunebench.pricing.call_cost``) the participant chat's live calls are priced by too."""
+    override = price_override(spec)
+    if override is None:
+        load_litellm()  # configured as the calls use it
+    return pricing.call_cost(
+        spec.litellm_model,
+        prompt_tokens,
+        completion_tokens,
+        cached_prompt_tokens=cached_prompt_tokens,
+        override=override,
+    )

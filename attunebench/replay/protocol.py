@@ -100,8 +100,9 @@ class ReplayConfig:
 
 @dataclass
 class ReplayStats:
-    """Call accounting. ``calls_made`` counts requests sent, counted as they go out (parse retries and
-    transport retries included: what the provider sees); ``paid_requests`` those to a paid backend."""
+    """Call accounting. ``calls_made`` counts requests sent to a model, counted as they go out (parse retries
+    and transport retries included: what the provider sees; an offline baseline's predictions are not calls);
+    ``paid_requests`` those to a paid backend."""
 
     calls_made: int = 0
     paid_requests: int = 0
@@ -114,6 +115,9 @@ class ReplayStats:
     completion_tokens: int = 0
     cost_spent: float = 0.0  # money spent by this process on requests it sent
     cost_unknown: bool = False  # some request had no price
+    # What the answers reused from another run's cache cost when they were paid: with cost_spent, the
+    # cost of every answer the output rests on, whichever run paid for it.
+    cost_reused: float = 0.0
 
     def add(self, other: ReplayStats) -> None:
         self.calls_made += other.calls_made
@@ -127,6 +131,7 @@ class ReplayStats:
         self.completion_tokens += other.completion_tokens
         self.cost_spent += other.cost_spent
         self.cost_unknown = self.cost_unknown or other.cost_unknown
+        self.cost_reused += other.cost_reused
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -141,6 +146,7 @@ class ReplayStats:
             "completion_tokens": self.completion_tokens,
             "cost_spent": round(self.cost_spent, 8),
             "cost_unknown": self.cost_unknown,
+            "cost_reused": round(self.cost_reused, 8),
         }
 
 
@@ -241,6 +247,7 @@ class _Ledger:
             self.stats.calls_reused += 1
         else:
             self.stats.calls_cached += 1
+            self.stats.cost_reused += cached.cost_usd or 0.0
         if cached.cost_usd is None:
             self.output_cost_known = False
         else:
@@ -562,6 +569,7 @@ class Replayer:
                     else:
                         ledger.reused(cached)
                         self.totals.calls_cached += 1
+                        self.totals.cost_reused += cached.cost_usd or 0.0
                     return answer
 
         on_send = self.on_send
@@ -584,10 +592,12 @@ class Replayer:
                     return found
 
             async def count(requests: int) -> None:
-                ledger.stats.calls_made += requests
-                self.totals.calls_made += requests
                 record.transport_attempts += requests
                 if backend.cacheable:
+                    # Offline predictions (a baseline computing its answer here) are not calls: no provider
+                    # sees them, so only requests to a model backend are counted as made.
+                    ledger.stats.calls_made += requests
+                    self.totals.calls_made += requests
                     ledger.stats.paid_requests += requests
                     if on_send is not None:
                         await on_send(requests)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from drf_spectacular.contrib.knox_auth_token import KnoxTokenScheme
 from drf_spectacular.contrib.pydantic import PydanticExtension
 from drf_spectacular.drainage import set_override
 from drf_spectacular.plumbing import ResolvedComponent
@@ -102,3 +103,11 @@ class PydanticResultExtension(PydanticExtension):
                 ResolvedComponent(name=name, type=ResolvedComponent.SCHEMA, object=name, schema=component)
             )
         return schema
+
+
+class DigestTokenScheme(KnoxTokenScheme):
+    """The API's token authentication (django-rest-knox's, ``research.access.api_tokens``) in the schema,
+    under the name and shape DRF's token authentication had: ``Authorization: Token <key>``."""
+
+    target_class = "research.access.api_tokens.DigestTokenAuthentication"
+    name = "tokenAuth"

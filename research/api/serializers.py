@@ -20,7 +20,9 @@ from collection.models import Conversation
 from datasets.exchange import EXPORT_FORMATS
 from datasets.models import DatasetVersion, ExportJob
 from datasets.pseudonyms import export_pseudonym
+from research.access.api_tokens import DEFAULT_EXPIRY_DAYS, EXPIRY_DAYS
 from research.models import ResultSnapshot
+from research.runs.launcher import MAX_REPEAT
 from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, RunConversation
 
 # Names: no control characters (C0, DEL, C1) and at least one visible character. Free text (descriptions) may
@@ -217,6 +219,11 @@ class RunSerializer(serializers.ModelSerializer):
         help_text="Share of conversations with a usable post-conversation prediction; null if not scored or "
         "scored before this was recorded."
     )
+    cost_total_usd = serializers.FloatField(
+        read_only=True,
+        help_text="What every call the run's results rest on cost, judge calls included: cost_usd (paid in this "
+        "run) plus cost_reused_usd (answers reused from other runs' cache, at what they cost when paid).",
+    )
 
     class Meta:
         model = EvaluationRun
@@ -229,6 +236,8 @@ class RunSerializer(serializers.ModelSerializer):
             "dataset_version",
             "selection",
             "prompt_version",
+            "fresh_calls",
+            "repeat",
             "status",
             "conversations_total",
             "conversations_done",
@@ -239,6 +248,8 @@ class RunSerializer(serializers.ModelSerializer):
             "calls_reused",
             "calls_failed",
             "cost_usd",
+            "cost_reused_usd",
+            "cost_total_usd",
             "progress_percent",
             "composite_score",
             "coverage",
@@ -339,6 +350,20 @@ class RunCreateSerializer(serializers.Serializer):
     topic_categories = serializers.ListField(
         child=serializers.ChoiceField(choices=list(cat.TOPIC_CATEGORIES)), required=False, default=list
     )
+    fresh_calls = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Ask the models again instead of reusing answers other runs paid for (a model updated behind "
+        "its name); the new answers are cached, and a resumed run reuses its own.",
+    )
+    repeat = serializers.IntegerField(
+        required=False,
+        default=0,
+        min_value=0,
+        max_value=MAX_REPEAT,
+        help_text="Which repeat of this configuration (0 the first): each repeat gets answers of its own, cached "
+        "under its number, to measure sampling variance; launching the same number again reuses them.",
+    )
     dry_run = serializers.BooleanField(
         required=False, default=False, help_text="Only estimate calls and cost; nothing is started."
     )
@@ -406,10 +431,21 @@ class ConversationScoreSerializer(serializers.ModelSerializer):
         return None if value is None else bool(value)
 
 
+class TokenRequestSerializer(serializers.Serializer):
+    expires_in_days = serializers.ChoiceField(
+        choices=sorted(EXPIRY_DAYS),
+        default=DEFAULT_EXPIRY_DAYS,
+        help_text="How many days the new token works; after that it is refused.",
+    )
+
+
 class TokenSerializer(serializers.Serializer):
-    token = serializers.CharField(help_text="Send as the header 'Authorization: Token <token>'. Shown only here.")
+    token = serializers.CharField(
+        help_text="Send as the header 'Authorization: Token <token>'. Shown only here: Attune keeps only its digest."
+    )
     username = serializers.CharField()
     created = serializers.DateTimeField()
+    expiry = serializers.DateTimeField(help_text="When the token stops working.")
 
 
 class ErrorSerializer(serializers.Serializer):

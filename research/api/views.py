@@ -8,8 +8,10 @@ filter value outside its documented choices is a 400 naming the parameter and
 the choices, never an empty page. Every error under /api/ is JSON.
 
 A researcher gets a token for scripts on the research pages (/research/token/:
-create, shown once; see its date and last four characters; revoke) or from
-``POST /api/token/`` (posting again rotates it, ``DELETE /api/token/`` revokes it).
+create with the days it works, shown once; see its date, expiry and lookup
+prefix; revoke) or from ``POST /api/token/`` (posting again rotates it,
+``DELETE /api/token/`` revokes it). Only a digest of each key is stored
+(``research.access.api_tokens``).
 """
 
 from __future__ import annotations
@@ -29,10 +31,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework import mixins, serializers, status, viewsets
-from rest_framework.authentication import BaseAuthentication, SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotAuthenticated, NotFound, ValidationError
-from rest_framework.parsers import BaseParser
+from rest_framework.parsers import BaseParser, FormParser, MultiPartParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -59,7 +61,7 @@ from datasets.exchange import (
 from datasets.models import DatasetVersion, ExportJob
 from datasets.tasks import do_request_export
 from datasets.versions import DatasetError, access_export_file, do_freeze_dataset_version
-from research.access.api_tokens import do_issue_token, do_revoke_token
+from research.access.api_tokens import DigestTokenAuthentication, do_issue_token, do_revoke_token
 from research.access.checks import IsResearcher
 from research.api.parsers import DepthLimitedJSONParser
 from research.api.responses import Analyses, ComparisonSet, Leaderboard
@@ -82,6 +84,7 @@ from research.api.serializers import (
     SnapshotCreateSerializer,
     SnapshotSerializer,
     SnapshotSummarySerializer,
+    TokenRequestSerializer,
     TokenSerializer,
     TranscriptSerializer,
 )
@@ -186,7 +189,7 @@ GONE = {410: OpenApiResponse(ErrorSerializer, description="The participant withd
 
 # Token first: DRF answers a request without credentials with 401 and the first class's challenge
 # (``WWW-Authenticate: Token``); session authentication has no challenge, so first it would make that a 403.
-AUTHENTICATION: Sequence[type[BaseAuthentication]] = [TokenAuthentication, SessionAuthentication]
+AUTHENTICATION: Sequence[type[BaseAuthentication]] = [DigestTokenAuthentication, SessionAuthentication]
 
 
 class ResearcherAPIMixin:
@@ -445,6 +448,8 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
             judge=d["judge"],
             dataset_version=d["dataset_version"],
             topic_categories=d["topic_categories"],
+            fresh_calls=d["fresh_calls"],
+            repeat=d["repeat"],
         )
         try:
             launcher.check_launch(launch)
@@ -615,6 +620,7 @@ def _evaluation(request: Request) -> EvaluationData:
             set_key=request.query_params.get("set") or None,
             pinned=pinned,
             pool=pool,
+            model_identity=identity_param(request),
         )
     except PoolError as exc:
         raise ValidationError({"pool": [str(exc)]}) from None
@@ -661,7 +667,7 @@ class LeaderboardView(ResearcherAPIMixin, APIView):
 class AnalysesView(ResearcherAPIMixin, APIView):
     @extend_schema(
         summary="SPEC 6 analyses over the rows compared on one conversation set",
-        parameters=[*SET_PARAMETERS, POOL_PARAMETER],
+        parameters=[*SET_PARAMETERS, POOL_PARAMETER, IDENTITY_PARAM],
         responses={200: Analyses, **BAD_FILTER, **DENIED, **NOT_FOUND},
     )
     def get(self, request: Request) -> Response:
@@ -737,15 +743,21 @@ class TokenView(ResearcherAPIMixin, APIView):
     page sends the session and CSRF token), or call it with an existing token to rotate it.
     """
 
+    # The only field is optional: a bare POST (no body, or an empty form) takes the default lifetime.
+    parser_classes: Sequence[type[BaseParser]] = [DepthLimitedJSONParser, FormParser, MultiPartParser]
+
     @extend_schema(
-        summary="Issue a new API token for yourself (any previous one stops working)",
-        request=None,
-        responses={201: TokenSerializer, **DENIED},
+        summary="Issue a new API token for yourself, expiring after the days you choose (any previous one stops "
+        "working); the key is in this answer only",
+        request=TokenRequestSerializer,
+        responses={201: TokenSerializer, 400: INVALID, **DENIED},
     )
     def post(self, request: Request) -> Response:
         user = _account(request)
-        token = do_issue_token(user)
-        body = {"token": token.key, "username": user.get_username(), "created": token.created}
+        payload = TokenRequestSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        token = do_issue_token(user, payload.validated_data["expires_in_days"])
+        body = {"token": token.key, "username": user.get_username(), "created": token.created, "expiry": token.expiry}
         return Response(TokenSerializer(body).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(summary="Revoke your API token", request=None, responses={204: None, **DENIED})

@@ -214,8 +214,11 @@ def leaderboard_runs(
     return ordered, choice, sets, current
 
 
-def conversation_info(conversation_pks: Iterable[int]) -> dict[int, dict[str, Any]]:
-    """pk -> conversationId, category, original model, participant group (under recorded consent), GT turn count."""
+def conversation_info(conversation_pks: Iterable[int], model_identity: bool = False) -> dict[int, dict[str, Any]]:
+    """pk -> conversationId, category, original model, participant group (under recorded consent), GT turn count.
+
+    The original model is its alias, as exports write it, unless ``model_identity`` asks for its real name.
+    """
     rows = list(
         Conversation.objects.filter(pk__in=list(conversation_pks))
         .annotate(n_turns=Count("turns"))
@@ -235,7 +238,7 @@ def conversation_info(conversation_pks: Iterable[int]) -> dict[int, dict[str, An
         pk: {
             "conversationId": cid,
             "category": category,
-            "original_model": name or alias,
+            "original_model": (name or alias) if model_identity else alias,
             "participant_group": cat.participant_group(diagnoses.get(participant)),
             "n_gt_turns": n_turns,
         }
@@ -249,7 +252,7 @@ def stored_record(metrics: Mapping[str, Any]) -> Mapping[str, Any]:
     return inner if isinstance(inner, Mapping) else metrics
 
 
-def build_report(runs: Sequence[EvaluationRun]) -> tuple[ScoringReport, list[str]]:
+def build_report(runs: Sequence[EvaluationRun], model_identity: bool = False) -> tuple[ScoringReport, list[str]]:
     """The scorer's report over the runs' stored scores, each record carrying DB details.
 
     A stored record missing keys the scorer defines, or holding a value of the
@@ -258,7 +261,7 @@ def build_report(runs: Sequence[EvaluationRun]) -> tuple[ScoringReport, list[str
     """
     run_by_pk = {r.pk: r for r in runs}
     scores = list(_current_scores(runs).values_list("run_id", "conversation_id", "metrics", "post_coverage"))
-    info = conversation_info({s[1] for s in scores})
+    info = conversation_info({s[1] for s in scores}, model_identity)
     records: list[ConversationRecord] = []
     skipped: list[str] = []
     required = set(CONVERSATION_KEYS) - {"conversationId", "em_model", "mode", *POST_KEYS}
@@ -321,11 +324,13 @@ def evaluation_data(
     set_key: str | None = None,
     pinned: Sequence[int] = (),
     pool: Sequence[str] = (),
+    model_identity: bool = False,
 ) -> EvaluationData:
     """Report and SPEC 6 analyses of the chosen runs on one comparison set, cached until any score changes.
 
     ``pool`` names the rows (``model [mode]``) or models the breakdowns' pooled lines average;
-    empty means the core's default (every model row, baselines apart). Raises SelectionError
+    empty means the core's default (every model row, baselines apart). Original models are named by their
+    aliases, as exports name them, unless ``model_identity`` asks for their real names. Raises SelectionError
     for an unknown set, an unusable pinned run or a pooled name that is not a compared row.
     """
     runs, choice, sets, current = leaderboard_runs(dataset_version_id, set_key, pinned)
@@ -339,12 +344,13 @@ def evaluation_data(
         )
     pool = sorted(set(pool))
     pool_key = hashlib.sha256("\n".join(pool).encode()).hexdigest()[:16]
-    key = _cache_key(runs) + f":{n_bootstrap}:{pool_key}:v{CACHE_VERSION}"
+    names = "names" if model_identity else "aliases"
+    key = _cache_key(runs) + f":{n_bootstrap}:{pool_key}:{names}:v{CACHE_VERSION}"
     cached = cache.get(key)
     if cached is None:
         from attunebench.metrics.analysis import analyze  # numpy/scipy: loaded only when a dashboard needs them
 
-        report, skipped = build_report(runs)
+        report, skipped = build_report(runs, model_identity)
         try:
             analysis = analyze(report, n_bootstrap=n_bootstrap, pool=pool) if report.conversations else None
         except ValueError as exc:  # a pooled name that is not a compared row
@@ -401,7 +407,14 @@ class DashboardRow(LeaderboardRow):
     run_choice: str | None = Field(
         description="How the row's run was chosen: latest complete, pinned, incomplete or human."
     )
-    cost: float | None = Field(description="Cost of the row's own run (USD).")
+    cost: float | None = Field(
+        description="What every call of the row's run cost (USD), judge calls included, whichever run paid for "
+        "them: cost_paid + cost_reused, so it does not depend on the order models were launched in."
+    )
+    cost_paid: float | None = Field(description="Of the cost, what the row's run paid the providers itself (USD).")
+    cost_reused: float | None = Field(
+        description="Of the cost, answers reused from the call cache, at what they cost when paid (USD)."
+    )
 
 
 # Sort keys the page accepts -> the row field they sort by (capabilities are looked up in row.capabilities).
@@ -444,7 +457,9 @@ def _rows_of(data: EvaluationData, report: ScoringReport, weighting: str) -> lis
                 "skill": boot.skill if boot else None,
                 "run": run.pk if run else None,
                 "run_choice": data.choice.get(run.pk) if run else None,
-                "cost": run.cost_usd if run else None,
+                "cost": run.cost_total_usd if run else None,
+                "cost_paid": run.cost_usd if run else None,
+                "cost_reused": run.cost_reused_usd if run else None,
             }
         )
     return rows

@@ -422,6 +422,8 @@ def leaderboard_table(data: EvaluationData, weighting: str = "spec") -> Chart:
         "run",
         "run_choice",
         "cost_usd",
+        "cost_paid_usd",
+        "cost_reused_usd",
         "conversation_set",
         "compared_set",
         "n_compared_conversations",
@@ -473,6 +475,8 @@ def leaderboard_table(data: EvaluationData, weighting: str = "spec") -> Chart:
                     r.run,
                     r.run_choice,
                     r.cost,
+                    r.cost_paid,
+                    r.cost_reused,
                     *context,
                 ]
             )

@@ -16,7 +16,7 @@ from typing import Any
 
 from attunebench import canonical as cf
 from attunebench.catalogue import RESEARCH_ONLY_STATEMENT
-from attunebench.replay.cache import normalise_endpoint
+from attunebench.replay.cache import PROVIDER_ENDPOINT, normalise_endpoint
 from datasets.exchange import withdrawn_conversations
 from research.results.snapshots import code_version
 from scoring.models import EvaluationRun, RunConversation
@@ -38,7 +38,9 @@ def run_manifest(run: EvaluationRun, conversation_ids: list[str], withdrawn: int
         "kind": model.kind,
         "litellm_model": model.litellm_model,
         # Where the model was served (never a key): two checkpoints under one name differ here.
-        "endpoint": normalise_endpoint(model.api_base) or "the provider's own",
+        "endpoint": normalise_endpoint(model.api_base) or PROVIDER_ENDPOINT,
+        "fresh_calls": run.fresh_calls,
+        "repeat": run.repeat,
         "params": params,
         "seed": params.get("seed"),
         "mode": run.mode,
@@ -61,6 +63,8 @@ def run_manifest(run: EvaluationRun, conversation_ids: list[str], withdrawn: int
         "calls_cached": run.calls_cached,
         "calls_failed": run.calls_failed,
         "cost_usd": run.cost_usd,
+        "cost_reused_usd": run.cost_reused_usd,
+        "cost_total_usd": run.cost_total_usd,
         "created_at": run.created_at.isoformat(),
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "code_version": code_version(),

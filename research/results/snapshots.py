@@ -2,8 +2,9 @@
 
 A snapshot copies what the dashboard shows for one comparison (the ranked
 rows, the rows apart, the human pairings, every leaderboard column and the
-SPEC 6 analyses) together with a manifest: which runs (model, mode, params,
-prompt version, PANAS strategy, judge), which conversations (ids, dataset
+SPEC 6 analyses) together with a manifest: which runs (model, the endpoint it
+was served at, mode, params, prompt version, PANAS strategy, judge, fresh calls
+and repeat number), which conversations (ids, dataset
 version and its content hash), which bootstrap (resamples, seed) and which
 code version. Its id and content hash are what a reader cites.
 """
@@ -20,6 +21,7 @@ from django.db import IntegrityError, transaction
 from attunebench.catalogue import RESEARCH_ONLY_STATEMENT
 from attunebench.metrics.results import to_json
 from attunebench.names import name_problem
+from attunebench.replay.cache import PROVIDER_ENDPOINT, normalise_endpoint
 from research.models import ResultSnapshot
 from research.results.charts import Chart
 from research.results.evaluation import EvaluationData, apart_rows, leaderboard_rows
@@ -71,6 +73,10 @@ def snapshot_manifest(data: EvaluationData, weighting: str) -> dict[str, Any]:
                 "model": r.evaluated_model.name,
                 "kind": r.evaluated_model.kind,
                 "litellm_model": r.evaluated_model.litellm_model,
+                # Where the model was served (never a key): two checkpoints under one name differ here.
+                "endpoint": normalise_endpoint(r.evaluated_model.api_base) or PROVIDER_ENDPOINT,
+                "fresh_calls": r.fresh_calls,
+                "repeat": r.repeat,
                 "params": {k: v for k, v in (r.evaluated_model.params or {}).items() if k != "api_key_env"},
                 "seed": (r.evaluated_model.params or {}).get("seed"),
                 "mode": r.mode,

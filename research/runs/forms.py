@@ -8,6 +8,7 @@ from django import forms
 
 from attunebench import catalogue as cat
 from datasets.models import DatasetVersion
+from research.runs.launcher import MAX_REPEAT
 from scoring.models import EvaluatedModel
 
 INTENSITY_CHOICES = [("", "–")] + [(str(i), str(i)) for i in range(cat.PANAS_SCALE_MIN, cat.PANAS_SCALE_MAX + 1)]
@@ -48,6 +49,24 @@ class LaunchForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         label="Only these topic categories",
     )
+    fresh_calls = forms.BooleanField(
+        required=False,
+        label="Fresh calls",
+        help_text="Ask the models again instead of reusing answers earlier runs paid for (a model updated "
+        "behind its name). The new answers are cached; a resumed run reuses its own.",
+    )
+    repeat = forms.IntegerField(
+        min_value=0,
+        max_value=MAX_REPEAT,
+        initial=0,
+        required=False,
+        label="Repeat number",
+        help_text="0 for the first run of this configuration; 1, 2, … for repeats, each with answers of its own "
+        "(cached under its number), to measure sampling variance. Repeating a number reuses its answers.",
+    )
+
+    def clean_repeat(self) -> int:
+        return self.cleaned_data.get("repeat") or 0
 
 
 # Where a model is called and which key variable it reads are the admin's decision only: a researcher

@@ -24,6 +24,9 @@ from datasets.versions import selection_queryset
 from scoring import replay_service, run_control
 from scoring.models import EvaluatedModel, EvaluationRun
 
+#: The highest repeat number a launch accepts: enough to measure sampling variance, few enough to budget.
+MAX_REPEAT = 100
+
 
 class LauncherError(ValueError):
     """A launch request that cannot go ahead; the message is shown to the researcher."""
@@ -46,6 +49,10 @@ class LaunchRequest:
     judge: EvaluatedModel | None
     dataset_version: DatasetVersion | None
     topic_categories: list[str] = field(default_factory=list)
+    # Ask the models again instead of reusing answers other runs paid for (a model updated behind its name).
+    fresh_calls: bool = False
+    # Which repeat of this configuration: each repeat gets answers of its own, to measure sampling variance.
+    repeat: int = 0
 
     def conversations(self) -> QuerySet[Conversation]:
         return selection_queryset(self.topic_categories or None, self.dataset_version)
@@ -131,6 +138,8 @@ def estimate(request: LaunchRequest) -> Estimate:
 def check_launch(request: LaunchRequest) -> None:
     if not request.models or not request.modes:
         raise LauncherError("Pick at least one evaluated model and one mode.")
+    if request.repeat < 0 or request.repeat > MAX_REPEAT:
+        raise LauncherError(f"The repeat number must be between 0 and {MAX_REPEAT}, not {request.repeat}.")
     humans = [m.name for m in request.models if m.kind == EvaluatedModel.Kind.HUMAN]
     if humans:
         raise LauncherError(f"{', '.join(humans)}: human raters take part through assignments, not the launcher.")
@@ -155,6 +164,8 @@ def do_launch_runs(request: LaunchRequest, user: Any = None) -> list[EvaluationR
                         dataset_version=request.dataset_version,
                         selection=request.selection(),
                         conversations_total=total,
+                        fresh_calls=request.fresh_calls,
+                        repeat=request.repeat,
                         created_by=user if getattr(user, "is_authenticated", False) else None,
                     )
                 )

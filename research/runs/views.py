@@ -68,6 +68,8 @@ def _launch_request(form: LaunchForm) -> launcher.LaunchRequest:
         judge=d["judge"],
         dataset_version=d["dataset_version"],
         topic_categories=list(d["topic_categories"]),
+        fresh_calls=bool(d["fresh_calls"]),
+        repeat=d["repeat"],
     )
 
 

@@ -282,7 +282,9 @@ def test_without_a_golden_reply_the_judge_only_answers_the_questions_and_may_not
     assert by_turn[3].em_draft_judge_scores is None and by_turn[3].em_draft_binary_assessment is None
     assert not result.failures
     # Turns 1-3: draft + analysis each; hp_binary on 1-2; pairwise on 1; judge on 1-2; post.
-    assert planned_calls(conversation, judge=True) == 6 + 2 + 1 + 2 + 1 == result.stats.calls_made
+    assert planned_calls(conversation, judge=True) == 6 + 2 + 1 + 2 + 1 == len(result.calls)
+    # Only the judge's requests are calls: the offline baseline's predictions reached no provider.
+    assert result.stats.calls_made == 2
 
 
 def test_calls_three_to_five_run_concurrently_and_the_chain_is_two_per_turn():
@@ -313,7 +315,8 @@ def test_calls_three_to_five_run_concurrently_and_the_chain_is_two_per_turn():
     # 3 turns x 5 calls + post = 16 calls. The chain is draft+analysis per turn + post = 7 calls; every
     # turn's calls 3-5 run beside it, together.
     assert critical_path_calls(conversation) == 7
-    assert planned_calls(conversation, judge=True) == 16 == result.stats.calls_made
+    assert planned_calls(conversation, judge=True) == 16 == len(result.calls)
+    assert result.stats.calls_made == 0  # an offline backend's predictions are not calls
     assert not result.failures
     assert all(state["peak_per_turn"][turn] >= 3 for turn in (1, 2, 3))
 

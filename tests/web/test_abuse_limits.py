@@ -23,12 +23,12 @@ from django.core import signing
 from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from annotation.models import AlternateResponses
 from collection import study_flow as flow
 from collection.models import OriginalModel, Participant, Study, new_token
 from collection.views import JOIN_SALT
+from research.access.api_tokens import do_issue_token
 from research.api import throttles
 from tests.clock import FakeClock
 from tests.web.test_participant_flow import Walker
@@ -187,7 +187,7 @@ def test_the_api_answers_429_json_with_retry_after_over_the_rate(researcher, dja
     settings.ATTUNE_API_RATE = "3/minute"
     clock = FakeClock(1_000.0)
     monkeypatch.setattr(throttles, "api_clock", clock)
-    api = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=researcher).key}")
+    api = Client(HTTP_AUTHORIZATION=f"Token {do_issue_token(researcher).key}")
     assert [api.get("/api/conversations/").status_code for _ in range(3)] == [200, 200, 200]
     clock.now += 20
     over = api.get("/api/conversations/")
@@ -197,7 +197,7 @@ def test_the_api_answers_429_json_with_retry_after_over_the_rate(researcher, dja
     assert over.json()["detail"].startswith("Request was throttled.")
     other = django_user_model.objects.create_user("rosa-api", password="another-pass-123")
     do_make_researcher(other)
-    assert Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=other).key}").get("/api/").status_code == 200
+    assert Client(HTTP_AUTHORIZATION=f"Token {do_issue_token(other).key}").get("/api/").status_code == 200
     clock.now += 41
     assert api.get("/api/conversations/").status_code == 200
 

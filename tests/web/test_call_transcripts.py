@@ -166,7 +166,7 @@ def test_offline_models_and_their_judge_leave_records_too(researcher):
     run_control.start_run(run.pk)
     calls = the_calls(run, conversation_id)
     item = RunConversation.objects.get(run=run, conversation__conversation_id=conversation_id)
-    assert len(calls) == item.calls_made > 0
+    assert len(calls) > 0 and item.calls_made == 0  # offline predictions are recorded, but are not calls
     assert {c.role for c in calls} == {"em", "judge"}
     assert {c.model for c in calls if c.role == "judge"} == {"baseline:random"}
     assert all(c.messages and c.raw_reply and c.parsed is not None for c in calls)

@@ -151,6 +151,22 @@ def test_prices_come_from_litellm_and_unpriced_models_are_none():
     assert price_call(UNPRICED, [{"role": "user", "content": "x"}], "Hello") is None
 
 
+def test_the_chat_prices_calls_by_the_rule_the_replay_uses():
+    """One pricing rule (attunebench.pricing): a streamed reply's tokens are counted, then priced exactly as the
+    replay prices a call of that size to the same model."""
+    from attunebench import pricing
+    from attunebench.replay.llm import EMSpec, call_cost
+
+    messages = [{"role": "user", "content": "I have had a long week and could use some advice."}]
+    reply = "That sounds tiring. What part of the week weighed on you most?"
+    prompt_tokens, completion_tokens = pricing.count_tokens("gpt-4o-mini", messages, reply)
+    assert prompt_tokens > 5 and completion_tokens > 5
+    replayed = call_cost(EMSpec(name="m", litellm_model="gpt-4o-mini"), prompt_tokens, completion_tokens)
+    assert replayed is not None and price_call("gpt-4o-mini", messages, reply) == Decimal(str(replayed)).quantize(
+        Decimal("0.00000001")
+    )
+
+
 def live_walker(client, participant, server, model: str = PRICED, fallback: str = "") -> tuple[Walker, Conversation]:
     walker = Walker(client, participant)
     conversation = walker.to_chat()

@@ -188,7 +188,7 @@ BARE_OBJECT_URL = ("login", "login", "login", "in", "in", "in")
 ADMIN_MODELS: dict[str, str] = {
     "auth.group": "",
     "auth.user": "",
-    "authtoken.tokenproxy": "",
+    "knox.authtoken": "",  # API tokens (digests): admins only
     "collection.study": "view add change",  # studies are set up on the research pages
     "collection.studymodel": "view add change delete",  # a study's model pool
     "collection.studyquota": "view add change delete",  # a study's quotas
@@ -304,11 +304,11 @@ def test_every_url_pattern_has_an_entry() -> None:
 @pytest.fixture
 def world(scored_runs, researcher, site_admin, rater, participant, export_dir, django_user_model):
     from django.contrib.contenttypes.models import ContentType
-    from rest_framework.authtoken.models import Token
 
     from collection.models import Consent, Conversation, SensitiveProfile
     from datasets.models import ExportJob
     from datasets.versions import do_freeze_dataset_version, run_export_job
+    from research.access.api_tokens import do_issue_token
     from research.models import HumanAssignment
     from scoring.models import ModelCallCache
 
@@ -319,7 +319,7 @@ def world(scored_runs, researcher, site_admin, rater, participant, export_dir, d
     conversation = Conversation.objects.filter(pk__in=version.conversations.values("pk")).first()
     assert conversation is not None
     assignment = HumanAssignment.objects.create(rater=rater, conversation=conversation, assigned_by=researcher)
-    Token.objects.create(user=researcher)
+    do_issue_token(researcher)
     ModelCallCache.objects.create(key="k" * 64, model="synth:strong", response="{}")
     from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 
@@ -423,9 +423,7 @@ def _url(pattern: Pattern, values: dict[str, Any], api_pk: dict[str, int]) -> st
         kwargs["pk"] = api_pk[resource.removesuffix("-version") + "-version" if "dataset" in resource else resource]
     found = _admin_model(pattern)
     if found is not None:
-        # DRF's token admin finds a token by its user's id, every other admin by the row's pk.
-        key = "user_id" if found[0]._meta.label_lower == "authtoken.tokenproxy" else "pk"
-        first = found[0]._default_manager.order_by("pk").values_list(key, flat=True).first()
+        first = found[0]._default_manager.order_by("pk").values_list("pk", flat=True).first()
         assert first is not None, f"no {found[0]._meta.label} in the world"
         kwargs.update({arg: first for arg in ("object_id", "id") if arg in pattern.converters})
     if pattern.name:

@@ -800,7 +800,8 @@ ADMIN_BUDGETS = {
     "scoring.runconversation": 8,  # + model filter choices
     "scoring.runscore": 8,  # + model filter choices
 }
-NOT_RESEARCH_DATA = ("auth", "authtoken", "axes")  # accounts and login attempts: admins only, not a research list
+# Accounts, API tokens and login attempts: admins only, not a research list.
+NOT_RESEARCH_DATA = ("auth", "knox", "axes")
 
 
 def _admin_models() -> dict[str, Any]:

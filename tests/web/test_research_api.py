@@ -354,9 +354,10 @@ def test_launching_runs_returns_the_documented_object(api, sample_conversations,
 
 @pytest.mark.parametrize("method", ["get", "post"])
 def test_no_credentials_is_401_with_a_challenge_and_a_non_researcher_is_403(method, rater, scored_runs):
-    from rest_framework.authtoken.models import Token
+    from research.access.api_tokens import do_issue_token
 
     run = scored_runs[0].pk
+    rater_key = do_issue_token(rater).key
     urls = ["/api/runs/", f"/api/runs/{run}/", "/api/conversations/", "/api/agreement/", "/api/schema/"]
     if method == "post":
         urls = ["/api/runs/", f"/api/runs/{run}/cancel/", "/api/dataset-versions/"]
@@ -375,7 +376,7 @@ def test_no_credentials_is_401_with_a_challenge_and_a_non_researcher_is_403(meth
         by_token = getattr(Client(), method)(
             url,
             content_type="application/json",
-            HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=rater)[0]}",
+            HTTP_AUTHORIZATION=f"Token {rater_key}",
         )
         assert by_token.status_code == 403, url
     assert_conforms("GET", "/api/runs/", Client().get("/api/runs/"))
@@ -510,13 +511,13 @@ def test_api_conforms_to_its_schema_on_a_live_server(live_server, researcher, sa
     """
     import schemathesis
     from hypothesis import HealthCheck, given, settings
-    from rest_framework.authtoken.models import Token
     from schemathesis.specs.openapi.checks import ignored_auth
 
     from datasets.versions import do_freeze_dataset_version
+    from research.access.api_tokens import do_issue_token
 
     do_freeze_dataset_version("st-v1", user=researcher)
-    token = Token.objects.create(user=researcher)
+    token = do_issue_token(researcher)
     schema = schemathesis.openapi.from_dict(generate_schema()[0])
     headers = {"Authorization": f"Token {token.key}"}
     checked = []

@@ -203,9 +203,9 @@ def test_rater_pages_need_a_login_and_the_right_rater(persona, world, request):
 
 
 def test_api_accepts_token_auth(world, researcher):
-    from rest_framework.authtoken.models import Token
+    from research.access.api_tokens import do_issue_token
 
-    token = Token.objects.create(user=researcher)
+    token = do_issue_token(researcher)
     response = Client().get("/api/runs/", HTTP_AUTHORIZATION=f"Token {token.key}")
     assert response.status_code == 200
     assert response.json()["count"] == 4  # three model runs and the rater's human:ravi run
