@@ -89,6 +89,11 @@ class FakeConfig:
     hold_until_in_flight: int = 0
     hold_call_types: list[str] = field(default_factory=list)
     hold_timeout_s: float = 30.0
+    # A key the server insists on (``Authorization: Bearer <key>``): any other answers 401, as a provider
+    # does for a wrong key ("": every key is accepted).
+    api_key: str = ""
+    # Every chat answer is this text instead of the call's JSON (""): a server that ignores the answer format.
+    answer_text: str = ""
 
     def update(self, changes: dict[str, Any]) -> None:
         known = {f.name for f in fields(self)}
@@ -284,9 +289,16 @@ class _App:
         await self._hold(body.get("messages") or [])
         self.stats.requests += 1
         self.stats.last_request_fields = {k: v for k, v in body.items() if k != "messages"}
-        self.stats.bearer_tokens[request.headers.get("Authorization", "").removeprefix("Bearer ")] += 1
-        outcome = self._next_outcome()
+        bearer = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        self.stats.bearer_tokens[bearer] += 1
         config = self.config
+        if config.api_key and bearer != config.api_key:
+            self.stats.errors["401"] += 1
+            return web.json_response(
+                {"error": {"message": "Incorrect API key provided (fake)", "type": "invalid_request_error"}},
+                status=401,
+            )
+        outcome = self._next_outcome()
         delay = config.latency_ms + (self.rng.uniform(0, config.jitter_ms) if config.jitter_ms else 0.0)
         if delay:
             await asyncio.sleep(delay / 1000)
@@ -326,6 +338,8 @@ class _App:
         self.stats.digests[request_digest(messages)] += 1
         call_type, text = answer_for(messages, int.from_bytes(digest[:8], "big") ^ config.seed)
         self.stats.by_call_type[call_type or "unknown"] += 1
+        if config.answer_text:
+            text = config.answer_text
         if outcome == "malformed":
             self.stats.malformed += 1
             text = _malformed(text, self.rng)
@@ -559,6 +573,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--messy-rate", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stream-ms", type=float, default=0.0, help="how long a streamed reply takes, word by word")
+    parser.add_argument("--api-key", default="", help="the only key accepted; any other gets 401")
+    parser.add_argument("--answer-text", default="", help="answer every call with this text (ignore the format)")
     options = parser.parse_args(argv)
     config = FakeConfig()
     config.update(
@@ -573,6 +589,8 @@ def main(argv: list[str] | None = None) -> None:
             "messy_rate": options.messy_rate,
             "seed": options.seed,
             "stream_ms": options.stream_ms,
+            "api_key": options.api_key,
+            "answer_text": options.answer_text,
         }
     )
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from attunebench.canonical import ConversationFile, dumps_canonical
 from attunebench.replay.cache import CallCache
+from attunebench.replay.failures import FailureWatch
 from attunebench.replay.llm import Completion, EMSpec, LiteLLMBackend, ModelBackend, price_per_token
 from attunebench.replay.protocol import PlannedCall, ReplayConfig, Replayer, ReplayResult, dry_run_plan
 from attunebench.replay.scheduler import Scheduler
@@ -51,6 +52,7 @@ def make_replayer(
     counted_earlier: Callable[[str], bool] | None = None,
     recover: Callable[[EMSpec, list[dict[str, str]]], Awaitable[Completion | None]] | None = None,
     llm_backend: ModelBackend | None = None,
+    watch: FailureWatch | None = None,
 ) -> Replayer:
     """A replayer with backends for the EM and the judge, sharing one scheduler.
 
@@ -72,6 +74,7 @@ def make_replayer(
         recoverable=recoverable,
         counted_earlier=counted_earlier,
         recover=recover,
+        watch=watch,
     )
 
 
