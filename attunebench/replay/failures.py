@@ -116,7 +116,7 @@ class StoppedEarly(Exception):
     def __str__(self) -> str:
         return (
             f"stopped early: the first {self.attempts} attempts all failed the same way ({self.reason}): "
-            f"{self.example}. {ADVICE.get(self.reason, '')}".rstrip()
+            f"{self.example.rstrip('.')}. {ADVICE.get(self.reason, '').capitalize()}".rstrip()
         )
 
 

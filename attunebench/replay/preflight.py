@@ -166,7 +166,8 @@ def describe_call_error(exc: BaseException, spec: EMSpec, timeout: float) -> str
         advice = (
             f"check {variable}"
             if variable
-            else "the server wants a key: name its environment variable in the model's api_key_env"
+            else "the server wants a key, and a model at its own api_base is sent one only when its registry "
+            'params name the variable ("api_key_env")'
         )
         return f"{status} from {host}: {advice}"
     if status is not None:
