@@ -94,6 +94,8 @@ class FakeConfig:
     api_key: str = ""
     # Every chat answer is this text instead of the call's JSON (""): a server that ignores the answer format.
     answer_text: str = ""
+    # Calls of these types are answered in prose, never in JSON (a model that fails one kind of call only).
+    broken_call_types: list[str] = field(default_factory=list)
 
     def update(self, changes: dict[str, Any]) -> None:
         known = {f.name for f in fields(self)}
@@ -107,7 +109,7 @@ class FakeConfig:
         for outcome in self.script:
             if outcome not in SCRIPT_OUTCOMES:
                 raise ValueError(f"unknown script outcome {outcome!r}")
-        for call_type in self.hold_call_types:
+        for call_type in [*self.hold_call_types, *self.broken_call_types]:
             if call_type not in P.CALL_TYPES:
                 raise ValueError(f"unknown call type to hold {call_type!r}")
 
@@ -340,6 +342,8 @@ class _App:
         self.stats.by_call_type[call_type or "unknown"] += 1
         if config.answer_text:
             text = config.answer_text
+        elif call_type in config.broken_call_types:
+            text = "I would rather say this in my own words than in JSON."
         if outcome == "malformed":
             self.stats.malformed += 1
             text = _malformed(text, self.rng)

@@ -126,6 +126,13 @@ class EvaluationRun(models.Model):
     )
     calls_failed = models.PositiveIntegerField(default=0)
     cost_usd = models.FloatField(default=0.0)
+    gaps = models.PositiveIntegerField(
+        default=0,
+        db_default=0,
+        help_text="Conversations left with failed or defaulted turns when the run was last scored (a failed call, "
+        "a missing turn or post-conversation answer, no output at all): a done run with gaps is 'done with gaps', "
+        "and 'Retry failed turns' replays only those.",
+    )
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
@@ -150,6 +157,14 @@ class EvaluationRun(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.pk}: {self.evaluated_model} / {self.mode}"
+
+    @property
+    def status_label(self) -> str:
+        """The status as shown: a done run that left conversations with failed or defaulted turns is 'done with
+        gaps', so its numbers are not read as the model's full result."""
+        if self.status == self.Status.DONE and self.gaps:
+            return "Done with gaps"
+        return str(self.get_status_display())
 
     @property
     def progress_percent(self) -> int:
