@@ -257,8 +257,8 @@ class Command(BaseCommand):
         to_replay = conversations
         if options["retry_failed"]:
             kept, to_replay = self._split_for_retry(em, config, conversations, out)
-        if not options["no_preflight"]:
-            self._preflight(em, config, to_replay or conversations)
+        if not options["no_preflight"] and to_replay:
+            self._preflight(em, config, to_replay)
         try:
             if not to_replay:
                 runs = []
