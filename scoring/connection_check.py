@@ -26,7 +26,7 @@ from attunebench.replay.llm import HIDDEN, EMSpec
 from attunebench.replay.preflight import PROBE_TIMEOUT_S, ProbeResult, probe
 from attunebench.replay.scheduler import PermanentCallError
 from scoring.models import EvaluatedModel
-from scoring.replay_service import ReplayRefused, em_spec
+from scoring.replay_service import ReplayRefused, em_spec, load_canonical
 
 
 @dataclass(frozen=True)
@@ -65,13 +65,10 @@ def _synthetic_conversation() -> ConversationFile:
 
 def probe_conversation() -> ConversationFile:
     """The first complete conversation in the database, else a synthetic one: what a probe's call is about."""
-    from datasets.exchange import conversation_to_canonical, with_export_relations
     from datasets.selection import complete_conversations
 
-    first = with_export_relations(complete_conversations().order_by("pk")[:1])
-    for conversation in first:
-        return conversation_to_canonical(conversation, include_model_identity=True)
-    return _synthetic_conversation()
+    first = complete_conversations().order_by("pk").values_list("pk", flat=True).first()
+    return _synthetic_conversation() if first is None else load_canonical([first])[first]
 
 
 def _probe(spec: EMSpec, conversation: ConversationFile, role: str, mode: str) -> ProbeResult:

@@ -81,6 +81,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "research:run_cancel": RESEARCH,
     "research:run_resume": RESEARCH,
     "research:run_requeue": RESEARCH,
+    "research:run_retry_failed": RESEARCH,
     "research:drilldown": RESEARCH,
     "research:transcript": RESEARCH,
     "research:datasets": RESEARCH,
