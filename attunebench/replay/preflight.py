@@ -234,21 +234,23 @@ async def probe(
     except (TransientCallError, PermanentCallError) as exc:
         return ProbeResult(spec.name, role, False, describe_call_error(exc, spec, timeout), reason_of(exc))
     latency_ms = round((time.monotonic() - started) * 1000)
-    counts = {
-        "latency_ms": latency_ms,
-        "prompt_tokens": completion.prompt_tokens,
-        "completion_tokens": completion.completion_tokens,
-        "reply": (completion.text or "")[:SHOWN_CHARS],
-    }
+    answered = ProbeResult(
+        spec.name,
+        role,
+        True,
+        f"answered a {ctx.call_type} call in the expected format ({latency_ms} ms)",
+        reply=(completion.text or "")[:SHOWN_CHARS],
+        latency_ms=latency_ms,
+        prompt_tokens=completion.prompt_tokens,
+        completion_tokens=completion.completion_tokens,
+    )
     try:
         parse_reply(ctx, completion.text)
     except ReplyParseError as exc:
-        return ProbeResult(
-            spec.name, role, False, describe_unusable(ctx.call_type, exc, completion.text), UNUSABLE, **counts
+        return dataclasses.replace(
+            answered, ok=False, message=describe_unusable(ctx.call_type, exc, completion.text), reason=UNUSABLE
         )
-    return ProbeResult(
-        spec.name, role, True, f"answered a {ctx.call_type} call in the expected format ({latency_ms} ms)", **counts
-    )
+    return answered
 
 
 async def preflight(

@@ -325,9 +325,9 @@ class Command(BaseCommand):
             )
         kept, to_replay = [], []
         for conversation in conversations:
-            run = existing.get(conversation.conversationId)
-            if run is not None and not has_gaps(conversation, run):
-                kept.append(run)
+            found = existing.get(conversation.conversationId)
+            if found is not None and not has_gaps(conversation, found):
+                kept.append(found)
             else:
                 to_replay.append(conversation)
         self.stdout.write(
