@@ -22,7 +22,7 @@ from functools import cache
 
 from attunebench.canonical import ConversationFile
 from attunebench.replay.aio import run_sync
-from attunebench.replay.llm import HIDDEN, EMSpec
+from attunebench.replay.llm import HIDDEN, EMSpec, load_litellm
 from attunebench.replay.preflight import PROBE_TIMEOUT_S, ProbeResult, probe
 from attunebench.replay.scheduler import PermanentCallError
 from scoring.models import EvaluatedModel
@@ -73,10 +73,12 @@ def probe_conversation() -> ConversationFile:
 
 def _probe(spec: EMSpec, conversation: ConversationFile, role: str, mode: str) -> ProbeResult:
     key = _key(spec)
+    load_litellm()  # its first import takes seconds: not part of the wait on the provider
     try:
-        result = run_sync(probe(spec, conversation, role=role, mode=mode), PROBE_TIMEOUT_S + 5)
+        # The provider's answer is bounded by the probe's own timeout; this bound only catches a hung loop.
+        result = run_sync(probe(spec, conversation, role=role, mode=mode), 2 * PROBE_TIMEOUT_S + 30)
     except TimeoutError:
-        return ProbeResult(spec.name, role, False, f"no answer within {PROBE_TIMEOUT_S:.0f} s")
+        return ProbeResult(spec.name, role, False, f"no answer within {2 * PROBE_TIMEOUT_S + 30:.0f} s")
     return dataclasses.replace(result, message=_hide_key(result.message, key) or "", reply=_hide_key(result.reply, key))
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from attunebench.replay.failures import REASONS, one_line, reason_of_record
 from datasets.exchange import withdrawn_conversations
@@ -46,10 +46,13 @@ def _failed_calls(row: RunConversation) -> list[dict[str, Any]]:
 
 
 def _rows(run_id: int) -> QuerySet[RunConversation]:
-    """The run's finished conversations, a withdrawn participant's left out as from every research surface."""
+    """The run's conversations that may have a gap (failed, or done with a failed call listed), a withdrawn
+    participant's left out as from every research surface: one query, whatever the run's size."""
     return (
-        RunConversation.objects.filter(
-            run_id=run_id, status__in=[RunConversation.Status.DONE, RunConversation.Status.FAILED]
+        RunConversation.objects.filter(run_id=run_id)
+        .filter(
+            Q(status=RunConversation.Status.FAILED)
+            | Q(status=RunConversation.Status.DONE, output__failed_calls__0__isnull=False)
         )
         .exclude(conversation__in=withdrawn_conversations())
         .select_related("conversation")

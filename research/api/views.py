@@ -479,7 +479,7 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
         request=None,
         responses={200: RunSerializer, 409: CONFLICT, **DENIED, **NOT_FOUND},
     )
-    @action(detail=True, methods=["post"], url_path="retry-failed", url_name="retry-failed")
+    @action(detail=True, methods=["post"], url_path="retry-failed", url_name="retry_failed")
     def retry_failed(self, request: Request, pk: str | None = None) -> Response:
         return self._relay(launcher.do_retry_failed, self.get_object())
 

@@ -135,6 +135,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "api:run-cancel": API,
     "api:run-resume": API,
     "api:run-requeue": API,
+    "api:run-retry_failed": API,
     "api:run-conversations": API,
     "api:run-scores": API,
     "api:run-download": API,
