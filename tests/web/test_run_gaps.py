@@ -78,6 +78,9 @@ def test_the_launcher_page_refuses_a_closed_port_with_the_preflights_message(api
     assert not EvaluationRun.objects.exists()
 
 
+# transaction=True: the call cache writes from its own thread, which SQLite's shared in-memory test
+# database would lock out of the test's transaction.
+@pytest.mark.django_db(transaction=True)
 def test_a_gapped_run_is_done_with_gaps_and_retry_makes_only_the_failed_calls(
     api, sample_conversations, django_capture_on_commit_callbacks
 ):
@@ -113,6 +116,9 @@ def test_a_gapped_run_is_done_with_gaps_and_retry_makes_only_the_failed_calls(
     assert again.status_code == 409 and "no failed or defaulted turns" in again.json()["detail"]
 
 
+# transaction=True: the call cache writes from its own thread, which SQLite's shared in-memory test
+# database would lock out of the test's transaction.
+@pytest.mark.django_db(transaction=True)
 def test_the_web_button_retries_a_failed_run(api, sample_conversations, django_capture_on_commit_callbacks):
     with FakeLLMServer(FakeConfig(broken_call_types=["analysis"])) as server:
         register("analysis-shy", server.url)
