@@ -95,6 +95,13 @@ class FakeConfig:
     # Share of each prompt's tokens reported as served from the provider's prompt cache
     # (``usage.prompt_tokens_details.cached_tokens``, as OpenAI reports it), priced lower by litellm.
     cached_prompt_share: float = 0.0
+    # A key the server insists on (``Authorization: Bearer <key>``): any other answers 401, as a provider
+    # does for a wrong key ("": every key is accepted).
+    api_key: str = ""
+    # Every chat answer is this text instead of the call's JSON (""): a server that ignores the answer format.
+    answer_text: str = ""
+    # Calls of these types are answered in prose, never in JSON (a model that fails one kind of call only).
+    broken_call_types: list[str] = field(default_factory=list)
 
     def update(self, changes: dict[str, Any]) -> None:
         known = {f.name for f in fields(self)}
@@ -108,7 +115,7 @@ class FakeConfig:
         for outcome in self.script:
             if outcome not in SCRIPT_OUTCOMES:
                 raise ValueError(f"unknown script outcome {outcome!r}")
-        for call_type in self.hold_call_types:
+        for call_type in [*self.hold_call_types, *self.broken_call_types]:
             if call_type not in P.CALL_TYPES:
                 raise ValueError(f"unknown call type to hold {call_type!r}")
 
@@ -290,9 +297,16 @@ class _App:
         await self._hold(body.get("messages") or [])
         self.stats.requests += 1
         self.stats.last_request_fields = {k: v for k, v in body.items() if k != "messages"}
-        self.stats.bearer_tokens[request.headers.get("Authorization", "").removeprefix("Bearer ")] += 1
-        outcome = self._next_outcome()
+        bearer = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        self.stats.bearer_tokens[bearer] += 1
         config = self.config
+        if config.api_key and bearer != config.api_key:
+            self.stats.errors["401"] += 1
+            return web.json_response(
+                {"error": {"message": "Incorrect API key provided (fake)", "type": "invalid_request_error"}},
+                status=401,
+            )
+        outcome = self._next_outcome()
         delay = config.latency_ms + (self.rng.uniform(0, config.jitter_ms) if config.jitter_ms else 0.0)
         if delay:
             await asyncio.sleep(delay / 1000)
@@ -332,6 +346,10 @@ class _App:
         self.stats.digests[request_digest(messages)] += 1
         call_type, text = answer_for(messages, int.from_bytes(digest[:8], "big") ^ config.seed)
         self.stats.by_call_type[call_type or "unknown"] += 1
+        if config.answer_text:
+            text = config.answer_text
+        elif call_type in config.broken_call_types:
+            text = "I would rather say this in my own words than in JSON."
         if outcome == "malformed":
             self.stats.malformed += 1
             text = _malformed(text, self.rng)
@@ -583,6 +601,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--stream-words", type=int, default=0, help="words (one chunk each) of a streamed chat reply (0: a short one)"
     )
+    parser.add_argument("--api-key", default="", help="the only key accepted; any other gets 401")
+    parser.add_argument("--answer-text", default="", help="answer every call with this text (ignore the format)")
     options = parser.parse_args(argv)
     config = FakeConfig()
     config.update(
@@ -598,6 +618,8 @@ def main(argv: list[str] | None = None) -> None:
             "seed": options.seed,
             "stream_ms": options.stream_ms,
             "stream_words": options.stream_words,
+            "api_key": options.api_key,
+            "answer_text": options.answer_text,
         }
     )
 

@@ -32,6 +32,7 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel/", run_views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/resume/", run_views.run_resume, name="run_resume"),
     path("runs/<int:run_id>/requeue/", run_views.run_requeue, name="run_requeue"),
+    path("runs/<int:run_id>/retry-failed/", run_views.run_retry_failed, name="run_retry_failed"),
     path(
         "runs/<int:run_id>/conversations/<str:conversation_id>/",
         result_views.run_conversation_drilldown,

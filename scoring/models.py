@@ -144,6 +144,13 @@ class EvaluationRun(models.Model):
         help_text="What the answers it reused from other runs' cache cost when they were paid (USD): with "
         "cost_usd, the cost of every call the model's results rest on, whichever run paid it.",
     )
+    gaps = models.PositiveIntegerField(
+        default=0,
+        db_default=0,
+        help_text="Conversations left with failed or defaulted turns when the run was last scored (a failed call, "
+        "a missing turn or post-conversation answer, no output at all): a done run with gaps is 'done with gaps', "
+        "and 'Retry failed turns' replays only those.",
+    )
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
@@ -174,6 +181,14 @@ class EvaluationRun(models.Model):
         """What every call the run's results rest on cost: paid in this run plus reused from the cache
         (independent of which run, of several sharing answers, happened to pay first)."""
         return self.cost_usd + self.cost_reused_usd
+
+    @property
+    def status_label(self) -> str:
+        """The status as shown: a done run that left conversations with failed or defaulted turns is 'done with
+        gaps', so its numbers are not read as the model's full result."""
+        if self.status == self.Status.DONE and self.gaps:
+            return "Done with gaps"
+        return str(self.get_status_display())
 
     @property
     def progress_percent(self) -> int:

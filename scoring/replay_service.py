@@ -71,6 +71,7 @@ from scoring.models import LEGACY_PAID_KEY, EvaluatedModel, EvaluationRun, Model
 from scoring.provider_access import allowed_key_env, api_base_problem
 from scoring.provider_access import is_loopback as _is_loopback
 from scoring.redis_limits import RedisInFlightSlots, RedisRateLimiter
+from scoring.run_gaps import count_gaps
 from scoring.run_scoring import do_score_evaluation_run
 from scoring.transcripts import save_call_records
 
@@ -989,7 +990,7 @@ def do_finalize_run(run_id: int) -> str:
         )
         raise
     run = EvaluationRun.objects.get(pk=run_id)
-    changes: dict[str, Any] = {"finished_at": timezone.now()}
+    changes: dict[str, Any] = {"finished_at": timezone.now(), "gaps": count_gaps(run_id)}
     if run.conversations_done:
         changes["status"] = EvaluationRun.Status.DONE
     else:

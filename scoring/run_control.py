@@ -19,7 +19,7 @@ import logging
 import threading
 from typing import Any
 
-from django.db import close_old_connections, connection
+from django.db import close_old_connections, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -32,6 +32,7 @@ from scoring.replay_service import (
     runs_to_finalize,
     stalled_conversations,
 )
+from scoring.run_gaps import gapped_rows
 from scoring.tasks import dispatch_run, finalize_run, requeue
 
 logger = logging.getLogger("attune.replay")
@@ -53,6 +54,35 @@ def resume_run(run_id: int) -> None:
             conversations_failed=F("conversations_failed") - put_back
         )
     start_run(run_id)
+
+
+def retry_failed(run_id: int) -> int:
+    """Replay again only the conversations of a finished run that have gaps (failed calls, no output), then
+    score the run again; returns how many were put back.
+
+    Their answered calls come back from the call cache (as this run's own, ``calls_reused``), so only the calls
+    that failed reach the provider again.
+    """
+    rows = gapped_rows(run_id)
+    done = [r.pk for r in rows if r.status == RunConversation.Status.DONE]
+    failed = [r.pk for r in rows if r.status == RunConversation.Status.FAILED]
+    with transaction.atomic():
+        put_done = RunConversation.objects.filter(pk__in=done, status=RunConversation.Status.DONE).update(
+            status=RunConversation.Status.PENDING
+        )
+        put_failed = RunConversation.objects.filter(pk__in=failed, status=RunConversation.Status.FAILED).update(
+            status=RunConversation.Status.PENDING
+        )
+        if put_done:
+            EvaluationRun.objects.filter(pk=run_id, conversations_done__gte=put_done).update(
+                conversations_done=F("conversations_done") - put_done
+            )
+        if put_failed:
+            EvaluationRun.objects.filter(pk=run_id, conversations_failed__gte=put_failed).update(
+                conversations_failed=F("conversations_failed") - put_failed
+            )
+    start_run(run_id)
+    return put_done + put_failed
 
 
 def cancel_run(run_id: int) -> bool:

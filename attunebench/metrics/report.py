@@ -213,6 +213,12 @@ def leaderboard_rows(report: ScoringReport) -> list[LeaderboardRow]:
     return [leaderboard_row(agg, by_row.get((agg.em_model, agg.mode), [])) for agg in report.aggregates]
 
 
+def rests_on_defaults(row: LeaderboardRow) -> bool:
+    """Whether a row is below full coverage (turns or post-conversation answers missing): its scores then rest
+    partly on the scorer's defaults, not only on the model."""
+    return any(value is not None and value < 1 for value in (row.coverage, row.post_coverage))
+
+
 def format_leaderboard(report: ScoringReport) -> str:
     """The leaderboard printed by ``attune score``; composite 0–100, capabilities 0–1 as everywhere else.
 
@@ -234,7 +240,12 @@ def format_leaderboard(report: ScoringReport) -> str:
     )
     body = []
     for r in rows:
-        name = r.em_model + (" *" if r.human_baseline else "") + (" †" if r.label in apart else "")
+        name = (
+            r.em_model
+            + (" *" if r.human_baseline else "")
+            + (" †" if r.label in apart else "")
+            + (" ‡" if rests_on_defaults(r) else "")
+        )
         se = "–" if r.se_composite is None or r.n_conversations < MIN_CONVERSATIONS_FOR_CI else f"{r.se_composite:.2f}"
         body.append(
             [name, r.mode, str(r.n_conversations), f"{fmt(r.composite_score, 2)} ± {se}"]
@@ -256,6 +267,11 @@ def format_leaderboard(report: ScoringReport) -> str:
         notes.append(
             f"† scored on another conversation set than the other rows ({len(split.reference)} conversations, "
             f"set {split.fingerprint}): not comparable with them; humans are compared paired in `attune analyze`."
+        )
+    if any(rests_on_defaults(r) for r in rows):
+        notes.append(
+            "‡ below full coverage: this row rests partly on defaults (turns the model never answered are left "
+            "out, a missing post-conversation answer scores the defaults), not only on the model's answers."
         )
     if any(r.human_baseline for r in rows):
         notes.append("* human baseline (a person in the model's seat, scored exactly like a model).")

@@ -102,7 +102,7 @@ def _error_to_dict(exc: BaseException) -> dict[str, Any]:
             "sent": exc.sent,
         }
     if isinstance(exc, PermanentCallError):
-        return {"transient": False, "message": str(exc), "sent": exc.sent}
+        return {"transient": False, "message": str(exc), "sent": exc.sent, "status": exc.status}
     return {"transient": False, "message": repr(exc), "sent": True}
 
 
@@ -116,7 +116,9 @@ def _error_from_dict(data: dict[str, Any]) -> Exception:
             status=data.get("status"),
             sent=sent,
         )
-    return PermanentCallError(str(data.get("message") or "the courier refused the call"), sent=sent)
+    return PermanentCallError(
+        str(data.get("message") or "the courier refused the call"), sent=sent, status=data.get("status")
+    )
 
 
 async def read_frame(reader: asyncio.StreamReader) -> dict[str, Any] | None:

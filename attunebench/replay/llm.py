@@ -48,6 +48,7 @@ from attunebench import pricing
 from attunebench.pricing import PriceOverride
 from attunebench.replay import openai_compatible
 from attunebench.replay.cache import make_key, normalise_endpoint
+from attunebench.replay.failures import never_connected
 from attunebench.replay.prompts import CallContext
 from attunebench.replay.scheduler import PermanentCallError, ProviderLimits, TransientCallError
 
@@ -425,6 +426,8 @@ def classify_error(exc: BaseException) -> Exception:
     """Map a litellm or OpenAI SDK exception to TransientCallError or PermanentCallError."""
     status = getattr(exc, "status_code", None)
     name = type(exc).__name__
+    if never_connected(exc):  # litellm reports a refused connection as a 500: it reached nobody
+        return TransientCallError("connection", str(exc)[:300], sent=False)
     if status == 429 or name == "RateLimitError":
         return TransientCallError("429", str(exc)[:300], retry_after=_retry_after(exc), status=429)
     if name in {"Timeout", "APITimeoutError", "TimeoutError"} or status == 408:
@@ -432,8 +435,9 @@ def classify_error(exc: BaseException) -> Exception:
     if isinstance(status, int) and 500 <= status < 600:
         return TransientCallError(str(status), str(exc)[:300], retry_after=_retry_after(exc), status=status)
     if name in {"APIConnectionError", "ServiceUnavailableError", "InternalServerError", "ConnectionError"}:
-        return TransientCallError("connection", str(exc)[:300], status=status)
-    return PermanentCallError(f"{name}: {str(exc)[:300]}")
+        # A connection that was never opened (refused, unknown host) reached nobody: not a call made.
+        return TransientCallError("connection", str(exc)[:300], status=status, sent=not never_connected(exc))
+    return PermanentCallError(f"{name}: {str(exc)[:300]}", status=status if isinstance(status, int) else None)
 
 
 class LiteLLMBackend:

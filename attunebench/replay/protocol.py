@@ -51,6 +51,7 @@ from attunebench.canonical import (
 )
 from attunebench.replay import prompts as P
 from attunebench.replay.cache import CachedCall, CallCache, NullCache
+from attunebench.replay.failures import UNUSABLE, FailureWatch, reason_of
 from attunebench.replay.llm import Completion, EMSpec, ModelBackend
 from attunebench.replay.parsing import (
     AnalysisAnswer,
@@ -111,6 +112,8 @@ class ReplayStats:
     calls_reused: int = 0  # answers its earlier, already counted attempt paid for (a failed conversation resumed)
     requests_recovered: int = 0  # the requests those answers took
     calls_failed: int = 0
+    # Attempts whose connection was never opened (refused, unknown host): not in calls_made, nobody saw them.
+    calls_unconnected: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_spent: float = 0.0  # money spent by this process on requests it sent
@@ -121,6 +124,7 @@ class ReplayStats:
 
     def add(self, other: ReplayStats) -> None:
         self.calls_made += other.calls_made
+        self.calls_unconnected += other.calls_unconnected
         self.paid_requests += other.paid_requests
         self.calls_cached += other.calls_cached
         self.calls_recovered += other.calls_recovered
@@ -142,6 +146,7 @@ class ReplayStats:
             "calls_reused": self.calls_reused,
             "requests_recovered": self.requests_recovered,
             "calls_failed": self.calls_failed,
+            "calls_unconnected": self.calls_unconnected,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cost_spent": round(self.cost_spent, 8),
@@ -156,13 +161,23 @@ NO_ANSWER = "no_answer"  # the provider never answered (429s, timeouts, refused)
 
 @dataclass(frozen=True)
 class FailedCall:
+    """A logical call given up: ``kind`` says whose failure it is (the model's or the provider's), ``reason``
+    which of the four kinds a researcher acts on (``attunebench.replay.failures.REASONS``)."""
+
     turn_number: int | None
     call_type: str
     error: str
     kind: str = NO_ANSWER
+    reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"turnNumber": self.turn_number, "call": self.call_type, "error": self.error, "kind": self.kind}
+        return {
+            "turnNumber": self.turn_number,
+            "call": self.call_type,
+            "error": self.error,
+            "kind": self.kind,
+            "reason": self.reason,
+        }
 
 
 @dataclass
@@ -503,8 +518,10 @@ class Replayer:
         recoverable: Callable[[str], bool] | None = None,
         counted_earlier: Callable[[str], bool] | None = None,
         recover: Callable[[EMSpec, list[dict[str, str]]], Awaitable[Completion | None]] | None = None,
+        watch: FailureWatch | None = None,
     ) -> None:
-        """``on_send(1)`` is awaited before every request goes out (a write-ahead count of what the
+        """``watch`` counts failures by kind and may stop the replay early (``StoppedEarly``); by default it
+        only counts. ``on_send(1)`` is awaited before every request goes out (a write-ahead count of what the
         provider sees, kept even if this process dies), and ``on_send(-1)`` when one failed before it
         left (``sent=False`` on its error); ``paid_tag`` marks the answers this replayer
         pays for in the cache, and a hit whose tag ``recoverable`` accepts is this conversation's own
@@ -529,6 +546,7 @@ class Replayer:
         self.cache: CallCache = cache if cache is not None else NullCache()
         self.on_result = on_result
         self.totals = ReplayStats()
+        self.watch = watch if watch is not None else FailureWatch(stop_after=0)
         self.conversations_done = 0
         for provider, limits in provider_limits([em, config.judge]).items():
             self.scheduler.use_limits(provider, limits)
@@ -554,6 +572,7 @@ class Replayer:
                 except ReplyParseError:
                     answer = None  # stored under an older validator: ask again
                 if answer is not None:
+                    self.watch.succeeded()
                     record = ledger.record(spec, ctx, role, attempt=1)
                     record.messages = capped_messages(messages)
                     record.reused(cached.response, cached.prompt_tokens, cached.completion_tokens, cached.cost_usd)
@@ -613,6 +632,10 @@ class Replayer:
                 except (TransientCallError, PermanentCallError) as exc:
                     if not exc.sent:  # it never left: neither seen nor billed
                         await count(-1)
+                        ledger.stats.calls_unconnected += 1
+                        self.totals.calls_unconnected += 1
+                        self.watch.unconnected += 1
+                    self.watch.attempt_failed(reason_of(exc), f"{ctx.call_type}: {exc}", exc)  # may stop the run
                     raise
                 record.latency_s = round(time.perf_counter() - started, 6)
                 return completion
@@ -624,12 +647,20 @@ class Replayer:
             record.cost_usd = completion.cost_usd
             return completion
 
+        def parse(text: str | None) -> Answer:
+            try:
+                answer = parse_reply(ctx, text)
+            except ReplyParseError as exc:
+                self.watch.attempt_failed(UNUSABLE, f"{ctx.call_type}: {exc}")  # may stop the run
+                raise
+            self.watch.succeeded()
+            return answer
+
         failure: str
         kind = NO_ANSWER
+        reason = UNUSABLE
         try:
-            parsed = await ask_until_valid(
-                messages, send, lambda c: c.text, lambda text: parse_reply(ctx, text), self.config.parse_attempts
-            )
+            parsed = await ask_until_valid(messages, send, lambda c: c.text, parse, self.config.parse_attempts)
         except ParseRetriesExhausted as exc:
             self._account(ledger, exc.completions)
             failure = f"unusable reply after {len(exc.completions)} attempts: {exc.errors[-1] if exc.errors else ''}"
@@ -638,8 +669,10 @@ class Replayer:
                 record.parse_error = error
         except RetriesExhausted as exc:
             failure = str(exc)
+            reason = reason_of(exc.last)
         except PermanentCallError as exc:
             failure = f"permanent error: {exc}"
+            reason = reason_of(exc)
         else:
             for record, error in zip(attempts, parsed.errors, strict=False):
                 record.parse_error = error
@@ -665,7 +698,8 @@ class Replayer:
             attempts[-1].error = failure  # no reply came for the last attempt
         ledger.stats.calls_failed += 1
         self.totals.calls_failed += 1
-        raise CallFailed(FailedCall(ctx.turn_number, ctx.call_type, failure, kind))
+        self.watch.call_failed(reason)
+        raise CallFailed(FailedCall(ctx.turn_number, ctx.call_type, failure, kind, reason))
 
     def _account(self, ledger: _Ledger, completions: Sequence[Completion]) -> tuple[int, int, float | None]:
         before = (
@@ -833,7 +867,15 @@ class Replayer:
             async with gate:
                 return await self.replay(conversation)
 
-        return list(await asyncio.gather(*(one(c) for c in items)))
+        tasks = [asyncio.ensure_future(one(c)) for c in items]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            # One conversation's error ends the replay (a stop, a cancellation): the others stop with it.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
 
 def estimate_tokens(messages: list[dict[str, str]]) -> int:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from attunebench.canonical import ConversationFile, dumps_canonical
 from attunebench.replay.cache import CallCache
+from attunebench.replay.failures import FailureWatch
 from attunebench.replay.llm import Completion, EMSpec, LiteLLMBackend, ModelBackend, price_per_token
 from attunebench.replay.protocol import PlannedCall, ReplayConfig, Replayer, ReplayResult, dry_run_plan
 from attunebench.replay.scheduler import Scheduler
@@ -59,6 +60,7 @@ def make_replayer(
     recover: Callable[[EMSpec, list[dict[str, str]]], Awaitable[Completion | None]] | None = None,
     llm_backend: ModelBackend | None = None,
     prior_tally: PriorTally | None = None,
+    watch: FailureWatch | None = None,
 ) -> Replayer:
     """A replayer with backends for the EM and the judge, sharing one scheduler.
 
@@ -82,6 +84,7 @@ def make_replayer(
         recoverable=recoverable,
         counted_earlier=counted_earlier,
         recover=recover,
+        watch=watch,
     )
 
 

@@ -99,10 +99,12 @@ class TransientCallError(Exception):
 
 
 class PermanentCallError(Exception):
-    """A failure that retrying cannot fix (bad request, authentication, unknown model); ``sent`` as above."""
+    """A failure that retrying cannot fix (bad request, authentication, unknown model); ``sent`` as above,
+    ``status`` the provider's HTTP status when it gave one."""
 
-    def __init__(self, message: str = "", sent: bool = True):
+    def __init__(self, message: str = "", sent: bool = True, status: int | None = None):
         self.sent = sent
+        self.status = status
         super().__init__(message)
 
 

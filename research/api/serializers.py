@@ -213,6 +213,9 @@ class RunSerializer(serializers.ModelSerializer):
         slug_field="name", read_only=True, allow_null=True
     )
     progress_percent = serializers.IntegerField(read_only=True)
+    status_label = serializers.CharField(
+        read_only=True, help_text="The status as shown: 'Done with gaps' for a done run with gaps."
+    )
     composite_score = serializers.SerializerMethodField()
     coverage = serializers.SerializerMethodField(help_text="Mean share of turns the model answered.")
     post_coverage = serializers.SerializerMethodField(
@@ -239,6 +242,8 @@ class RunSerializer(serializers.ModelSerializer):
             "fresh_calls",
             "repeat",
             "status",
+            "status_label",
+            "gaps",
             "conversations_total",
             "conversations_done",
             "conversations_failed",
@@ -366,6 +371,12 @@ class RunCreateSerializer(serializers.Serializer):
     )
     dry_run = serializers.BooleanField(
         required=False, default=False, help_text="Only estimate calls and cost; nothing is started."
+    )
+    preflight = serializers.BooleanField(
+        required=False,
+        default=True,
+        help_text="Before starting, make one real call to each model and the judge; a model that cannot answer "
+        "(connection, key, model name, answer format) fails the launch with 409 and says what and where.",
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

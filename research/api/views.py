@@ -455,6 +455,8 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
             launcher.check_launch(launch)
             if d["dry_run"]:
                 return Response(asdict(launcher.estimate(launch)))
+            if d["preflight"]:
+                launcher.check_preflight(launch)
             runs = launcher.do_launch_runs(launch, request.user)
         except launcher.LauncherError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
@@ -477,6 +479,15 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, pk: str | None = None) -> Response:
         return self._relay(launcher.do_resume_run, self.get_object())
+
+    @extend_schema(
+        summary="Retry a finished run's failed turns: replay only them (answered calls from the cache), re-score",
+        request=None,
+        responses={200: RunSerializer, 409: CONFLICT, **DENIED, **NOT_FOUND},
+    )
+    @action(detail=True, methods=["post"], url_path="retry-failed", url_name="retry_failed")
+    def retry_failed(self, request: Request, pk: str | None = None) -> Response:
+        return self._relay(launcher.do_retry_failed, self.get_object())
 
     @extend_schema(
         summary="Requeue a run's stalled conversations (their worker stopped renewing its lease)",

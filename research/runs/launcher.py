@@ -22,7 +22,9 @@ from collection.models import Conversation
 from datasets.models import DatasetVersion
 from datasets.versions import selection_queryset
 from scoring import replay_service, run_control
+from scoring.connection_check import do_preflight
 from scoring.models import EvaluatedModel, EvaluationRun
+from scoring.run_gaps import gapped_rows
 
 #: The highest repeat number a launch accepts: enough to measure sampling variance, few enough to budget.
 MAX_REPEAT = 100
@@ -205,6 +207,35 @@ def do_requeue_stalled(run: EvaluationRun) -> list[int]:
     if not requeued:
         raise LauncherError(f"Run {run.pk} has no stalled conversation: every running one has a live worker.")
     return requeued
+
+
+def do_retry_failed(run: EvaluationRun) -> EvaluationRun:
+    """Replay only the run's failed or defaulted turns (their conversations, answered calls from the cache) and
+    score it again."""
+    if run.status not in (EvaluationRun.Status.DONE, EvaluationRun.Status.FAILED):
+        raise LauncherError(
+            f"Run {run.pk} is {run.get_status_display().lower()}; failed turns can be retried once it has ended."
+        )
+    if not gapped_rows(run.pk):
+        raise LauncherError(f"Run {run.pk} has no failed or defaulted turns to retry.")
+    transaction.on_commit(lambda: run_control.retry_failed(run.pk))
+    return run
+
+
+def check_preflight(request: LaunchRequest) -> None:
+    """One real call to each model (and the judge) of a launch before any run is created: a model that cannot
+    answer fails the launch in seconds, with what and where."""
+    first = request.conversations().order_by("pk").values_list("pk", flat=True).first()
+    if first is None:
+        return
+    conversation = replay_service.load_canonical([first])[first]
+    problems = [
+        result.line()
+        for result in do_preflight(request.models, request.judge, conversation, request.modes[0])
+        if not result.ok
+    ]
+    if problems:
+        raise LauncherError("Preflight failed, nothing was started: " + "; ".join(problems))
 
 
 def do_resume_run(run: EvaluationRun) -> EvaluationRun:

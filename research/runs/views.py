@@ -19,6 +19,7 @@ from research.runs.forms import LaunchForm
 from scoring.models import EvaluationRun, RunConversation
 from scoring.replay_service import ACTIVE_STATUSES as ACTIVE_RUN_STATUSES
 from scoring.replay_service import run_limits, stalled_conversations
+from scoring.run_gaps import run_gaps
 
 
 @researcher_required
@@ -48,6 +49,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
                 .select_related("conversation")
                 .order_by("pk")[:100]
             ),
+            # Failed or defaulted turns by kind, with the button that replays only them.
+            "gap_groups": run_gaps(run.pk),
             # Counted in the run's figures, shown nowhere: say why the lists are shorter.
             "withdrawn": run.conversation_outputs.filter(conversation__in=withdrawn_conversations()).count(),
         },
@@ -78,7 +81,9 @@ def run_launcher(request: HttpRequest) -> HttpResponse:
     form = LaunchForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            runs = launcher.do_launch_runs(_launch_request(form), request.user)
+            launch = _launch_request(form)
+            launcher.check_preflight(launch)
+            runs = launcher.do_launch_runs(launch, request.user)
         except launcher.LauncherError as exc:
             messages.error(request, str(exc))
         else:
@@ -147,6 +152,12 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_POST
 def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     return _run_action(request, run_id, launcher.do_resume_run, "resumed")
+
+
+@researcher_required
+@require_POST
+def run_retry_failed(request: HttpRequest, run_id: int) -> HttpResponse:
+    return _run_action(request, run_id, launcher.do_retry_failed, "is replaying its failed turns")
 
 
 @researcher_required

@@ -58,7 +58,17 @@ def conversations_folder(tmp_path: Path, count: int, seed: int, turns: int) -> P
 
 def _eval(api_base: str, folder: Path, out: Path, data: Path, processes: int) -> subprocess.CompletedProcess[str]:
     env = eval_env(data)
-    command = [sys.executable, "-m", "attune_site.cli", "eval", "--model", "openai/fake-em", "--api-base", api_base]
+    command = [
+        sys.executable,
+        "-m",
+        "attune_site.cli",
+        "eval",
+        "--no-preflight",
+        "--model",
+        "openai/fake-em",
+        "--api-base",
+        api_base,
+    ]
     command += ["--conversations", str(folder), "--concurrency", "6", "--no-cache", "--temperature", "0"]
     command += ["--processes", str(processes), "--out", str(out)]
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -144,6 +154,7 @@ def test_a_registered_models_cap_holds_across_processes(tmp_path):
         assert (done := attune("shell", "-c", register)).returncode == 0, done.stderr
         done = attune(
             "eval",
+            "--no-preflight",  # the preflight's probe call would be counted with the run's
             "--model",
             "acme/em",
             "--conversations",
@@ -177,7 +188,7 @@ def test_several_processes_show_live_progress_with_the_adaptive_limit(tmp_path):
     # 300 ms per answer and a chain of 7 calls per conversation: the replay lasts over two seconds,
     # several of the half-second progress refreshes, however fast the machine is.
     with FakeLLMServer(FakeConfig(latency_ms=300.0)) as server:
-        command = [sys.executable, "-m", "attune_site.cli", "eval", "--model", "openai/fake-em"]
+        command = [sys.executable, "-m", "attune_site.cli", "eval", "--no-preflight", "--model", "openai/fake-em"]
         command += ["--api-base", server.url, "--conversations", str(folder), "--concurrency", "4", "--no-cache"]
         command += ["--processes", "2", "--out", str(tmp_path / "out")]
         done = subprocess.run(
@@ -224,7 +235,7 @@ def test_a_share_killed_mid_run_stops_the_run_with_a_clear_error_and_no_partial_
     # Half a second per answer, a chain of 7 calls per conversation: the run lasts seconds after the first
     # request, which is when a share is killed.
     with FakeLLMServer(FakeConfig(latency_ms=500.0)) as server:
-        command = [sys.executable, "-m", "attune_site.cli", "eval", "--model", "openai/fake-em"]
+        command = [sys.executable, "-m", "attune_site.cli", "eval", "--no-preflight", "--model", "openai/fake-em"]
         command += ["--api-base", server.url, "--conversations", str(folder), "--concurrency", "4"]
         command += ["--cache-dir", str(tmp_path / "cache"), "--processes", "2", "--out", str(out)]
         process = subprocess.Popen(

@@ -211,6 +211,7 @@ def test_a_turn_whose_call_fails_is_left_out_and_listed():
             "call": "pairwise",
             "error": "permanent error: provider rejected the request",
             "kind": "no_answer",
+            "reason": "4xx",  # a refusal: one of the four kinds a researcher acts on
         }
     ]
     assert replayer.totals.calls_failed == 1

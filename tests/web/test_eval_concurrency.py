@@ -32,7 +32,8 @@ def eval_command(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "ATTUNE_ALLOW_LIVE_MODELS"}}
     env |= {"ATTUNE_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     return subprocess.run(
-        [sys.executable, "-m", "attune_site.cli", "eval", *args],
+        # No preflight: its one probe call would be counted (and held) with the run's own calls.
+        [sys.executable, "-m", "attune_site.cli", "eval", "--no-preflight", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -14,6 +14,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from attunebench.replay.prompts import call_type_of
 from scoring.models import EvaluatedModel
 
 pytestmark = pytest.mark.django_db
@@ -132,14 +133,17 @@ def test_test_connection_calls_the_model_through_litellm_and_reports_the_answer(
         api_base=fake_openai_server.api_base,
         params={"temperature": 0, "api_key_env": "OPENAI_API_KEY"},
     )
-    fake_openai_server.rewrite = "ok"
+    fake_openai_server.rewrite = '{"response": "ok"}'
     answer = _client(researcher).post(reverse("research:model_test", args=[model.pk]))
     body = answer.content.decode()
     assert answer.status_code == 200
-    assert 'data-ok="true"' in body and "Connected" in body and '<q class="reply">ok</q>' in body
+    assert 'data-ok="true"' in body and "Connected" in body and "Answered a draft call in the expected format" in body
+    assert '<q class="reply">{&quot;response&quot;: &quot;ok&quot;}</q>' in body
     assert 'class="latency"' in body and "1 + 1 tokens" in body
+    # The preflight's probe: one real AttuneBench call (a draft), the same the launcher makes before a run.
     (request,) = fake_openai_server.requests
-    assert request["model"] == "fake-em" and request["max_tokens"] == 8 and request["temperature"] == 0
+    assert request["model"] == "fake-em" and request["temperature"] == 0
+    assert call_type_of(request["messages"]) == "draft"
     assert "sk-test-not-a-real-key" not in body
 
 
@@ -151,7 +155,8 @@ def test_test_connection_reports_a_provider_error_calmly_without_the_key(researc
     answer = _client(researcher).post(reverse("research:model_test", args=[model.pk]))
     body = answer.content.decode()
     assert answer.status_code == 200
-    assert 'data-ok="false"' in body and "may pass on a later try" in body and "upstream overloaded" in body
+    host = fake_openai_server.api_base.split("//")[1].split("/")[0]
+    assert 'data-ok="false"' in body and f"500 from {host}" in body and "upstream overloaded" in body
     assert len(fake_openai_server.requests) == 1  # one call: the test does not retry
 
 

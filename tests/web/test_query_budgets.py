@@ -555,8 +555,8 @@ ENDPOINTS = [
     ),
     Endpoint(
         "research:run",
-        9,  # run, its score, first 500 conversation scores (+conversation, topic), stalled and failed conversations,
-        # how many of its conversations' participants withdrew
+        10,  # run, its score, first 500 conversation scores (+conversation, topic), stalled and failed conversations,
+        # how many of its conversations' participants withdrew, the conversations with failed or defaulted turns
         lambda w: _r("research:run", w.main_run.pk),
         lambda w: [w.conversation_id(w.n - 1)],
     ),

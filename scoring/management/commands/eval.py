@@ -23,10 +23,14 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from attunebench import catalogue as cat
+from attunebench.replay.failures import DEFAULT_STOP_AFTER, REASONS
 
 if TYPE_CHECKING:
     from attunebench.metrics.results import ScoringReport
 
+
+#: The least share of answers (turns and post-conversation) a run's score may rest on before it exits non-zero.
+DEFAULT_MIN_COVERAGE = 0.95
 
 #: Options that describe the evaluated model only: the judge never inherits them.
 EM_ONLY_OPTIONS = ("api_base", "via_litellm", "temperature", "max_tokens", "seed")
@@ -116,6 +120,33 @@ class Command(BaseCommand):
         parser.add_argument(
             "--in-process", action="store_true", help="run here even when REDIS_URL points at Celery workers"
         )
+        parser.add_argument(
+            "--no-preflight",
+            action="store_true",
+            help="skip the preflight: one real call per model (and judge) before the run, which fails in seconds "
+            "with what and where (connection, key, model name, answer format)",
+        )
+        parser.add_argument(
+            "--stop-early-after",
+            type=int,
+            default=DEFAULT_STOP_AFTER,
+            metavar="N",
+            help=f"stop the run when its first N attempts all fail for one reason (default {DEFAULT_STOP_AFTER}; "
+            "0 never stops: every call is retried as usual)",
+        )
+        parser.add_argument(
+            "--min-coverage",
+            type=float,
+            default=DEFAULT_MIN_COVERAGE,
+            help=f"exit non-zero when the share of answers the score rests on (turns and post-conversation "
+            f"answers) is below this (default {DEFAULT_MIN_COVERAGE}), so scripts and CI notice a run with gaps",
+        )
+        parser.add_argument(
+            "--retry-failed",
+            action="store_true",
+            help="replay only the conversations of --out whose run files list failed calls or miss answers (and "
+            "those with no file), from the call cache, so only the failed calls are made again; then score all",
+        )
 
     # -- model specs ---------------------------------------------------------
 
@@ -149,12 +180,16 @@ class Command(BaseCommand):
             if name.startswith("baseline:")
             else EMSpec(name=name, litellm_model=name, api_base=options.get("api_base"), params=params)
         )
-        if (
-            not spec.is_offline
-            and not settings.ATTUNE_ALLOW_LIVE_MODELS
-            and not (spec.api_base and _is_loopback(spec.api_base))
-        ):
-            raise CommandError(f"{name} is a live model: set ATTUNE_ALLOW_LIVE_MODELS=1 to allow paid calls")
+        if not spec.is_offline:
+            from attunebench.replay.preflight import live_reason, unknown_model_problem
+
+            if problem := unknown_model_problem(spec):  # a typo says so before any talk of paid calls
+                raise CommandError(problem)
+            if not settings.ATTUNE_ALLOW_LIVE_MODELS and not (spec.api_base and _is_loopback(spec.api_base)):
+                raise CommandError(
+                    f"{name} is a live model ({live_reason(spec)}): set ATTUNE_ALLOW_LIVE_MODELS=1 to allow paid "
+                    "calls, or serve it on this machine and give --api-base"
+                )
         if spec.is_offline and name not in BASELINE_NAMES:
             raise CommandError(f"unknown baseline {name!r}; choose {', '.join(BASELINE_NAMES)}")
         return spec
@@ -186,6 +221,15 @@ class Command(BaseCommand):
             raise CommandError("--processes must be at least 1")
         if options["repeat"] < 0:
             raise CommandError("--repeat must be 0 or more")
+        if options["stop_early_after"] < 0:
+            raise CommandError("--stop-early-after must be 0 (never stop) or more")
+        if not 0 <= options["min_coverage"] <= 1:
+            raise CommandError("--min-coverage must be between 0 and 1")
+        if options["retry_failed"] and (options["no_cache"] or options["fresh"]):
+            raise CommandError(
+                "--retry-failed replays the failed calls only because the others are answered from the call "
+                "cache: leave out --no-cache and --fresh"
+            )
         em = dataclasses.replace(self._spec(options["model"], options), repeat=options["repeat"])
         judge = (
             self._spec(options["judge"], {**options, **dict.fromkeys(EM_ONLY_OPTIONS)}) if options["judge"] else None
@@ -205,19 +249,92 @@ class Command(BaseCommand):
             self.stdout.write(plan.describe())
             return
 
+        from attunebench.replay.failures import StoppedEarly
         from attunebench.synth import document_filename, slug
 
         out = Path(options["out"] or Path(settings.ATTUNE_RUNS_DIR) / f"{slug(em.name)}__{config.mode}")
-        if settings.REDIS_URL and options["from_db"] and not options["in_process"]:
-            runs = self._through_celery(em, options, conversations)
-            out.mkdir(parents=True, exist_ok=True)
-            from attunebench.canonical import dumps_canonical
+        kept: list[Any] = []
+        to_replay = conversations
+        if options["retry_failed"]:
+            kept, to_replay = self._split_for_retry(em, config, conversations, out)
+        if not options["no_preflight"] and to_replay:
+            self._preflight(em, config, to_replay)
+        try:
+            if not to_replay:
+                runs = []
+            elif settings.REDIS_URL and options["from_db"] and not options["in_process"]:
+                runs = self._through_celery(em, options, to_replay)
+                out.mkdir(parents=True, exist_ok=True)
+                from attunebench.canonical import dumps_canonical
 
-            for run in runs:
-                (out / document_filename(run)).write_text(dumps_canonical(run), encoding="utf-8")
-        else:
-            runs = self._in_process(em, config, conversations, options, out)  # writes the scoreable ones itself
-        self._score(conversations, runs)
+                for run in runs:
+                    (out / document_filename(run)).write_text(dumps_canonical(run), encoding="utf-8")
+            else:
+                runs = self._in_process(em, config, to_replay, options, out)  # writes the scoreable ones itself
+        except StoppedEarly as exc:
+            kept_note = (
+                "With --no-cache the answers received so far are not kept."
+                if options["no_cache"]
+                else "Answers received so far are cached: running again does not pay for them twice."
+            )
+            raise CommandError(
+                f"{em.name}{f' at {em.api_base}' if em.api_base else ''}: {exc}\n"
+                f"No run files were written. {kept_note} (--stop-early-after 0 retries every call instead of stopping.)"
+            ) from None
+        self._score(conversations, kept + runs, options["min_coverage"])
+
+    def _preflight(self, em: Any, config: Any, conversations: list[Any]) -> None:
+        """One real call per model (and judge) before the run: fail in seconds, with what and where."""
+        from attunebench.replay.aio import run_sync
+        from attunebench.replay.preflight import preflight
+
+        if em.is_offline and (config.judge is None or config.judge.is_offline):
+            return
+        started = time.perf_counter()
+        results = run_sync(preflight(em, config.judge, conversations[0], mode=config.mode))
+        for result in results:
+            self.stderr.write(f"preflight {'ok' if result.ok else 'FAILED'}: {result.line()}")
+        failed = [r for r in results if not r.ok]
+        if failed:
+            raise CommandError(
+                f"preflight failed in {time.perf_counter() - started:.1f}s, nothing was replayed: "
+                + "; ".join(r.line() for r in failed)
+                + " (--no-preflight skips this check)"
+            )
+
+    def _split_for_retry(
+        self, em: Any, config: Any, conversations: list[Any], out: Path
+    ) -> tuple[list[Any], list[Any]]:
+        """The run files of ``out`` to keep as they are, and the conversations to replay again: those whose file
+        lists failed calls or misses answers, and those with no file."""
+        from attunebench.canonical import CanonicalError, load_run
+
+        existing: dict[str, Any] = {}
+        for path in sorted(out.glob("*.json")) if out.is_dir() else []:
+            try:
+                run = load_run(path.read_bytes(), str(path))
+            except CanonicalError as exc:
+                self.stderr.write(f"skipped: {exc}")
+                continue
+            if run.em_model == em.name and run.mode == config.mode:
+                existing[run.conversationId] = run
+        if not existing:
+            raise CommandError(
+                f"--retry-failed: no run files of {em.name} ({config.mode}) in {out}; run without --retry-failed "
+                "first (or give the --out of that run)"
+            )
+        kept, to_replay = [], []
+        for conversation in conversations:
+            found = existing.get(conversation.conversationId)
+            if found is not None and not has_gaps(conversation, found):
+                kept.append(found)
+            else:
+                to_replay.append(conversation)
+        self.stdout.write(
+            f"Retrying {len(to_replay)} conversation(s) with failed or missing calls; {len(kept)} complete run "
+            f"file(s) in {out} are kept as they are. Calls answered before come from the call cache."
+        )
+        return kept, to_replay
 
     def _in_process(
         self, em: Any, config: Any, conversations: list[Any], options: dict[str, Any], out: Path
@@ -225,12 +342,20 @@ class Command(BaseCommand):
         import asyncio
 
         from attunebench.replay.aio import run_sync
+        from attunebench.replay.failures import FailureWatch
         from attunebench.replay.llm import warm_up
         from attunebench.replay.run import make_replayer
         from attunebench.replay.scheduler import describe_limits
 
         cache = call_cache(options)
-        replayer = make_replayer(em, config, dataset=conversations, concurrency=options["concurrency"], cache=cache)
+        replayer = make_replayer(
+            em,
+            config,
+            dataset=conversations,
+            concurrency=options["concurrency"],
+            cache=cache,
+            watch=FailureWatch(options["stop_early_after"]),
+        )
         scheduler = replayer.scheduler
         specs = [em, config.judge]
         in_flight = smallest_ceiling(specs, options["concurrency"])
@@ -262,7 +387,9 @@ class Command(BaseCommand):
                 for provider, (level, ceiling) in sorted(scheduler.levels().items())
                 if provider != "offline"
             )
-            return progress_line(replayer.conversations_done, total, replayer.totals, levels, started)
+            return progress_line(
+                replayer.conversations_done, total, replayer.totals, levels, started, replayer.watch.describe()
+            )
 
         async def main() -> list[Any]:
             # A live line on a terminal; a line every 10 s in logs (the final line goes to stdout).
@@ -309,9 +436,10 @@ class Command(BaseCommand):
         connections.close_all()  # no database connection shared with the children
         context = multiprocessing.get_context("fork")
         progress = context.Array("d", len(PROGRESS_FIELDS) * processes, lock=False)
+        errors = context.Array("c", ERROR_BYTES * processes, lock=False)
         stop = context.Value("b", 0, lock=False)  # set when one share failed: the others stop sending
         global _SHARE_JOB
-        _SHARE_JOB = (em, config, conversations, options, processes, progress, stop)
+        _SHARE_JOB = (em, config, conversations, options, processes, progress, stop, errors)
         started = time.perf_counter()
         interactive = sys.stderr.isatty()
 
@@ -319,10 +447,11 @@ class Command(BaseCommand):
             """The children's counts summed; at the end, the exact totals of their ``results``."""
             counts = shared_progress(progress, processes)
             limit = f" | limit {int(counts['level'])}/{int(counts['ceiling'])}" if counts["ceiling"] else ""
+            failures = watch_from_counts(counts, latest_error(progress, errors, processes)).describe()
             if results is not None:
-                return progress_line(len(results), len(conversations), sum_stats(results), limit, started)
+                return progress_line(len(results), len(conversations), sum_stats(results), limit, started, failures)
             totals = SimpleNamespace(**{**counts, "cost_unknown": counts["cost_unknown"] > 0})
-            return progress_line(int(counts["done"]), len(conversations), totals, limit, started)
+            return progress_line(int(counts["done"]), len(conversations), totals, limit, started, failures)
 
         try:
             with ProcessPoolExecutor(processes, mp_context=context) as pool:
@@ -374,6 +503,16 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Wrote {len(paths)} run files to {out}" + (f" ({failed} failed calls listed in them)" if failed else "")
         )
+        from attunebench.replay.failures import describe_groups, group_failures
+
+        groups = group_failures((r.conversation_id, f.to_dict()) for r in results for f in r.failures)
+        if groups:
+            self.stdout.write(describe_groups(groups))
+        unconnected = sum(r.stats.calls_unconnected for r in results)
+        if unconnected:
+            self.stdout.write(
+                f"{unconnected} attempts never connected (nothing listened at the address): not counted as calls made."
+            )
         unanswered = [r for r in results if not r.scoreable]
         if unanswered:
             first = unanswered[0].failures[0] if unanswered[0].failures else None
@@ -428,7 +567,7 @@ class Command(BaseCommand):
         )
         return [cf.parse_run(output) for output in outputs]
 
-    def _score(self, conversations: list[Any], runs: list[Any]) -> None:
+    def _score(self, conversations: list[Any], runs: list[Any], min_coverage: float) -> None:
         from attunebench.metrics.engine import score_runs
         from attunebench.metrics.report import format_leaderboard
 
@@ -436,6 +575,14 @@ class Command(BaseCommand):
         report = result.report()
         self.stdout.write(format_leaderboard(report))
         self.stdout.write(post_coverage_summary(report))
+        answered, asked = answer_coverage(conversations, runs)
+        coverage = answered / asked if asked else 1.0
+        if coverage < min_coverage:
+            raise CommandError(
+                f"coverage {coverage:.2f} is below --min-coverage {min_coverage:.2f}: the model answered {answered} "
+                f"of the {asked} turns and post-conversation answers the score should rest on; the rest are "
+                "defaults. Run again with --retry-failed (same --out) to replay only what failed."
+            )
 
 
 def post_coverage_summary(report: ScoringReport) -> str:
@@ -458,8 +605,8 @@ def post_coverage_summary(report: ScoringReport) -> str:
 
 # -- several processes (``--processes``) ---------------------------------------
 
-# The job of the forked children: (em, config, conversations, options, processes, progress, stop).
-_SHARE_JOB: tuple[Any, Any, list[Any], dict[str, Any], int, Any, Any] | None = None
+# The job of the forked children: (em, config, conversations, options, processes, progress, stop, errors).
+_SHARE_JOB: tuple[Any, Any, list[Any], dict[str, Any], int, Any, Any, Any] | None = None
 # What each child keeps current in its row of the shared progress array (summed over children).
 PROGRESS_FIELDS = (
     "done",
@@ -470,7 +617,25 @@ PROGRESS_FIELDS = (
     "cost_unknown",
     "level",
     "ceiling",
+    "calls_unconnected",
+    "last_error_at",
+    *(f"failed:{reason}" for reason in REASONS),
 )
+#: Bytes of each child's last error in the shared text array.
+ERROR_BYTES = 256
+
+
+def watch_from_counts(counts: dict[str, float], last_error: str) -> Any:
+    """A ``FailureWatch`` holding the children's summed failure counts, to describe them as one process does."""
+    from attunebench.replay.failures import FailureWatch
+
+    watch = FailureWatch(stop_after=0)
+    for reason in REASONS:
+        if counts[f"failed:{reason}"]:
+            watch.failed_calls[reason] = int(counts[f"failed:{reason}"])
+    watch.unconnected = int(counts["calls_unconnected"])
+    watch.last_error = last_error
+    return watch
 
 
 def load_for_replay(em: Any, config: Any) -> bool:
@@ -491,13 +656,46 @@ def load_for_replay(em: Any, config: Any) -> bool:
     return True
 
 
-def progress_line(done: int, total: int, totals: Any, limit: str, started: float) -> str:
-    """The progress line of a replay: conversations, calls, cost, the adaptive limit, time."""
+def progress_line(done: int, total: int, totals: Any, limit: str, started: float, failures: str = "") -> str:
+    """The progress line of a replay: conversations, calls (made = requests that reached the provider), cost,
+    the adaptive limit, time, and ``failures`` (by kind, with the last error: ``FailureWatch.describe``)."""
     cost = f"${totals.cost_spent:.4f}" + ("+?" if totals.cost_unknown else "")
     return (
         f"conversations {done}/{total} | calls {int(totals.calls_made)} made, {int(totals.calls_cached)} cached, "
-        f"{int(totals.calls_failed)} failed | cost {cost}{limit} | {time.perf_counter() - started:.1f}s"
+        f"{int(totals.calls_failed)} failed | cost {cost}{limit} | {time.perf_counter() - started:.1f}s{failures}"
     )
+
+
+def has_gaps(conversation: Any, run: Any) -> bool:
+    """Whether a run file lacks something the model should have answered: a failed call, a turn, the post."""
+    failed = (run.model_extra or {}).get("failed_calls") or []
+    return bool(failed) or len(run.turns) < len(conversation.turns) or run.post_conversation is None
+
+
+def answer_coverage(conversations: list[Any], runs: list[Any]) -> tuple[int, int]:
+    """(answers the score rests on, answers asked): every ground-truth turn and one post-conversation answer per
+    conversation; a conversation without a run file answered none."""
+    by_id = {run.conversationId: run for run in runs}
+    asked = answered = 0
+    for conversation in conversations:
+        numbers = {turn.turnNumber for turn in conversation.turns}
+        asked += len(numbers) + 1
+        run = by_id.get(conversation.conversationId)
+        if run is not None:
+            answered += len(numbers & {turn.turnNumber for turn in run.turns})
+            answered += run.post_conversation is not None
+    return answered, asked
+
+
+def latest_error(progress: Any, errors: Any, processes: int) -> str:
+    """The most recent last error among the children (each keeps its own in its slot of ``errors``)."""
+    width, at = len(PROGRESS_FIELDS), PROGRESS_FIELDS.index("last_error_at")
+    times = [progress[k * width + at] for k in range(processes)]
+    newest = max(range(processes), key=lambda k: times[k])
+    if not times[newest]:
+        return ""
+    raw = bytes(errors[newest * ERROR_BYTES : (newest + 1) * ERROR_BYTES])
+    return raw.rstrip(b"\0").decode("utf-8", "ignore")
 
 
 def shared_progress(progress: Any, processes: int) -> dict[str, float]:
@@ -572,14 +770,22 @@ def _replay_share(index: int) -> list[tuple[int, Any]]:
     from attunebench.replay.run import make_replayer
 
     assert _SHARE_JOB is not None, "no share job: _replay_share runs only in children of _in_processes"
-    em, config, conversations, options, processes, progress, stop = _SHARE_JOB
+    from attunebench.replay.failures import FailureWatch
+
+    em, config, conversations, options, processes, progress, stop, errors = _SHARE_JOB
     cache = call_cache(options)
     concurrency = split_concurrency(options["concurrency"], processes)[index]
     # The registry's caps are for the whole run: each process keeps to its share of them.
     share_config = dataclasses.replace(config, judge=spec_share(config.judge, processes, index))
     replayer = make_replayer(
-        spec_share(em, processes, index), share_config, dataset=conversations, concurrency=concurrency, cache=cache
+        spec_share(em, processes, index),
+        share_config,
+        dataset=conversations,
+        concurrency=concurrency,
+        cache=cache,
+        watch=FailureWatch(options["stop_early_after"]),
     )
+    last_error = [""]
     positions = list(range(index, len(conversations), processes))
 
     def report() -> bool:
@@ -594,7 +800,15 @@ def _replay_share(index: int) -> list[tuple[int, Any]]:
             "cost_unknown": 1.0 if t.cost_unknown else 0.0,
             "level": sum(p[0] for p in levels),
             "ceiling": sum(p[1] for p in levels),
+            "calls_unconnected": t.calls_unconnected,
+            "last_error_at": progress[index * len(PROGRESS_FIELDS) + PROGRESS_FIELDS.index("last_error_at")],
+            **{f"failed:{reason}": replayer.watch.failed_calls[reason] for reason in REASONS},
         }
+        if replayer.watch.last_error != last_error[0]:
+            last_error[0] = replayer.watch.last_error
+            row["last_error_at"] = time.time()
+            text = last_error[0].encode("utf-8")[: ERROR_BYTES - 1].ljust(ERROR_BYTES, b"\0")
+            errors[index * ERROR_BYTES : (index + 1) * ERROR_BYTES] = text
         progress[index * len(PROGRESS_FIELDS) : (index + 1) * len(PROGRESS_FIELDS)] = [row[n] for n in PROGRESS_FIELDS]
         return not stop.value  # False cancels this share's replay: another share failed
 
