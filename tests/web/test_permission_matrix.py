@@ -142,6 +142,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "api:snapshot-list": API,
     "api:snapshot-detail": API,
     "api:token": API,
+    "api:participant-erasure": API,  # DELETE only: a GET is 405 ("in") for those let through
     "api:not-found": ("missing", "missing", "missing", "missing", "missing", "missing"),  # JSON 404 for all
     "collection:join": LINK,
     "collection:resume": LINK,
