@@ -413,8 +413,12 @@ def world(scored_runs, researcher, site_admin, rater, participant, export_dir, d
     return values, api_pk, clients
 
 
-def _url(pattern: Pattern, values: dict[str, Any], api_pk: dict[str, int]) -> str:
+def _url(pattern: Pattern, values: dict[str, Any], api_pk: dict[str, int], prefer: Any = None) -> str:
+    """The pattern's address with real objects behind it; an admin object leading to ``prefer`` (a participant)
+    is chosen over the first row when there is one."""
     from django.urls import reverse
+
+    from collection.admin_withdrawal import participant_lookup
 
     kwargs = {arg: values[arg] for arg in pattern.converters if arg not in ("pk", "id")}
     if pattern.name == "api:not-found":
@@ -426,7 +430,11 @@ def _url(pattern: Pattern, values: dict[str, Any], api_pk: dict[str, int]) -> st
     if found is not None:
         # DRF's token admin finds a token by its user's id, every other admin by the row's pk.
         key = "user_id" if found[0]._meta.label_lower == "authtoken.tokenproxy" else "pk"
-        first = found[0]._default_manager.order_by("pk").values_list(key, flat=True).first()
+        rows = found[0]._default_manager.order_by("pk")
+        lookup = participant_lookup(found[0])
+        if prefer is not None and lookup is not None and rows.filter(**{lookup or "pk": prefer.pk}).exists():
+            rows = rows.filter(**{lookup or "pk": prefer.pk})
+        first = rows.values_list(key, flat=True).first()
         assert first is not None, f"no {found[0]._meta.label} in the world"
         kwargs.update({arg: first for arg in ("object_id", "id") if arg in pattern.converters})
     if pattern.name:
@@ -461,6 +469,75 @@ def test_every_role_gets_what_the_table_says(world) -> None:
         if got != want:
             wrong.append(f"{url} ({pattern.name or pattern.route}): expected {want}, got {got}")
     assert not wrong, f"{len(wrong)} wrong:\n" + "\n".join(wrong)
+
+
+def _markers(participant: Any, conversation: Any) -> list[str]:
+    """What would give a withdrawn participant's data away: their ids and the words only they wrote, as a
+    page (HTML-escaped) or the API (JSON-escaped) would write them."""
+    import html
+    import json
+
+    from collection.models import Turn
+    from datasets.pseudonyms import export_pseudonym
+
+    texts = [
+        text
+        for text in conversation.turns.values_list("user_message", flat=True)
+        if len(text) >= 20 and not Turn.objects.filter(user_message=text).exclude(conversation=conversation).exists()
+    ]
+    plain = [conversation.conversation_id, participant.pseudonym, export_pseudonym(participant.pseudonym), *texts]
+    return sorted({form for text in plain for form in (text, html.escape(text), json.dumps(text)[1:-1])})
+
+
+@pytest.mark.django_db
+def test_no_page_admin_or_api_shows_a_withdrawn_participants_data_to_anyone_but_superusers(
+    world, django_capture_on_commit_callbacks
+) -> None:
+    """The withdrawal column of the matrix, derived like the rest: every URL pattern the resolver knows is
+    requested by every role but the superuser, with the withdrawn participant's own objects behind its
+    arguments (their conversation, pseudonym, assignment, safety event; in the admin, a row of theirs for
+    every registered model that leads to a participant). No answer may carry their ids or their words, no
+    admin change page of their rows opens, and no admin list holds them. Superusers still see them, marked."""
+    from collection.admin_withdrawal import participant_lookup
+    from collection.models import Conversation
+    from collection.study_flow import do_withdraw
+
+    values, api_pk, clients = world
+    conversation = Conversation.objects.get(conversation_id=values["conversation_id"])
+    gone = conversation.participant
+    with django_capture_on_commit_callbacks(execute=True):
+        do_withdraw(gone)
+    values = {**values, "pseudonym": gone.pseudonym}
+    markers = _markers(gone, conversation)
+    assert len(markers) > 3, "the withdrawn conversation has no words of its own to look for"
+    leaked = []
+    for pattern in all_patterns():
+        url = _url(pattern, values, api_pk, prefer=gone)
+        found = _admin_model(pattern)
+        lookup = participant_lookup(found[0]) if found else None
+        for role in ROLES[:-1]:
+            response = clients[role].get(url)
+            assert response.status_code < 500, (url, role)
+            body = b"".join(response) if response.streaming else response.content
+            text = body.decode("utf-8", "replace")
+            shown = [marker for marker in markers if marker in text]
+            if shown:
+                leaked.append(f"{url} as {role}: {shown[0][:40]!r}")
+            if found is None or lookup is None or response.status_code != 200:
+                continue
+            model, action = found
+            theirs = model._default_manager.filter(**{lookup or "pk": gone.pk})
+            if action == "changelist" and response.context and "cl" in response.context:
+                if response.context["cl"].queryset.filter(pk__in=theirs.values("pk")).exists():
+                    leaked.append(f"{url} as {role}: the list holds their rows")
+            elif action in ("change", "history", "delete") and theirs.exists():
+                leaked.append(f"{url} as {role}: their row's {action} page opened")
+    assert not leaked, f"{len(leaked)} leak(s) of a withdrawn participant's data:\n" + "\n".join(leaked)
+    # Superusers, who handle erasure requests, still reach a withdrawn conversation in the admin, marked.
+    admin_page = clients["superuser"].get(f"/admin/collection/conversation/{conversation.pk}/change/")
+    assert admin_page.status_code == 200
+    listed = clients["superuser"].get("/admin/collection/conversation/").content.decode()
+    assert conversation.conversation_id in listed and "column-participant_withdrawn" in listed
 
 
 @pytest.mark.django_db
