@@ -462,6 +462,8 @@ def _outcome(response: Any) -> str:
     return "in"
 
 
+# Every URL pattern times every role: minutes on a loaded 2-core machine, more than the suite's default limit.
+@pytest.mark.timeout(1200)
 @pytest.mark.django_db
 def test_every_role_gets_what_the_table_says(world) -> None:
     values, api_pk, clients = world
@@ -510,6 +512,7 @@ def _markers(participant: Any, conversation: Any) -> tuple[list[str], list[str]]
     return forms(ids), forms(texts)
 
 
+@pytest.mark.timeout(1200)
 @pytest.mark.django_db
 def test_no_page_admin_or_api_shows_a_withdrawn_participants_data_to_anyone_but_superusers(
     world, django_capture_on_commit_callbacks
