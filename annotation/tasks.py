@@ -22,6 +22,7 @@ from django.db import transaction
 
 from annotation import turn_flow
 from collection.models import Turn
+from collection.task_queue import enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -41,13 +42,13 @@ def prepare_rewrite(turn_pk: int) -> bool:
 def queue_rewrite_after_reply(sender: Any, turn_pk: int, **kwargs: Any) -> None:
     """``reply_stored`` receiver: queue the rewrite once the reply's transaction has committed."""
 
-    def enqueue() -> None:
+    def queue_it() -> None:
         try:
-            prepare_rewrite.delay(turn_pk)
+            enqueue(prepare_rewrite, turn_pk)  # kept in the database while the broker is away
         except Exception:  # reported, not swallowed: the page's continue button still prepares it in-request
             logger.exception("could not queue the rewrite of turn %s; it will be made when the page asks", turn_pk)
 
-    transaction.on_commit(enqueue)
+    transaction.on_commit(queue_it)
 
 
 def queue_rewrite_if_missing(turn: Turn) -> None:
@@ -56,6 +57,6 @@ def queue_rewrite_if_missing(turn: Turn) -> None:
     # usually the rewrite was prepared when the reply was stored: that one query answers, most of the time
     if turn_flow.prepared_rewrite(turn) is None and turn_flow.locate_annotation(turn).step == turn_flow.REWRITE:
         try:
-            prepare_rewrite.delay(turn.pk)
+            enqueue(prepare_rewrite, turn.pk)
         except Exception:  # reported, not swallowed: the rewrite page's continue button prepares it in-request
             logger.exception("could not queue the rewrite of turn %s; it will be made when the page asks", turn.pk)

@@ -265,12 +265,22 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+# Nothing reads a task's result. Keeping none also means queueing a task never connects to the result
+# store: with Redis away, that connection was retried for about 20 s inside the participant's request and
+# then left the process unable to queue anything until restarted.
+CELERY_TASK_IGNORE_RESULT = True
 # Crash safety: a task is acknowledged only when it has finished (acks_late) and put back
 # when its worker process dies (reject_on_worker_lost). Redis hands an unacknowledged message out again
 # after the visibility timeout; a replayed conversation does not wait for it: its lease (below) lapses
 # and the workers' sweeper requeues it, so the timeout is only the broker's own backstop.
 ATTUNE_VISIBILITY_TIMEOUT = env_int("ATTUNE_VISIBILITY_TIMEOUT", 900, minimum=1, maximum=86_400)
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": ATTUNE_VISIBILITY_TIMEOUT}
+# A broker that accepts connections but does not answer costs a queueing request seconds, not forever: the
+# task is then kept in the database (collection.task_queue) and sent when the broker is back.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": ATTUNE_VISIBILITY_TIMEOUT,
+    "socket_connect_timeout": 2,
+    "socket_timeout": 10,
+}
 # Finishing a run (scoring it) has a queue of its own, so it never waits behind other runs' conversations;
 # `attune worker` consumes both queues.
 CELERY_TASK_DEFAULT_QUEUE = "celery"

@@ -319,6 +319,21 @@ class LiveCallAdmin(_RecordedOnlyAdmin):
     list_select_related = ("study",)
 
 
+@admin.register(m.PendingTask)
+class PendingTaskAdmin(admin.ModelAdmin):
+    """Tasks kept while the broker was unreachable (collection.task_queue), until a worker's sweeper sends
+    them: administrators only. Read-only; deleting one drops that piece of work for good."""
+
+    list_display = ("task", "args", "kept_at", "error")
+    list_filter = ("task",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
 @admin.register(m.AttentionCheck)
 class AttentionCheckAdmin(_RecordedOnlyAdmin):
     """Instructed-response checks and their answers; never part of the data (annotation.quality reads them)."""

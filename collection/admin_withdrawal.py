@@ -69,6 +69,20 @@ class HidesWithdrawnRows(BaseModelAdmin):
             return queryset.annotate(_withdrawn=ExpressionWrapper(condition, output_field=BooleanField()))
         return queryset.exclude(condition)
 
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        """A choice of a related row (a conversation to assign, say) never offers a withdrawn participant's."""
+        return super().formfield_for_foreignkey(db_field, request, **self._choices(db_field, request, kwargs))
+
+    def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        return super().formfield_for_manytomany(db_field, request, **self._choices(db_field, request, kwargs))
+
+    def _choices(self, db_field: Any, request: HttpRequest, kwargs: dict[str, Any]) -> dict[str, Any]:
+        condition = withdrawn_condition(db_field.related_model)
+        if condition is None or getattr(request.user, "is_superuser", False):
+            return kwargs
+        queryset = kwargs.get("queryset", db_field.related_model._default_manager.all())
+        return {**kwargs, "queryset": queryset.exclude(condition)}
+
 
 class HidesWithdrawnAdmin(HidesWithdrawnRows, admin.ModelAdmin):
     """A model admin without withdrawn participants' rows; superusers see them, marked in a "withdrawn" column."""

@@ -966,3 +966,23 @@ class SafetyEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.level} {self.source} ({', '.join(self.signals)})"
+
+
+class PendingTask(models.Model):
+    """A task the broker could not take when it was queued, kept until a worker's sweeper sends it.
+
+    Written only while Redis (the broker) is unreachable (``collection.task_queue``), so work a participant's
+    action needs (the safety contact's email, a suggested rewrite, a re-score after a withdrawal) is never
+    lost. Holds a task name and row ids, nothing a participant wrote.
+    """
+
+    task = models.CharField(max_length=200, help_text="The Celery task's name, e.g. collection.notify_safety_contact.")
+    args = models.JSONField(default=list, help_text="The task's positional arguments (row ids).")
+    kept_at = models.DateTimeField(default=timezone.now)
+    error = models.CharField(max_length=300, blank=True, help_text="Why the broker could not take it.")
+
+    class Meta:
+        ordering = ["kept_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.task}{tuple(self.args)}"

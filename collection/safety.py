@@ -32,6 +32,7 @@ from django.utils import timezone
 from attunebench.safety import Screening, annotation_screening, screen_text
 from collection.models import Conversation, Participant, SafetyEvent, Study, Turn
 
+NOT_SENT_YET = "not sent yet: the task queue was unreachable; a worker sends it when the queue is back"
 logger = logging.getLogger("attune.safety")
 
 
@@ -86,11 +87,13 @@ def do_record_screening(
 
 def _queue_notification(event_pk: int) -> None:
     """Queue the safety contact's email; when the queue cannot take it, say so on the event and in the log."""
+    from collection.task_queue import enqueue
     from collection.tasks import notify_safety_contact
 
     try:
-        notify_safety_contact.delay(event_pk)
-    except Exception as exc:  # the broker is away: the flag on the research pages still stands
+        if not enqueue(notify_safety_contact, event_pk):  # kept: a worker sends it when the broker is back
+            SafetyEvent.objects.filter(pk=event_pk, notified_at__isnull=True).update(notify_error=NOT_SENT_YET)
+    except Exception as exc:  # the task itself failed in this process (no broker): the flag still stands
         SafetyEvent.objects.filter(pk=event_pk).update(notify_error=f"not queued: {type(exc).__name__}"[:300])
         logger.error("safety: could not queue the safety contact's email for event %s: %s", event_pk, exc)
 

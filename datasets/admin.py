@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.http import HttpRequest
 
@@ -30,6 +32,14 @@ class DatasetVersionAdmin(HidesWithdrawnAdmin):
         fields = [str(f) for f in super().get_readonly_fields(request, obj)]
         if obj is not None and obj.frozen:
             fields += ["name", "conversations"]
+        return fields
+
+    def get_fields(self, request: HttpRequest, obj: DatasetVersion | None = None) -> Any:
+        # A saved version's members are shown to superusers only: the list would name withdrawn participants'
+        # conversations (the research pages list a version's usable members).
+        fields = list(super().get_fields(request, obj))
+        if obj is not None and not getattr(request.user, "is_superuser", False):
+            fields = [field for field in fields if field != "conversations"]
         return fields
 
 

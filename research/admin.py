@@ -17,6 +17,7 @@ from django.http import HttpRequest
 from collection.admin import ParticipantAdmin
 from collection.admin_withdrawal import HidesWithdrawnAdmin
 from collection.models import Participant
+from research.access.roles import may_erase
 from research.models import ErasureRecord, HumanAssignment, ResultSnapshot
 from research.privacy.erasure import do_erase_participant
 
@@ -57,7 +58,7 @@ class ResultSnapshotAdmin(HidesWithdrawnAdmin):
 
 @admin.action(description="Erase the selected participants and all their data (cannot be undone)")
 def erase_participants(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Participant]) -> None:
-    if not request.user.is_superuser and not request.user.has_perm("research.add_erasurerecord"):
+    if not may_erase(request.user):
         raise PermissionDenied("Only an administrator may erase participants.")
     records = [do_erase_participant(p, erased_by=request.user, via="admin") for p in queryset]
     modeladmin.message_user(
@@ -74,7 +75,7 @@ class ErasingParticipantAdmin(ParticipantAdmin):
 
     def get_actions(self, request: HttpRequest) -> dict[str, Any]:
         actions = super().get_actions(request)
-        if not (request.user.is_superuser or request.user.has_perm("research.add_erasurerecord")):
+        if not may_erase(request.user):
             actions.pop("erase_participants", None)
         return actions
 

@@ -23,6 +23,7 @@ from django.db import close_old_connections, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from collection.task_queue import send_pending
 from scoring.models import EvaluationRun, RunConversation
 from scoring.replay_service import (
     ACTIVE_STATUSES,
@@ -111,12 +112,14 @@ def requeue_stalled(run_id: int | None = None) -> list[int]:
 
 
 def sweep() -> dict[str, Any]:
-    """One pass of the sweeper: requeue stalled conversations, finalise runs whose finalisation was lost."""
+    """One pass of the sweeper: send the tasks kept while the broker was away, requeue stalled conversations,
+    finalise runs whose finalisation was lost."""
+    pending = send_pending()
     requeued = requeue_stalled()
     finalised = runs_to_finalize()
     for run_id in finalised:
         finalize_run.delay(run_id)
-    return {"requeued": requeued, "finalised": finalised}
+    return {"pending_sent": pending, "requeued": requeued, "finalised": finalised}
 
 
 class Sweeper:

@@ -32,13 +32,14 @@ def runs_holding(conversation_pks: Sequence[int]) -> list[int]:
 
 def rescore_after_withdrawal(sender: Any, conversation_pks: Sequence[int], **kwargs: Any) -> None:
     """Receiver of ``collection.signals.participant_withdrawn``: enqueue a re-score of each affected run."""
+    from collection.task_queue import enqueue
     from scoring.tasks import rescore_run
 
     run_ids = runs_holding(conversation_pks)
 
-    def enqueue() -> None:
+    def queue_all() -> None:
         for run_id in run_ids:
-            rescore_run.delay(run_id)
+            enqueue(rescore_run, run_id)  # kept in the database while the broker is away
 
     if run_ids:
-        transaction.on_commit(enqueue)
+        transaction.on_commit(queue_all)

@@ -105,6 +105,14 @@ def is_researcher(user: Any) -> bool:
     return bool(cached)
 
 
+def may_erase(user: Any) -> bool:
+    """Whether ``user`` may erase participants (the admin action, the API): superusers, and accounts granted
+    "add erasure record" (the research group is); ``attune erase`` runs on the server and asks no account."""
+    if not (user and user.is_authenticated and user.is_active):
+        return False
+    return bool(user.is_superuser or user.has_perm("research.add_erasurerecord"))
+
+
 def do_make_researcher(user: Any) -> None:
     """Give a user researcher rights: staff flag plus the research group."""
     from django.contrib.auth.models import Group, Permission

@@ -49,3 +49,18 @@ class Analyses(Result):
     research_only_statement: str
     runs: list[int] = Field(description="Primary keys of the runs analysed.")
     analysis: Analysis | None = Field(description="What `attune analyze --json` writes; null with no scored run.")
+
+
+class ErasureOutcome(Result):
+    """What erasing a participant through the API did; the same audit record as the command and the admin."""
+
+    participant: str = Field(description="The pseudonym the request named.")
+    erased: bool = Field(
+        description="true: this request erased them. false: nothing was stored under the pseudonym any more "
+        "(erased before), so the request changed nothing: asking again is safe."
+    )
+    detail: str
+    audit_record: int | None = Field(description="The erasure's audit record (no personal data); null if none.")
+    rows_deleted: dict[str, int] = Field(description="Model label -> rows deleted.")
+    runs_rescored: list[int] = Field(description="Evaluation runs re-scored without the participant.")
+    exports_withdrawn: list[int] = Field(description="Export jobs whose files were withdrawn and regenerated.")

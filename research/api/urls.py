@@ -1,7 +1,7 @@
 from django.urls import include, path, re_path
 from rest_framework.routers import DefaultRouter
 
-from research.api import monitoring, quality, safety, views
+from research.api import erasure, monitoring, quality, safety, views
 
 app_name = "api"
 
@@ -28,6 +28,8 @@ urlpatterns = [
         quality.QualityParticipantView.as_view(),
         name="quality-participant",
     ),
+    # Erasure of a participant (DELETE only)
+    path("participants/<str:pseudonym>/", erasure.ParticipantErasureView.as_view(), name="participant-erasure"),
     path("", include(router.urls)),
     # Study monitoring
     path("studies/<slug:slug>/monitoring/", monitoring.StudyMonitoringView.as_view(), name="study-monitoring"),

@@ -577,7 +577,7 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
         run = self.get_object()
         conversation = exportable_conversations().filter(conversation_id=conversation_id).first()
         if conversation is None:
-            raise NotFound(f"No conversation {conversation_id!r}.")
+            raise NotFound("No such conversation, or its participant withdrew.")
         data = {
             "run": run.pk,
             "conversation_id": conversation.conversation_id,

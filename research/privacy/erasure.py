@@ -32,7 +32,7 @@ from django.db import models, transaction
 from collection.models import Conversation, Participant
 from collection.study_flow import do_withdraw
 from datasets.models import ExportJob
-from datasets.pseudonyms import find_participant
+from datasets.pseudonyms import find_participant, is_own_pseudonym
 from research.models import ErasureRecord
 from scoring.withdrawal import runs_holding
 
@@ -88,6 +88,14 @@ class ErasureError(ValueError):
     """The participant to erase cannot be identified; the message says why."""
 
 
+class AlreadyErased(ErasureError):
+    """Nothing is stored under a pseudonym this deployment wrote: erased before (or never collected).
+
+    Asking again for an erasure that was done is not an error for a caller that retries (the API answers
+    it as done): the pseudonym's check tag proves this deployment issued it, so it is not a typo.
+    """
+
+
 def access_participant_to_erase(identifier: str) -> Participant:
     """The participant a researcher names: by stored pseudonym, by the pseudonym exports show, or by the
     id an imported file carried (stored only as its keyed hash)."""
@@ -95,6 +103,11 @@ def access_participant_to_erase(identifier: str) -> Participant:
     if not identifier:
         raise ErasureError("Name the participant: a pseudonym as exports or the admin show it.")
     found = find_participant(Participant.objects.all(), identifier)
+    if found is None and is_own_pseudonym(identifier):
+        raise AlreadyErased(
+            f"No participant is known as {identifier!r} any more: nothing is stored under this pseudonym "
+            "(erased before, or never collected)."
+        )
     if found is None:
         raise ErasureError(f"No participant is known as {identifier!r}.")
     return found
@@ -110,8 +123,10 @@ def do_erase_participant(participant: Participant, erased_by: Any = None, via: s
         set(ExportJob.objects.values_list("pk", flat=True).filter(status=ExportJob.Status.WITHDRAWN)) - started
     )
     with transaction.atomic():
-        participant = Participant.objects.select_for_update().get(pk=participant.pk)
-        rows = _delete_rows_leading_to(participant)
+        locked = Participant.objects.select_for_update().filter(pk=participant.pk).first()
+        if locked is None:  # a concurrent erasure of the same participant finished first
+            raise AlreadyErased("This participant was erased by another request a moment ago.")
+        rows = _delete_rows_leading_to(locked)
         return ErasureRecord.objects.create(
             erased_by=erased_by if getattr(erased_by, "is_authenticated", False) else None,
             via=via,

@@ -151,9 +151,11 @@ def study_limits(limit: int = 50) -> QuerySet[Study]:
 def recent_conversations(
     status: str | None = None, category: str | None = None, limit: int = 50
 ) -> QuerySet[Conversation]:
-    """The newest conversations for the dashboard list, optionally filtered."""
+    """The newest conversations for the dashboard list, optionally filtered; a withdrawn participant's are
+    left out (the counts above the list still include them)."""
     queryset = (
         Conversation.objects.real()
+        .exclude(status=Conversation.Status.WITHDRAWN)
         .select_related("topic", "original_model", "participant")
         .annotate(n_turns=Count("turns"))
     )

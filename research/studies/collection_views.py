@@ -35,7 +35,7 @@ def collection_dashboard(request: HttpRequest) -> HttpResponse:
             "conversations": collection_stats.recent_conversations(status, category),
             "status": status,
             "category": category,
-            "statuses": Conversation.Status.choices,
+            "statuses": [c for c in Conversation.Status.choices if c[0] != Conversation.Status.WITHDRAWN],
             "categories": cat.TOPIC_CATEGORIES,
         },
     )

@@ -200,3 +200,69 @@ def test_a_failed_erasure_leaves_the_participant_withdrawn(web_participant, monk
     erasure.do_erase_participant(participant)  # a retry completes the erasure
     assert not Participant.objects.filter(pk=participant.pk).exists()
     assert not AttentionCheck.objects.filter(participant_id=participant.pk).exists()
+
+
+def test_a_web_participant_is_erased_through_the_api_and_a_repeat_changes_nothing(
+    web_participant, researcher, django_capture_on_commit_callbacks
+):
+    participant = web_participant
+    conversation_pks = list(Conversation.objects.filter(participant=participant).values_list("pk", flat=True))
+    before = rows_leading_to(participant.pk, conversation_pks)
+    shown = export_pseudonym(participant.pseudonym)
+    api = Client()
+    api.force_login(researcher)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api.delete(f"/api/participants/{shown}/")
+    assert response.status_code == 200, response.content.decode()[:500]
+    body = response.json()
+    assert body["erased"] is True and body["participant"] == shown
+    assert rows_leading_to(participant.pk, conversation_pks) == {}
+    record = ErasureRecord.objects.get()
+    assert (record.via, record.erased_by, body["audit_record"]) == ("api", researcher, record.pk)
+    assert {label: body["rows_deleted"][label] for label in before} == before
+    # Asked again (a script that retries): nothing stored, nothing changed, and the answer says so.
+    again = api.delete(f"/api/participants/{shown}/")
+    assert again.status_code == 200
+    assert again.json()["erased"] is False and "nothing is stored" in again.json()["detail"]
+    assert ErasureRecord.objects.count() == 1
+
+
+def test_the_api_names_an_unknown_participant_in_a_json_404(researcher):
+    api = Client()
+    api.force_login(researcher)
+    response = api.delete("/api/participants/someone-else/")
+    assert response.status_code == 404
+    assert "No participant is known as 'someone-else'" in response.json()["detail"]
+
+
+def test_only_accounts_with_the_erasure_right_may_erase_through_the_api(participant, rater, django_user_model):
+    """Anonymous: 401; a rater, a staff account outside the research group, a research-group member whose
+    erasure right was taken away: 403. The participant is untouched by every one of them."""
+    shown = export_pseudonym(participant.pseudonym)
+    assert Client().delete(f"/api/participants/{shown}/").status_code == 401
+    staff = django_user_model.objects.create_user("stan", password="staff-pass-123", is_staff=True)
+    from django.contrib.auth.models import Permission
+
+    from research.access.roles import do_make_researcher
+
+    limited = django_user_model.objects.create_user("lim", password="limited-pass-123")
+    do_make_researcher(limited)
+    limited.groups.get().permissions.remove(Permission.objects.get(codename="add_erasurerecord"))
+    for user in (rater, staff, django_user_model.objects.get(pk=limited.pk)):
+        client = Client()
+        client.force_login(user)
+        response = client.delete(f"/api/participants/{shown}/")
+        assert response.status_code == 403, user.username
+        assert response.json()["detail"], user.username
+    assert Participant.objects.filter(pk=participant.pk).exists()
+    assert not ErasureRecord.objects.exists()
+
+
+def test_the_erasure_endpoint_is_in_the_openapi_schema(researcher):
+    api = Client()
+    api.force_login(researcher)
+    schema = api.get("/api/schema/?format=json").json()
+    operation = schema["paths"]["/api/participants/{pseudonym}/"]["delete"]
+    assert operation["operationId"] == "participant_erase"
+    assert set(operation["responses"]) >= {"200", "401", "403", "404"}
+    assert schema["components"]["schemas"]["ErasureOutcome"]["properties"]["erased"]["type"] == "boolean"

@@ -144,6 +144,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "api:snapshot-list": API,
     "api:snapshot-detail": API,
     "api:token": API,
+    "api:participant-erasure": API,  # DELETE only: a GET is 405 ("in") for those let through
     "api:not-found": ("missing", "missing", "missing", "missing", "missing", "missing"),  # JSON 404 for all
     "collection:join": LINK,
     "collection:resume": LINK,
@@ -210,6 +211,7 @@ ADMIN_MODELS: dict[str, str] = {
     "collection.attentioncheck": "view",  # read-only: written by the participant pages only
     "collection.qualitydecision": "view",  # read-only: decisions are made on the quality pages
     "collection.safetyevent": "view",  # read-only: written by the participant pages only
+    "collection.pendingtask": "",  # tasks kept while the broker was away: administrators only, read-only
     "annotation.pagetime": "view",  # read-only: written by the annotation pages only
     "annotation.moodtag": "view",
     "annotation.binaryjudgement": "view",
@@ -243,6 +245,7 @@ ADMIN_PAGE_EXCEPTIONS = {
     "admin:collection_qualitydecision_add": ADMIN_CLOSED,
     "admin:collection_safetyevent_add": ADMIN_CLOSED,
     "admin:annotation_pagetime_add": ADMIN_CLOSED,
+    "admin:collection_pendingtask_add": ADMIN_CLOSED,  # kept by collection.task_queue only
 }
 # Admin pages nobody may use, superusers included: login attempts are recorded by django-axes, never typed in.
 ADMIN_NOBODY = {
@@ -369,6 +372,9 @@ def world(scored_runs, researcher, site_admin, rater, participant, export_dir, d
         shown="panel",
     )
     LiveCall.objects.create(study=participant.study, litellm_model="openai/matrix", cost_usd=0.01)
+    from collection.models import PendingTask
+
+    PendingTask.objects.create(task="annotation.prepare_rewrite", args=[first_turn.pk], error="matrix")
     if not Consent.objects.exists():
         Consent.objects.create(participant=conversation.participant, version="v1")
     if not SensitiveProfile.objects.exists():
@@ -414,8 +420,12 @@ def world(scored_runs, researcher, site_admin, rater, participant, export_dir, d
     return values, api_pk, clients
 
 
-def _url(pattern: Pattern, values: dict[str, Any], api_pk: dict[str, int]) -> str:
+def _url(pattern: Pattern, values: dict[str, Any], api_pk: dict[str, int], prefer: Any = None) -> str:
+    """The pattern's address with real objects behind it; an admin object leading to ``prefer`` (a participant)
+    is chosen over the first row when there is one."""
     from django.urls import reverse
+
+    from collection.admin_withdrawal import participant_lookup
 
     kwargs = {arg: values[arg] for arg in pattern.converters if arg not in ("pk", "id")}
     if pattern.name == "api:not-found":
@@ -425,7 +435,11 @@ def _url(pattern: Pattern, values: dict[str, Any], api_pk: dict[str, int]) -> st
         kwargs["pk"] = api_pk[resource.removesuffix("-version") + "-version" if "dataset" in resource else resource]
     found = _admin_model(pattern)
     if found is not None:
-        first = found[0]._default_manager.order_by("pk").values_list("pk", flat=True).first()
+        rows = found[0]._default_manager.order_by("pk")
+        lookup = participant_lookup(found[0])
+        if prefer is not None and lookup is not None and rows.filter(**{lookup or "pk": prefer.pk}).exists():
+            rows = rows.filter(**{lookup or "pk": prefer.pk})
+        first = rows.values_list("pk", flat=True).first()
         assert first is not None, f"no {found[0]._meta.label} in the world"
         kwargs.update({arg: first for arg in ("object_id", "id") if arg in pattern.converters})
     if pattern.name:
@@ -448,6 +462,8 @@ def _outcome(response: Any) -> str:
     return "in"
 
 
+# Every URL pattern times every role: minutes on a loaded 2-core machine, more than the suite's default limit.
+@pytest.mark.timeout(1200)
 @pytest.mark.django_db
 def test_every_role_gets_what_the_table_says(world) -> None:
     values, api_pk, clients = world
@@ -460,6 +476,95 @@ def test_every_role_gets_what_the_table_says(world) -> None:
         if got != want:
             wrong.append(f"{url} ({pattern.name or pattern.route}): expected {want}, got {got}")
     assert not wrong, f"{len(wrong)} wrong:\n" + "\n".join(wrong)
+
+
+# Pages that may still name a withdrawn participant's conversation or pseudonym (never their words), and why.
+WITHDRAWN_NAMED: dict[str, str] = {
+    # A frozen snapshot is immutable (its content hash covers the manifest): it keeps the ids it compared.
+    "admin:research_resultsnapshot_change": "a frozen snapshot's manifest lists the conversation ids it compared",
+    "api:snapshot-detail": "a frozen snapshot's manifest lists the conversation ids it compared",
+    # Erasure requests are handled on the participant list (its action), so the pseudonym stays findable.
+    "admin:collection_participant_changelist": "the erasure action lives on the participant list",
+    "admin:collection_participant_change": "the erasure action lives on the participant list",
+    "admin:collection_participant_history": "the erasure action lives on the participant list",
+}
+
+
+def _markers(participant: Any, conversation: Any) -> tuple[list[str], list[str]]:
+    """What would give a withdrawn participant's data away: their ids, and the words only they wrote, as a
+    page (HTML-escaped) or the API (JSON-escaped) would write them."""
+    import html
+    import json
+
+    from collection.models import Turn
+    from datasets.pseudonyms import export_pseudonym
+
+    texts = [
+        text
+        for text in conversation.turns.values_list("user_message", flat=True)
+        if len(text) >= 20 and not Turn.objects.filter(user_message=text).exclude(conversation=conversation).exists()
+    ]
+    ids = [conversation.conversation_id, participant.pseudonym, export_pseudonym(participant.pseudonym)]
+
+    def forms(values: list[str]) -> list[str]:
+        return sorted({form for text in values for form in (text, html.escape(text), json.dumps(text)[1:-1])})
+
+    return forms(ids), forms(texts)
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.django_db
+def test_no_page_admin_or_api_shows_a_withdrawn_participants_data_to_anyone_but_superusers(
+    world, django_capture_on_commit_callbacks
+) -> None:
+    """The withdrawal column of the matrix, derived like the rest: every URL pattern the resolver knows is
+    requested by every role but the superuser, with the withdrawn participant's own objects behind its
+    arguments (their conversation, pseudonym, assignment, safety event; in the admin, a row of theirs for
+    every registered model that leads to a participant). No answer may carry their ids or their words, no
+    admin change page of their rows opens, and no admin list holds them. Superusers still see them, marked."""
+    from collection.admin_withdrawal import participant_lookup
+    from collection.models import Conversation
+    from collection.study_flow import do_withdraw
+
+    values, api_pk, clients = world
+    conversation = Conversation.objects.get(conversation_id=values["conversation_id"])
+    gone = conversation.participant
+    with django_capture_on_commit_callbacks(execute=True):
+        do_withdraw(gone)
+    values = {**values, "pseudonym": gone.pseudonym}
+    ids, words = _markers(gone, conversation)
+    assert words, "the withdrawn conversation has no words of its own to look for"
+    leaked = []
+    for pattern in all_patterns():
+        url = _url(pattern, values, api_pk, prefer=gone)
+        found = _admin_model(pattern)
+        lookup = participant_lookup(found[0]) if found else None
+        for role in ROLES[:-1]:
+            response = clients[role].get(url)
+            assert response.status_code < 500, (url, role)
+            body = b"".join(response) if response.streaming else response.content
+            text = body.decode("utf-8", "replace")
+            named = pattern.name in WITHDRAWN_NAMED
+            shown = [marker for marker in (words if named else ids + words) if marker in text]
+            if shown:
+                leaked.append(f"{url} as {role}: {shown[0][:40]!r}")
+            if found is None or lookup is None or response.status_code != 200:
+                continue
+            model, action = found
+            if named:
+                continue
+            theirs = model._default_manager.filter(**{lookup or "pk": gone.pk})
+            if action == "changelist" and response.context and "cl" in response.context:
+                if response.context["cl"].queryset.filter(pk__in=theirs.values("pk")).exists():
+                    leaked.append(f"{url} as {role}: the list holds their rows")
+            elif action in ("change", "history", "delete") and theirs.exists():
+                leaked.append(f"{url} as {role}: their row's {action} page opened")
+    assert not leaked, f"{len(leaked)} leak(s) of a withdrawn participant's data:\n" + "\n".join(leaked)
+    # Superusers, who handle erasure requests, still reach a withdrawn conversation in the admin, marked.
+    admin_page = clients["superuser"].get(f"/admin/collection/conversation/{conversation.pk}/change/")
+    assert admin_page.status_code == 200
+    listed = clients["superuser"].get("/admin/collection/conversation/").content.decode()
+    assert conversation.conversation_id in listed and "column-participant_withdrawn" in listed
 
 
 @pytest.mark.django_db
