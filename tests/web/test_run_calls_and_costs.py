@@ -68,6 +68,10 @@ def test_repeats_and_fresh_calls_from_the_launcher_and_the_api_ask_the_model_aga
     with FakeLLMServer(FakeConfig()) as server:
         model = register("fake-em", server)
 
+        # Each launch first sends the model one real probe call (preflight), never from the cache; the counts
+        # below are the run's own requests.
+        probe = 1
+
         def launch_page(**extra) -> tuple[EvaluationRun, int]:
             server.reset()
             replay_service.reset_process_state()  # a new worker: its memory cache starts empty
@@ -76,7 +80,7 @@ def test_repeats_and_fresh_calls_from_the_launcher_and_the_api_ask_the_model_aga
             assert response.status_code == 302, response.content.decode()[:2000]
             run = latest_run()
             assert run.status == EvaluationRun.Status.DONE, run.error
-            return run, int(server.stats()["requests"])
+            return run, int(server.stats()["requests"]) - probe
 
         def launch_api(**extra) -> tuple[dict, int]:
             server.reset()
@@ -87,7 +91,7 @@ def test_repeats_and_fresh_calls_from_the_launcher_and_the_api_ask_the_model_aga
             (launched,) = response.json()["runs"]
             run = signed_in.get(f"/api/runs/{launched['id']}/").json()  # as it ended
             assert run["status"] == "done", run
-            return run, int(server.stats()["requests"])
+            return run, int(server.stats()["requests"]) - probe
 
         first, asked = launch_page()
         assert asked == first.calls_made > 0 and (first.fresh_calls, first.repeat) == (False, 0)
@@ -134,7 +138,8 @@ def test_a_models_cost_includes_its_judge_calls_whichever_run_paid_for_them(conv
         runs = {}
         for name in ("alpha", "alpha-again"):
             server.reset()
-            body = {"models": [name], "modes": ["default"], "judge": judge.name}
+            # No preflight probe: the provider's request count below is the runs' own.
+            body = {"models": [name], "modes": ["default"], "judge": judge.name, "preflight": False}
             response = signed_in.post("/api/runs/", body, content_type="application/json")
             assert response.status_code == 201, response.content
             runs[name] = EvaluationRun.objects.get(pk=response.json()["runs"][0]["id"])
