@@ -988,6 +988,8 @@ def do_create_run(
     panas_strategy: str = "absolute",
     judge_name: str | None = None,
     conversation_ids: Sequence[str] | None = None,
+    origin: str = "",
+    provenance: dict[str, Any] | None = None,
 ) -> EvaluationRun:
     """A queued run over the given conversations (default: all complete ones), registering baselines on demand."""
 
@@ -1010,6 +1012,8 @@ def do_create_run(
             panas_strategy=panas_strategy,
             selection=selection,
             prompt_version=PROMPT_VERSION,
+            origin=origin,
+            provenance=provenance,
         )
         if conversation_ids is not None:
             pks = list(
