@@ -29,6 +29,7 @@ refused with the command to run otherwise.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -203,7 +204,8 @@ def cli_provenance(em: EMSpec, config: ReplayConfig, options: dict[str, Any], ar
         "cache": "off" if options.get("no_cache") else ("fresh" if options.get("fresh") else "on"),
         "conversations": "database" if options.get("from_db") else list(options.get("conversations") or []),
         "out": str(options.get("out_resolved") or options.get("out") or ""),
-        "command": " ".join(["attune", *argv]),
+        # The command line when the process is ``attune eval ...``; None when called from Python.
+        "command": shlex.join(["attune", *argv]) if argv[:1] == ["eval"] else None,
     }
     return provenance(EvaluationRun.Origin.CLI, user=os_user(), settings=run_settings)
 
