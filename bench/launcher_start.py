@@ -48,9 +48,10 @@ def main() -> None:
     options = parser.parse_args()
     latency = 20.0 if options.smoke else options.latency_ms
     with tempfile.TemporaryDirectory(prefix="attune-launcher-bench-") as scratch:
-        with FakeLLMServer(FakeConfig(latency_ms=latency)) as provider, ServedSite(
-            Path(scratch) / "data", repo=options.repo
-        ) as site:
+        with (
+            FakeLLMServer(FakeConfig(latency_ms=latency)) as provider,
+            ServedSite(Path(scratch) / "data", repo=options.repo) as site,
+        ):
             token = site.researcher_token("bench")
             if options.smoke:
                 site.import_synth(3)

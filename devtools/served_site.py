@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import httpx
 
@@ -68,7 +69,7 @@ class ServedSite:
             raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stderr}")
         return done.stdout
 
-    def shell(self, code: str) -> object:
+    def shell(self, code: str) -> Any:
         """Run ``code`` in ``manage.py shell``; it sets ``result``, which comes back through JSON."""
         program = f"{code}\nprint({RESULT_PREFIX!r} + __import__('json').dumps(result))"
         out = self.manage("shell", "-c", program)
@@ -91,7 +92,7 @@ class ServedSite:
     def import_synth(self, n: int, seed: int = 7) -> list[str]:
         """``n`` synthetic conversations of two to three turns, imported."""
         return list(
-            self.shell(  # type: ignore[arg-type]
+            self.shell(
                 "from attunebench.synth import synth_conversations\n"
                 "from datasets.exchange import import_documents\n"
                 f"docs = synth_conversations({n}, seed={seed}, min_turns=2, max_turns=3)\n"
@@ -104,7 +105,7 @@ class ServedSite:
     def register_model(self, name: str, api_base: str, *, max_concurrency: int) -> int:
         """A registry row for an OpenAI-compatible server at ``api_base``; its id."""
         return int(
-            self.shell(  # type: ignore[arg-type]
+            self.shell(
                 "from scoring.models import EvaluatedModel\n"
                 f"row, _ = EvaluatedModel.objects.update_or_create(name={name!r}, defaults=dict(kind='llm', "
                 f"litellm_model={name!r}, api_base={api_base!r}, max_concurrency={max_concurrency}))\n"
