@@ -125,9 +125,11 @@ def test_the_launcher_page_returns_at_once_too(site, provider):
     assert launched.status_code == 302 and launched.headers["Location"].endswith("/research/runs/")
     assert provider.stats()["completions"] == 0  # the page came back before any call was answered
     wait_for(lambda: provider.stats()["in_flight"] == CAP, f"{CAP} calls in flight")
-    provider.configure(hold_until_in_flight=0)
     run_id = served.shell("from scoring.models import EvaluationRun\nresult = EvaluationRun.objects.get().pk")
     going = browser.get(f"/research/runs/{run_id}/")
     assert "Started from <strong>Run launcher</strong> by lena" in going.text
+    # The run's page shows the calls as they go out, as the CLI's progress line does.
+    assert 'data-status="running"' in going.text and f"{CAP} calls sent so far" in going.text
+    provider.configure(hold_until_in_flight=0)
     wait_for(lambda: 'data-status="done"' in browser.get(f"/research/runs/{run_id}/progress/").text, "the run done")
     assert provider.stats()["peak_in_flight"] == CAP
