@@ -414,6 +414,10 @@ ATTUNE_ALTERNATE_MODEL = env_str("ATTUNE_ALTERNATE_MODEL")
 ATTUNE_ALTERNATE_API_BASE = env_str("ATTUNE_ALTERNATE_API_BASE")
 # Model calls in flight at once in one worker process, across every conversation it replays.
 ATTUNE_REPLAY_CONCURRENCY = env_int("ATTUNE_REPLAY_CONCURRENCY", 32, minimum=1, maximum=1024)
+# Without a Celery worker (tasks run eagerly, in the process that sends them), a run started from the
+# launcher or the API is replayed by background threads of the web process (scoring/embedded_runs.py), so
+# the request returns at once. The test suite turns it off, as it turns Celery's eager mode on.
+ATTUNE_EMBEDDED_RUNS_IN_BACKGROUND = True
 # A worker holds a lease on each conversation it replays and renews it every quarter of this time;
 # a conversation whose lease has lapsed (its worker died) is requeued by any live worker's sweeper.
 ATTUNE_REPLAY_LEASE_SECONDS = env_int("ATTUNE_REPLAY_LEASE_SECONDS", 60, minimum=2, maximum=3600)

@@ -16,7 +16,8 @@ indices, PANAS keys, reasoning in verbose modes). Faults are injectable:
   page, an empty body, a JSON error object);
 - a hold: the first requests (of chosen call types) wait until a given number
   are in flight at once, so a test can check a client's concurrency without
-  racing the latency on a loaded machine.
+  racing the latency on a loaded machine; lowering the hold (``POST /control``)
+  to what is held, or to 0, releases them.
 
 Every request is counted (``GET /stats``, reset with ``POST /stats/reset``) so
 a test can assert that a cached re-run made zero calls. ``POST /control``
@@ -428,7 +429,13 @@ class _App:
             self.config.update(await request.json())
         except ValueError as exc:
             return web.json_response({"error": str(exc)}, status=400)
+        self.release_if_reached()
         return web.json_response(asdict(self.config))
+
+    def release_if_reached(self) -> None:
+        """Lowering the hold to what is already held (or to 0) lets the held requests go at once."""
+        if self.config.hold_until_in_flight <= self._holding:
+            self._hold_reached.set()
 
     async def models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "fake-em", "object": "model"}]})
@@ -526,6 +533,8 @@ class FakeLLMServer:
         def apply() -> None:
             try:
                 self.config.update(changes)
+                if self._state is not None:
+                    self._state.release_if_reached()
             except ValueError as exc:
                 errors.append(exc)
             done.set()

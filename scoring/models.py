@@ -89,6 +89,12 @@ class EvaluatedModel(models.Model):
 class EvaluationRun(models.Model):
     """One (EM, mode, PANAS strategy, judge, dataset selection) replay and its progress."""
 
+    class Origin(models.TextChoices):
+        LAUNCHER = "launcher", "Run launcher"
+        API = "api", "REST API"
+        CLI = "cli", "attune eval"
+        UNRECORDED = "", "Not recorded"
+
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
         RUNNING = "running", "Running"
@@ -156,10 +162,25 @@ class EvaluationRun(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    origin = models.CharField(
+        max_length=10,
+        choices=Origin.choices,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Where the run was started; empty for runs made before this was recorded.",
+    )
+    provenance = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Who started it and how: user, code version, host and the settings it ran with "
+        "(scoring.run_provenance); never a key.",
+    )
 
     class Meta:
         ordering = ["-created_at"]
         constraints = [
+            models.CheckConstraint(condition=Q(origin__in=["", "launcher", "api", "cli"]), name="run_origin_valid"),
             models.CheckConstraint(condition=Q(mode__in=list(cat.MODES)), name="run_mode_valid"),
             models.CheckConstraint(
                 condition=Q(panas_strategy__in=list(cat.PANAS_STRATEGIES)), name="run_panas_strategy_valid"

@@ -49,7 +49,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
-from django.db.models import BooleanField, DateTimeField, Exists, ExpressionWrapper, F, OuterRef, Q, QuerySet
+from django.db.models import BooleanField, DateTimeField, Exists, ExpressionWrapper, F, OuterRef, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
@@ -1031,6 +1031,20 @@ def run_progress(run_id: int) -> dict[str, Any]:
     }
 
 
+def calls_sent_so_far(run: EvaluationRun) -> int:
+    """The run's requests so far, those of conversations still being replayed included.
+
+    A run's ``calls_made`` grows as each conversation is stored; while one is
+    replayed its requests are counted as they go out (``paid_sent``, before each
+    is sent), so a run's page shows its calls as they happen, as ``attune eval``'s
+    progress line does.
+    """
+    going = RunConversation.objects.filter(run=run, status=RunConversation.Status.RUNNING).aggregate(
+        sent=Sum(F("paid_sent") - F("paid_sent_counted"))
+    )["sent"]
+    return run.calls_made + max(0, going or 0)
+
+
 def do_create_run(
     model_name: str,
     mode: str,
@@ -1040,6 +1054,8 @@ def do_create_run(
     *,
     fresh_calls: bool = False,
     repeat: int = 0,
+    origin: str = "",
+    provenance: dict[str, Any] | None = None,
 ) -> EvaluationRun:
     """A queued run over the given conversations (default: all complete ones), registering baselines on demand.
 
@@ -1070,6 +1086,8 @@ def do_create_run(
             prompt_version=PROMPT_VERSION,
             fresh_calls=fresh_calls,
             repeat=repeat,
+            origin=origin,
+            provenance=provenance,
         )
         if conversation_ids is not None:
             pks = list(

@@ -19,11 +19,13 @@ import logging
 import threading
 from typing import Any
 
+from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from collection.task_queue import send_pending
+from scoring.embedded_runs import embedded_runner
 from scoring.models import EvaluationRun, RunConversation
 from scoring.replay_service import (
     ACTIVE_STATUSES,
@@ -39,13 +41,34 @@ from scoring.tasks import dispatch_run, finalize_run, requeue
 logger = logging.getLogger("attune.replay")
 
 
-def start_run(run_id: int) -> None:
-    """Prepare a queued run and hand it to Celery (eager, in-process, without REDIS_URL)."""
+def tasks_run_here() -> bool:
+    """Whether a Celery task sent now would run in this process (the embedded default: no REDIS_URL)."""
+    from celery import current_app
+
+    return bool(current_app.conf.task_always_eager)
+
+
+def start_run(run_id: int, *, in_background: bool = False) -> None:
+    """Prepare a queued run and hand it to Celery workers.
+
+    Where tasks would run in this process, eagerly, ``in_background`` replays it
+    in background threads of this process instead (``scoring.embedded_runs``):
+    what the launcher and the API ask, so a request returns at once; without
+    it (a script, a test) the run is replayed here before this returns.
+    """
     pending = do_prepare_run(run_id)
-    dispatch_run(run_id, pending)
+    if in_background and background_runs_here():
+        embedded_runner().start(run_id, pending)
+    else:
+        dispatch_run(run_id, pending)
 
 
-def resume_run(run_id: int) -> None:
+def background_runs_here() -> bool:
+    """Whether runs started from the web are replayed by this process's background threads."""
+    return tasks_run_here() and bool(settings.ATTUNE_EMBEDDED_RUNS_IN_BACKGROUND)
+
+
+def resume_run(run_id: int, *, in_background: bool = False) -> None:
     """Continue a cancelled or failed run: finished conversations are kept, cached calls are free."""
     put_back = RunConversation.objects.filter(run_id=run_id, status=RunConversation.Status.FAILED).update(
         status=RunConversation.Status.PENDING
@@ -54,7 +77,7 @@ def resume_run(run_id: int) -> None:
         EvaluationRun.objects.filter(pk=run_id, conversations_failed__gte=put_back).update(
             conversations_failed=F("conversations_failed") - put_back
         )
-    start_run(run_id)
+    start_run(run_id, in_background=in_background)
 
 
 def retry_failed(run_id: int) -> int:
@@ -94,7 +117,7 @@ def cancel_run(run_id: int) -> bool:
     return bool(changed)
 
 
-def requeue_stalled(run_id: int | None = None) -> list[int]:
+def requeue_stalled(run_id: int | None = None, *, in_background: bool = False) -> list[int]:
     """Queue again the conversations whose worker stopped renewing its lease; returns their ids.
 
     Marking (pending again) is conditional on the same lapsed lease, so of two
@@ -103,11 +126,15 @@ def requeue_stalled(run_id: int | None = None) -> list[int]:
     comes back from the broker after ATTUNE_VISIBILITY_TIMEOUT.
     """
     requeued = []
+    background = in_background and run_id is not None and background_runs_here()
     for pk, owner in stalled_conversations(run_id).values_list("pk", "lease_owner"):
         if mark_requeued(pk, owner):
             logger.warning("run conversation %s: the lease of %s lapsed; requeued", pk, owner)
             requeued.append(pk)
-            requeue([pk])
+            if not background:
+                requeue([pk])
+    if background and requeued and run_id is not None:
+        embedded_runner().start(run_id, requeued)
     return requeued
 
 

@@ -34,19 +34,28 @@ def _tasks_in_process_unless_marked_celery(request):
     """Only tests marked ``celery`` hand tasks to a real worker.
 
     Every other test runs Celery tasks in the calling process, as the embedded
-    default does, so the suite behaves the same whether or not REDIS_URL is set.
+    default does, so the suite behaves the same whether or not REDIS_URL is set;
+    runs started from the web are replayed in the request too, not in background
+    threads (``scoring.embedded_runs``).
     """
     if request.node.get_closest_marker("celery"):
         yield
         return
+    from django.conf import settings
+
     from attune_site.celery import app
 
     saved = (app.conf.task_always_eager, app.conf.task_eager_propagates)
     app.conf.task_always_eager, app.conf.task_eager_propagates = True, True
+    # Runs started from the launcher are replayed before the request returns, as the tasks are: a test reads
+    # the outcome at once. The background replay of the embedded default has its own tests (a real server).
+    saved_background = settings.ATTUNE_EMBEDDED_RUNS_IN_BACKGROUND
+    settings.ATTUNE_EMBEDDED_RUNS_IN_BACKGROUND = False
     try:
         yield
     finally:
         app.conf.task_always_eager, app.conf.task_eager_propagates = saved
+        settings.ATTUNE_EMBEDDED_RUNS_IN_BACKGROUND = saved_background
 
 
 @pytest.fixture(scope="session")

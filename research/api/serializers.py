@@ -260,6 +260,8 @@ class RunSerializer(serializers.ModelSerializer):
             "coverage",
             "post_coverage",
             "error",
+            "origin",
+            "provenance",
             "created_at",
             "started_at",
             "finished_at",

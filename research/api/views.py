@@ -132,6 +132,7 @@ COMPLETENESS_STATES = list(CONVERSATION_COMPLETENESS)
 MODEL_KINDS = [k for k, _ in EvaluatedModel.Kind.choices]
 EXPORT_STATUSES = [s for s, _ in ExportJob.Status.choices]
 RUN_STATUSES = [s for s, _ in EvaluationRun.Status.choices]
+RUN_ORIGINS = [o for o, _ in EvaluationRun.Origin.choices if o]
 WEIGHTINGS = ("spec", "equal")
 
 
@@ -405,6 +406,7 @@ class ExportJobViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
             _param("status", "Filter by status.", RUN_STATUSES),
             _param("model", "Filter by evaluated-model name."),
             _param("mode", "Filter by mode.", list(MODES)),
+            _param("origin", "Filter by where runs were started (launcher, api, cli).", RUN_ORIGINS),
         ],
         responses={200: RunSerializer(many=True), **BAD_FILTER, **DENIED},
     ),
@@ -423,6 +425,8 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
             queryset = queryset.filter(evaluated_model__name=model)
         if mode := choice_filter(self.request, "mode", MODES):
             queryset = queryset.filter(mode=mode)
+        if origin := choice_filter(self.request, "origin", RUN_ORIGINS):
+            queryset = queryset.filter(origin=origin)
         return queryset
 
     @extend_schema(
@@ -457,7 +461,7 @@ class RunViewSet(ResearcherAPIMixin, mixins.CreateModelMixin, viewsets.ReadOnlyM
                 return Response(asdict(launcher.estimate(launch)))
             if d["preflight"]:
                 launcher.check_preflight(launch)
-            runs = launcher.do_launch_runs(launch, request.user)
+            runs = launcher.do_launch_runs(launch, request.user, origin=EvaluationRun.Origin.API)
         except launcher.LauncherError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response({"runs": RunSerializer(runs, many=True).data}, status=status.HTTP_201_CREATED)

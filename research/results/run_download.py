@@ -18,8 +18,8 @@ from attunebench import canonical as cf
 from attunebench.catalogue import RESEARCH_ONLY_STATEMENT
 from attunebench.replay.cache import PROVIDER_ENDPOINT, normalise_endpoint
 from datasets.exchange import withdrawn_conversations
-from research.results.snapshots import code_version
 from scoring.models import EvaluationRun, RunConversation
+from scoring.run_provenance import code_version
 
 # A fixed timestamp inside the zip, so the same run always gives byte-identical archives.
 ZIP_TIME = (2020, 1, 1, 0, 0, 0)
@@ -68,6 +68,9 @@ def run_manifest(run: EvaluationRun, conversation_ids: list[str], withdrawn: int
         "created_at": run.created_at.isoformat(),
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "code_version": code_version(),
+        # Where the run was started (launcher, API or attune eval), by whom, with which code and settings.
+        "origin": run.origin,
+        "provenance": run.provenance,
     }
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from importlib import metadata
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -26,20 +25,13 @@ from research.models import ResultSnapshot
 from research.results.charts import Chart
 from research.results.evaluation import EvaluationData, apart_rows, leaderboard_rows
 from research.results.figures import leaderboard_table
+from scoring.run_provenance import code_version
 
 MAX_NAME = 200
 
 
 class SnapshotError(ValueError):
     """A snapshot that cannot be made (no scored rows, name taken or empty); the message says which."""
-
-
-def code_version() -> str:
-    """The installed attune package's version (the code that computed the numbers)."""
-    try:
-        return metadata.version("attune")
-    except metadata.PackageNotFoundError:
-        return "unknown (attune not installed as a package)"
 
 
 def snapshot_manifest(data: EvaluationData, weighting: str) -> dict[str, Any]:

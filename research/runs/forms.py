@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings
 
 from attunebench import catalogue as cat
 from datasets.models import DatasetVersion
 from research.runs.launcher import MAX_REPEAT
 from scoring.models import EvaluatedModel
+from scoring.provider_access import api_base_problem
 
 INTENSITY_CHOICES = [("", "–")] + [(str(i), str(i)) for i in range(cat.PANAS_SCALE_MIN, cat.PANAS_SCALE_MAX + 1)]
 YES_NO_NA_CHOICES = [(v, cat.YES_NO_NA_LABELS[v]) for v in cat.YES_NO_NA]
@@ -69,12 +71,15 @@ class LaunchForm(forms.Form):
         return self.cleaned_data.get("repeat") or 0
 
 
-# Where a model is called and which key variable it reads are the admin's decision only: a researcher
-# who could point a model at a host of their choice could collect a key there.
+# Which key variable a model reads is the admin's decision only: a researcher who could name one and point the
+# model at a host of their choice could collect the key there. Where a model is called (api_base) a researcher
+# may choose within the host allow-list (``scoring.provider_access``): this machine while live models are off,
+# a listed host otherwise; a model that reads a key keeps the endpoint its administrator gave it.
 REGISTRY_FIELDS = (
     "name",
     "kind",
     "litellm_model",
+    "api_base",
     "max_concurrency",
     "requests_per_minute",
     "input_cost_per_million",
@@ -82,11 +87,11 @@ REGISTRY_FIELDS = (
     "active",
     "notes",
 )
-REGISTRY_SUPERUSER_FIELDS = ("api_base", "params")
+REGISTRY_SUPERUSER_FIELDS = ("params",)
 
 
 class EvaluatedModelForm(forms.ModelForm):
-    """A registry row as researchers edit it; ``api_base`` and ``params`` only for superusers.
+    """A registry row as researchers edit it; ``params`` only for superusers, ``api_base`` within the allow-list.
 
     Validation is the model's own (``EvaluatedModel.clean`` → ``scoring.provider_access``),
     so this form and the admin refuse exactly the same rows.
@@ -99,9 +104,33 @@ class EvaluatedModelForm(forms.ModelForm):
 
     def __init__(self, *args: Any, superuser: bool, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.superuser = superuser
         if not superuser:
             for name in REGISTRY_SUPERUSER_FIELDS:
                 del self.fields[name]
+            self.fields["api_base"].help_text = (
+                "An OpenAI-compatible server's URL, e.g. http://127.0.0.1:8000/v1 (litellm model openai/NAME). "
+                + (
+                    "Live models are on: only hosts listed in ATTUNE_PROVIDER_HOSTS."
+                    if settings.ATTUNE_ALLOW_LIVE_MODELS
+                    else "This machine only while live models are off."
+                )
+            )
+
+    def clean_api_base(self) -> str:
+        """A researcher's endpoint: on an allowed host, and never a new one for a model that reads a key."""
+        value = (self.cleaned_data.get("api_base") or "").strip()
+        stored = self.instance.api_base or "" if self.instance.pk else ""
+        if self.superuser or value == stored:
+            return value  # the model's own rules (clean) still apply
+        if problem := api_base_problem(value, live=bool(settings.ATTUNE_ALLOW_LIVE_MODELS)):
+            raise forms.ValidationError(problem)
+        if self.instance.pk and "api_key_env" in (self.instance.params or {}):
+            raise forms.ValidationError(
+                "this model reads a provider key (params.api_key_env), so only an administrator may change "
+                "where it is called"
+            )
+        return value
 
     def add_error(self, field: str | None, error: Any) -> None:
         """The model's errors on a field this account may not edit go above the form, saying whom to ask.

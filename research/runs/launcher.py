@@ -25,6 +25,7 @@ from scoring import replay_service, run_control
 from scoring.connection_check import do_preflight
 from scoring.models import EvaluatedModel, EvaluationRun
 from scoring.run_gaps import gapped_rows
+from scoring.run_provenance import model_settings, provenance
 
 #: The highest repeat number a launch accepts: enough to measure sampling variance, few enough to budget.
 MAX_REPEAT = 100
@@ -149,8 +150,36 @@ def check_launch(request: LaunchRequest) -> None:
         raise LauncherError("No complete, non-withdrawn conversations match this selection.")
 
 
-def do_launch_runs(request: LaunchRequest, user: Any = None) -> list[EvaluationRun]:
-    """Create one run per (EM, mode) and hand each to the replay service after commit."""
+def launch_provenance(request: LaunchRequest, model: EvaluatedModel, user: Any, origin: str) -> dict[str, Any]:
+    """What a launched run records of its start: who, from where, and the registry settings it runs with."""
+
+    def registry_settings(row: EvaluatedModel) -> dict[str, Any]:
+        return model_settings(
+            row.name,
+            litellm_model=row.litellm_model,
+            api_base=row.api_base,
+            params=dict(row.params or {}),
+            max_in_flight=row.max_concurrency,
+        )
+
+    settings_ = {
+        "model": registry_settings(model),
+        "judge": registry_settings(request.judge) if request.judge is not None else None,
+        "selection": request.selection(),
+        "dataset_version": request.dataset_version.name if request.dataset_version is not None else None,
+    }
+    name = user.get_username() if getattr(user, "is_authenticated", False) else "anonymous"
+    return provenance(origin, user=name, settings=settings_)
+
+
+def do_launch_runs(
+    request: LaunchRequest, user: Any = None, origin: str = EvaluationRun.Origin.LAUNCHER
+) -> list[EvaluationRun]:
+    """Create one run per (EM, mode) and hand each to the replay service after commit.
+
+    In the embedded default (no Celery worker) the runs are replayed in background
+    threads of this process (``scoring.embedded_runs``), so the request returns at once.
+    """
     check_launch(request)
     total = request.conversations().count()
     runs = []
@@ -169,13 +198,15 @@ def do_launch_runs(request: LaunchRequest, user: Any = None) -> list[EvaluationR
                         fresh_calls=request.fresh_calls,
                         repeat=request.repeat,
                         created_by=user if getattr(user, "is_authenticated", False) else None,
+                        origin=origin,
+                        provenance=launch_provenance(request, model, user, origin),
                     )
                 )
         run_ids = [r.pk for r in runs]
 
         def start_all() -> None:
             for run_id in run_ids:
-                run_control.start_run(run_id)
+                run_control.start_run(run_id, in_background=True)
 
         transaction.on_commit(start_all)
     return runs
@@ -203,7 +234,7 @@ def do_requeue_stalled(run: EvaluationRun) -> list[int]:
         raise LauncherError(
             f"Run {run.pk} is {run.get_status_display().lower()}; resume it instead of requeueing conversations."
         )
-    requeued = run_control.requeue_stalled(run.pk)
+    requeued = run_control.requeue_stalled(run.pk, in_background=True)
     if not requeued:
         raise LauncherError(f"Run {run.pk} has no stalled conversation: every running one has a live worker.")
     return requeued
@@ -244,5 +275,5 @@ def do_resume_run(run: EvaluationRun) -> EvaluationRun:
         raise LauncherError(
             f"Run {run.pk} is {run.get_status_display().lower()}; only cancelled or failed runs can be resumed."
         )
-    transaction.on_commit(lambda: run_control.resume_run(run.pk))
+    transaction.on_commit(lambda: run_control.resume_run(run.pk, in_background=True))
     return run

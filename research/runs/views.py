@@ -18,8 +18,13 @@ from research.runs import launcher
 from research.runs.forms import LaunchForm
 from scoring.models import EvaluationRun, RunConversation
 from scoring.replay_service import ACTIVE_STATUSES as ACTIVE_RUN_STATUSES
-from scoring.replay_service import run_limits, stalled_conversations
+from scoring.replay_service import calls_sent_so_far, run_limits, stalled_conversations
 from scoring.run_gaps import run_gaps
+
+
+def _calls_sent(run: EvaluationRun) -> int | None:
+    """Requests sent so far while the run goes (one query); None once it has ended (its counts are final)."""
+    return calls_sent_so_far(run) if run.status in ACTIVE_RUN_STATUSES else None
 
 
 @researcher_required
@@ -40,6 +45,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "run": run,
             "scores": scores[:500],
             "active_statuses": ACTIVE_RUN_STATUSES,
+            "calls_sent": _calls_sent(run),
             "call_limits": run_limits(run),
             # Stalled: running, but its worker stopped renewing the lease (died or hangs); requeue button below.
             "stalled": list(stalled_conversations(run.pk).select_related("conversation").order_by("pk")[:100]),
@@ -123,7 +129,11 @@ def run_estimate(request: HttpRequest) -> HttpResponse:
 def run_progress(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(EvaluationRun.objects.select_related("evaluated_model"), pk=run_id)
     # A finished run's fragment carries no hx-trigger, so swapping it in ends the polling.
-    return render(request, "research/_run_progress.html", {"run": run, "active_statuses": ACTIVE_RUN_STATUSES})
+    return render(
+        request,
+        "research/_run_progress.html",
+        {"run": run, "active_statuses": ACTIVE_RUN_STATUSES, "calls_sent": _calls_sent(run)},
+    )
 
 
 def _run_action(request: HttpRequest, run_id: int, action, done: str) -> HttpResponse:

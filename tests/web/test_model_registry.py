@@ -1,7 +1,9 @@
 """The model registry in the researcher pages, under the secrets rules: configuration never sends a secret away.
 
 Researchers list, add and edit models as the research group's rights allow;
-api_base and params stay the superuser's; "test connection" makes one real call
+params (the key variable among them) stay the superuser's, and a researcher may
+set api_base only on an allowed host (this machine while live models are off, a
+host of ATTUNE_PROVIDER_HOSTS when they are on); "test connection" makes one real call
 through the replay's litellm path (here to the local fake OpenAI-compatible
 server) and reports the answer or the provider's error without a 500.
 """
@@ -48,42 +50,77 @@ def test_a_researcher_sees_every_model_with_params_scrubbed(researcher):
     assert "s3cr3t" not in detail and "[hidden]" in detail
 
 
-def test_a_researcher_adds_a_model_but_cannot_choose_where_it_is_called(researcher):
+def test_a_researcher_cannot_send_a_model_to_a_host_nobody_allowed(researcher, settings):
+    settings.ATTUNE_ALLOW_LIVE_MODELS, settings.ATTUNE_PROVIDER_HOSTS = False, []
     client = _client(researcher)
     form_page = client.get(reverse("research:models")).content.decode()
-    assert 'name="litellm_model"' in form_page
-    assert 'name="api_base"' not in form_page and 'name="params"' not in form_page
+    assert 'name="litellm_model"' in form_page and 'name="api_base"' in form_page
+    assert 'name="params"' not in form_page
     posted = client.post(
         reverse("research:models"),
         {**BASE_FORM, "api_base": "https://collector.example.net/v1", "params": json.dumps({"api_key": "sk-x"})},
     )
+    assert posted.status_code == 200
+    assert "api_base host &#x27;collector.example.net&#x27; is not allowed for a model" in posted.content.decode()
+    assert not EvaluatedModel.objects.filter(name="openai/local-em").exists()
+
+
+def test_a_researcher_registers_a_server_on_this_machine_without_a_superuser(researcher, settings):
+    settings.ATTUNE_ALLOW_LIVE_MODELS, settings.ATTUNE_PROVIDER_HOSTS = False, []
+    posted = _client(researcher).post(
+        reverse("research:models"),
+        {**BASE_FORM, "api_base": "http://127.0.0.1:8000/v1", "params": json.dumps({"api_key_env": "OPENAI_API_KEY"})},
+    )
     model = EvaluatedModel.objects.get(name="openai/local-em")
     assert posted.status_code == 302 and posted["Location"] == reverse("research:model", args=[model.pk])
-    assert model.api_base == "" and model.params == {}  # the posted api_base and params were ignored
+    assert model.api_base == "http://127.0.0.1:8000/v1" and model.params == {}  # params stay the superuser's
 
 
-def test_a_researchers_edit_keeps_the_admins_api_base_and_params(researcher):
+def test_with_live_models_on_a_researcher_keeps_to_the_listed_hosts(researcher, settings):
+    settings.ATTUNE_ALLOW_LIVE_MODELS, settings.ATTUNE_PROVIDER_HOSTS = True, ["gpu.lab.example"]
+    client = _client(researcher)
+    refused = client.post(reverse("research:models"), {**BASE_FORM, "api_base": "http://127.0.0.1:8000/v1"})
+    assert refused.status_code == 200
+    assert "api_base host &#x27;127.0.0.1&#x27; is not allowed for a live model" in refused.content.decode()
+    taken = client.post(reverse("research:models"), {**BASE_FORM, "api_base": "https://gpu.lab.example/v1"})
+    assert taken.status_code == 302
+    assert EvaluatedModel.objects.get(name="openai/local-em").api_base == "https://gpu.lab.example/v1"
+
+
+def test_a_model_that_reads_a_key_keeps_the_admins_endpoint(researcher, settings):
+    settings.ATTUNE_ALLOW_LIVE_MODELS = False
     model = EvaluatedModel.objects.create(
-        name="local", litellm_model="openai/local", api_base="http://127.0.0.1:9/v1", params={"temperature": 0}
+        name="local",
+        litellm_model="openai/local",
+        api_base="http://127.0.0.1:9/v1",
+        params={"api_key_env": "OPENAI_API_KEY"},
     )
-    posted = _client(researcher).post(
+    client = _client(researcher)
+    kept = client.post(
         reverse("research:model", args=[model.pk]),
-        {**BASE_FORM, "name": "local", "notes": "our test server", "api_base": "https://collector.example.net/v1"},
+        {**BASE_FORM, "name": "local", "notes": "our test server", "api_base": "http://127.0.0.1:9/v1"},
     )
-    assert posted.status_code == 302
+    assert kept.status_code == 302
+    moved = client.post(
+        reverse("research:model", args=[model.pk]),
+        {**BASE_FORM, "name": "local", "api_base": "http://127.0.0.1:7777/v1"},
+    )
+    assert moved.status_code == 200
+    assert "only an administrator may change where it is called" in moved.content.decode()
     model.refresh_from_db()
     assert model.notes == "our test server" and model.max_concurrency == 4
-    assert model.api_base == "http://127.0.0.1:9/v1" and model.params == {"temperature": 0}
+    assert model.api_base == "http://127.0.0.1:9/v1" and model.params == {"api_key_env": "OPENAI_API_KEY"}
 
 
 def test_a_legacy_row_that_breaks_the_rules_says_why_instead_of_failing(researcher):
     model = EvaluatedModel.objects.create(name="old", litellm_model="openai/old")
     EvaluatedModel.objects.filter(pk=model.pk).update(api_base="https://collector.example.net/v1")
-    page = _client(researcher).post(reverse("research:model", args=[model.pk]), {**BASE_FORM, "name": "old"})
-    assert page.status_code == 200
-    assert "api_base (an administrator&#x27;s setting): api_base host &#x27;collector.example.net&#x27;" in (
-        page.content.decode()
+    page = _client(researcher).post(
+        reverse("research:model", args=[model.pk]),
+        {**BASE_FORM, "name": "old", "api_base": "https://collector.example.net/v1"},
     )
+    assert page.status_code == 200
+    assert "api_base host &#x27;collector.example.net&#x27; is not allowed" in page.content.decode()
 
 
 def test_a_superuser_sets_api_base_and_params_under_the_same_rules_as_the_admin(site_admin, settings):

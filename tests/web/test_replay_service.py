@@ -300,7 +300,16 @@ def test_a_failing_redis_cache_layer_is_logged_and_the_database_cache_carries_th
 def test_eval_command_from_db_writes_files_and_scores(tmp_path, capsys):
     import_synth(3)
     call_command(
-        "eval", "--model", "baseline:lexicon", "--from-db", "--out", str(tmp_path), "--no-cache", "--in-process"
+        "eval",
+        "--model",
+        "baseline:lexicon",
+        "--from-db",
+        "--out",
+        str(tmp_path),
+        "--no-cache",
+        "--in-process",
+        "--processes",
+        "1",  # forked children would close the test transaction's connection, which recording then uses
     )
     out = capsys.readouterr().out
     assert len(list(tmp_path.glob("*.json"))) == 3

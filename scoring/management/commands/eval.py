@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
 
 from attunebench import catalogue as cat
 from attunebench.replay.failures import DEFAULT_STOP_AFTER, REASONS
+from scoring.cli_runs import cli_provenance
 
 if TYPE_CHECKING:
     from attunebench.metrics.results import ScoringReport
@@ -147,6 +149,12 @@ class Command(BaseCommand):
             help="replay only the conversations of --out whose run files list failed calls or miss answers (and "
             "those with no file), from the call cache, so only the failed calls are made again; then score all",
         )
+        parser.add_argument(
+            "--no-record",
+            action="store_true",
+            help="write the run files only: do not record the run in the database (by default it is, so the "
+            "dashboard, the leaderboard and the API show it; conversation files not yet stored are imported)",
+        )
 
     # -- model specs ---------------------------------------------------------
 
@@ -201,12 +209,15 @@ class Command(BaseCommand):
             from datasets.exchange import iter_canonical
             from datasets.selection import complete_conversations
 
-            return list(iter_canonical(complete_conversations(), include_model_identity=True))
+            documents = list(iter_canonical(complete_conversations(), include_model_identity=True))
+            self.sources = [("database", doc) for doc in documents]
+            return documents
         from attunebench.sources import read_conversations
 
         found, problems = read_conversations(options["conversations"])
         for problem in problems:
             self.stderr.write(f"skipped: {problem}")
+        self.sources = found
         return [doc for _, doc in found]
 
     # -- main ------------------------------------------------------------------
@@ -253,6 +264,13 @@ class Command(BaseCommand):
         from attunebench.synth import document_filename, slug
 
         out = Path(options["out"] or Path(settings.ATTUNE_RUNS_DIR) / f"{slug(em.name)}__{config.mode}")
+        through_celery = bool(settings.REDIS_URL and options["from_db"] and not options["in_process"])
+        # Checked before any call: a run that could not be recorded is refused before it costs anything. A retry
+        # replays only some conversations, so it is not recorded as a whole run: its files are the record.
+        record_plan = (
+            None if options["no_record"] or through_celery or options["retry_failed"] else self._record_plan(options)
+        )
+        started_at = timezone.now()
         kept: list[Any] = []
         to_replay = conversations
         if options["retry_failed"]:
@@ -262,8 +280,8 @@ class Command(BaseCommand):
         try:
             if not to_replay:
                 runs = []
-            elif settings.REDIS_URL and options["from_db"] and not options["in_process"]:
-                runs = self._through_celery(em, options, to_replay)
+            elif through_celery:
+                runs = self._through_celery(em, options, to_replay, cli_provenance(em, config, options, sys.argv[1:]))
                 out.mkdir(parents=True, exist_ok=True)
                 from attunebench.canonical import dumps_canonical
 
@@ -281,6 +299,10 @@ class Command(BaseCommand):
                 f"{em.name}{f' at {em.api_base}' if em.api_base else ''}: {exc}\n"
                 f"No run files were written. {kept_note} (--stop-early-after 0 retries every call instead of stopping.)"
             ) from None
+        if record_plan is not None:
+            self._record(record_plan, em, config, options, started_at, out)
+        elif options["retry_failed"] and not options["no_record"]:
+            self.stdout.write("A retry is not recorded in the database: its run files in --out are the record.")
         self._score(conversations, kept + runs, options["min_coverage"])
 
     def _preflight(self, em: Any, config: Any, conversations: list[Any]) -> None:
@@ -335,6 +357,38 @@ class Command(BaseCommand):
             f"file(s) in {out} are kept as they are. Calls answered before come from the call cache."
         )
         return kept, to_replay
+
+    def _record_plan(self, options: dict[str, Any]) -> Any:
+        from scoring.cli_runs import RecordError, check_recordable, database_ready
+
+        try:
+            database_ready(self.stdout.write)
+            return check_recordable(self.sources, from_db=options["from_db"])
+        except RecordError as exc:
+            raise CommandError(str(exc)) from None
+
+    def _record(self, plan: Any, em: Any, config: Any, options: dict[str, Any], started_at: Any, out: Path) -> None:
+        """Record the replay as a finished run in the database (``scoring.cli_runs``) and say where it is."""
+        from django.urls import reverse
+
+        from scoring.cli_runs import RecordError, do_record_cli_run
+
+        try:
+            run = do_record_cli_run(
+                plan,
+                em,
+                config,
+                self.replay_results,
+                run_provenance=cli_provenance(em, config, {**options, "out_resolved": out}, sys.argv[1:]),
+                concurrency=options["concurrency"],
+                started_at=started_at,
+            )
+        except RecordError as exc:
+            raise CommandError(f"{exc} (the run files in {out} are written)") from None
+        self.stdout.write(
+            f"Recorded as run {run.pk} ({reverse('research:run', args=[run.pk])} on the site, "
+            f"/api/runs/{run.pk}/ in the API; --no-record leaves runs out of the database)"
+        )
 
     def _in_process(
         self, em: Any, config: Any, conversations: list[Any], options: dict[str, Any], out: Path
@@ -497,6 +551,7 @@ class Command(BaseCommand):
 
         # As in the database path: a conversation the provider never answered says nothing
         # about the model, so it is neither written nor scored; running again retries it.
+        self.replay_results = results  # every conversation's result, recorded in the database after this
         scoreable = [r for r in results if r.scoreable]
         paths = write_outputs(scoreable, out)
         failed = sum(len(r.failures) for r in scoreable)
@@ -526,7 +581,9 @@ class Command(BaseCommand):
             )
         return [r.output for r in scoreable]
 
-    def _through_celery(self, em: Any, options: dict[str, Any], conversations: list[Any]) -> list[Any]:
+    def _through_celery(
+        self, em: Any, options: dict[str, Any], conversations: list[Any], run_provenance: dict[str, Any]
+    ) -> list[Any]:
         from attunebench import canonical as cf
         from scoring import replay_service, run_control
         from scoring.models import EvaluationRun, RunConversation
@@ -537,6 +594,8 @@ class Command(BaseCommand):
             options["panas_strategy"],
             options["judge"],
             conversation_ids=[c.conversationId for c in conversations],
+            origin=EvaluationRun.Origin.CLI,
+            provenance=run_provenance,
         )
         run_control.start_run(run.pk)
         self.stderr.write(f"Run {run.pk} queued for Celery workers (start one with `attune worker`).")
