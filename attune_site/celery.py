@@ -22,6 +22,8 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_init, worker_process_init, worker_ready, worker_shutdown
 
+from attune_site import queues
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "attune_site.settings")
 
 app = Celery("attune")
@@ -58,11 +60,19 @@ def prepare_model_calls_where_tasks_run(**_: Any) -> None:
     prepare_model_calls()
 
 
+def serves_interactive_only() -> bool:
+    """Whether this worker consumes the interactive queue alone (``attune worker``'s reserved worker): it
+    replays nothing, so it needs neither a sweeper nor a call courier."""
+    return set(app.amqp.queues.consume_from or ()) == {queues.INTERACTIVE}
+
+
 @worker_ready.connect
 def start_sweeper(sender: Any = None, **_: Any) -> None:
     from scoring.replay_service import prepare_model_calls
     from scoring.run_control import Sweeper
 
+    if serves_interactive_only():
+        return
     sweeper = Sweeper()
     sweeper.start()
     _sweepers.append(sweeper)

@@ -18,6 +18,7 @@ import dj_database_url
 from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
+from attune_site import queues
 from attune_site.datadir import PSEUDONYM_KEY_FILE, STATIC_SUBDIR, data_dir, resource_dir, stored_secret_key
 from attune_site.env import env_bool, env_float, env_int, env_list, env_str
 from attune_site.serving import db_pool_size, stream_slots, web_threads
@@ -270,10 +271,11 @@ CELERY_ACCEPT_CONTENT = ["json"]
 # and the workers' sweeper requeues it, so the timeout is only the broker's own backstop.
 ATTUNE_VISIBILITY_TIMEOUT = env_int("ATTUNE_VISIBILITY_TIMEOUT", 900, minimum=1, maximum=86_400)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": ATTUNE_VISIBILITY_TIMEOUT}
-# Finishing a run (scoring it) has a queue of its own, so it never waits behind other runs' conversations;
-# `attune worker` consumes both queues.
-CELERY_TASK_DEFAULT_QUEUE = "celery"
-CELERY_TASK_ROUTES = {"scoring.finalize_run": {"queue": "finalize"}, "scoring.rescore_run": {"queue": "finalize"}}
+# Queues by who waits (attune_site/queues.py): what a participant waits on goes to `interactive`, which
+# `attune worker` serves with a pool of its own; replays and exports to `bulk`; run scoring to `finalize`.
+CELERY_TASK_DEFAULT_QUEUE = queues.DEFAULT
+CELERY_TASK_ROUTES = queues.task_routes()
+CELERY_TASK_QUEUES = queues.task_queues()
 
 CACHES = {
     # Redis away: reads are misses, writes dropped, a warning logged (attune_site.resilient_cache); pages go on.
