@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_init, worker_ready, worker_shutdown
+from celery.signals import task_postrun, task_prerun, worker_init, worker_process_init, worker_ready, worker_shutdown
 
 from attune_site import queues
 
@@ -84,3 +84,22 @@ def start_sweeper(sender: Any = None, **_: Any) -> None:
 def stop_sweeper(**_: Any) -> None:
     while _sweepers:
         _sweepers.pop().stop()
+
+
+# --- Task runs and durations for /metrics (scoring/ops_metrics.py keeps them where every web process reads) ---
+_task_started: dict[str, float] = {}
+
+
+@task_prerun.connect
+def note_task_start(task_id: str | None = None, **_: Any) -> None:
+    if task_id:
+        _task_started[task_id] = time.perf_counter()
+
+
+@task_postrun.connect
+def record_task_run(task_id: str | None = None, task: Any = None, state: str | None = None, **_: Any) -> None:
+    from scoring.ops_metrics import record_task_run as record
+
+    started = _task_started.pop(task_id, None) if task_id else None
+    seconds = time.perf_counter() - started if started is not None else None
+    record(getattr(task, "name", None) or "unknown", (state or "unknown").lower(), seconds)

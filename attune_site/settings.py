@@ -69,6 +69,8 @@ MIDDLEWARE = [
     # The Content-Security-Policy header on every response (policy below).
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Participant request latency for /metrics (attune_site/request_metrics.py).
+    "attune_site.request_metrics.ParticipantLatencyMiddleware",
     # A body over ATTUNE_MAX_REQUEST_BYTES is a 413 before it is read (attune_site/request_limits.py).
     "attune_site.request_limits.RequestSizeLimitMiddleware",
     # A %00 in a path, parameter or field is a 400 here, not a database error later.
@@ -225,7 +227,7 @@ CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 if ATTUNE_PRODUCTION:
     SECURE_SSL_REDIRECT = True
     # The container health check probes over plain HTTP from inside; it must not be sent to HTTPS.
-    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
     # The TLS proxy terminates HTTPS and says so in this header; it must set (overwrite) it on every request.
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_HSTS_SECONDS = 31_536_000  # one year
@@ -404,6 +406,8 @@ ATTUNE_REPLAY_LEASE_SECONDS = env_int("ATTUNE_REPLAY_LEASE_SECONDS", 60, minimum
 # A Celery worker's provider calls go through its call courier (scoring/call_courier.py), a process that
 # outlives the worker: a crash then loses no answer already paid for. Needs Redis (the journal).
 ATTUNE_CALL_COURIER = env_bool("ATTUNE_CALL_COURIER", True) and bool(REDIS_URL)
+# /metrics answers this machine, or a request with "Authorization: Bearer <this token>" (attune_site/metrics.py).
+ATTUNE_METRICS_TOKEN = env_str("ATTUNE_METRICS_TOKEN")
 ATTUNE_LOG_LEVEL = env_str("ATTUNE_LOG_LEVEL", "WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
 
 LOGGING = {

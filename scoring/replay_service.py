@@ -64,6 +64,7 @@ from attunebench.replay.scheduler import Scheduler, describe_limits
 from collection.models import Conversation
 from datasets.exchange import conversation_to_canonical, with_export_relations, withdrawn_conversations
 from datasets.selection import selection_queryset
+from scoring import ops_metrics
 from scoring.call_courier import CourierProcess, RedisJournal, journal_recovery
 from scoring.models import LEGACY_PAID_KEY, EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation
 from scoring.provider_access import allowed_key_env, api_base_problem
@@ -906,6 +907,7 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
     stored = _store(item, token, result)
     if stored:
         save_call_records(item.pk, result.calls)
+        ops_metrics.record_replay_calls(result.calls, ops_metrics.providers_of([spec, config.judge]))
     logger.info(
         "run %s conversation %s: %s calls made, %s cached, %s failed",
         run.pk,
