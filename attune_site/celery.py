@@ -20,9 +20,17 @@ import time
 from typing import Any
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun, worker_init, worker_process_init, worker_ready, worker_shutdown
+from celery.signals import (
+    before_task_publish,
+    task_postrun,
+    task_prerun,
+    worker_init,
+    worker_process_init,
+    worker_ready,
+    worker_shutdown,
+)
 
-from attune_site import queues
+from attune_site import log_format, queues
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "attune_site.settings")
 
@@ -86,20 +94,36 @@ def stop_sweeper(**_: Any) -> None:
         _sweepers.pop().stop()
 
 
-# --- Task runs and durations for /metrics (scoring/ops_metrics.py keeps them where every web process reads) ---
+# --- The request id travels with the task (attune_site/log_format.py); runs and durations for /metrics ---
 _task_started: dict[str, float] = {}
+_task_request_ids: dict[str, Any] = {}
+
+
+@before_task_publish.connect
+def hand_on_request_id(headers: dict[str, Any] | None = None, **_: Any) -> None:
+    current = log_format.request_id.get()
+    if headers is not None and current != log_format.NO_REQUEST:
+        headers[log_format.TASK_HEADER] = current
 
 
 @task_prerun.connect
-def note_task_start(task_id: str | None = None, **_: Any) -> None:
-    if task_id:
-        _task_started[task_id] = time.perf_counter()
+def note_task_start(task_id: str | None = None, task: Any = None, **_: Any) -> None:
+    if not task_id:
+        return
+    _task_started[task_id] = time.perf_counter()
+    handed = getattr(getattr(task, "request", None), log_format.TASK_HEADER, None)
+    given = log_format.task_request_id({log_format.TASK_HEADER: handed})
+    if given is not None:  # an eager task runs in its request's thread and keeps its id without this
+        _task_request_ids[task_id] = log_format.request_id.set(given)
 
 
 @task_postrun.connect
 def record_task_run(task_id: str | None = None, task: Any = None, state: str | None = None, **_: Any) -> None:
     from scoring.ops_metrics import record_task_run as record
 
+    token = _task_request_ids.pop(task_id, None) if task_id else None
+    if token is not None:
+        log_format.request_id.reset(token)
     started = _task_started.pop(task_id, None) if task_id else None
     seconds = time.perf_counter() - started if started is not None else None
     record(getattr(task, "name", None) or "unknown", (state or "unknown").lower(), seconds)

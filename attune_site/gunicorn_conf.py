@@ -10,6 +10,7 @@ import shutil
 import socket
 
 from attune_site.datadir import data_dir
+from attune_site.log_format import format_from_env, level_from_env, logging_config
 from attune_site.serving import web_threads, web_workers
 
 wsgi_app = "attune_site.wsgi:application"
@@ -39,6 +40,8 @@ control_socket_disable = True
 # participant's credential); if one is switched on, this logger writes ``/s/<token>/`` as ``/s/[link]/``.
 accesslog = None
 logger_class = "attune_site.log_redaction.StudyLinkRedactingLogger"
+# gunicorn's lines in the format of every other line (attune_site/log_format.py), through the root handler.
+logconfig_dict = logging_config(level_from_env(), format_from_env())
 
 
 def post_worker_init(worker: object) -> None:
@@ -47,7 +50,9 @@ def post_worker_init(worker: object) -> None:
     from django.conf import settings
 
     if settings.ATTUNE_ALLOW_LIVE_MODELS:
-        import litellm  # noqa: F401
+        from attunebench.replay.llm import load_litellm
+
+        load_litellm()
 
 
 # The web processes' own metrics (participant request latency, open reply streams) are summed over the live

@@ -7,11 +7,14 @@ reply counts until its first bytes can leave; the stream itself is the open-stre
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponseBase
 from prometheus_client import Histogram
+
+logger = logging.getLogger("attune.request")
 
 PARTICIPANT_REQUEST_SECONDS = Histogram(
     "attune_participant_request_seconds",
@@ -30,5 +33,8 @@ class ParticipantLatencyMiddleware:
         response = self.get_response(request)
         match = getattr(request, "resolver_match", None)
         if match is not None and match.namespace == "collection":
-            PARTICIPANT_REQUEST_SECONDS.labels(view=match.url_name or "unknown").observe(time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            view = match.url_name or "unknown"
+            PARTICIPANT_REQUEST_SECONDS.labels(view=view).observe(seconds)
+            logger.info("participant %s %s: %s in %.3f s", request.method, view, response.status_code, seconds)
         return response

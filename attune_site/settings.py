@@ -18,7 +18,7 @@ import dj_database_url
 from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
-from attune_site import queues
+from attune_site import log_format, queues
 from attune_site.datadir import PSEUDONYM_KEY_FILE, STATIC_SUBDIR, data_dir, resource_dir, stored_secret_key
 from attune_site.env import env_bool, env_float, env_int, env_list, env_str
 from attune_site.serving import db_pool_size, stream_slots, web_threads
@@ -65,6 +65,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every line logged while a request is served carries its id (attune_site/log_format.py).
+    "attune_site.log_format.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # The Content-Security-Policy header on every response (policy below).
     "csp.middleware.CSPMiddleware",
@@ -408,19 +410,13 @@ ATTUNE_REPLAY_LEASE_SECONDS = env_int("ATTUNE_REPLAY_LEASE_SECONDS", 60, minimum
 ATTUNE_CALL_COURIER = env_bool("ATTUNE_CALL_COURIER", True) and bool(REDIS_URL)
 # /metrics answers this machine, or a request with "Authorization: Bearer <this token>" (attune_site/metrics.py).
 ATTUNE_METRICS_TOKEN = env_str("ATTUNE_METRICS_TOKEN")
-ATTUNE_LOG_LEVEL = env_str("ATTUNE_LOG_LEVEL", "WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
+ATTUNE_LOG_LEVEL = log_format.level_from_env()
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    # Django's request log names the path ("Not Found: /s/…"): study links are redacted (attune_site/log_redaction.py).
-    "filters": {"redact_study_links": {"()": "attune_site.log_redaction.RedactStudyLinks"}},
-    "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_study_links"]}
-    },
-    "root": {"handlers": ["console"], "level": ATTUNE_LOG_LEVEL},
-    "loggers": {"attune": {"level": ATTUNE_LOG_LEVEL}},
-}
+# Plain lines, or one JSON object per line; the same format in gunicorn, Django, Celery and litellm, each line
+# with the request id of the work it belongs to (attune_site/log_format.py).
+ATTUNE_LOG_FORMAT = log_format.format_from_env()
+LOGGING = log_format.logging_config(ATTUNE_LOG_LEVEL, ATTUNE_LOG_FORMAT)
+# Celery keeps this configuration instead of installing its own handler and format on the root logger.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

@@ -189,7 +189,9 @@ async def _astream_live(
     request: ReplyRequest, litellm_model: str, api_base: str, record: CallRecord
 ) -> AsyncGenerator[str, None]:
     """One streamed call to one provider model (keys from the environment, as litellm reads them)."""
-    import litellm  # heavy: imported only when a live model is used
+    from attunebench.replay.llm import imported_litellm
+
+    litellm = imported_litellm()  # heavy: imported only when a live model is used
 
     attempt = LiveAttempt(litellm_model=litellm_model, messages=request.messages)
     record.begin(attempt)

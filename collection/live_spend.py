@@ -44,7 +44,9 @@ class StudySpend:
 
 def price_call(litellm_model: str, messages: list[dict[str, str]], completion: str) -> Decimal | None:
     """litellm's price of one call in USD, or None when litellm has no price for the model."""
-    import litellm  # heavy: only when a live model was used
+    from attunebench.replay.llm import imported_litellm
+
+    litellm = imported_litellm()  # heavy: imported only when a live model is used
 
     try:
         cost = litellm.completion_cost(model=litellm_model, messages=messages, completion=completion)
