@@ -76,6 +76,9 @@ from scoring.transcripts import save_call_records
 logger = logging.getLogger("attune.replay")
 
 REDIS_CACHE_PREFIX = "attune:call:"
+# The Redis copy of a cached answer (a few KB) expires; the database keeps the durable one, and a later read
+# that finds it there puts it back in Redis. Redis is also the broker: the copy must not grow without bound.
+REDIS_CACHE_TTL_SECONDS = 7 * 24 * 3600
 
 ACTIVE_STATUSES = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING, EvaluationRun.Status.SCORING)
 
@@ -315,7 +318,9 @@ class RedisCallCache:
     async def set(self, key: str, value: CachedCall) -> None:
         client = self._redis()
         try:
-            await client.set(REDIS_CACHE_PREFIX + key, json.dumps(value.to_dict()), nx=True)
+            await client.set(
+                REDIS_CACHE_PREFIX + key, json.dumps(value.to_dict()), nx=True, ex=REDIS_CACHE_TTL_SECONDS
+            )
         except self._errors as exc:
             self._failed("write", exc)
 
