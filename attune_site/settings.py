@@ -168,6 +168,11 @@ STATIC_URL = "/static/"
 STATICFILES_DIRS = [resource_dir("static")]
 STATIC_ROOT = DATA_DIR / STATIC_SUBDIR
 WHITENOISE_USE_FINDERS = True
+# Hashed, compressed names once collectstatic has run; the files as they are before (attune_site/static_storage.py).
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "attune_site.static_storage.HashedCompressedStaticFiles"},
+}
 MEDIA_ROOT = DATA_DIR / "media"
 MEDIA_URL = "/media/"
 
