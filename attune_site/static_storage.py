@@ -12,7 +12,7 @@ before. A file added since the last collectstatic is named as it is too, instead
 
 from __future__ import annotations
 
-from whitenoise.storage import CompressedManifestStaticFilesStorage
+from whitenoise.storage import CompressedManifestStaticFilesStorage  # type: ignore[import-untyped]
 
 
 class HashedCompressedStaticFiles(CompressedManifestStaticFilesStorage):

@@ -318,9 +318,7 @@ class RedisCallCache:
     async def set(self, key: str, value: CachedCall) -> None:
         client = self._redis()
         try:
-            await client.set(
-                REDIS_CACHE_PREFIX + key, json.dumps(value.to_dict()), nx=True, ex=REDIS_CACHE_TTL_SECONDS
-            )
+            await client.set(REDIS_CACHE_PREFIX + key, json.dumps(value.to_dict()), nx=True, ex=REDIS_CACHE_TTL_SECONDS)
         except self._errors as exc:
             self._failed("write", exc)
 
