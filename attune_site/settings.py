@@ -405,6 +405,9 @@ ATTUNE_OFFLINE_MODEL_FAILS = False
 # Model for the "improved reply" rewrite; blank uses the conversation's own model when live.
 ATTUNE_ALTERNATE_MODEL = env_str("ATTUNE_ALTERNATE_MODEL")
 ATTUNE_ALTERNATE_API_BASE = env_str("ATTUNE_ALTERNATE_API_BASE")
+# When the live participant chat calls a provider a replay also calls, the replay takes at most this share of
+# that model's max_concurrency and requests per minute, leaving the rest to participants (scoring/replay_service.py).
+ATTUNE_REPLAY_PROVIDER_SHARE = env_float("ATTUNE_REPLAY_PROVIDER_SHARE", 0.8, minimum=0.05, maximum=1.0)
 # Model calls in flight at once in one worker process, across every conversation it replays.
 ATTUNE_REPLAY_CONCURRENCY = env_int("ATTUNE_REPLAY_CONCURRENCY", 32, minimum=1, maximum=1024)
 # A worker holds a lease on each conversation it replays and renews it every quarter of this time;

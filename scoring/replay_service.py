@@ -33,8 +33,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import json
 import logging
+import math
 import os
 import socket
 import threading
@@ -61,7 +63,7 @@ from attunebench.replay.prompts import PROMPT_VERSION
 from attunebench.replay.protocol import ReplayConfig, Replayer, ReplayResult, provider_limits
 from attunebench.replay.run import make_replayer
 from attunebench.replay.scheduler import Scheduler, describe_limits
-from collection.models import Conversation
+from collection.models import Conversation, OriginalModel
 from datasets.exchange import conversation_to_canonical, with_export_relations, withdrawn_conversations
 from datasets.selection import selection_queryset
 from scoring import ops_metrics
@@ -119,7 +121,7 @@ def registry_spec(model: EvaluatedModel) -> EMSpec:
     if model.kind == EvaluatedModel.Kind.OFFLINE:
         return EMSpec(name=model.name, kind=KIND_OFFLINE, litellm_model=model.name)
     try:
-        return EMSpec(
+        spec = EMSpec(
             name=model.name,
             kind=KIND_LLM,
             litellm_model=model.litellm_model or model.name,
@@ -133,6 +135,36 @@ def registry_spec(model: EvaluatedModel) -> EMSpec:
         )
     except ValueError as exc:  # params refused by the core (a stored key, a key variable off the list)
         raise ReplayRefused(str(exc)) from exc
+    if (spec.max_in_flight is not None or spec.rpm is not None) and spec.provider in participant_providers():
+        share = settings.ATTUNE_REPLAY_PROVIDER_SHARE
+        spec = dataclasses.replace(
+            spec, max_in_flight=_share_of(spec.max_in_flight, share), rpm=_share_of(spec.rpm, share)
+        )
+    return spec
+
+
+def _share_of(cap: int | None, share: float) -> int | None:
+    return None if cap is None else max(1, math.floor(cap * share))
+
+
+def participant_providers() -> set[str]:
+    """Providers the live participant chat calls (original models, their fallbacks, the rewrite model).
+
+    A replay at a provider one of these shares leaves the participants ATTUNE_REPLAY_PROVIDER_SHARE's
+    complement of its caps: a run at the provider's full rate limit would otherwise make their replies fail.
+    """
+    if not settings.ATTUNE_ALLOW_LIVE_MODELS:
+        return set()
+    endpoints: set[tuple[str, str]] = set()
+    for model, base, fallback, fallback_base in OriginalModel.objects.exclude(litellm_model="").values_list(
+        "litellm_model", "api_base", "fallback_litellm_model", "fallback_api_base"
+    ):
+        endpoints.add((model, base))
+        if fallback:
+            endpoints.add((fallback, fallback_base))
+    if settings.ATTUNE_ALTERNATE_MODEL:
+        endpoints.add((settings.ATTUNE_ALTERNATE_MODEL, settings.ATTUNE_ALTERNATE_API_BASE))
+    return {EMSpec(name=model, litellm_model=model, api_base=base or None).provider for model, base in endpoints}
 
 
 def spec_for_name(name: str) -> EMSpec:
