@@ -68,6 +68,7 @@ bench: install-test
 	@echo "Postgres + Redis benchmarks (local servers by default; see their --database and --redis options):"
 	-$(BIN)/python bench/replay_distributed.py
 	-$(BIN)/python bench/replay_faults.py
+	-$(BIN)/python bench/interactive_under_replay.py
 
 ## Simulated participants against the production server configuration (needs DATABASE_URL: a Postgres server).
 bench-load: install-test

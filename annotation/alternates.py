@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 
 from django.conf import settings
 
@@ -84,7 +85,9 @@ def improved_reply(turn: Turn) -> str:
         live = None
     if live is not None:
         model, api_base = live
-        import litellm  # heavy: imported only for a live rewrite
+        from attunebench.replay.llm import imported_litellm
+
+        litellm = imported_litellm()  # heavy: imported only when a live model is used
 
         messages = [
             {"role": "system", "content": REWRITE_INSTRUCTIONS},
@@ -94,6 +97,9 @@ def improved_reply(turn: Turn) -> str:
             },
         ]
         attempt = LiveAttempt(litellm_model=model, messages=messages)
+        # One line per provider call, carrying the request id of the page that queued it (attune_site/log_format.py).
+        logger.info("rewrite of turn %s: calling %s", turn.pk, model)
+        started = time.perf_counter()
         try:
             response = litellm.completion(
                 model=model,
@@ -105,6 +111,7 @@ def improved_reply(turn: Turn) -> str:
             )
             attempt.text = (response.choices[0].message.content or "").strip()
             attempt.succeeded = True
+            logger.info("rewrite of turn %s: %s answered in %.2f s", turn.pk, model, time.perf_counter() - started)
         except Exception:  # provider failure: report it, then fall back so the participant can go on
             logger.exception("live rewrite for turn %s failed; using the offline rewrite", turn.pk)
         if study is not None:  # a rewrite is paid like a reply: it counts in the study's dollar spend

@@ -20,7 +20,17 @@ import time
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_init, worker_ready, worker_shutdown
+from celery.signals import (
+    before_task_publish,
+    task_postrun,
+    task_prerun,
+    worker_init,
+    worker_process_init,
+    worker_ready,
+    worker_shutdown,
+)
+
+from attune_site import log_format, queues
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "attune_site.settings")
 
@@ -58,11 +68,19 @@ def prepare_model_calls_where_tasks_run(**_: Any) -> None:
     prepare_model_calls()
 
 
+def serves_interactive_only() -> bool:
+    """Whether this worker consumes the interactive queue alone (``attune worker``'s reserved worker): it
+    replays nothing, so it needs neither a sweeper nor a call courier."""
+    return set(app.amqp.queues.consume_from or ()) == {queues.INTERACTIVE}
+
+
 @worker_ready.connect
 def start_sweeper(sender: Any = None, **_: Any) -> None:
     from scoring.replay_service import prepare_model_calls
     from scoring.run_control import Sweeper
 
+    if serves_interactive_only():
+        return
     sweeper = Sweeper()
     sweeper.start()
     _sweepers.append(sweeper)
@@ -74,3 +92,38 @@ def start_sweeper(sender: Any = None, **_: Any) -> None:
 def stop_sweeper(**_: Any) -> None:
     while _sweepers:
         _sweepers.pop().stop()
+
+
+# --- The request id travels with the task (attune_site/log_format.py); runs and durations for /metrics ---
+_task_started: dict[str, float] = {}
+_task_request_ids: dict[str, Any] = {}
+
+
+@before_task_publish.connect
+def hand_on_request_id(headers: dict[str, Any] | None = None, **_: Any) -> None:
+    current = log_format.request_id.get()
+    if headers is not None and current != log_format.NO_REQUEST:
+        headers[log_format.TASK_HEADER] = current
+
+
+@task_prerun.connect
+def note_task_start(task_id: str | None = None, task: Any = None, **_: Any) -> None:
+    if not task_id:
+        return
+    _task_started[task_id] = time.perf_counter()
+    handed = getattr(getattr(task, "request", None), log_format.TASK_HEADER, None)
+    given = log_format.task_request_id({log_format.TASK_HEADER: handed})
+    if given is not None:  # an eager task runs in its request's thread and keeps its id without this
+        _task_request_ids[task_id] = log_format.request_id.set(given)
+
+
+@task_postrun.connect
+def record_task_run(task_id: str | None = None, task: Any = None, state: str | None = None, **_: Any) -> None:
+    from scoring.ops_metrics import record_task_run as record
+
+    token = _task_request_ids.pop(task_id, None) if task_id else None
+    if token is not None:
+        log_format.request_id.reset(token)
+    started = _task_started.pop(task_id, None) if task_id else None
+    seconds = time.perf_counter() - started if started is not None else None
+    record(getattr(task, "name", None) or "unknown", (state or "unknown").lower(), seconds)

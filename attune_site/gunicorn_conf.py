@@ -6,7 +6,11 @@ sizes from ``ATTUNE_WEB_WORKERS`` and ``ATTUNE_WEB_THREADS``.
 """
 
 import os
+import shutil
+import socket
 
+from attune_site.datadir import data_dir
+from attune_site.log_format import format_from_env, level_from_env, logging_config
 from attune_site.serving import web_threads, web_workers
 
 wsgi_app = "attune_site.wsgi:application"
@@ -36,6 +40,8 @@ control_socket_disable = True
 # participant's credential); if one is switched on, this logger writes ``/s/<token>/`` as ``/s/[link]/``.
 accesslog = None
 logger_class = "attune_site.log_redaction.StudyLinkRedactingLogger"
+# gunicorn's lines in the format of every other line (attune_site/log_format.py), through the root handler.
+logconfig_dict = logging_config(level_from_env(), format_from_env())
 
 
 def post_worker_init(worker: object) -> None:
@@ -44,4 +50,26 @@ def post_worker_init(worker: object) -> None:
     from django.conf import settings
 
     if settings.ATTUNE_ALLOW_LIVE_MODELS:
-        import litellm  # noqa: F401
+        from attunebench.replay.llm import load_litellm
+
+        load_litellm()
+
+
+# The web processes' own metrics (participant request latency, open reply streams) are summed over the live
+# workers of this host at scrape time: prometheus_client's multiprocess mode, one directory per host under
+# the data directory (a compose volume shared with other containers holds one each). Set before any worker
+# imports prometheus_client; emptied when the server starts, since the processes that wrote it are gone.
+metrics_dir = data_dir() / "metrics" / f"web-{socket.gethostname()}"
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+
+
+def on_starting(server: object) -> None:
+    shutil.rmtree(metrics_dir, ignore_errors=True)
+    metrics_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
+def child_exit(server: object, worker: object) -> None:
+    """A worker that exited no longer holds reply streams: its share of the live gauges goes."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(getattr(worker, "pid", 0))

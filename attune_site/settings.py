@@ -18,6 +18,7 @@ import dj_database_url
 from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
+from attune_site import log_format, queues
 from attune_site.datadir import PSEUDONYM_KEY_FILE, STATIC_SUBDIR, data_dir, resource_dir, stored_secret_key
 from attune_site.env import env_bool, env_float, env_int, env_list, env_str
 from attune_site.serving import db_pool_size, stream_slots, web_threads
@@ -65,10 +66,14 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every line logged while a request is served carries its id (attune_site/log_format.py).
+    "attune_site.log_format.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # The Content-Security-Policy header on every response (policy below).
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Participant request latency for /metrics (attune_site/request_metrics.py).
+    "attune_site.request_metrics.ParticipantLatencyMiddleware",
     # A body over ATTUNE_MAX_REQUEST_BYTES is a 413 before it is read (attune_site/request_limits.py).
     "attune_site.request_limits.RequestSizeLimitMiddleware",
     # A %00 in a path, parameter or field is a 400 here, not a database error later.
@@ -164,6 +169,11 @@ STATIC_URL = "/static/"
 STATICFILES_DIRS = [resource_dir("static")]
 STATIC_ROOT = DATA_DIR / STATIC_SUBDIR
 WHITENOISE_USE_FINDERS = True
+# Hashed, compressed names once collectstatic has run; the files as they are before (attune_site/static_storage.py).
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "attune_site.static_storage.HashedCompressedStaticFiles"},
+}
 MEDIA_ROOT = DATA_DIR / "media"
 MEDIA_URL = "/media/"
 
@@ -225,7 +235,7 @@ CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 if ATTUNE_PRODUCTION:
     SECURE_SSL_REDIRECT = True
     # The container health check probes over plain HTTP from inside; it must not be sent to HTTPS.
-    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
     # The TLS proxy terminates HTTPS and says so in this header; it must set (overwrite) it on every request.
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_HSTS_SECONDS = 31_536_000  # one year
@@ -281,10 +291,11 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_connect_timeout": 2,
     "socket_timeout": 10,
 }
-# Finishing a run (scoring it) has a queue of its own, so it never waits behind other runs' conversations;
-# `attune worker` consumes both queues.
-CELERY_TASK_DEFAULT_QUEUE = "celery"
-CELERY_TASK_ROUTES = {"scoring.finalize_run": {"queue": "finalize"}, "scoring.rescore_run": {"queue": "finalize"}}
+# Queues by who waits (attune_site/queues.py): what a participant waits on goes to `interactive`, which
+# `attune worker` serves with a pool of its own; replays and exports to `bulk`; run scoring to `finalize`.
+CELERY_TASK_DEFAULT_QUEUE = queues.DEFAULT
+CELERY_TASK_ROUTES = queues.task_routes()
+CELERY_TASK_QUEUES = queues.task_queues()
 
 CACHES = {
     # Redis away: reads are misses, writes dropped, a warning logged (attune_site.resilient_cache); pages go on.
@@ -412,6 +423,9 @@ ATTUNE_OFFLINE_MODEL_FAILS = False
 # Model for the "improved reply" rewrite; blank uses the conversation's own model when live.
 ATTUNE_ALTERNATE_MODEL = env_str("ATTUNE_ALTERNATE_MODEL")
 ATTUNE_ALTERNATE_API_BASE = env_str("ATTUNE_ALTERNATE_API_BASE")
+# When the live participant chat calls a provider a replay also calls, the replay takes at most this share of
+# that model's max_concurrency and requests per minute, leaving the rest to participants (scoring/replay_service.py).
+ATTUNE_REPLAY_PROVIDER_SHARE = env_float("ATTUNE_REPLAY_PROVIDER_SHARE", 0.8, minimum=0.05, maximum=1.0)
 # Model calls in flight at once in one worker process, across every conversation it replays.
 ATTUNE_REPLAY_CONCURRENCY = env_int("ATTUNE_REPLAY_CONCURRENCY", 32, minimum=1, maximum=1024)
 # Without a Celery worker (tasks run eagerly, in the process that sends them), a run started from the
@@ -424,19 +438,15 @@ ATTUNE_REPLAY_LEASE_SECONDS = env_int("ATTUNE_REPLAY_LEASE_SECONDS", 60, minimum
 # A Celery worker's provider calls go through its call courier (scoring/call_courier.py), a process that
 # outlives the worker: a crash then loses no answer already paid for. Needs Redis (the journal).
 ATTUNE_CALL_COURIER = env_bool("ATTUNE_CALL_COURIER", True) and bool(REDIS_URL)
-ATTUNE_LOG_LEVEL = env_str("ATTUNE_LOG_LEVEL", "WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
+# /metrics answers this machine, or a request with "Authorization: Bearer <this token>" (attune_site/metrics.py).
+ATTUNE_METRICS_TOKEN = env_str("ATTUNE_METRICS_TOKEN")
+ATTUNE_LOG_LEVEL = log_format.level_from_env()
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    # Django's request log names the path ("Not Found: /s/…"): study links are redacted (attune_site/log_redaction.py).
-    "filters": {"redact_study_links": {"()": "attune_site.log_redaction.RedactStudyLinks"}},
-    "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_study_links"]}
-    },
-    "root": {"handlers": ["console"], "level": ATTUNE_LOG_LEVEL},
-    "loggers": {"attune": {"level": ATTUNE_LOG_LEVEL}},
-}
+# Plain lines, or one JSON object per line; the same format in gunicorn, Django, Celery and litellm, each line
+# with the request id of the work it belongs to (attune_site/log_format.py).
+ATTUNE_LOG_FORMAT = log_format.format_from_env()
+LOGGING = log_format.logging_config(ATTUNE_LOG_LEVEL, ATTUNE_LOG_FORMAT)
+# Celery keeps this configuration instead of installing its own handler and format on the root logger.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

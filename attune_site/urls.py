@@ -4,10 +4,12 @@ from django.urls import include, path
 from attune_site.favicon import favicon
 from attune_site.health import healthz
 from attune_site.landing import landing
+from attune_site.metrics import metrics
 
 urlpatterns = [
     path("", landing, name="landing"),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("favicon.ico", favicon, name="favicon"),
     path("admin/", admin.site.urls),
     path("research/", include("research.urls")),

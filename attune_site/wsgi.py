@@ -10,6 +10,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "attune_site.settings")
 prepare_data_dir()
 application = get_wsgi_application()
 
+from attune_site.schema_state import refuse_to_start_behind  # noqa: E402  (needs the settings loaded above)
+
+# A web worker on a schema behind the code would fail on its first query: it does not boot (gunicorn says so).
+refuse_to_start_behind("the web server")
+
 from attune_site.warmup import warm_up  # noqa: E402  (needs the settings loaded above)
 
 warm_up()  # before the first request, not during it

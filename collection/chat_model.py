@@ -25,6 +25,7 @@ from contextlib import aclosing, contextmanager, suppress
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from prometheus_client import Gauge
 
 from collection.models import Conversation, OriginalModel, Topic, Turn
 
@@ -214,8 +215,9 @@ async def _provider_text(
         ):
             yield text
         return
-    import litellm  # heavy: imported only when a live model is used
+    from attunebench.replay.llm import imported_litellm
 
+    litellm = imported_litellm()  # heavy: imported only when a live model is used
     response = await litellm.acompletion(
         model=litellm_model,
         messages=messages,
@@ -428,6 +430,10 @@ def _take(out: queue.SimpleQueue[object], deadline: float) -> object:
 
 _slots_lock = threading.Lock()
 _streams_in_flight = 0
+# Summed over the live web processes of a host at scrape time (attune_site/metrics.py).
+OPEN_STREAMS = Gauge(
+    "attune_reply_streams_open", "Participant reply streams open in the web processes", multiprocess_mode="livesum"
+)
 
 
 @contextmanager
@@ -445,12 +451,14 @@ def reply_slot() -> Iterator[bool]:
         granted = _streams_in_flight < settings.ATTUNE_STREAMS_PER_PROCESS
         if granted:
             _streams_in_flight += 1
+            OPEN_STREAMS.inc()
     try:
         yield granted
     finally:
         if granted:
             with _slots_lock:
                 _streams_in_flight -= 1
+                OPEN_STREAMS.dec()
 
 
 # ---------------------------------------------------------------------------

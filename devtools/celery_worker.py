@@ -1,8 +1,9 @@
 """A Celery worker for integration tests and benchmarks: ``attune worker``'s app, solo pool, one task at a time.
 
 The same settings as a real worker (a test shortens ATTUNE_REPLAY_LEASE_SECONDS
-and ATTUNE_VISIBILITY_TIMEOUT through the environment) and the same queues;
-the solo pool keeps the worker a single process, so a SIGKILL kills all of it.
+and ATTUNE_VISIBILITY_TIMEOUT through the environment), consuming every queue in its one
+pool (``attune worker`` gives the interactive queue a pool of its own); the solo pool
+keeps the worker a single process, so a SIGKILL kills all of it.
 
 Run: ``python -m devtools.celery_worker --hostname=w1@%h``
 """
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> None:
             "--loglevel=INFO",
             "--without-gossip",
             "--without-mingle",
-            "--queues=celery,finalize",
+            "--queues=interactive,bulk,finalize,celery",
             *(sys.argv[1:] if argv is None else argv),
         ]
     )

@@ -36,6 +36,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import math
 import os
 import socket
 import threading
@@ -63,9 +64,10 @@ from attunebench.replay.prompts import PROMPT_VERSION
 from attunebench.replay.protocol import ReplayConfig, Replayer, ReplayResult, provider_limits
 from attunebench.replay.run import make_replayer
 from attunebench.replay.scheduler import Scheduler, describe_limits
-from collection.models import Conversation
+from collection.models import Conversation, OriginalModel
 from datasets.exchange import conversation_to_canonical, with_export_relations, withdrawn_conversations
 from datasets.selection import selection_queryset
+from scoring import ops_metrics
 from scoring.call_courier import CourierProcess, RedisJournal, journal_recovery
 from scoring.models import LEGACY_PAID_KEY, EvaluatedModel, EvaluationRun, ModelCallCache, RunConversation
 from scoring.provider_access import allowed_key_env, api_base_problem
@@ -78,6 +80,9 @@ from scoring.transcripts import save_call_records
 logger = logging.getLogger("attune.replay")
 
 REDIS_CACHE_PREFIX = "attune:call:"
+# The Redis copy of a cached answer (a few KB) expires; the database keeps the durable one, and a later read
+# that finds it there puts it back in Redis. Redis is also the broker: the copy must not grow without bound.
+REDIS_CACHE_TTL_SECONDS = 7 * 24 * 3600
 
 ACTIVE_STATUSES = (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING, EvaluationRun.Status.SCORING)
 
@@ -118,7 +123,7 @@ def registry_spec(model: EvaluatedModel) -> EMSpec:
     if model.kind == EvaluatedModel.Kind.OFFLINE:
         return EMSpec(name=model.name, kind=KIND_OFFLINE, litellm_model=model.name)
     try:
-        return EMSpec(
+        spec = EMSpec(
             name=model.name,
             kind=KIND_LLM,
             litellm_model=model.litellm_model or model.name,
@@ -132,6 +137,36 @@ def registry_spec(model: EvaluatedModel) -> EMSpec:
         )
     except ValueError as exc:  # params refused by the core (a stored key, a key variable off the list)
         raise ReplayRefused(str(exc)) from exc
+    if (spec.max_in_flight is not None or spec.rpm is not None) and spec.provider in participant_providers():
+        share = settings.ATTUNE_REPLAY_PROVIDER_SHARE
+        spec = dataclasses.replace(
+            spec, max_in_flight=_share_of(spec.max_in_flight, share), rpm=_share_of(spec.rpm, share)
+        )
+    return spec
+
+
+def _share_of(cap: int | None, share: float) -> int | None:
+    return None if cap is None else max(1, math.floor(cap * share))
+
+
+def participant_providers() -> set[str]:
+    """Providers the live participant chat calls (original models, their fallbacks, the rewrite model).
+
+    A replay at a provider one of these shares leaves the participants ATTUNE_REPLAY_PROVIDER_SHARE's
+    complement of its caps: a run at the provider's full rate limit would otherwise make their replies fail.
+    """
+    if not settings.ATTUNE_ALLOW_LIVE_MODELS:
+        return set()
+    endpoints: set[tuple[str, str]] = set()
+    for model, base, fallback, fallback_base in OriginalModel.objects.exclude(litellm_model="").values_list(
+        "litellm_model", "api_base", "fallback_litellm_model", "fallback_api_base"
+    ):
+        endpoints.add((model, base))
+        if fallback:
+            endpoints.add((fallback, fallback_base))
+    if settings.ATTUNE_ALTERNATE_MODEL:
+        endpoints.add((settings.ATTUNE_ALTERNATE_MODEL, settings.ATTUNE_ALTERNATE_API_BASE))
+    return {EMSpec(name=model, litellm_model=model, api_base=base or None).provider for model, base in endpoints}
 
 
 def spec_for_name(name: str) -> EMSpec:
@@ -334,7 +369,9 @@ class RedisCallCache:
     async def set(self, key: str, value: CachedCall) -> None:
         client = self._redis()
         try:
-            await client.set(REDIS_CACHE_PREFIX + key, json.dumps(value.to_dict()), nx=not self.replace)
+            await client.set(
+                REDIS_CACHE_PREFIX + key, json.dumps(value.to_dict()), nx=not self.replace, ex=REDIS_CACHE_TTL_SECONDS
+            )
         except self._errors as exc:
             self._failed("write", exc)
 
@@ -954,6 +991,7 @@ def do_replay_conversation(run_conversation_id: int) -> dict[str, Any]:
     stored = _store(item, token, result)
     if stored:
         save_call_records(item.pk, result.calls)
+        ops_metrics.record_replay_calls(result.calls, ops_metrics.providers_of([spec, config.judge]))
     logger.info(
         "run %s conversation %s: %s calls made, %s cached, %s failed",
         run.pk,

@@ -286,14 +286,32 @@ _configured = False
 _registered_unlisted: set[str] = set()
 
 
+# litellm's loggers come with a handler of their own, so each of their lines was written twice (that
+# handler's format, then the root logger's): they give it up and leave the writing to the application.
+LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
+
+
+def imported_litellm() -> Any:
+    """litellm, imported (slow: seconds of CPU the first time), its loggers writing through the root logger's
+    handlers only. Changes none of litellm's settings: :func:`load_litellm` configures it for replays."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    for name in LITELLM_LOGGERS:
+        named = logging.getLogger(name)
+        for handler in list(named.handlers):
+            named.removeHandler(handler)
+        named.propagate = True
+    return litellm
+
+
 def load_litellm() -> Any:
     """Import and configure litellm on first use (slow import; no network).
 
     Only litellm's documented module settings are touched.
     """
     global _configured
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
+    litellm = imported_litellm()
 
     if not _configured:
         litellm.suppress_debug_info = True

@@ -123,7 +123,7 @@ class Command(BaseCommand):
         self.stdout.write(f"  API docs:               {base}/api/docs/")
         self.stdout.write(f"\n  {RESEARCH_ONLY_STATEMENT}\n")
         if not options["no_serve"]:
-            call_command("serve", host=options["host"], port=options["port"], no_migrate=True)
+            call_command("serve", host=options["host"], port=options["port"])
 
     def step(self, text: str) -> None:
         self.stdout.write(f"- {text}...")
