@@ -23,7 +23,12 @@ ATTUNE_COMMANDS = (
     ("backup", "one archive of the database, the keys and the export and run files (backup --out FILE)"),
     ("restore", "restore a backup into an empty database and data directory (restore FILE)"),
     ("safety", "screen messages, one per line, with the participant safety screen (safety screen FILE|-)"),
+    ("storage", "compare the file store with the database: unreferenced files, missing files (storage check)"),
 )
+
+# Commands that read or write pseudonymised data or the file store: like the web processes and workers
+# (which check for themselves), they refuse to run with keys that are not the deployment's.
+COMMANDS_NEEDING_THE_DEPLOYMENT_KEYS = frozenset({"erase", "export", "import", "backup", "storage", "invite"})
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -42,6 +47,16 @@ def main(argv: list[str] | None = None) -> None:
     from attune_site.datadir import prepare_data_dir
 
     prepare_data_dir()
+    if argv[1] in COMMANDS_NEEDING_THE_DEPLOYMENT_KEYS:
+        import django
+
+        from attune_site.identity import DeploymentIdentityError, verify_deployment_identity
+
+        django.setup()
+        try:
+            verify_deployment_identity()
+        except DeploymentIdentityError as exc:
+            sys.exit(f"attune {argv[1]}: {exc}")
     execute_from_command_line(["attune", *argv[1:]])
 
 

@@ -1,4 +1,5 @@
-"""The WSGI application (gunicorn): prepares the data directory, loads settings, warms heavy imports."""
+"""The WSGI application (gunicorn): prepares the data directory, loads settings, checks the deployment's keys,
+warms heavy imports."""
 
 import os
 
@@ -9,6 +10,10 @@ from attune_site.datadir import prepare_data_dir
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "attune_site.settings")
 prepare_data_dir()
 application = get_wsgi_application()
+
+from attune_site.identity import verify_deployment_identity  # noqa: E402  (needs the apps loaded above)
+
+verify_deployment_identity()  # a host whose keys are not the deployment's never serves a request
 
 from attune_site.warmup import warm_up  # noqa: E402  (needs the settings loaded above)
 

@@ -23,6 +23,7 @@ from django.db import close_old_connections, connection
 from django.db.models import F
 from django.utils import timezone
 
+from datasets.tasks import requeue_lapsed_exports
 from scoring.models import EvaluationRun, RunConversation
 from scoring.replay_service import (
     ACTIVE_STATUSES,
@@ -81,12 +82,13 @@ def requeue_stalled(run_id: int | None = None) -> list[int]:
 
 
 def sweep() -> dict[str, Any]:
-    """One pass of the sweeper: requeue stalled conversations, finalise runs whose finalisation was lost."""
+    """One pass of the sweeper: requeue stalled conversations, finalise runs whose finalisation was lost,
+    and queue again (or fail, on their last attempt) the exports whose worker died."""
     requeued = requeue_stalled()
     finalised = runs_to_finalize()
     for run_id in finalised:
         finalize_run.delay(run_id)
-    return {"requeued": requeued, "finalised": finalised}
+    return {"requeued": requeued, "finalised": finalised, "exports": requeue_lapsed_exports()}
 
 
 class Sweeper:

@@ -5,9 +5,10 @@ import sys
 from typing import Any
 
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
+from attune_site.identity import DeploymentIdentityError, verify_deployment_identity
 from attune_site.serving import stream_slots, web_threads, web_workers
 
 
@@ -25,6 +26,10 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if not options["no_migrate"]:
             call_command("migrate", interactive=False, verbosity=0)
+        try:
+            verify_deployment_identity()  # said here, once, before gunicorn's workers each refuse to boot
+        except DeploymentIdentityError as exc:
+            raise CommandError(str(exc)) from None
         connections.close_all()  # this process becomes gunicorn's master, which needs no connection
         address = f"{options['host']}:{options['port']}"
         workers, threads = web_workers(), web_threads()
