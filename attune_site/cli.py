@@ -50,9 +50,9 @@ def main(argv: list[str] | None = None) -> None:
     if argv[1] in COMMANDS_NEEDING_THE_DEPLOYMENT_KEYS:
         import django
 
+        django.setup()
         from attune_site.identity import DeploymentIdentityError, verify_deployment_identity
 
-        django.setup()
         try:
             verify_deployment_identity()
         except DeploymentIdentityError as exc:
