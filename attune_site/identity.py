@@ -102,6 +102,7 @@ def verify_deployment_identity() -> None:
             return
         differing = [c for c in compare_keys(record=True) if not c.matches]
     finally:
-        connection.close()  # a worker forks after this; a web server's threads open their own
+        if not connection.in_atomic_block:
+            connection.close()  # a worker forks after this; a web server's threads open their own
     if differing:
         raise DeploymentIdentityError("\n".join(c.mismatch() for c in differing))

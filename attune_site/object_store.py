@@ -8,11 +8,13 @@ deletes it from any host. Credentials and the endpoint come from the variables
 boto3 reads itself (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
 ``AWS_ENDPOINT_URL``, ``AWS_DEFAULT_REGION``), never from Attune's settings.
 
-Read by settings only: nothing here touches the network or the disk.
+Read by settings only: nothing here touches the network or the disk (blank ``AWS_*`` variables are
+unset in the environment of the process, so boto3 sees them as absent).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,18 @@ from django.core.exceptions import ImproperlyConfigured
 EXPORTS = "exports"
 # S3's own rule for bucket names: 3-63 lower-case letters, digits, dots and hyphens, a letter or digit at each end.
 BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+#: boto3's own variables that compose passes through, blank when unused.
+AWS_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION")
+
+
+def forget_blank_aws_variables() -> None:
+    """Unset boto3's variables that are blank: to Attune blank means "the default", but boto3 would take an
+    empty endpoint or region literally (``https://s3..amazonaws.com``)."""
+    for name in AWS_VARIABLES:
+        if name in os.environ and not os.environ[name].strip():
+            del os.environ[name]
 
 
 def s3_location(url: str) -> tuple[str, str]:

@@ -20,7 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from attune_site.datadir import PSEUDONYM_KEY_FILE, STATIC_SUBDIR, data_dir, resource_dir, stored_secret_key
 from attune_site.env import env_bool, env_float, env_int, env_list, env_str
-from attune_site.object_store import EXPORTS, export_storage
+from attune_site.object_store import EXPORTS, export_storage, forget_blank_aws_variables
 from attune_site.serving import db_pool_size, stream_slots, web_threads
 from attunebench.replay.llm import DEFAULT_PROVIDER_KEY_ENV, never_a_key_env
 
@@ -385,6 +385,7 @@ ATTUNE_EXPORT_DIR = DATA_DIR / "exports"
 # The one store of every file kept for later (attune_site/object_store.py): the data directory's exports
 # folder, or an S3-compatible bucket shared by every host (s3://BUCKET[/PREFIX]; boto3's own AWS_* variables).
 ATTUNE_STORAGE_URL = env_str("ATTUNE_STORAGE_URL")
+forget_blank_aws_variables()
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

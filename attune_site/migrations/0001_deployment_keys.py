@@ -5,24 +5,39 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='DeploymentKey',
+            name="DeploymentKey",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('variable', models.CharField(help_text='The environment variable that sets the key.', max_length=40, unique=True)),
-                ('fingerprint', models.CharField(max_length=64)),
-                ('recorded_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('recorded_by', models.CharField(blank=True, help_text='Host and process that recorded it.', max_length=200)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "variable",
+                    models.CharField(
+                        help_text="The environment variable that sets the key.", max_length=40, unique=True
+                    ),
+                ),
+                ("fingerprint", models.CharField(max_length=64)),
+                ("recorded_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "recorded_by",
+                    models.CharField(blank=True, help_text="Host and process that recorded it.", max_length=200),
+                ),
             ],
             options={
-                'constraints': [models.CheckConstraint(condition=models.Q(('variable__in', ['ATTUNE_SECRET_KEY', 'ATTUNE_PSEUDONYM_KEY'])), name='deployment_key_variable_known'), models.CheckConstraint(condition=models.Q(('fingerprint__regex', '^[0-9a-f]{64}$')), name='deployment_key_fingerprint_hex')],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("variable__in", ["ATTUNE_SECRET_KEY", "ATTUNE_PSEUDONYM_KEY"])),
+                        name="deployment_key_variable_known",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("fingerprint__regex", "^[0-9a-f]{64}$")),
+                        name="deployment_key_fingerprint_hex",
+                    ),
+                ],
             },
         ),
     ]

@@ -18,6 +18,7 @@ import os
 import re
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import zipfile
@@ -169,6 +170,15 @@ def bundle_participants(content: bytes) -> set[str]:
     return {c.participant_profile.participant_id for c in parsed if c.participant_profile is not None}
 
 
+def ping_worker(deployment: Deployment, host: str) -> int:
+    """The compose health check's command, aimed at one host's worker (node name ``<host>@<machine>``)."""
+    node = f"{host}@{socket.gethostname()}"
+    command = [sys.executable, "-m", "celery", "-A", "attune_site", "inspect", "ping", "--destination", node]
+    return subprocess.run(
+        [*command, "--timeout", "5"], cwd=ROOT, env=deployment.host_env(host), capture_output=True, timeout=120
+    ).returncode
+
+
 def withdraw_through(base: str, token: str) -> None:
     """What the participant does: open the withdrawal page of their link and confirm."""
     with httpx.Client(base_url=base, timeout=60, follow_redirects=True) as browser:
@@ -286,6 +296,10 @@ def test_two_hosts_share_exports_pseudonyms_withdrawals_and_refuse_another_key(
             holder.wait()
         finally:
             s3.resume()
+        # Each host's health check pings its own worker by name: the dead one fails it though the other answers.
+        dead, alive = ("a", "b") if holder is worker_a else ("b", "a")
+        assert ping_worker(deployment, dead) != 0
+        assert ping_worker(deployment, alive) == 0
         last = wait_for_job(killed_job, ("done", "failed"), timeout=300)
         assert last.status == "done" or last.error, "a failed export must say why"
         assert last.attempts == 2 and last.lease_owner == ""  # the survivor's sweeper queued it again
