@@ -43,6 +43,21 @@ logger = logging.getLogger("attune.worker")
 
 
 @worker_init.connect
+def refuse_another_deployments_keys(**_: Any) -> None:
+    """A worker whose keys are not the deployment's stops before it takes a task (attune_site/identity.py).
+
+    SystemExit, not an exception: Celery logs and ignores a signal handler's exceptions.
+    """
+    from attune_site.identity import DeploymentIdentityError, verify_deployment_identity
+
+    try:
+        verify_deployment_identity()
+    except DeploymentIdentityError as exc:
+        logger.critical("%s", exc)
+        raise SystemExit(f"attune worker refused to start: {exc}") from None
+
+
+@worker_init.connect
 def load_model_client(**_: Any) -> None:
     """Import and configure litellm now, not inside the first replay (it starts no thread: safe to fork after),
     then freeze the start-up heap so the collector's full passes no longer walk it (``attunebench.replay.heap``)."""

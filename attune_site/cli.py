@@ -27,7 +27,12 @@ ATTUNE_COMMANDS = (
     ("invite", "create participants for a study and print their study links, once"),
     ("create_researcher", "a researcher login (staff in the research group); prints the password"),
     ("docs", "build the documentation site from docs/ and serve it on this machine"),
+    ("storage", "compare the file store with the database: unreferenced files, missing files (storage check)"),
 )
+
+# Commands that read or write pseudonymised data or the file store: like the web processes and workers
+# (which check for themselves), they refuse to run with keys that are not the deployment's.
+COMMANDS_NEEDING_THE_DEPLOYMENT_KEYS = frozenset({"erase", "export", "import", "backup", "storage", "invite"})
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -46,6 +51,16 @@ def main(argv: list[str] | None = None) -> None:
     from attune_site.datadir import prepare_data_dir
 
     prepare_data_dir()
+    if argv[1] in COMMANDS_NEEDING_THE_DEPLOYMENT_KEYS:
+        import django
+
+        django.setup()
+        from attune_site.identity import DeploymentIdentityError, verify_deployment_identity
+
+        try:
+            verify_deployment_identity()
+        except DeploymentIdentityError as exc:
+            sys.exit(f"attune {argv[1]}: {exc}")
     execute_from_command_line(["attune", *argv[1:]])
 
 

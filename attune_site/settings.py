@@ -21,6 +21,7 @@ from django.core.exceptions import ImproperlyConfigured
 from attune_site import log_format, queues
 from attune_site.datadir import PSEUDONYM_KEY_FILE, STATIC_SUBDIR, data_dir, resource_dir, stored_secret_key
 from attune_site.env import env_bool, env_float, env_int, env_list, env_str
+from attune_site.object_store import EXPORTS, export_storage, forget_blank_aws_variables
 from attune_site.serving import db_pool_size, stream_slots, web_threads
 from attunebench.replay.llm import DEFAULT_PROVIDER_KEY_ENV, never_a_key_env
 
@@ -213,18 +214,21 @@ ATTUNE_PRODUCTION = env_bool("ATTUNE_PRODUCTION", False)
 # Keys Attune itself has ever shipped or suggested: never a production secret.
 KNOWN_PLACEHOLDER_KEYS = frozenset({"collectstatic-only", "change-me", "changeme", "secret", "dev"})
 if ATTUNE_PRODUCTION:
-    _key = env_str("ATTUNE_SECRET_KEY")
-    # Django's own deploy check wants at least 50 characters, 5 of them distinct, and no insecure prefix.
-    if not _key:
-        raise ImproperlyConfigured(
-            "ATTUNE_PRODUCTION=1 needs ATTUNE_SECRET_KEY: set it to a random value of at least 50 characters, "
-            "e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'"
-        )
-    if _key in KNOWN_PLACEHOLDER_KEYS or _key.startswith("django-insecure") or len(_key) < 50 or len(set(_key)) < 5:
-        raise ImproperlyConfigured(
-            "ATTUNE_PRODUCTION=1 refuses this ATTUNE_SECRET_KEY: it is a placeholder or too weak; use a random "
-            "value of at least 50 characters, e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'"
-        )
+    # Both keys from the environment, the same on every host (a key generated into one host's data directory
+    # is that host's alone: docs/several-machines.md). Django's own deploy check wants at least 50 characters,
+    # 5 of them distinct, and no insecure prefix.
+    for _variable in ("ATTUNE_SECRET_KEY", "ATTUNE_PSEUDONYM_KEY"):
+        _key = env_str(_variable)
+        if not _key:
+            raise ImproperlyConfigured(
+                f"ATTUNE_PRODUCTION=1 needs {_variable}: set it to a random value of at least 50 characters, the "
+                "same on every host, e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+            )
+        if _key in KNOWN_PLACEHOLDER_KEYS or _key.startswith("django-insecure") or len(_key) < 50 or len(set(_key)) < 5:
+            raise ImproperlyConfigured(
+                f"ATTUNE_PRODUCTION=1 refuses this {_variable}: it is a placeholder or too weak; use a random "
+                "value of at least 50 characters, e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+            )
     if not env_list("ATTUNE_ALLOWED_HOSTS"):
         raise ImproperlyConfigured("ATTUNE_PRODUCTION=1 needs ATTUNE_ALLOWED_HOSTS: the study's host name(s)")
     if DEBUG:
@@ -407,6 +411,15 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = ATTUNE_MAX_REQUEST_BYTES
 DATA_UPLOAD_MAX_NUMBER_FIELDS = env_int("ATTUNE_MAX_FORM_FIELDS", 1000, minimum=100)
 DATA_UPLOAD_MAX_NUMBER_FILES = 0
 ATTUNE_EXPORT_DIR = DATA_DIR / "exports"
+# The one store of every file kept for later (attune_site/object_store.py): the data directory's exports
+# folder, or an S3-compatible bucket shared by every host (s3://BUCKET[/PREFIX]; boto3's own AWS_* variables).
+ATTUNE_STORAGE_URL = env_str("ATTUNE_STORAGE_URL")
+forget_blank_aws_variables()
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    EXPORTS: export_storage(ATTUNE_STORAGE_URL, ATTUNE_EXPORT_DIR),
+}
 ATTUNE_RUNS_DIR = DATA_DIR / "runs"
 ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE = env_int("ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE", 12, minimum=1)
 # Open enrolment (/join/<study>/): new participants per address per hour and per study per hour, over

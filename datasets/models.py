@@ -51,7 +51,7 @@ class DatasetVersion(models.Model):
 
 
 class ExportJob(models.Model):
-    """One background export of a dataset version to a file under ATTUNE_EXPORT_DIR."""
+    """One background export of a dataset version to a file in the deployment's file store."""
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -69,10 +69,18 @@ class ExportJob(models.Model):
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
-    file_path = models.CharField(max_length=500, blank=True, help_text="Relative to ATTUNE_EXPORT_DIR.")
+    file_path = models.CharField(
+        max_length=500, blank=True, help_text="Its name in the deployment's file store (STORAGES['exports'])."
+    )
     file_size = models.PositiveBigIntegerField(null=True, blank=True)
     file_sha256 = models.CharField(max_length=64, blank=True)
     error = models.TextField(blank=True)
+    # The worker writing it holds a lease it renews; a lapsed lease means the worker died (datasets/export_leases.py).
+    lease_owner = models.CharField(max_length=200, blank=True, default="", db_default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(
+        default=0, db_default=0, help_text="Workers that started it; one whose lease lapsed counts."
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -100,6 +108,11 @@ class ExportJob(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(progress_done__lte=models.F("progress_total")), name="export_job_done_le_total"
+            ),
+            # Only a running export is held by a worker.
+            models.CheckConstraint(
+                condition=Q(status="running") | (Q(lease_expires_at__isnull=True) & Q(lease_owner="")),
+                name="export_job_lease_only_while_running",
             ),
         ]
 

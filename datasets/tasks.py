@@ -12,6 +12,7 @@ from django.db import transaction
 
 from collection.task_queue import enqueue
 from datasets.exchange import EXPORT_FORMATS
+from datasets.export_leases import do_fail_lapsed, do_requeue_lapsed, lapsed_exports
 from datasets.models import DatasetVersion, ExportJob
 from datasets.versions import DatasetError, run_export_job
 
@@ -22,9 +23,30 @@ def export_dataset_version(job_id: int) -> str | None:
 
     An export failure is a data or disk problem that a retry would only repeat,
     so nothing here retries automatically; the researcher can request it again.
+    A worker that died is another matter: its lease lapses and the sweeper queues
+    the job again (``requeue_lapsed_exports``); a redelivered message claims it too.
+    Returns the job's status (and stored file, when done), or None when another
+    live worker holds it.
     """
     job = run_export_job(job_id)
-    return job.file_path if job else None
+    if job is None:
+        return None
+    return f"{job.status} {job.file_path}".strip()
+
+
+def requeue_lapsed_exports() -> dict[str, list[int]]:
+    """The sweeper's pass over exports: a job whose worker died is queued again, or failed on its last attempt."""
+    from datasets.export_leases import MAX_ATTEMPTS
+
+    requeued, failed = [], []
+    for pk, owner, attempts in lapsed_exports():
+        if attempts < MAX_ATTEMPTS:
+            if do_requeue_lapsed(pk, owner):
+                requeued.append(pk)
+                export_dataset_version.delay(pk)
+        elif do_fail_lapsed(pk, owner, attempts):
+            failed.append(pk)
+    return {"requeued": requeued, "failed": failed}
 
 
 def do_request_export(

@@ -15,13 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
 import tempfile
 import zipfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from django.conf import settings
 from django.db import transaction
@@ -42,8 +41,10 @@ from datasets.exchange import (
     left_out_counts,
     quality_exclusions_by_reason,
 )
+from datasets.export_leases import Heartbeat, claim_export, held, release_fields
 from datasets.models import DatasetVersion, ExportJob, ImportRecord
 from datasets.selection import selection_queryset
+from datasets.store import attempt_name, do_store_file, export_store, open_stored_file, stored_file_exists
 
 logger = logging.getLogger("attune.research")
 
@@ -402,41 +403,53 @@ def build_datasheet(
 
 
 def export_root() -> Path:
+    """The export folder of the embedded (file-system) store; with a bucket, only a scratch area's parent."""
     return Path(settings.ATTUNE_EXPORT_DIR)
 
 
 def run_export_job(job_id: int) -> ExportJob | None:
-    """The body of the export task: claim the job, write the bundle, record the outcome.
+    """The body of the export task: claim the job, write the bundle into the store, record the outcome.
 
-    The claim is a conditional update, so a redelivered task (acks_late) never
-    writes the same job twice. Returns None when another worker has it.
+    The claim is a conditional update under a lease (datasets/export_leases.py), so a
+    redelivered task (acks_late) never writes a job another live worker holds, and
+    completes one whose worker died. Returns None only when another worker holds it
+    or it is finished already.
     """
-    claimed = ExportJob.objects.filter(pk=job_id, status=ExportJob.Status.QUEUED).update(
-        status=ExportJob.Status.RUNNING, started_at=timezone.now()
-    )
-    if claimed != 1:
+    claim = claim_export(job_id)
+    if claim is None:
+        current = ExportJob.objects.filter(pk=job_id).values_list("status", "lease_owner").first()
+        logger.info("export %s: not claimed (%s)", job_id, current or "no such job")
         return None
+    token, attempt = claim
     job = ExportJob.objects.select_related("dataset_version").get(pk=job_id)
     try:
-        relative = _write_bundle(job)
+        with Heartbeat(job_id, token):
+            written = _write_bundle(job, token, attempt)
     except Exception as exc:
-        ExportJob.objects.filter(pk=job_id).update(
-            status=ExportJob.Status.FAILED, error=f"{type(exc).__name__}: {exc}", finished_at=timezone.now()
+        ExportJob.objects.filter(held(job_id, token)).update(
+            status=ExportJob.Status.FAILED,
+            error=f"{type(exc).__name__}: {exc}",
+            finished_at=timezone.now(),
+            **release_fields(),
         )
         logger.exception("export job %s failed", job_id)
         job.refresh_from_db()
         return job
-    path = export_root() / relative
-    # Conditional: a participant who withdrew while this ran has had the job withdrawn; its file goes too.
-    finished = ExportJob.objects.filter(pk=job_id, status=ExportJob.Status.RUNNING).update(
+    # Conditional: a participant who withdrew while this ran has had the job withdrawn, and a worker whose
+    # lease lapsed meanwhile has lost the job to another; either way this attempt's file goes too.
+    finished = ExportJob.objects.filter(held(job_id, token)).update(
         status=ExportJob.Status.DONE,
-        file_path=str(relative),
-        file_size=path.stat().st_size,
-        file_sha256=_file_sha256(path),
+        file_path=written.name,
+        file_size=written.size,
+        file_sha256=written.sha256,
         finished_at=timezone.now(),
+        **release_fields(),
     )
     if finished != 1:
-        path.unlink(missing_ok=True)
+        export_store().delete(written.name)
+        logger.warning(
+            "export %s: attempt %s no longer held the job; deleted its file %s", job_id, attempt, written.name
+        )
     job.refresh_from_db()
     return job
 
@@ -445,27 +458,38 @@ def bundle_name(job: ExportJob) -> str:
     return f"{slugify(job.dataset_version.name) or 'dataset'}-export{job.pk}-{job.fmt}.zip"
 
 
-def _write_bundle(job: ExportJob) -> Path:
-    """One zip per export: the data in the chosen format plus DATASHEET.md and datasheet.json."""
+@dataclass(frozen=True)
+class WrittenBundle:
+    name: str  # in the store
+    size: int
+    sha256: str
+
+
+def _write_bundle(job: ExportJob, token: str, attempt: int) -> WrittenBundle:
+    """One zip per export: the data in the chosen format plus DATASHEET.md and datasheet.json.
+
+    Written in a private scratch folder of this host, then copied into the store under a name of this
+    attempt's own (two attempts never write one name).
+    """
     version = job.dataset_version
     queryset = selection_queryset(dataset_version=version)
     total = queryset.count()
-    ExportJob.objects.filter(pk=job.pk).update(progress_total=total, progress_done=0)
+    ExportJob.objects.filter(held(job.pk, token)).update(progress_total=total, progress_done=0)
     step = max(1, total // 50)
 
     def progress(done: int, of: int) -> None:
         if done == of or done % step == 0:
-            ExportJob.objects.filter(pk=job.pk).update(progress_done=min(done, total))
+            ExportJob.objects.filter(held(job.pk, token)).update(progress_done=min(done, total))
 
-    relative = Path(bundle_name(job))
-    final = export_root() / relative
-    # Owner-only whatever the process umask: a bundle holds participants' conversations.
-    final.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    file_name = bundle_name(job)
     replaces = list(job.replaces.values_list("pk", flat=True))
     datasheet = build_datasheet(version, job.fmt, job.include_model_identity, replaces)
-    with tempfile.TemporaryDirectory(dir=final.parent) as work:
+    scratch = Path(settings.DATA_DIR)
+    scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Owner-only whatever the process umask: a bundle holds participants' conversations.
+    with tempfile.TemporaryDirectory(dir=scratch, prefix=".export-") as work:
         work_dir = Path(work)
-        partial = work_dir / relative.name
+        partial = work_dir / file_name
         if job.fmt == "json":
             # The JSON export is itself a zip of one canonical file per conversation; the datasheet joins it.
             export_conversations(queryset, "json", partial, job.include_model_identity, progress)
@@ -482,8 +506,9 @@ def _write_bundle(job: ExportJob) -> Path:
                 bundle.writestr("DATASHEET.md", datasheet.as_markdown())
                 bundle.writestr("datasheet.json", datasheet.as_json())
         partial.chmod(0o600)
-        shutil.move(str(partial), final)
-    return relative
+        size, digest = partial.stat().st_size, _file_sha256(partial)
+        name = do_store_file(partial, attempt_name(job.pk, attempt, file_name))
+    return WrittenBundle(name=name, size=size, sha256=digest)
 
 
 def _file_sha256(path: Path) -> str:
@@ -494,8 +519,17 @@ def _file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def access_export_file(job: ExportJob) -> Path:
-    """The finished file of a job, refusing paths that escape the export directory."""
+@dataclass(frozen=True)
+class ExportDownload:
+    """A finished export's stored file, opened for streaming to an authorised user."""
+
+    stream: IO[bytes]
+    file_name: str
+    size: int | None
+
+
+def access_export_file(job: ExportJob) -> ExportDownload:
+    """The finished file of a job, from the deployment's store whichever host wrote it."""
     if job.status == ExportJob.Status.WITHDRAWN:
         replacement = f"; export #{job.replaced_by_id} replaces it" if job.replaced_by_id else ""
         raise DatasetError(
@@ -503,11 +537,10 @@ def access_export_file(job: ExportJob) -> Path:
         )
     if job.status != ExportJob.Status.DONE or not job.file_path:
         raise DatasetError("This export is not ready.")
-    root = export_root().resolve()
-    path = (root / job.file_path).resolve()
-    if root not in path.parents or not path.is_file():
+    name = job.file_path
+    if Path(name).is_absolute() or ".." in Path(name).parts or not stored_file_exists(name):
         raise DatasetError("The export file is missing; request a new export.")
-    return path
+    return ExportDownload(stream=open_stored_file(name), file_name=Path(name).name, size=job.file_size)
 
 
 def version_summary(version: DatasetVersion) -> dict[str, Any]:

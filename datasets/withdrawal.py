@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from datasets.models import ExportJob
-from datasets.versions import export_root
+from datasets.store import do_delete_job_files
 
 logger = logging.getLogger("attune.research")
 
@@ -44,27 +44,33 @@ def do_withdraw_exports(conversation_pks: Sequence[int], withdrawn_at: datetime)
     """Withdraw every finished export holding these conversations and queue its replacement.
 
     Returns the replacement jobs. The caller's transaction covers the rows; the
-    files are deleted only once it commits, so a rollback leaves them in place.
+    files (every attempt's copy in the store) are deleted only once it commits, so a
+    rollback leaves them in place. A running export's worker finds its job withdrawn
+    when it finishes and deletes what it wrote.
     """
     from datasets.tasks import do_request_export
 
     replacements = []
-    files = []
+    withdrawn: list[tuple[int, str]] = []
     for job in exports_holding(conversation_pks, withdrawn_at):
         new = do_request_export(job.dataset_version, job.fmt, job.created_by, job.include_model_identity)
         ExportJob.objects.filter(pk=job.pk).update(
             status=ExportJob.Status.WITHDRAWN, withdrawn_at=timezone.now(), replaced_by=new
         )
-        if job.file_path:
-            files.append(export_root() / job.file_path)
+        withdrawn.append((job.pk, job.file_path))
         replacements.append(new)
 
     def delete_files() -> None:
-        for path in files:
+        # Every stored copy, from the deployment's one store (whichever host wrote it), each deletion logged.
+        for pk, file_path in withdrawn:
             try:
-                path.unlink(missing_ok=True)
-            except OSError:
-                logger.exception("could not delete withdrawn export file %s", path)
+                do_delete_job_files(pk, file_path, "a participant in it withdrew")
+            except Exception:
+                logger.exception(
+                    "export %s: could not delete its stored files after a withdrawal; `attune storage check` "
+                    "lists what is left",
+                    pk,
+                )
 
     transaction.on_commit(delete_files)
     return replacements

@@ -25,6 +25,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from collection.task_queue import send_pending
+from datasets.tasks import requeue_lapsed_exports
 from scoring.embedded_runs import embedded_runner
 from scoring.models import EvaluationRun, RunConversation
 from scoring.replay_service import (
@@ -142,11 +143,13 @@ def sweep() -> dict[str, Any]:
     """One pass of the sweeper: send the tasks kept while the broker was away, requeue stalled conversations,
     finalise runs whose finalisation was lost."""
     pending = send_pending()
+    """One pass of the sweeper: requeue stalled conversations, finalise runs whose finalisation was lost,
+    and queue again (or fail, on their last attempt) the exports whose worker died."""
     requeued = requeue_stalled()
     finalised = runs_to_finalize()
     for run_id in finalised:
         finalize_run.delay(run_id)
-    return {"pending_sent": pending, "requeued": requeued, "finalised": finalised}
+    return {"pending_sent": pending, "requeued": requeued, "finalised": finalised, "exports": requeue_lapsed_exports()}
 
 
 class Sweeper:

@@ -88,6 +88,7 @@ from research.api.serializers import (
     TokenSerializer,
     TranscriptSerializer,
 )
+from research.exports.downloads import export_file_response
 from research.models import ResultSnapshot
 from research.params import id_param
 from research.raters.human_baseline import rater_agreement
@@ -393,10 +394,10 @@ class ExportJobViewSet(ResearcherAPIMixin, viewsets.ReadOnlyModelViewSet):
     def download(self, request: Request, pk: str | None = None, format: str | None = None) -> FileResponse:
         job = self.get_object()
         try:
-            path = access_export_file(job)
+            download = access_export_file(job)
         except DatasetError as exc:
             raise Http404(str(exc)) from None
-        return FileResponse(path.open("rb"), as_attachment=True, filename=path.name, content_type="application/zip")
+        return export_file_response(download)
 
 
 @extend_schema_view(

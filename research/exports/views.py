@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.db.models import Count
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -19,6 +19,7 @@ from datasets.versions import (
     version_summary,
 )
 from research.access.checks import researcher_required
+from research.exports.downloads import export_file_response
 from research.exports.forms import DatasetVersionForm, ExportForm
 
 # ---------------------------------------------------------------------------
@@ -95,7 +96,7 @@ def export_status(request: HttpRequest, job_id: int) -> HttpResponse:
 def export_download(request: HttpRequest, job_id: int) -> HttpResponseBase:
     job = get_object_or_404(ExportJob.objects.select_related("dataset_version"), pk=job_id)
     try:
-        path = access_export_file(job)
+        download = access_export_file(job)
     except DatasetError as exc:
         raise Http404(str(exc)) from None
-    return FileResponse(path.open("rb"), as_attachment=True, filename=path.name, content_type="application/zip")
+    return export_file_response(download)

@@ -273,7 +273,10 @@ def scored_runs(sample_conversations):
 @pytest.fixture
 def export_dir(settings, tmp_path):
     """Exports written under the test's temporary directory, never into the real data dir."""
+    from attune_site.object_store import EXPORTS, export_storage
+
     settings.ATTUNE_EXPORT_DIR = tmp_path / "exports"
+    settings.STORAGES = {**settings.STORAGES, EXPORTS: export_storage("", settings.ATTUNE_EXPORT_DIR)}
     return settings.ATTUNE_EXPORT_DIR
 
 

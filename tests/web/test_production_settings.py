@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HOST = "study.example.org"
 # 50 random URL-safe bytes: 67 characters, what the README tells the operator to generate.
 REAL_KEY = secrets.token_urlsafe(50)
+REAL_PSEUDONYM_KEY = secrets.token_urlsafe(50)
 
 
 def _run(tmp_path: Path, args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
@@ -39,14 +40,21 @@ def _run(tmp_path: Path, args: list[str], **env: str) -> subprocess.CompletedPro
 
 
 def _production(tmp_path: Path, args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
-    settings = {"ATTUNE_PRODUCTION": "1", "ATTUNE_SECRET_KEY": REAL_KEY, "ATTUNE_ALLOWED_HOSTS": HOST}
+    settings = {
+        "ATTUNE_PRODUCTION": "1",
+        "ATTUNE_SECRET_KEY": REAL_KEY,
+        "ATTUNE_PSEUDONYM_KEY": REAL_PSEUDONYM_KEY,
+        "ATTUNE_ALLOWED_HOSTS": HOST,
+    }
     return _run(tmp_path, args, **{**settings, **env})
 
 
-def test_deploy_check_passes_at_warning_level(tmp_path):
+def test_deploy_check_passes_at_warning_level_and_reports_both_keys(tmp_path):
     result = _production(tmp_path, ["manage.py", "check", "--deploy", "--fail-level", "WARNING"])
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "no issues" in result.stdout
+    assert "WARNINGS" not in result.stderr + result.stdout and "ERRORS" not in result.stderr + result.stdout
+    for variable in ("ATTUNE_SECRET_KEY", "ATTUNE_PSEUDONYM_KEY"):
+        assert f"{variable}: from the environment variable {variable}" in result.stderr + result.stdout
 
 
 def test_https_settings_are_on(tmp_path):
@@ -84,6 +92,21 @@ def test_refuses_a_missing_or_weak_secret_key(tmp_path, key, expected):
     result = _production(tmp_path, ["-c", "import django; django.setup()"], ATTUNE_SECRET_KEY=key)
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr and expected in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("", "ATTUNE_PRODUCTION=1 needs ATTUNE_PSEUDONYM_KEY"),
+        ("collectstatic-only", "refuses this ATTUNE_PSEUDONYM_KEY"),
+        ("short-but-random-Zq81", "refuses this ATTUNE_PSEUDONYM_KEY"),
+    ],
+)
+def test_refuses_a_missing_or_weak_pseudonym_key(tmp_path, key, expected):
+    """Each host would otherwise generate its own: one participant, two ids (docs/several-machines.md)."""
+    result = _production(tmp_path, ["-c", "import django; django.setup()"], ATTUNE_PSEUDONYM_KEY=key)
+    assert result.returncode != 0
+    assert expected in result.stderr
 
 
 def test_refuses_default_hosts_and_debug(tmp_path):
@@ -161,3 +184,11 @@ def test_compose_migrates_once_before_web_and_worker():
 
 def test_compose_health_checks_web_with_the_allowed_host_probe():
     assert _compose()["services"]["web"]["healthcheck"]["test"] == ["CMD", "python", "-m", "attune_site.health"]
+
+
+def test_compose_worker_health_check_pings_this_containers_worker_only():
+    """A broadcast ping is answered by any host's worker, so a dead worker here would never be restarted."""
+    check = _compose()["services"]["worker"]["healthcheck"]["test"]
+    assert check[0] == "CMD-SHELL"
+    assert "inspect ping --destination celery@$$HOSTNAME" in check[1]  # compose turns $$ into $ for the shell
+    assert "python manage.py worker" in " ".join(_compose()["services"]["worker"]["command"])  # node celery@<host>

@@ -176,7 +176,12 @@ def test_the_sweeper_requeues_lapsed_leases_and_finalises_a_run_whose_finaliser_
     run, (first, second) = prepared_run()
     replay_service.do_replay_conversation(second)
     replay_service._claim(first, "dead-host:1:x")
-    assert run_control.sweep() == {"pending_sent": 0, "requeued": [], "finalised": []}  # a live lease is left alone
+    assert run_control.sweep() == {
+        "pending_sent": 0,
+        "requeued": [],
+        "finalised": [],
+        "exports": {"requeued": [], "failed": []},
+    }  # a live lease is left alone
     lapse(first)
     swept = run_control.sweep()
     assert swept["requeued"] == [first]

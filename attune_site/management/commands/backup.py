@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from attune_site.backup import BackupError, do_backup
@@ -30,3 +31,8 @@ class Command(BaseCommand):
         self.stdout.write(
             self.style.SUCCESS(f"Wrote {out}: {manifest['engine']} database, {rows} rows, {members} files.")
         )
+        if settings.ATTUNE_STORAGE_URL:
+            self.stdout.write(
+                f"Export files are in {settings.ATTUNE_STORAGE_URL}, not in this archive: back the bucket up by "
+                "the store's own means, on the same schedule (docs/backups.md)."
+            )

@@ -9,6 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
+from attune_site.identity import DeploymentIdentityError, verify_deployment_identity
 from attune_site.schema_state import SchemaBehind, refuse_to_start_behind
 from attune_site.serving import stream_slots, web_threads, web_workers
 
@@ -36,8 +37,11 @@ class Command(BaseCommand):
             call_command("migrate", interactive=False, verbosity=0)
         try:
             refuse_to_start_behind("attune serve")
+            verify_deployment_identity()  # said here, once, before gunicorn's workers each refuse to boot
         except SchemaBehind as exc:
             raise CommandError(str(exc)) from exc
+        except DeploymentIdentityError as exc:
+            raise CommandError(str(exc)) from None
         connections.close_all()  # this process becomes gunicorn's master, which needs no connection
         address = f"{options['host']}:{options['port']}"
         workers, threads = web_workers(), web_threads()
