@@ -17,7 +17,9 @@ DESCRIPTIONS: dict[str, str] = {
     "ATTUNE_DATA_DIR": "Where the SQLite file, keys, exports and run files live (default `data/`: beside the code "
     "in a checkout, in the working directory when installed). Folders are created 0700, files 0600.",
     "ATTUNE_PSEUDONYM_KEY": "Key of the participant pseudonyms every export writes (default: generated once into "
-    "`pseudonym_key` in the data directory; keep it, or pseudonyms change between exports).",
+    "`pseudonym_key` in the data directory; keep it, or pseudonyms change between exports). Required, at least "
+    "50 characters, with `ATTUNE_PRODUCTION`; every host of a deployment must have the same one, and a process "
+    "whose key differs from the one the database recorded refuses to start.",
     "ATTUNE_SECRET_KEY": "Django secret key (default: generated once into `secret_key` in the data directory when "
     "`attune`, `manage.py` or the WSGI application starts). Required, at least 50 characters, with "
     "`ATTUNE_PRODUCTION`.",
@@ -73,7 +75,8 @@ DESCRIPTIONS: dict[str, str] = {
     "ATTUNE_WEB_WORKERS": "Web server processes (default 2 with `REDIS_URL`, else 1: without Redis the reply locks "
     "and chat rate limits live in one process's memory).",
     "ATTUNE_WEB_THREADS": "Threads per web process. A streaming reply holds one thread while it waits; a fifth of "
-    "them (at least 2) are kept for page loads, and a reply beyond the rest gets the retry message at once.",
+    "them (at least 2) are kept for page loads, and a reply beyond the rest gets the retry message at once "
+    "([Serving many participants](../participant-load.md)).",
     "ATTUNE_DB_POOL_SIZE": "Postgres connections each process shares between its threads (the web server, "
     "`attune serve` and compose use 20; 0 is one connection per thread, kept 60 s).",
     "ATTUNE_LOG_LEVEL": "Log level of Attune's loggers.",
@@ -85,4 +88,15 @@ DESCRIPTIONS: dict[str, str] = {
     "ATTUNE_EMAIL_TLS": "STARTTLS to `ATTUNE_EMAIL_HOST`.",
     "ATTUNE_EMAIL_FROM": "Sender address of the safety emails.",
     "ATTUNE_SITE_URL": "The address the site is reached at, for links in emails.",
+    "ATTUNE_REPLAY_PROVIDER_SHARE": "Share of an evaluated model's `max_concurrency` and requests per minute a "
+    "replay may use when the live participant chat calls the same provider: the rest is the participants' "
+    "headroom.",
+    "ATTUNE_LOG_FORMAT": "`plain`, or `json`: one JSON object per line from gunicorn, Django, Celery and litellm "
+    "alike, each with the request id of the work it belongs to ([Operations](../operations.md)).",
+    "ATTUNE_METRICS_TOKEN": "Bearer token that lets a scraper elsewhere read `/metrics` (unset: only this "
+    "machine, unproxied, may).",
+    "ATTUNE_STORAGE_URL": "Where kept files (dataset exports) are stored: `s3://BUCKET[/PREFIX]` for an "
+    "S3-compatible bucket every host shares, its credentials, address and region read by boto3 itself "
+    "(`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_ENDPOINT_URL`, `AWS_DEFAULT_REGION`). Unset: the data "
+    "directory's `exports/` folder ([Several machines](../several-machines.md)).",
 }
