@@ -178,7 +178,7 @@ def main() -> int:
     p50, p95 = statistics.median(waits), percentile(waits, 0.95)
     print(f"rewrite waits: {', '.join(f'{w:.2f}' for w in waits)} s")
     print(
-        f"interactive_under_replay: layout={options.layout} rewrites={len(waits)} p50_s={p50:.3f} "
+        f"interactive_under_replay: reserved={int(options.layout == 'reserved')} rewrites={len(waits)} p50_s={p50:.3f} "
         f"p95_s={p95:.3f} max_s={max(waits):.3f} load1={load[0]:.2f}"
     )
     return 1 if errors else 0

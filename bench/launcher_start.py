@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
+from figures import figures_line  # noqa: E402
 
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer  # noqa: E402
 from devtools.served_site import ServedSite  # noqa: E402
@@ -88,6 +89,17 @@ def main() -> None:
     print(f"POST /api/runs/ returned after {post_s:.2f} s; the run took {run_s:.2f} s for {stats['requests']} calls")
     print(f"most calls in flight at the provider: {stats['peak_in_flight']} (cap {CAP})")
     print(json.dumps(figures))
+    print(
+        figures_line(
+            "launcher_start",
+            post_s=post_s,
+            run_s=run_s,
+            calls=stats["requests"],
+            peak_in_flight=stats["peak_in_flight"],
+            cap=CAP,
+            latency_ms=latency,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -712,6 +712,7 @@ def main() -> None:
         )
     )
     print(
+        "participant_load: "
         f"participants={options.participants} streams={results.peak_streams} "
         f"p95_ms={quantile_ms(results.annotation, 94):.0f} p99_ms={quantile_ms(results.annotation, 98):.0f} "
         f"errors={errors + log_errors} server_p95_ms={quantile_ms(inside['annotation'], 94):.0f} "

@@ -123,7 +123,8 @@ def main() -> int:
         f"for {largest / smallest:.0f}x the conversations"
     )
     print(
-        " ".join(
+        "prior_baseline_scale: "
+        + " ".join(
             f"prior_s_{n}={p:.2f} random_s_{n}={r:.2f} prior_cpu_s_{n}={cpu[n][0]:.2f}"
             for n, (p, r, _) in sorted(results.items())
         )

@@ -148,6 +148,7 @@ def main() -> None:
     print(f"  events per reply: mean {statistics.mean(pieces):.1f} (the provider sent {words} chunks)")
     print(f"  wall time beyond the provider's: p50 {p50:.0f} ms, p95 {p95:.0f} ms")
     print(
+        "reply_stream_cpu: "
         f"cpu_ms_per_reply={1000 * cpu / replies:.3f} cpu_ms_per_chunk={1000 * cpu / replies / words:.4f} "
         f"pieces_per_reply={statistics.mean(pieces):.2f} "
         f"overhead_p50_ms={p50:.1f} overhead_p95_ms={p95:.1f} streams={options.streams} load1={load[0]:.2f}"

@@ -25,11 +25,13 @@ sys.path.insert(0, str(ROOT))
 from figures import parse_figures_line  # noqa: E402  (the script's own folder is on the path)
 
 HELPERS = {"smoke", "figures", "bench_db", "proc_cpu"}  # modules the benchmarks import, not benchmarks
-NEEDS_SERVICES = {  # benchmark -> the variables it needs
+NEEDS_SERVICES = {  # benchmark -> the variables it needs (it makes its own database on that server)
     "replay_distributed": ("DATABASE_URL", "REDIS_URL"),
     "replay_faults": ("DATABASE_URL", "REDIS_URL"),
+    "interactive_under_replay": ("DATABASE_URL", "REDIS_URL"),
     "transcript_insert": ("DATABASE_URL",),
     "participant_load": ("DATABASE_URL",),
+    "redis_outage": ("DATABASE_URL",),
 }
 TIMEOUT_SECONDS = 600
 

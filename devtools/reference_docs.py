@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import io
 import json
 import os
@@ -108,10 +109,8 @@ def _reads(path: Path) -> Iterator[tuple[ast.Call, str, str]]:
         if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
             target = statement.targets[0]
             if isinstance(target, ast.Name):
-                try:
+                with contextlib.suppress(ValueError):  # not a literal: nothing to resolve it to
                     _CONSTANTS[target.id] = ast.literal_eval(statement.value)
-                except ValueError:
-                    pass
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.func.id not in READERS:
             continue
