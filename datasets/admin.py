@@ -1,4 +1,4 @@
-"""Django admin for dataset versions, export jobs and import records; all are immutable records once made."""
+"""Django admin for dataset versions and export jobs; both are immutable records once made."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from collection.admin_withdrawal import HidesWithdrawnAdmin
-from datasets.models import DatasetVersion, ExportJob, ImportRecord
+from datasets.models import DatasetVersion, ExportJob
 
 
 @admin.register(DatasetVersion)
@@ -72,22 +72,3 @@ class ExportJobAdmin(HidesWithdrawnAdmin):
         "finished_at",
     )
     list_select_related = ("dataset_version", "created_by")
-
-
-@admin.register(ImportRecord)
-class ImportRecordAdmin(HidesWithdrawnAdmin):
-    """Imports and the consent their importers attested: a record of what was asserted, never edited."""
-
-    list_display = (
-        "id",
-        "created_at",
-        "conversations",
-        "sensitive_consent_attested",
-        "diagnoses_stored",
-        "diagnoses_not_stored",
-    )
-    list_filter = ("sensitive_consent_attested",)
-    readonly_fields = tuple(f.name for f in ImportRecord._meta.fields)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # made by attune import and the demo, with the files they read
