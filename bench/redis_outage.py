@@ -55,6 +55,8 @@ sys.path.insert(0, str(REPO))
 from participant_load import fill as fill_form  # noqa: E402
 from participant_load import free_port, main_form, with_database  # noqa: E402
 
+from devtools.redis_server import PrivateRedis  # noqa: E402
+
 SLUG = "attune-demo"
 SETUP = """
 from collection.models import Study
@@ -62,36 +64,6 @@ from collection.setup import ensure_defaults
 ensure_defaults()
 Study.objects.filter(slug=SLUG).update(min_turns=1, max_turns=12)
 """
-
-
-class PrivateRedis:
-    """A redis-server of the bench's own, stopped and started at will; ready when its log says so."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.port = free_port()
-        self.workdir = workdir
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            cwd=self.workdir,
-            stdout=subprocess.PIPE,
-        )
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            if b"Ready to accept connections" in line:
-                return
-        raise RuntimeError(f"redis-server exited before it was ready (code {self.process.wait()})")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=30)
 
 
 @dataclass

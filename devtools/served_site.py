@@ -82,10 +82,10 @@ class ServedSite:
             self.shell(
                 "from django.contrib.auth import get_user_model\n"
                 "from research.access.roles import do_make_researcher\n"
-                "from rest_framework.authtoken.models import Token\n"
+                "from research.access.api_tokens import do_issue_token\n"
                 f"user, _ = get_user_model().objects.get_or_create(username={username!r})\n"
                 "do_make_researcher(user)\n"
-                "result = Token.objects.get_or_create(user=user)[0].key"
+                "result = do_issue_token(user).key"
             )
         )
 

@@ -12,9 +12,6 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-import signal
-import socket
-import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -25,6 +22,7 @@ from attune_site.resilient_cache import SKIP_S, ResilientRedisCache
 from collection import study_flow as flow
 from collection import task_queue
 from collection.models import PendingTask, SafetyEvent
+from devtools.redis_server import PrivateRedis
 from scoring import run_control
 from tests.web.test_participant_flow import Walker
 
@@ -32,49 +30,6 @@ pytestmark = [
     pytest.mark.django_db,
     pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs the redis-server program"),
 ]
-
-
-class PrivateRedis:
-    """A redis-server of the test's own on a free port (never the shared one), stopped and started at will."""
-
-    def __init__(self, workdir: str) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.workdir = workdir
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        """Start the server and wait for it to say it is ready (its own log line, not a length of time)."""
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            cwd=self.workdir,
-            stdout=subprocess.PIPE,
-        )
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            if b"Ready to accept connections" in line:
-                return
-        raise RuntimeError(f"redis-server exited before it was ready (code {self.process.wait()})")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGCONT)  # a paused server cannot act on the terminate
-            self.process.terminate()
-            self.process.wait(timeout=30)
-
-    def hang(self) -> None:
-        """Pause the server: connections are accepted by the kernel and never answered (a hung Redis)."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGCONT)
 
 
 class CacheClock:
@@ -190,11 +145,17 @@ def broker(redis_server, monkeypatch) -> Iterator[PrivateRedis]:
 
 
 def queued_tasks(server: PrivateRedis) -> list[tuple[str, list]]:
-    """(task name, arguments) of every message waiting in the broker's default queue, read from Redis itself."""
+    """(task name, arguments) of every message waiting in the broker's queues, read from Redis itself."""
     import redis
 
+    from attune_site import queues
+
     with redis.Redis.from_url(server.url) as client:
-        messages = [json.loads(raw) for raw in client.lrange("celery", 0, -1)]
+        messages = [
+            json.loads(raw)
+            for queue in (queues.INTERACTIVE, queues.BULK, queues.FINALIZE, queues.DEFAULT)
+            for raw in client.lrange(queue, 0, -1)
+        ]
     return [(m["headers"]["task"], json.loads(base64.b64decode(m["body"]))[0]) for m in messages]
 
 

@@ -29,7 +29,6 @@ import httpx
 import pytest
 from django.conf import settings
 from django.db import connection
-from rest_framework.authtoken.models import Token
 
 from attunebench import canonical as cf
 from collection.models import Conversation, Participant
@@ -39,6 +38,7 @@ from datasets.models import ExportJob
 from datasets.pseudonyms import export_pseudonym
 from datasets.versions import do_freeze_dataset_version
 from devtools.s3_server import S3Server, free_ports
+from research.access.api_tokens import do_issue_token
 from tests.polling import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -211,7 +211,7 @@ def test_two_hosts_share_exports_pseudonyms_withdrawals_and_refuse_another_key(
     leaving.save(update_fields=["study"])
     link = do_issue_link(leaving)
     version = do_freeze_dataset_version("two-hosts-v1", user=researcher)
-    token = Token.objects.create(user=researcher).key
+    token = do_issue_token(researcher).key
 
     # --- Both hosts up: a web process and a worker each, on data directories of their own.
     web_a, base_a = deployment.web("a")
