@@ -131,9 +131,13 @@ class Person:
         return await self.request("POST", path, data=data, headers={"Referer": str(self.http.base_url)})
 
     async def submit(self, path: str, html: str) -> tuple[str, str]:
-        form = main_form(html)
-        target = urljoin(path, form.action) if form.action else path
-        response = await self.post(target, fill_form(form))
+        form, clicked = main_form(html)  # pressed as a browser does: its name=value sent, its formaction followed
+        data = fill_form(form)
+        if clicked is not None and clicked.name:
+            data[clicked.name] = clicked.value
+        action = (clicked.formaction if clicked is not None and clicked.formaction else "") or form.action
+        target = urljoin(path, action) if action else path
+        response = await self.post(target, data)
         if response.status_code not in (301, 302, 303):
             return target, response.text  # shown again: the loop reloads and tries the page once more
         return await self.get(urljoin(target, response.headers["location"]))
