@@ -33,6 +33,12 @@ class RawDocument(NamedTuple):
 
 #: File endings read as documents: one per file, or one per line for JSON Lines.
 JSON_SUFFIXES = (".json", ".jsonl")
+#: An export bundle's description of itself, beside its conversations: never a conversation or run document.
+DATASHEET_NAME = "datasheet.json"
+
+
+def _is_datasheet(name: str) -> bool:
+    return name.replace("\\", "/").rsplit("/", 1)[-1].lower() == DATASHEET_NAME
 
 
 def _is_jsonl(name: str) -> bool:
@@ -59,7 +65,8 @@ def iter_documents(paths: Iterable[str | Path]) -> Iterator[RawDocument | Proble
 
     Folders are walked recursively in sorted order so that every run reads the
     same files in the same order; .zip members ending in .json or .jsonl count as
-    files. A .jsonl file gives one document per non-blank line.
+    files. A .jsonl file gives one document per non-blank line. An export bundle's
+    ``datasheet.json`` is its description, so a bundle imports as it was exported.
     """
     for given in paths:
         path = Path(given)
@@ -68,7 +75,11 @@ def iter_documents(paths: Iterable[str | Path]) -> Iterator[RawDocument | Proble
         elif path.is_dir():
             found = False
             for child in sorted(path.rglob("*")):
-                if child.is_file() and child.suffix.lower() in {*JSON_SUFFIXES, ".zip"}:
+                if (
+                    child.is_file()
+                    and child.suffix.lower() in {*JSON_SUFFIXES, ".zip"}
+                    and not _is_datasheet(child.name)
+                ):
                     found = True
                     yield from iter_documents([child])
             if not found:
@@ -77,7 +88,11 @@ def iter_documents(paths: Iterable[str | Path]) -> Iterator[RawDocument | Proble
             try:
                 with zipfile.ZipFile(path) as archive:
                     for member in sorted(archive.namelist()):
-                        if member.lower().endswith(JSON_SUFFIXES) and not member.endswith("/"):
+                        if (
+                            member.lower().endswith(JSON_SUFFIXES)
+                            and not member.endswith("/")
+                            and not _is_datasheet(member)
+                        ):
                             yield from _documents(f"{path}!{member}", archive.read(member))
             except zipfile.BadZipFile:
                 yield Problem(source=str(path), path="", message="not a readable .zip archive")
