@@ -13,13 +13,7 @@ from research.studies import views as study_views
 app_name = "research"
 urlpatterns = [
     path("", result_views.evaluation_dashboard, name="home"),
-    path(
-        "login/",
-        auth_views.LoginView.as_view(
-            template_name="research/login.html", redirect_authenticated_user=True, next_page="research:home"
-        ),
-        name="login",
-    ),
+    path("login/", access_views.ResearchLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(next_page="research:login"), name="logout"),
     path("figures/<slug:name>.<str:ext>", result_views.figure_download, name="figure"),
     path("collection/", collection_views.collection_dashboard, name="collection"),

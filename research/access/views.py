@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 
 from research.access.api_tokens import (
@@ -17,6 +19,7 @@ from research.access.api_tokens import (
     token_summary,
 )
 from research.access.checks import researcher_required, signed_in_user
+from research.access.roles import is_researcher
 
 
 @researcher_required
@@ -58,3 +61,15 @@ def api_token(request: HttpRequest) -> HttpResponse:
     )
     add_never_cache_headers(response)
     return response
+
+
+class ResearchLoginView(auth_views.LoginView):
+    """The research login. Without a ``next`` address, a researcher lands on the dashboard and anyone else (a
+    human-baseline rater) on their rating list, never on a page they may not open."""
+
+    template_name = "research/login.html"
+    redirect_authenticated_user = True
+
+    def get_default_redirect_url(self) -> str:
+        user = self.request.user
+        return reverse("research:home" if is_researcher(user) else "research:rater_home")
