@@ -36,10 +36,12 @@ from attunebench import catalogue as cat
 from attunebench.canonical import ConversationFile, RunOutput, dumps_canonical, load_run
 from attunebench.metrics import score_documents
 from attunebench.metrics.aggregate import aggregate_rows
+from attunebench.metrics.comparison import PRIOR_BASELINE, skill
 from attunebench.metrics.composite import CAPABILITIES, capability_scores
 from attunebench.metrics.report import leaderboard_rows
 from attunebench.metrics.results import ConversationRecord, LeaderboardRow, ScoringReport, to_json
-from attunebench.replay.llm import Completion, EMSpec
+from attunebench.replay.baselines import PriorTally
+from attunebench.replay.llm import Completion, EMSpec, spec_from_name
 from attunebench.replay.prompts import CallContext
 from attunebench.replay.protocol import ReplayConfig
 from attunebench.replay.run import make_replayer, write_outputs
@@ -48,8 +50,12 @@ from attunebench.sources import read_conversations
 
 #: Where a sample keeps its canonical run (JSON) between the solver and the scorer.
 RUN_STORE_KEY: Final = "attunebench_run"
+#: Where a sample keeps the prior baseline's run of its conversation (the reference of the skill metric).
+PRIOR_STORE_KEY: Final = "attunebench_prior_run"
 #: The score metadata key holding the sample's per-conversation record (the report's ``conversations`` row).
 RECORD_KEY: Final = "record"
+#: The score metadata key holding the prior baseline's record of the same conversation.
+PRIOR_RECORD_KEY: Final = "prior_record"
 
 TASK_DESCRIPTION: Final = (
     "AttuneBench: an evaluated model replays finished human-AI conversations turn by turn (SPEC 4) and is "
@@ -146,6 +152,7 @@ def attunebench_replay(
     ``conversations`` is the path the task read (its parameters stay plain values in the eval log)."""
     dataset = load_conversations(conversations)
     by_id = {c.conversationId: c for c in dataset}
+    prior_tally = PriorTally(dataset)
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         conversation = by_id[str(state.sample_id)]
@@ -161,6 +168,14 @@ def attunebench_replay(
         replayer = make_replayer(em, config, dataset=dataset, llm_backend=InspectModelBackend(models))
         result = await replayer.replay(conversation)
         state.store.set(RUN_STORE_KEY, dumps_canonical(result.output))
+        # The prior baseline answers offline (no model call): the reference the skill metric is measured from.
+        prior = make_replayer(
+            spec_from_name(PRIOR_BASELINE),
+            ReplayConfig(mode=mode, panas_strategy=panas_strategy),
+            dataset=dataset,
+            prior_tally=prior_tally,
+        )
+        state.store.set(PRIOR_STORE_KEY, dumps_canonical((await prior.replay(conversation)).output))
         if runs_dir:
             write_outputs([result], runs_dir)
         failed = len(result.failures)
@@ -175,23 +190,31 @@ def attunebench_replay(
     return solve
 
 
-def _report(scores: Sequence[SampleScore]) -> ScoringReport:
-    """The scoring report of the scored samples, aggregated by the engine ``attune score`` uses."""
+def _report(scores: Sequence[SampleScore], key: str = RECORD_KEY) -> ScoringReport:
+    """The scoring report of the scored samples (their records under ``key``), aggregated by the engine
+    ``attune score`` uses."""
     records = [
-        ConversationRecord.model_validate(s.score.metadata[RECORD_KEY])
+        ConversationRecord.model_validate(s.score.metadata[key])
         for s in scores
-        if s.score.metadata and RECORD_KEY in s.score.metadata
+        if s.score.metadata and key in s.score.metadata
     ]
     return ScoringReport(conversations=records, aggregates=aggregate_rows(records))
 
 
+def _row(scores: Sequence[SampleScore], key: str = RECORD_KEY) -> LeaderboardRow | None:
+    """The run's leaderboard row (None when nothing was scored)."""
+    rows = leaderboard_rows(_report(scores, key))
+    return rows[0] if len(rows) == 1 else None
+
+
+def _number(value: float | None) -> float:
+    return float("nan") if value is None else float(value)
+
+
 def _leaderboard_value(scores: Sequence[SampleScore], read: Callable[[LeaderboardRow], float | None]) -> float:
     """One figure of the run's leaderboard row (NaN when nothing was scored or the figure is undefined)."""
-    rows = leaderboard_rows(_report(scores))
-    if len(rows) != 1:
-        return float("nan")
-    value = read(rows[0])
-    return float("nan") if value is None else float(value)
+    row = _row(scores)
+    return float("nan") if row is None else _number(read(row))
 
 
 @metric
@@ -234,7 +257,22 @@ def coverage() -> Metric:
     return compute
 
 
-@scorer(metrics=[composite(), *(make() for make in CAPABILITY_METRICS.values()), coverage()])
+@metric
+def composite_skill() -> Metric:
+    """Skill over the prior baseline on the same conversations: (composite - prior) / (100 - prior), as
+    ``attune analyze`` estimates it; 1 is perfect, 0 no better than predicting the most frequent answers,
+    below 0 worse. AttuneBench is a research instrument, not a certificate of safety or suitability."""
+
+    def compute(scores: list[SampleScore]) -> float:
+        row, prior = _row(scores), _row(scores, PRIOR_RECORD_KEY)
+        if row is None or prior is None:
+            return float("nan")
+        return _number(skill(row.composite_score, prior.composite_score, 100.0))
+
+    return compute
+
+
+@scorer(metrics=[composite(), *(make() for make in CAPABILITY_METRICS.values()), coverage(), composite_skill()])
 def attunebench_scorer(conversations: str) -> Scorer:
     """Scores the sample's run with the AttuneBench engine (SPEC 5): the per-conversation composite as the value,
     the conversation's full record (every metric ``attune score`` reports) and capabilities in the metadata."""
@@ -244,12 +282,18 @@ def attunebench_scorer(conversations: str) -> Scorer:
         conversation = by_id[str(state.sample_id)]
         run: RunOutput = load_run(state.store.get(RUN_STORE_KEY), f"run of {conversation.conversationId}")
         record = score_documents([conversation], [run]).conversations[0]
+        prior_run = load_run(state.store.get(PRIOR_STORE_KEY), f"prior baseline run of {conversation.conversationId}")
+        prior_record = score_documents([conversation], [prior_run]).conversations[0]
         capabilities = capability_scores(record.metrics())
         return Score(
             value=record.composite_score,
             answer=f"composite {record.composite_score:.2f}, coverage {record.coverage:.2f}",
             explanation=cat.RESEARCH_ONLY_STATEMENT,
-            metadata={RECORD_KEY: to_json(record), "capabilities": capabilities},
+            metadata={
+                RECORD_KEY: to_json(record),
+                "capabilities": capabilities,
+                PRIOR_RECORD_KEY: to_json(prior_record),
+            },
         )
 
     return score

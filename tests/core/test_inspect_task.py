@@ -24,6 +24,7 @@ from inspect_ai.model import get_model  # noqa: E402
 from attune.inspect_registry import attunebench  # noqa: E402
 from attunebench import catalogue as cat  # noqa: E402
 from attunebench.inspect_task import RECORD_KEY  # noqa: E402
+from attunebench.metrics.comparison import PRIOR_BASELINE, skill  # noqa: E402
 from attunebench.metrics.composite import CAPABILITIES  # noqa: E402
 from attunebench.metrics.report import leaderboard_rows  # noqa: E402
 from attunebench.metrics.results import ScoringReport  # noqa: E402
@@ -45,8 +46,9 @@ def attune(*args: str, data: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=ROOT, env=attune_env(data), capture_output=True, text=True, timeout=600)
 
 
-def attune_score(runs: Path, out: Path, data: Path) -> ScoringReport:
-    scored = attune("score", "--conversations", str(SAMPLE_DATA), "--runs", str(runs), "--json", str(out), data=data)
+def attune_score(out: Path, data: Path, *runs: Path) -> ScoringReport:
+    folders = [str(r) for r in runs]
+    scored = attune("score", "--conversations", str(SAMPLE_DATA), "--runs", *folders, "--json", str(out), data=data)
     assert scored.returncode == 0, scored.stderr
     return ScoringReport.model_validate_json(out.read_text(encoding="utf-8"))
 
@@ -86,6 +88,18 @@ def test_inspect_task_scores_equal_attune_eval_and_score_on_the_same_answers(tmp
             data=tmp_path / "data",
         )
         assert evaluated.returncode == 0, evaluated.stderr
+        prior = attune(
+            "eval",
+            "--no-record",
+            "--model",
+            PRIOR_BASELINE,
+            "--conversations",
+            str(SAMPLE_DATA),
+            "--out",
+            str(tmp_path / "prior-runs"),
+            data=tmp_path / "data",
+        )
+        assert prior.returncode == 0, prior.stderr
         requests_by_attune = server.stats()["requests"]
         digests_by_attune = dict(server.digests())
         server.reset()
@@ -97,7 +111,11 @@ def test_inspect_task_scores_equal_attune_eval_and_score_on_the_same_answers(tmp
     assert requests_by_inspect == requests_by_attune > 0
     assert digests_by_inspect == digests_by_attune
 
-    reference = attune_score(tmp_path / "attune-runs", tmp_path / "attune.json", tmp_path / "data")
+    with_prior = attune_score(
+        tmp_path / "both.json", tmp_path / "data", tmp_path / "attune-runs", tmp_path / "prior-runs"
+    )
+    rows = {row.em_model: row for row in leaderboard_rows(with_prior)}
+    reference = attune_score(tmp_path / "attune.json", tmp_path / "data", tmp_path / "attune-runs")
     assert len(reference.conversations) == len(list(SAMPLE_DATA.glob("conv-*.json"))) == 15
 
     # Per conversation: the record in each sample's score metadata is `attune score`'s, value for value.
@@ -121,9 +139,14 @@ def test_inspect_task_scores_equal_attune_eval_and_score_on_the_same_answers(tmp
     for name in CAPABILITIES:
         assert metrics[name] == row.capabilities.capability(name)
     assert metrics["coverage"] == row.coverage == 1.0
+    # Skill over the prior baseline, from `attune eval --model baseline:prior` scored beside it.
+    assert rows[f"openai/{FAKE_MODEL}"].composite_score == row.composite_score
+    expected_skill = skill(row.composite_score, rows[PRIOR_BASELINE].composite_score, 100.0)
+    assert expected_skill is not None
+    assert metrics["composite_skill"] == expected_skill
 
     # The run files the task wrote are read by `attune score` like any other run, with the same figures.
-    from_inspect_files = attune_score(tmp_path / "inspect-runs", tmp_path / "inspect.json", tmp_path / "data")
+    from_inspect_files = attune_score(tmp_path / "inspect.json", tmp_path / "data", tmp_path / "inspect-runs")
     [inspect_row] = leaderboard_rows(from_inspect_files)
     assert inspect_row.em_model == f"openai-api/fake/{FAKE_MODEL}"
     assert inspect_row.composite_score == row.composite_score
