@@ -172,12 +172,16 @@ def test_the_inspect_command_finds_the_task_by_its_package_name(tmp_path):
         command = [sys.executable, "-m", "inspect_ai", "eval", "attune/attunebench"]
         command += ["--model", f"openai-api/fake/{FAKE_MODEL}", "-T", f"conversations={conversation}"]
         command += ["-T", "mode=verbose", "-T", f"runs_dir={tmp_path / 'runs'}", "--display", "none"]
+        command += ["-T", "judge=openai-api/fake/fake-judge"]
         done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     [run_file] = (tmp_path / "runs").glob("*.json")
     run = json.loads(run_file.read_text(encoding="utf-8"))
     assert run["conversationId"] == "conv-family-01"
     assert run["mode"] == "verbose" and run["em_reasoning"]
+    assert run["em_model"] == f"openai-api/fake/{FAKE_MODEL}"
+    assert run["judge_model"] == "openai-api/fake/fake-judge"
+    assert run["turns"] and all(turn["em_draft_judge_scores"] for turn in run["turns"])
     assert list((tmp_path / "logs").glob("*.eval"))
 
 
