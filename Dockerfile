@@ -3,6 +3,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 LITELLM_LOCAL_MODEL_COST_MAP=Tr
 WORKDIR /app
 # setup.py and MANIFEST.in copy templates/, static/ and sample_data/ into the installed package.
 COPY pyproject.toml setup.py MANIFEST.in README.md ./
+COPY attune attune
 COPY attunebench attunebench
 COPY attune_site attune_site
 COPY collection collection
