@@ -60,6 +60,7 @@ def post_worker_init(worker: object) -> None:
 # the data directory (a compose volume shared with other containers holds one each). Set before any worker
 # imports prometheus_client; emptied when the server starts, since the processes that wrote it are gone.
 metrics_dir = data_dir() / "metrics" / f"web-{socket.gethostname()}"
+metrics_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # a process that inherits the variable can write there
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
 
 

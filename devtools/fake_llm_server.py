@@ -93,6 +93,8 @@ class FakeConfig:
     hold_until_in_flight: int = 0
     hold_call_types: list[str] = field(default_factory=list)
     hold_timeout_s: float = 30.0
+    # The first ``hold_after`` requests to arrive are never held (a client's one-call probe before its run).
+    hold_after: int = 0
     # Share of each prompt's tokens reported as served from the provider's prompt cache
     # (``usage.prompt_tokens_details.cached_tokens``, as OpenAI reports it), priced lower by litellm.
     cached_prompt_share: float = 0.0
@@ -246,10 +248,12 @@ class _App:
         self.stats = FakeStats()
         self._hold_reached = asyncio.Event()
         self._holding = 0
+        self._arrived = 0
 
     async def _hold(self, messages: list[Any]) -> None:
         config = self.config
-        if config.hold_until_in_flight <= 0 or self._hold_reached.is_set():
+        self._arrived += 1
+        if config.hold_until_in_flight <= 0 or self._hold_reached.is_set() or self._arrived <= config.hold_after:
             return
         if config.hold_call_types and P.call_type_of(messages) not in config.hold_call_types:
             return

@@ -31,6 +31,7 @@ pytestmark = pytest.mark.slow
 
 CAP = 8
 CONVERSATIONS = 10
+PROBE = 1  # the launch's preflight: one real call before any run call
 PATIENCE_S = 300  # generous bound on waiting for an outcome on a loaded machine; nothing is timed
 
 
@@ -51,8 +52,9 @@ test_database_url.__test__ = False  # type: ignore[attr-defined]  # a helper, no
 
 @pytest.fixture
 def provider() -> Iterator[FakeLLMServer]:
-    # More than the cap can ever hold, for longer than the test: only the test's release lets them go.
-    with FakeLLMServer(FakeConfig(hold_until_in_flight=CAP + 1, hold_timeout_s=600)) as running:
+    # More than the cap can ever hold, for longer than the test: only the test's release lets them go. The first
+    # request is the launch's preflight probe, answered at once (the launch waits for it).
+    with FakeLLMServer(FakeConfig(hold_until_in_flight=CAP + 1, hold_timeout_s=600, hold_after=PROBE)) as running:
         yield running
 
 
@@ -80,7 +82,7 @@ def test_a_run_started_from_the_api_returns_at_once_and_uses_the_models_concurre
     started = api.post("/api/runs/", json={"models": ["openai/fake-em"], "modes": ["default"]})
 
     assert started.status_code == 201, started.text
-    assert provider.stats()["completions"] == 0  # the request returned before a single call was answered
+    assert provider.stats()["completions"] == PROBE  # the request returned before a single run call was answered
     run_id = started.json()["runs"][0]["id"]
     wait_for(lambda: provider.stats()["in_flight"] == CAP, f"{CAP} calls in flight")
     going = api.get(f"/api/runs/{run_id}/").json()
@@ -91,7 +93,7 @@ def test_a_run_started_from_the_api_returns_at_once_and_uses_the_models_concurre
     done = api.get(f"/api/runs/{run_id}/").json()
     assert done["conversations_done"] == CONVERSATIONS and done["composite_score"] is not None
     assert done["origin"] == "api" and done["provenance"]["user"] == "rita"
-    assert done["calls_made"] == provider.stats()["requests"]
+    assert done["calls_made"] == provider.stats()["requests"] - PROBE
     assert provider.stats()["peak_in_flight"] == CAP  # the model's cap: reached, never passed
 
 
@@ -123,7 +125,7 @@ def test_the_launcher_page_returns_at_once_too(site, provider):
     )
 
     assert launched.status_code == 302 and launched.headers["Location"].endswith("/research/runs/")
-    assert provider.stats()["completions"] == 0  # the page came back before any call was answered
+    assert provider.stats()["completions"] == PROBE  # the page came back before any run call was answered
     wait_for(lambda: provider.stats()["in_flight"] == CAP, f"{CAP} calls in flight")
     run_id = served.shell("from scoring.models import EvaluationRun\nresult = EvaluationRun.objects.get().pk")
     going = browser.get(f"/research/runs/{run_id}/")

@@ -76,7 +76,8 @@ def test_a_cli_run_on_files_appears_on_the_dashboard_leaderboard_and_api(server,
     run = EvaluationRun.objects.get()
     assert f"Recorded as run {run.pk} (/research/runs/{run.pk}/ on the site, /api/runs/{run.pk}/ in the API" in out
     assert run.status == EvaluationRun.Status.DONE and run.origin == "cli"
-    assert run.conversations_total == run.conversations_done == 3 and run.calls_made == server.stats()["requests"]
+    # The server also saw the preflight's one probe call, made before the run and not one of its calls.
+    assert run.conversations_total == run.conversations_done == 3 and run.calls_made == server.stats()["requests"] - 1
     # The unknown conversations were imported, and the stored scores are the ones the command printed.
     assert sorted(Conversation.objects.values_list("conversation_id", flat=True)) == sorted(ids)
     assert round(run.score.composite_score, 2) == printed_composite(out, "openai/my-model")

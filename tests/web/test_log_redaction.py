@@ -26,6 +26,9 @@ def test_redact_keeps_the_rest_of_the_path():
 
 def test_gunicorn_writes_no_access_log_by_default_and_redacts_one_switched_on(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTUNE_DB_POOL_SIZE", "20")  # the module sets it when blank; keep the test's env as it was
+    # It also points prometheus_client at this host's metrics folder: undone after the test, so the processes
+    # later tests start do not inherit it.
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "metrics"))
     conf = importlib.import_module("attune_site.gunicorn_conf")
     assert conf.accesslog is None
     cfg = Config()

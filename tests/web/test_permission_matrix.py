@@ -115,6 +115,9 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "api:schema": API,
     "api:docs": RESEARCH,  # a page for people: without a login it sends them to sign in, not a JSON 401
     "api:docs-asset": PUBLIC,  # Swagger UI's own static files, no data
+    # Operational counts, no participant data: this machine (loopback, unproxied, as the test client is) or the
+    # metrics token; any other address is refused (tests/web/test_metrics.py).
+    "metrics": PUBLIC,
     "api:leaderboard": API,
     "api:quality-study": API,
     "api:quality-participant": API,

@@ -782,6 +782,7 @@ ADMIN_BUDGETS = {
     "collection.participant": 10,  # + study filter choices, date hierarchy (2) (+study, conversation count)
     "collection.participantprofile": 9,  # + age-band and attitude filter choices
     "collection.sensitiveprofile": 4,  # refused (403): diagnoses are not the research group's to view
+    "collection.pendingtask": 4,  # refused (403): tasks kept while the broker was away are administrators' only
     "collection.study": 8,  # + consent-version filter choices (+participant count)
     "collection.studymodel": 8,  # + study filter choices (+study, original model)
     "collection.studyquota": 8,  # + study filter choices (+study, topic)
@@ -830,7 +831,7 @@ def test_admin_query_budget(world: World, label: str, budget: int, django_assert
     cache.clear()  # with Redis the session is cached; the budgets count reading it from the database
     with django_assert_num_queries(budget):
         response = client.get(url)
-    if label == "collection.sensitiveprofile":
+    if label in {"collection.sensitiveprofile", "collection.pendingtask"}:
         assert response.status_code == 403
         return
     assert response.status_code == 200
