@@ -415,11 +415,7 @@ ATTUNE_EXPORT_DIR = DATA_DIR / "exports"
 # folder, or an S3-compatible bucket shared by every host (s3://BUCKET[/PREFIX]; boto3's own AWS_* variables).
 ATTUNE_STORAGE_URL = env_str("ATTUNE_STORAGE_URL")
 forget_blank_aws_variables()
-STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    EXPORTS: export_storage(ATTUNE_STORAGE_URL, ATTUNE_EXPORT_DIR),
-}
+STORAGES = {**STORAGES, EXPORTS: export_storage(ATTUNE_STORAGE_URL, ATTUNE_EXPORT_DIR)}
 ATTUNE_RUNS_DIR = DATA_DIR / "runs"
 ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE = env_int("ATTUNE_CHAT_RATE_LIMIT_PER_MINUTE", 12, minimum=1)
 # Open enrolment (/join/<study>/): new participants per address per hour and per study per hour, over

@@ -1327,7 +1327,11 @@ def test_the_rewrite_page_waits_calmly_until_the_rewrite_is_ready(walker, monkey
     from annotation import tasks, turn_flow
 
     queued: list[int] = []
-    monkeypatch.setattr(tasks.prepare_rewrite, "delay", queued.append)  # a broker whose worker has not run it yet
+
+    def held_by_the_broker(args: tuple, **options: object) -> None:  # a broker whose worker has not run it yet
+        queued.extend(args)
+
+    monkeypatch.setattr(tasks.prepare_rewrite, "apply_async", held_by_the_broker)
     conversation = walker.to_chat()
     turn = answered_turn(conversation, "I keep crying at work and I feel ashamed.")
     url = walker.url("turn/1/")
