@@ -24,7 +24,7 @@ def test_a_researcher_tests_a_connection_from_the_registry(browser, live_server,
     model = EvaluatedModel.objects.create(
         name="local-em", litellm_model="openai/fake-em", api_base=fake_openai_server.api_base
     )
-    fake_openai_server.rewrite = "ok"
+    fake_openai_server.rewrite = '{"response": "ok"}'  # a draft answer in AttuneBench's format: the probe's call
     context = browser.new_context(viewport=DESKTOP, base_url=live_server.url)
     page = context.new_page()
     try:
@@ -36,7 +36,7 @@ def test_a_researcher_tests_a_connection_from_the_registry(browser, live_server,
         result = page.locator(f"#connection-{model.pk} .connection-result")
         expect(result).to_have_attribute("data-ok", "true", timeout=30_000)
         expect(result).to_contain_text("Connected")
-        expect(result.locator(".reply")).to_have_text("ok")
+        expect(result.locator(".reply")).to_have_text('{"response": "ok"}')
         expect(page.locator("#model-add")).to_be_visible()
         shot(page, "model-registry")
     finally:
