@@ -110,8 +110,8 @@ def test_every_recipe_command_is_run_by_a_test(page):
 
 @pytest.mark.parametrize("page", RECIPES, ids=lambda page: page.name)
 def test_the_recipe_commands_run_as_written(page, tmp_path):
-    """The runnable blocks, in order, as a newcomer runs them: embedded (no database or Redis configured), in a
-    fresh folder holding the checkout's sample data, with `attune` of this install."""
+    """The runnable blocks as a newcomer runs them: embedded (no database or Redis configured), each recipe from an
+    empty data directory, in a folder holding the checkout's sample data, with `attune` of this install."""
     blocks = [
         (m, lines) for m, lines in _shell_blocks(page.read_text(encoding="utf-8")) if m.startswith("<!-- test: run")
     ]
@@ -126,7 +126,9 @@ def test_the_recipe_commands_run_as_written(page, tmp_path):
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", ATTUNE_DATA_DIR=str(work / "data")
     )
     with FakeLLMServer() as server:
-        for marker, lines in blocks:
+        for number, (marker, lines) in enumerate(blocks):
+            # Each recipe stands on its own: it starts from an empty data directory, as a newcomer's would.
+            env["ATTUNE_DATA_DIR"] = str(work / f"data-{number}")
             for line in lines:
                 if marker == RUN_AGAINST_SERVER:
                     line = line.replace("http://127.0.0.1:8080/v1", server.url)
