@@ -53,8 +53,8 @@ def researcher_client(user) -> Client:
     return client
 
 
-def test_a_cli_run_on_files_appears_on_the_dashboard_leaderboard_and_api(server, tmp_path, capsys, researcher):
-    ids = write_folder(tmp_path / "conversations", 3)
+def eval_local(server, conversations: str, out: str, *extra: str, **options) -> None:
+    """``attune eval`` of the test's model at the local fake server, in one process (the test's transaction)."""
     call_command(
         "eval",
         "--model",
@@ -62,15 +62,19 @@ def test_a_cli_run_on_files_appears_on_the_dashboard_leaderboard_and_api(server,
         "--api-base",
         server.url,
         "--conversations",
-        str(tmp_path / "conversations"),
+        conversations,
         "--out",
-        str(tmp_path / "out"),
+        out,
         "--processes",
         "1",
-        "--temperature",
-        "0.2",
-        "--no-cache",
+        *extra,
+        **options,
     )
+
+
+def test_a_cli_run_on_files_appears_on_the_dashboard_leaderboard_and_api(server, tmp_path, capsys, researcher):
+    ids = write_folder(tmp_path / "conversations", 3)
+    eval_local(server, str(tmp_path / "conversations"), str(tmp_path / "out"), "--temperature", "0.2", "--no-cache")
     out = capsys.readouterr().out
 
     run = EvaluationRun.objects.get()
@@ -109,19 +113,7 @@ def test_a_cli_run_on_files_appears_on_the_dashboard_leaderboard_and_api(server,
 def test_a_second_run_on_the_same_files_reuses_the_stored_conversations(server, tmp_path, capsys):
     write_folder(tmp_path / "conversations", 2)
     for _ in range(2):
-        call_command(
-            "eval",
-            "--model",
-            "openai/my-model",
-            "--api-base",
-            server.url,
-            "--conversations",
-            str(tmp_path / "conversations"),
-            "--out",
-            str(tmp_path / "out"),
-            "--processes",
-            "1",  # forked children would close the test transaction's connection
-        )
+        eval_local(server, str(tmp_path / "conversations"), str(tmp_path / "out"))
     assert Conversation.objects.count() == 2
     assert EvaluationRun.objects.filter(origin="cli", status="done").count() == 2
     assert RunConversation.objects.count() == 4
@@ -134,19 +126,7 @@ def test_a_stored_conversation_with_other_content_is_refused_before_any_call(ser
     assert import_documents([("stored", changed)]).ok
 
     with pytest.raises(CommandError) as refused:
-        call_command(
-            "eval",
-            "--model",
-            "openai/my-model",
-            "--api-base",
-            server.url,
-            "--conversations",
-            str(tmp_path / "conversations"),
-            "--out",
-            str(tmp_path / "out"),
-            "--processes",
-            "1",  # forked children would close the test transaction's connection
-        )
+        eval_local(server, str(tmp_path / "conversations"), str(tmp_path / "out"))
     message = str(refused.value)
     assert f"conversation {ids[0]!r} is stored in the database with other content" in message
     assert "the number of turns" in message and "--no-record" in message
@@ -156,20 +136,7 @@ def test_a_stored_conversation_with_other_content_is_refused_before_any_call(ser
 
 def test_no_record_writes_the_files_only(server, tmp_path):
     write_folder(tmp_path / "conversations", 2)
-    call_command(
-        "eval",
-        "--model",
-        "openai/my-model",
-        "--api-base",
-        server.url,
-        "--conversations",
-        str(tmp_path / "conversations"),
-        "--out",
-        str(tmp_path / "out"),
-        "--processes",
-        "1",
-        "--no-record",
-    )
+    eval_local(server, str(tmp_path / "conversations"), str(tmp_path / "out"), "--no-record")
     assert len(list((tmp_path / "out").glob("*.json"))) == 2
     assert not EvaluationRun.objects.exists() and not Conversation.objects.exists()
 
