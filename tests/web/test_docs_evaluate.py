@@ -1,7 +1,8 @@
 """docs/evaluate.md ("Evaluate your model") does what it says: every command block on it runs.
 
-Each ``sh`` block must be marked ``<!-- runnable -->`` (an unmarked one fails
-this test, so no command escapes it); the blocks run in order, in one scratch
+Each ``sh`` block must be marked ``<!-- test: run -->`` (the convention of
+tests/doc_blocks.py; any other marker fails this test, so no command escapes
+it); the blocks run in order, in one scratch
 folder holding a copy of sample_data/, on a fresh data directory (the embedded
 default), with the local fake OpenAI-compatible server standing in for the
 reader's server (``API_BASE``) and for the cloud provider (litellm's
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sqlite3
 import subprocess
@@ -24,32 +24,22 @@ from pathlib import Path
 import pytest
 
 from devtools.fake_llm_server import FakeLLMServer
+from tests.doc_blocks import RUN, blocks
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "evaluate.md"
-MARKER = "<!-- runnable -->"
 ELIDED = "…"
 
 
-def blocks(text: str, language: str) -> list[tuple[str, bool]]:
-    """Every fenced block of ``language``: its body and whether the marker line stands right above it."""
-    found = []
-    for match in re.finditer(rf"^```{language}\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL):
-        before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
-        found.append((match.group(1), before.strip() == MARKER))
-    return found
-
-
-def test_every_command_block_is_marked_runnable():
-    commands = blocks(PAGE.read_text(encoding="utf-8"), "sh")
+def test_every_command_block_is_marked_run():
+    commands = blocks(PAGE, "sh")
     assert len(commands) >= 5
-    assert [body for body, marked in commands if not marked] == []
+    assert [block.where() for block in commands if block.marker != RUN] == []
 
 
 def test_the_pages_commands_run_and_its_prompts_are_the_real_ones(tmp_path):
-    text = PAGE.read_text(encoding="utf-8")
     shutil.copytree(ROOT / "sample_data", tmp_path / "sample_data")
     with FakeLLMServer() as server:
         env = {
@@ -66,7 +56,7 @@ def test_the_pages_commands_run_and_its_prompts_are_the_real_ones(tmp_path):
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         }
         outputs = []
-        for body, _ in blocks(text, "sh"):
+        for body in (block.body for block in blocks(PAGE, "sh")):
             done = subprocess.run(
                 ["bash", "-euo", "pipefail", "-c", body],
                 cwd=tmp_path,
@@ -93,11 +83,11 @@ def test_the_pages_commands_run_and_its_prompts_are_the_real_ones(tmp_path):
         origins = {row[0] for row in database.execute("SELECT origin FROM scoring_evaluationrun")}
     assert origins == {"cli"}
     contents = "\n".join(message["content"] for messages in sent for message in messages)
-    excerpts = blocks(text, "text")
+    excerpts = blocks(PAGE, "text")
     assert len(excerpts) >= 5
-    for body, _ in excerpts:
+    for body in (block.body for block in excerpts):
         for line in body.splitlines():
             if line.strip() and line.strip() != ELIDED:
                 assert line in contents, f"the page quotes a prompt line the model was never sent: {line!r}"
-    for body, _ in blocks(text, "json"):
+    for body in (block.body for block in blocks(PAGE, "json")):
         assert isinstance(json.loads(body), dict)

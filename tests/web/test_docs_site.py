@@ -4,7 +4,6 @@ CDN, and a Get started page whose commands run as written."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -17,14 +16,16 @@ from attune_site.configuration_docs import DESCRIPTIONS
 from attune_site.management.commands.docs import build_site
 from devtools.fake_llm_server import FakeLLMServer
 from devtools.reference_docs import read_variables
-
-ROOT = Path(__file__).resolve().parents[2]
-# The pages whose every shell block a newcomer runs first.
-RECIPES = (ROOT / "README.md", ROOT / "docs" / "getting-started.md")
-# Each shell block of Get started is preceded by one of these, naming how the suite covers it.
-RUN = "<!-- test: run -->"
-RUN_AGAINST_SERVER = "<!-- test: run against a local OpenAI-compatible server at http://127.0.0.1:8080/v1 -->"
-COVERED_ELSEWHERE = re.compile(r"<!-- test: covered by (tests/\S+\.py) -->")
+from tests.doc_blocks import (
+    GET_STARTED,
+    ROOT,
+    RUN_AGAINST_SERVER,
+    RUN_BY,
+    SERVER_URL,
+    all_pages,
+    blocks,
+    marker_problem,
+)
 
 
 def test_the_reference_pages_are_what_the_code_generates():
@@ -88,34 +89,30 @@ def test_the_site_builds_strictly_with_every_link_working_and_nothing_from_a_cdn
     assert broken == []
 
 
-def _shell_blocks(text: str) -> list[tuple[str, list[str]]]:
-    """(the marker comment before it, its command lines) for every ```sh block."""
-    blocks = []
-    for match in re.finditer(r"(?:(<!--[^\n]*-->)\n\n?)?```sh\n(.*?)```", text, re.S):
-        lines = [line.split("  #")[0].strip() for line in match.group(2).splitlines()]
-        blocks.append((match.group(1) or "", [line for line in lines if line]))
-    return blocks
+@pytest.mark.parametrize("page", all_pages(), ids=lambda page: str(page.relative_to(ROOT)))
+def test_every_shell_block_carries_a_marker_of_the_one_convention(page):
+    problems = [marker_problem(block) for block in blocks(page, "sh")]
+    assert [problem for problem in problems if problem] == []
 
 
-@pytest.mark.parametrize("page", RECIPES, ids=lambda page: page.name)
-def test_every_recipe_command_is_run_by_a_test(page):
-    blocks = _shell_blocks(page.read_text(encoding="utf-8"))
-    assert len(blocks) >= 3
-    for marker, lines in blocks:
-        covered = COVERED_ELSEWHERE.fullmatch(marker)
-        assert marker in {RUN, RUN_AGAINST_SERVER} or covered, f"no test runs: {lines}"
-        if covered:
-            assert (ROOT / covered.group(1)).exists(), marker
+@pytest.mark.parametrize("page", GET_STARTED, ids=lambda page: page.name)
+def test_every_get_started_command_is_run_by_a_test_or_needs_only_ci_services(page):
+    """Get started may not say "not run": each block runs here, in a named test, or needs only CI's services."""
+    if page.name == "README.md":
+        assert len(blocks(page, "sh")) >= 3
+    for block in blocks(page, "sh"):
+        assert block.marker, f"{block.where()}: no marker"
+        assert marker_problem(block) is None
 
 
-@pytest.mark.parametrize("page", RECIPES, ids=lambda page: page.name)
+@pytest.mark.parametrize(
+    "page", [page for page, test in RUN_BY.items() if test.endswith("test_docs_site.py")], ids=lambda page: page.name
+)
 def test_the_recipe_commands_run_as_written(page, tmp_path):
     """The runnable blocks as a newcomer runs them: embedded (no database or Redis configured), each recipe from an
     empty data directory, in a folder holding the checkout's sample data, with `attune` of this install."""
-    blocks = [
-        (m, lines) for m, lines in _shell_blocks(page.read_text(encoding="utf-8")) if m.startswith("<!-- test: run")
-    ]
-    assert blocks
+    runnable = [block for block in blocks(page, "sh") if block.runs_here]
+    assert runnable
     work = tmp_path / "work"
     work.mkdir()
     os.symlink(ROOT / "sample_data", work / "sample_data")
@@ -126,11 +123,11 @@ def test_the_recipe_commands_run_as_written(page, tmp_path):
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", ATTUNE_DATA_DIR=str(work / "data")
     )
     with FakeLLMServer() as server:
-        for number, (marker, lines) in enumerate(blocks):
+        for number, block in enumerate(runnable):
             # Each recipe stands on its own: it starts from an empty data directory, as a newcomer's would.
             env["ATTUNE_DATA_DIR"] = str(work / f"data-{number}")
-            for line in lines:
-                if marker == RUN_AGAINST_SERVER:
-                    line = line.replace("http://127.0.0.1:8080/v1", server.url)
+            for line in block.commands:
+                if block.marker == RUN_AGAINST_SERVER:
+                    line = line.replace(SERVER_URL, server.url)
                 result = subprocess.run(["bash", "-ec", line], cwd=work, env=env, capture_output=True, text=True)
                 assert result.returncode == 0, f"{line}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
