@@ -65,11 +65,18 @@ def referenced_shots() -> set[str]:
     return set(re.findall(r"\]\(images/tour/([\w-]+\.png)\)", TOUR.read_text(encoding="utf-8")))
 
 
-def visit(page: Page, path: str, heading: str | re.Pattern[str]) -> None:
-    """Open a page the tour names; it must answer without an error and show its heading."""
+def named_paths() -> set[str]:
+    """The site addresses docs/tour.md names (in backticks, placeholders in angle brackets)."""
+    return set(re.findall(r"`(/[^`\s]*)`", TOUR.read_text(encoding="utf-8")))
+
+
+def visit(page: Page, path: str, heading: str | re.Pattern[str], visited: list[str], named: str = "") -> None:
+    """Open a page the tour names (as ``named``, when the tour writes it with placeholders); it must answer
+    without an error and show its heading."""
     response = page.goto(path)
     assert response is not None and response.ok, f"{path}: HTTP {response and response.status}"
     expect(page.get_by_role("heading", name=heading, level=1)).to_be_visible()
+    visited.append(named or path)
 
 
 def shot(page: Page, name: str, taken: list[str], top: str | None = None) -> None:
@@ -107,10 +114,12 @@ def test_every_page_of_the_tour_opens_and_its_screenshots_are_taken(page, demo, 
     from scoring.models import EvaluationRun
 
     taken: list[str] = []
+    visited: list[str] = []
+    study = Study.objects.get()
 
-    # The participant's side: the printed study link, as a participant opens it.
-    page.goto(demo["link"])
-    expect(page.get_by_role("heading", name="About this study")).to_be_visible()
+    # The participant's side: the open enrolment link, then the printed study link as a participant opens it.
+    visit(page, f"/join/{study.slug}/", study.title, visited, named="/join/attune-demo/")
+    visit(page, demo["link"], "About this study", visited, named="/s/<token>/")
     shot(page, "participant-consent", taken)
     page.get_by_label("I have read the information above and I agree to take part.").check()
     page.get_by_role("button", name="Continue").click()
@@ -136,26 +145,28 @@ def test_every_page_of_the_tour_opens_and_its_screenshots_are_taken(page, demo, 
 
     # The researcher's side, signed in with the login the demo printed.
     log_in(page, "researcher", demo["password"])
-    visit(page, "/research/", re.compile("."))
+    visit(page, "/research/", "Evaluation dashboard", visited)
     expect(page.get_by_text("baseline:prior").first).to_be_visible()
     shot(page, "research-dashboard", taken)
     shot(page, "research-capability-profile", taken, top="Capability profile")
     run = EvaluationRun.objects.filter(evaluated_model__name="baseline:lexicon", mode="default").get()
     conversation = run.conversation_outputs.order_by("conversation__conversation_id").first().conversation
-    visit(page, f"/research/runs/{run.pk}/conversations/{conversation.conversation_id}/", re.compile("."))
+    drilldown = f"/research/runs/{run.pk}/conversations/{conversation.conversation_id}/"
+    heading = re.compile(f"on {conversation.conversation_id}$")
+    visit(page, drilldown, heading, visited, named="/research/runs/<run>/conversations/<id>/")
     shot(page, "research-conversation", taken)
-    visit(page, "/research/runs/", re.compile("."))
+    visit(page, "/research/runs/", "Run launcher", visited)
     shot(page, "research-runs", taken)
-    visit(page, "/research/models/", re.compile("."))
+    visit(page, "/research/models/", "Model registry", visited)
     shot(page, "research-models", taken)
-    study = Study.objects.get()
-    visit(page, f"/research/studies/{study.slug}/", re.compile("."))
+    visit(page, "/research/studies/", "Studies", visited)
+    visit(page, f"/research/studies/{study.slug}/", re.compile(re.escape(study.title)), visited)
     shot(page, "research-study", taken)
-    visit(page, "/research/datasets/", re.compile("."))
+    visit(page, "/research/datasets/", "Dataset versions & exports", visited)
     shot(page, "research-datasets", taken)
-    visit(page, "/research/human/", re.compile("."))
+    visit(page, "/research/human/", "Human baseline", visited)
     shot(page, "research-human-baseline", taken)
-    visit(page, "/api/docs/", re.compile("."))
+    visit(page, "/api/docs/", re.compile("."), visited)
 
     # The admin, for a superuser.
     django_user_model.objects.create_superuser("ada", "ada@example.org", "admin-pass-123")
@@ -165,8 +176,10 @@ def test_every_page_of_the_tour_opens_and_its_screenshots_are_taken(page, demo, 
     page.fill("#id_password", "admin-pass-123")
     page.click("input[type=submit]")
     expect(page.get_by_role("heading", name="Site administration")).to_be_visible()
+    visited.append("/admin/")
     shot(page, "admin", taken)
 
+    assert named_paths() - set(visited) == set(), "docs/tour.md names pages this test does not open"
     assert sorted(taken) == sorted(referenced_shots()), "docs/tour.md and the screenshots taken differ"
     total = sum((SHOTS / name).stat().st_size for name in taken)
     assert total < MOST_BYTES, f"the tour's screenshots weigh {total} bytes"
