@@ -10,7 +10,8 @@ Every ```sh block has a marker comment on the line right above it (a blank line 
 - ``<!-- test: needs SERVICES, which CI provides -->``: the block needs outside services (PostgreSQL, Redis,
   Docker...) that the CI job starts; it is not run here.
 
-A ``sh`` block without a marker, or with any other wording, fails ``tests/web/test_docs_site.py``.
+A ``sh`` block without a marker, or with any other wording, fails ``tests/web/test_docs_site.py``, and so does a
+block tagged as another shell (``bash``, ``console``...).
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ RUN_AGAINST_SERVER = "run against a local OpenAI-compatible server at http://127
 SERVER_URL = "http://127.0.0.1:8080/v1"
 COVERED_BY = re.compile(r"covered by (tests/\S+\.py)")
 NEEDS_SERVICES = re.compile(r"needs .+, which CI provides")
+# Commands are tagged sh; these other names for a shell are refused so that no block escapes the markers.
+OTHER_SHELLS = frozenset({"bash", "shell", "console", "zsh", "shell-session"})
 
 _BLOCK = re.compile(
-    r"(?:^<!-- test: (?P<marker>[^\n]*?) -->\n\n?)?^```(?P<language>\w*)\n(?P<body>.*?)^```$", re.M | re.S
+    r"(?:^<!-- (?P<comment>[^\n]*?) -->\n\n?)?^```(?P<language>[\w-]*)\n(?P<body>.*?)^```$", re.M | re.S
 )
 
 # The pages a newcomer reads first (Get started): every shell block on them runs, or is covered by a test, or
@@ -73,7 +76,10 @@ def blocks(page: Path, language: str | None = None) -> list[Block]:
         if language is not None and match.group("language") != language:
             continue
         line = text.count("\n", 0, match.start("language")) + 1
-        found.append(Block(page, line, match.group("language"), match.group("body"), match.group("marker") or ""))
+        comment = match.group("comment") or ""
+        # A comment in another form is kept whole, so that the marker check names it.
+        marker = comment.removeprefix("test: ") if comment.startswith("test: ") else comment and f"<!-- {comment} -->"
+        found.append(Block(page, line, match.group("language"), match.group("body"), marker))
     return found
 
 

@@ -18,6 +18,7 @@ from devtools.fake_llm_server import FakeLLMServer
 from devtools.reference_docs import read_variables
 from tests.doc_blocks import (
     GET_STARTED,
+    OTHER_SHELLS,
     ROOT,
     RUN_AGAINST_SERVER,
     RUN_BY,
@@ -93,6 +94,12 @@ def test_the_site_builds_strictly_with_every_link_working_and_nothing_from_a_cdn
 def test_every_shell_block_carries_a_marker_of_the_one_convention(page):
     problems = [marker_problem(block) for block in blocks(page, "sh")]
     assert [problem for problem in problems if problem] == []
+
+
+def test_shell_commands_are_written_as_sh_blocks():
+    """One language tag for commands, so that no block escapes the marker check under another name."""
+    others = [block.where() for page in all_pages() for block in blocks(page) if block.language in OTHER_SHELLS]
+    assert others == [], "write these as ```sh blocks"
 
 
 @pytest.mark.parametrize("page", GET_STARTED, ids=lambda page: page.name)
