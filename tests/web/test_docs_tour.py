@@ -32,15 +32,13 @@ MOST_BYTES = 2_500_000
 
 
 @pytest.fixture
-def demo(live_server, settings, tmp_path, capsys):
+def demo(live_server, settings, tmp_path, capsys, monkeypatch):
     """The site exactly as `attune demo` leaves it (baselines scored, researcher login, study link)."""
     settings.ATTUNE_OFFLINE_STREAM_DELAY = 0.005
-    os.environ["ATTUNE_DATA_DIR"] = str(tmp_path / "data")
+    # The demo keeps the logins it printed in the data directory: a fresh one, so an earlier run's are not reused.
+    monkeypatch.setenv("ATTUNE_DATA_DIR", str(tmp_path / "data"))
     (tmp_path / "data").mkdir()
-    try:
-        call_command("demo", "--no-serve")
-    finally:
-        os.environ.pop("ATTUNE_DATA_DIR")
+    call_command("demo", "--no-serve")
     out = capsys.readouterr().out
     password = re.search(r"password: (\S+)", out).group(1)
     link = re.search(r"Participant study link: \S+?(/s/\S+)", out).group(1)
