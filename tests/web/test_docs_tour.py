@@ -1,8 +1,9 @@
 """The demo tour (docs/tour.md) shows the demo as it is: every page the tour names opens in a real browser on a
 site set up by `attune demo`, and the tour's screenshots are taken here.
 
-The screenshots are written to docs/images/tour/ and committed, so the documentation site shows them offline;
-running this test refreshes them. A page the tour names that is missing, fails or shows an error fails the test,
+The committed screenshots in docs/images/tour/ are the ones the documentation site shows offline. Each run takes
+them afresh into artifacts/tour/ (a run must not leave the checkout changed: the offline model's replies and the
+server's port differ between runs); ``ATTUNE_REFRESH_TOUR=1`` writes them over the committed ones instead. A page the tour names that is missing, fails or shows an error fails the test,
 and so does a screenshot the page shows that this test does not take (or one it takes that the page never shows).
 Run alone with ``pytest -m browser tests/web/test_docs_tour.py``.
 """
@@ -24,7 +25,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(trans
 
 ROOT = Path(__file__).resolve().parents[2]
 TOUR = ROOT / "docs" / "tour.md"
-SHOTS = ROOT / "docs" / "images" / "tour"
+COMMITTED = ROOT / "docs" / "images" / "tour"
+SHOTS = COMMITTED if os.environ.get("ATTUNE_REFRESH_TOUR") == "1" else ROOT / "artifacts" / "tour"
 # One viewport for every screenshot: wide enough for the research tables, short enough to keep each PNG small.
 VIEWPORT = {"width": 1280, "height": 800}
 # The whole set stays small enough to commit: screenshots are of the viewport, never the full page.
@@ -181,3 +183,5 @@ def test_every_page_of_the_tour_opens_and_its_screenshots_are_taken(page, demo, 
     assert sorted(taken) == sorted(referenced_shots()), "docs/tour.md and the screenshots taken differ"
     total = sum((SHOTS / name).stat().st_size for name in taken)
     assert total < MOST_BYTES, f"the tour's screenshots weigh {total} bytes"
+    missing = [name for name in taken if not (COMMITTED / name).is_file()]
+    assert missing == [], f"docs/images/tour/ lacks {missing}: run this test with ATTUNE_REFRESH_TOUR=1 and commit them"
