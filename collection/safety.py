@@ -152,7 +152,8 @@ def events_by_turn(conversation: Conversation) -> dict[int, SafetyEvent]:
 
 
 def do_choose(participant: Participant, event_id: int, choice: str) -> SafetyEvent:
-    """Record the participant's choice on an urgent panel; stopping ends their part in the study, data kept.
+    """Record the participant's choice on an urgent panel; stopping ends their part in the study, data kept;
+    skipping lets them go on without the questions about that reply.
 
     Claimed with a conditional update, so a double click or a second tab records one choice only.
     """
@@ -170,6 +171,12 @@ def do_choose(participant: Participant, event_id: int, choice: str) -> SafetyEve
             Participant.objects.filter(pk=participant.pk).update(safety_hold=still_open)
         if claimed and choice == SafetyEvent.Choice.STOP:
             Participant.objects.filter(pk=participant.pk, stopped_at__isnull=True).update(stopped_at=now)
+        if claimed and choice == SafetyEvent.Choice.SKIP and event.turn_id is not None:
+            # Going on without the questions about that reply costs the participant nothing: the turn needs
+            # no annotation and quality control leaves it out (annotation.quality).
+            Turn.objects.filter(pk=event.turn_id, annotation_completed_at__isnull=True).update(
+                skipped_for_wellbeing=True
+            )
     return event
 
 
