@@ -13,7 +13,8 @@ is saved, before the reply is shown:
 - ``concern`` (hopelessness, passive thoughts of death, being harmed): the
   resources appear under the message once, without interrupting.
 
-Either way a ``SafetyEvent`` is logged for the research team (never the
+A deployment may add a moderation model (``collection.safety_model``): it can only add detections, and
+when it fails the offline screen stands alone. Either way a ``SafetyEvent`` is logged for the research team (never the
 participant's words: those stay in the turn), the conversation is flagged on
 the study's pages, and the safety contact is emailed (urgent always, concern
 when the study asks) once the event is committed. Flagged conversations are
@@ -29,7 +30,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from attunebench.safety import Screening, annotation_screening, screen_text
+from attunebench.safety import Screening, annotation_screening
+from collection import safety_model
 from collection.models import Conversation, Participant, SafetyEvent, Study, Turn
 
 NOT_SENT_YET = "not sent yet: the task queue was unreachable; a worker sends it when the queue is back"
@@ -103,7 +105,7 @@ def do_screen_message(turn: Turn) -> SafetyEvent | None:
     participant = turn.conversation.participant
     if participant is None:  # imported conversations have no one to look after
         return None
-    return do_record_screening(participant, screen_text(turn.user_message), SafetyEvent.Source.MESSAGE, turn)
+    return do_record_screening(participant, safety_model.screen(turn.user_message), SafetyEvent.Source.MESSAGE, turn)
 
 
 def do_screen_annotation(
@@ -128,7 +130,7 @@ def do_screen_free_text(participant: Participant, texts: list[str], turn: Turn |
     joined = "\n".join(t for t in texts if t and t.strip())
     if not joined:
         return None
-    return do_record_screening(participant, screen_text(joined), SafetyEvent.Source.FREE_TEXT, turn)
+    return do_record_screening(participant, safety_model.screen(joined), SafetyEvent.Source.FREE_TEXT, turn)
 
 
 def events_by_turn(conversation: Conversation) -> dict[int, SafetyEvent]:

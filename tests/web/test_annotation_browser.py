@@ -149,7 +149,7 @@ def test_a_turn_at_the_default_takes_four_page_loads_and_one_key_per_answer(page
         assert page.evaluate("document.activeElement.name") == f"preferred_{qid}"
         page.keyboard.press(KEY_OF[preferred].upper() if index % 2 else KEY_OF[preferred])
         keys += 2
-        if index == 10:  # halfway down, the reply is still in view beside the questions
+        if index == 24:  # two thirds down, the reply is still in view beside the questions
             box = panel.bounding_box()
             assert box is not None and box["y"] >= 0 and box["y"] + 40 < DESKTOP["height"]
             assert page.evaluate("window.scrollY") > 500
