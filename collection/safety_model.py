@@ -56,7 +56,7 @@ def moderation_flags(text: str) -> dict[str, bool] | None:
         results = response.results or []
         flagged: dict[str, bool] = {}
         for result in results:
-            categories = result.categories
+            categories: Any = result.categories or {}
             items = categories.model_dump(by_alias=True) if hasattr(categories, "model_dump") else dict(categories)
             for name, value in items.items():
                 flagged[str(name)] = flagged.get(str(name), False) or bool(value)
