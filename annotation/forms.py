@@ -24,7 +24,9 @@ GOLDEN_MAX_LENGTH = 4000
 
 @cache
 def _intensity_field(item: str) -> forms.ChoiceField:
-    return forms.ChoiceField(required=False, choices=INTENSITY_CHOICES, label=f"How strongly {item.lower()}?")
+    return forms.ChoiceField(
+        required=False, choices=INTENSITY_CHOICES, label=f"Strength of \u201c{item}\u201d (1 to 7)"
+    )
 
 
 @cache

@@ -22,8 +22,8 @@ by the form's shape and the page builds none of those sections' bound fields.
 The radio and check box lists of the other participant pages (profile, topic, rewrite, surveys: :func:`choices`)
 went through a Django widget template per option too; they are built here the same way.
 
-The output is equivalent to ``participant/includes/answer_pills.html``, ``scale.html`` and ``choices.html`` (kept
-as the reference the tests compare with) rendered with a bound field, and
+The output is equivalent to ``participant/includes/answer_pills.html``, ``row_pills.html``, ``scale.html`` and
+``choices.html`` (kept as the reference the tests compare with) rendered with a bound field, and
 to Django's own rendering of a check box or a menu (tests/web/test_annotation_markup.py checks that, including
 escaping, errors and the chosen value); every text is escaped with Django's ``escape`` and the result is marked
 safe only here.
@@ -78,13 +78,16 @@ def _radio_state(field: BoundField) -> _RadioState:
     )
 
 
-def _group_head(css_class: str, state: _RadioState | _ChoicesState, data_attr: str = "", hint: str = "") -> list[str]:
+def _group_head(
+    css_class: str, state: _RadioState | _ChoicesState, data_attr: str = "", hint: str = "", legend_class: str = ""
+) -> list[str]:
     """A field's opening fieldset, legend, hint and error line (``field_errors.html``)."""
     name = escape(state.html_name)
     error_class = " has-error" if state.errors else ""
     described = f' aria-describedby="error-{name}"' if state.errors else ""
     parts = [f'<fieldset class="{css_class}{error_class}" id="field-{name}"{data_attr}{described}>']
-    parts.append(f"<legend>{escape(state.label)}</legend>")
+    legend_attr = f' class="{legend_class}"' if legend_class else ""
+    parts.append(f"<legend{legend_attr}>{escape(state.label)}</legend>")
     if hint:
         parts.append(f'<p class="hint">{escape(hint)}</p>')
     if state.errors:
@@ -119,6 +122,38 @@ def _pills(state: _RadioState) -> str:
             f'<label class="pill"{for_attr}>{tag}<span>{choice_label}'
             f'<kbd class="key-hint" aria-hidden="true">{index}</kbd></span></label>'
         )
+    parts.append("</div></fieldset>")
+    return "".join(parts)
+
+
+#: The column headings of the behaviour rows: the two halves of every question (SPEC 2.2 observed, preferred).
+OBSERVED_CAPTION = "Did it happen?"
+PREFERRED_CAPTION = "Did I want it?"
+#: What a row's pills show where the full option name would not fit; the full name stays their accessible name.
+SHORT_OPTION_LABELS: dict[str, str] = {"Not applicable": "N/A"}
+
+
+def row_pills(field: BoundField, caption: str) -> SafeString:
+    """One half of a behaviour row: its full question is the (visually hidden) legend that screen readers
+    announce, ``caption`` the short visible heading phones show above the pills (wider screens show it once,
+    as a column heading), and the options are compact pills without key hints (the shortcuts box lists them)."""
+    return mark_safe(_row_pills(_radio_state(field), caption))
+
+
+@lru_cache(maxsize=8192)
+def _row_pills(state: _RadioState, caption: str) -> str:
+    parts = _group_head("yes-no row-answer", state, " data-answer-group", legend_class="visually-hidden")
+    parts.append(f'<span class="answer-caption" aria-hidden="true">{escape(caption)}</span>')
+    parts.append('<div class="yes-no-options">')
+    for (_, label), (option_id, tag, choice_label) in zip(state.choices, _radio_inputs(state), strict=True):
+        for_attr = f' for="{option_id}"' if option_id else ""
+        short = SHORT_OPTION_LABELS.get(label)
+        text = (
+            f'<span aria-hidden="true">{escape(short)}</span><span class="visually-hidden">{choice_label}</span>'
+            if short
+            else choice_label
+        )
+        parts.append(f'<label class="pill"{for_attr}>{tag}<span>{text}</span></label>')
     parts.append("</div></fieldset>")
     return "".join(parts)
 
@@ -294,17 +329,23 @@ def mood_rows(rows: list[tuple[str, BoundField, BoundField, str]]) -> SafeString
 def question_groups(
     groups: list[tuple[str, list[tuple[Any, BoundField, BoundField]]]], attention: BoundField | None = None
 ) -> SafeString:
-    """The behaviour questions (``AnswersForm.question_groups()``), a section per category, each question's two
-    answers side by side; the attention check, if the page has one, closes the first section."""
+    """The behaviour questions (``AnswersForm.question_groups()``), a section per category and one row per
+    behaviour: the question, then its two answers side by side (did it happen, did I want it), under column
+    headings; the attention check, if the page has one, closes the first section."""
     parts = []
     for number, (label, rows) in enumerate(groups, start=1):
         parts.append(f'<section class="question-group" aria-labelledby="group-{number}">')
-        parts.append(f'<h3 id="group-{number}">{escape(label)}</h3>')
+        parts.append(
+            f'<div class="group-head"><h3 id="group-{number}">{escape(label)}</h3>'
+            f'<div class="binary-head" aria-hidden="true"><span>{OBSERVED_CAPTION}</span>'
+            f"<span>{PREFERRED_CAPTION}</span></div></div>"
+        )
         for question, observed, preferred in rows:
             parts.append(
                 f'<fieldset class="binary-question" id="q-{escape(question.id)}">'
                 f"<legend>{escape(question.first_person)}</legend>"
-                f'<div class="binary-pair">{answer_pills(observed)}{answer_pills(preferred)}</div></fieldset>'
+                f'<div class="binary-pair">{row_pills(observed, OBSERVED_CAPTION)}'
+                f"{row_pills(preferred, PREFERRED_CAPTION)}</div></fieldset>"
             )
         if number == 1 and attention is not None:
             parts.append(f'<div class="binary-question" id="q-attention">{answer_pills(attention)}</div>')

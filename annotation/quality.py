@@ -181,9 +181,11 @@ def edit_share(original: str, edited: str, threshold: float) -> float | None:
 
 
 def _turns(participant: Participant) -> list[Turn]:
+    """The turns quality control reads: never one whose questions the participant skipped for their wellbeing
+    (from the support panel), so going on without them counts against no one."""
     turns: list[Turn] = []
     for conversation in participant.conversations.all():
-        turns.extend(conversation.turns.all())
+        turns.extend(t for t in conversation.turns.all() if not t.skipped_for_wellbeing)
     return turns
 
 

@@ -106,7 +106,7 @@ def answers_saved(turn: Turn) -> bool:
 
 def locate_annotation(turn: Turn) -> AnnotationPosition:
     """The annotation page ``turn`` is on, from stored rows only."""
-    if turn.annotation_completed_at is not None:
+    if turn.annotation_completed_at is not None or turn.skipped_for_wellbeing:
         return AnnotationPosition(FINISHED)
     if not answers_saved(turn):
         return AnnotationPosition(ANSWERS)

@@ -33,6 +33,15 @@ DESCRIPTIONS: dict[str, str] = {
     "ATTUNE_CSRF_TRUSTED_ORIGINS": "Origins (`https://host`) trusted for form posts, comma-separated.",
     "ATTUNE_ALLOW_LIVE_MODELS": "The participant chat, suggested rewrites and runs may call real providers through "
     "litellm. Off: offline models, and evaluated models on this machine, only.",
+    "ATTUNE_SAFETY_MODEL": "A moderation model (OpenAI moderation API, e.g. `omni-moderation-latest`) that screens "
+    "every participant message and free-text answer through litellm beside Attune's own offline screen, only when "
+    "`ATTUNE_ALLOW_LIVE_MODELS` is on. It can add detections (self-harm intent: urgent; self-harm, violence: "
+    "concern), never removes one; a timeout or error is logged, shown on the safety log page, and the chat goes "
+    "on. Its key is `OPENAI_API_KEY`. Unset: the offline screen alone.",
+    "ATTUNE_SAFETY_MODEL_API_BASE": "Address of the moderation endpoint for `ATTUNE_SAFETY_MODEL` (an "
+    "OpenAI-compatible `/v1`); unset: OpenAI's.",
+    "ATTUNE_SAFETY_MODEL_TIMEOUT": "Seconds a message waits for the moderation model before the chat goes on "
+    "without it (no retries).",
     "ATTUNE_PROVIDER_KEY_ENV": "Environment variables an evaluated model may name as its key in "
     "`params.api_key_env`. Naming `ATTUNE_*`, `SECRET*`, `DATABASE_URL` or `REDIS_URL` stops start-up. Keys are "
     "never stored with a model.",

@@ -388,6 +388,11 @@ ATTUNE_SITE_URL = env_str("ATTUNE_SITE_URL", "http://127.0.0.1:8000")
 
 # Offline models only unless explicitly allowed: a demo never spends money.
 ATTUNE_ALLOW_LIVE_MODELS = env_bool("ATTUNE_ALLOW_LIVE_MODELS", False)
+# An optional moderation model that screens participants' words beside Attune's own offline screen (only when
+# live models are allowed): it may add detections, never removes one, and its failures never hold up the chat.
+ATTUNE_SAFETY_MODEL = env_str("ATTUNE_SAFETY_MODEL", "")
+ATTUNE_SAFETY_MODEL_API_BASE = env_str("ATTUNE_SAFETY_MODEL_API_BASE", "")
+ATTUNE_SAFETY_MODEL_TIMEOUT = env_float("ATTUNE_SAFETY_MODEL_TIMEOUT", 4.0, minimum=0.5, maximum=30.0)
 # The hand-written example conversations ``attune demo`` loads.
 ATTUNE_SAMPLE_DATA_DIR = resource_dir("sample_data")
 # Environment variables an evaluated model may name as its key (params.api_key_env); the

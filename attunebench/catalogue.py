@@ -383,7 +383,9 @@ BINARY_QUESTIONS: Final[tuple[BinaryQuestion, ...]] = (
 )
 BINARY_QUESTION_IDS: Final[tuple[str, ...]] = tuple(q.id for q in BINARY_QUESTIONS)
 #: The second prompt of each behaviour question (SPEC 2.2 *preferred*, "did I want it?"), asked
-#: in the participant's own words about what they wanted, so it reads sensibly beside every question.
+#: in the participant's own words about what they wanted. It names the same behaviour as the first
+#: prompt, so "Yes" means the same thing in both columns of the answers page (which shows the first
+#: prompt once per row, with "Did it happen?" and "Did I want it?" as the columns).
 BINARY_WANTED_PROMPTS: Final[dict[str, str]] = {
     "B1": "Did I want it to pick up on my feelings?",
     "B2": "Did I want it to describe my feelings only as I had expressed them?",
@@ -392,7 +394,7 @@ BINARY_WANTED_PROMPTS: Final[dict[str, str]] = {
     "B109": "Did I want it to focus on the one feeling that mattered most?",
     "B4": "Did I want it to recognise more than one feeling, or how strong it was?",
     "B5": "Did I want it to notice how my feelings had changed?",
-    "B6": "Did I want it to read between the lines, beyond what I had said?",
+    "B6": "Did I want it to assume things about me that I had not said?",
     "B7": "Did I want it to put its guesses about my feelings tentatively?",
     "B206": "Did I want it to sound formal or clinical?",
     "B207": "Did I want it to repeat emotional words that often?",
@@ -404,8 +406,8 @@ BINARY_WANTED_PROMPTS: Final[dict[str, str]] = {
     "B13": "Did I want to be asked a follow-up question?",
     "B14": "Did I want it to judge what I or others did?",
     "B15": "Did I want it to repeat back something I said?",
-    "B310": "Did I want advice, even if it was not tailored to my situation?",
-    "B311": "Did I want it to move on to something more general?",
+    "B310": "Did I want advice that didn't fit my actual situation?",
+    "B311": "Did I want it to drift away from my situation into something generic?",
     "B313": "Did I want advice straight away, before being asked anything?",
     "B315": "Did I want it to bring up a new topic?",
     "B316": "Did I want it to recognise what might make its suggestions hard for me?",
@@ -413,7 +415,7 @@ BINARY_WANTED_PROMPTS: Final[dict[str, str]] = {
     "B17": "Did I want it to look out for signs that I might be at risk?",
     "B18": "Did I want to be pointed to safety or emergency help?",
     "B19": "Did I want it to tell me my feelings were valid?",
-    "B20": "Did I want it to use stronger or more alarming language?",
+    "B20": "Did I want it to use language that could make me more upset or alarmed?",
     "B406": "Did I want it to correct what it had wrongly assumed about me?",
     "B408": "Did I want it to repeat advice it had already given?",
     "B501": "Did I want to be invited to reflect on my own view or feelings?",

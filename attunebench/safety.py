@@ -100,6 +100,10 @@ SIGNALS: tuple[str, ...] = (
     "third_party",
     "high_distress_tag",
     "asked_for_safety_help",
+    # added by a deployment's moderation model (collection.safety_model), never by the offline rules
+    "model_self_harm_intent",
+    "model_self_harm",
+    "model_violence",
 )
 
 
@@ -1066,3 +1070,31 @@ def annotation_screening(tags: Sequence[tuple[str, int | None]], answers: Mappin
     if answer is not None and len(answer) > 1 and answer[1] == "yes":
         detections.append(Detection("concern", "asked_for_safety_help", f"{SAFETY_HELP_QUESTION} preferred: yes"))
     return Screening("concern" if detections else "none", tuple(detections))
+
+
+#: Moderation categories (OpenAI's moderation format) and what each adds: (category, level, signal).
+MODERATION_CATEGORIES: tuple[tuple[str, Level, str], ...] = (
+    ("self-harm/intent", "urgent", "model_self_harm_intent"),
+    ("self-harm/instructions", "urgent", "model_self_harm_intent"),
+    ("self-harm", "concern", "model_self_harm"),
+    ("violence", "concern", "model_violence"),
+    ("harassment/threatening", "concern", "model_violence"),
+)
+
+
+def with_moderation(screening: Screening, flagged: Mapping[str, bool]) -> Screening:
+    """``screening`` plus what a moderation model flagged (its categories by name): the model can only add.
+
+    Every detection of the offline screen stays, and the level is the higher of the two, so a model that
+    misses something (or says nothing) never lowers what the rules found.
+    """
+    added: list[Detection] = []
+    for category, level, signal in MODERATION_CATEGORIES:
+        if flagged.get(category) and all(d.signal != signal for d in (*screening.detections, *added)):
+            added.append(Detection(level, signal, f"moderation model: {category}"))
+    if not added:
+        return screening
+    level = screening.level
+    for detection in added:
+        level = higher(level, detection.level)
+    return Screening(level, (*screening.detections, *added))

@@ -619,6 +619,12 @@ class Turn(models.Model):
     identity_leaks = models.JSONField(
         default=list, blank=True, help_text="Names the screen caught in discarded or masked replies (never shown)."
     )
+    skipped_for_wellbeing = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="The participant chose, on the support panel under this message, to go on without the questions "
+        "about this reply: the turn needs no annotation, and quality control does not count it.",
+    )
     # --- Live original models ---
     answered_by = models.CharField(
         max_length=200,
@@ -654,6 +660,12 @@ class Turn(models.Model):
 
     def __str__(self) -> str:
         return f"{self.conversation_id} turn {self.turn_number}"
+
+    @property
+    def awaits_annotation(self) -> bool:
+        """Its reply is stored and its questions are neither finished nor skipped for the participant's
+        wellbeing: the next message waits for them."""
+        return bool(self.llm_response) and self.annotation_completed_at is None and not self.skipped_for_wellbeing
 
 
 class PanasSurvey(models.Model):
@@ -939,6 +951,7 @@ class SafetyEvent(models.Model):
         PAUSE = "pause", "pause"
         STOP = "stop", "stop"
         CONTINUE = "continue", "continue"
+        SKIP = "skip", "continue, skipping the questions about that reply"
 
     study = models.ForeignKey(Study, on_delete=models.PROTECT, related_name="safety_events", null=True, blank=True)
     participant = models.ForeignKey(Participant, on_delete=models.PROTECT, related_name="safety_events")
@@ -959,7 +972,8 @@ class SafetyEvent(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(level__in=["concern", "urgent"]), name="safety_event_level_valid"),
             models.CheckConstraint(
-                condition=Q(choice="") | Q(choice__in=["pause", "stop", "continue"]), name="safety_event_choice_valid"
+                condition=Q(choice="") | Q(choice__in=["pause", "stop", "continue", "skip"]),
+                name="safety_event_choice_valid",
             ),
             models.CheckConstraint(condition=Q(choice="") | Q(chosen_at__isnull=False), name="safety_choice_has_time"),
         ]

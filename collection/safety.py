@@ -13,7 +13,8 @@ is saved, before the reply is shown:
 - ``concern`` (hopelessness, passive thoughts of death, being harmed): the
   resources appear under the message once, without interrupting.
 
-Either way a ``SafetyEvent`` is logged for the research team (never the
+A deployment may add a moderation model (``collection.safety_model``): it can only add detections, and
+when it fails the offline screen stands alone. Either way a ``SafetyEvent`` is logged for the research team (never the
 participant's words: those stay in the turn), the conversation is flagged on
 the study's pages, and the safety contact is emailed (urgent always, concern
 when the study asks) once the event is committed. Flagged conversations are
@@ -29,7 +30,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from attunebench.safety import Screening, annotation_screening, screen_text
+from attunebench.safety import Screening, annotation_screening
+from collection import safety_model
 from collection.models import Conversation, Participant, SafetyEvent, Study, Turn
 
 NOT_SENT_YET = "not sent yet: the task queue was unreachable; a worker sends it when the queue is back"
@@ -103,7 +105,7 @@ def do_screen_message(turn: Turn) -> SafetyEvent | None:
     participant = turn.conversation.participant
     if participant is None:  # imported conversations have no one to look after
         return None
-    return do_record_screening(participant, screen_text(turn.user_message), SafetyEvent.Source.MESSAGE, turn)
+    return do_record_screening(participant, safety_model.screen(turn.user_message), SafetyEvent.Source.MESSAGE, turn)
 
 
 def do_screen_annotation(
@@ -128,7 +130,7 @@ def do_screen_free_text(participant: Participant, texts: list[str], turn: Turn |
     joined = "\n".join(t for t in texts if t and t.strip())
     if not joined:
         return None
-    return do_record_screening(participant, screen_text(joined), SafetyEvent.Source.FREE_TEXT, turn)
+    return do_record_screening(participant, safety_model.screen(joined), SafetyEvent.Source.FREE_TEXT, turn)
 
 
 def events_by_turn(conversation: Conversation) -> dict[int, SafetyEvent]:
@@ -152,7 +154,8 @@ def events_by_turn(conversation: Conversation) -> dict[int, SafetyEvent]:
 
 
 def do_choose(participant: Participant, event_id: int, choice: str) -> SafetyEvent:
-    """Record the participant's choice on an urgent panel; stopping ends their part in the study, data kept.
+    """Record the participant's choice on an urgent panel; stopping ends their part in the study, data kept;
+    skipping lets them go on without the questions about that reply.
 
     Claimed with a conditional update, so a double click or a second tab records one choice only.
     """
@@ -170,6 +173,12 @@ def do_choose(participant: Participant, event_id: int, choice: str) -> SafetyEve
             Participant.objects.filter(pk=participant.pk).update(safety_hold=still_open)
         if claimed and choice == SafetyEvent.Choice.STOP:
             Participant.objects.filter(pk=participant.pk, stopped_at__isnull=True).update(stopped_at=now)
+        if claimed and choice == SafetyEvent.Choice.SKIP and event.turn_id is not None:
+            # Going on without the questions about that reply costs the participant nothing: the turn needs
+            # no annotation and quality control leaves it out (annotation.quality).
+            Turn.objects.filter(pk=event.turn_id, annotation_completed_at__isnull=True).update(
+                skipped_for_wellbeing=True
+            )
     return event
 
 

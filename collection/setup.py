@@ -21,7 +21,7 @@ Thank you for considering taking part in this study.
 
 What it is about: we are studying how well AI chat models respond to people's feelings. You will have a short conversation with an AI model about a topic you choose, and answer some questions about how you feel and about its replies.
 
-What you will do: answer a few questions about yourself and your mood, choose a topic, chat for at least a few messages (after each reply you will answer questions about it), and finish with a few last questions. It usually takes 20 to 40 minutes.
+What you will do: answer a few questions about yourself and your mood, choose a topic, chat for at least a few messages (after each reply you will answer questions about it), and finish with a few last questions.
 
 Taking part is voluntary. You can skip sharing details you would rather keep private, stop at any time, and withdraw from the study using the link at the bottom of every page.
 """

@@ -194,7 +194,7 @@ def _position(participant: Participant, consented: bool | None = None, profiled:
         return Position(TOPIC if pre_panas_complete(participant) else PRE_PANAS)
     if conversation.status == Conversation.Status.IN_PROGRESS:
         last = entry_reads.last_turn(conversation)
-        if last is not None and last.llm_response and last.annotation_completed_at is None:
+        if last is not None and last.awaits_annotation:
             # A safety panel waiting for the participant's choice comes before any question about the reply.
             if participant.safety_hold:
                 return Position(CHAT, conversation, last)
@@ -465,7 +465,7 @@ def check_can_send(conversation: Conversation, last: Turn | None) -> None:
     """
     if last is not None and not last.llm_response:
         raise ReplyOutstanding(REPLY_OUTSTANDING_MESSAGE)
-    if last is not None and last.annotation_completed_at is None:
+    if last is not None and last.awaits_annotation:
         raise AnnotationOutstanding(ANNOTATION_OUTSTANDING_MESSAGE)
     if turns_sent(conversation) >= study_of(conversation.participant).max_turns:
         raise ChatFull(CHAT_FULL_MESSAGE)

@@ -52,6 +52,7 @@ from collection.forms import ConsentForm, MessageForm, PanasForm, ProfileForm, S
 from collection.identity_guard import GuardedReply, identity_scanner
 from collection.live_spend import do_record_calls
 from collection.models import Conversation, Participant, SafetyEvent, Study, Turn, hash_token, new_token
+from collection.time_estimate import study_time_estimate
 
 logger = logging.getLogger("attune.participant")
 
@@ -316,7 +317,13 @@ def consent(request: HttpRequest, participant: Participant, position: flow.Posit
     return render(
         request,
         "participant/consent.html",
-        page_context(participant, flow.CONSENT, form=form, personal_link=personal_link(request, participant)),
+        page_context(
+            participant,
+            flow.CONSENT,
+            form=form,
+            personal_link=personal_link(request, participant),
+            time_estimate=study_time_estimate(flow.study_of(participant)),
+        ),
     )
 
 

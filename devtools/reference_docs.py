@@ -1,4 +1,5 @@
-"""Writes the docs' reference pages from the code: configuration, the ``attune`` command, the REST API.
+"""Writes the docs' reference pages from the code: configuration, the ``attune`` command, the REST API, and
+the 36 behaviour questions as participants and evaluated models read them.
 
 ``python -m devtools.reference_docs`` rewrites ``docs/reference/``; ``--check`` writes nothing and exits 1
 naming each page that differs from what the code would generate, so a reference can never drift from the
@@ -221,6 +222,40 @@ def api_page(schema: dict) -> str:
     return out.getvalue()
 
 
+# --- the behaviour questions ---------------------------------------------------------------------
+
+
+def behaviour_questions_page() -> str:
+    """The 36 questions (SPEC 2.2) by branch: the participant's two halves side by side, which name the same
+    behaviour, and the wording evaluated models are given."""
+    from attunebench import catalogue as cat
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    out = io.StringIO()
+    out.write("# The behaviour questions\n\n" + GENERATED + "\n")
+    out.write(
+        "Each reply is followed by the same 36 questions (SPEC 2.2), each answered twice: did it happen "
+        "(*observed*) and did I want it (*preferred*), Yes, No or Not applicable. Both halves name the same "
+        "behaviour, so a Yes means the same thing in both columns. On the answers page each question is one row: "
+        "the participant's first question, then the two answers side by side under the headings "
+        '"Did it happen?" and "Did I want it?"; the second question below is what a screen reader announces '
+        "for the second answer. Evaluated models get the third-person wording (and, in the participant "
+        "perspective mode, the participant's first question). The stored answers are `yes`, `no` or `na` "
+        "under `observedBehavior` and `preferredBehavior` whatever the wording.\n\n"
+    )
+    for branch in cat.BINARY_CATEGORY_LABELS:
+        questions = [q for q in cat.BINARY_QUESTIONS if q.category == branch]
+        out.write(f"## {cat.BINARY_CATEGORY_LABELS[branch]} (`{branch}`)\n\n")
+        out.write("| id | did it happen? (participant) | did I want it? (participant) | evaluated models |\n")
+        out.write("|---|---|---|---|\n")
+        for q in questions:
+            out.write(f"| {q.id} | {cell(q.first_person)} | {cell(q.wanted)} | {cell(q.third_person)} |\n")
+        out.write("\n")
+    return out.getvalue()
+
+
 # --- writing and checking ---------------------------------------------------------------------
 
 
@@ -230,6 +265,7 @@ def pages() -> dict[str, str]:
         "configuration.md": configuration_page(),
         "cli.md": cli_page(),
         "api.md": api_page(schema),
+        "behaviour-questions.md": behaviour_questions_page(),
         "openapi.json": json.dumps(schema, indent=1, sort_keys=True, default=str) + "\n",
     }
 

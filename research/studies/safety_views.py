@@ -6,6 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
+from collection import safety_model
 from collection.models import Study
 from research.access.checks import researcher_required
 from research.studies.safety_log import level_counts, safety_csv, safety_log
@@ -20,4 +21,5 @@ def study_safety(request: HttpRequest, slug: str) -> HttpResponse:
         response = HttpResponse(safety_csv(rows), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="attune-safety-log-{study.slug}.csv"'
         return response
-    return render(request, "research/study_safety.html", {"study": study, "rows": rows, "counts": level_counts(rows)})
+    context = {"study": study, "rows": rows, "counts": level_counts(rows), "model": safety_model.health()}
+    return render(request, "research/study_safety.html", context)

@@ -11,9 +11,8 @@
 
   var KEYS = { yes: ["1", "y"], no: ["2", "n"], na: ["3"], A: ["1", "a"], B: ["2", "b"] };
 
-  /* The shortcuts are documented where they work: shown open on wide screens, folded on phones. */
-  var wide = window.matchMedia && window.matchMedia("(min-width: 60rem)").matches;
-  document.querySelectorAll("[data-keys-help]").forEach(function (el) { el.hidden = false; el.open = wide; });
+  /* The shortcuts are documented where they work, folded so the questions start high on the page. */
+  document.querySelectorAll("[data-keys-help]").forEach(function (el) { el.hidden = false; });
   document.documentElement.classList.add("has-hotkeys");
 
   document.querySelectorAll("form[data-hotkeys]").forEach(function (form) {

@@ -10,7 +10,17 @@ from django.template import engines
 from django.template.loader import render_to_string
 
 from annotation.forms import AnswersForm, RewriteForm
-from annotation.markup import answer_pills, checkbox, choices, mood_rows, pair_options, question_groups, scale, select
+from annotation.markup import (
+    answer_pills,
+    checkbox,
+    choices,
+    mood_rows,
+    pair_options,
+    question_groups,
+    row_pills,
+    scale,
+    select,
+)
 from attunebench import catalogue as cat
 from collection.forms import PanasForm
 
@@ -37,6 +47,27 @@ def test_pills_match_the_template(data):
         for kind in ("observed", "preferred"):
             field = form[f"{kind}_{q.id}"]
             assert _norm(answer_pills(field)) == _template(field)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [None, {}, {"observed_B1": "na", "preferred_B1": "yes"}, {"observed_B1": "bogus"}],
+    ids=["unbound", "all-missing", "answered", "invalid-choice"],
+)
+def test_row_pills_match_their_template_and_keep_the_full_names_for_screen_readers(data):
+    questions = list(cat.BINARY_QUESTIONS[:3])
+    form = AnswersForm(data, questions=questions) if data is not None else AnswersForm(questions=questions)
+    if data is not None:
+        form.is_valid()
+    for q in questions:
+        for kind, caption in (("observed", "Did it happen?"), ("preferred", "Did I want it?")):
+            field = form[f"{kind}_{q.id}"]
+            expected = render_to_string("participant/includes/row_pills.html", {"field": field, "caption": caption})
+            html = _norm(row_pills(field, caption))
+            assert html == _norm(expected)
+            # the full question is the group's name, the short "N/A" is shown and "Not applicable" read out
+            assert f'<legend class="visually-hidden">{q.wanted if kind == "preferred" else "Did it happen?"}' in html
+            assert '<span aria-hidden="true">N/A</span><span class="visually-hidden">Not applicable</span>' in html
 
 
 def test_checked_option_and_error_state():
@@ -139,13 +170,14 @@ def test_other_widgets_are_refused_not_misrendered():
 # the reference the markup must equal, field by field, in every state.
 REFERENCE_GROUPS = """{% for label, rows in form.question_groups %}
 <section class="question-group" aria-labelledby="group-{{ forloop.counter }}">
-  <h3 id="group-{{ forloop.counter }}">{{ label }}</h3>
+  <div class="group-head"><h3 id="group-{{ forloop.counter }}">{{ label }}</h3>
+  <div class="binary-head" aria-hidden="true"><span>Did it happen?</span><span>Did I want it?</span></div></div>
   {% for question, observed, preferred in rows %}
   <fieldset class="binary-question" id="q-{{ question.id }}">
     <legend>{{ question.first_person }}</legend>
     <div class="binary-pair">
-      {% include "participant/includes/answer_pills.html" with field=observed %}
-      {% include "participant/includes/answer_pills.html" with field=preferred %}
+      {% include "participant/includes/row_pills.html" with field=observed caption="Did it happen?" %}
+      {% include "participant/includes/row_pills.html" with field=preferred caption="Did I want it?" %}
     </div>
   </fieldset>
   {% endfor %}

@@ -651,7 +651,11 @@ def test_all_behaviour_questions_are_on_one_page_first_person_each_with_its_own_
     for q in cat.BINARY_QUESTIONS:
         assert escape(q.first_person) in html and escape(q.wanted) in html
     assert "Did you want it?" not in html
-    assert html.count("Did it happen?") == 36
+    # one row per behaviour: each answer group is named for screen readers ("Did it happen?" and the
+    # question's own second prompt), with a short visible caption, and each section has column headings
+    groups = len(cat.BINARY_CATEGORY_LABELS)
+    assert html.count("Did it happen?") == 36 * 2 + groups
+    assert html.count("Did I want it?") == 36 + groups
     assert "Keyboard shortcuts" in html and "participant/annotate.js" in html
     assert escape(turn.llm_response) in html  # the reply stays beside the questions
     _, shown = answers_page(walker, url)

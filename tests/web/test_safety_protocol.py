@@ -247,3 +247,51 @@ def test_a_choice_is_taken_only_on_a_panel_that_was_shown(walker):
     event.refresh_from_db()
     participant = Participant.objects.get(pk=walker.participant.pk)
     assert event.choice == "" and participant.stopped_at is None and participant.safety_hold is False
+
+
+def test_the_questions_about_a_flagged_reply_can_be_skipped_without_penalty(walker, study):
+    """'Continue without the questions about this reply': straight back to the chat, the turn recorded as
+    skipped for wellbeing, the choice in the safety log, and nothing about it in quality control."""
+    from annotation.quality import participant_quality
+    from collection.models import AttentionCheck, Turn
+
+    sent = send(walker, URGENT)
+    assert 'value="skip"' in sent["safety_html"]
+    walker.reply(1)
+    event = SafetyEvent.objects.get()
+    walker.post(walker.url(f"support/{event.pk}/"), {"choice": "skip"})
+    assert walker.current().endswith("/chat/")  # no questions about that reply
+    event.refresh_from_db()
+    assert event.choice == "skip" and event.chosen_at is not None
+    skipped = Turn.objects.get(turn_number=1)
+    assert skipped.skipped_for_wellbeing and skipped.annotation_completed_at is None
+    assert not skipped.binary_judgements.exists() and not AttentionCheck.objects.filter(turn=skipped).exists()
+    page = walker.body(walker.get(walker.url("chat/")))
+    assert "You chose to go on without the questions about this reply" in page and 'name="message"' in page
+    # the study goes on as usual, and the skipped turn still counts towards the minimum to finish
+    for number in range(2, study.min_turns + 1):
+        walker.turn(number)
+    # every message "short" for this check: the flag counts the answered turns only, never the skipped one
+    study.quality_min_message_chars = 1000
+    study.save(update_fields=["quality_min_message_chars"])
+    flags = participant_quality(Participant.objects.get(pk=walker.participant.pk), study).flags
+    assert flags and all(entry.get("turn") != 1 for flag in flags for entry in flag.evidence)
+    short = next(flag for flag in flags if flag.kind == "short_messages")
+    assert short.summary.startswith(f"{study.min_turns - 1} of {study.min_turns - 1} messages")
+    response = walker.post(walker.url("chat/finish/"), {"confirm": "yes"})
+    assert response.status_code == 302 and "feelings-after" in walker.current()
+
+
+def test_skipping_is_refused_once_the_questions_are_answered(walker):
+    """A skip chosen after the answers were saved (a second tab) is logged, but changes nothing about the turn."""
+    from collection.models import Turn
+
+    send(walker, URGENT)
+    walker.reply(1)
+    event = SafetyEvent.objects.get()
+    walker.post(walker.url(f"support/{event.pk}/"), {"choice": "continue"})
+    walker.annotate(1)
+    walker.post(walker.url(f"support/{event.pk}/"), {"choice": "skip"})
+    event.refresh_from_db()
+    assert event.choice == "continue"  # the first choice stands
+    assert not Turn.objects.get(turn_number=1).skipped_for_wellbeing

@@ -111,3 +111,19 @@ def test_a_failed_reply_says_so_not_an_earlier_message(page: Page, site):
     alert = page.get_by_role("alert")
     expect(alert).to_contain_text("The reply could not be fetched just now. Your message is saved.")
     expect(alert).not_to_contain_text("Please write a message")
+
+
+def test_the_questions_about_a_flagged_reply_can_be_skipped_without_penalty(page: Page, site):
+    participant = chatting(site)
+    page.goto(f"/s/{participant.token}/")
+    page.get_by_label("Your message").fill(URGENT)
+    page.get_by_role("button", name="Send").click()
+    expect(page.get_by_text("The reply is complete.")).to_be_visible()
+    page.get_by_role("button", name="Continue without the questions about this reply").click()
+    # straight back to the chat: the next message can be written, no question about that reply
+    expect(page.get_by_label("Your message")).to_be_visible()
+    expect(page.get_by_text("You chose to go on without the questions about this reply")).to_be_visible()
+    expect(page.locator("[data-turn-counter]")).to_contain_text("Reply 2")
+    event = SafetyEvent.objects.get()
+    assert event.choice == "skip"
+    assert event.turn.skipped_for_wellbeing and not event.turn.binary_judgements.exists()
