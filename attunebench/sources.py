@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
+from attunebench import publication
 from attunebench.canonical import (
     CanonicalError,
     ConversationFile,
@@ -66,12 +67,19 @@ def iter_documents(paths: Iterable[str | Path]) -> Iterator[RawDocument | Proble
     Folders are walked recursively in sorted order so that every run reads the
     same files in the same order; .zip members ending in .json or .jsonl count as
     files. A .jsonl file gives one document per non-blank line. An export bundle's
-    ``datasheet.json`` is its description, so a bundle imports as it was exported.
+    ``datasheet.json`` is its description, so a bundle imports as it was exported. A published
+    dataset folder (``attune publish dataset``) gives the documents its tables carry.
     """
     for given in paths:
         path = Path(given)
         if not path.exists():
             yield Problem(source=str(path), path="", message="no such file or folder")
+        elif path.is_dir() and publication.is_publication(path):
+            # A published dataset folder: its conversations and run outputs are the canonical texts
+            # its Parquet tables carry, read in table order (see attunebench/publication.py).
+            for table, column in (("conversations", "record_json"), ("runs", "output_json")):
+                for source, text in publication.read_texts(path, table, column):
+                    yield RawDocument(source, text.encode("utf-8"))
         elif path.is_dir():
             found = False
             for child in sorted(path.rglob("*")):

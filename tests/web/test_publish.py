@@ -1,0 +1,193 @@
+"""attune publish dataset / results, read back as a reader would, imported again, and checked by attune verify.
+
+The reader's side runs in a separate Python environment holding Hugging Face ``datasets``, pandas and
+``mlcroissant`` (``make reader-env``): the hub's package is named ``datasets`` like Attune's own app,
+so the two cannot share one interpreter, and a reader of the published folder has no Attune anyway.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from attunebench import publication as pub
+from tests.web.conftest import make_scored_run
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("export_dir")]
+
+REPO = Path(__file__).resolve().parents[2]
+READER_PYTHON = Path(os.environ.get("ATTUNE_READER_PYTHON", REPO / ".venv-reader" / "bin" / "python"))
+
+#: The hub's size categories and the task categories the card may name (the hub's lists).
+SIZE_CATEGORIES = {"n<1K", "1K<n<10K", "10K<n<100K", "100K<n<1M", "1M<n<10M", "10M<n<100M", "100M<n<1B"}
+TASK_CATEGORIES = {"text-classification", "text-generation", "question-answering", "conversational"}
+
+READER_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from pathlib import Path
+
+    import datasets
+    import mlcroissant as mlc
+    import pandas as pd
+    import yaml
+
+    folder = Path(sys.argv[1])
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert card.startswith("---\\n"), "the card starts with its YAML header"
+    header = yaml.safe_load(card.split("---\\n")[1])
+    out = {"header": header, "configs": {}}
+    for config in header["configs"]:
+        loaded = datasets.load_dataset(str(folder), config["config_name"], split="train")
+        out["configs"][config["config_name"]] = {"rows": loaded.num_rows, "columns": loaded.column_names}
+    out["default_rows"] = datasets.load_dataset(str(folder), split="train").num_rows
+    turns = pd.read_parquet(folder / "data" / "turns.parquet")
+    joined = turns.merge(pd.read_parquet(folder / "data" / "conversations.parquet"), on="conversation_id")
+    out["pandas"] = {"turns": len(turns), "joined": len(joined)}
+    croissant = mlc.Dataset(jsonld=folder / "croissant.json")  # raises on any validation error
+    out["croissant_record_sets"] = sorted(r.name for r in croissant.metadata.record_sets)
+    out["croissant_turns"] = sum(1 for _ in croissant.records("turns"))
+    print(json.dumps(out, default=str))
+    """
+)
+
+
+def read_as_a_reader(folder: Path, tmp_path: Path) -> dict:
+    """Load the folder with datasets, pandas and mlcroissant in the reader's environment, offline."""
+    if not READER_PYTHON.exists():
+        pytest.skip(f"no reader environment at {READER_PYTHON} (make reader-env, or set ATTUNE_READER_PYTHON)")
+    script = tmp_path / "reader.py"
+    script.write_text(READER_SCRIPT)
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HUB_OFFLINE": "1",
+    }
+    done = subprocess.run(
+        [str(READER_PYTHON), str(script), str(folder)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def publish(*args: str) -> str:
+    out = io.StringIO()
+    call_command("publish", *args, stdout=out)
+    return out.getvalue()
+
+
+@pytest.fixture
+def withdrawn_one(sample_conversations):
+    """The sample conversations with one participant withdrawn; returns that conversation's id and pseudonym."""
+    from collection.models import Conversation
+    from collection.study_flow import do_withdraw
+    from datasets.pseudonyms import export_pseudonym
+
+    gone = Conversation.objects.select_related("participant").order_by("conversation_id").first()
+    pseudonym = export_pseudonym(gone.participant.pseudonym)
+    do_withdraw(gone.participant)
+    return gone.conversation_id, pseudonym
+
+
+def test_a_published_dataset_loads_with_datasets_pandas_and_croissant_and_leaves_the_withdrawn_out(
+    withdrawn_one, tmp_path
+):
+    gone_id, gone_pseudonym = withdrawn_one
+    run = make_scored_run("synth:strong", skill=0.8)
+    folder = tmp_path / "published"
+    said = publish("dataset", "--out", str(folder), "--runs", str(run.pk))
+    assert "conversations 14" in said
+
+    reader = read_as_a_reader(folder, tmp_path)
+    configs = reader["configs"]
+    assert set(configs) == {"conversations", "turns", "annotations", "runs", "scores"}
+    assert configs["conversations"]["rows"] == reader["default_rows"] == 14
+    assert configs["runs"]["rows"] == configs["scores"]["rows"] == 14
+    assert configs["turns"]["columns"] == [c.name for c in pub.TURN_COLUMNS]
+    assert reader["pandas"]["turns"] == reader["pandas"]["joined"] == configs["turns"]["rows"] > 14
+    kinds = set(pq.read_table(folder / "data" / "annotations.parquet").column("kind").to_pylist())
+    assert kinds == {"mood_tag", "binary_judgement", "pairwise_choice"}
+
+    # mlcroissant validated the metadata and read the turns through it
+    assert reader["croissant_record_sets"] == sorted(configs)
+    assert reader["croissant_turns"] == configs["turns"]["rows"]
+    croissant = json.loads((folder / "croissant.json").read_text())
+    assert croissant["conformsTo"] == "http://mlcommons.org/croissant/1.0"
+    assert {"rai:dataCollection", "rai:personalSensitiveInformation", "rai:dataUseCases"} <= set(croissant)
+
+    # the hub's header: licence with its name and link, language, task and size categories, configs that exist
+    header = reader["header"]
+    assert header["license"] == "other" and header["license_name"] and (folder / header["license_link"]).is_file()
+    assert header["language"] == ["en"]
+    assert set(header["task_categories"]) <= TASK_CATEGORIES
+    assert set(header["size_categories"]) <= SIZE_CATEGORIES
+    for config in header["configs"]:
+        assert all((folder / f["path"]).is_file() for f in config["data_files"])
+    card = (folder / "README.md").read_text()
+    for section in (
+        "## Summary",
+        "## How it was collected",
+        "## Fields",
+        "## Intended use",
+        "## Limitations",
+        "## Personal and sensitive information",
+        "## Withdrawal",
+        "## Citation",
+    ):
+        assert section in card
+    assert "attune verify" in card
+
+    # the withdrawn participant is in no file at all
+    for path in folder.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert gone_id.encode() not in data and gone_pseudonym.encode() not in data, path
+
+    # every file's checksum is listed and holds
+    listed = dict(
+        reversed(line.split("  ", 1)) for line in (folder / "SHA256SUMS").read_text().splitlines()
+    )
+    assert set(listed) == {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()} - {"SHA256SUMS"}
+    assert all(pub.file_sha256(folder / name) == digest for name, digest in listed.items())
+
+
+def test_model_identities_are_published_only_when_every_model_is_named(sample_conversations, tmp_path):
+    publish("dataset", "--out", str(tmp_path / "aliases"))
+    models = set(pq.read_table(tmp_path / "aliases" / "data" / "conversations.parquet").column("model").to_pylist())
+    assert models and all(m.startswith("om-") and "provider" not in m for m in models)
+
+    with pytest.raises(CommandError, match="not named"):
+        publish("dataset", "--out", str(tmp_path / "one"), "--model-identity", "om-provider-a/chat-large")
+    assert not (tmp_path / "one").exists()
+    with pytest.raises(CommandError, match="not an original model"):
+        publish("dataset", "--out", str(tmp_path / "wrong"), "--model-identity", "gpt-unknown")
+
+    names = ["om-provider-a/chat-large", "om-provider-b/assistant-7b", "om-provider-c/helper-v2"]
+    publish("dataset", "--out", str(tmp_path / "named"), "--model-identity", *names)
+    table = pq.read_table(tmp_path / "named" / "data" / "conversations.parquet")
+    assert set(table.column("model").to_pylist()) == set(names)
+
+
+def test_publish_refuses_a_folder_that_holds_files_and_an_unknown_version(sample_conversations, tmp_path):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "old.txt").write_text("x")
+    with pytest.raises(CommandError, match="not an empty folder"):
+        publish("dataset", "--out", str(tmp_path / "full"))
+    with pytest.raises(CommandError, match="--version 9999: no such dataset version"):
+        publish("dataset", "--out", str(tmp_path / "new"), "--version", "9999")
