@@ -28,7 +28,7 @@ from attunebench.metrics.results import to_json
 from collection.models import Conversation
 from datasets.exchange import iter_canonical, withdrawn_conversations
 from datasets.models import DatasetVersion
-from datasets.selection import selection_queryset
+from datasets.selection import complete_conversations, selection_queryset
 from datasets.versions import (
     PSEUDONYM_STATEMENT,
     WITHDRAWAL_STATEMENT,
@@ -55,8 +55,14 @@ class PublishedDataset:
     content_hash: str
 
 
-def _stamp() -> str:
-    return timezone.now().strftime("%Y-%m-%d-%H%M%S")
+def _fresh_name(prefix: str, taken: QuerySet[Any]) -> str:
+    """``prefix-<UTC time>``, with a counter when two publications share a second (names are unique)."""
+    base = f"{prefix}-{timezone.now().strftime('%Y-%m-%d-%H%M%S')}"
+    name, n = base, 1
+    while taken.filter(name=name).exists():
+        n += 1
+        name = f"{base}-{n}"
+    return name
 
 
 def check_model_identity(queryset: QuerySet[Conversation], named: list[str] | None) -> bool:
@@ -136,8 +142,11 @@ def publish_dataset(
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise PublishError(f"--out {target} exists and is not an empty folder: give a new folder")
     if version_id is None:
+        # Refuse before freezing anything: a refused publication leaves no version behind.
+        identity = check_model_identity(complete_conversations(), model_identity)
         try:
-            version = do_freeze_dataset_version(f"published-{_stamp()}", "Frozen for publication", user=user)
+            name = _fresh_name("published", DatasetVersion.objects.all())
+            version = do_freeze_dataset_version(name, "Frozen for publication", user=user)
         except DatasetError as exc:
             raise PublishError(str(exc)) from exc
     else:
@@ -194,7 +203,8 @@ def publish_dataset(
 def _snapshots(snapshot_ids: list[int] | None, user: Any) -> list[ResultSnapshot]:
     if not snapshot_ids:
         try:
-            return [do_freeze_snapshot(f"published {_stamp()}", "Frozen for publication", evaluation_data(), user=user)]
+            name = _fresh_name("published", ResultSnapshot.objects.all())
+            return [do_freeze_snapshot(name, "Frozen for publication", evaluation_data(), user=user)]
         except SnapshotError as exc:
             raise PublishError(str(exc)) from exc
     found = {s.pk: s for s in ResultSnapshot.objects.filter(pk__in=snapshot_ids)}

@@ -191,3 +191,88 @@ def test_publish_refuses_a_folder_that_holds_files_and_an_unknown_version(sample
         publish("dataset", "--out", str(tmp_path / "full"))
     with pytest.raises(CommandError, match="--version 9999: no such dataset version"):
         publish("dataset", "--out", str(tmp_path / "new"), "--version", "9999")
+
+
+def score_json(conversations: Path, runs: Path, out: Path) -> dict:
+    call_command(
+        "score", "--conversations", str(conversations), "--runs", str(runs), "--json", str(out), stdout=io.StringIO()
+    )
+    return json.loads(out.read_text())
+
+
+@pytest.mark.django_db(transaction=True)  # flush needs no open transaction
+def test_a_published_folder_imports_into_a_fresh_database_and_scores_as_the_source_did(
+    sample_conversations, tmp_path
+):
+    from research.results.run_download import run_archive
+
+    run = make_scored_run("synth:middling", skill=0.5)
+    source, runs_zip = tmp_path / "source", tmp_path / "run.zip"
+    call_command("export", "--out", str(source), stdout=io.StringIO())
+    runs_zip.write_bytes(run_archive(run))
+    on_source = score_json(source, runs_zip, tmp_path / "source.json")
+    folder = tmp_path / "published"
+    publish("dataset", "--out", str(folder), "--runs", str(run.pk))
+    assert score_json(folder, folder, tmp_path / "published.json") == on_source
+
+    call_command("flush", interactive=False, verbosity=0)  # a fresh database
+    out = io.StringIO()
+    call_command("import", str(folder), stdout=out)
+    assert "Imported 15 conversation(s)" in out.getvalue()
+    again = tmp_path / "again"
+    call_command("export", "--out", str(again), stdout=io.StringIO())
+    assert score_json(again, folder, tmp_path / "again.json") == on_source
+
+
+@pytest.fixture
+def published_pair(sample_conversations, tmp_path):
+    """A published dataset with two scored runs, and the results site of a new snapshot beside it."""
+    runs = [make_scored_run("synth:strong", skill=0.85), make_scored_run("synth:weak", skill=0.2)]
+    dataset, results = tmp_path / "dataset", tmp_path / "results"
+    publish("dataset", "--out", str(dataset), "--runs", *[str(r.pk) for r in runs])
+    said = publish("results", "--out", str(results), "--dataset", str(dataset))
+    assert "Published snapshot(s)" in said
+    return dataset, results
+
+
+def verify(dataset: Path, results: Path) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        call_command("verify", str(dataset), str(results), stdout=out, stderr=err)
+    except CommandError as exc:
+        err.write(f"{exc}\n")
+    return out.getvalue(), err.getvalue()
+
+
+def test_attune_verify_passes_on_a_published_pair(published_pair):
+    out, err = verify(*published_pair)
+    assert err == ""
+    assert "OK: every checksum" in out
+    assert "30 score record(s) re-scored from 30 run output(s)" in out
+    assert "leaderboard of 2 row(s)" in out
+
+
+def test_attune_verify_names_a_tampered_score_even_with_its_checksum_updated(published_pair):
+    dataset, results = published_pair
+    scores_path = results / "data" / "scores.json"
+    scores = json.loads(scores_path.read_text())
+    published = scores["aggregates"][0]["composite_score"]
+    scores["aggregates"][0]["composite_score"] = published + 1e-9
+    scores_path.write_text(json.dumps(scores, indent=2, sort_keys=True) + "\n")
+
+    out, err = verify(dataset, results)
+    assert f"{scores_path}: sha256" in err  # the checksum no longer holds
+
+    sums = results / "SHA256SUMS"
+    sums.write_text(
+        "".join(
+            f"{pub.file_sha256(scores_path)}  data/scores.json\n" if line.endswith("  data/scores.json") else line + "\n"
+            for line in sums.read_text().splitlines()
+        )
+    )
+    out, err = verify(dataset, results)
+    assert "sha256" not in err  # every checksum holds now, so only the re-scoring can tell
+    assert (
+        f"{scores_path}.aggregates[0].composite_score: published {published + 1e-9!r}, recomputed {published!r}"
+    ) in err
+    assert "1 difference(s)" in err
