@@ -91,7 +91,9 @@ CONVERSATION_COLUMNS = [
         Column(f"four_branch_{branch}", pa.int8(), f"Four-Branch rating of the model: {branch} (1-7)")
         for branch in cat.FOUR_BRANCHES
     ],
-    Column("record_json", pa.string(), "The conversation's canonical JSON (SPEC 3.1): the text the content hash covers"),
+    Column(
+        "record_json", pa.string(), "The conversation's canonical JSON (SPEC 3.1): the text the content hash covers"
+    ),
 ]
 
 TURN_COLUMNS = [
@@ -236,9 +238,7 @@ def annotation_rows(doc: cf.ConversationFile) -> list[dict[str, Any]]:
     for turn in doc.turns:
         base = {**empty, "conversation_id": doc.conversationId, "turn_number": turn.turnNumber}
         for i, tag in enumerate(turn.moodShiftTags or []):
-            rows.append(
-                {**base, "kind": "mood_tag", "position": i, "emotion": tag.emotion, "intensity": tag.intensity}
-            )
+            rows.append({**base, "kind": "mood_tag", "position": i, "emotion": tag.emotion, "intensity": tag.intensity})
         for i, judgement in enumerate(turn.annotations.binaryJudgements or []):
             rows.append(
                 {
@@ -308,8 +308,7 @@ def build_tables(
         rows["runs"] = [run_row(r) for r in sorted(runs, key=lambda r: (r.conversationId, r.em_model, r.mode))]
     if score_records is not None:
         rows["scores"] = [
-            score_row(r)
-            for r in sorted(score_records, key=lambda r: (r["conversationId"], r["em_model"], r["mode"]))
+            score_row(r) for r in sorted(score_records, key=lambda r: (r["conversationId"], r["em_model"], r["mode"]))
         ]
     return {name: pa.Table.from_pylist(table_rows, schema=schema(name)) for name, table_rows in rows.items()}
 
@@ -766,9 +765,10 @@ def is_publication(path: str | Path) -> bool:
     if not marker.is_file():
         return False
     try:
-        return json.loads(marker.read_text(encoding="utf-8")).get("format") == FORMAT
-    except (ValueError, OSError, AttributeError):
+        manifest = json.loads(marker.read_text(encoding="utf-8"))
+    except (ValueError, OSError):
         return False
+    return isinstance(manifest, dict) and manifest.get("format") == FORMAT
 
 
 def read_texts(folder: str | Path, table: str, column: str) -> Iterator[tuple[str, str]]:

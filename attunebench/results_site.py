@@ -53,7 +53,7 @@ def _json_text(data: Any) -> str:
 
 def rescore(conversations: Sequence[cf.ConversationFile], runs: Sequence[cf.RunOutput]) -> dict[str, Any]:
     """The scoring report (as ``attune score --json`` writes it) of runs against conversations."""
-    return to_json(score_runs(conversations, runs).report())  # type: ignore[no-any-return]
+    return to_json(score_runs(conversations, runs).report())
 
 
 def rescore_publication(dataset_dir: str | Path) -> dict[str, Any]:
@@ -61,7 +61,7 @@ def rescore_publication(dataset_dir: str | Path) -> dict[str, Any]:
     loaded = load_inputs([dataset_dir], [dataset_dir])
     if loaded.problems:
         raise ValueError("; ".join(str(p) for p in loaded.problems[:5]))
-    return to_json(score_inputs(loaded).report())  # type: ignore[no-any-return]
+    return to_json(score_inputs(loaded).report())
 
 
 def snapshot_csv(table: list[list[Any]]) -> str:
@@ -130,9 +130,7 @@ def write_site(
     files[SITE_FILE] = _json_text(
         {
             "format": SITE_FORMAT,
-            "snapshots": [
-                {"id": s["id"], "name": s["name"], "content_sha256": s["content_sha256"]} for s in snapshots
-            ],
+            "snapshots": [{"id": s["id"], "name": s["name"], "content_sha256": s["content_sha256"]} for s in snapshots],
             "dataset": {"dataset_version": dataset["dataset_version"], "content_hash": dataset["content_hash"]}
             if dataset
             else None,
@@ -244,7 +242,9 @@ def verify(dataset_dir: str | Path, results_dir: str | Path) -> Verification:
         except cf.CanonicalError as exc:
             result.differences += [str(p) for p in exc.problems]
     digest = hashlib.sha256()
-    for _, text in sorted(pub.read_texts(data, "conversations", "record_json"), key=lambda t: json.loads(t[1])["conversationId"]):
+    for _, text in sorted(
+        pub.read_texts(data, "conversations", "record_json"), key=lambda t: json.loads(t[1])["conversationId"]
+    ):
         digest.update(text.encode("utf-8"))
     if digest.hexdigest() != manifest.get("content_hash"):
         result.differences.append(

@@ -109,9 +109,7 @@ def _run_outputs(run_ids: list[int], conversation_ids: set[str]) -> list[cf.RunO
     if missing:
         raise PublishError(f"--runs: no evaluation run {', '.join(map(str, missing))}")
     outputs = (
-        RunConversation.objects.filter(
-            run_id__in=run_ids, status=RunConversation.Status.DONE, output__isnull=False
-        )
+        RunConversation.objects.filter(run_id__in=run_ids, status=RunConversation.Status.DONE, output__isnull=False)
         .exclude(conversation__in=withdrawn_conversations())
         .values_list("run_id", "conversation__conversation_id", "output")
     )

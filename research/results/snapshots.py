@@ -19,8 +19,8 @@ from django.db import IntegrityError, transaction
 from attunebench.catalogue import RESEARCH_ONLY_STATEMENT
 from attunebench.metrics.results import to_json
 from attunebench.names import name_problem
-from attunebench.results_site import snapshot_digest
 from attunebench.replay.cache import PROVIDER_ENDPOINT, normalise_endpoint
+from attunebench.results_site import snapshot_digest
 from research.models import ResultSnapshot
 from research.results.charts import Chart
 from research.results.evaluation import EvaluationData, apart_rows, leaderboard_rows

@@ -160,9 +160,7 @@ def test_a_published_dataset_loads_with_datasets_pandas_and_croissant_and_leaves
             assert gone_id.encode() not in data and gone_pseudonym.encode() not in data, path
 
     # every file's checksum is listed and holds
-    listed = dict(
-        reversed(line.split("  ", 1)) for line in (folder / "SHA256SUMS").read_text().splitlines()
-    )
+    listed = dict(reversed(line.split("  ", 1)) for line in (folder / "SHA256SUMS").read_text().splitlines())
     assert set(listed) == {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()} - {"SHA256SUMS"}
     assert all(pub.file_sha256(folder / name) == digest for name, digest in listed.items())
 
@@ -201,9 +199,7 @@ def score_json(conversations: Path, runs: Path, out: Path) -> dict:
 
 
 @pytest.mark.django_db(transaction=True)  # flush needs no open transaction
-def test_a_published_folder_imports_into_a_fresh_database_and_scores_as_the_source_did(
-    sample_conversations, tmp_path
-):
+def test_a_published_folder_imports_into_a_fresh_database_and_scores_as_the_source_did(sample_conversations, tmp_path):
     from research.results.run_download import run_archive
 
     run = make_scored_run("synth:middling", skill=0.5)
@@ -260,17 +256,19 @@ def test_attune_verify_names_a_tampered_score_even_with_its_checksum_updated(pub
     scores["aggregates"][0]["composite_score"] = published + 1e-9
     scores_path.write_text(json.dumps(scores, indent=2, sort_keys=True) + "\n")
 
-    out, err = verify(dataset, results)
+    _, err = verify(dataset, results)
     assert f"{scores_path}: sha256" in err  # the checksum no longer holds
 
     sums = results / "SHA256SUMS"
     sums.write_text(
         "".join(
-            f"{pub.file_sha256(scores_path)}  data/scores.json\n" if line.endswith("  data/scores.json") else line + "\n"
+            f"{pub.file_sha256(scores_path)}  data/scores.json\n"
+            if line.endswith("  data/scores.json")
+            else line + "\n"
             for line in sums.read_text().splitlines()
         )
     )
-    out, err = verify(dataset, results)
+    _, err = verify(dataset, results)
     assert "sha256" not in err  # every checksum holds now, so only the re-scoring can tell
     assert (
         f"{scores_path}.aggregates[0].composite_score: published {published + 1e-9!r}, recomputed {published!r}"

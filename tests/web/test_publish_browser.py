@@ -28,7 +28,9 @@ SHOT_DIR = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots" / "
 def test_the_results_site_works_from_file_and_has_no_accessibility_violation(browser, sample_conversations, tmp_path):
     runs = [make_scored_run("synth:strong", skill=0.85), make_scored_run("synth:weak", skill=0.2)]
     dataset, site = tmp_path / "dataset", tmp_path / "site"
-    call_command("publish", "dataset", "--out", str(dataset), "--runs", *[str(r.pk) for r in runs], stdout=io.StringIO())
+    call_command(
+        "publish", "dataset", "--out", str(dataset), "--runs", *[str(r.pk) for r in runs], stdout=io.StringIO()
+    )
     call_command("publish", "results", "--out", str(site), "--dataset", str(dataset), stdout=io.StringIO())
 
     context = browser.new_context(viewport={"width": 1280, "height": 900})
