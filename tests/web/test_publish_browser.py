@@ -18,21 +18,44 @@ from playwright.sync_api import expect
 
 from attunebench.catalogue import RESEARCH_ONLY_STATEMENT
 from tests.web.axe_check import assert_accessible
-from tests.web.conftest import make_scored_run
+from tests.web.conftest import CHROMIUM, CHROMIUM_ARGS, make_scored_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db, pytest.mark.usefixtures("export_dir")]
 
 SHOT_DIR = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots" / "publish"
 
 
-def test_the_results_site_works_from_file_and_has_no_accessibility_violation(browser, sample_conversations, tmp_path):
+@pytest.fixture
+def published_site(sample_conversations, tmp_path):
+    """A results site beside a published dataset, written before the browser starts.
+
+    The database work is done before Playwright runs its event loop in this thread, so no
+    connection is opened under that loop and left behind.
+    """
     runs = [make_scored_run("synth:strong", skill=0.85), make_scored_run("synth:weak", skill=0.2)]
     dataset, site = tmp_path / "dataset", tmp_path / "site"
     call_command(
         "publish", "dataset", "--out", str(dataset), "--runs", *[str(r.pk) for r in runs], stdout=io.StringIO()
     )
     call_command("publish", "results", "--out", str(site), "--dataset", str(dataset), stdout=io.StringIO())
+    return site
 
+
+@pytest.fixture
+def chromium():
+    """Debian's headless Chromium, started after the site is written (see published_site)."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed (make test installs it when run as root)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+def test_the_results_site_works_from_file_and_has_no_accessibility_violation(published_site, chromium):
+    site, browser = published_site, chromium
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     fetched: list[str] = []
