@@ -9,7 +9,10 @@ unless the publisher names every one of them.
 
 from __future__ import annotations
 
+import io
 import json
+import tempfile
+import zipfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +41,7 @@ from datasets.versions import (
 )
 from research.models import ResultSnapshot
 from research.results.evaluation import evaluation_data
+from research.results.run_download import ZIP_TIME
 from research.results.snapshots import SnapshotError, do_freeze_snapshot, snapshot_json
 from scoring.models import EvaluationRun, RunConversation
 from scoring.run_provenance import code_version
@@ -231,6 +235,19 @@ def publish_results(
     )
     site.write_site(target, documents, scores, dataset, render=_render)
     return chosen
+
+
+def site_archive(snapshot: ResultSnapshot) -> bytes:
+    """The static results site of one snapshot as a zip (the snapshot page's download), byte-stable."""
+    with tempfile.TemporaryDirectory(prefix="attune-site-") as work:
+        root = Path(work) / f"attunebench-snapshot-{snapshot.pk}-site"
+        publish_results(root, [snapshot.pk])
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
+            for path in sorted(p for p in root.rglob("*") if p.is_file()):
+                name = f"{root.name}/{path.relative_to(root).as_posix()}"
+                bundle.writestr(zipfile.ZipInfo(name, ZIP_TIME), path.read_bytes())
+        return buffer.getvalue()
 
 
 def _render(template: str, context: dict[str, Any]) -> str:

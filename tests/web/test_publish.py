@@ -274,3 +274,27 @@ def test_attune_verify_names_a_tampered_score_even_with_its_checksum_updated(pub
         f"{scores_path}.aggregates[0].composite_score: published {published + 1e-9!r}, recomputed {published!r}"
     ) in err
     assert "1 difference(s)" in err
+
+
+def test_a_snapshot_page_downloads_the_same_static_site(researcher, sample_conversations, tmp_path):
+    import zipfile
+
+    from django.test import Client
+
+    from research.models import ResultSnapshot
+
+    make_scored_run("synth:strong", skill=0.85)
+    publish("results", "--out", str(tmp_path / "cli"))
+    snapshot = ResultSnapshot.objects.get()
+    client = Client()
+    client.force_login(researcher)
+    page = client.get(f"/research/snapshots/{snapshot.pk}/").content.decode()
+    assert f"attune publish results --snapshot {snapshot.pk}" in page
+    response = client.get(f"/research/snapshots/{snapshot.pk}.zip")
+    assert response.status_code == 200 and response["Content-Type"] == "application/zip"
+    with zipfile.ZipFile(io.BytesIO(response.content)) as bundle:
+        files = {name.split("/", 1)[1]: bundle.read(name) for name in bundle.namelist()}
+    cli = {str(p.relative_to(tmp_path / "cli")): p.read_bytes() for p in (tmp_path / "cli").rglob("*") if p.is_file()}
+    assert set(files) == set(cli) >= {"index.html", f"snapshot-{snapshot.pk}.html", "style.css", "SHA256SUMS"}
+    assert files[f"data/snapshot-{snapshot.pk}.json"] == cli[f"data/snapshot-{snapshot.pk}.json"]
+    assert files[f"snapshot-{snapshot.pk}.html"] == cli[f"snapshot-{snapshot.pk}.html"]
