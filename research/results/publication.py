@@ -13,7 +13,6 @@ import io
 import json
 import tempfile
 import zipfile
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,22 +21,20 @@ from django.db.models import QuerySet
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from annotation.quality import EXCLUSION_REASONS
 from attunebench import canonical as cf
 from attunebench import publication as pub
 from attunebench import results_site as site
 from attunebench.metrics.engine import score_runs
 from attunebench.metrics.results import to_json
-from collection.models import Conversation
 from datasets.exchange import iter_canonical, withdrawn_conversations
 from datasets.models import DatasetVersion
 from datasets.selection import complete_conversations, selection_queryset
 from datasets.versions import (
-    PSEUDONYM_STATEMENT,
-    WITHDRAWAL_STATEMENT,
+    CardOptions,
     DatasetError,
-    build_datasheet,
+    check_model_identity,
     do_freeze_dataset_version,
+    write_dataset_folder,
 )
 from research.models import ResultSnapshot
 from research.results.evaluation import evaluation_data
@@ -67,43 +64,6 @@ def _fresh_name(prefix: str, taken: QuerySet[Any]) -> str:
         n += 1
         name = f"{base}-{n}"
     return name
-
-
-def check_model_identity(queryset: QuerySet[Conversation], named: list[str] | None) -> bool:
-    """Whether to publish original models' real names: only when the publisher named every one of them.
-
-    Naming them one by one (rather than one switch) makes publishing identities a deliberate act; a
-    name that is not an original model of the data, or a model left unnamed, refuses with the aliases.
-    """
-    if not named:
-        return False
-    models = dict(queryset.values_list("original_model__alias", "original_model__name").distinct())
-    real = {name for name in models.values() if name}
-    unknown = sorted(set(named) - real)
-    if unknown:
-        raise PublishError(f"--model-identity names {', '.join(unknown)}: not an original model of this data")
-    missing = sorted(alias for alias, name in models.items() if name and name not in named)
-    if missing:
-        raise PublishError(
-            "publishing model identities needs every original model named with --model-identity; not named: "
-            f"the models behind {', '.join(missing)}"
-        )
-    return True
-
-
-def _recruitment(queryset: QuerySet[Conversation], note: str) -> str:
-    sources = Counter(queryset.values_list("source", flat=True))
-    studies = sorted(
-        {s for s in queryset.values_list("participant__study__title", flat=True) if s},
-    )
-    parts = []
-    if sources.get("collected"):
-        where = f" (studies: {', '.join(studies)})" if studies else ""
-        parts.append(f"{sources['collected']} conversation(s) collected through Attune's study links{where}")
-    if sources.get("imported"):
-        parts.append(f"{sources['imported']} imported from canonical conversation files")
-    text = "; ".join(parts) or "no conversations"
-    return f"{text}. {note.strip()}" if note.strip() else f"{text}."
 
 
 def _run_outputs(run_ids: list[int], conversation_ids: set[str]) -> list[cf.RunOutput]:
@@ -145,8 +105,8 @@ def publish_dataset(
         raise PublishError(f"--out {target} exists and is not an empty folder: give a new folder")
     if version_id is None:
         # Refuse before freezing anything: a refused publication leaves no version behind.
-        identity = check_model_identity(complete_conversations(), model_identity)
         try:
+            check_model_identity(complete_conversations(), model_identity)
             name = _fresh_name("published", DatasetVersion.objects.all())
             version = do_freeze_dataset_version(name, "Frozen for publication", user=user)
         except DatasetError as exc:
@@ -159,42 +119,24 @@ def publish_dataset(
     queryset = selection_queryset(dataset_version=version)
     if not queryset.exists():
         raise PublishError(f"dataset version {version.name!r} has no conversation left to publish")
-    identity = check_model_identity(queryset, model_identity)
+    try:
+        identity = check_model_identity(queryset, model_identity)
+    except DatasetError as exc:
+        raise PublishError(str(exc)) from exc
     documents = list(iter_canonical(queryset, include_model_identity=identity))
     runs = _run_outputs(run_ids, {d.conversationId for d in documents}) if run_ids else None
     records = None
     if runs is not None:
         result = score_runs(documents, runs)
         records = [to_json(r) for r in result.report().conversations]
-    sheet = build_datasheet(version, "parquet", identity).data
-    info = pub.Publication(
-        name=version.name,
-        content_hash=pub.content_hash(documents),
-        frozen_content_hash=(version.content_hash_with_model_identity if identity else version.content_hash) or "",
-        description=version.description,
-        created_at=version.created_at.isoformat(),
-        code_version=code_version(),
-        consent_versions=sheet["consent_versions"],
-        recruitment=_recruitment(queryset, recruitment),
-        quality_exclusions={EXCLUSION_REASONS.get(k, k): v for k, v in sheet["quality_exclusions_by_reason"].items()},
-        left_out={k: v for k, v in sheet["left_out"].items() if k != "not_selected"},
-        participants=sheet["counts"]["participants"],
-        diagnoses_published_for=(sheet["sensitive_data_consent"] or {}).get("participants_with_diagnoses", 0),
-        model_identity=identity,
-        license=license_id,
-        url=url,
-        citation=citation,
-        withdrawal_statement=WITHDRAWAL_STATEMENT,
-        pseudonym_statement=PSEUDONYM_STATEMENT,
+    card = CardOptions(
+        recruitment=recruitment, code_version=code_version(), license_id=license_id, citation=citation, url=url
     )
-    tables = pub.build_tables(documents, runs, records)
-    pub.write_publication(target, tables, info)
-    return PublishedDataset(
-        out=target,
-        version=version,
-        counts={name: table.num_rows for name, table in tables.items()},
-        content_hash=info.content_hash,
-    )
+    try:
+        counts = write_dataset_folder(version, documents, target, identity, runs, records, card)
+    except DatasetError as exc:
+        raise PublishError(str(exc)) from exc
+    return PublishedDataset(out=target, version=version, counts=counts, content_hash=pub.content_hash(documents))
 
 
 # ---------------------------------------------------------------------------

@@ -298,3 +298,53 @@ def test_a_snapshot_page_downloads_the_same_static_site(researcher, sample_conve
     assert set(files) == set(cli) >= {"index.html", f"snapshot-{snapshot.pk}.html", "style.css", "SHA256SUMS"}
     assert files[f"data/snapshot-{snapshot.pk}.json"] == cli[f"data/snapshot-{snapshot.pk}.json"]
     assert files[f"snapshot-{snapshot.pk}.html"] == cli[f"snapshot-{snapshot.pk}.html"]
+
+
+def test_a_dataset_versions_page_exports_the_published_folder_and_a_withdrawal_regenerates_it(
+    researcher, sample_conversations, tmp_path, django_capture_on_commit_callbacks
+):
+    import zipfile
+
+    from django.test import Client
+
+    from collection.models import Conversation
+    from collection.study_flow import do_withdraw
+    from datasets.models import ExportJob
+    from datasets.versions import do_freeze_dataset_version, export_root
+
+    version = do_freeze_dataset_version("paper-v1", user=researcher)
+    client = Client()
+    client.force_login(researcher)
+    page = client.get(f"/research/datasets/{version.pk}/").content.decode()
+    assert "Published dataset folder" in page and f"attune publish dataset --version {version.pk}" in page
+    with django_capture_on_commit_callbacks(execute=True):
+        refused = client.post(
+            f"/research/datasets/{version.pk}/export/", {"fmt": "published", "include_model_identity": "on"}
+        )
+    assert refused.status_code == 302 and not ExportJob.objects.exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(f"/research/datasets/{version.pk}/export/", {"fmt": "published"})
+    job = ExportJob.objects.get()
+    assert job.status == ExportJob.Status.DONE, job.error
+    unpacked = tmp_path / "unpacked"
+    with zipfile.ZipFile(export_root() / job.file_path) as bundle:
+        bundle.extractall(unpacked)
+    folder = unpacked / "paper-v1"
+    assert pub.is_publication(folder)
+    publish("dataset", "--out", str(tmp_path / "cli"), "--version", str(version.pk))
+    for table in ("conversations", "turns", "annotations"):
+        assert pq.read_table(folder / pub.data_path(table)).equals(
+            pq.read_table(tmp_path / "cli" / pub.data_path(table))
+        )
+
+    # A participant withdraws: the published zip is withdrawn and regenerated without them.
+    gone = Conversation.objects.select_related("participant").get(conversation_id="conv-grief-01")
+    with django_capture_on_commit_callbacks(execute=True):
+        do_withdraw(gone.participant)
+    job.refresh_from_db()
+    assert job.status == ExportJob.Status.WITHDRAWN and job.replaced_by is not None
+    replacement = job.replaced_by
+    replacement.refresh_from_db()
+    assert replacement.fmt == "published" and replacement.status == ExportJob.Status.DONE, replacement.error
+    with zipfile.ZipFile(export_root() / replacement.file_path) as bundle:
+        assert all(b"conv-grief-01" not in bundle.read(name) for name in bundle.namelist())
