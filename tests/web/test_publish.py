@@ -54,6 +54,7 @@ READER_SCRIPT = textwrap.dedent(
     joined = turns.merge(pd.read_parquet(folder / "data" / "conversations.parquet"), on="conversation_id")
     out["pandas"] = {"turns": len(turns), "joined": len(joined)}
     croissant = mlc.Dataset(jsonld=folder / "croissant.json")  # raises on any validation error
+    out["croissant_issues"] = sorted(croissant.metadata.ctx.issues.warnings | croissant.metadata.ctx.issues.errors)
     out["croissant_record_sets"] = sorted(r.name for r in croissant.metadata.record_sets)
     out["croissant_turns"] = sum(1 for _ in croissant.records("turns"))
     print(json.dumps(out, default=str))
@@ -124,7 +125,8 @@ def test_a_published_dataset_loads_with_datasets_pandas_and_croissant_and_leaves
     kinds = set(pq.read_table(folder / "data" / "annotations.parquet").column("kind").to_pylist())
     assert kinds == {"mood_tag", "binary_judgement", "pairwise_choice"}
 
-    # mlcroissant validated the metadata and read the turns through it
+    # mlcroissant validated the metadata (no error, no warning) and read the turns through it
+    assert reader["croissant_issues"] == []
     assert reader["croissant_record_sets"] == sorted(configs)
     assert reader["croissant_turns"] == configs["turns"]["rows"]
     croissant = json.loads((folder / "croissant.json").read_text())
