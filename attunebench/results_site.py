@@ -228,13 +228,17 @@ def verify(dataset_dir: str | Path, results_dir: str | Path) -> Verification:
         return result
     _check_sums(data, result)
     _check_sums(site, result)
-    manifest = json.loads((data / pub.PUBLICATION_FILE).read_text(encoding="utf-8"))
+    manifest = _read_json(data / pub.PUBLICATION_FILE, result) or {}
     conversations: list[cf.ConversationFile] = []
+    texts: list[tuple[str, str]] = []  # (conversationId, canonical text) of every readable record
     for source, text in pub.read_texts(data, "conversations", "record_json"):
         try:
-            conversations.append(cf.load_conversation(text.encode("utf-8"), source))
+            document = cf.load_conversation(text.encode("utf-8"), source)
         except cf.CanonicalError as exc:
             result.differences += [str(p) for p in exc.problems]
+            continue
+        conversations.append(document)
+        texts.append((document.conversationId, text))
     runs: list[cf.RunOutput] = []
     for source, text in pub.read_texts(data, "runs", "output_json"):
         try:
@@ -242,9 +246,7 @@ def verify(dataset_dir: str | Path, results_dir: str | Path) -> Verification:
         except cf.CanonicalError as exc:
             result.differences += [str(p) for p in exc.problems]
     digest = hashlib.sha256()
-    for _, text in sorted(
-        pub.read_texts(data, "conversations", "record_json"), key=lambda t: json.loads(t[1])["conversationId"]
-    ):
+    for _, text in sorted(texts):
         digest.update(text.encode("utf-8"))
     if digest.hexdigest() != manifest.get("content_hash"):
         result.differences.append(
@@ -255,7 +257,7 @@ def verify(dataset_dir: str | Path, results_dir: str | Path) -> Verification:
     _check_tables(data, conversations, runs, result)
     report = rescore(conversations, runs) if runs else None
     if report is not None:
-        published_records = [json.loads(t) for _, t in pub.read_texts(data, "scores", "record_json")]
+        published_records = [_loads(t, source, result) for source, t in pub.read_texts(data, "scores", "record_json")]
         recomputed = sorted(report["conversations"], key=lambda r: (r["conversationId"], r["em_model"], r["mode"]))
         result.differences += _first_difference(published_records, recomputed, f"{data / pub.data_path('scores')}")
         result.checked.append(f"{len(recomputed)} score record(s) re-scored from {len(runs)} run output(s)")
@@ -291,35 +293,63 @@ def _check_tables(
     result.checked.append(f"{len(rebuilt)} table(s) rebuilt from the canonical records")
 
 
+def _loads(text: str, source: str, result: Verification) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        result.differences.append(f"{source}: not JSON ({exc})")
+        return None
+
+
+def _read_json(path: Path, result: Verification) -> Any:
+    """A published JSON file, or None with the difference recorded (a tampered file is reported, not raised)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        result.differences.append(f"{path}: not readable JSON ({exc})")
+        return None
+    if not isinstance(data, dict):
+        result.differences.append(f"{path}: not a JSON object")
+        return None
+    return data
+
+
 def _check_site(site: Path, manifest: dict[str, Any], report: dict[str, Any] | None, result: Verification) -> None:
     info_path = site / SITE_FILE
     if not info_path.is_file():
         result.differences.append(f"{info_path}: missing: {site} is not a results site")
         return
-    info = json.loads(info_path.read_text(encoding="utf-8"))
+    info = _read_json(info_path, result)
+    if info is None:
+        return
     dataset = info.get("dataset") or {}
     if dataset.get("content_hash") != manifest.get("content_hash"):
         result.differences.append(
             f"{info_path}: the site names dataset content hash {dataset.get('content_hash')}, the dataset has "
             f"{manifest.get('content_hash')}"
         )
-    for entry in info.get("snapshots", []):
-        path = site / "data" / f"snapshot-{entry['id']}.json"
+    for entry in info.get("snapshots") or []:
+        path = site / "data" / f"snapshot-{entry.get('id') if isinstance(entry, dict) else entry}.json"
         if not path.is_file():
             result.differences.append(f"{path}: missing")
             continue
-        document = json.loads(path.read_text(encoding="utf-8"))
-        digest = snapshot_digest(document["manifest"], document["leaderboard"], document["table"], document["analysis"])
-        if digest != document.get("content_sha256") or digest != entry.get("content_sha256"):
+        document = _read_json(path, result)
+        if document is None:
+            continue
+        parts = [document.get(k) for k in ("manifest", "leaderboard", "table", "analysis")]
+        digest = snapshot_digest(*parts)
+        listed = entry.get("content_sha256") if isinstance(entry, dict) else None
+        if digest != document.get("content_sha256") or digest != listed:
             result.differences.append(
                 f"{path}: its parts hash to {digest}, the snapshot says {document.get('content_sha256')}"
             )
-        result.checked.append(f"snapshot {entry['id']} content hash {digest}")
+        result.checked.append(f"snapshot {document.get('id')} content hash {digest}")
     scores_path = site / SCORES_FILE
     if report is not None:
         if not scores_path.is_file():
             result.differences.append(f"{scores_path}: missing, so the site's leaderboard cannot be checked")
             return
-        published = json.loads(scores_path.read_text(encoding="utf-8"))
-        result.differences += _first_difference(published, report, str(scores_path))
+        published = _read_json(scores_path, result)
+        if published is not None:
+            result.differences += _first_difference(published, report, str(scores_path))
         result.checked.append(f"leaderboard of {len(report['aggregates'])} row(s) in {scores_path} re-scored")

@@ -169,7 +169,10 @@ def publish_results(
         raise PublishError(f"--dataset {dataset_dir}: not a published dataset folder (no {pub.PUBLICATION_FILE})")
     chosen = _snapshots(snapshot_ids, user)
     documents = [{**snapshot_json(s), "table": s.table} for s in chosen]
-    scores = site.rescore_publication(dataset_dir) if dataset_dir is not None else None
+    try:
+        scores = site.rescore_publication(dataset_dir) if dataset_dir is not None else None
+    except ValueError as exc:
+        raise PublishError(f"--dataset {dataset_dir}: {exc}") from exc
     dataset = (
         json.loads((Path(dataset_dir) / pub.PUBLICATION_FILE).read_text(encoding="utf-8"))
         if dataset_dir is not None
