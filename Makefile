@@ -8,7 +8,7 @@ PYTEST_WORKERS ?= auto
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: demo test check docs install install-test browser-deps bench bench-load clean
+.PHONY: demo test check docs install install-test browser-deps reader-env bench bench-load clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,8 +40,18 @@ browser-deps:
 	  else echo "NOTE: /usr/bin/chromium not found and not root: browser tests will be skipped"; fi; \
 	fi
 
+## The reader's environment for the published-dataset tests: Hugging Face datasets, pandas, mlcroissant, apart
+## from Attune's (the hub's package is named datasets, like Attune's app). The tests find it at .venv-reader.
+READER_VENV ?= .venv-reader
+reader-env: $(READER_VENV)/.installed
+
+$(READER_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(READER_VENV)
+	$(READER_VENV)/bin/python -c "import subprocess, sys, tomllib; reqs = tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['reader']; subprocess.check_call([sys.executable, '-m', 'pip', 'install', '--quiet', *reqs])"
+	touch $@
+
 ## The whole test suite (SQLite and in-process tasks unless DATABASE_URL / REDIS_URL are set).
-test: install-test browser-deps
+test: install-test browser-deps reader-env
 	ATTUNE_DATA_DIR=$${ATTUNE_DATA_DIR:-$(CURDIR)/data/test} $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 ## The quality gate: ruff lint and format, the import contracts (layers, a Django-free core), comments that

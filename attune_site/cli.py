@@ -15,6 +15,8 @@ ATTUNE_COMMANDS = (
     ("worker", "start a Celery worker (needs REDIS_URL)"),
     ("import", "validate and import canonical conversation files, folders or .zip archives"),
     ("export", "export conversations as canonical JSON, JSONL or Parquet"),
+    ("publish", "publish a dataset folder (Hugging Face layout, card, Croissant) or a static results site"),
+    ("verify", "check a published dataset and results site: checksums, content hash, re-scored scores"),
     ("validate", "check canonical files and print every problem"),
     ("synth", "generate schema-valid random conversations for load and scale tests"),
     ("eval", "replay conversations against an evaluated model"),
@@ -32,7 +34,9 @@ ATTUNE_COMMANDS = (
 
 # Commands that read or write pseudonymised data or the file store: like the web processes and workers
 # (which check for themselves), they refuse to run with keys that are not the deployment's.
-COMMANDS_NEEDING_THE_DEPLOYMENT_KEYS = frozenset({"erase", "export", "import", "backup", "storage", "invite"})
+COMMANDS_NEEDING_THE_DEPLOYMENT_KEYS = frozenset(
+    {"erase", "export", "import", "backup", "storage", "invite", "publish"}
+)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
+from attunebench import publication
 from attunebench.canonical import (
     CanonicalError,
     ConversationFile,
@@ -60,18 +61,34 @@ def _documents(source: str, raw: bytes) -> Iterator[RawDocument]:
         yield RawDocument(source, raw)
 
 
-def iter_documents(paths: Iterable[str | Path]) -> Iterator[RawDocument | Problem]:
+#: The tables of a published dataset folder that hold documents, and the column holding each one's text.
+PUBLISHED_TABLES = (("conversations", "record_json"), ("runs", "output_json"))
+
+
+def iter_documents(
+    paths: Iterable[str | Path], published_tables: Iterable[str] = ("conversations", "runs")
+) -> Iterator[RawDocument | Problem]:
     """Yield a RawDocument per JSON document found, or a Problem for a path that gives none.
 
     Folders are walked recursively in sorted order so that every run reads the
     same files in the same order; .zip members ending in .json or .jsonl count as
     files. A .jsonl file gives one document per non-blank line. An export bundle's
-    ``datasheet.json`` is its description, so a bundle imports as it was exported.
+    ``datasheet.json`` is its description, so a bundle imports as it was exported. A published
+    dataset folder (``attune publish dataset``) gives the documents its ``published_tables`` carry
+    (a reader of conversations alone asks for that table only).
     """
     for given in paths:
         path = Path(given)
         if not path.exists():
             yield Problem(source=str(path), path="", message="no such file or folder")
+        elif path.is_dir() and publication.is_publication(path):
+            # A published dataset folder: its conversations and run outputs are the canonical texts
+            # its Parquet tables carry, read in table order (see attunebench/publication.py).
+            for table, column in PUBLISHED_TABLES:
+                if table not in published_tables:
+                    continue
+                for source, text in publication.read_texts(path, table, column):
+                    yield RawDocument(source, text.encode("utf-8"))
         elif path.is_dir():
             found = False
             for child in sorted(path.rglob("*")):
@@ -81,7 +98,7 @@ def iter_documents(paths: Iterable[str | Path]) -> Iterator[RawDocument | Proble
                     and not _is_datasheet(child.name)
                 ):
                     found = True
-                    yield from iter_documents([child])
+                    yield from iter_documents([child], published_tables)
             if not found:
                 yield Problem(source=str(path), path="", message="folder holds no .json, .jsonl or .zip files")
         elif path.suffix.lower() == ".zip":
@@ -101,11 +118,11 @@ def iter_documents(paths: Iterable[str | Path]) -> Iterator[RawDocument | Proble
 
 
 def _read_all(
-    paths: Iterable[str | Path], load: Callable[[bytes, str], T]
+    paths: Iterable[str | Path], load: Callable[[bytes, str], T], published_table: str
 ) -> tuple[list[tuple[str, T]], list[Problem]]:
     documents: list[tuple[str, T]] = []
     problems: list[Problem] = []
-    for item in iter_documents(paths):
+    for item in iter_documents(paths, (published_table,)):
         if isinstance(item, Problem):
             problems.append(item)
             continue
@@ -119,9 +136,9 @@ def _read_all(
 
 def read_conversations(paths: Iterable[str | Path]) -> tuple[list[tuple[str, ConversationFile]], list[Problem]]:
     """Every conversation file found, plus every problem (nothing raised)."""
-    return _read_all(paths, load_conversation)
+    return _read_all(paths, load_conversation, "conversations")
 
 
 def read_runs(paths: Iterable[str | Path]) -> tuple[list[tuple[str, RunOutput]], list[Problem]]:
     """Every EM run output found, plus every problem (nothing raised)."""
-    return _read_all(paths, load_run)
+    return _read_all(paths, load_run, "runs")

@@ -40,6 +40,9 @@ from collection.study_flow import write_panas
 from datasets.pseudonyms import export_pseudonym
 
 EXPORT_FORMATS = ("json", "jsonl", "parquet")
+#: An export job may also write a published dataset folder (attune publish dataset's layout), zipped.
+PUBLISHED_FORMAT = "published"
+JOB_FORMATS = (*EXPORT_FORMATS, PUBLISHED_FORMAT)
 _REDACTED_ALIAS = re.compile(r"^om-[0-9a-f]{8}$")
 _DECLARED_METADATA = {"model", "provider", "timestamp", "category", "subtopic", "completeness"}
 _DECLARED_PROFILE = {"participant_id", "age", "traits", "goals", "responses", "diagnoses", "sensitiveDataConsent"}

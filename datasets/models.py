@@ -12,7 +12,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from collection.models import Conversation
-from datasets.exchange import EXPORT_FORMATS
+from datasets.exchange import JOB_FORMATS
 
 
 class DatasetVersion(models.Model):
@@ -61,7 +61,7 @@ class ExportJob(models.Model):
         WITHDRAWN = "withdrawn", "Withdrawn from download"
 
     dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="export_jobs")
-    fmt = models.CharField("format", max_length=10, choices=[(f, f) for f in EXPORT_FORMATS])
+    fmt = models.CharField("format", max_length=10, choices=[(f, f) for f in JOB_FORMATS])
     include_model_identity = models.BooleanField(
         default=False,
         help_text="Export the original models' real names; off (the default everywhere) gives their aliases only.",
@@ -101,7 +101,7 @@ class ExportJob(models.Model):
         db_table = "research_exportjob"  # kept from when export jobs lived in the research app
         ordering = ["-created_at"]
         constraints = [
-            models.CheckConstraint(condition=Q(fmt__in=list(EXPORT_FORMATS)), name="export_job_fmt_valid"),
+            models.CheckConstraint(condition=Q(fmt__in=list(JOB_FORMATS)), name="export_job_fmt_valid"),
             models.CheckConstraint(
                 condition=Q(status__in=["queued", "running", "done", "failed", "withdrawn"]),
                 name="export_job_status_valid",

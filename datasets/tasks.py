@@ -11,7 +11,7 @@ from celery import shared_task
 from django.db import transaction
 
 from collection.task_queue import enqueue
-from datasets.exchange import EXPORT_FORMATS
+from datasets.exchange import JOB_FORMATS, PUBLISHED_FORMAT
 from datasets.export_leases import do_fail_lapsed, do_requeue_lapsed, lapsed_exports
 from datasets.models import DatasetVersion, ExportJob
 from datasets.versions import DatasetError, run_export_job
@@ -53,8 +53,14 @@ def do_request_export(
     version: DatasetVersion, fmt: str, user: Any = None, include_model_identity: bool = False
 ) -> ExportJob:
     """Record an export job and enqueue it once the transaction commits (the request returns at once)."""
-    if fmt not in EXPORT_FORMATS:
-        raise DatasetError(f"Unknown export format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}.")
+    if fmt not in JOB_FORMATS:
+        raise DatasetError(f"Unknown export format {fmt!r}; choose one of {', '.join(JOB_FORMATS)}.")
+    if fmt == PUBLISHED_FORMAT and include_model_identity:
+        # Publishing identities takes naming every model (attune publish dataset --model-identity), not one switch.
+        raise DatasetError(
+            "A published dataset names original models by alias; to publish their real names, name every one "
+            "with attune publish dataset --model-identity."
+        )
     if not version.frozen:
         raise DatasetError("Only frozen dataset versions can be exported.")
     job = ExportJob.objects.create(

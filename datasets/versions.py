@@ -19,6 +19,7 @@ import tempfile
 import zipfile
 from collections import Counter
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,10 +32,12 @@ from django.utils.text import slugify
 from annotation.quality import EXCLUSION_REASONS
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
+from attunebench import publication as pub
 from attunebench.names import name_problem
 from collection.models import Consent, Conversation, Turn
 from datasets.exchange import (
     IMPORTED_CONSENT_VERSION,
+    PUBLISHED_FORMAT,
     consented_diagnoses,
     export_conversations,
     iter_canonical,
@@ -398,6 +401,105 @@ def build_datasheet(
 
 
 # ---------------------------------------------------------------------------
+# Published dataset folders
+# ---------------------------------------------------------------------------
+
+
+def check_model_identity(queryset: QuerySet[Conversation], named: list[str] | None) -> bool:
+    """Whether to publish original models' real names: only when the publisher named every one of them.
+
+    Naming them one by one (rather than one switch) makes publishing identities a deliberate act; a
+    name that is not an original model of the data, or a model left unnamed, refuses with the aliases.
+    """
+    if not named:
+        return False
+    models = dict(queryset.values_list("original_model__alias", "original_model__name").distinct())
+    real = {name for name in models.values() if name}
+    unknown = sorted(set(named) - real)
+    if unknown:
+        raise DatasetError(f"--model-identity names {', '.join(unknown)}: not an original model of this data")
+    missing = sorted(alias for alias, name in models.items() if name and name not in named)
+    if missing:
+        raise DatasetError(
+            "publishing model identities needs every original model named with --model-identity; not named: "
+            f"the models behind {', '.join(missing)}"
+        )
+    return True
+
+
+def _recruitment(queryset: QuerySet[Conversation], note: str) -> str:
+    """Where the conversations came from (collected through which studies, or imported), plus the publisher's note."""
+    sources = Counter(queryset.values_list("source", flat=True))
+    studies = sorted({s for s in queryset.values_list("participant__study__title", flat=True) if s})
+    parts = []
+    if sources.get("collected"):
+        where = f" (studies: {', '.join(studies)})" if studies else ""
+        parts.append(f"{sources['collected']} conversation(s) collected through Attune's study links{where}")
+    if sources.get("imported"):
+        parts.append(f"{sources['imported']} imported from canonical conversation files")
+    text = "; ".join(parts) or "no conversations"
+    return f"{text}. {note.strip()}" if note.strip() else f"{text}."
+
+
+@dataclass(frozen=True)
+class CardOptions:
+    """What the publisher adds to a published dataset's card."""
+
+    recruitment: str = ""
+    code_version: str = ""  # default: the installed release
+    license_id: str = "other"
+    citation: str = ""
+    url: str = ""
+
+
+def write_dataset_folder(
+    version: DatasetVersion,
+    documents: list[cf.ConversationFile],
+    out: str | Path,
+    include_model_identity: bool,
+    runs: list[cf.RunOutput] | None = None,
+    score_records: list[dict[str, Any]] | None = None,
+    card: CardOptions | None = None,
+) -> dict[str, int]:
+    """Write the published folder of ``version`` (documents as ``iter_canonical`` gives them); returns row counts."""
+    card = card or CardOptions()
+    queryset = selection_queryset(dataset_version=version)
+    sheet = build_datasheet(version, "published", include_model_identity).data
+    frozen = version.content_hash_with_model_identity if include_model_identity else version.content_hash
+    info = pub.Publication(
+        name=version.name,
+        content_hash=pub.content_hash(documents),
+        frozen_content_hash=frozen or "",
+        description=version.description,
+        created_at=version.created_at.isoformat(),
+        code_version=card.code_version or _code_version(),
+        consent_versions=sheet["consent_versions"],
+        recruitment=_recruitment(queryset, card.recruitment),
+        quality_exclusions={EXCLUSION_REASONS.get(k, k): v for k, v in sheet["quality_exclusions_by_reason"].items()},
+        left_out={k: v for k, v in sheet["left_out"].items() if k != "not_selected"},
+        participants=sheet["counts"]["participants"],
+        diagnoses_published_for=(sheet["sensitive_data_consent"] or {}).get("participants_with_diagnoses", 0),
+        model_identity=include_model_identity,
+        license=card.license_id,
+        url=card.url,
+        citation=card.citation,
+        withdrawal_statement=WITHDRAWAL_STATEMENT,
+        pseudonym_statement=PSEUDONYM_STATEMENT,
+    )
+    tables = pub.build_tables(documents, runs, score_records)
+    pub.write_publication(out, tables, info)
+    return {name: table.num_rows for name, table in tables.items()}
+
+
+def _code_version() -> str:
+    """The installed attune package's version (the scoring layer adds the commit for runs; a card needs the release)."""
+    try:
+        return metadata.version("attune")
+    except metadata.PackageNotFoundError:
+        return "unknown (attune not installed as a package)"
+
+
+# ---------------------------------------------------------------------------
 # Export jobs
 # ---------------------------------------------------------------------------
 
@@ -490,7 +592,16 @@ def _write_bundle(job: ExportJob, token: str, attempt: int) -> WrittenBundle:
     with tempfile.TemporaryDirectory(dir=scratch, prefix=".export-") as work:
         work_dir = Path(work)
         partial = work_dir / file_name
-        if job.fmt == "json":
+        if job.fmt == PUBLISHED_FORMAT:
+            # The folder attune publish dataset writes, zipped under the version's name; aliases only.
+            folder = work_dir / (slugify(version.name) or "dataset")
+            documents = list(iter_canonical(queryset, include_model_identity=False))
+            progress(total, total)
+            write_dataset_folder(version, documents, folder, include_model_identity=False)
+            with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
+                for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+                    bundle.write(path, f"{folder.name}/{path.relative_to(folder).as_posix()}")
+        elif job.fmt == "json":
             # The JSON export is itself a zip of one canonical file per conversation; the datasheet joins it.
             export_conversations(queryset, "json", partial, job.include_model_identity, progress)
             with zipfile.ZipFile(partial, "a", compression=zipfile.ZIP_DEFLATED) as bundle:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import forms
 
 from attunebench import catalogue as cat
-from datasets.exchange import EXPORT_FORMATS
+from datasets.exchange import JOB_FORMATS
 
 
 def _topic_choices() -> list[tuple[str, str]]:
@@ -32,7 +32,16 @@ class DatasetVersionForm(forms.Form):
 class ExportForm(forms.Form):
     fmt = forms.ChoiceField(
         choices=[
-            (f, {"json": "Canonical JSON (zip)", "jsonl": "JSONL", "parquet": "Parquet"}[f]) for f in EXPORT_FORMATS
+            (
+                f,
+                {
+                    "json": "Canonical JSON (zip)",
+                    "jsonl": "JSONL",
+                    "parquet": "Parquet",
+                    "published": "Published dataset folder (Hugging Face layout, card, Croissant; zip)",
+                }[f],
+            )
+            for f in JOB_FORMATS
         ],
         label="Format",
     )

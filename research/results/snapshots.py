@@ -11,7 +11,6 @@ code version. Its id and content hash are what a reader cites.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -21,6 +20,7 @@ from attunebench.catalogue import RESEARCH_ONLY_STATEMENT
 from attunebench.metrics.results import to_json
 from attunebench.names import name_problem
 from attunebench.replay.cache import PROVIDER_ENDPOINT, normalise_endpoint
+from attunebench.results_site import snapshot_digest
 from research.models import ResultSnapshot
 from research.results.charts import Chart
 from research.results.evaluation import EvaluationData, apart_rows, leaderboard_rows
@@ -87,11 +87,6 @@ def snapshot_manifest(data: EvaluationData, weighting: str) -> dict[str, Any]:
     }
 
 
-def _digest(*parts: Any) -> str:
-    text = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def do_freeze_snapshot(
     name: str, description: str, data: EvaluationData, weighting: str = "spec", user: Any = None
 ) -> ResultSnapshot:
@@ -126,7 +121,7 @@ def do_freeze_snapshot(
                 leaderboard=leaderboard,
                 table=table,
                 analysis=analysis,
-                content_sha256=_digest(manifest, leaderboard, table, analysis),
+                content_sha256=snapshot_digest(manifest, leaderboard, table, analysis),
             )
     except IntegrityError:
         raise SnapshotError(

@@ -30,6 +30,7 @@ from research.results.evaluation import (
     leaderboard_rows,
 )
 from research.results.figures import BREAKDOWN_METRIC_TITLES, TURN_METRIC_TITLES, figure
+from research.results.publication import site_archive
 from research.results.run_download import run_archive
 from scoring import transcripts
 from scoring.models import EvaluationRun
@@ -239,8 +240,11 @@ def snapshot_download(request: HttpRequest, snapshot_id: int, ext: str) -> HttpR
         response = HttpResponse(snapshots.snapshot_csv(snapshot), content_type="text/csv; charset=utf-8")
     elif ext == "json":
         response = JsonResponse(snapshots.snapshot_json(snapshot), json_dumps_params={"indent": 2})
+    elif ext == "zip":  # the static results site of this snapshot (attune publish results)
+        response = HttpResponse(site_archive(snapshot), content_type="application/zip")
+        filename += "-site"
     else:
-        raise Http404("Snapshots download as .json or .csv.")
+        raise Http404("Snapshots download as .json, .csv or .zip (the static results site).")
     response["Content-Disposition"] = f'attachment; filename="{filename}.{ext}"'
     return response
 
