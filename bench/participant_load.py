@@ -715,6 +715,13 @@ def main() -> None:
         + f"; server CPU {1000 * cpu['server (gunicorn)'] / max(1, requests):.1f} ms per timed request "
         f"({requests}, streams apart)"
     )
+    server_p95 = quantile_ms(inside["annotation"], 94)
+    print(
+        "targets (at 200 participants; 300: no refusal, no timeout): server-side annotation submit p95 "
+        f"{server_p95:.0f} ms (< 150: {'met' if server_p95 < 150 else 'missed'}), reply stretch p95 "
+        f"{quantile(stretch, 94):.2f} (<= 1.2: {'met' if quantile(stretch, 94) <= 1.2 else 'missed'}), errors "
+        f"{errors + log_errors} (0: {'met' if errors + log_errors == 0 else 'missed'})"
+    )
     print(
         "load average 1/5/15 min: before {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} {:.2f} (2 cores, shared)".format(
             *load_before, *load_after
