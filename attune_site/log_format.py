@@ -87,7 +87,8 @@ def logging_config(level: str, fmt: str) -> dict[str, Any]:
         "loggers": {
             "attune": {"level": level},
             "gunicorn.error": {**adopted, "level": "INFO"},
-            "gunicorn.access": dict(adopted),
+            # Not gunicorn.access: it logs only when an operator names a file (--access-logfile), and its
+            # lines go there in the operator's --access-logformat (attune_site/log_redaction.py).
             "celery": dict(adopted),
         },
     }

@@ -39,7 +39,16 @@ class RedactStudyLinks(logging.Filter):
 
 
 class StudyLinkRedactingLogger(Logger):
-    """gunicorn's logger, with every access-log atom (request line, path, referrer, headers…) redacted."""
+    """gunicorn's logger, with every access-log atom (request line, path, referrer, headers…) redacted.
+
+    An access log an operator switches on is written where they asked (``--access-logfile``), in the
+    ``--access-logformat`` they gave, and only there: not also through the root handler in the general line
+    format (attune_site/log_format.py leaves ``gunicorn.access`` out of the loggers it adopts).
+    """
+
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)
+        self.access_log.propagate = cfg.accesslog is None
 
     def atoms(self, resp: Any, req: Any, environ: dict[str, Any], request_time: timedelta) -> dict[str, Any]:
         atoms = super().atoms(resp, req, environ, request_time)

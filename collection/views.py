@@ -631,7 +631,12 @@ def chat_reply(request: HttpRequest, token: str, turn_number: int) -> HttpRespon
     conversation = position.conversation
     if conversation is None or position.step not in (flow.CHAT, flow.ANNOTATE):
         raise Http404("No such message.")
-    turn = get_object_or_404(Turn, conversation=conversation, turn_number=turn_number)
+    # Nearly always the latest turn, which entering already read: one query fewer on every reply.
+    latest = position.turn
+    if latest is not None and latest.conversation_id == conversation.pk and latest.turn_number == turn_number:
+        turn = latest
+    else:
+        turn = get_object_or_404(Turn, conversation=conversation, turn_number=turn_number)
     events = _reply_events(participant, conversation, turn)
     if streaming:
         response = StreamingHttpResponse(events, content_type="application/x-ndjson")

@@ -5,10 +5,12 @@ from __future__ import annotations
 import importlib
 import io
 import logging
+import logging.config
 from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
+from django.conf import settings
 from django.test import Client
 from gunicorn.config import Config
 
@@ -62,6 +64,51 @@ def test_gunicorn_writes_no_access_log_by_default_and_redacts_one_switched_on(tm
         '127.0.0.1 "POST /s/[link]/consent/ HTTP/1.1" 302 "https://study.example.org/s/[link]/consent/" '
         "/s/[link]/consent/ https://study.example.org/s/[link]/consent/"
     )
+
+
+def test_an_access_log_switched_on_is_written_to_its_file_in_its_format_beside_the_shared_logging(
+    tmp_path, monkeypatch
+):
+    # gunicorn, then each worker's Django, apply the shared logging configuration after the file is opened:
+    # the lines must still land there, once, in the operator's format, and not in the error stream's format.
+    monkeypatch.setenv("ATTUNE_DB_POOL_SIZE", "20")
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "metrics"))
+    conf = importlib.import_module("attune_site.gunicorn_conf")
+    root = logging.getLogger()
+    kept = {
+        name: (logging.getLogger(name).handlers[:], logging.getLogger(name).propagate)
+        for name in ("", "gunicorn.access", "gunicorn.error")
+    }
+    stream = io.StringIO()
+    try:
+        cfg = Config()
+        cfg.set("logger_class", conf.logger_class)
+        cfg.set("logconfig_dict", conf.logconfig_dict)
+        cfg.set("accesslog", str(tmp_path / "access.log"))
+        cfg.set("access_log_format", "%(m)s %(U)s %(s)s %(D)s")
+        logger = cfg.logger_class(cfg)
+        logging.config.dictConfig(settings.LOGGING)  # as each worker does when it loads the application
+        for handler in root.handlers:
+            if isinstance(handler, logging.StreamHandler):
+                handler.setStream(stream)
+        environ = {
+            "REQUEST_METHOD": "GET",
+            "RAW_URI": f"/s/{TOKEN}/chat/",
+            "PATH_INFO": f"/s/{TOKEN}/chat/",
+            "QUERY_STRING": "",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "REMOTE_ADDR": "127.0.0.1",
+        }
+        response = SimpleNamespace(status="200 OK", headers=[], sent=10)
+        logger.access(response, SimpleNamespace(headers=[]), environ, timedelta(microseconds=12345))
+        for handler in logger.access_log.handlers:
+            handler.flush()
+    finally:
+        for name, (handlers, propagate) in kept.items():
+            logging.getLogger(name).handlers[:] = handlers
+            logging.getLogger(name).propagate = propagate
+    assert (tmp_path / "access.log").read_text() == "GET /s/[link]/chat/ 200 12345\n"
+    assert "/chat/" not in stream.getvalue()
 
 
 @pytest.mark.django_db
