@@ -61,7 +61,7 @@ check: install-test
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	@! grep -rnIiE --include='*.py' --include='*.html' --include='*.js' --include='*.css' \
-	  --exclude-dir=.venv --exclude-dir=data --exclude-dir=site 'issues? #?[0-9]+' . \
+	  --exclude-dir='.venv*' --exclude-dir=data --exclude-dir=site 'issues? #?[0-9]+' . \
 	  || { echo "^ a comment cites a tracker number: state the rule it implements instead"; exit 1; }
 	ATTUNE_DATA_DIR=$${ATTUNE_DATA_DIR:-$(CURDIR)/data/test} $(BIN)/mypy
 	$(BIN)/python -m devtools.reference_docs --check
