@@ -367,6 +367,12 @@ def with_export_relations(queryset: QuerySet[Conversation]) -> QuerySet[Conversa
             ),
             Prefetch("panas_surveys", queryset=PanasSurvey.objects.prefetch_related("item_responses")),
             "four_branch_ratings",
+            # has_sensitive_consent reads this list, so the consent check is one query, not one per conversation.
+            Prefetch(
+                "participant__consents",
+                queryset=Consent.objects.filter(sensitive_data_consent=True),
+                to_attr="sensitive_consents",
+            ),
         )
         .order_by("conversation_id")
     )

@@ -45,6 +45,9 @@ from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, Run
 # ``attune analyze`` does by default, so the same runs give the same intervals everywhere.
 N_BOOTSTRAP = DEFAULT_BOOTSTRAP
 CACHE_VERSION = 5  # part of the cache key: bump when the cached report or analysis changes shape
+# How long a page's own computation stays cached; the precompute on score change keeps its entry longer
+# (research.results.precompute). Either way an entry is never stale: its key changes with the scores.
+CACHE_SECONDS = 600
 Z_95 = 1.959964
 
 SORT_KEYS = ("composite", "skill", "label", "n", "coverage", "post_coverage", "cost", *LEADERBOARD_CAPABILITIES)
@@ -325,6 +328,7 @@ def evaluation_data(
     pinned: Sequence[int] = (),
     pool: Sequence[str] = (),
     model_identity: bool = False,
+    cache_seconds: int = CACHE_SECONDS,
 ) -> EvaluationData:
     """Report and SPEC 6 analyses of the chosen runs on one comparison set, cached until any score changes.
 
@@ -356,7 +360,7 @@ def evaluation_data(
         except ValueError as exc:  # a pooled name that is not a compared row
             raise PoolError(str(exc)) from None
         cached = {"report": report, "analysis": analysis, "skipped": skipped}
-        cache.set(key, cached, timeout=600)
+        cache.set(key, cached, timeout=cache_seconds)
     report = cached["report"]
     return EvaluationData(
         runs=runs,
