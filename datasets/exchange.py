@@ -224,16 +224,23 @@ def write_conversation(
             [FourBranchRating(conversation=conversation, branch=b, rating=r) for b, r in wide.fourBranchScores.items()]
         )
     tags, judgements, comparisons, alternates = [], [], [], []
-    for t in doc.turns:
-        turn = Turn.objects.create(
-            conversation=conversation,
-            turn_number=t.turnNumber,
-            user_message=t.userMessage,
-            llm_response=t.llmResponse,
-            selected_pairwise_questions=t.annotations.selectedPairwiseQuestions or [],
-            completeness=turn_states[t.turnNumber],
-            mood_answered=t.moodShiftTags is not None,
-        )
+    # One INSERT for the turns (their ids come back), then one per kind of annotation: the queries of an
+    # import grow with its conversations, not with their turns.
+    turns = Turn.objects.bulk_create(
+        [
+            Turn(
+                conversation=conversation,
+                turn_number=t.turnNumber,
+                user_message=t.userMessage,
+                llm_response=t.llmResponse,
+                selected_pairwise_questions=t.annotations.selectedPairwiseQuestions or [],
+                completeness=turn_states[t.turnNumber],
+                mood_answered=t.moodShiftTags is not None,
+            )
+            for t in doc.turns
+        ]
+    )
+    for t, turn in zip(doc.turns, turns, strict=True):
         tags += [
             MoodTag(turn=turn, position=i, emotion=g.emotion, intensity=g.intensity)
             for i, g in enumerate(t.moodShiftTags or [])
