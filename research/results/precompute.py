@@ -19,7 +19,6 @@ import logging
 from typing import Any
 
 from celery import shared_task
-from django.conf import settings
 from django.core.cache import cache
 
 from research.results.evaluation import evaluation_data
@@ -33,7 +32,7 @@ WARM_CACHE_SECONDS = 24 * 3600  # the precomputed entry outlives a page's own: n
 
 def schedule_warm_dashboard(sender: Any, run_id: int, **kwargs: Any) -> None:
     """Receiver of ``scoring.signals.run_scored``: queue one warm-up unless one is already waiting."""
-    if settings.CELERY_TASK_ALWAYS_EAGER:
+    if warm_dashboard.app.conf.task_always_eager:
         return
     from collection.task_queue import enqueue
 
