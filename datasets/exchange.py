@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,8 +78,9 @@ def import_documents(
     documents: list[tuple[str, cf.ConversationFile]],
     problems: list[cf.Problem] | None = None,
     attested_consent_version: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ImportResult:
-    """Validate, then write every document in one transaction.
+    """Validate, then write every document in one transaction; ``progress(done, total)`` as it writes.
 
     A diagnosis is stored only under recorded consent (SPEC 2.5): the file's own
     ``sensitiveDataConsent: true`` (recorded as consent version "imported"), or,
@@ -115,8 +116,10 @@ def import_documents(
         return ImportResult(problems=problems)
     result = ImportResult(imported=[doc.conversationId for _, doc in documents])
     with transaction.atomic():
-        for _, doc in documents:
+        for done, (_, doc) in enumerate(documents, start=1):
             write_conversation(doc, attested_consent_version, result)
+            if progress:
+                progress(done, len(documents))
     result.diagnoses_not_stored -= result.diagnoses_stored  # a participant stored once is stored
     return result
 
