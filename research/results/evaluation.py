@@ -44,7 +44,7 @@ from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, Run
 # One statistics path: the dashboard and the API use the core's resample count and seed, as
 # ``attune analyze`` does by default, so the same runs give the same intervals everywhere.
 N_BOOTSTRAP = DEFAULT_BOOTSTRAP
-CACHE_VERSION = 5  # part of the cache key: bump when the cached report or analysis changes shape
+CACHE_VERSION = 6  # part of the cache key: bump when the cached report or analysis changes shape
 # How long a page's own computation stays cached; the precompute on score change keeps its entry longer
 # (research.results.precompute). Either way an entry is never stale: its key changes with the scores.
 CACHE_SECONDS = 600
@@ -359,7 +359,8 @@ def evaluation_data(
             analysis = analyze(report, n_bootstrap=n_bootstrap, pool=pool) if report.conversations else None
         except ValueError as exc:  # a pooled name that is not a compared row
             raise PoolError(str(exc)) from None
-        cached = {"report": report, "analysis": analysis, "skipped": skipped}
+        # The split pools every record (linear in the study): computed once with the analyses, not per page.
+        cached = {"report": report, "analysis": analysis, "skipped": skipped, "split": split_comparable(report)}
         cache.set(key, cached, timeout=cache_seconds)
     report = cached["report"]
     return EvaluationData(
@@ -370,7 +371,7 @@ def evaluation_data(
         sets=sets,
         current_set=current,
         choice=choice,
-        split=split_comparable(report),
+        split=cached["split"],
     )
 
 
