@@ -48,28 +48,34 @@ STEPS = ("import", "runs", "score", "analyses", "dashboard", "api", "export_json
 # Figures each step reports; (step, key) -> how the table names it.
 SHOWN = {
     ("import", "seconds"): "import JSONL (s)",
+    ("import", "cpu_s"): "import CPU (s)",
     ("import", "rss_mb"): "import peak RSS (MB)",
     ("runs", "seconds"): "build runs (s, setup)",
     ("score", "seconds"): "score all runs (s)",
     ("score", "runs_per_s"): "scoring rate (runs/s)",
+    ("score", "cpu_s"): "score CPU (s)",
     ("score", "rss_mb"): "score peak RSS (MB)",
     ("analyses", "report_s"): "report from the database (s)",
     ("analyses", "analyze_s"): "analyses, 2,000 resamples (s)",
     ("analyses", "json_s"): "report JSON written (s)",
     ("analyses", "json_mb"): "report JSON size (MB)",
+    ("analyses", "cpu_s"): "analyses step CPU (s)",
     ("analyses", "rss_mb"): "analyses peak RSS (MB)",
     ("dashboard", "first_s"): "dashboard first load (s)",
     ("dashboard", "cached_s"): "dashboard cached load (s)",
     ("dashboard", "changed_s"): "dashboard after a change, computed in the request (s)",
     ("dashboard", "precompute_s"): "precompute task after a change (s)",
     ("dashboard", "after_precompute_s"): "dashboard after a change, precomputed (s)",
+    ("dashboard", "cpu_s"): "dashboard step CPU (s)",
     ("dashboard", "rss_mb"): "dashboard peak RSS (MB)",
     ("api", "first_s"): "leaderboard API first (s)",
     ("api", "cached_s"): "leaderboard API cached (s)",
     ("api", "rss_mb"): "API peak RSS (MB)",
     ("export_jsonl", "seconds"): "export JSONL (s)",
+    ("export_jsonl", "cpu_s"): "export JSONL CPU (s)",
     ("export_jsonl", "rss_mb"): "export JSONL peak RSS (MB)",
     ("export_parquet", "seconds"): "export Parquet (s)",
+    ("export_parquet", "cpu_s"): "export Parquet CPU (s)",
     ("export_parquet", "rss_mb"): "export Parquet peak RSS (MB)",
 }
 
@@ -240,7 +246,11 @@ def child(args: argparse.Namespace) -> None:
     import django
 
     django.setup()
+    cpu = time.process_time()
     figures = globals()[f"step_{args.step}"](args)
+    # This process's CPU over the whole step (Postgres's own is not in it): on a shared machine the wall
+    # time swings with the other jobs, the CPU much less.
+    figures["cpu_s"] = time.process_time() - cpu
     figures["rss_mb"] = _rss_mb()
     print("STEP " + json.dumps(figures))
 
@@ -338,6 +348,8 @@ def main() -> int:
                 f"export_jsonl_s_{tag}": result[("export_jsonl", "seconds")],
                 f"export_parquet_s_{tag}": result[("export_parquet", "seconds")],
                 f"import_s_{tag}": result[("import", "seconds")],
+                f"score_cpu_s_{tag}": result[("score", "cpu_s")],
+                f"analyses_cpu_s_{tag}": result[("analyses", "cpu_s")],
                 f"peak_rss_mb_{tag}": max(v for (_, k), v in result.items() if k == "rss_mb"),
             }
         )
