@@ -34,7 +34,6 @@ from research.results.run_download import run_archive
 from scoring import transcripts
 from scoring.models import EvaluationRun
 
-
 # Every pair of rows is tested on every metric: tens of thousands of table rows at eleven models × four modes,
 # which took the page seconds to render even with the analyses cached. Above this many the page says how many
 # there are and links the CSV, which lists them all.
