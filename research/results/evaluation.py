@@ -44,7 +44,7 @@ from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, Run
 # One statistics path: the dashboard and the API use the core's resample count and seed, as
 # ``attune analyze`` does by default, so the same runs give the same intervals everywhere.
 N_BOOTSTRAP = DEFAULT_BOOTSTRAP
-CACHE_VERSION = 6  # part of the cache key: bump when the cached report or analysis changes shape
+CACHE_VERSION = 7  # part of the cache key: bump when the cached report or analysis changes shape
 # How long a page's own computation stays cached; the precompute on score change keeps its entry longer
 # (research.results.precompute). Either way an entry is never stale: its key changes with the scores.
 CACHE_SECONDS = 600
@@ -360,7 +360,12 @@ def evaluation_data(
         except ValueError as exc:  # a pooled name that is not a compared row
             raise PoolError(str(exc)) from None
         # The split pools every record (linear in the study): computed once with the analyses, not per page.
-        cached = {"report": report, "analysis": analysis, "skipped": skipped, "split": split_comparable(report)}
+        split = split_comparable(report)
+        # Every page load reads the entry back. The per-turn metrics were read only by the analyses, done by
+        # now, and were most of its size, so the cached records keep their scores and drop their turns.
+        lean = [record.model_copy(update={"turns": []}) for record in report.conversations]
+        report = report.model_copy(update={"conversations": lean})
+        cached = {"report": report, "analysis": analysis, "skipped": skipped, "split": split}
         cache.set(key, cached, timeout=cache_seconds)
     report = cached["report"]
     return EvaluationData(
