@@ -4,7 +4,8 @@
   contact's alert). ``attune worker`` keeps a pool of its own for it, so a replay of thousands of
   conversations can never sit in front of a participant's next page.
 - ``bulk``: work nobody watches second by second (a run's conversations, dataset exports).
-- ``finalize``: scoring a run whose conversations are all done, so it never waits behind other runs.
+- ``finalize``: scoring a run whose conversations are all done, so it never waits behind other runs, and
+  recomputing the dashboard's analyses once scores change.
 - ``celery``: Celery's default, for any task not named here and for messages a previous release queued
   before the queues were split; every bulk worker still consumes it.
 """
@@ -30,6 +31,7 @@ TASK_QUEUES: dict[str, str] = {
     "datasets.export_dataset_version": BULK,
     "scoring.finalize_run": FINALIZE,
     "scoring.rescore_run": FINALIZE,
+    "research.warm_dashboard": FINALIZE,
 }
 
 

@@ -32,6 +32,7 @@ NEEDS_SERVICES = {  # benchmark -> the variables it needs (it makes its own data
     "transcript_insert": ("DATABASE_URL",),
     "participant_load": ("DATABASE_URL",),
     "redis_outage": ("DATABASE_URL",),
+    "study_scale": ("DATABASE_URL",),
 }
 TIMEOUT_SECONDS = 600
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,8 +81,9 @@ def import_documents(
     documents: list[tuple[str, cf.ConversationFile]],
     problems: list[cf.Problem] | None = None,
     attested_consent_version: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ImportResult:
-    """Validate, then write every document in one transaction.
+    """Validate, then write every document in one transaction; ``progress(done, total)`` as it writes.
 
     A diagnosis is stored only under recorded consent (SPEC 2.5): the file's own
     ``sensitiveDataConsent: true`` (recorded as consent version "imported"), or,
@@ -118,8 +119,10 @@ def import_documents(
         return ImportResult(problems=problems)
     result = ImportResult(imported=[doc.conversationId for _, doc in documents])
     with transaction.atomic():
-        for _, doc in documents:
+        for done, (_, doc) in enumerate(documents, start=1):
             write_conversation(doc, attested_consent_version, result)
+            if progress:
+                progress(done, len(documents))
     result.diagnoses_not_stored -= result.diagnoses_stored  # a participant stored once is stored
     return result
 
@@ -227,16 +230,23 @@ def write_conversation(
             [FourBranchRating(conversation=conversation, branch=b, rating=r) for b, r in wide.fourBranchScores.items()]
         )
     tags, judgements, comparisons, alternates = [], [], [], []
-    for t in doc.turns:
-        turn = Turn.objects.create(
-            conversation=conversation,
-            turn_number=t.turnNumber,
-            user_message=t.userMessage,
-            llm_response=t.llmResponse,
-            selected_pairwise_questions=t.annotations.selectedPairwiseQuestions or [],
-            completeness=turn_states[t.turnNumber],
-            mood_answered=t.moodShiftTags is not None,
-        )
+    # One INSERT for the turns (their ids come back), then one per kind of annotation: the queries of an
+    # import grow with its conversations, not with their turns.
+    turns = Turn.objects.bulk_create(
+        [
+            Turn(
+                conversation=conversation,
+                turn_number=t.turnNumber,
+                user_message=t.userMessage,
+                llm_response=t.llmResponse,
+                selected_pairwise_questions=t.annotations.selectedPairwiseQuestions or [],
+                completeness=turn_states[t.turnNumber],
+                mood_answered=t.moodShiftTags is not None,
+            )
+            for t in doc.turns
+        ]
+    )
+    for t, turn in zip(doc.turns, turns, strict=True):
         tags += [
             MoodTag(turn=turn, position=i, emotion=g.emotion, intensity=g.intensity)
             for i, g in enumerate(t.moodShiftTags or [])
@@ -370,6 +380,12 @@ def with_export_relations(queryset: QuerySet[Conversation]) -> QuerySet[Conversa
             ),
             Prefetch("panas_surveys", queryset=PanasSurvey.objects.prefetch_related("item_responses")),
             "four_branch_ratings",
+            # has_sensitive_consent reads this list, so the consent check is one query, not one per conversation.
+            Prefetch(
+                "participant__consents",
+                queryset=Consent.objects.filter(sensitive_data_consent=True),
+                to_attr="sensitive_consents",
+            ),
         )
         .order_by("conversation_id")
     )

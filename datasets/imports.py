@@ -8,7 +8,7 @@ explicit consent).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from django.db import transaction
@@ -26,7 +26,11 @@ ATTESTATION = (
 
 
 def do_import_paths(
-    paths: Iterable[str | Path], *, attest_sensitive_consent: bool = False, consent_note: str = ""
+    paths: Iterable[str | Path],
+    *,
+    attest_sensitive_consent: bool = False,
+    consent_note: str = "",
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[ImportResult, ImportRecord | None]:
     """Read and import files as one recorded import; nothing is written (no record either) when any has a problem."""
     sources = [str(p) for p in paths]
@@ -37,6 +41,7 @@ def do_import_paths(
         sources=sources,
         attest_sensitive_consent=attest_sensitive_consent,
         consent_note=consent_note,
+        progress=progress,
     )
 
 
@@ -47,6 +52,7 @@ def do_import_documents(
     sources: list[str],
     attest_sensitive_consent: bool = False,
     consent_note: str = "",
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[ImportResult, ImportRecord | None]:
     """Import validated documents, recording the import and, when attested, the consent it stands for."""
     with transaction.atomic():
@@ -54,7 +60,7 @@ def do_import_documents(
             sources=sources, sensitive_consent_attested=attest_sensitive_consent, consent_note=consent_note.strip()
         )
         version = record.consent_version if attest_sensitive_consent else None
-        result = import_documents(documents, problems, attested_consent_version=version)
+        result = import_documents(documents, problems, attested_consent_version=version, progress=progress)
         if not result.ok:
             transaction.set_rollback(True)
             return result, None

@@ -22,3 +22,7 @@ class ResearchConfig(AppConfig):
         post_migrate.connect(_repair_offline_baselines, sender=self, dispatch_uid="attune.research.baselines")
         # drf-spectacular extensions register on import; this one must be in place before a schema is built.
         import research.api.schema  # noqa: F401
+        from research.results.precompute import schedule_warm_dashboard
+        from scoring.signals import run_scored
+
+        run_scored.connect(schedule_warm_dashboard, dispatch_uid="attune.research.warm-dashboard")

@@ -17,6 +17,9 @@ from attunebench.metrics.engine import score_runs
 from attunebench.metrics.results import to_json
 from datasets.exchange import conversation_to_canonical, usable_conversations, with_export_relations
 from scoring.models import ConversationScore, EvaluationRun, RunConversation, RunScore
+from scoring.signals import run_scored
+
+SCORE_BATCH = 500  # conversation scores per INSERT ... ON CONFLICT statement
 
 
 def do_score_evaluation_run(run_id: int) -> int:
@@ -34,22 +37,27 @@ def do_score_evaluation_run(run_id: int) -> int:
     result = score_runs(documents.values(), runs)
     pk_by_id = {doc.conversationId: pk for pk, doc in documents.items()}
     with transaction.atomic():
-        scored_pks = []
-        for score in result.scores:
-            record = score.record
-            pk = pk_by_id[record.conversationId]
-            scored_pks.append(pk)
-            ConversationScore.objects.update_or_create(
+        rows = [
+            ConversationScore(
                 run=run,
-                conversation_id=pk,
-                defaults={
-                    "composite_score": record.composite_score,
-                    "coverage": record.coverage,
-                    # None only from a scorer that predates post-conversation coverage.
-                    "post_coverage": record.post_coverage,
-                    "metrics": to_json(record.model_copy(update={"details": score.details})),
-                },
+                conversation_id=pk_by_id[score.record.conversationId],
+                composite_score=score.record.composite_score,
+                coverage=score.record.coverage,
+                # None only from a scorer that predates post-conversation coverage.
+                post_coverage=score.record.post_coverage,
+                metrics=to_json(score.record.model_copy(update={"details": score.details})),
             )
+            for score in result.scores
+        ]
+        # One upsert per batch instead of a query or two per conversation: the rows are written whole.
+        ConversationScore.objects.bulk_create(
+            rows,
+            batch_size=SCORE_BATCH,
+            update_conflicts=True,
+            unique_fields=["run", "conversation"],
+            update_fields=["composite_score", "coverage", "post_coverage", "metrics"],
+        )
+        scored_pks = [row.conversation_id for row in rows]
         ConversationScore.objects.filter(run=run).exclude(conversation_id__in=scored_pks).delete()
         aggregates = aggregate_rows([s.record for s in result.scores])
         if aggregates:
@@ -63,4 +71,6 @@ def do_score_evaluation_run(run_id: int) -> int:
             )
         else:
             RunScore.objects.filter(run=run).delete()
+        # Announced after commit: a receiver that recomputes the dashboard must read the new scores.
+        transaction.on_commit(lambda: run_scored.send(sender=EvaluationRun, run_id=run_id))
     return len(result.scores)

@@ -323,7 +323,10 @@ def _exact_sign_flip_p(nonzero: np.ndarray) -> float:
     return min(1.0, 2 * min(greater, less))
 
 
-def paired_test(x: Sequence[float], y: Sequence[float]) -> tuple[float | None, float | None, str | None]:
+PairResult = tuple[float | None, float | None, str | None]
+
+
+def paired_test(x: Sequence[float], y: Sequence[float]) -> PairResult:
     """(statistic, p, note) of a two-sided Wilcoxon signed-rank test on paired values.
 
     Fewer than 2 pairs: untestable (None). All differences zero: p = 1, since the
@@ -331,24 +334,67 @@ def paired_test(x: Sequence[float], y: Sequence[float]) -> tuple[float | None, f
     zero differences among at most 13 non-zero differences the p-value is exact
     (every sign pattern enumerated); otherwise scipy's default method.
     """
+    return paired_tests([(x, y)])[0]
+
+
+def _scipy_method(diffs: np.ndarray) -> str:
+    """The method scipy's ``wilcoxon`` picks by default for these differences (its "auto" rule).
+
+    Rows that share it and their length can go through scipy in one call with the same results,
+    because that call's decision, made over the whole array, is then each row's own decision.
+    """
+    if diffs.size > 50:
+        return "asymptotic"
+    nonzero = diffs[diffs != 0]
+    if nonzero.size == diffs.size and np.unique(np.abs(nonzero)).size == nonzero.size:
+        return "exact"
+    return "tied"  # ties or zeros among more than 13 non-zero differences: the normal approximation
+
+
+def paired_tests(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> list[PairResult]:
+    """:func:`paired_test` of each pair, the pairs that need scipy tested in one array call per kind.
+
+    Why: the discrimination analysis tests every pair of rows on every metric (thousands of tests
+    at the paper's eleven models × four modes), and scipy's per-call overhead, not the arithmetic,
+    was nearly all of its time. Rows of one call share their length and scipy's method, so each
+    row's result is what its own call gives.
+    """
     from scipy import stats
 
-    if len(x) < 2:
-        return None, None, "fewer than 2 shared conversations"
-    diffs = np.asarray([a - b for a, b in zip(x, y, strict=True)], dtype=float)
-    if not diffs.any():
-        return 0.0, 1.0, "identical scores on every shared conversation"
-    nonzero = diffs[diffs != 0]
-    tied = np.unique(np.abs(nonzero)).size < nonzero.size
-    if (tied or nonzero.size < diffs.size) and nonzero.size <= EXACT_SIGN_FLIP_MAX:
-        ranks = stats.rankdata(np.abs(nonzero))
-        r_plus = float(ranks[nonzero > 0].sum())
-        return min(r_plus, float(ranks.sum()) - r_plus), _exact_sign_flip_p(nonzero), None
-    result = stats.wilcoxon(x, y)
-    p = _num(result.pvalue)
-    if p is None:
-        return None, None, "test undefined for these values"
-    return _num(result.statistic), p, None
+    results: list[PairResult | None] = []
+    batches: dict[tuple[int, str], list[int]] = {}
+    arrays: list[tuple[np.ndarray, np.ndarray]] = []
+    for index, (x, y) in enumerate(pairs):
+        arrays.append((np.asarray(x, dtype=float), np.asarray(y, dtype=float)))
+        if len(x) < 2:
+            results.append((None, None, "fewer than 2 shared conversations"))
+            continue
+        diffs = np.asarray([a - b for a, b in zip(x, y, strict=True)], dtype=float)
+        if not diffs.any():
+            results.append((0.0, 1.0, "identical scores on every shared conversation"))
+            continue
+        nonzero = diffs[diffs != 0]
+        tied = np.unique(np.abs(nonzero)).size < nonzero.size
+        if (tied or nonzero.size < diffs.size) and nonzero.size <= EXACT_SIGN_FLIP_MAX:
+            ranks = stats.rankdata(np.abs(nonzero))
+            r_plus = float(ranks[nonzero > 0].sum())
+            results.append((min(r_plus, float(ranks.sum()) - r_plus), _exact_sign_flip_p(nonzero), None))
+            continue
+        results.append(None)
+        batches.setdefault((diffs.size, _scipy_method(diffs)), []).append(index)
+    for members in batches.values():
+        tested = stats.wilcoxon(
+            np.stack([arrays[i][0] for i in members]), np.stack([arrays[i][1] for i in members]), axis=1
+        )
+        for row, index in enumerate(members):
+            p = _num(tested.pvalue[row])
+            results[index] = (
+                (None, None, "test undefined for these values") if p is None else (_num(tested.statistic[row]), p, None)
+            )
+    done = [result for result in results if result is not None]
+    if len(done) != len(results):
+        raise RuntimeError("a paired test was left without a result")
+    return done
 
 
 def variance_ratio(groups: Sequence[Sequence[float]]) -> tuple[float | None, str | None]:
@@ -389,28 +435,27 @@ def discrimination(
             for key in keys
         }
         untested: list[PairTest] = []
+        compared = []
         for i in range(len(keys)):
             for j in range(i + 1, len(keys)):
                 a, b = scores[keys[i]], scores[keys[j]]
                 shared = sorted(a.keys() & b.keys())
-                x = [a[cid] for cid in shared]
-                y = [b[cid] for cid in shared]
-                statistic, p, note = paired_test(x, y)
-                untested.append(
-                    PairTest(
-                        a=row_label(*keys[i]),
-                        b=row_label(*keys[j]),
-                        n_shared=len(shared),
-                        mean_difference=_num(math.fsum(u - v for u, v in zip(x, y, strict=True)) / len(x))
-                        if x
-                        else None,
-                        statistic=statistic,
-                        p=p,
-                        p_holm=None,
-                        different=None,
-                        note=note,
-                    )
+                compared.append((i, j, shared, [a[cid] for cid in shared], [b[cid] for cid in shared]))
+        tests = paired_tests([(x, y) for _, _, _, x, y in compared])
+        for (i, j, shared, x, y), (statistic, p, note) in zip(compared, tests, strict=True):
+            untested.append(
+                PairTest(
+                    a=row_label(*keys[i]),
+                    b=row_label(*keys[j]),
+                    n_shared=len(shared),
+                    mean_difference=_num(math.fsum(u - v for u, v in zip(x, y, strict=True)) / len(x)) if x else None,
+                    statistic=statistic,
+                    p=p,
+                    p_holm=None,
+                    different=None,
+                    note=note,
                 )
+            )
         tested_p = [pair.p for pair in untested if pair.p is not None]
         adjusted = iter(holm(tested_p))
         pairs = []

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from pydantic import BaseModel
 
@@ -285,11 +285,34 @@ def format_leaderboard(report: ScoringReport) -> str:
 
 
 def write_json(data: Any, path: str | Path) -> None:
-    """Write JSON (no NaN allowed: a NaN would mean a guard is missing); result models via ``to_json``."""
+    """Write JSON (no NaN allowed: a NaN would mean a guard is missing); result models via ``to_json``.
+
+    A scoring report is written table by table, one record at a time, so a study of hundreds of
+    thousands of runs never holds its whole JSON text (or its whole dict form) in memory; the bytes
+    are the same as dumping the report in one piece.
+    """
+    if isinstance(data, ScoringReport):
+        with Path(path).open("w", encoding="utf-8") as handle:
+            write_report_json(data, handle)
+        return
     if isinstance(data, BaseModel):
         data = to_json(data)
     text = json.dumps(data, ensure_ascii=False, indent=2, allow_nan=False)
     Path(path).write_text(text + "\n", encoding="utf-8")
+
+
+def write_report_json(report: ScoringReport, handle: TextIO) -> None:
+    """Stream ``report`` as ``json.dumps(to_json(report), indent=2)`` would write it, plus a final newline."""
+    handle.write("{")
+    for number, name in enumerate(("conversations", "aggregates")):
+        rows: Sequence[BaseModel] = getattr(report, name)
+        handle.write(("," if number else "") + f'\n  "{name}": [')
+        for index, row in enumerate(rows):
+            text = json.dumps(to_json(row), ensure_ascii=False, indent=2, allow_nan=False)
+            # Each row sits two levels deep: every line of its own dump is indented four more spaces.
+            handle.write(("," if index else "") + "\n    " + text.replace("\n", "\n    "))
+        handle.write("\n  ]" if rows else "]")
+    handle.write("\n}\n")
 
 
 def aggregates_csv(report: ScoringReport) -> str:

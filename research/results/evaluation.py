@@ -44,7 +44,10 @@ from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, Run
 # One statistics path: the dashboard and the API use the core's resample count and seed, as
 # ``attune analyze`` does by default, so the same runs give the same intervals everywhere.
 N_BOOTSTRAP = DEFAULT_BOOTSTRAP
-CACHE_VERSION = 5  # part of the cache key: bump when the cached report or analysis changes shape
+CACHE_VERSION = 7  # part of the cache key: bump when the cached report or analysis changes shape
+# How long a page's own computation stays cached; the precompute on score change keeps its entry longer
+# (research.results.precompute). Either way an entry is never stale: its key changes with the scores.
+CACHE_SECONDS = 600
 Z_95 = 1.959964
 
 SORT_KEYS = ("composite", "skill", "label", "n", "coverage", "post_coverage", "cost", *LEADERBOARD_CAPABILITIES)
@@ -325,6 +328,7 @@ def evaluation_data(
     pinned: Sequence[int] = (),
     pool: Sequence[str] = (),
     model_identity: bool = False,
+    cache_seconds: int = CACHE_SECONDS,
 ) -> EvaluationData:
     """Report and SPEC 6 analyses of the chosen runs on one comparison set, cached until any score changes.
 
@@ -355,8 +359,14 @@ def evaluation_data(
             analysis = analyze(report, n_bootstrap=n_bootstrap, pool=pool) if report.conversations else None
         except ValueError as exc:  # a pooled name that is not a compared row
             raise PoolError(str(exc)) from None
-        cached = {"report": report, "analysis": analysis, "skipped": skipped}
-        cache.set(key, cached, timeout=600)
+        # The split pools every record (linear in the study): computed once with the analyses, not per page.
+        split = split_comparable(report)
+        # Every page load reads the entry back. The per-turn metrics were read only by the analyses, done by
+        # now, and were most of its size, so the cached records keep their scores and drop their turns.
+        lean = [record.model_copy(update={"turns": []}) for record in report.conversations]
+        report = report.model_copy(update={"conversations": lean})
+        cached = {"report": report, "analysis": analysis, "skipped": skipped, "split": split}
+        cache.set(key, cached, timeout=cache_seconds)
     report = cached["report"]
     return EvaluationData(
         runs=runs,
@@ -366,7 +376,7 @@ def evaluation_data(
         sets=sets,
         current_set=current,
         choice=choice,
-        split=split_comparable(report),
+        split=cached["split"],
     )
 
 

@@ -35,6 +35,11 @@ from research.results.run_download import run_archive
 from scoring import transcripts
 from scoring.models import EvaluationRun
 
+# Every pair of rows is tested on every metric: tens of thousands of table rows at eleven models × four modes,
+# which took the page seconds to render even with the analyses cached. Above this many the page says how many
+# there are and links the CSV, which lists them all.
+PAIR_TESTS_ON_PAGE = 1000
+
 
 def _dataset_filter(request: HttpRequest) -> int | None:
     return id_param(request.GET.get("dataset"))
@@ -64,17 +69,15 @@ def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
                 "leaderboard",
                 "capability_profile",
                 "independence",
-                "discrimination",
                 "by_topic",
                 "by_group",
                 "turn_position",
                 "turn_halves",
                 "comparison_matrix",
                 "topic_tests",
-                "group_capabilities",
-                "discrimination_pairs",
             )
         }
+    pair_tests = sum(m.n_pairs for m in data.analysis.discrimination.metrics.values()) if data.analysis else 0
     keep = QueryDict(mutable=True)
     for name in ("set", "dataset", "run", "pool"):
         if values := [v for v in request.GET.getlist(name) if v]:
@@ -107,6 +110,8 @@ def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
         ],
         "figures": figures,
         "analysis": data.analysis,
+        "pair_tests": pair_tests,
+        "pair_tests_listed": pair_tests <= PAIR_TESTS_ON_PAGE,
         "metric": metric if metric in TURN_METRIC_TITLES else "behaviour_accuracy",
         "turn_metrics": TURN_METRIC_TITLES,
         "topic_metric": topic_metric if topic_metric in BREAKDOWN_METRIC_TITLES else "composite_score",

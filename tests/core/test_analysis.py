@@ -482,3 +482,21 @@ def test_result_fields_match_the_names_the_analyses_loop_over() -> None:
     assert scores.capability("response_quality") == 0.25
     with pytest.raises(KeyError, match="unknown capability 'composite_score'"):
         scores.capability("composite_score")
+
+
+def test_report_json_is_streamed_with_the_bytes_of_one_dump(tmp_path) -> None:
+    """write_json writes a scoring report row by row; the file is byte for byte the report dumped in one piece."""
+    from attunebench.metrics.report import write_json
+
+    conversations = synth_conversations(3, seed=5, min_turns=2, max_turns=3)
+    runs = synth_runs(conversations, "m/a", "default", seed=5) + synth_runs(conversations, "m/b", "verbose", seed=6)
+    for report in (
+        score_documents(conversations, runs),
+        score_documents(conversations, runs, include_details=True),
+        ScoringReport(conversations=[], aggregates=[]),
+    ):
+        out = tmp_path / "report.json"
+        write_json(report, out)
+        expected = json.dumps(to_json(report), ensure_ascii=False, indent=2, allow_nan=False) + "\n"
+        assert out.read_text(encoding="utf-8") == expected
+        assert ScoringReport.model_validate_json(out.read_text(encoding="utf-8")) == report

@@ -144,3 +144,30 @@ def test_exact_paired_test_agrees_with_scipy_on_tied_data() -> None:
         assert p == pytest.approx(expected.pvalue) and statistic == pytest.approx(expected.statistic)
         checked += 1
     assert checked > 8
+
+
+def test_batched_paired_tests_give_each_pair_its_own_scipy_result() -> None:
+    """Pairs tested together in one scipy call get exactly what a call of their own gives, for every method
+    scipy picks: exact (short, untied), the normal approximation (long, or tied among many) and mixed lengths."""
+    rng = np.random.default_rng(11)
+    pairs = []
+    for n in (20, 20, 30, 80, 80, 120):
+        x = rng.normal(size=n)
+        pairs.append((list(x), list(x + rng.normal(0.1, 1.0, n))))  # untied
+        tied = rng.integers(0, 6, n) / 6
+        pairs.append((list(tied), list(rng.integers(0, 6, n) / 6)))  # ties and zeros
+    pairs.append(([1.0], [2.0]))
+    pairs.append(([0.5, 0.25], [0.5, 0.25]))
+    batched = an.paired_tests(pairs)
+    assert len(batched) == len(pairs)
+    for (x, y), (statistic, p, note) in zip(pairs, batched, strict=True):
+        if len(x) < 2 or x == y:
+            assert p is None or p == 1.0
+            continue
+        alone = stats.wilcoxon(x, y)
+        assert (statistic, p, note) == an.paired_test(x, y), f"n={len(x)}: batched differs from its own call"
+        diffs = np.asarray(x) - np.asarray(y)
+        nonzero = diffs[diffs != 0]
+        plain = nonzero.size == diffs.size and np.unique(np.abs(nonzero)).size == nonzero.size
+        if plain or nonzero.size > an.EXACT_SIGN_FLIP_MAX:  # the pairs that go to scipy: its own 1-D call
+            assert (statistic, p) == (float(alone.statistic), float(alone.pvalue))

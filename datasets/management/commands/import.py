@@ -1,5 +1,7 @@
 """attune import PATH...: validate every file first, then write all in one transaction."""
 
+import sys
+
 from django.core.management.base import BaseCommand, CommandError
 
 from datasets.imports import ATTESTATION, do_import_paths
@@ -34,11 +36,20 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         if options["consent_note"] and not options["attest_sensitive_consent"]:
             raise CommandError("--consent-note describes an attestation: give it with --attest-sensitive-consent")
+        interactive = sys.stderr.isatty()
+
+        def progress(done: int, total: int) -> None:
+            if interactive and (done == total or done % 50 == 0):
+                self.stderr.write(f"\rimported {done}/{total}", ending="")
+
         result, record = do_import_paths(
             options["paths"],
             attest_sensitive_consent=options["attest_sensitive_consent"],
             consent_note=options["consent_note"],
+            progress=progress,
         )
+        if interactive:
+            self.stderr.write("")
         if not result.ok or record is None:
             for problem in result.problems:
                 self.stderr.write(str(problem))
