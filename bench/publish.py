@@ -27,6 +27,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -113,21 +114,31 @@ def run_entry(entry: str, script: str, arguments: list[str], smoke: bool) -> Res
     command = ["python", f"bench/{script}.py", *(["--smoke"] if smoke else arguments)]
     load = "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    done = subprocess.run(
-        [sys.executable, *command[1:]],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode:
-        raise RuntimeError(f"exit {done.returncode}: {(done.stderr or done.stdout).strip()[-1500:]}")
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    line = lines[-1] if lines else ""
+    print(f"running  {entry}: {shlex.join(command)}", flush=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        data_dir = Path(scratch) / "data"  # each benchmark starts from an empty data directory, as in smoke.py
+        data_dir.mkdir(mode=0o700)
+        done = subprocess.run(
+            [sys.executable, *command[1:]],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "ATTUNE_DATA_DIR": str(data_dir)},
+            capture_output=True,
+            text=True,
+        )
+    line = check_output(script, done.returncode, done.stdout, done.stderr)
+    return Result(entry, shlex.join(command), line, date, machine(), load, commit(), smoke)
+
+
+def check_output(script: str, returncode: int, stdout: str, stderr: str) -> str:
+    """A finished benchmark's figures line; RuntimeError or ValueError saying why there is none."""
+    if returncode:
+        raise RuntimeError(f"exit {returncode}: {(stderr or stdout).strip()[-1500:]}")
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    line = lines[-1].strip() if lines else ""
     name, _ = parse_figures_line(line)  # ValueError when the last line is no figures line
     if name != script:
         raise RuntimeError(f"its figures line names {name!r}, not {script!r}")
-    return Result(entry, shlex.join(command), line.strip(), date, machine(), load, commit(), smoke)
+    return line
 
 
 def read_results(page: str) -> dict[str, Result]:

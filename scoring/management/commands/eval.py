@@ -12,6 +12,7 @@ real prompts without calling anything.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 import time
@@ -537,12 +538,15 @@ class Command(BaseCommand):
         try:
             with ProcessPoolExecutor(processes, mp_context=context) as pool:
                 futures = [pool.submit(_replay_share, index) for index in range(processes)]
-                last_logged, pending = time.perf_counter(), set(futures)
+                last_logged, pending, prepared = time.perf_counter(), set(futures), False
                 while pending:
                     _, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
                     if any(f.exception() for f in futures if f.done()):
                         stop.value = 1  # the other shares cancel their calls at their next beat
                         break
+                    if not prepared and shared_progress(progress, processes)["calls_made"]:
+                        prepare_for_the_end()  # once the children are under way: this process waits anyway
+                        prepared = True
                     if pending and interactive:
                         self.stderr.write("\r" + line(), ending="")
                     elif pending and time.perf_counter() - last_logged >= 10:
@@ -729,6 +733,20 @@ def watch_from_counts(counts: dict[str, float], last_error: str) -> Any:
     watch.unconnected = int(counts["calls_unconnected"])
     watch.last_error = last_error
     return watch
+
+
+def prepare_for_the_end() -> None:
+    """Import what writing, recording and scoring a run need (the scorer's matching, the URL configuration the
+    run's address is read from), in the parent while its replay processes work: the parent only waits for them
+    then, so the run's end does not pay for these imports after the last answer."""
+    import importlib
+
+    from django.urls import NoReverseMatch, reverse
+
+    for module in ("scipy.optimize", "attunebench.metrics.engine", "attunebench.metrics.report"):
+        importlib.import_module(module)
+    with contextlib.suppress(NoReverseMatch):
+        reverse("research:run", args=[1])  # loads and indexes the URL configuration, as recording does
 
 
 def load_for_replay(em: Any, config: Any) -> bool:
