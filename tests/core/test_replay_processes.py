@@ -18,6 +18,7 @@ from attunebench.replay.protocol import planned_calls
 from attunebench.synth import document_filename, synth_conversations
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer
 from scoring.management.commands.eval import (
+    open_conversations,
     process_count,
     smallest_ceiling,
     smallest_rpm,
@@ -32,6 +33,13 @@ def test_the_cap_is_split_so_the_parts_add_up_to_it():
     assert split_concurrency(32, 2) == [16, 16]
     assert split_concurrency(7, 3) == [3, 2, 2]  # 7 = 3 + 2 + 2
     assert split_concurrency(2, 2) == [1, 1]
+
+
+def test_a_process_keeps_twice_its_cap_open_but_never_more_than_an_even_share():
+    assert open_conversations(16, 80, 2) == 32  # 80 conversations, cap 32 over two: 16 more wait in the list
+    assert open_conversations(32, 80, 2) == 40  # cap 64 over two: the first to start cannot take all 80
+    assert open_conversations(1, 80, 2) == 4
+    assert open_conversations(8, 3, 4) == 1
 
 
 def test_never_more_processes_than_slots_or_conversations():

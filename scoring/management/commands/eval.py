@@ -871,6 +871,15 @@ def sum_stats(results: list[Any]) -> Any:
     return totals
 
 
+def open_conversations(concurrency: int, conversations: int, processes: int) -> int:
+    """How many conversations a replay process keeps open at once: as many as one process keeps by itself
+    (``Replayer.replay_many``: twice its part of the cap, enough to keep it full, and once the list is empty
+    enough left to keep it full while they finish), but never more than an even share of all of them. The
+    process that starts first would otherwise take the whole list, and the others' parts of the cap would
+    wait with too few conversations to fill them."""
+    return max(1, min(max(4, 2 * concurrency), -(-conversations // processes)))
+
+
 def take_next(order: list[int], taken: Any, stop: Any) -> int | None:
     """The position of the next conversation of the shared list, counted as taken; None when all are taken or
     the run is stopping. Each position is handed out once, whichever process asks: the count moves under its
@@ -943,9 +952,9 @@ def _replay_share(index: int) -> list[tuple[int, Any]]:
     # Here, not before the fork: litellm's background logging is bound to the loop that makes the calls.
     run_sync(warm_up([em, config.judge]))
     report()
-    # As many conversations open as one process keeps by itself (``Replayer.replay_many``): enough to keep its
-    # part of the cap full, and, once the list is empty, enough left to keep it full while they finish.
-    replay = replayer.replay_claimed(conversations, lambda: take_next(order, taken, stop), max(4, 2 * concurrency))
+    replay = replayer.replay_claimed(
+        conversations, lambda: take_next(order, taken, stop), open_conversations(concurrency, len(order), processes)
+    )
     results = run_sync_beating(replay, 0.25, report)
     report()
     return results
