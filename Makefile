@@ -8,7 +8,7 @@ PYTEST_WORKERS ?= auto
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: demo test check docs install install-test browser-deps reader-env bench bench-load clean
+.PHONY: demo test check docs install install-test browser-deps reader-env bench bench-load bench-docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +79,10 @@ bench: install-test
 	-$(BIN)/python bench/replay_distributed.py
 	-$(BIN)/python bench/replay_faults.py
 	-$(BIN)/python bench/interactive_under_replay.py
+
+## Every benchmark at its published sizes; their figures go to docs/benchmarks.md (bench/publish.py).
+bench-docs: install-test
+	$(BIN)/python bench/publish.py
 
 ## Simulated participants against the production server configuration (needs DATABASE_URL: a Postgres server).
 bench-load: install-test

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from figures import parse_figures_line  # noqa: E402  (the script's own folder is on the path)
 
-HELPERS = {"smoke", "figures", "bench_db", "proc_cpu"}  # modules the benchmarks import, not benchmarks
+HELPERS = {"smoke", "figures", "bench_db", "proc_cpu", "publish"}  # modules the benchmarks import, not benchmarks
 NEEDS_SERVICES = {  # benchmark -> the variables it needs (it makes its own database on that server)
     "replay_distributed": ("DATABASE_URL", "REDIS_URL"),
     "replay_faults": ("DATABASE_URL", "REDIS_URL"),

@@ -20,8 +20,9 @@ class ResearchConfig(AppConfig):
 
     def ready(self) -> None:
         post_migrate.connect(_repair_offline_baselines, sender=self, dispatch_uid="attune.research.baselines")
-        # drf-spectacular extensions register on import; this one must be in place before a schema is built.
-        import research.api.schema  # noqa: F401
+        # The API schema's drf-spectacular extension registers where the schema is served
+        # (research.api.views), not here: importing drf-spectacular pulls most of DRF and its optional
+        # dependencies, which every command (attune eval among them) would pay for at start-up.
         from research.results.precompute import schedule_warm_dashboard
         from scoring.signals import run_scored
 

@@ -37,10 +37,12 @@ Choices:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Protocol
 
@@ -394,6 +396,57 @@ async def warm_up(specs: Collection[EMSpec | None] | None = None) -> None:
 #: A name litellm knows nothing about: what it sends for such a model is the request as given.
 _GENERIC_MODEL: Final = "attune-generic-model"
 _uses_sdk: dict[str, bool] = {}
+#: The file ``uses_openai_sdk`` keeps its answers in across processes (``remember_routes_in``); None keeps none.
+_routes_file: Path | None = None
+
+
+def remember_routes_in(path: Path | None) -> None:
+    """Keep ``uses_openai_sdk``'s answers in ``path``, per installed litellm, across processes.
+
+    Why: the answer is litellm's own (its price list and its parameter rules), and asking costs its import,
+    seconds of CPU; a process that calls the model through the OpenAI SDK otherwise never needs litellm. With
+    the answer kept, a command that evaluates a model again sends its first request without importing it.
+    The answers are kept per litellm installation (its ``__init__`` file's size and modification time), so an
+    upgraded litellm, whose rules may differ, is asked again.
+    """
+    global _routes_file
+    _routes_file = path
+
+
+def _litellm_installation() -> str | None:
+    """What identifies the installed litellm without importing it, or None when it is not installed."""
+    import importlib.util
+
+    found = importlib.util.find_spec("litellm")
+    if found is None or not found.origin:
+        return None
+    stat = os.stat(found.origin)
+    return f"{found.origin}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def _kept_routes(installation: str) -> dict[str, bool]:
+    if _routes_file is None:
+        return {}
+    try:
+        data = json.loads(_routes_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # none kept yet, or a damaged file: asked again and rewritten
+    if not isinstance(data, dict) or data.get("litellm") != installation or not isinstance(data.get("routes"), dict):
+        return {}
+    return {str(k): v for k, v in data["routes"].items() if isinstance(v, bool)}
+
+
+def _keep_route(installation: str, model: str, sdk: bool) -> None:
+    if _routes_file is None:
+        return
+    routes = {**_kept_routes(installation), model: sdk}
+    try:
+        _routes_file.parent.mkdir(parents=True, exist_ok=True)
+        scratch = _routes_file.with_name(f"{_routes_file.name}.{os.getpid()}.tmp")
+        scratch.write_text(json.dumps({"litellm": installation, "routes": routes}, sort_keys=True), encoding="utf-8")
+        os.replace(scratch, _routes_file)  # whole or not at all: a reader never sees half a file
+    except OSError as exc:  # an optimisation only: the next process asks litellm again
+        log.warning("could not keep the call route of %s in %s: %s", model, _routes_file, exc)
 
 
 def uses_openai_sdk(spec: EMSpec) -> bool:
@@ -407,7 +460,13 @@ def uses_openai_sdk(spec: EMSpec) -> bool:
     if not spec.openai_compatible_server:
         return False
     model = spec.litellm_model
-    if model not in _uses_sdk:
+    if model in _uses_sdk:
+        return _uses_sdk[model]
+    installation = _litellm_installation() if _routes_file is not None else None
+    kept = _kept_routes(installation).get(model) if installation else None
+    if kept is not None:
+        _uses_sdk[model] = kept
+    else:
         litellm = load_litellm()
         served = openai_compatible.served_model_name(model)
         listed = any(n in litellm.model_cost and n not in _registered_unlisted for n in (model, served))
@@ -416,7 +475,14 @@ def uses_openai_sdk(spec: EMSpec) -> bool:
             return set(litellm.get_supported_openai_params(model=name, custom_llm_provider="openai") or ())
 
         _uses_sdk[model] = not listed and supported(served) == supported(_GENERIC_MODEL)
+        if installation:
+            _keep_route(installation, model, _uses_sdk[model])
     return _uses_sdk[model]
+
+
+def needs_litellm(spec: EMSpec | None) -> bool:
+    """Whether calling ``spec``'s model goes through litellm: a live model not on the OpenAI SDK route."""
+    return spec is not None and not spec.is_offline and not (spec.openai_compatible_server and uses_openai_sdk(spec))
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -549,6 +615,8 @@ def call_cost(spec: EMSpec, prompt_tokens: int, completion_tokens: int, cached_p
     """USD for a call of this size to ``spec``'s model, or None when its price is unknown: the one pricing
     rule (``attunebench.pricing.call_cost``) the participant chat's live calls are priced by too."""
     override = price_override(spec)
+    if override is None and spec.openai_compatible_server and uses_openai_sdk(spec):
+        return None  # that route is taken only by a model litellm's price list does not have: no price to find
     if override is None:
         load_litellm()  # configured as the calls use it
     return pricing.call_cost(

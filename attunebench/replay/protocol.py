@@ -867,7 +867,10 @@ class Replayer:
             async with gate:
                 return await self.replay(conversation)
 
-        tasks = [asyncio.ensure_future(one(c)) for c in items]
+        # Started longest chain first (the gate lets them in in this order), so the run does not end waiting
+        # on a long conversation begun last; the results stay in input order.
+        started = {i: asyncio.ensure_future(one(items[i])) for i in longest_first(items)}
+        tasks = [started[i] for i in range(len(items))]
         try:
             return list(await asyncio.gather(*tasks))
         except BaseException:
@@ -876,6 +879,38 @@ class Replayer:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
+
+    async def replay_claimed(
+        self, conversations: Sequence[ConversationFile], claim: Callable[[], int | None], open_conversations: int
+    ) -> list[tuple[int, ReplayResult]]:
+        """Replay the conversations ``claim()`` hands out (their positions; None when none is left), keeping
+        ``open_conversations`` of them in progress; (position, result) pairs in the order they finished.
+
+        For several processes sharing one list of work: each takes the next conversation only when it has
+        room for one, so none holds work another could start, and all stop together when the work ends.
+        """
+
+        async def worker() -> list[tuple[int, ReplayResult]]:
+            done: list[tuple[int, ReplayResult]] = []
+            while (position := claim()) is not None:
+                done.append((position, await self.replay(conversations[position])))
+            return done
+
+        workers = [asyncio.ensure_future(worker()) for _ in range(max(1, open_conversations))]
+        try:
+            finished = await asyncio.gather(*workers)
+        except BaseException:
+            for task in workers:  # one conversation's error ends the replay, as in replay_many
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            raise
+        return [pair for part in finished for pair in part]
+
+
+def longest_first(conversations: Sequence[ConversationFile]) -> list[int]:
+    """Positions of ``conversations``, longest sequential chain first (ties in their order): the order to start
+    them in, so the last to start are the quickest to finish."""
+    return sorted(range(len(conversations)), key=lambda i: -critical_path_calls(conversations[i]))
 
 
 def estimate_tokens(messages: list[dict[str, str]]) -> int:

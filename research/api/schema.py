@@ -12,7 +12,8 @@ what OpenAPI 3.0 cannot say and keeps the schema's conventions:
   sharing a title keep the names pydantic gives them);
 - the titles pydantic derives from field names are left out, as drf-spectacular writes none.
 
-Loaded by ``research.apps``, so it is registered before any schema is built.
+Imported by ``research.api.views``, which serves the schema: every schema is built from the URL
+configuration, which imports that module, so the extension is registered before any schema is built.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+import research.api.schema  # noqa: F401  (its extensions register on import: before any schema is built)
 from attunebench.catalogue import (
     CONVERSATION_COMPLETE,
     CONVERSATION_COMPLETENESS,

@@ -21,8 +21,6 @@ from typing import Any
 from celery import shared_task
 from django.core.cache import cache
 
-from research.results.evaluation import evaluation_data
-
 logger = logging.getLogger("attune.research")
 
 PENDING_KEY = "research:dashboard-warm-pending"
@@ -44,6 +42,9 @@ def schedule_warm_dashboard(sender: Any, run_id: int, **kwargs: Any) -> None:
 def warm_dashboard() -> int:
     """Compute the default comparison's report and analyses into the cache; returns its row count."""
     cache.delete(PENDING_KEY)  # from here on, a new score queues the next warm-up
+    # Imported here: the dashboard's data layer (scipy among it) is the task's to load, not every command's.
+    from research.results.evaluation import evaluation_data
+
     data = evaluation_data(cache_seconds=WARM_CACHE_SECONDS)
     logger.info("dashboard: analyses of %d runs precomputed", len(data.runs))
     return len(data.runs)

@@ -18,6 +18,7 @@ from attunebench.replay.protocol import planned_calls
 from attunebench.synth import document_filename, synth_conversations
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer
 from scoring.management.commands.eval import (
+    open_conversations,
     process_count,
     smallest_ceiling,
     smallest_rpm,
@@ -32,6 +33,13 @@ def test_the_cap_is_split_so_the_parts_add_up_to_it():
     assert split_concurrency(32, 2) == [16, 16]
     assert split_concurrency(7, 3) == [3, 2, 2]  # 7 = 3 + 2 + 2
     assert split_concurrency(2, 2) == [1, 1]
+
+
+def test_a_process_keeps_twice_its_cap_open_but_never_more_than_an_even_share():
+    assert open_conversations(16, 80, 2) == 32  # 80 conversations, cap 32 over two: 16 more wait in the list
+    assert open_conversations(32, 80, 2) == 40  # cap 64 over two: the first to start cannot take all 80
+    assert open_conversations(1, 80, 2) == 4
+    assert open_conversations(8, 3, 4) == 1
 
 
 def test_never_more_processes_than_slots_or_conversations():
@@ -266,3 +274,73 @@ def test_a_share_killed_mid_run_stops_the_run_with_a_clear_error_and_no_partial_
     assert not out.exists() or not list(out.glob("*.json"))
     planned = sum(planned_calls(c, judge=False) for c in synth_conversations(6, seed=5, min_turns=3, max_turns=3))
     assert answered < planned  # stopped: the calls a whole run makes were never all sent
+
+
+def test_the_shared_list_hands_every_conversation_to_exactly_one_process_longest_first():
+    """Forked processes taking from one list at once, as the replay processes do: each position is taken once,
+    none is lost, and the list starts with the longest chains."""
+    import multiprocessing
+
+    from attunebench.replay.protocol import critical_path_calls, longest_first
+    from scoring.management.commands.eval import take_next
+
+    conversations = synth_conversations(40, seed=11, min_turns=1, max_turns=9)
+    order = longest_first(conversations)
+    chains = [critical_path_calls(conversations[i]) for i in order]
+    assert chains == sorted(chains, reverse=True) and sorted(order) == list(range(40))
+    context = multiprocessing.get_context("fork")
+    taken, stop = context.Value("q", 0), context.Value("b", 0, lock=False)
+    received = context.Queue()
+
+    def take_all() -> None:
+        mine = []
+        while (position := take_next(order, taken, stop)) is not None:
+            mine.append(position)
+        received.put(mine)
+
+    workers = [context.Process(target=take_all) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    parts = [received.get(timeout=60) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=60)
+    assert sorted(p for part in parts for p in part) == list(range(40))  # every one, exactly once
+    assert all(part == [p for p in order if p in part] for part in parts)  # each took them in the list's order
+    stop.value = 1
+    taken.value = 0
+    assert take_next(order, taken, stop) is None  # a stopping run hands out nothing more
+
+
+def test_replay_claimed_replays_each_handed_out_conversation_once():
+    from attunebench.replay.aio import run_sync
+    from attunebench.replay.llm import spec_from_name
+    from attunebench.replay.protocol import ReplayConfig
+    from attunebench.replay.run import make_replayer
+
+    conversations = synth_conversations(7, seed=2, min_turns=1, max_turns=4)
+    replayer = make_replayer(spec_from_name("baseline:random"), ReplayConfig(), dataset=conversations)
+    queue = [6, 0, 3, 5, 1, 2, 4]
+    pairs = run_sync(replayer.replay_claimed(conversations, lambda: queue.pop(0) if queue else None, 3))
+    assert sorted(position for position, _ in pairs) == list(range(7))
+    assert all(result.conversation_id == conversations[p].conversationId for p, result in pairs)
+
+
+def test_processes_sharing_the_list_replay_uneven_conversations_each_once_within_the_cap(tmp_path):
+    """Through the command line, conversations of very different lengths over two processes: every one is
+    replayed once (the provider sees exactly the calls one replay of each makes), each gets its run file, and
+    the provider never sees more in flight than --concurrency."""
+    folder = tmp_path / "conversations"
+    folder.mkdir()
+    conversations = synth_conversations(9, seed=21, min_turns=1, max_turns=6)
+    for document in conversations:
+        (folder / document_filename(document)).write_text(dumps_canonical(document), encoding="utf-8")
+    with FakeLLMServer(FakeConfig(latency_ms=20.0)) as server:
+        done = _eval(server.url, folder, tmp_path / "out", tmp_path / "data", processes=2)
+        stats = server.stats()
+    assert done.returncode == 0, done.stderr
+    assert "Replaying in 2 processes, at most 3 + 3 calls in flight each" in done.stdout
+    assert stats["requests"] == sum(planned_calls(c, judge=False) for c in conversations)
+    assert stats["peak_in_flight"] <= 6
+    written = {json.loads(p.read_bytes())["conversationId"] for p in (tmp_path / "out").glob("*.json")}
+    assert written == {c.conversationId for c in conversations}
+    assert "conversations 9/9" in done.stdout

@@ -12,6 +12,7 @@ real prompts without calling anything.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 import time
@@ -115,9 +116,10 @@ class Command(BaseCommand):
             type=int,
             default=None,
             help="replay in this many processes (default: the number of CPUs). The --concurrency cap and a "
-            "registered model's in-flight and per-minute limits are split across them and each replays a share "
-            "of the conversations; one event loop's CPU per call otherwise caps throughput at high "
-            "concurrency. Scores are identical to one process.",
+            "registered model's in-flight and per-minute limits are split across them, and each takes the next "
+            "conversation (longest first) from one shared list whenever it has room, so all of them work until "
+            "the work ends; one event loop's CPU per call otherwise caps throughput at high concurrency. Scores "
+            "are identical to one process.",
         )
         parser.add_argument(
             "--in-process", action="store_true", help="run here even when REDIS_URL points at Celery workers"
@@ -241,6 +243,11 @@ class Command(BaseCommand):
                 "--retry-failed replays the failed calls only because the others are answered from the call "
                 "cache: leave out --no-cache and --fresh"
             )
+        from attunebench.replay.llm import remember_routes_in
+
+        # Whether a model goes through litellm or the OpenAI SDK is litellm's answer, kept so that a later run
+        # of the same model need not import litellm to learn it again.
+        remember_routes_in(Path(settings.DATA_DIR) / "litellm-routes.json")
         em = dataclasses.replace(self._spec(options["model"], options), repeat=options["repeat"])
         judge = (
             self._spec(options["judge"], {**options, **dict.fromkeys(EM_ONLY_OPTIONS)}) if options["judge"] else None
@@ -467,16 +474,24 @@ class Command(BaseCommand):
     def _in_processes(
         self, em: Any, config: Any, conversations: list[Any], options: dict[str, Any], processes: int
     ) -> list[Any]:
-        """Replay share k of the conversations (every processes-th one) in child process k.
+        """Replay the conversations in ``processes`` child processes that take them from one shared list.
+
+        The list is the conversations longest chain first; a shared counter is
+        the next one to take, and a child takes one whenever it has room for
+        another (``Replayer.replay_claimed``), so no child sits idle with its
+        part of the cap while another still has conversations waiting, and the
+        run ends when the work does. Each conversation is taken exactly once:
+        the counter moves under its lock.
 
         Children are forked, so they share the imported modules (litellm's slow
-        import is paid once, here) and read their job from ``_SHARE_JOB`` rather
-        than from pickled arguments. Each builds its own replayer over the whole
-        dataset (baselines fit on it) with its part of the caps, and sends back
-        its results; they are put back in the conversations' order, so scoring
-        sees exactly what one process would have produced. Meanwhile each child
-        writes its counts into a shared array, and this process shows their sum
-        as the one-process path shows its own.
+        import, when a model needs it, is paid once, here) and read their job
+        from ``_SHARE_JOB`` rather than from pickled arguments. Each builds its
+        own replayer over the whole dataset (baselines fit on it) with its part
+        of the caps, and sends back (position, result) pairs; they are put back
+        in the conversations' order, so scoring sees exactly what one process
+        would have produced. Meanwhile each child writes its counts into a
+        shared array, and this process shows their sum as the one-process path
+        shows its own.
         """
         import multiprocessing
         from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
@@ -485,6 +500,7 @@ class Command(BaseCommand):
         from django.db import connections
 
         from attunebench.replay.aio import Abandoned
+        from attunebench.replay.protocol import longest_first
 
         load_for_replay(em, config)  # once, here: the children inherit it
         connections.close_all()  # no database connection shared with the children
@@ -492,8 +508,20 @@ class Command(BaseCommand):
         progress = context.Array("d", len(PROGRESS_FIELDS) * processes, lock=False)
         errors = context.Array("c", ERROR_BYTES * processes, lock=False)
         stop = context.Value("b", 0, lock=False)  # set when one share failed: the others stop sending
+        taken = context.Value("q", 0)  # how many of the shared list have been taken (under its own lock)
         global _SHARE_JOB
-        _SHARE_JOB = (em, config, conversations, options, processes, progress, stop, errors)
+        _SHARE_JOB = (
+            em,
+            config,
+            conversations,
+            options,
+            processes,
+            progress,
+            stop,
+            errors,
+            longest_first(conversations),
+            taken,
+        )
         started = time.perf_counter()
         interactive = sys.stderr.isatty()
 
@@ -510,12 +538,15 @@ class Command(BaseCommand):
         try:
             with ProcessPoolExecutor(processes, mp_context=context) as pool:
                 futures = [pool.submit(_replay_share, index) for index in range(processes)]
-                last_logged, pending = time.perf_counter(), set(futures)
+                last_logged, pending, prepared = time.perf_counter(), set(futures), False
                 while pending:
                     _, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
                     if any(f.exception() for f in futures if f.done()):
                         stop.value = 1  # the other shares cancel their calls at their next beat
                         break
+                    if not prepared and shared_progress(progress, processes)["calls_made"]:
+                        prepare_for_the_end()  # once the children are under way: this process waits anyway
+                        prepared = True
                     if pending and interactive:
                         self.stderr.write("\r" + line(), ending="")
                     elif pending and time.perf_counter() - last_logged >= 10:
@@ -542,6 +573,12 @@ class Command(BaseCommand):
             raise next((e for e in failures if not isinstance(e, Abandoned)), failures[0])
         shares = [future.result() for future in futures]
         placed: list[tuple[int, Any]] = [pair for share in shares for pair in share]
+        if sorted(position for position, _ in placed) != list(range(len(conversations))):
+            # Every conversation is replayed once, by one process: anything else would score a wrong set.
+            raise CommandError(
+                f"the replay processes returned {len(placed)} results for {len(conversations)} conversations "
+                "(some twice or none); no run files were written"
+            )
         results = [result for _, result in sorted(placed, key=lambda pair: pair[0])]
         self.stdout.write(line(results))
         return results
@@ -664,8 +701,9 @@ def post_coverage_summary(report: ScoringReport) -> str:
 
 # -- several processes (``--processes``) ---------------------------------------
 
-# The job of the forked children: (em, config, conversations, options, processes, progress, stop, errors).
-_SHARE_JOB: tuple[Any, Any, list[Any], dict[str, Any], int, Any, Any, Any] | None = None
+# The job of the forked children: (em, config, conversations, options, processes, progress, stop, errors, the
+# positions of the conversations in the order they are taken, the shared count of those taken).
+_SHARE_JOB: tuple[Any, Any, list[Any], dict[str, Any], int, Any, Any, Any, list[int], Any] | None = None
 # What each child keeps current in its row of the shared progress array (summed over children).
 PROGRESS_FIELDS = (
     "done",
@@ -697,20 +735,38 @@ def watch_from_counts(counts: dict[str, float], last_error: str) -> Any:
     return watch
 
 
+def prepare_for_the_end() -> None:
+    """Import what writing, recording and scoring a run need (the scorer's matching, the URL configuration the
+    run's address is read from), in the parent while its replay processes work: the parent only waits for them
+    then, so the run's end does not pay for these imports after the last answer."""
+    import importlib
+
+    from django.urls import NoReverseMatch, reverse
+
+    for module in ("scipy.optimize", "attunebench.metrics.engine", "attunebench.metrics.report"):
+        importlib.import_module(module)
+    with contextlib.suppress(NoReverseMatch):
+        reverse("research:run", args=[1])  # loads and indexes the URL configuration, as recording does
+
+
 def load_for_replay(em: Any, config: Any) -> bool:
-    """Import litellm when a model of the run needs it, then freeze the start-up heap; True if it did.
+    """Import litellm when a model of the run is called through it, then freeze the start-up heap; True if it
+    froze it.
 
     Before the replay starts (and before ``--processes`` forks), so neither the
     import nor the collector's walks over what it loaded fall inside the run
-    (``attunebench.replay.heap``). Offline baselines load nothing heavy and make
-    no calls to wait on: their process is left as it is.
+    (``attunebench.replay.heap``). A model on the OpenAI SDK route never needs
+    litellm (``needs_litellm``), so its run does not wait for litellm's import.
+    Offline baselines load nothing heavy and make no calls to wait on: their
+    process is left as it is.
     """
     from attunebench.replay.heap import freeze_startup_heap
-    from attunebench.replay.llm import load_litellm
+    from attunebench.replay.llm import load_litellm, needs_litellm
 
     if em.is_offline and (config.judge is None or config.judge.is_offline):
         return False
-    load_litellm()
+    if needs_litellm(em) or needs_litellm(config.judge):
+        load_litellm()
     freeze_startup_heap()
     return True
 
@@ -815,8 +871,31 @@ def sum_stats(results: list[Any]) -> Any:
     return totals
 
 
+def open_conversations(concurrency: int, conversations: int, processes: int) -> int:
+    """How many conversations a replay process keeps open at once: as many as one process keeps by itself
+    (``Replayer.replay_many``: twice its part of the cap, enough to keep it full, and once the list is empty
+    enough left to keep it full while they finish), but never more than an even share of all of them. The
+    process that starts first would otherwise take the whole list, and the others' parts of the cap would
+    wait with too few conversations to fill them."""
+    return max(1, min(max(4, 2 * concurrency), -(-conversations // processes)))
+
+
+def take_next(order: list[int], taken: Any, stop: Any) -> int | None:
+    """The position of the next conversation of the shared list, counted as taken; None when all are taken or
+    the run is stopping. Each position is handed out once, whichever process asks: the count moves under its
+    lock (held for a read and a write, so the event loops asking never wait on each other for long)."""
+    if stop.value:
+        return None
+    with taken.get_lock():
+        next_up = taken.value
+        if next_up >= len(order):
+            return None
+        taken.value = next_up + 1
+    return order[next_up]
+
+
 def _replay_share(index: int) -> list[tuple[int, Any]]:
-    """In a forked child: replay every ``processes``-th conversation from ``index``.
+    """In a forked child: replay conversations taken from the shared list (``take_next``) until none is left.
 
     Returns (position in the conversations, result) pairs; while it runs, its
     counts and adaptive (level, ceiling) are written to its row of the shared
@@ -831,7 +910,7 @@ def _replay_share(index: int) -> list[tuple[int, Any]]:
     assert _SHARE_JOB is not None, "no share job: _replay_share runs only in children of _in_processes"
     from attunebench.replay.failures import FailureWatch
 
-    em, config, conversations, options, processes, progress, stop, errors = _SHARE_JOB
+    em, config, conversations, options, processes, progress, stop, errors, order, taken = _SHARE_JOB
     cache = call_cache(options)
     concurrency = split_concurrency(options["concurrency"], processes)[index]
     # The registry's caps are for the whole run: each process keeps to its share of them.
@@ -845,7 +924,6 @@ def _replay_share(index: int) -> list[tuple[int, Any]]:
         watch=FailureWatch(options["stop_early_after"]),
     )
     last_error = [""]
-    positions = list(range(index, len(conversations), processes))
 
     def report() -> bool:
         t = replayer.totals
@@ -874,6 +952,9 @@ def _replay_share(index: int) -> list[tuple[int, Any]]:
     # Here, not before the fork: litellm's background logging is bound to the loop that makes the calls.
     run_sync(warm_up([em, config.judge]))
     report()
-    results = run_sync_beating(replayer.replay_many([conversations[i] for i in positions]), 0.25, report)
+    replay = replayer.replay_claimed(
+        conversations, lambda: take_next(order, taken, stop), open_conversations(concurrency, len(order), processes)
+    )
+    results = run_sync_beating(replay, 0.25, report)
     report()
-    return list(zip(positions, results, strict=True))
+    return results
