@@ -177,6 +177,20 @@ def _panas(when: str, panas: cf.Panas | None) -> dict[str, Any]:
     return row
 
 
+def profile_columns(profile: cf.ParticipantProfile | None) -> dict[str, Any]:
+    """The participant's profile as flat columns, shared by every Parquet table that carries it, so a published
+    dataset and a Parquet export spell a profile the same way."""
+    return {
+        "participant_age": profile.age if profile else None,
+        "participant_traits": list(profile.traits) if profile else None,
+        "participant_goals": list(profile.goals) if profile else None,
+        "participant_responses_json": json.dumps(profile.responses, ensure_ascii=False, sort_keys=True)
+        if profile
+        else None,
+        "participant_diagnoses": None if profile is None or profile.diagnoses is None else list(profile.diagnoses),
+    }
+
+
 def conversation_row(doc: cf.ConversationFile) -> dict[str, Any]:
     """The conversations-table row of one conversation."""
     profile, wide = doc.participant_profile, doc.conversationWideQuestions
@@ -190,13 +204,7 @@ def conversation_row(doc: cf.ConversationFile) -> dict[str, Any]:
         "completeness": doc.metadata.completeness,
         "turn_count": len(doc.turns),
         "participant_id": profile.participant_id if profile else None,
-        "participant_age": profile.age if profile else None,
-        "participant_traits": list(profile.traits) if profile else None,
-        "participant_goals": list(profile.goals) if profile else None,
-        "participant_responses_json": json.dumps(profile.responses, ensure_ascii=False, sort_keys=True)
-        if profile
-        else None,
-        "participant_diagnoses": None if profile is None or profile.diagnoses is None else list(profile.diagnoses),
+        **profile_columns(profile),
         **_panas("pre", doc.prePanas),
         **_panas("post", doc.postPanas),
         "q1_looking_for": list(wide.q1_lookingFor) if wide else None,

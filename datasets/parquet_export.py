@@ -25,7 +25,6 @@ file order, so a reader can tie the table to the JSON export of the same data.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from pydantic import BaseModel
 
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
+from attunebench.publication import profile_columns
 
 #: /3: a conversation without turns has one row with null turn columns (/2 left it out).
 FORMAT = "attunebench.turns-parquet/3"
@@ -113,13 +113,7 @@ def _record(doc: cf.ConversationFile) -> dict:
     profile, wide = doc.participant_profile, doc.conversationWideQuestions
     return {
         "provider": doc.metadata.provider or None,
-        "participant_age": profile.age if profile else None,
-        "participant_traits": list(profile.traits) if profile else None,
-        "participant_goals": list(profile.goals) if profile else None,
-        "participant_responses_json": json.dumps(profile.responses, ensure_ascii=False, sort_keys=True)
-        if profile
-        else None,
-        "participant_diagnoses": None if profile is None or profile.diagnoses is None else list(profile.diagnoses),
+        **profile_columns(profile),
         "pre_panas_items": _panas_items(doc.prePanas),
         "post_panas_items": _panas_items(doc.postPanas),
         "q1_looking_for": list(wide.q1_lookingFor) if wide else None,
