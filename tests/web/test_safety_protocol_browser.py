@@ -55,11 +55,16 @@ def chatting(site) -> Participant:
     return participant
 
 
+def send(page: Page, text: str) -> None:
+    """Write a message in the chat and send it, as the participant does."""
+    page.get_by_label("Your message").fill(text)
+    page.get_by_role("button", name="Send").click()
+
+
 def test_an_urgent_message_gets_the_panel_under_it_and_stopping_gives_the_wellbeing_code(page: Page, site, request):
     participant = chatting(site)
     page.goto(f"/s/{participant.token}/")
-    page.get_by_label("Your message").fill(URGENT)
-    page.get_by_role("button", name="Send").click()
+    send(page, URGENT)
     panel = page.get_by_role("region", name="Before we go on")
     expect(panel).to_be_visible()
     expect(panel).to_contain_text("Samaritans")
@@ -84,8 +89,7 @@ def test_an_urgent_message_gets_the_panel_under_it_and_stopping_gives_the_wellbe
 def test_continuing_after_the_panel_leads_to_the_questions(page: Page, site):
     participant = chatting(site)
     page.goto(f"/s/{participant.token}/")
-    page.get_by_label("Your message").fill(URGENT)
-    page.get_by_role("button", name="Send").click()
+    send(page, URGENT)
     expect(page.get_by_text("The reply is complete.")).to_be_visible()
     page.get_by_role("button", name="Continue the study").click()
     expect(page.get_by_role("heading", name="How you feel and what the reply did")).to_be_visible()
@@ -94,8 +98,7 @@ def test_continuing_after_the_panel_leads_to_the_questions(page: Page, site):
 def test_a_concern_shows_the_resources_without_interrupting(page: Page, site):
     participant = chatting(site)
     page.goto(f"/s/{participant.token}/")
-    page.get_by_label("Your message").fill(CONCERN)
-    page.get_by_role("button", name="Send").click()
+    send(page, CONCERN)
     expect(page.get_by_role("note", name="Where to find support")).to_be_visible()
     expect(page.get_by_role("region", name="Before we go on")).to_have_count(0)
     page.get_by_role("link", name="Continue to questions about this reply").click()
@@ -109,8 +112,7 @@ def test_a_failed_reply_says_so_not_an_earlier_message(page: Page, site):
     page.get_by_role("button", name="Send").click()  # empty: refused in words, nothing sent
     expect(page.get_by_role("alert")).to_contain_text("Please write a message before sending.")
     page.route("**/chat/reply/**", lambda route: route.fulfill(status=502, body="bad gateway"))
-    page.get_by_label("Your message").fill("My sister and I stopped talking and I miss her.")
-    page.get_by_role("button", name="Send").click()
+    send(page, "My sister and I stopped talking and I miss her.")
     alert = page.get_by_role("alert")
     expect(alert).to_contain_text("The reply could not be fetched just now. Your message is saved.")
     expect(alert).not_to_contain_text("Please write a message")
@@ -119,8 +121,7 @@ def test_a_failed_reply_says_so_not_an_earlier_message(page: Page, site):
 def test_the_questions_about_a_flagged_reply_can_be_skipped_without_penalty(page: Page, site):
     participant = chatting(site)
     page.goto(f"/s/{participant.token}/")
-    page.get_by_label("Your message").fill(URGENT)
-    page.get_by_role("button", name="Send").click()
+    send(page, URGENT)
     expect(page.get_by_text("The reply is complete.")).to_be_visible()
     page.get_by_role("button", name="Continue without the questions about this reply").click()
     # straight back to the chat: the next message can be written, no question about that reply
@@ -169,8 +170,7 @@ def test_an_urgent_message_flags_the_conversation_for_the_research_team_and_emai
     person = browser.new_context(viewport=DESKTOP, base_url=live_server.url)
     page = person.new_page()
     page.goto(f"/s/{participant.token}/")
-    page.get_by_label("Your message").fill(URGENT)
-    page.get_by_role("button", name="Send").click()
+    send(page, URGENT)
     expect(page.get_by_role("region", name="Before we go on")).to_be_visible()
     page.get_by_role("button", name="Continue the study").click()
     expect(page.get_by_role("heading", name="How you feel and what the reply did")).to_be_visible()
@@ -207,8 +207,7 @@ def test_a_distress_tag_and_wanting_safety_help_show_the_resources_back_in_the_c
     context = browser.new_context(viewport=DESKTOP, base_url=live_server.url)
     page = context.new_page()
     page.goto(f"/s/{participant.token}/")
-    page.get_by_label("Your message").fill("We talked about the holidays and who hosts this year.")
-    page.get_by_role("button", name="Send").click()
+    send(page, "We talked about the holidays and who hosts this year.")
     page.get_by_role("link", name="Continue to questions about this reply").click()
     expect(page.get_by_role("heading", name="Did this reply change how you feel?")).to_be_visible()
     page.locator("label[for=id_mood_Distressed]").click()
