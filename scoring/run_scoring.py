@@ -15,7 +15,6 @@ holds one batch plus, per scored output, only what the run's aggregate needs.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from functools import partial
 
@@ -32,8 +31,8 @@ from scoring.models import ConversationScore, EvaluationRun, RunConversation, Ru
 from scoring.signals import run_scored
 
 SCORE_BATCH = 500  # conversation scores per INSERT ... ON CONFLICT batch
-# (run pk, conversation pk, composite score, coverage, post coverage, metrics JSON): one ConversationScore row.
-ScoreRow = tuple[int, int, float, float, float | None, dict[str, object]]
+# (run pk, conversation pk, composite score, coverage, post coverage, metrics): one ConversationScore row.
+ScoreRow = tuple[int, int, float, float, float | None, ConversationRecord]
 CONVERSATION_BATCH = 100  # conversations whose ground truth is held at once while their runs are scored
 
 
@@ -128,14 +127,14 @@ def _score_chunk(
             score.record.coverage,
             # None only from a scorer that predates post-conversation coverage.
             score.record.post_coverage,
-            to_json(score.record.model_copy(update={"details": score.details})),
+            score.record.model_copy(update={"details": score.details}),
         )
 
 
 def _upsert(rows: list[ScoreRow]) -> None:
     """Write score rows whole, one statement batch per call instead of a query or two per conversation.
 
-    On PostgreSQL the rows go through ``executemany`` with each metrics object passed as JSON text: Django's
+    On PostgreSQL the rows go through ``executemany`` with each metrics record passed as JSON text: Django's
     ``bulk_create`` would send them as one array literal, whose escaping in Python costs more than the scoring.
     """
     if not rows:
@@ -149,7 +148,7 @@ def _upsert(rows: list[ScoreRow]) -> None:
                     composite_score=r[2],
                     coverage=r[3],
                     post_coverage=r[4],
-                    metrics=r[5],
+                    metrics=to_json(r[5]),
                 )
                 for r in rows
             ],
@@ -165,5 +164,6 @@ def _upsert(rows: list[ScoreRow]) -> None:
             "VALUES (%s, %s, %s, %s, %s, %s::jsonb) ON CONFLICT (run_id, conversation_id) DO UPDATE SET "
             "composite_score = EXCLUDED.composite_score, coverage = EXCLUDED.coverage, "
             "post_coverage = EXCLUDED.post_coverage, metrics = EXCLUDED.metrics",
-            [(*r[:5], json.dumps(r[5])) for r in rows],
+            # The same JSON as to_json, written by pydantic's serialiser straight to text.
+            [(*r[:5], r[5].model_dump_json()) for r in rows],
         )
