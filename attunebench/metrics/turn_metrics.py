@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 from attunebench import catalogue as cat
 from attunebench.metrics.results import TurnBinary
@@ -200,12 +199,6 @@ def confusion(
 
 def confusion_metrics(tp: int, fp: int, tn: int, fn: int) -> dict[str, float]:
     """Accuracy, precision, recall, F1, MCC; each 0 when its denominator is 0 (SPEC 5.1)."""
-    return dict(zip(BINARY_METRIC_KEYS, _confusion_metrics(tp, fp, tn, fn), strict=True))
-
-
-@lru_cache(maxsize=8192)
-def _confusion_metrics(tp: int, fp: int, tn: int, fn: int) -> tuple[float, float, float, float, float]:
-    """The five metrics in BINARY_METRIC_KEYS order, remembered: a turn's counts are small, so they repeat."""
     total = tp + fp + tn + fn
     accuracy = (tp + tn) / total if total else 0.0
     precision = tp / (tp + fp) if tp + fp else 0.0
@@ -213,7 +206,7 @@ def _confusion_metrics(tp: int, fp: int, tn: int, fn: int) -> tuple[float, float
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     denominator = (tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)
     mcc = (tp * tn - fp * fn) / math.sqrt(denominator) if denominator else 0.0
-    return accuracy, precision, recall, f1, mcc
+    return {"accuracy": accuracy, "precision": precision, "recall": recall, "f1": f1, "mcc": mcc}
 
 
 def binary_scores(
@@ -225,17 +218,17 @@ def binary_scores(
     turn whose judgements are all na/unanswered scores accuracy 0 (SPEC 5.1).
     """
     tp, fp, tn, fn = confusion(yes_ids, no_ids, predictions)
-    accuracy, precision, recall, f1, mcc = _confusion_metrics(tp, fp, tn, fn)
+    m = confusion_metrics(tp, fp, tn, fn)
     return TurnBinary(
         tp=tp,
         fp=fp,
         tn=tn,
         fn=fn,
-        accuracy=accuracy if has_judgements else 1.0,  # SPEC 5.1: no judgements at all -> accuracy 1
-        precision=precision,
-        recall=recall,
-        f1=f1,
-        mcc=mcc,
+        accuracy=m["accuracy"] if has_judgements else 1.0,  # SPEC 5.1: no judgements at all -> accuracy 1
+        precision=m["precision"],
+        recall=m["recall"],
+        f1=m["f1"],
+        mcc=m["mcc"],
     )
 
 
