@@ -31,6 +31,7 @@ TASK_QUEUES: dict[str, str] = {
     "datasets.export_dataset_version": BULK,
     "scoring.finalize_run": FINALIZE,
     "scoring.rescore_run": FINALIZE,
+    "scoring.rescore_runs": FINALIZE,
     "research.warm_dashboard": FINALIZE,
 }
 

@@ -105,10 +105,19 @@ _NO_WORDS = {"no", "n", "false", "0"}
 _NA_WORDS = {"na", "n/a", "not applicable", "not_applicable"}
 
 
+_WORD_VALUES = {
+    **dict.fromkeys(_YES_WORDS, cat.YES),
+    **dict.fromkeys(_NO_WORDS, cat.NO),
+    **dict.fromkeys(_NA_WORDS, cat.NOT_APPLICABLE),
+}
+
+
 def normalise_yes_no_na(value: Any) -> str | None:
     """yes/no/na from the spellings SPEC 3.1 accepts; None stays None."""
     if value is None:
         return None
+    if value.__class__ is str and (word := _WORD_VALUES.get(value)) is not None:
+        return word  # an exact accepted spelling (the usual case): one look-up, no trimming
     if isinstance(value, bool):
         return cat.YES if value else cat.NO
     if isinstance(value, (int, float)) and value in (0, 1):

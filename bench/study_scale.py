@@ -7,7 +7,8 @@ outputs are seeded synthetic replies, as ``bench/score_speed.py`` makes them) an
 process of its own so its peak memory is its own:
 
 * ``import``: reading the conversations' JSONL file and importing it (``do_import_paths``);
-* ``score``: scoring every run into the database (``do_score_evaluation_run``), in runs of one conversation/s;
+* ``score``: scoring every run into the database in one job (``do_score_evaluation_runs``), in runs of one
+  conversation/s;
 * ``analyses``: the dashboard's report and SPEC 6 analyses with 2,000 bootstrap resamples, and the report's JSON;
 * ``dashboard``: the evaluation dashboard's first load in a fresh process, then a cached load; then, after a
   run is re-scored, a load that computes the analyses itself, and one after the precompute task ran;
@@ -18,9 +19,10 @@ Every figure is printed at both sizes with the ratio (10 N / N): a ratio well ab
 faster than the study. Each child's peak RSS (``ru_maxrss``) includes Django and the libraries it loaded. The
 children run without REDIS_URL, so the cache is each process's own and every step starts cold.
 
-Usage: python bench/study_scale.py [--conversations 200] [--models 11] [--turns 10] [--smoke]
+Usage: python bench/study_scale.py [--conversations 200] [--models 11] [--turns 10] [--only score] [--smoke]
 Needs DATABASE_URL (a server where it may create and drop ``<database>_study_scale``). ``--smoke`` runs 3 and 6
-conversations × 2 models. The last line is the figures line (``bench/figures.py``).
+conversations × 2 models. ``--only STEP`` runs just that step (after the import and the runs it needs) and prints its
+table rows, without the figures line. The last line is the figures line (``bench/figures.py``).
 """
 
 from __future__ import annotations
@@ -140,12 +142,12 @@ def step_runs(args: argparse.Namespace) -> dict[str, float]:
 
 def step_score(args: argparse.Namespace) -> dict[str, float]:
     from scoring.models import EvaluationRun
-    from scoring.run_scoring import do_score_evaluation_run
+    from scoring.run_scoring import do_score_evaluation_run, do_score_evaluation_runs
 
     runs = list(EvaluationRun.objects.order_by("pk").values_list("pk", flat=True))
     do_score_evaluation_run(runs[0])  # imports and caches outside the timing; scored again below
     started = time.perf_counter()
-    scored = sum(do_score_evaluation_run(pk) for pk in runs)
+    scored = do_score_evaluation_runs(runs)  # one pass: each conversation's ground truth read once for all runs
     elapsed = time.perf_counter() - started
     return {"seconds": elapsed, "runs_per_s": scored / elapsed, "scored": scored}
 
@@ -273,7 +275,7 @@ def measure_size(args: argparse.Namespace, size: int, url: str) -> dict[tuple[st
             for start in range(0, size, 200):  # in batches, so the generator's memory stays flat
                 for doc in synth_conversations(min(200, size - start), args.seed, args.turns, args.turns, start=start):
                     handle.write(cf.dumps_line(doc) + "\n")
-        for step in STEPS:
+        for step in STEPS if args.only is None else ("import", "runs", args.only):
             command = [sys.executable, __file__, "--step", step, "--size", str(size), "--work", work]
             command += ["--models", str(args.models), "--seed", str(args.seed), "--bootstrap", str(args.bootstrap)]
             done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
@@ -329,6 +331,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples of the analyses")
     parser.add_argument("--smoke", action="store_true", help="3 and 6 conversations × 2 models × 3 turns")
+    parser.add_argument("--only", choices=STEPS[2:], help="measure only this step (after the import and runs)")
     parser.add_argument("--step", choices=STEPS, help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
@@ -359,6 +362,8 @@ def main() -> int:
             continue
         print(f"| {title} | {a:.3g} | {b:.3g} | {b / a if a else float('nan'):.2f} |")
     print("(timings on a shared machine: compare ratios, and repeat before trusting a single figure)")
+    if args.only is not None:
+        return 0
     figures: dict[str, float] = {}
     for tag, result in (("n", small), ("n10", large)):
         figures.update(

@@ -1,76 +1,169 @@
-"""Scoring a stored evaluation run into ConversationScore / RunScore rows: the scoring engine's database side.
+"""Scoring stored evaluation runs into ConversationScore / RunScore rows: the scoring engine's database side.
 
 One function serves model runs (at the end of a replay), human-baseline runs
 (after each rated conversation) and explicit re-scoring. It is idempotent: the
-rows always reflect exactly the run's current finished, non-withdrawn outputs,
+rows always reflect exactly the runs' current finished, non-withdrawn outputs,
 so scoring twice, or after a participant withdraws, leaves no stale numbers.
+
+A study replays each conversation in many runs (every model × mode × PANAS
+strategy), so several runs are scored in one pass over their conversations:
+conversations are read in batches, each one's ground truth is read and
+prepared once for every run that replayed it, the runs' outputs for the batch
+are read in one query, and the scores are written in batched upserts. Memory
+holds one batch plus, per scored output, only what the run's aggregate needs.
 """
 
 from __future__ import annotations
 
-from django.db import transaction
+from collections.abc import Iterator, Sequence
+from functools import partial
+
+from django.db import connection, transaction
 from django.utils import timezone
 
 from attunebench import canonical as cf
-from attunebench.metrics.aggregate import aggregate_rows
-from attunebench.metrics.engine import score_runs
-from attunebench.metrics.results import to_json
+from attunebench.metrics.aggregate import aggregate_rows, folded_record
+from attunebench.metrics.engine import prepare_conversation, score_conversation_output
+from attunebench.metrics.results import ConversationRecord, to_json
+from collection.models import Conversation
 from datasets.exchange import conversation_to_canonical, usable_conversations, with_export_relations
 from scoring.models import ConversationScore, EvaluationRun, RunConversation, RunScore
 from scoring.signals import run_scored
 
-SCORE_BATCH = 500  # conversation scores per INSERT ... ON CONFLICT statement
+SCORE_BATCH = 500  # conversation scores per INSERT ... ON CONFLICT batch
+# (run pk, conversation pk, composite score, coverage, post coverage, metrics): one ConversationScore row.
+ScoreRow = tuple[int, int, float, float, float | None, ConversationRecord]
+CONVERSATION_BATCH = 100  # conversations whose ground truth is held at once while their runs are scored
 
 
 def do_score_evaluation_run(run_id: int) -> int:
     """(Re)score every finished conversation of a run; returns how many conversations were scored."""
-    run = EvaluationRun.objects.get(pk=run_id)
-    outputs = dict(
-        RunConversation.objects.filter(run=run, status=RunConversation.Status.DONE, output__isnull=False).values_list(
-            "conversation_id", "output"
-        )
-    )
+    return do_score_evaluation_runs([run_id])
+
+
+def do_score_evaluation_runs(run_ids: Sequence[int], batch: int = CONVERSATION_BATCH) -> int:
+    """(Re)score every finished conversation of each run, in one pass; returns how many outputs were scored.
+
+    Raises ``EvaluationRun.DoesNotExist`` when a run id names no run. All the
+    runs' new scores commit together, and ``run_scored`` is sent for each run
+    after the commit.
+    """
+    ids = sorted(set(run_ids))
+    found = set(EvaluationRun.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    if missing := [pk for pk in ids if pk not in found]:
+        raise EvaluationRun.DoesNotExist(f"no evaluation run {missing[0]}")
+    finished = RunConversation.objects.filter(run_id__in=ids, status=RunConversation.Status.DONE, output__isnull=False)
     # Withdrawn and quality-excluded conversations drop out here, so their outputs are never scored.
-    conversations = with_export_relations(usable_conversations().filter(pk__in=list(outputs)))
-    documents = {c.pk: conversation_to_canonical(c, include_model_identity=True) for c in conversations}
-    runs = [cf.parse_run(outputs[pk], source=f"run {run_id}/{doc.conversationId}") for pk, doc in documents.items()]
-    result = score_runs(documents.values(), runs)
-    pk_by_id = {doc.conversationId: pk for pk, doc in documents.items()}
+    conversation_pks = list(
+        usable_conversations()
+        .filter(pk__in=finished.values("conversation_id"))
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    records: dict[int, list[ConversationRecord]] = {pk: [] for pk in ids}
+    scored: dict[int, list[int]] = {pk: [] for pk in ids}
     with transaction.atomic():
-        rows = [
-            ConversationScore(
-                run=run,
-                conversation_id=pk_by_id[score.record.conversationId],
-                composite_score=score.record.composite_score,
-                coverage=score.record.coverage,
-                # None only from a scorer that predates post-conversation coverage.
-                post_coverage=score.record.post_coverage,
-                metrics=to_json(score.record.model_copy(update={"details": score.details})),
-            )
-            for score in result.scores
-        ]
-        # One upsert per batch instead of a query or two per conversation: the rows are written whole.
+        rows: list[ScoreRow] = []
+        for start in range(0, len(conversation_pks), batch):
+            for row in _score_chunk(ids, conversation_pks[start : start + batch], records, scored):
+                rows.append(row)
+                if len(rows) == SCORE_BATCH:
+                    _upsert(rows)
+                    rows = []
+        _upsert(rows)
+        for run_id in ids:
+            ConversationScore.objects.filter(run_id=run_id).exclude(conversation_id__in=scored[run_id]).delete()
+            aggregates = aggregate_rows(records[run_id])
+            if aggregates:
+                RunScore.objects.update_or_create(
+                    run_id=run_id,
+                    defaults={
+                        "composite_score": aggregates[0].composite_score,
+                        "metrics": to_json(aggregates[0]),
+                        "scored_at": timezone.now(),
+                    },
+                )
+            else:
+                RunScore.objects.filter(run_id=run_id).delete()
+            # Announced after commit: a receiver that recomputes the dashboard must read the new scores.
+            transaction.on_commit(partial(run_scored.send, sender=EvaluationRun, run_id=run_id))
+    return sum(len(pks) for pks in scored.values())
+
+
+def _score_chunk(
+    run_ids: list[int],
+    chunk: list[int],
+    records: dict[int, list[ConversationRecord]],
+    scored: dict[int, list[int]],
+) -> Iterator[ScoreRow]:
+    """Score every run's outputs for a batch of conversations against their ground truth, read once."""
+    documents = {
+        c.pk: conversation_to_canonical(c, include_model_identity=True)
+        for c in with_export_relations(Conversation.objects.filter(pk__in=chunk))
+    }
+    prepared = {pk: prepare_conversation(doc) for pk, doc in documents.items()}
+    outputs = (
+        RunConversation.objects.filter(
+            run_id__in=run_ids,
+            conversation_id__in=chunk,
+            status=RunConversation.Status.DONE,
+            output__isnull=False,
+        )
+        .order_by("run_id", "conversation_id")
+        .values_list("run_id", "conversation_id", "output")
+    )
+    for run_id, pk, output in outputs.iterator(chunk_size=SCORE_BATCH):
+        target = prepared[pk]
+        run = cf.parse_run(output, source=f"run {run_id}/{target.conversation.conversationId}")
+        if run.conversationId != target.conversation.conversationId:
+            continue  # an output naming another conversation is not this conversation's score
+        score = score_conversation_output(target, run)
+        records[run_id].append(folded_record(score.record))
+        scored[run_id].append(pk)
+        yield (
+            run_id,
+            pk,
+            score.record.composite_score,
+            score.record.coverage,
+            # None only from a scorer that predates post-conversation coverage.
+            score.record.post_coverage,
+            score.record.model_copy(update={"details": score.details}),
+        )
+
+
+def _upsert(rows: list[ScoreRow]) -> None:
+    """Write score rows whole, one statement batch per call instead of a query or two per conversation.
+
+    On PostgreSQL the rows go through ``executemany`` with each metrics record passed as JSON text: Django's
+    ``bulk_create`` would send them as one array literal, whose escaping in Python costs more than the scoring.
+    """
+    if not rows:
+        return
+    if connection.vendor != "postgresql":
         ConversationScore.objects.bulk_create(
-            rows,
-            batch_size=SCORE_BATCH,
+            [
+                ConversationScore(
+                    run_id=r[0],
+                    conversation_id=r[1],
+                    composite_score=r[2],
+                    coverage=r[3],
+                    post_coverage=r[4],
+                    metrics=to_json(r[5]),
+                )
+                for r in rows
+            ],
             update_conflicts=True,
             unique_fields=["run", "conversation"],
             update_fields=["composite_score", "coverage", "post_coverage", "metrics"],
         )
-        scored_pks = [row.conversation_id for row in rows]
-        ConversationScore.objects.filter(run=run).exclude(conversation_id__in=scored_pks).delete()
-        aggregates = aggregate_rows([s.record for s in result.scores])
-        if aggregates:
-            RunScore.objects.update_or_create(
-                run=run,
-                defaults={
-                    "composite_score": aggregates[0].composite_score,
-                    "metrics": to_json(aggregates[0]),
-                    "scored_at": timezone.now(),
-                },
-            )
-        else:
-            RunScore.objects.filter(run=run).delete()
-        # Announced after commit: a receiver that recomputes the dashboard must read the new scores.
-        transaction.on_commit(lambda: run_scored.send(sender=EvaluationRun, run_id=run_id))
-    return len(result.scores)
+        return
+    table = connection.ops.quote_name(ConversationScore._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"INSERT INTO {table} (run_id, conversation_id, composite_score, coverage, post_coverage, metrics) "
+            "VALUES (%s, %s, %s, %s, %s, %s::jsonb) ON CONFLICT (run_id, conversation_id) DO UPDATE SET "
+            "composite_score = EXCLUDED.composite_score, coverage = EXCLUDED.coverage, "
+            "post_coverage = EXCLUDED.post_coverage, metrics = EXCLUDED.metrics",
+            # The same JSON as to_json, written by pydantic's serialiser straight to text.
+            [(*r[:5], r[5].model_dump_json()) for r in rows],
+        )

@@ -28,7 +28,7 @@ from celery import group, shared_task
 from django.db import InterfaceError, OperationalError
 
 from scoring import replay_service
-from scoring.run_scoring import do_score_evaluation_run
+from scoring.run_scoring import do_score_evaluation_run, do_score_evaluation_runs
 
 logger = logging.getLogger("attune.replay")
 
@@ -65,6 +65,12 @@ def finalize_run(run_id: int) -> str:
 def rescore_run(run_id: int) -> int:
     """(Re)score a stored run, e.g. after a participant withdraws or the scorer changes; idempotent."""
     return do_score_evaluation_run(run_id)
+
+
+@shared_task(acks_late=True, name="scoring.rescore_runs")
+def rescore_runs(run_ids: list[int]) -> int:
+    """(Re)score several stored runs in one pass, each conversation's ground truth read once for all; idempotent."""
+    return do_score_evaluation_runs(run_ids)
 
 
 def dispatch_run(run_id: int, run_conversation_ids: Sequence[int]) -> None:

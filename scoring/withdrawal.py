@@ -31,15 +31,18 @@ def runs_holding(conversation_pks: Sequence[int]) -> list[int]:
 
 
 def rescore_after_withdrawal(sender: Any, conversation_pks: Sequence[int], **kwargs: Any) -> None:
-    """Receiver of ``collection.signals.participant_withdrawn``: enqueue a re-score of each affected run."""
-    from collection.task_queue import enqueue
-    from scoring.tasks import rescore_run
+    """Receiver of ``collection.signals.participant_withdrawn``: enqueue one re-score of all affected runs.
 
-    run_ids = runs_holding(conversation_pks)
+    One task for all of them, because a conversation is typically replayed by every (model, mode, strategy) run
+    and scoring them together reads its ground truth once.
+    """
+    from collection.task_queue import enqueue
+    from scoring.tasks import rescore_runs
+
+    run_ids = list(runs_holding(conversation_pks))
 
     def queue_all() -> None:
-        for run_id in run_ids:
-            enqueue(rescore_run, run_id)  # kept in the database while the broker is away
+        enqueue(rescore_runs, run_ids)  # kept in the database while the broker is away
 
     if run_ids:
         transaction.on_commit(queue_all)

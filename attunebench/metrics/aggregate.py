@@ -49,6 +49,26 @@ def pooled_binary_metrics(records: Iterable[ConversationRecord], variant: Binary
     return BinaryScores(tp=tp, fp=fp, tn=tn, fn=fn, **confusion_metrics(tp, fp, tn, fn))
 
 
+def folded_record(record: ConversationRecord) -> ConversationRecord:
+    """The record with its turns folded into one turn of pooled confusion counts.
+
+    :func:`aggregate_rows` reads a record's turns only to pool these counts, so a
+    folded record aggregates exactly like the whole one while its size no longer
+    grows with the conversation: what a job scoring a whole study keeps per run.
+    """
+    pooled: dict[str, Any] = {}
+    for variant in ("binary_om", "binary_human"):
+        tp = fp = tn = fn = 0
+        for turn in record.turns:
+            counts = turn[variant]
+            tp += counts["tp"]
+            fp += counts["fp"]
+            tn += counts["tn"]
+            fn += counts["fn"]
+        pooled[variant] = {"tp": tp, "fp": fp, "tn": tn, "fn": fn}
+    return record.model_copy(update={"turns": [pooled]})
+
+
 def z_scores(values: Sequence[float]) -> list[float]:
     """z of each row's composite against all rows; 0 if < 2 rows or sd 0 (SPEC 5.4)."""
     sd = sample_sd(values)

@@ -9,7 +9,7 @@ import pytest
 
 from attunebench.canonical import parse_conversation, parse_run
 from attunebench.metrics import UnmatchedRunsError, score_documents, score_runs
-from attunebench.metrics.aggregate import aggregate_rows, z_scores
+from attunebench.metrics.aggregate import aggregate_rows, folded_record, z_scores
 from attunebench.metrics.composite import capability_scores
 from attunebench.metrics.keys import (
     AGGREGATE_KEYS,
@@ -384,3 +384,17 @@ def test_aggregate_rows_are_in_leaderboard_order_with_z_scores() -> None:
     assert [r.em_model for r in rows] == ["high", "mid", "low"]
     assert [r.z_score for r in rows] == [1.0, 0.0, -1.0]
     assert all(not (isinstance(v, float) and math.isnan(v)) for r in rows for v in to_json(r).values())
+
+
+def test_folded_records_aggregate_exactly_like_whole_ones() -> None:
+    """A job scoring a whole study keeps folded records (one turn of pooled counts): the aggregates must not move."""
+    from attunebench.synth import synth_conversations, synth_run
+
+    conversations = synth_conversations(6, 3, 1, 5)
+    runs = [
+        synth_run(c, em, "default", 5, skill=skill) for c in conversations for em, skill in (("x", 0.2), ("y", 0.8))
+    ]
+    records = [s.record for s in score_runs(conversations, runs).scores]
+    folded = [folded_record(r) for r in records]
+    assert all(len(r.turns) == 1 for r in folded)
+    assert [to_json(r) for r in aggregate_rows(folded)] == [to_json(r) for r in aggregate_rows(records)]
