@@ -206,14 +206,27 @@ async def _provider_text(
     through litellm for every other provider (keys from the environment, as litellm reads them)."""
     timeout = settings.ATTUNE_CHAT_TIMEOUT_SECONDS
     if uses_direct_stream(litellm_model, api_base):
-        from attunebench.replay import openai_compatible
+        from attunebench.replay import openai_compatible, paced_stream
 
         # The key litellm would send this server: OPENAI_API_KEY, as for any ``openai/...`` model.
         key = os.environ.get("OPENAI_API_KEY") or "none"
-        async for text in openai_compatible.stream_chat_text(
-            api_base=api_base, api_key=key, litellm_model=litellm_model, messages=messages, timeout=timeout
-        ):
-            yield text
+        if paced_stream.reachable_directly(api_base):
+            # One read of the socket per batch: the tokens of the last BATCH_SECONDS decoded together.
+            text_stream = paced_stream.stream_chat_text(
+                api_base=api_base,
+                api_key=key,
+                litellm_model=litellm_model,
+                messages=messages,
+                timeout=timeout,
+                pace=BATCH_SECONDS,
+            )
+        else:  # through a proxy: the HTTP client library knows how to reach it
+            text_stream = openai_compatible.stream_chat_text(
+                api_base=api_base, api_key=key, litellm_model=litellm_model, messages=messages, timeout=timeout
+            )
+        async with aclosing(text_stream) as texts:
+            async for text in texts:
+                yield text
         return
     from attunebench.replay.llm import imported_litellm
 
@@ -304,8 +317,8 @@ BATCH_SECONDS = 0.05
 
 
 async def _pump(agen: AsyncGenerator[str, None], out: queue.SimpleQueue[object], request: ReplyRequest) -> None:
-    """Put the reply's text on ``out`` as it arrives, in batches of what came within ``BATCH_SECONDS``, on the
-    chat loop, within the reply's time limit.
+    """Put the reply's text on ``out`` as it arrives, at most once per ``BATCH_SECONDS``, on the chat loop,
+    within the reply's time limit.
 
     The provider stream is closed before this returns, however it ends; what was gathered is handed over
     first, then the task's done callback puts the task itself on ``out``, which tells the reading thread
@@ -315,20 +328,29 @@ async def _pump(agen: AsyncGenerator[str, None], out: queue.SimpleQueue[object],
     loop = asyncio.get_running_loop()
     gathered: list[str] = []
     handover: asyncio.TimerHandle | None = None
+    handed_at = -BATCH_SECONDS
 
     def hand_over() -> None:
-        nonlocal handover
+        nonlocal handover, handed_at
         handover = None
         if gathered:
             out.put("".join(gathered))
             gathered.clear()
+            handed_at = loop.time()
 
     try:
         async with asyncio.timeout(limit):
             async for chunk in agen:
                 gathered.append(chunk)
-                if handover is None:
-                    handover = loop.call_later(BATCH_SECONDS, hand_over)
+                if handover is not None:
+                    continue
+                # Text after a quiet stretch goes at once (a paced provider stream's batches all do); text
+                # within BATCH_SECONDS of the last hand-over waits for the rest of its batch.
+                wait = handed_at + BATCH_SECONDS - loop.time()
+                if wait <= 0:
+                    hand_over()
+                else:
+                    handover = loop.call_later(wait, hand_over)
     except TimeoutError:
         logger.warning(
             "original model %s did not finish turn %s within %s s", request.model_key, request.turn_number, limit
