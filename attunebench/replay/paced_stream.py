@@ -97,21 +97,26 @@ class _Connection(asyncio.Protocol):
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
-    async def more(self, deadline: float) -> None:
-        """Wait until more bytes have arrived or the connection has ended; StreamFailed at ``deadline`` (the
-        loop's clock)."""
+    async def more(self, deadline: float, after: float = 0.0) -> None:
+        """Wait until more bytes have arrived or the connection has ended, reading nothing for the first ``after``
+        seconds (what arrives meanwhile waits in the socket, to be taken in one read); StreamFailed at
+        ``deadline`` (the loop's clock)."""
         if self.ended or self.transport is None:
             return
         loop = asyncio.get_running_loop()
         if loop.time() >= deadline:
             raise StreamFailed("no answer in time")
         waiter = self._waiter = loop.create_future()
-        self.transport.resume_reading()
+        resume = loop.call_later(after, self.transport.resume_reading) if after else None
+        if resume is None:
+            self.transport.resume_reading()
         expiry = loop.call_at(deadline, self._wake)  # the deadline ends the wait as data would
         try:
             await waiter
         finally:
             expiry.cancel()
+            if resume is not None:
+                resume.cancel()
             self._waiter = None
             if not self.ended:
                 self.transport.pause_reading()
@@ -317,9 +322,7 @@ async def stream_chat_text(
                 yield text
             if decoder.complete or connection.ended:  # what was buffered is decoded: no more will come
                 raise StreamFailed(f"{api_base} ended the stream before [DONE]")
-            if pace:  # the provider's next events wait in the socket meanwhile
-                await asyncio.sleep(pace)
-            await connection.more(deadline)
+            await connection.more(deadline, after=pace)
     finally:
         if reusable:
             _give_back(key, connection)

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import ssl
+import subprocess
 from collections.abc import Awaitable, Callable
 
 import pytest
 
+from attunebench.replay import paced_stream
 from attunebench.replay.openai_compatible import StreamFailed, sse_text
 from attunebench.replay.paced_stream import _Body, reachable_directly, stream_chat_text
 
@@ -218,3 +222,63 @@ def test_servers_behind_a_proxy_are_left_to_the_http_client_library(monkeypatch)
     assert reachable_directly("http://models.example.org/v1")
     monkeypatch.setenv("NO_PROXY", "models.example.org")
     assert reachable_directly("https://models.example.org/v1")
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")
+def test_an_https_server_is_read_over_tls_with_its_certificate_checked(tmp_path, monkeypatch):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_tls.load_cert_chain(cert, key)
+    reply = answer(200, events(*TEXTS))
+
+    async def run() -> str:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            await reply(await reader.readexactly(length), writer)
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=server_tls)
+        port = server.sockets[0].getsockname()[1]
+        stream = stream_chat_text(
+            api_base=f"https://localhost:{port}/v1",
+            api_key="k",
+            litellm_model="openai/m",
+            messages=[],
+            timeout=5,
+            pace=0,
+        )
+        try:
+            return "".join([text async for text in stream])
+        except StreamFailed as exc:
+            return f"failed: {exc}"
+        finally:
+            server.close()
+
+    monkeypatch.setattr(paced_stream, "_tls", None)
+    assert asyncio.run(run()).startswith("failed: could not connect")  # an unknown certificate
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    monkeypatch.setattr(paced_stream, "_tls", None)
+    assert asyncio.run(run()) == "".join(TEXTS)
