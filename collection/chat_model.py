@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import hashlib
 import logging
 import os
@@ -25,6 +26,7 @@ from contextlib import aclosing, contextmanager, suppress
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.db import connection, models
 from prometheus_client import Gauge
 
 from collection.models import Conversation, OriginalModel, Topic, Turn
@@ -114,10 +116,14 @@ def uses_live_model(model: OriginalModel) -> bool:
 
 
 def system_prompt(topic: Topic) -> str:
+    return _system_prompt(topic.category, topic.subtopic)
+
+
+def _system_prompt(category: str, subtopic: str) -> str:
     return (
         "You are a warm, careful conversational companion in a research study about emotional "
         "support. The person chose to talk about: "
-        f"{topic.category} - {topic.subtopic}. Listen closely, respond to what they actually said, "
+        f"{category} - {subtopic}. Listen closely, respond to what they actually said, "
         "keep replies short (under 150 words), do not diagnose, and if they mention being in danger "
         "encourage them to contact local emergency services or a crisis line. The study keeps you anonymous: "
         "do not reveal, hint at or guess which AI model, company or product you are, and do not name any; "
@@ -125,23 +131,61 @@ def system_prompt(topic: Topic) -> str:
     )
 
 
+@functools.cache
+def _thread_sql() -> str:
+    """One read for a reply's request: the conversation's original model (every column), its topic's category
+    and subtopic, and the earlier turns' messages in order (none: one row with them NULL). A fixed SQL
+    string built once per process from the models' own names (as ``collection.entry_reads`` does): the ORM
+    rebuilt three queries' SQL on every reply."""
+    q = connection.ops.quote_name
+
+    def table(model: type[models.Model]) -> str:
+        return q(model._meta.db_table)
+
+    def column(model: type[models.Model], name: str) -> str:
+        field = model._meta.get_field(name)
+        assert isinstance(field, models.Field) and field.column, f"{model.__name__}.{name} is not a column"
+        return q(field.column)
+
+    return (
+        f"SELECT m.*, t.{column(Topic, 'category')} AS reply_category, t.{column(Topic, 'subtopic')} AS reply_subtopic,"
+        f" u.{column(Turn, 'user_message')} AS reply_user_message, u.{column(Turn, 'llm_response')} AS reply_response"
+        f" FROM {table(Conversation)} c"
+        f" INNER JOIN {table(OriginalModel)} m"
+        f" ON m.{column(OriginalModel, 'id')} = c.{column(Conversation, 'original_model')}"
+        f" INNER JOIN {table(Topic)} t ON t.{column(Topic, 'id')} = c.{column(Conversation, 'topic')}"
+        f" LEFT JOIN {table(Turn)} u ON u.{column(Turn, 'conversation')} = c.{column(Conversation, 'id')}"
+        f" AND u.{column(Turn, 'turn_number')} < %s"
+        f" WHERE c.{column(Conversation, 'id')} = %s ORDER BY u.{column(Turn, 'turn_number')}"
+    )
+
+
 def build_request(conversation: Conversation, turn: Turn) -> ReplyRequest:
-    """The thread the model sees for ``turn``: earlier turns in order, then this message only."""
-    earlier = conversation.turns.filter(turn_number__lt=turn.turn_number).order_by("turn_number")
-    messages: list[dict[str, str]] = [{"role": "system", "content": system_prompt(conversation.topic)}]
-    for previous in earlier:
-        messages.append({"role": "user", "content": previous.user_message})
-        messages.append({"role": "assistant", "content": previous.llm_response})
+    """The thread the model sees for ``turn``: earlier turns in order, then this message only.
+
+    Read in one query; the conversation's ``original_model`` is set to the model read, so the caller's next
+    use of it (the identity screen's names) needs no query."""
+    rows = list(OriginalModel.objects.raw(_thread_sql(), [turn.turn_number, conversation.pk]))
+    if not rows:
+        raise Conversation.DoesNotExist(f"conversation {conversation.pk} is gone")
+    model = rows[0]
+    conversation.original_model = model
+    category, subtopic = getattr(model, "reply_category"), getattr(model, "reply_subtopic")  # noqa: B009
+    messages: list[dict[str, str]] = [{"role": "system", "content": _system_prompt(category, subtopic)}]
+    for previous in rows:
+        user_message = getattr(previous, "reply_user_message")  # noqa: B009  (columns the raw read added)
+        if user_message is not None:
+            messages.append({"role": "user", "content": user_message})
+            messages.append({"role": "assistant", "content": getattr(previous, "reply_response")})  # noqa: B009
     messages.append({"role": "user", "content": turn.user_message})
-    model = conversation.original_model
     live = uses_live_model(model)
     return ReplyRequest(
         model_key=model.alias,
         litellm_model=model.litellm_model if live else "",
         api_base=model.api_base if live else "",
         messages=messages,
-        category=conversation.topic.category,
-        subtopic=conversation.topic.subtopic,
+        category=category,
+        subtopic=subtopic,
         turn_number=turn.turn_number,
         fallback_litellm_model=model.fallback_litellm_model if live else "",
         fallback_api_base=model.fallback_api_base if live else "",
@@ -206,14 +250,27 @@ async def _provider_text(
     through litellm for every other provider (keys from the environment, as litellm reads them)."""
     timeout = settings.ATTUNE_CHAT_TIMEOUT_SECONDS
     if uses_direct_stream(litellm_model, api_base):
-        from attunebench.replay import openai_compatible
+        from attunebench.replay import openai_compatible, paced_stream
 
         # The key litellm would send this server: OPENAI_API_KEY, as for any ``openai/...`` model.
         key = os.environ.get("OPENAI_API_KEY") or "none"
-        async for text in openai_compatible.stream_chat_text(
-            api_base=api_base, api_key=key, litellm_model=litellm_model, messages=messages, timeout=timeout
-        ):
-            yield text
+        if paced_stream.reachable_directly(api_base):
+            # One read of the socket per batch: the tokens of the last BATCH_SECONDS decoded together.
+            text_stream = paced_stream.stream_chat_text(
+                api_base=api_base,
+                api_key=key,
+                litellm_model=litellm_model,
+                messages=messages,
+                timeout=timeout,
+                pace=BATCH_SECONDS,
+            )
+        else:  # through a proxy: the HTTP client library knows how to reach it
+            text_stream = openai_compatible.stream_chat_text(
+                api_base=api_base, api_key=key, litellm_model=litellm_model, messages=messages, timeout=timeout
+            )
+        async with aclosing(text_stream) as texts:
+            async for text in texts:
+                yield text
         return
     from attunebench.replay.llm import imported_litellm
 
@@ -304,8 +361,8 @@ BATCH_SECONDS = 0.05
 
 
 async def _pump(agen: AsyncGenerator[str, None], out: queue.SimpleQueue[object], request: ReplyRequest) -> None:
-    """Put the reply's text on ``out`` as it arrives, in batches of what came within ``BATCH_SECONDS``, on the
-    chat loop, within the reply's time limit.
+    """Put the reply's text on ``out`` as it arrives, at most once per ``BATCH_SECONDS``, on the chat loop,
+    within the reply's time limit.
 
     The provider stream is closed before this returns, however it ends; what was gathered is handed over
     first, then the task's done callback puts the task itself on ``out``, which tells the reading thread
@@ -315,20 +372,29 @@ async def _pump(agen: AsyncGenerator[str, None], out: queue.SimpleQueue[object],
     loop = asyncio.get_running_loop()
     gathered: list[str] = []
     handover: asyncio.TimerHandle | None = None
+    handed_at = -BATCH_SECONDS
 
     def hand_over() -> None:
-        nonlocal handover
+        nonlocal handover, handed_at
         handover = None
         if gathered:
             out.put("".join(gathered))
             gathered.clear()
+            handed_at = loop.time()
 
     try:
         async with asyncio.timeout(limit):
             async for chunk in agen:
                 gathered.append(chunk)
-                if handover is None:
-                    handover = loop.call_later(BATCH_SECONDS, hand_over)
+                if handover is not None:
+                    continue
+                # Text after a quiet stretch goes at once (a paced provider stream's batches all do); text
+                # within BATCH_SECONDS of the last hand-over waits for the rest of its batch.
+                wait = handed_at + BATCH_SECONDS - loop.time()
+                if wait <= 0:
+                    hand_over()
+                else:
+                    handover = loop.call_later(wait, hand_over)
     except TimeoutError:
         logger.warning(
             "original model %s did not finish turn %s within %s s", request.model_key, request.turn_number, limit

@@ -14,6 +14,7 @@ is answering the post-chat questions; ``complete`` when those are saved;
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import secrets
@@ -22,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Field
 from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
@@ -668,6 +669,24 @@ LIVE_BUDGET_MESSAGE = (
 )
 
 
+def _column(name: str) -> str:
+    field = Study._meta.get_field(name)
+    assert isinstance(field, Field) and field.column, f"Study.{name} is not a column"
+    return field.column
+
+
+@functools.cache
+def _claim_sql() -> str:
+    """The call budget's conditional update, as a fixed SQL string built once per process (every live reply
+    runs it; the ORM rebuilt it each time)."""
+    q = connection.ops.quote_name
+    used, budget = (q(_column(name)) for name in ("live_calls_used", "live_call_budget"))
+    return (
+        f"UPDATE {q(Study._meta.db_table)} SET {used} = {used} + 1"
+        f" WHERE {q(_column('id'))} = %s AND ({budget} IS NULL OR {used} < {budget})"
+    )
+
+
 def claim_live_call(study: Study) -> bool:
     """Count one live model call against the study's budgets; False (nothing counted) once either is spent.
 
@@ -680,11 +699,9 @@ def claim_live_call(study: Study) -> bool:
     if not spend_allows_call(study):
         logger.error("study %s has spent its live-model dollar budget; a live call was refused", study.slug)
         return False
-    claimed = (
-        Study.objects.filter(pk=study.pk)
-        .filter(Q(live_call_budget__isnull=True) | Q(live_calls_used__lt=F("live_call_budget")))
-        .update(live_calls_used=F("live_calls_used") + 1)
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(_claim_sql(), [study.pk])
+        claimed = cursor.rowcount
     if not claimed:
         logger.error("study %s has spent its live-model budget; a participant's reply was not fetched", study.slug)
     return claimed == 1

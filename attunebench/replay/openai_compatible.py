@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import json
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from attunebench.replay.scheduler import PermanentCallError, TransientCallError
@@ -151,12 +151,14 @@ class StreamFailed(Exception):
     """A streamed chat completion that could not be read to its end: a refusal, an error event, a cut stream."""
 
 
-def _event_text(data: bytes) -> str:
-    """The text of one server-sent event's data (a chat completion chunk); raises StreamFailed on an error event."""
-    try:
-        event = json.loads(data)
-    except ValueError as exc:
-        raise StreamFailed(f"a streamed chunk that is not JSON: {data[:200]!r}") from exc
+def _event_text(data: bytes, event: Any = None) -> str:
+    """The text of one server-sent event's data (a chat completion chunk, or ``event`` when already decoded from
+    it); raises StreamFailed on an error event."""
+    if event is None:
+        try:
+            event = json.loads(data)
+        except ValueError as exc:
+            raise StreamFailed(f"a streamed chunk that is not JSON: {data[:200]!r}") from exc
     if not isinstance(event, dict):
         raise StreamFailed(f"a streamed chunk that is not an object: {data[:200]!r}")
     if "error" in event:
@@ -169,9 +171,38 @@ def _event_text(data: bytes) -> str:
     return text if isinstance(text, str) else ""
 
 
+def _events_text(datas: list[bytes]) -> str:
+    """The text of several events' data, decoded as one JSON array (one parse for a batch of tokens); any that
+    does not decode on its own is found, and reported, one by one."""
+    if len(datas) > 1:
+        try:
+            decoded = json.loads(b"[" + b",".join(datas) + b"]")
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, list) and len(decoded) == len(datas) and None not in decoded:
+            return "".join(_event_text(data, event) for data, event in zip(datas, decoded, strict=True))
+    return "".join(_event_text(data) for data in datas)
+
+
+def sse_text(buffer: bytes) -> tuple[str, bytes, bool]:
+    """The text of the complete server-sent events at the start of ``buffer``, the rest (an event cut short), and
+    whether ``[DONE]`` came; raises StreamFailed on an error event."""
+    *events, rest = buffer.replace(b"\r\n", b"\n").split(b"\n\n")
+    datas: list[bytes] = []
+    for event in events:
+        for line in event.split(b"\n"):
+            if not line.startswith(b"data:"):
+                continue  # comments, event names and ids: nothing to show
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                return _events_text(datas), b"", True
+            datas.append(data)
+    return _events_text(datas), rest, False
+
+
 async def stream_chat_text(
     *, api_base: str, api_key: str, litellm_model: str, messages: list[dict[str, str]], timeout: float
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     """The text of a streamed chat completion as it arrives, read straight off the server-sent events.
 
     A participant's live reply comes one chunk per token, 30 to 50 a second: through litellm's stream
@@ -190,19 +221,9 @@ async def stream_chat_text(
             raise StreamFailed(f"{api_base} answered {response.status_code}: {detail}")
         buffer = b""
         async for received in response.aiter_bytes():
-            buffer += received
-            *events, buffer = buffer.replace(b"\r\n", b"\n").split(b"\n\n")
-            pieces: list[str] = []
-            for event in events:
-                for line in event.split(b"\n"):
-                    if not line.startswith(b"data:"):
-                        continue  # comments, event names and ids: nothing to show
-                    data = line[5:].strip()
-                    if data == b"[DONE]":
-                        if pieces:
-                            yield "".join(pieces)
-                        return
-                    pieces.append(_event_text(data))
-            if text := "".join(pieces):
+            text, buffer, done = sse_text(buffer + received)
+            if text:
                 yield text
+            if done:
+                return
     raise StreamFailed(f"{api_base} ended the stream before [DONE]")
