@@ -420,52 +420,106 @@ def variance_ratio(groups: Sequence[Sequence[float]]) -> tuple[float | None, str
     return _num(stats.f_oneway(*groups).statistic), None
 
 
+def _shared_tests(x: np.ndarray, y: np.ndarray) -> list[PairResult]:
+    """:func:`paired_test` of each row of ``x`` against the same row of ``y`` (one length, no missing values).
+
+    Why: at thousands of conversations the discrimination analysis tests hundreds of pairs of rows per
+    metric, and building each pair's differences in Python was most of its time. Rows whose non-zero
+    differences are few enough for the exact sign-flip path go through :func:`paired_tests` one by one
+    (rare at scale); the rest are grouped by scipy's method and tested in one array call each, exactly
+    as :func:`paired_tests` groups them, so every result is what the pair's own call gives.
+    """
+    from scipy import stats
+
+    n_pairs, n = x.shape
+    if n < 2:
+        return [(None, None, "fewer than 2 shared conversations")] * n_pairs
+    diffs = x - y
+    nonzero = np.count_nonzero(diffs, axis=1)
+    results: list[PairResult | None] = [None] * n_pairs
+    batches: dict[str, list[int]] = {}
+    for k in range(n_pairs):
+        if nonzero[k] == 0:
+            results[k] = (0.0, 1.0, "identical scores on every shared conversation")
+        elif nonzero[k] <= EXACT_SIGN_FLIP_MAX:
+            results[k] = paired_tests([(x[k], y[k])])[0]
+        else:
+            batches.setdefault(_scipy_method(diffs[k]), []).append(k)
+    for members in batches.values():
+        tested = stats.wilcoxon(x[members], y[members], axis=1)
+        for row, k in enumerate(members):
+            p = _num(tested.pvalue[row])
+            results[k] = (
+                (None, None, "test undefined for these values") if p is None else (_num(tested.statistic[row]), p, None)
+            )
+    return [r if r is not None else (None, None, "test undefined for these values") for r in results]
+
+
 def discrimination(
     report: ScoringReport, metrics: Sequence[str] = DISCRIMINATION_METRICS, alpha: float = ALPHA
 ) -> Discrimination:
-    """Per metric: paired Wilcoxon test for every pair of rows, Holm-corrected (SPEC 6)."""
+    """Per metric: paired Wilcoxon test for every pair of rows, Holm-corrected (SPEC 6).
+
+    Each metric's values are one (row × conversation) array; the pairs of rows that share the same
+    conversations (at scale, nearly all) are tested together (:func:`_shared_tests`).
+    """
     rows = _rows(report)
-    per_row = {key: {r.conversationId: conversation_values(r) for r in records} for key, records in rows.items()}
     keys = list(rows)
+    universe = sorted({r.conversationId for records in rows.values() for r in records})
+    position = {cid: i for i, cid in enumerate(universe)}
+    cells: dict[tuple[int, int], int] = {}  # (row, conversation) -> its record; a later record replaces an earlier
+    table: list[list[float | None]] = []
+    order: dict[tuple[str, str], list[int]] = {}  # each row's conversations in its records' order
+    for r_i, key in enumerate(keys):
+        for record in rows[key]:
+            vals = conversation_values(record)
+            cells[(r_i, position[record.conversationId])] = len(table)
+            table.append([vals.get(metric) for metric in metrics])
+        order[key] = list(dict.fromkeys(position[r.conversationId] for r in rows[key]))
+    by_metric = np.array(table, dtype=float).reshape(len(table), len(metrics))  # None reads as NaN: left out
+    where = (np.array([c[0] for c in cells], dtype=int), np.array([c[1] for c in cells], dtype=int))
+    chosen = np.array(list(cells.values()), dtype=int)
     out: dict[str, MetricDiscrimination] = {}
-    for metric in metrics:
-        # row -> conversationId -> value, conversations without the metric left out
-        scores = {
-            key: {cid: v for cid, values in per_row[key].items() if (v := values.get(metric)) is not None}
-            for key in keys
-        }
-        untested: list[PairTest] = []
-        compared = []
+    for m_i, metric in enumerate(metrics):
+        values = np.full((len(keys), len(universe)), np.nan)
+        values[where] = by_metric[chosen, m_i]
+        present = ~np.isnan(values)
+        groups: dict[bytes, list[tuple[int, int]]] = {}
         for i in range(len(keys)):
             for j in range(i + 1, len(keys)):
-                a, b = scores[keys[i]], scores[keys[j]]
-                shared = sorted(a.keys() & b.keys())
-                compared.append((i, j, shared, [a[cid] for cid in shared], [b[cid] for cid in shared]))
-        tests = paired_tests([(x, y) for _, _, _, x, y in compared])
-        for (i, j, shared, x, y), (statistic, p, note) in zip(compared, tests, strict=True):
-            untested.append(
+                groups.setdefault((present[i] & present[j]).tobytes(), []).append((i, j))
+        found: dict[tuple[int, int], tuple[int, float | None, PairResult]] = {}
+        for mask_bytes, members in groups.items():
+            shared = np.flatnonzero(np.frombuffer(mask_bytes, dtype=bool))
+            left = values[np.ix_(np.array([i for i, _ in members]), shared)]
+            right = values[np.ix_(np.array([j for _, j in members]), shared)]
+            tests = _shared_tests(left, right)
+            for k, pair in enumerate(members):
+                mean_difference = _num(math.fsum((left[k] - right[k]).tolist()) / shared.size) if shared.size else None
+                found[pair] = (int(shared.size), mean_difference, tests[k])
+        ordered = [(i, j) for i in range(len(keys)) for j in range(i + 1, len(keys))]
+        tested_p = [p for pair in ordered if (p := found[pair][2][1]) is not None]
+        adjusted = iter(holm(tested_p))
+        pairs = []
+        for i, j in ordered:
+            n_shared, mean_difference, (statistic, p, note) = found[(i, j)]
+            p_holm = next(adjusted) if p is not None else None
+            pairs.append(
                 PairTest(
                     a=row_label(*keys[i]),
                     b=row_label(*keys[j]),
-                    n_shared=len(shared),
-                    mean_difference=_num(math.fsum(u - v for u, v in zip(x, y, strict=True)) / len(x)) if x else None,
+                    n_shared=n_shared,
+                    mean_difference=mean_difference,
                     statistic=statistic,
                     p=p,
-                    p_holm=None,
-                    different=None,
+                    p_holm=p_holm,
+                    different=None if p_holm is None else p_holm < alpha,
                     note=note,
                 )
             )
-        tested_p = [pair.p for pair in untested if pair.p is not None]
-        adjusted = iter(holm(tested_p))
-        pairs = []
-        for pair in untested:
-            if pair.p is not None:
-                p_holm = next(adjusted)
-                pair = pair.model_copy(update={"p_holm": p_holm, "different": p_holm < alpha})
-            pairs.append(pair)
+        scores = {key: [float(values[r_i, i]) for i in order[key] if present[r_i, i]] for r_i, key in enumerate(keys)}
         n_different = sum(1 for pair in pairs if pair.different)
-        ratio, ratio_note = variance_ratio([list(scores[key].values()) for key in keys])
+        ratio, ratio_note = variance_ratio([scores[key] for key in keys])
         note = None
         if not pairs:
             note = "fewer than two (model, mode) rows: nothing to compare"
