@@ -351,6 +351,15 @@ def _scipy_method(diffs: np.ndarray) -> str:
     return "tied"  # ties or zeros among more than 13 non-zero differences: the normal approximation
 
 
+def _sign_flip_result(nonzero: np.ndarray) -> PairResult:
+    """(statistic, exact p, no note) for non-zero differences that scipy's exact table cannot take."""
+    from scipy import stats
+
+    ranks = stats.rankdata(np.abs(nonzero))
+    r_plus = float(ranks[nonzero > 0].sum())
+    return (min(r_plus, float(ranks.sum()) - r_plus), _exact_sign_flip_p(nonzero), None)
+
+
 def paired_tests(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> list[PairResult]:
     """:func:`paired_test` of each pair, the pairs that need scipy tested in one array call per kind.
 
@@ -376,9 +385,7 @@ def paired_tests(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> li
         nonzero = diffs[diffs != 0]
         tied = np.unique(np.abs(nonzero)).size < nonzero.size
         if (tied or nonzero.size < diffs.size) and nonzero.size <= EXACT_SIGN_FLIP_MAX:
-            ranks = stats.rankdata(np.abs(nonzero))
-            r_plus = float(ranks[nonzero > 0].sum())
-            results.append((min(r_plus, float(ranks.sum()) - r_plus), _exact_sign_flip_p(nonzero), None))
+            results.append(_sign_flip_result(nonzero))
             continue
         results.append(None)
         batches.setdefault((diffs.size, _scipy_method(diffs)), []).append(index)
@@ -441,10 +448,13 @@ def _shared_tests(x: np.ndarray, y: np.ndarray) -> list[PairResult]:
     for k in range(n_pairs):
         if nonzero[k] == 0:
             results[k] = (0.0, 1.0, "identical scores on every shared conversation")
-        elif nonzero[k] <= EXACT_SIGN_FLIP_MAX:
-            results[k] = paired_tests([(x[k], y[k])])[0]
-        else:
-            batches.setdefault(_scipy_method(diffs[k]), []).append(k)
+            continue
+        if nonzero[k] <= EXACT_SIGN_FLIP_MAX:
+            kept = diffs[k][diffs[k] != 0]
+            if nonzero[k] < n or np.unique(np.abs(kept)).size < kept.size:  # zeros or ties: the exact sign flip
+                results[k] = _sign_flip_result(kept)
+                continue
+        batches.setdefault(_scipy_method(diffs[k]), []).append(k)
     for members in batches.values():
         tested = stats.wilcoxon(x[members], y[members], axis=1)
         for row, k in enumerate(members):
