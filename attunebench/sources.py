@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import IO, NamedTuple, TypeVar
 
 from attunebench import publication
 from attunebench.canonical import (
@@ -46,19 +47,31 @@ def _is_jsonl(name: str) -> bool:
     return name.lower().endswith(".jsonl")
 
 
-def _lines(source: str, raw: bytes) -> Iterator[RawDocument]:
-    """The documents of a JSON Lines file: one per non-blank line, its source naming the line (1-based)."""
-    for number, line in enumerate(raw.splitlines(), start=1):
-        if line.strip():
-            yield RawDocument(f"{source} line {number}", line)
+def _lines(source: str, handle: IO[bytes]) -> Iterator[RawDocument]:
+    """The documents of a JSON Lines file: one per non-blank line, its source naming the line (1-based).
+
+    Read line by line from the open file, so a file of thousands of conversations is never held whole;
+    lines are numbered as ``bytes.splitlines`` would number them (a lone carriage return ends one too).
+    """
+    number = 0
+    for chunk in handle:
+        for line in chunk.splitlines():
+            number += 1
+            if line.strip():
+                yield RawDocument(f"{source} line {number}", line)
 
 
-def _documents(source: str, raw: bytes) -> Iterator[RawDocument]:
-    """One document for a .json file, one per line for a .jsonl file."""
-    if _is_jsonl(source):
-        yield from _lines(source, raw)
-    else:
-        yield RawDocument(source, raw)
+def _opener(path: Path) -> Callable[[], IO[bytes]]:
+    return lambda: path.open("rb")
+
+
+def _documents(source: str, opener: Callable[[], IO[bytes]]) -> Iterator[RawDocument]:
+    """One document for a .json file, one per line for a .jsonl file (streamed)."""
+    with opener() as handle:
+        if _is_jsonl(source):
+            yield from _lines(source, handle)
+        else:
+            yield RawDocument(source, handle.read())
 
 
 #: The tables of a published dataset folder that hold documents, and the column holding each one's text.
@@ -110,11 +123,25 @@ def iter_documents(
                             and not member.endswith("/")
                             and not _is_datasheet(member)
                         ):
-                            yield from _documents(f"{path}!{member}", archive.read(member))
+                            yield from _documents(f"{path}!{member}", partial(archive.open, member))
             except zipfile.BadZipFile:
                 yield Problem(source=str(path), path="", message="not a readable .zip archive")
         else:
-            yield from _documents(str(path), path.read_bytes())
+            yield from _documents(str(path), _opener(path))
+
+
+def _iter_loaded(
+    paths: Iterable[str | Path], load: Callable[[bytes, str], T], published_table: str
+) -> Iterator[tuple[str, T] | Problem]:
+    for item in iter_documents(paths, (published_table,)):
+        if isinstance(item, Problem):
+            yield item
+            continue
+        source, raw = item
+        try:
+            yield source, load(raw, source)
+        except CanonicalError as exc:
+            yield from exc.problems
 
 
 def _read_all(
@@ -122,16 +149,21 @@ def _read_all(
 ) -> tuple[list[tuple[str, T]], list[Problem]]:
     documents: list[tuple[str, T]] = []
     problems: list[Problem] = []
-    for item in iter_documents(paths, (published_table,)):
+    for item in _iter_loaded(paths, load, published_table):
         if isinstance(item, Problem):
             problems.append(item)
-            continue
-        source, raw = item
-        try:
-            documents.append((source, load(raw, source)))
-        except CanonicalError as exc:
-            problems.extend(exc.problems)
+        else:
+            documents.append(item)
     return documents, problems
+
+
+def iter_conversations(paths: Iterable[str | Path]) -> Iterator[tuple[str, ConversationFile] | Problem]:
+    """Each conversation found, validated, or each problem, one at a time in file order.
+
+    What :func:`read_conversations` lists, without holding it: an import reads its files twice
+    (validate, then write) so its memory does not grow with the study.
+    """
+    return _iter_loaded(paths, load_conversation, "conversations")
 
 
 def read_conversations(paths: Iterable[str | Path]) -> tuple[list[tuple[str, ConversationFile]], list[Problem]]:

@@ -20,7 +20,7 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 from annotation.models import AlternateResponses, BinaryJudgement, MoodTag, PairwiseComparison
 from attunebench import canonical as cf
 from attunebench import catalogue as cat
-from attunebench.sources import read_conversations
+from attunebench.sources import iter_conversations
 from attunebench.synth import document_filename
 from collection.models import (
     Consent,
@@ -71,10 +71,19 @@ class ImportResult:
 # ---------------------------------------------------------------------------
 
 
+#: How many conversation ids one "already in the database?" query asks about.
+EXISTING_CHUNK = 1000
+
+Documents = Iterable[tuple[str, cf.ConversationFile] | cf.Problem]
+
+
 def import_paths(paths: Iterable[str | Path], attested_consent_version: str | None = None) -> ImportResult:
-    """Validate every file first; write all of them in one transaction only if none has a problem."""
-    documents, problems = read_conversations(paths)
-    return import_documents(documents, problems, attested_consent_version)
+    """Validate every file first; write all of them in one transaction only if none has a problem.
+
+    The files are read twice, validated one at a time and then written one at a time, so an import's
+    memory does not grow with the files it imports.
+    """
+    return import_stream(lambda: iter_conversations(paths), attested_consent_version)
 
 
 def import_documents(
@@ -91,9 +100,29 @@ def import_documents(
     attestation (``attested_consent_version``, the version recorded for them).
     Other diagnoses are not stored, and the result counts them.
     """
-    problems = list(problems or [])
+    given = list(problems or [])
+    return import_stream(lambda: [*given, *documents], attested_consent_version, progress)
+
+
+def import_stream(
+    read: Callable[[], Documents],
+    attested_consent_version: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> ImportResult:
+    """:func:`import_documents` over documents read twice: once to validate, once to write.
+
+    ``read()`` gives the documents (or the problems found reading them) afresh each time it is
+    called, in the same order. The first pass keeps only each conversation's id and source, so every
+    bad input is reported before anything is written while memory stays flat whatever the number of
+    conversations; the second writes them all in one transaction, so a failure leaves nothing behind.
+    """
+    problems: list[cf.Problem] = []
     seen: dict[str, str] = {}
-    for source, doc in documents:
+    for item in read():
+        if isinstance(item, cf.Problem):
+            problems.append(item)
+            continue
+        source, doc = item
         # SPEC 2.4: only listed survey answers enter the database.
         problems.extend(cf.check_conversation_options(doc, source))
         if doc.conversationId in seen:
@@ -105,24 +134,31 @@ def import_documents(
                 )
             )
         seen.setdefault(doc.conversationId, source)
-    existing = set(
-        Conversation.objects.filter(conversation_id__in=list(seen)).values_list("conversation_id", flat=True)
-    )
-    for source, doc in documents:
-        if doc.conversationId in existing:
+    ids = list(seen)
+    for start in range(0, len(ids), EXISTING_CHUNK):
+        chunk = ids[start : start + EXISTING_CHUNK]
+        for cid in Conversation.objects.filter(conversation_id__in=chunk).values_list("conversation_id", flat=True):
             problems.append(
-                cf.Problem(
-                    source=source, path="conversationId", message=f"{doc.conversationId!r} is already in the database"
-                )
+                cf.Problem(source=seen[cid], path="conversationId", message=f"{cid!r} is already in the database")
             )
     if problems:
         return ImportResult(problems=problems)
-    result = ImportResult(imported=[doc.conversationId for _, doc in documents])
+    result = ImportResult(imported=ids)
+    total = len(ids)
     with transaction.atomic():
-        for done, (_, doc) in enumerate(documents, start=1):
-            write_conversation(doc, attested_consent_version, result)
+        done = 0
+        for item in read():
+            if isinstance(item, cf.Problem):  # the files changed between the passes
+                raise ValueError(f"{item} (the input changed while it was imported; nothing was written)")
+            write_conversation(item[1], attested_consent_version, result)
+            done += 1
             if progress:
-                progress(done, len(documents))
+                progress(done, total)
+        if done != total:
+            raise ValueError(
+                f"the input changed while it was imported ({done} conversations read for writing, "
+                f"{total} validated); nothing was written"
+            )
     result.diagnoses_not_stored -= result.diagnoses_stored  # a participant stored once is stored
     return result
 

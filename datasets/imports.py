@@ -14,8 +14,8 @@ from pathlib import Path
 from django.db import transaction
 
 from attunebench import canonical as cf
-from attunebench.sources import read_conversations
-from datasets.exchange import ImportResult, import_documents
+from attunebench.sources import iter_conversations
+from datasets.exchange import Documents, ImportResult, import_stream
 from datasets.models import ImportRecord
 
 #: What ``--attest-sensitive-consent`` asserts, shown by the command and kept in the docs.
@@ -32,12 +32,14 @@ def do_import_paths(
     consent_note: str = "",
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[ImportResult, ImportRecord | None]:
-    """Read and import files as one recorded import; nothing is written (no record either) when any has a problem."""
+    """Read and import files as one recorded import; nothing is written (no record either) when any has a problem.
+
+    The files are read twice (every one validated, then every one written), never held whole, so the
+    import's memory stays flat however many conversations they hold.
+    """
     sources = [str(p) for p in paths]
-    documents, problems = read_conversations(sources)
-    return do_import_documents(
-        documents,
-        problems,
+    return _do_import(
+        lambda: iter_conversations(sources),
         sources=sources,
         attest_sensitive_consent=attest_sensitive_consent,
         consent_note=consent_note,
@@ -55,12 +57,30 @@ def do_import_documents(
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[ImportResult, ImportRecord | None]:
     """Import validated documents, recording the import and, when attested, the consent it stands for."""
+    given = list(problems or [])
+    return _do_import(
+        lambda: [*given, *documents],
+        sources=sources,
+        attest_sensitive_consent=attest_sensitive_consent,
+        consent_note=consent_note,
+        progress=progress,
+    )
+
+
+def _do_import(
+    read: Callable[[], Documents],
+    *,
+    sources: list[str],
+    attest_sensitive_consent: bool,
+    consent_note: str,
+    progress: Callable[[int, int], None] | None,
+) -> tuple[ImportResult, ImportRecord | None]:
     with transaction.atomic():
         record = ImportRecord.objects.create(
             sources=sources, sensitive_consent_attested=attest_sensitive_consent, consent_note=consent_note.strip()
         )
         version = record.consent_version if attest_sensitive_consent else None
-        result = import_documents(documents, problems, attested_consent_version=version, progress=progress)
+        result = import_stream(read, attested_consent_version=version, progress=progress)
         if not result.ok:
             transaction.set_rollback(True)
             return result, None

@@ -351,6 +351,15 @@ def _scipy_method(diffs: np.ndarray) -> str:
     return "tied"  # ties or zeros among more than 13 non-zero differences: the normal approximation
 
 
+def _sign_flip_result(nonzero: np.ndarray) -> PairResult:
+    """(statistic, exact p, no note) for non-zero differences that scipy's exact table cannot take."""
+    from scipy import stats
+
+    ranks = stats.rankdata(np.abs(nonzero))
+    r_plus = float(ranks[nonzero > 0].sum())
+    return (min(r_plus, float(ranks.sum()) - r_plus), _exact_sign_flip_p(nonzero), None)
+
+
 def paired_tests(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> list[PairResult]:
     """:func:`paired_test` of each pair, the pairs that need scipy tested in one array call per kind.
 
@@ -376,9 +385,7 @@ def paired_tests(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> li
         nonzero = diffs[diffs != 0]
         tied = np.unique(np.abs(nonzero)).size < nonzero.size
         if (tied or nonzero.size < diffs.size) and nonzero.size <= EXACT_SIGN_FLIP_MAX:
-            ranks = stats.rankdata(np.abs(nonzero))
-            r_plus = float(ranks[nonzero > 0].sum())
-            results.append((min(r_plus, float(ranks.sum()) - r_plus), _exact_sign_flip_p(nonzero), None))
+            results.append(_sign_flip_result(nonzero))
             continue
         results.append(None)
         batches.setdefault((diffs.size, _scipy_method(diffs)), []).append(index)
@@ -420,52 +427,109 @@ def variance_ratio(groups: Sequence[Sequence[float]]) -> tuple[float | None, str
     return _num(stats.f_oneway(*groups).statistic), None
 
 
+def _shared_tests(x: np.ndarray, y: np.ndarray) -> list[PairResult]:
+    """:func:`paired_test` of each row of ``x`` against the same row of ``y`` (one length, no missing values).
+
+    Why: at thousands of conversations the discrimination analysis tests hundreds of pairs of rows per
+    metric, and building each pair's differences in Python was most of its time. Rows whose non-zero
+    differences are few enough for the exact sign-flip path go through :func:`paired_tests` one by one
+    (rare at scale); the rest are grouped by scipy's method and tested in one array call each, exactly
+    as :func:`paired_tests` groups them, so every result is what the pair's own call gives.
+    """
+    from scipy import stats
+
+    n_pairs, n = x.shape
+    if n < 2:
+        return [(None, None, "fewer than 2 shared conversations")] * n_pairs
+    diffs = x - y
+    nonzero = np.count_nonzero(diffs, axis=1)
+    results: list[PairResult | None] = [None] * n_pairs
+    batches: dict[str, list[int]] = {}
+    for k in range(n_pairs):
+        if nonzero[k] == 0:
+            results[k] = (0.0, 1.0, "identical scores on every shared conversation")
+            continue
+        if nonzero[k] <= EXACT_SIGN_FLIP_MAX:
+            kept = diffs[k][diffs[k] != 0]
+            if nonzero[k] < n or np.unique(np.abs(kept)).size < kept.size:  # zeros or ties: the exact sign flip
+                results[k] = _sign_flip_result(kept)
+                continue
+        batches.setdefault(_scipy_method(diffs[k]), []).append(k)
+    for members in batches.values():
+        tested = stats.wilcoxon(x[members], y[members], axis=1)
+        for row, k in enumerate(members):
+            p = _num(tested.pvalue[row])
+            results[k] = (
+                (None, None, "test undefined for these values") if p is None else (_num(tested.statistic[row]), p, None)
+            )
+    return [r if r is not None else (None, None, "test undefined for these values") for r in results]
+
+
 def discrimination(
     report: ScoringReport, metrics: Sequence[str] = DISCRIMINATION_METRICS, alpha: float = ALPHA
 ) -> Discrimination:
-    """Per metric: paired Wilcoxon test for every pair of rows, Holm-corrected (SPEC 6)."""
+    """Per metric: paired Wilcoxon test for every pair of rows, Holm-corrected (SPEC 6).
+
+    Each metric's values are one (row × conversation) array; the pairs of rows that share the same
+    conversations (at scale, nearly all) are tested together (:func:`_shared_tests`).
+    """
     rows = _rows(report)
-    per_row = {key: {r.conversationId: conversation_values(r) for r in records} for key, records in rows.items()}
     keys = list(rows)
+    universe = sorted({r.conversationId for records in rows.values() for r in records})
+    position = {cid: i for i, cid in enumerate(universe)}
+    cells: dict[tuple[int, int], int] = {}  # (row, conversation) -> its record; a later record replaces an earlier
+    table: list[list[float | None]] = []
+    order: dict[tuple[str, str], list[int]] = {}  # each row's conversations in its records' order
+    for r_i, key in enumerate(keys):
+        for record in rows[key]:
+            vals = conversation_values(record)
+            cells[(r_i, position[record.conversationId])] = len(table)
+            table.append([vals.get(metric) for metric in metrics])
+        order[key] = list(dict.fromkeys(position[r.conversationId] for r in rows[key]))
+    by_metric = np.array(table, dtype=float).reshape(len(table), len(metrics))  # None reads as NaN: left out
+    where = (np.array([c[0] for c in cells], dtype=int), np.array([c[1] for c in cells], dtype=int))
+    chosen = np.array(list(cells.values()), dtype=int)
     out: dict[str, MetricDiscrimination] = {}
-    for metric in metrics:
-        # row -> conversationId -> value, conversations without the metric left out
-        scores = {
-            key: {cid: v for cid, values in per_row[key].items() if (v := values.get(metric)) is not None}
-            for key in keys
-        }
-        untested: list[PairTest] = []
-        compared = []
+    for m_i, metric in enumerate(metrics):
+        values = np.full((len(keys), len(universe)), np.nan)
+        values[where] = by_metric[chosen, m_i]
+        present = ~np.isnan(values)
+        groups: dict[bytes, list[tuple[int, int]]] = {}
         for i in range(len(keys)):
             for j in range(i + 1, len(keys)):
-                a, b = scores[keys[i]], scores[keys[j]]
-                shared = sorted(a.keys() & b.keys())
-                compared.append((i, j, shared, [a[cid] for cid in shared], [b[cid] for cid in shared]))
-        tests = paired_tests([(x, y) for _, _, _, x, y in compared])
-        for (i, j, shared, x, y), (statistic, p, note) in zip(compared, tests, strict=True):
-            untested.append(
+                groups.setdefault((present[i] & present[j]).tobytes(), []).append((i, j))
+        found: dict[tuple[int, int], tuple[int, float | None, PairResult]] = {}
+        for mask_bytes, members in groups.items():
+            shared = np.flatnonzero(np.frombuffer(mask_bytes, dtype=bool))
+            left = values[np.ix_(np.array([i for i, _ in members]), shared)]
+            right = values[np.ix_(np.array([j for _, j in members]), shared)]
+            tests = _shared_tests(left, right)
+            for k, pair in enumerate(members):
+                mean_difference = _num(math.fsum((left[k] - right[k]).tolist()) / shared.size) if shared.size else None
+                found[pair] = (int(shared.size), mean_difference, tests[k])
+        ordered = [(i, j) for i in range(len(keys)) for j in range(i + 1, len(keys))]
+        tested_p = [p for pair in ordered if (p := found[pair][2][1]) is not None]
+        adjusted = iter(holm(tested_p))
+        pairs = []
+        for i, j in ordered:
+            n_shared, mean_difference, (statistic, p, note) = found[(i, j)]
+            p_holm = next(adjusted) if p is not None else None
+            pairs.append(
                 PairTest(
                     a=row_label(*keys[i]),
                     b=row_label(*keys[j]),
-                    n_shared=len(shared),
-                    mean_difference=_num(math.fsum(u - v for u, v in zip(x, y, strict=True)) / len(x)) if x else None,
+                    n_shared=n_shared,
+                    mean_difference=mean_difference,
                     statistic=statistic,
                     p=p,
-                    p_holm=None,
-                    different=None,
+                    p_holm=p_holm,
+                    different=None if p_holm is None else p_holm < alpha,
                     note=note,
                 )
             )
-        tested_p = [pair.p for pair in untested if pair.p is not None]
-        adjusted = iter(holm(tested_p))
-        pairs = []
-        for pair in untested:
-            if pair.p is not None:
-                p_holm = next(adjusted)
-                pair = pair.model_copy(update={"p_holm": p_holm, "different": p_holm < alpha})
-            pairs.append(pair)
+        scores = {key: [float(values[r_i, i]) for i in order[key] if present[r_i, i]] for r_i, key in enumerate(keys)}
         n_different = sum(1 for pair in pairs if pair.different)
-        ratio, ratio_note = variance_ratio([list(scores[key].values()) for key in keys])
+        ratio, ratio_note = variance_ratio([scores[key] for key in keys])
         note = None
         if not pairs:
             note = "fewer than two (model, mode) rows: nothing to compare"
@@ -667,7 +731,9 @@ def _values_of(record: ConversationRecord) -> ConversationValues:
     return {"composite_score": record.composite_score, **{name: caps[name] for name in CAPABILITIES}}
 
 
-def per_conversation(records: Iterable[ConversationRecord]) -> dict[str, ConversationValues]:
+def per_conversation(
+    records: Iterable[ConversationRecord], values_of: Callable[[ConversationRecord], ConversationValues] = _values_of
+) -> dict[str, ConversationValues]:
     """conversationId -> each breakdown metric averaged over the given rows' records of that conversation.
 
     A conversation replayed by several pooled rows is one observation (SPEC 6 breakdowns count
@@ -675,11 +741,33 @@ def per_conversation(records: Iterable[ConversationRecord]) -> dict[str, Convers
     """
     grouped: dict[str, list[ConversationValues]] = {}
     for record in records:
-        grouped.setdefault(record.conversationId, []).append(_values_of(record))
+        grouped.setdefault(record.conversationId, []).append(values_of(record))
     return {
         cid: {m: mean_or_none(v[m] for v in values) for m in BREAKDOWN_METRICS}
         for cid, values in sorted(grouped.items())
     }
+
+
+class RowValues:
+    """Each row's per-conversation values and the pooled rows', computed once for all breakdowns of a report.
+
+    Why: the category, original-model and participant-group breakdowns each read every row's
+    per-conversation values and the pooled rows'; computing them once per analysis (each record's
+    values once) rather than once per breakdown saves most of their time at thousands of conversations.
+    """
+
+    def __init__(self, report: ScoringReport, pool: Sequence[str]) -> None:
+        cached: dict[int, ConversationValues] = {}
+
+        def values_of(record: ConversationRecord) -> ConversationValues:
+            found = cached.get(id(record))
+            if found is None:
+                found = cached[id(record)] = _values_of(record)
+            return found
+
+        self.pool = list(pool)
+        self.rows = {key: per_conversation(records, values_of) for key, records in _rows(report).items()}
+        self.pooled = per_conversation(_pooled_records(report, pool), values_of)
 
 
 def _summary(values: Sequence[ConversationValues]) -> dict[str, Any]:
@@ -772,7 +860,11 @@ Summaries = list[tuple[str, dict[str, Any]]]  # (value of the field, _summary of
 
 
 def _breakdown(
-    report: ScoringReport, info: Mapping[str, Mapping[str, Any]], field: str, pool: Sequence[str]
+    report: ScoringReport,
+    info: Mapping[str, Mapping[str, Any]],
+    field: str,
+    pool: Sequence[str],
+    prepared: RowValues | None = None,
 ) -> tuple[list[tuple[str, str, Summaries]], Summaries, list[SpreadTest], str | None]:
     """Per row, and over the pooled rows, the summary of each value of ``field``; the tests; a note on unknowns."""
 
@@ -787,11 +879,12 @@ def _breakdown(
             buckets.setdefault(value, []).append(v)
         return buckets, missing
 
+    values = prepared if prepared is not None and prepared.pool == list(pool) else RowValues(report, pool)
     per_row = []
-    for (em_model, mode), records in _rows(report).items():
-        buckets, _ = buckets_of(per_conversation(records))
+    for (em_model, mode), row_values in values.rows.items():
+        buckets, _ = buckets_of(row_values)
         per_row.append((em_model, mode, [(value, _summary(members)) for value, members in sorted(buckets.items())]))
-    overall, missing = buckets_of(per_conversation(_pooled_records(report, pool)))
+    overall, missing = buckets_of(values.pooled)
     summaries = [(value, _summary(members)) for value, members in overall.items()]
     # hardest first: the lowest mean composite
     summaries.sort(key=lambda vs: (math.inf if vs[1]["composite_score"] is None else vs[1]["composite_score"], vs[0]))
@@ -805,6 +898,7 @@ def breakdown_by(
     info: Mapping[str, Mapping[str, Any]],
     field: Literal["category"],
     pool: Sequence[str] | None = None,
+    prepared: RowValues | None = None,
 ) -> CategoryBreakdown: ...
 @overload
 def breakdown_by(
@@ -812,16 +906,21 @@ def breakdown_by(
     info: Mapping[str, Mapping[str, Any]],
     field: Literal["original_model"],
     pool: Sequence[str] | None = None,
+    prepared: RowValues | None = None,
 ) -> OriginalModelBreakdown: ...
 def breakdown_by(
     report: ScoringReport,
     info: Mapping[str, Mapping[str, Any]],
     field: Literal["category", "original_model"],
     pool: Sequence[str] | None = None,
+    prepared: RowValues | None = None,
 ) -> CategoryBreakdown | OriginalModelBreakdown:
-    """Per row and per value of ``field`` (category or original model), plus the pooled rows (:func:`pooled_rows`)."""
+    """Per row and per value of ``field`` (category or original model), plus the pooled rows (:func:`pooled_rows`).
+
+    ``prepared`` is the report's :class:`RowValues` when the caller computed them already.
+    """
     chosen = pooled_rows(report, pool)[0]
-    per_row, overall, tests, note = _breakdown(report, info, field, chosen)
+    per_row, overall, tests, note = _breakdown(report, info, field, chosen, prepared)
     if field == "category":
         return CategoryBreakdown(
             rows=[CategoryRow(em_model=e, mode=m, category=v, **s) for e, m, values in per_row for v, s in values],
@@ -895,7 +994,10 @@ def compare_groups(values: Mapping[str, ConversationValues], info: Mapping[str, 
 
 
 def participant_groups(
-    report: ScoringReport, info: Mapping[str, Mapping[str, Any]], pool: Sequence[str] | None = None
+    report: ScoringReport,
+    info: Mapping[str, Mapping[str, Any]],
+    pool: Sequence[str] | None = None,
+    prepared: RowValues | None = None,
 ) -> ParticipantGroups:
     """Diagnosed anxiety/depression vs none, per row and over the pooled rows, on the composite and each capability.
 
@@ -903,15 +1005,16 @@ def participant_groups(
     rows) so that a conversation replayed by many models is not counted many times.
     """
     chosen = pooled_rows(report, pool)[0]
+    values = prepared if prepared is not None and prepared.pool == list(chosen) else RowValues(report, chosen)
     per_row = [
-        GroupRow(em_model=em_model, mode=mode, **compare_groups(per_conversation(records), info).model_dump())
-        for (em_model, mode), records in _rows(report).items()
+        GroupRow(em_model=em_model, mode=mode, **compare_groups(row_values, info).model_dump())
+        for (em_model, mode), row_values in values.rows.items()
     ]
     return ParticipantGroups(
         groups=list(GROUPS),
         test="mann-whitney U (two-sided), on the composite and each capability",
         rows=per_row,
-        pooled=compare_groups(per_conversation(_pooled_records(report, chosen)), info),
+        pooled=compare_groups(values.pooled, info),
     )
 
 
@@ -1098,6 +1201,7 @@ def analyze(
     report = split.compared
     info = _conversation_info(full, conversations)
     pool_labels, pool_note = pooled_rows(report, pool)
+    prepared = RowValues(report, pool_labels)  # shared by the breakdowns: each record's values computed once
     profile = capability_profile(report)
     notes = []
     if len(profile) < 2:
@@ -1119,10 +1223,10 @@ def analyze(
         discrimination=discrimination(report, alpha=alpha),
         bootstrap=bootstrap(report, n_resamples=n_bootstrap, seed=seed),
         breakdowns=Breakdowns(
-            by_category=breakdown_by(report, info, "category", pool_labels),
-            by_participant_group=participant_groups(report, info, pool_labels),
+            by_category=breakdown_by(report, info, "category", pool_labels, prepared),
+            by_participant_group=participant_groups(report, info, pool_labels, prepared),
             by_turn_position=turn_position(report, info),
-            by_original_model=breakdown_by(report, info, "original_model", pool_labels),
+            by_original_model=breakdown_by(report, info, "original_model", pool_labels, prepared),
             pooled_rows=pool_labels,
             pool_note=pool_note,
         ),

@@ -659,7 +659,8 @@ class LeaderboardView(ResearcherAPIMixin, APIView):
             "equal" if choice_filter(request, "weighting", WEIGHTINGS) == "equal" else "spec"
         )
         data = _evaluation(request)
-        comparability = data.analysis.comparability if data.analysis else None
+        # Only the comparison's small cached summary is read here, never the analyses' larger entry.
+        comparability = data.comparability
         # The rows are the dashboard's own models; the response is a model too, so the schema is built from it.
         board = Leaderboard(
             weighting=weighting,
@@ -669,9 +670,9 @@ class LeaderboardView(ResearcherAPIMixin, APIView):
             compared_set=comparability.compared_set if comparability else None,
             n_compared_conversations=comparability.n_compared_conversations if comparability else 0,
             min_conversations_for_ci=MIN_CONVERSATIONS_FOR_CI,
-            n_bootstrap=data.analysis.bootstrap.n_resamples if data.analysis else N_BOOTSTRAP,
-            seed=data.analysis.bootstrap.seed if data.analysis else DEFAULT_SEED,
-            prior_baseline=data.analysis.bootstrap.prior_baseline if data.analysis else None,
+            n_bootstrap=data.n_resamples if data.has_analysis and data.n_resamples is not None else N_BOOTSTRAP,
+            seed=data.seed if data.has_analysis and data.seed is not None else DEFAULT_SEED,
+            prior_baseline=data.prior_baseline,
             sets=[ComparisonSet(key=s.key, label=s.label, n_rows=s.n_rows) for s in data.sets],
             rows=leaderboard_rows(data, weighting=weighting),
             apart=apart_rows(data, weighting=weighting),

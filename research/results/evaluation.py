@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -24,12 +24,13 @@ from pydantic import ConfigDict, Field, ValidationError
 
 from attunebench import catalogue as cat
 from attunebench.metrics.aggregate import aggregate_rows, mean_or_none, standard_error
-from attunebench.metrics.comparison import DEFAULT_BOOTSTRAP, ComparableSplit, ci_allowed, split_comparable
+from attunebench.metrics.comparison import DEFAULT_BOOTSTRAP, ci_allowed, split_comparable
 from attunebench.metrics.composite import CAPABILITY_TITLES, LEADERBOARD_CAPABILITIES
 from attunebench.metrics.keys import CONVERSATION_KEYS
 from attunebench.metrics.report import leaderboard_rows as core_leaderboard_rows
 from attunebench.metrics.results import (
     Analysis,
+    Comparability,
     ConversationDetails,
     ConversationRecord,
     LeaderboardRow,
@@ -44,7 +45,7 @@ from scoring.models import ConversationScore, EvaluatedModel, EvaluationRun, Run
 # One statistics path: the dashboard and the API use the core's resample count and seed, as
 # ``attune analyze`` does by default, so the same runs give the same intervals everywhere.
 N_BOOTSTRAP = DEFAULT_BOOTSTRAP
-CACHE_VERSION = 7  # part of the cache key: bump when the cached report or analysis changes shape
+CACHE_VERSION = 8  # part of the cache key: bump when the cached report or analysis changes shape
 # How long a page's own computation stays cached; the precompute on score change keeps its entry longer
 # (research.results.precompute). Either way an entry is never stale: its key changes with the scores.
 CACHE_SECONDS = 600
@@ -101,18 +102,38 @@ def _set_label(run: EvaluationRun) -> str:
 class EvaluationData:
     """Everything the dashboard draws, computed once per set of scored runs.
 
-    ``report`` holds every chosen run (compared rows, rows on another set and
-    human rows); ``analysis`` and ``split`` say which are compared.
+    What is cached is what the pages show, never the scored records, in two entries: a small one read
+    on every load (the leaderboard rows of the compared set and of the rows apart under either
+    weighting in ``board``, the models for the colours, how many records there were, the compared
+    conversations, the bootstrap's settings) and the SPEC 6 analyses (``analysis``), read only when
+    something needs them, such as a page whose rendered HTML is not cached yet (``key`` names both).
+    Neither grows with the conversations, only with the rows compared.
     """
 
     runs: list[EvaluationRun]
-    report: ScoringReport
-    analysis: Analysis | None
     skipped: list[str] = field(default_factory=list)
     sets: list[ConversationSet] = field(default_factory=list)
     current_set: ConversationSet | None = None
     choice: dict[int, str] = field(default_factory=dict)  # run pk -> how it was chosen (RUN_CHOICE_TEXT key)
-    split: ComparableSplit | None = None
+    board: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)  # part -> weighting -> rows
+    models: list[str] = field(default_factory=list)
+    n_records: int = 0
+    reference: tuple[str, ...] = ()  # sorted conversation ids of the compared set
+    n_resamples: int | None = None
+    seed: int | None = None
+    prior_baseline: str | None = None
+    comparability: Comparability | None = None  # the analyses' small part the leaderboard API reads
+    has_analysis: bool = False
+    key: str = ""  # the cache key of this comparison's entries ("" when nothing is scored)
+    load_analysis: Callable[[], Analysis | None] | None = field(default=None, repr=False)
+    _analysis: Analysis | None = field(default=None, repr=False)
+
+    @property
+    def analysis(self) -> Analysis | None:
+        """The SPEC 6 analyses, read from their cache entry (or recomputed) on first use."""
+        if self._analysis is None and self.has_analysis and self.load_analysis is not None:
+            self._analysis = self.load_analysis()
+        return self._analysis
 
     @property
     def run_by_label(self) -> dict[str, EvaluationRun]:
@@ -339,19 +360,14 @@ def evaluation_data(
     """
     runs, choice, sets, current = leaderboard_runs(dataset_version_id, set_key, pinned)
     if not runs:
-        return EvaluationData(
-            runs=[],
-            report=ScoringReport(conversations=[], aggregates=[]),
-            analysis=None,
-            sets=sets,
-            current_set=current,
-        )
+        return EvaluationData(runs=[], sets=sets, current_set=current)
     pool = sorted(set(pool))
     pool_key = hashlib.sha256("\n".join(pool).encode()).hexdigest()[:16]
     names = "names" if model_identity else "aliases"
     key = _cache_key(runs) + f":{n_bootstrap}:{pool_key}:{names}:v{CACHE_VERSION}"
-    cached = cache.get(key)
-    if cached is None:
+    analysis_key = key + ":analysis"
+
+    def compute() -> tuple[dict[str, Any], Analysis | None]:
         from attunebench.metrics.analysis import analyze  # numpy/scipy: loaded only when a dashboard needs them
 
         report, skipped = build_report(runs, model_identity)
@@ -361,22 +377,52 @@ def evaluation_data(
             raise PoolError(str(exc)) from None
         # The split pools every record (linear in the study): computed once with the analyses, not per page.
         split = split_comparable(report)
-        # Every page load reads the entry back. The per-turn metrics were read only by the analyses, done by
-        # now, and were most of its size, so the cached records keep their scores and drop their turns.
-        lean = [record.model_copy(update={"turns": []}) for record in report.conversations]
-        report = report.model_copy(update={"conversations": lean})
-        cached = {"report": report, "analysis": analysis, "skipped": skipped, "split": split}
-        cache.set(key, cached, timeout=cache_seconds)
-    report = cached["report"]
+        summary = {
+            "skipped": skipped,
+            "board": {
+                part: {w: _board_rows(analysis, records, w, apart=part == "apart") for w in WEIGHTINGS}
+                for part, records in (("compared", split.compared), ("apart", split.apart))
+            },
+            "models": sorted({r.em_model for r in report.conversations}),
+            "n_records": len(report.conversations),
+            "reference": tuple(split.reference),
+            "n_resamples": analysis.bootstrap.n_resamples if analysis else None,
+            "seed": analysis.bootstrap.seed if analysis else None,
+            "prior_baseline": analysis.bootstrap.prior_baseline if analysis else None,
+            "comparability": analysis.comparability if analysis else None,
+            "has_analysis": analysis is not None,
+        }
+        # The analyses first: a reader that finds the summary finds them too (unless evicted, then recomputed).
+        cache.set(analysis_key, analysis, timeout=cache_seconds)
+        cache.set(key, summary, timeout=cache_seconds)
+        return summary, analysis
+
+    def load_analysis() -> Analysis | None:
+        found = cache.get(analysis_key)
+        return found if found is not None else compute()[1]
+
+    summary = cache.get(key)
+    analysis = None
+    if summary is None:
+        summary, analysis = compute()
     return EvaluationData(
         runs=runs,
-        report=report,
-        analysis=cached["analysis"],
-        skipped=cached["skipped"],
+        skipped=summary["skipped"],
         sets=sets,
         current_set=current,
         choice=choice,
-        split=cached["split"],
+        board=summary["board"],
+        models=summary["models"],
+        n_records=summary["n_records"],
+        reference=summary["reference"],
+        n_resamples=summary["n_resamples"],
+        seed=summary["seed"],
+        prior_baseline=summary["prior_baseline"],
+        comparability=summary["comparability"],
+        has_analysis=summary["has_analysis"],
+        key=key,
+        load_analysis=load_analysis,
+        _analysis=analysis,
     )
 
 
@@ -439,19 +485,30 @@ SORT_FIELDS = {
 }
 
 
-def _rows_of(data: EvaluationData, report: ScoringReport, weighting: str) -> list[dict[str, Any]]:
+WEIGHTINGS = ("spec", "equal")
+
+
+def _board_rows(
+    analysis: Analysis | None, report: ScoringReport, weighting: str, apart: bool = False
+) -> list[dict[str, Any]]:
+    """The leaderboard rows of one part of the report under one weighting, without their runs' columns.
+
+    Computed with the analyses and cached with them: these are the only figures of the page that read
+    the scored records. Compared rows under the SPEC weighting take the bootstrap's interval; under equal
+    weights, and for rows apart (their own mean over their own conversations), a normal interval from
+    their own standard error, at or above the minimum n.
+    """
     shown: Literal["spec", "equal"] = "equal" if weighting == "equal" else "spec"
-    runs = data.run_by_label
-    bootstrap_rows = {r.label: r for r in data.analysis.bootstrap.rows} if data.analysis else {}
+    bootstrap_rows = {r.label: r for r in analysis.bootstrap.rows} if analysis and not apart else {}
     by_row: dict[tuple[str, str], list[ConversationRecord]] = {}
     for record in report.conversations:
         by_row.setdefault((record.em_model, record.mode), []).append(record)
     rows: list[dict[str, Any]] = []
     for base in sorted(core_leaderboard_rows(report), key=lambda r: (r.em_model, r.mode)):
-        run = runs.get(base.label)
         boot = bootstrap_rows.get(base.label)
-        if shown == "equal":
-            values = [r.equal_weight_composite for r in by_row.get((base.em_model, base.mode), [])]
+        records = by_row.get((base.em_model, base.mode), [])
+        if shown == "equal" or apart:
+            values = [r.equal_weight_composite if shown == "equal" else r.composite_score for r in records]
             estimate = mean_or_none(values)
             low, high = _normal_ci(values) if ci_allowed(len(values)) else (None, None)
         else:
@@ -464,7 +521,23 @@ def _rows_of(data: EvaluationData, report: ScoringReport, weighting: str) -> lis
                 "composite": estimate,
                 "ci_low": low,
                 "ci_high": high,
+                # Rows apart get no skill: it is measured on the compared set (humans get it paired).
                 "skill": boot.skill if boot else None,
+            }
+        )
+    return rows
+
+
+def _rows_of(data: EvaluationData, part: str, weighting: str) -> list[dict[str, Any]]:
+    """The cached rows of ``part`` (compared or apart) with their runs' columns, which are read per request."""
+    shown = "equal" if weighting == "equal" else "spec"
+    runs = data.run_by_label
+    rows = []
+    for cached in data.board.get(part, {}).get(shown, []):
+        run = runs.get(cached["label"])
+        rows.append(
+            {
+                **cached,
                 "run": run.pk if run else None,
                 "run_choice": data.choice.get(run.pk) if run else None,
                 "cost": run.cost_total_usd if run else None,
@@ -486,9 +559,7 @@ def leaderboard_rows(
     below MIN_CONVERSATIONS_FOR_CI conversations. Rows on another set are in
     :func:`apart_rows`, never ranked here.
     """
-    if data.analysis is None or data.split is None:
-        return []
-    rows = _rows_of(data, data.split.compared, weighting)
+    rows = _rows_of(data, "compared", weighting)
     sort = sort if sort in SORT_KEYS else "composite"
 
     def key(row: dict[str, Any]) -> Any:
@@ -512,19 +583,7 @@ def apart_rows(data: EvaluationData, weighting: str = "spec") -> list[DashboardR
     Their composite is their own mean over their own conversations; they get
     an interval only at or above the minimum n (a normal one, from their own SE).
     """
-    if data.split is None:
-        return []
-    rows = _rows_of(data, data.split.apart, weighting)
-    for row in rows:
-        values = [
-            r.equal_weight_composite if weighting == "equal" else r.composite_score
-            for r in data.split.apart.conversations
-            if (r.em_model, r.mode) == (row["em_model"], row["mode"])
-        ]
-        row["composite"] = mean_or_none(values)
-        row["ci_low"], row["ci_high"] = _normal_ci(values) if ci_allowed(len(values)) else (None, None)
-        row["skill"] = None  # skill is measured on the compared set; humans get it paired (human_pairings)
-    return [DashboardRow(**row, rank=0) for row in rows]
+    return [DashboardRow(**row, rank=0) for row in _rows_of(data, "apart", weighting)]
 
 
 def capability_columns() -> list[tuple[str, str]]:

@@ -38,7 +38,7 @@ BREAKDOWN_METRIC_TITLES = {
 
 def colours(data: EvaluationData) -> dict[str, str]:
     """The page's one palette: a colour per evaluated model, shared by every chart and table."""
-    return model_colours(r.em_model for r in data.report.conversations)
+    return model_colours(data.models)
 
 
 def _n_label(label: str, n: int) -> str:

@@ -3,8 +3,9 @@
 At the paper's full design and beyond (tens of thousands of scored runs) the report and its SPEC 6
 analyses with 2,000 bootstrap resamples take seconds to compute. Every scoring of a run announces
 itself (``scoring.signals.run_scored``); the receiver here queues one ``research.warm_dashboard``
-task, which computes the default comparison's data into the shared cache, so the next dashboard or
-API load reads it. A burst of scorings (a replay's runs finishing one after another, a withdrawal
+task, which computes the default comparison's data into the shared cache and renders the default
+view of the page's heavy parts (research.results.dashboard_page), so the next dashboard or API load
+reads them. A burst of scorings (a replay's runs finishing one after another, a withdrawal
 re-scoring every run) queues one task while one is waiting: the task clears its flag before it
 reads the scores, so scores that change while it computes queue the next one.
 
@@ -43,8 +44,13 @@ def warm_dashboard() -> int:
     """Compute the default comparison's report and analyses into the cache; returns its row count."""
     cache.delete(PENDING_KEY)  # from here on, a new score queues the next warm-up
     # Imported here: the dashboard's data layer (scipy among it) is the task's to load, not every command's.
+    from django.http import QueryDict
+
+    from research.results.dashboard_page import PARTS, rendered_part
     from research.results.evaluation import evaluation_data
 
     data = evaluation_data(cache_seconds=WARM_CACHE_SECONDS)
+    for part in PARTS:  # the default view's HTML too, so the first page load after a change only reads
+        rendered_part(data, QueryDict(), part, cache_seconds=WARM_CACHE_SECONDS)
     logger.info("dashboard: analyses of %d runs precomputed", len(data.runs))
     return len(data.runs)

@@ -46,7 +46,7 @@ def snapshot_manifest(data: EvaluationData, weighting: str) -> dict[str, Any]:
         "conversation_set": data.current_set.key if data.current_set else None,
         "conversation_set_label": data.current_set.label if data.current_set else None,
         "compared_set": comparability.compared_set if comparability else None,
-        "compared_conversations": list(data.split.reference) if data.split else [],
+        "compared_conversations": list(data.reference),
         "min_conversations_for_ci": comparability.min_conversations_for_ci if comparability else None,
         "bootstrap": {
             "n_resamples": analysis.bootstrap.n_resamples if analysis else None,

@@ -8,37 +8,26 @@ from __future__ import annotations
 import json
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET
 
-from attunebench.metrics.comparison import MIN_CONVERSATIONS_FOR_CI
 from datasets.exchange import exportable_conversations
 from research.access.checks import researcher_required
 from research.models import ResultSnapshot
 from research.params import id_param
-from research.results import drilldown, snapshots
-from research.results.charts import model_colours
+from research.results import dashboard_page, drilldown, snapshots
 from research.results.evaluation import (
-    RUN_CHOICE_TEXT,
-    SORT_KEYS,
     EvaluationData,
     SelectionError,
-    apart_rows,
     capability_columns,
     evaluation_data,
-    leaderboard_rows,
 )
-from research.results.figures import BREAKDOWN_METRIC_TITLES, TURN_METRIC_TITLES, figure
+from research.results.figures import figure
 from research.results.publication import site_archive
 from research.results.run_download import run_archive
 from scoring import transcripts
 from scoring.models import EvaluationRun
-
-# Every pair of rows is tested on every metric: tens of thousands of table rows at eleven models × four modes,
-# which took the page seconds to render even with the analyses cached. Above this many the page says how many
-# there are and links the CSV, which lists them all.
-PAIR_TESTS_ON_PAGE = 1000
 
 
 def _dataset_filter(request: HttpRequest) -> int | None:
@@ -53,79 +42,16 @@ def _dataset_filter(request: HttpRequest) -> int | None:
 @researcher_required
 @require_GET
 def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
-    weighting = "equal" if request.GET.get("weighting") == "equal" else "spec"
-    sort = request.GET.get("sort", "composite")
-    descending = request.GET.get("dir", "desc") != "asc"
-    metric = request.GET.get("metric", "behaviour_accuracy")
-    topic_metric = request.GET.get("topic_metric", "composite_score")
-    dataset = _dataset_filter(request)
-    data = _evaluation_data(request, dataset)
-    rows = leaderboard_rows(data, weighting=weighting, sort=sort, descending=descending)
-    figures = {}
-    if data.analysis:
-        figures = {
-            name: figure(name, data, weighting=weighting, metric=metric, topic_metric=topic_metric)
-            for name in (
-                "leaderboard",
-                "capability_profile",
-                "independence",
-                "by_topic",
-                "by_group",
-                "turn_position",
-                "turn_halves",
-                "comparison_matrix",
-                "topic_tests",
-            )
-        }
-    pair_tests = sum(m.n_pairs for m in data.analysis.discrimination.metrics.values()) if data.analysis else 0
-    keep = QueryDict(mutable=True)
-    for name in ("set", "dataset", "run", "pool"):
-        if values := [v for v in request.GET.getlist(name) if v]:
-            keep.setlist(name, values)
+    """The dashboard; its leaderboard and its figures come as HTML cached per comparison and view."""
+    data = _evaluation_data(request, _dataset_filter(request))
+    if getattr(request, "htmx", False) and request.GET.get("part") == "leaderboard":  # set by django-htmx
+        return HttpResponse(dashboard_page.rendered_part(data, request.GET, "leaderboard"))
     context = {
-        "data": data,
-        "rows": rows,
-        "weighting": weighting,
-        "sort": sort if sort in SORT_KEYS else "composite",
-        "descending": descending,
-        "capability_columns": capability_columns(),
-        "apart": apart_rows(data, weighting=weighting),
-        "apart_info": {a.label: a for a in data.analysis.comparability.apart}
-        if data.analysis and data.analysis.comparability
-        else {},
-        "colours": model_colours(r.em_model for r in data.report.conversations),
-        "keep": keep.urlencode(),
-        "run_choice_text": RUN_CHOICE_TEXT,
-        "min_n": MIN_CONVERSATIONS_FOR_CI,
-        "pinned": request.GET.getlist("run"),
-        "sort_columns": [
-            ("label", "Model"),
-            ("skill", "Skill"),
-            ("composite", "Composite" if weighting == "spec" else "Equal-weight"),
-            *capability_columns(),
-            ("n", "Conv."),
-            ("coverage", "Coverage"),
-            ("post_coverage", "Post cov."),
-            ("cost", "Cost"),
-        ],
-        "figures": figures,
-        "analysis": data.analysis,
-        "pair_tests": pair_tests,
-        "pair_tests_listed": pair_tests <= PAIR_TESTS_ON_PAGE,
-        "metric": metric if metric in TURN_METRIC_TITLES else "behaviour_accuracy",
-        "turn_metrics": TURN_METRIC_TITLES,
-        "topic_metric": topic_metric if topic_metric in BREAKDOWN_METRIC_TITLES else "composite_score",
-        "topic_metrics": BREAKDOWN_METRIC_TITLES,
-        "pool_choices": [p.label for p in data.analysis.capability_profile] if data.analysis else [],
-        "dataset": dataset,
-        "query": request.GET.urlencode(),
+        **dashboard_page.page_context(data, dashboard_page.view_options(request.GET)),
+        "leaderboard_html": dashboard_page.rendered_part(data, request.GET, "leaderboard"),
+        "analyses_html": dashboard_page.rendered_part(data, request.GET, "analyses"),
     }
-    template = (
-        "research/_leaderboard.html"
-        if getattr(request, "htmx", False) and request.GET.get("part") == "leaderboard"  # set by django-htmx
-        else "research/evaluation.html"
-    )
-    return render(request, template, context)
+    return render(request, "research/evaluation.html", context)
 
 
 def _evaluation_data(request: HttpRequest, dataset: int | None) -> EvaluationData:

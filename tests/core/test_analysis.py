@@ -226,6 +226,36 @@ def _three_rows(n: int = 10) -> list[dict[str, Any]]:
     return records
 
 
+def test_discrimination_tests_each_pair_on_its_own_shared_conversations() -> None:
+    """Pairs are tested together in arrays; each result must still be its own pair's test on its shared set."""
+    import math
+    import random
+
+    rng = random.Random(3)
+    records = []
+    for row in ("a", "b", "c", "d"):
+        for i in range(70):
+            if row == "c" and i % 7 == 0:
+                continue  # c misses some conversations: its pairs share fewer
+            if row == "d" and i >= 12:
+                continue  # d has 12: its pairs take the exact or small-sample paths
+            value = 40.0 + rng.choice([0.0, 0.0, 1.0, 2.5]) * (i % 5) + {"a": 0, "b": 1, "c": 0, "d": 3}[row]
+            records.append(record(row, f"c{i:03d}", value))
+    report = report_of(records)
+    entry = an.discrimination(report, metrics=("composite_score",)).metrics["composite_score"]
+    values = {
+        (r.em_model, r.conversationId): r.composite_score for r in report.conversations if r.composite_score is not None
+    }
+    assert entry.n_pairs == 6
+    for pair in entry.pairs:
+        a, b = pair.a.split(" [")[0], pair.b.split(" [")[0]
+        shared = sorted({c for m, c in values if m == a} & {c for m, c in values if m == b})
+        x, y = [values[(a, c)] for c in shared], [values[(b, c)] for c in shared]
+        statistic, p, note = an.paired_test(x, y)
+        assert (pair.n_shared, pair.statistic, pair.p, pair.note) == (len(shared), statistic, p, note)
+        assert pair.mean_difference == math.fsum(u - v for u, v in zip(x, y, strict=True)) / len(x)
+
+
 def test_discrimination_counts_significant_pairs_after_holm() -> None:
     result = an.discrimination(report_of(_three_rows()), metrics=("composite_score",))
     entry = result.metrics["composite_score"]

@@ -43,3 +43,34 @@ def test_a_new_score_is_not_served_from_the_precomputed_entry(sample_conversatio
     _analyses_forbidden(monkeypatch)
     with pytest.raises(AssertionError, match="computed in the request"):
         evaluation_data()
+
+
+def _without_token(content: bytes) -> str:
+    import re
+
+    return re.sub(r'(csrfmiddlewaretoken" value=|X-CSRFToken": )"[^"]*"', "", content.decode())
+
+
+def test_a_cached_page_reads_neither_the_scored_records_nor_the_analyses(sample_conversations, researcher, monkeypatch):
+    """A page already rendered for a comparison and view is served from its cached HTML and the small summary."""
+    from django.core.cache import cache
+
+    make_scored_run("synth:strong", skill=0.85)
+    make_scored_run("synth:weak", skill=0.15)
+    warm_dashboard()  # renders the default view too
+    client = Client()
+    client.force_login(researcher)
+    first = client.get("/research/?weighting=equal&sort=label")  # renders and caches this view
+    data = evaluation_data()
+    summary = cache.get(data.key)
+    assert summary["n_records"] == data.n_records > 0 and "report" not in summary  # no scored record in it
+    cache.delete(data.key + ":analysis")  # evicted: a page already rendered must not need it
+    _analyses_forbidden(monkeypatch)
+    again = client.get("/research/?weighting=equal&sort=label")
+    assert again.status_code == 200 and _without_token(again.content) == _without_token(first.content)
+    default = client.get("/research/")
+    assert (
+        default.status_code == 200 and b"synth:weak" in default.content and b"fig-comparison_matrix" in default.content
+    )
+    board = client.get("/api/leaderboard/")  # reads only the summary
+    assert {row["em_model"] for row in board.json()["rows"]} == {"synth:strong", "synth:weak"}

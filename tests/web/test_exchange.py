@@ -295,3 +295,32 @@ def test_import_reads_the_platforms_own_jsonl_export(tmp_path):
     again = tmp_path / "again.jsonl"
     export_conversations(exportable_conversations(), "jsonl", again)
     assert again.read_bytes() == before
+
+
+def test_import_reads_its_files_twice_and_writes_nothing_if_they_change_between(tmp_path):
+    """Validated one at a time and then written one at a time (memory flat whatever the study's size): input
+    that changes between the passes is refused with a clear error and leaves nothing behind."""
+    from datasets.exchange import import_stream
+
+    _write(tmp_path / "one.json", conversation_dict("s-1"))
+    _write(tmp_path / "two.json", conversation_dict("s-2"))
+    documents = [
+        (str(tmp_path / name), cf.load_conversation((tmp_path / name).read_bytes()))
+        for name in ("one.json", "two.json")
+    ]
+    reads = []
+
+    def read():
+        reads.append(len(reads))
+        return documents if len(reads) == 1 else documents[:1]  # the second pass sees one file fewer
+
+    with pytest.raises(ValueError, match="changed while it was imported"):
+        import_stream(read)
+    assert len(reads) == 2 and Conversation.objects.count() == 0
+
+    lines = tmp_path / "crlf.jsonl"
+    texts = [json.dumps(conversation_dict(cid)) for cid in ("s-3", "s-4")]
+    lines.write_bytes(("\r\n".join(texts) + "\r\n\n").encode())
+    result = import_paths([lines])
+    assert result.ok, result.problems
+    assert result.imported == ["s-3", "s-4"] and Conversation.objects.count() == 2

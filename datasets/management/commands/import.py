@@ -1,4 +1,4 @@
-"""attune import PATH...: validate every file first, then write all in one transaction."""
+"""attune import PATH...: validate every file first, then write all in one transaction (files read twice, streamed)."""
 
 import sys
 
