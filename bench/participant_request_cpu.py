@@ -30,6 +30,7 @@ import argparse
 import cProfile
 import os
 import pstats
+import re
 import statistics
 import sys
 import time
@@ -46,6 +47,7 @@ from participant_load import SLUG, button, fill, main_form  # noqa: E402
 
 FORM_TYPE = "application/x-www-form-urlencoded"
 HANDLER: dict[str, object] = {}
+BY_PAGE: dict[str, list[float]] = defaultdict(list)  # CPU ms by method and page, for --by-page
 
 
 class Browser:
@@ -85,6 +87,8 @@ class Browser:
                 profiler.disable()
             spent = time.process_time() - started
         self.cpu[kind].append(1000 * spent)
+        label = re.sub(r"/s/[^/]+/", "/s/<token>/", getattr(call, "label", kind))
+        BY_PAGE[re.sub(r"/turn/\d+/", "/turn/<n>/", label)].append(1000 * spent)
         self.queries[kind].append(count[0])
         return response
 
@@ -177,6 +181,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=3, help="chat turns each (1-12)")
     parser.add_argument("--database", default="", help="default: attune_request_cpu_bench beside DATABASE_URL's")
     parser.add_argument("--profile", choices=("page", "form", "annotation"), help="print where that kind's CPU goes")
+    parser.add_argument("--by-page", action="store_true", help="print the mean CPU of each page's GET and POST")
     parser.add_argument("--show-queries", action="store_true", help="print each measured request's SQL")
     parser.add_argument("--smoke", action="store_true", help="one participant, one turn: the path, not the timing")
     options = parser.parse_args()
@@ -210,6 +215,7 @@ def main() -> None:
     cpu: dict[str, list[float]] = defaultdict(list)
     queries: dict[str, list[int]] = defaultdict(list)
     walk(Browser(defaultdict(list), defaultdict(list), "10.9.9.9"), options.turns)  # warms the process up
+    BY_PAGE.clear()  # the warm-up's
     profile = cProfile.Profile(time.process_time) if options.profile else None
     started = time.process_time()
     for i in range(options.participants):
@@ -222,6 +228,9 @@ def main() -> None:
         stats = pstats.Stats(profile)
         stats.sort_stats("tottime").print_stats(45)
         stats.sort_stats("cumulative").print_stats(70)
+    if options.by_page:
+        for label, values in sorted(BY_PAGE.items()):
+            print(f"  {label:48s} n={len(values):4d}  cpu mean {statistics.fmean(values):5.2f} ms")
     figures: dict[str, float] = {}
     print(f"{options.participants} participants, {options.turns} turns each; {total:.1f} s CPU in all")
     for kind in ("page", "form", "annotation"):

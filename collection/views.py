@@ -423,8 +423,9 @@ def _chat_context(
     awaiting_choice = bool(turns) and bool(
         (event := flagged.get(turns[-1].pk)) and event.level == SafetyEvent.Level.URGENT and not event.choice
     )
+    next_number = turns[-1].turn_number + 1 if turns else 1  # as flow.next_turn_number, from the turns read
     if form is None and pending is None and not full and not awaiting_choice:
-        form = MessageForm(initial={"turn_number": flow.next_turn_number(conversation)})
+        form = MessageForm(initial={"turn_number": next_number})
     return page_context(
         participant,
         flow.CHAT,
@@ -443,7 +444,7 @@ def _chat_context(
         )
         if pending
         else "",
-        draft_key=f"chat-{conversation.conversation_id}-{flow.next_turn_number(conversation)}",
+        draft_key=f"chat-{conversation.conversation_id}-{next_number}",
         # the last turn's answers can be changed until the next message is sent
         review_url=reverse(
             "collection:annotation:review", kwargs={"token": participant.token, "turn_number": turns[-1].turn_number}
