@@ -515,7 +515,9 @@ def chat_send(request: HttpRequest, token: str) -> HttpResponse:
         errors = form.errors.get("message") or ["Please try sending again."]
         return refuse(str(errors[0]), 400)
     turn_number = form.cleaned_data["turn_number"]
-    is_new = turn_number == flow.next_turn_number(conversation)
+    # the chat step's position holds the conversation's last turn (entering read it): the next number follows it
+    last = position.turn
+    is_new = turn_number == (last.turn_number + 1 if last is not None else 1)
     if is_new:  # refused before the rate limit counts it; do_add_message checks again under the lock
         try:
             flow.check_can_send(conversation, position.turn)
