@@ -26,7 +26,7 @@ from collection import attention
 from collection import page_safety as ps
 from collection import study_flow as flow
 from collection.models import Participant, Turn
-from collection.views import bound_form, page_context, render_withdrawn, stale_page
+from collection.views import bound_form, page_context, render_withdrawn, stale_page, to_current_step
 
 SECTIONS: tuple[tuple[str, str], ...] = (
     (tf.ANSWERS, "Your feelings and what the reply did"),
@@ -188,7 +188,7 @@ def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse
     if where.step == tf.FINISHED:  # all answers stored but completion not yet stamped
         if posted:
             tf.do_save_comparisons(turn, {})
-            return redirect("collection:resume", token=token)
+            return to_current_step(token)
         return _continue_page(request, participant, turn, where)
     polling = not posted and request.headers.get("HX-Request") == "true"
     if where.step == tf.REWRITE and tf.prepared_rewrite(turn) is None:  # the suggested rewrite is not made yet
@@ -215,6 +215,8 @@ def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse
         if not form.is_valid():
             return ps.bounce(request, form)  # post/redirect/get: the page shows the answers and errors again
         _save(turn, where, form, request)
+        if where.step == tf.COMPARE:  # the turn's last page: straight on to the step after it
+            return to_current_step(token)
         return redirect(request.path)
     if where.step != tf.ANSWERS:
         extra["review_url"] = _review_url(participant, turn)
