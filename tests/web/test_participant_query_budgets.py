@@ -63,7 +63,9 @@ BUDGET = {
     "rewrite page": 4,  # the rewrite row is read once (kept on the turn), however often the page asks
     "rewrite submit": 10,  # the rewrite row read for the page is kept, not read again after saving
     "compare page": 6,
-    "compare submit": 10,  # every winner in one UPDATE, not one per comparison; the open ones are the page's
+    # every winner in one UPDATE, not one per comparison; the open ones are the page's; the step after the
+    # turn is read here (one statement) so the browser goes straight there, not through the study link
+    "compare submit": 10,
     "chat page": 4,  # the next turn's number comes from the turns shown
 }
 
