@@ -425,7 +425,7 @@ def _chat_context(
     notice: str = "",
 ) -> dict[str, Any]:
     turns = list(conversation.turns.order_by("turn_number"))
-    flagged = safety.events_by_turn(conversation)
+    flagged = safety.events_by_turn(conversation, turns)
     for turn in turns:
         turn.safety_event = flagged.get(turn.pk)  # type: ignore[attr-defined]
     pending = turns[-1] if turns and not turns[-1].llm_response else None
