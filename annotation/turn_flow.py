@@ -21,7 +21,8 @@ from datetime import UTC, datetime
 
 from django.core import signing
 from django.db import transaction
-from django.db.models import Case, CharField, Value, When
+from django.db.models import Case, CharField, F, Value, When
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotation.alternates import improved_reply
@@ -164,6 +165,15 @@ def questions_shown(turn: Turn, shown: str) -> list[str]:
     return asked_question_ids(turn)
 
 
+def _started_at(turn: Turn, shown: str) -> datetime:
+    """When the answers page of ``turn`` was first shown: its valid ``shown_token``, else now."""
+    started = timezone.now()
+    note = _read_shown(turn, shown)
+    if note is not None and isinstance(note.get("at"), int | float):
+        started = min(started, datetime.fromtimestamp(float(note["at"]), tz=UTC))  # type: ignore[arg-type]
+    return started
+
+
 def do_start_annotation(turn: Turn, shown: str = "") -> None:
     """Record when the participant first saw the annotation for this turn (for timing analyses).
 
@@ -171,18 +181,21 @@ def do_start_annotation(turn: Turn, shown: str = "") -> None:
     (an old tab, a tampered form) the time of the answer stands in. The first
     record is kept.
     """
-    started = timezone.now()
-    note = _read_shown(turn, shown)
-    if note is not None and isinstance(note.get("at"), int | float):
-        started = min(started, datetime.fromtimestamp(float(note["at"]), tz=UTC))  # type: ignore[arg-type]
+    started = _started_at(turn, shown)
     Turn.objects.filter(pk=turn.pk, annotation_started_at__isnull=True).update(annotation_started_at=started)
 
 
 def _write_answers(
-    turn: Turn, tags: list[tuple[str, int | None]], answers: dict[str, tuple[str, str]], asked: list[str]
+    turn: Turn,
+    tags: list[tuple[str, int | None]],
+    answers: dict[str, tuple[str, str]],
+    asked: list[str],
+    marked: bool = False,
 ) -> None:
-    """Replace the mood tags and store the behaviour answers (inside the caller's transaction, turn locked)."""
-    Turn.objects.filter(pk=turn.pk).update(mood_answered=True)  # from now on no tags means "no change"
+    """Replace the mood tags and store the behaviour answers (inside the caller's transaction, turn locked;
+    ``marked``: the caller has already set the turn's ``mood_answered``)."""
+    if not marked:
+        Turn.objects.filter(pk=turn.pk).update(mood_answered=True)  # from now on no tags means "no change"
     MoodTag.objects.filter(turn=turn).delete()
     MoodTag.objects.bulk_create(
         [
@@ -217,9 +230,14 @@ def _write_answers(
 
 
 def do_save_answers(
-    turn: Turn, tags: list[tuple[str, int | None]], answers: dict[str, tuple[str, str]], asked: list[str]
+    turn: Turn,
+    tags: list[tuple[str, int | None]],
+    answers: dict[str, tuple[str, str]],
+    asked: list[str],
+    shown: str = "",
 ) -> None:
-    """Store the answers page: mood tags (empty = "no change") and every asked question's two answers.
+    """Store the answers page: mood tags (empty = "no change") and every asked question's two answers, and
+    when the page was first shown (``do_start_annotation``).
 
     The asked questions are recorded as the turn's judgement rows. A double
     submit leaves one set of rows: the turn's row lock makes a second identical
@@ -232,8 +250,14 @@ def do_save_answers(
     (``tasks.queue_rewrite_if_missing``).
     """
     with transaction.atomic():
-        Turn.objects.select_for_update().get(pk=turn.pk)
-        _write_answers(turn, tags, answers, asked)
+        # One UPDATE locks the turn's row (a second identical request waits here), marks its mood as answered
+        # (from now on no tags means "no change") and records when the page was first shown (the first
+        # record is kept; ``shown``: the page's ``shown_token``, as ``do_start_annotation``).
+        Turn.objects.filter(pk=turn.pk).update(
+            mood_answered=True,
+            annotation_started_at=Coalesce(F("annotation_started_at"), Value(_started_at(turn, shown))),
+        )
+        _write_answers(turn, tags, answers, asked, marked=True)
         safety.do_screen_annotation(turn, tags, answers)
 
 
@@ -331,6 +355,12 @@ def do_save_rewrite(turn: Turn, golden: str, question_ids: list[str]) -> None:
         if locked.selected_pairwise_questions:
             return  # already chosen: a repeat submission changes nothing
         AlternateResponses.objects.filter(turn=locked).update(human_edited=golden)
+        # The caller's copy of the row, when it has one, is the row but for the ideal reply just saved (the
+        # suggested rewrite never changes once made): no need to read it again.
+        known = turn._state.fields_cache.get("alternates")
+        if known is not None and known.llm_improved:
+            known.human_edited = golden
+            locked.alternates = known
         texts = reply_texts(locked)  # with the ideal reply just saved
         saved = turn_alternates(locked)
         if saved is not None:
@@ -361,13 +391,21 @@ def do_save_rewrite(turn: Turn, golden: str, question_ids: list[str]) -> None:
         locked.save(update_fields=fields)
 
 
-def do_save_comparisons(turn: Turn, winners: dict[int, str]) -> None:
-    """Store winners by comparison position; completes the turn's annotation when none is left open."""
+def do_save_comparisons(turn: Turn, winners: dict[int, str], open_positions: set[int] | None = None) -> None:
+    """Store winners by comparison position; completes the turn's annotation when none is left open.
+
+    ``open_positions``: the comparisons still without a winner, when the caller has just read them (the page
+    it answers lists them); None reads them here.
+    """
     with transaction.atomic():
         if winners:  # one statement for all of them (a turn can have nine comparisons)
             chosen = Case(*(When(position=p, then=Value(w)) for p, w in winners.items()), output_field=CharField())
             PairwiseComparison.objects.filter(turn=turn, position__in=list(winners)).update(winner=chosen)
-        if not PairwiseComparison.objects.filter(turn=turn, winner__isnull=True).exists():
+        if open_positions is not None:
+            left_open = not open_positions <= set(winners)
+        else:
+            left_open = PairwiseComparison.objects.filter(turn=turn, winner__isnull=True).exists()
+        if not left_open:
             Turn.objects.filter(pk=turn.pk, annotation_completed_at__isnull=True).update(
                 annotation_completed_at=timezone.now(), completeness=cat.TURN_COMPLETE
             )

@@ -26,7 +26,7 @@ from collection import attention
 from collection import page_safety as ps
 from collection import study_flow as flow
 from collection.models import Participant, Turn
-from collection.views import bound_form, page_context, render_withdrawn, stale_page
+from collection.views import bound_form, page_context, render_withdrawn, stale_page, to_current_step
 
 SECTIONS: tuple[tuple[str, str], ...] = (
     (tf.ANSWERS, "Your feelings and what the reply did"),
@@ -63,7 +63,8 @@ def _questions(ids: list[str]) -> list[cat.BinaryQuestion]:
 def _saved_answers(turn: Turn) -> dict[str, str]:
     """The turn's stored answers as form data (to show them again for review or after a partial save)."""
     initial: dict[str, str] = {}
-    for tag in MoodTag.objects.filter(turn=turn):
+    # mood tags are written with the answers, which mark the mood answered first: none before that
+    for tag in MoodTag.objects.filter(turn=turn) if turn.mood_answered else ():
         initial[f"mood_{tag.emotion}"] = "on"
         if tag.intensity:
             initial[f"intensity_{tag.emotion}"] = str(tag.intensity)
@@ -105,7 +106,9 @@ def _page_form(turn: Turn, where: tf.AnnotationPosition, request: HttpRequest, d
         shown = data.get("shown", "") if data is not None else ""
         asked = tf.questions_shown(turn, shown) if data is not None else tf.asked_question_ids(turn)
         stored = _saved_answers(turn) if data is None else None
-        check = attention.answers_check(turn) if not turn.attention_checks.exists() else None
+        check = attention.answers_check(turn)  # no query for a turn without a check
+        if check is not None and turn.attention_checks.exists():  # already answered: not asked again
+            check = None
         form = AnswersForm(data, initial=stored or None, questions=_questions(asked), attention=check)
         # a form shown again with errors keeps the time it was first shown
         return form, {"shown": shown or tf.shown_token(turn, asked)}
@@ -131,16 +134,17 @@ def _save(turn: Turn, where: tf.AnnotationPosition, form: Any, request: HttpRequ
     do_record_page_time(turn, where.step, request.POST.get("page_stamp", ""))
     if where.step == tf.ANSWERS:
         shown = request.POST.get("shown", "")
-        tf.do_start_annotation(turn, shown)
         if form.attention is not None and turn.conversation.participant is not None:
             attention.do_record_check(turn.conversation.participant, turn, form.attention, form.attention_answer())
-        tf.do_save_answers(turn, form.cleaned_data["tags"], form.answers(), [q.id for q in form.questions])
+        # also records when the page was first shown (``shown``), as do_start_annotation does
+        tf.do_save_answers(turn, form.cleaned_data["tags"], form.answers(), [q.id for q in form.questions], shown)
         turn.refresh_from_db(fields=["binary_judgements"])  # drops the view's prefetched copy: reads see the saved
         queue_rewrite_if_missing(turn)
     elif where.step == tf.REWRITE:
         tf.do_save_rewrite(turn, form.cleaned_data["human_edited"].strip(), list(form.cleaned_data["questions"]))
     else:
-        tf.do_save_comparisons(turn, form.winners())
+        open_positions = {c.position for c in form.comparisons if c.winner is None}  # as the page was read
+        tf.do_save_comparisons(turn, form.winners(), open_positions)
 
 
 def _sections(step: str) -> list[tuple[str, str, str]]:
@@ -184,7 +188,7 @@ def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse
     if where.step == tf.FINISHED:  # all answers stored but completion not yet stamped
         if posted:
             tf.do_save_comparisons(turn, {})
-            return redirect("collection:resume", token=token)
+            return to_current_step(token)
         return _continue_page(request, participant, turn, where)
     polling = not posted and request.headers.get("HX-Request") == "true"
     if where.step == tf.REWRITE and tf.prepared_rewrite(turn) is None:  # the suggested rewrite is not made yet
@@ -211,6 +215,8 @@ def annotate(request: HttpRequest, token: str, turn_number: int) -> HttpResponse
         if not form.is_valid():
             return ps.bounce(request, form)  # post/redirect/get: the page shows the answers and errors again
         _save(turn, where, form, request)
+        if where.step == tf.COMPARE:  # the turn's last page: straight on to the step after it
+            return to_current_step(token)
         return redirect(request.path)
     if where.step != tf.ANSWERS:
         extra["review_url"] = _review_url(participant, turn)

@@ -31,6 +31,7 @@ NEEDS_SERVICES = {  # benchmark -> the variables it needs (it makes its own data
     "interactive_under_replay": ("DATABASE_URL", "REDIS_URL"),
     "transcript_insert": ("DATABASE_URL",),
     "participant_load": ("DATABASE_URL",),
+    "participant_request_cpu": ("DATABASE_URL",),
     "redis_outage": ("DATABASE_URL",),
     "study_scale": ("DATABASE_URL",),
 }

@@ -12,8 +12,6 @@ data, are never scored and never appear in an export. The quality summary
 
 from __future__ import annotations
 
-from django.db import IntegrityError, transaction
-
 from attunebench import catalogue as cat
 from collection.models import AttentionCheck, Participant, Study, Turn
 
@@ -89,23 +87,15 @@ def instruction(place: str, instructed: str) -> str:
     return f"To show you are reading carefully, please choose \u2018{shown}\u2019 for this question."
 
 
-def do_record_check(participant: Participant, turn: Turn | None, instructed: str, given: str) -> AttentionCheck:
+def do_record_check(participant: Participant, turn: Turn | None, instructed: str, given: str) -> None:
     """Store a check's answer (an unanswered check is a failed one). The first answer stands: a repeated
-    submission of the same page changes nothing."""
+    or concurrent submission of the same page changes nothing.
+
+    One statement, INSERT ... ON CONFLICT DO NOTHING: the table's unique constraints (one check per turn,
+    one survey check per participant) decide whether an answer is already stored.
+    """
     place = AttentionCheck.Place.ANSWERS if turn is not None else AttentionCheck.Place.SURVEY
-    lookup = {"turn": turn} if turn is not None else {"participant": participant, "place": place}
-    existing = AttentionCheck.objects.filter(**lookup).first()
-    if existing is not None:
-        return existing
-    try:
-        with transaction.atomic():
-            return AttentionCheck.objects.create(
-                participant=participant,
-                turn=turn,
-                place=place,
-                instructed=instructed,
-                given=given,
-                passed=given == instructed,
-            )
-    except IntegrityError:  # a concurrent identical submission stored it first
-        return AttentionCheck.objects.get(**lookup)
+    check = AttentionCheck(
+        participant=participant, turn=turn, place=place, instructed=instructed, given=given, passed=given == instructed
+    )
+    AttentionCheck.objects.bulk_create([check], ignore_conflicts=True)

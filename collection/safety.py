@@ -25,6 +25,7 @@ is the study's resources and plain choices.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.db import transaction
@@ -133,16 +134,26 @@ def do_screen_free_text(participant: Participant, texts: list[str], turn: Turn |
     return do_record_screening(participant, safety_model.screen(joined), SafetyEvent.Source.FREE_TEXT, turn)
 
 
-def events_by_turn(conversation: Conversation) -> dict[int, SafetyEvent]:
+def events_by_turn(conversation: Conversation, turns: Sequence[Turn] | None = None) -> dict[int, SafetyEvent]:
     """What the chat page shows under each flagged message (by turn id): every urgent panel, and the resources
-    for the first concern only, so they appear once without interrupting. No query for an unflagged participant."""
+    for the first concern only, so they appear once without interrupting. No query for an unflagged participant.
+
+    ``turns``, the conversation's turns in order when the caller has them: the events are then read by turn id
+    and put in that order here, without joining and ordering the turns in the database.
+    """
     shown: dict[int, SafetyEvent] = {}
     if conversation.participant is None or not conversation.participant.safety_flagged:
         return shown
     concern_shown = False
-    events = SafetyEvent.objects.filter(turn__conversation=conversation, turn__isnull=False).order_by(
-        "turn__turn_number", "created_at"
-    )
+    events: Iterable[SafetyEvent]
+    if turns is None:
+        events = SafetyEvent.objects.filter(turn__conversation=conversation, turn__isnull=False).order_by(
+            "turn__turn_number", "created_at"
+        )
+    else:
+        order = {turn.pk: turn.turn_number for turn in turns}
+        found = SafetyEvent.objects.filter(turn_id__in=list(order))
+        events = sorted(found, key=lambda event: (order[event.turn_id or 0], event.created_at))
     for event in events:
         assert event.turn_id is not None
         if event.level == SafetyEvent.Level.URGENT:

@@ -129,7 +129,7 @@ def enter(token: str) -> tuple[Participant, Position]:
     to the study's current version and has a profile come with the participant's own row.
     """
     found = _entrant(token)
-    return found.participant, _position(found.participant, found.consented, found.profiled)
+    return found.participant, _position(found.participant, found.consented, found.profiled, found)
 
 
 def _entrant(token: str) -> entry_reads.Entrant:
@@ -180,8 +180,14 @@ def locate(participant: Participant) -> Position:
     return _position(participant)
 
 
-def _position(participant: Participant, consented: bool | None = None, profiled: bool | None = None) -> Position:
-    """``locate``, given what is already known of consent and profile (None: ask the database)."""
+def _position(
+    participant: Participant,
+    consented: bool | None = None,
+    profiled: bool | None = None,
+    read: entry_reads.Entrant | None = None,
+) -> Position:
+    """``locate``, given what is already known of consent and profile (None: ask the database), and of the
+    conversation and its last turn (``read``, the entry's row: None asks the database)."""
     if participant.is_withdrawn:
         return Position(WITHDRAWN)
     if participant.stopped_at is not None:
@@ -190,11 +196,11 @@ def _position(participant: Participant, consented: bool | None = None, profiled:
         return Position(CONSENT)
     if not (profiled if profiled is not None else ParticipantProfile.objects.filter(participant=participant).exists()):
         return Position(PROFILE)
-    conversation = active_conversation(participant)
+    conversation = read.conversation if read is not None else active_conversation(participant)
     if conversation is None:
         return Position(TOPIC if pre_panas_complete(participant) else PRE_PANAS)
     if conversation.status == Conversation.Status.IN_PROGRESS:
-        last = entry_reads.last_turn(conversation)
+        last = read.last if read is not None else entry_reads.last_turn(conversation)
         if last is not None and last.awaits_annotation:
             # A safety panel waiting for the participant's choice comes before any question about the reply.
             if participant.safety_hold:

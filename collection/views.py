@@ -159,6 +159,19 @@ def resume(request: HttpRequest, token: str) -> HttpResponse:
     return redirect(flow.step_url(participant, position))
 
 
+def to_current_step(token: str) -> HttpResponse:
+    """After a saved form: straight to the step the study link would now send the participant to.
+
+    The step is derived exactly as ``resume`` derives it (``flow.enter`` and ``flow.step_url``), in this
+    request, so the browser skips the study link's own redirect (a whole request less per form). The
+    withdrawn page lives at the study link itself, so a withdrawn participant is sent there.
+    """
+    participant, position = flow.enter(token)
+    if position.step == flow.WITHDRAWN:
+        return redirect("collection:resume", token=token)
+    return redirect(flow.step_url(participant, position))
+
+
 def post_only(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
     """A participant action that only answers POST; opening its address sends the participant on instead.
 
@@ -250,7 +263,7 @@ def join(request: HttpRequest, slug: str) -> HttpResponse:
         choice = request.POST.get("choice", "new")
         if choice == "continue" and previous is not None:
             _remember(request, previous)
-            return redirect("collection:resume", token=previous.token)
+            return to_current_step(previous.token)
         try:
             token = signing.loads(request.POST.get("start", ""), salt=JOIN_SALT, max_age=JOIN_PAGE_SECONDS)
         except signing.BadSignature:
@@ -269,7 +282,7 @@ def join(request: HttpRequest, slug: str) -> HttpResponse:
         except (flow.StudyFull, flow.StudyNotOpen, flow.GroupFull) as refusal:
             return _join_closed(request, study, str(refusal), 403)
         _remember(request, participant)
-        return redirect("collection:resume", token=participant.token)
+        return to_current_step(participant.token)
     if previous is None:
         closed = join_refusal(study, group)
         if closed is not None:
@@ -313,7 +326,7 @@ def consent(request: HttpRequest, participant: Participant, position: flow.Posit
         if not form.is_valid():
             return ps.bounce(request, form)
         flow.do_record_consent(participant, form.cleaned_data["sensitive"])
-        return redirect("collection:resume", token=participant.token)
+        return to_current_step(participant.token)
     return render(
         request,
         "participant/consent.html",
@@ -343,7 +356,7 @@ def profile(request: HttpRequest, participant: Participant, position: flow.Posit
             list(data["goals"]),
             list(data["diagnoses"]) if ask else None,
         )
-        return redirect("collection:resume", token=participant.token)
+        return to_current_step(participant.token)
     context = page_context(participant, flow.PROFILE, form=form, personal_link=personal_link(request, participant))
     return render(request, "participant/profile.html", context)
 
@@ -361,7 +374,7 @@ def _panas_page(
         if not form.is_valid():
             return ps.bounce(request, form)
         save(form.ratings())
-        return redirect("collection:resume", token=participant.token)
+        return to_current_step(participant.token)
     return render(
         request, "participant/panas.html", page_context(participant, step, form=form, title=title, intro=intro)
     )
@@ -400,7 +413,7 @@ def topic(request: HttpRequest, participant: Participant, position: flow.Positio
             )
             context = page_context(participant, flow.TOPIC, personal_link=personal_link(request, participant))
             return render(request, "participant/not_ready.html", context, status=503)
-        return redirect("collection:resume", token=participant.token)
+        return to_current_step(participant.token)
     return render(request, "participant/topic.html", page_context(participant, flow.TOPIC, form=form))
 
 
@@ -412,7 +425,7 @@ def _chat_context(
     notice: str = "",
 ) -> dict[str, Any]:
     turns = list(conversation.turns.order_by("turn_number"))
-    flagged = safety.events_by_turn(conversation)
+    flagged = safety.events_by_turn(conversation, turns)
     for turn in turns:
         turn.safety_event = flagged.get(turn.pk)  # type: ignore[attr-defined]
     pending = turns[-1] if turns and not turns[-1].llm_response else None
@@ -423,8 +436,9 @@ def _chat_context(
     awaiting_choice = bool(turns) and bool(
         (event := flagged.get(turns[-1].pk)) and event.level == SafetyEvent.Level.URGENT and not event.choice
     )
+    next_number = turns[-1].turn_number + 1 if turns else 1  # as flow.next_turn_number, from the turns read
     if form is None and pending is None and not full and not awaiting_choice:
-        form = MessageForm(initial={"turn_number": flow.next_turn_number(conversation)})
+        form = MessageForm(initial={"turn_number": next_number})
     return page_context(
         participant,
         flow.CHAT,
@@ -443,7 +457,7 @@ def _chat_context(
         )
         if pending
         else "",
-        draft_key=f"chat-{conversation.conversation_id}-{flow.next_turn_number(conversation)}",
+        draft_key=f"chat-{conversation.conversation_id}-{next_number}",
         # the last turn's answers can be changed until the next message is sent
         review_url=reverse(
             "collection:annotation:review", kwargs={"token": participant.token, "turn_number": turns[-1].turn_number}
@@ -514,7 +528,9 @@ def chat_send(request: HttpRequest, token: str) -> HttpResponse:
         errors = form.errors.get("message") or ["Please try sending again."]
         return refuse(str(errors[0]), 400)
     turn_number = form.cleaned_data["turn_number"]
-    is_new = turn_number == flow.next_turn_number(conversation)
+    # the chat step's position holds the conversation's last turn (entering read it): the next number follows it
+    last = position.turn
+    is_new = turn_number == (last.turn_number + 1 if last is not None else 1)
     if is_new:  # refused before the rate limit counts it; do_add_message checks again under the lock
         try:
             flow.check_can_send(conversation, position.turn)
@@ -693,7 +709,7 @@ def chat_finish(request: HttpRequest, participant: Participant, position: flow.P
     if request.POST.get("confirm") != "yes":
         return redirect("collection:chat_finish", token=participant.token)
     flow.do_finish_chat(position.chat)
-    return redirect("collection:resume", token=participant.token)
+    return to_current_step(participant.token)
 
 
 @participant_step(flow.POST_PANAS)
@@ -720,7 +736,7 @@ def survey(request: HttpRequest, participant: Participant, position: flow.Positi
         flow.do_save_conversation_wide(position.chat, form.answers())
         if participant.from_platform:  # back to the recruitment platform with the completion code
             return redirect("collection:platform_return", token=participant.token)
-        return redirect("collection:resume", token=participant.token)
+        return to_current_step(participant.token)
     response = render(request, "participant/survey.html", page_context(participant, flow.SURVEY, form=form))
     recruitment.allow_form_return(response, participant)
     return response

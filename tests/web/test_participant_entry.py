@@ -58,8 +58,12 @@ def same_place(token: str) -> str:
     entered, located, _, _ = both(token)
     assert entered == located
     participant, study, consented, profiled, conversation, last = orm_place(token)
-    read, _ = flow.enter(token)
+    read, place = flow.enter(token)
     assert values(read) == values(participant) and values(read.study) == values(study)
+    if place.conversation is not None:  # the conversation and last turn read with the participant
+        assert values(place.conversation) == values(conversation) and place.conversation.participant is read
+        if place.turn is not None:
+            assert values(place.turn) == values(last) and place.turn.conversation is place.conversation
     if consented and profiled and not participant.is_withdrawn:
         read_conversation = flow.active_conversation(read)
         assert read_conversation == conversation
@@ -88,9 +92,10 @@ def test_enter_agrees_with_locate_at_every_step(client, participant):
     assert same_place(token) == flow.ANNOTATE
     entered, _, entered_count, located_count = both(token)
     assert entered.turn is not None and entered.turn.turn_number == 1
-    assert entered_count == located_count - 2  # consent and profile came with the participant
-    # participant, study, conversation, last turn; the topic and original model load only when used
-    assert entered_count == 4
+    # consent, profile, conversation and last turn came with the participant (locate asks for each)
+    assert entered_count == located_count - 4
+    # participant, study, conversation and last turn in one statement; the topic and original model load when used
+    assert entered_count == 1
     assert entered.chat is not None
     with CaptureQueriesContext(connection) as lazy:
         assert entered.chat.topic.subtopic and entered.chat.original_model.name

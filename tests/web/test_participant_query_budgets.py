@@ -57,13 +57,16 @@ def turn_counts(walker: Walker, number: int) -> dict[str, int]:
 # Upper bounds with a little room (without Redis the suggested rewrite is made inside the request, with
 # it the request only queues it): what they catch is a query per question or per earlier turn.
 BUDGET = {
-    "answers page": 8,  # the turn's answers are read once (prefetched), consent and profile come with the participant
-    "answers submit": 25,  # 36 questions answered: 2 statements for all of them, not one UPDATE each
-    "rewrite page": 6,  # the rewrite row is read once (kept on the turn), however often the page asks
-    "rewrite submit": 13,
-    "compare page": 8,
-    "compare submit": 13,  # every winner in one UPDATE, not one per comparison
-    "chat page": 8,
+    # every request starts with one statement: participant, consent, profile, study, conversation, last turn
+    "answers page": 4,  # the turn's answers are read once (prefetched); no mood tags read before any are saved
+    "answers submit": 19,  # 36 questions answered: 2 statements for all of them, not one UPDATE each
+    "rewrite page": 4,  # the rewrite row is read once (kept on the turn), however often the page asks
+    "rewrite submit": 10,  # the rewrite row read for the page is kept, not read again after saving
+    "compare page": 6,
+    # every winner in one UPDATE, not one per comparison; the open ones are the page's; the step after the
+    # turn is read here (one statement) so the browser goes straight there, not through the study link
+    "compare submit": 10,
+    "chat page": 4,  # the next turn's number comes from the turns shown
 }
 
 

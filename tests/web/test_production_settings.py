@@ -68,6 +68,17 @@ def test_https_settings_are_on(tmp_path):
     assert result.stdout.split("\n")[0] == "True True 31536000 True ('HTTP_X_FORWARDED_PROTO', 'https') False"
 
 
+def test_templates_are_parsed_once_per_process(tmp_path):
+    # Rendering is a large part of a page's CPU: the cached loader keeps each parsed template for the process.
+    code = (
+        "import django; django.setup(); from django.template import engines; "
+        "print([type(loader).__module__ for loader in engines['django'].engine.template_loaders])"
+    )
+    result = _production(tmp_path, ["-c", code])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[0] == "['django.template.loaders.cached']"
+
+
 def test_without_the_switch_the_demo_settings_are_unchanged(tmp_path):
     code = (
         "import django; django.setup(); from django.conf import settings as s; "

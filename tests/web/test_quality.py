@@ -207,8 +207,11 @@ def test_attention_checks_placement_and_flag(study, person):
     attention.do_record_check(person, t1, "no", "no")
     attention.do_record_check(person, t2, "na", "yes")
     attention.do_record_check(person, None, "3", "")
-    again = attention.do_record_check(person, t2, "na", "na")  # a repeat changes nothing
-    assert again.passed is False and AttentionCheck.objects.filter(participant=person).count() == 3
+    attention.do_record_check(person, t2, "na", "na")  # a repeat changes nothing
+    attention.do_record_check(person, None, "3", "3")
+    assert AttentionCheck.objects.get(turn=t2).passed is False
+    assert AttentionCheck.objects.get(participant=person, place="survey").given == ""
+    assert AttentionCheck.objects.filter(participant=person).count() == 3
     summary = q.participant_quality(person)
     assert (summary.checks_passed, summary.checks_failed) == (1, 2)
     flag = next(f for f in summary.flags if f.kind == q.ATTENTION)
