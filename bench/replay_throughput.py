@@ -14,7 +14,8 @@ replay is measured apart from the process's start-up and its scoring:
 
 - startup_s  process start -> first request at the server (imports, reading files)
 - replay_s   first request -> last answer (the replay itself)
-- tail_s     last answer -> process exit (writing run files, scoring, leaderboard)
+- tail_s     last answer -> process exit (writing run files, recording the run, leaderboard; each
+             conversation is scored and rendered as it finishes, during the replay)
 - bound_s    max(longest chain x latency, calls x latency / concurrency); a
              conversation's chain is draft + analysis per turn, then post
 - efficiency bound_s / replay_s

@@ -15,7 +15,7 @@ holds one batch plus, per scored output, only what the run's aggregate needs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import partial
 
 from django.db import connection, transaction
@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from attunebench import canonical as cf
 from attunebench.metrics.aggregate import aggregate_rows, folded_record
+from attunebench.metrics.engine import ConversationScore as EngineScore
 from attunebench.metrics.engine import prepare_conversation, score_conversation_output
 from attunebench.metrics.results import ConversationRecord, to_json
 from collection.models import Conversation
@@ -36,9 +37,47 @@ ScoreRow = tuple[int, int, float, float, float | None, ConversationRecord]
 CONVERSATION_BATCH = 100  # conversations whose ground truth is held at once while their runs are scored
 
 
-def do_score_evaluation_run(run_id: int) -> int:
-    """(Re)score every finished conversation of a run; returns how many conversations were scored."""
+def do_score_evaluation_run(run_id: int, scored: Mapping[str, EngineScore] | None = None) -> int:
+    """(Re)score every finished conversation of a run; returns how many conversations were scored.
+
+    ``scored``: scores the caller already made of this run's stored outputs against the stored conversations'
+    content, by conversation id (``attune eval`` scores each conversation as it finishes, and has checked its
+    files hold what the database holds). When it covers every conversation to score, the conversations are not
+    read back and scored again; which ones count (withdrawn, quality-excluded) is still the database's answer.
+    """
+    if scored is not None:
+        finished = RunConversation.objects.filter(
+            run_id=run_id, status=RunConversation.Status.DONE, output__isnull=False
+        ).values("conversation_id")
+        # Withdrawn and quality-excluded conversations drop out here, as in the full pass.
+        usable = list(
+            usable_conversations().filter(pk__in=finished).order_by("pk").values_list("pk", "conversation_id")
+        )
+        if all(conversation_id in scored for _, conversation_id in usable):
+            EvaluationRun.objects.get(pk=run_id)
+            return _store_scores(run_id, [(pk, scored[conversation_id]) for pk, conversation_id in usable])
     return do_score_evaluation_runs([run_id])
+
+
+def _store_scores(run_id: int, scores: list[tuple[int, EngineScore]]) -> int:
+    """Write one run's ready scores, in conversation order as the full pass writes them, and its aggregate."""
+    records = [folded_record(score.record) for _, score in scores]
+    rows: list[ScoreRow] = [
+        (
+            run_id,
+            pk,
+            score.record.composite_score,
+            score.record.coverage,
+            score.record.post_coverage,
+            score.record.model_copy(update={"details": score.details}),
+        )
+        for pk, score in scores
+    ]
+    with transaction.atomic():
+        for start in range(0, len(rows), SCORE_BATCH):
+            _upsert(rows[start : start + SCORE_BATCH])
+        _finish_run(run_id, [pk for pk, _ in scores], records)
+    return len(rows)
 
 
 def do_score_evaluation_runs(run_ids: Sequence[int], batch: int = CONVERSATION_BATCH) -> int:
@@ -72,22 +111,27 @@ def do_score_evaluation_runs(run_ids: Sequence[int], batch: int = CONVERSATION_B
                     rows = []
         _upsert(rows)
         for run_id in ids:
-            ConversationScore.objects.filter(run_id=run_id).exclude(conversation_id__in=scored[run_id]).delete()
-            aggregates = aggregate_rows(records[run_id])
-            if aggregates:
-                RunScore.objects.update_or_create(
-                    run_id=run_id,
-                    defaults={
-                        "composite_score": aggregates[0].composite_score,
-                        "metrics": to_json(aggregates[0]),
-                        "scored_at": timezone.now(),
-                    },
-                )
-            else:
-                RunScore.objects.filter(run_id=run_id).delete()
-            # Announced after commit: a receiver that recomputes the dashboard must read the new scores.
-            transaction.on_commit(partial(run_scored.send, sender=EvaluationRun, run_id=run_id))
+            _finish_run(run_id, scored[run_id], records[run_id])
     return sum(len(pks) for pks in scored.values())
+
+
+def _finish_run(run_id: int, scored_pks: list[int], records: list[ConversationRecord]) -> None:
+    """Drop the run's scores of conversations no longer scored, store its aggregate, announce it after commit."""
+    ConversationScore.objects.filter(run_id=run_id).exclude(conversation_id__in=scored_pks).delete()
+    aggregates = aggregate_rows(records)
+    if aggregates:
+        RunScore.objects.update_or_create(
+            run_id=run_id,
+            defaults={
+                "composite_score": aggregates[0].composite_score,
+                "metrics": to_json(aggregates[0]),
+                "scored_at": timezone.now(),
+            },
+        )
+    else:
+        RunScore.objects.filter(run_id=run_id).delete()
+    # Announced after commit: a receiver that recomputes the dashboard must read the new scores.
+    transaction.on_commit(partial(run_scored.send, sender=EvaluationRun, run_id=run_id))
 
 
 def _score_chunk(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import PositiveIntegerField, Value
 
 from attunebench.replay.transcript import CallRecord
@@ -35,6 +35,34 @@ FIELDS = (
     "transport_attempts",
     "cached",
 )
+
+
+def call_values(records: Sequence[CallRecord]) -> list[tuple[Any, ...]]:
+    """Each call's column values (``FIELDS``) as the database takes them, for ``insert_call_values``: made as
+    each conversation of a replay finishes, so storing the run at its end is only the inserts."""
+    by_name = {f.name: f for f in CallTranscript._meta.concrete_fields}
+    fields = [by_name[name] for name in FIELDS]
+    return [
+        tuple(f.get_db_prep_save(getattr(r, name), connection) for name, f in zip(FIELDS, fields, strict=True))
+        for r in records
+    ]
+
+
+def insert_call_values(pairs: Sequence[tuple[int, Sequence[tuple[Any, ...]]]]) -> int:
+    """Store the calls (``call_values``) of run-conversations that have none stored yet (a run being
+    recorded), as one statement run for every row: no per-row work left but the database's."""
+    by_name = {f.name: f for f in CallTranscript._meta.concrete_fields}
+    columns = [str(by_name[name].column) for name in ("run_conversation", *FIELDS)]
+    quote = connection.ops.quote_name
+    sql = (
+        f"INSERT INTO {quote(CallTranscript._meta.db_table)} ({', '.join(quote(c) for c in columns)}) "
+        f"VALUES ({', '.join(['%s'] * len(columns))})"
+    )
+    rows = [(run_conversation_id, *values) for run_conversation_id, calls in pairs for values in calls]
+    if rows:
+        with connection.cursor() as cursor:
+            cursor.executemany(sql, rows)
+    return len(rows)
 
 
 def save_call_records(run_conversation_id: int, records: Sequence[CallRecord]) -> int:

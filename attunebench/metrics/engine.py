@@ -385,21 +385,42 @@ class ScoringResult:
         return ScoringReport(conversations=conversations, aggregates=aggregate_rows(records))
 
 
+@dataclass(frozen=True)
+class ScoredPair:
+    """A run scored against its conversation ahead of ``score_runs`` (``score_pair``), with the objects it was
+    made from, so it is used only for exactly them."""
+
+    conversation: ConversationFile
+    run: RunOutput
+    score: ConversationScore
+
+
+def score_pair(conversation: ConversationFile, run: RunOutput) -> ScoredPair:
+    """One conversation's score, made as its run arrives (a replay scores each as it finishes)."""
+    return ScoredPair(conversation, run, score_conversation_output(prepare_conversation(conversation), run))
+
+
 def score_runs(
     conversations: Iterable[ConversationFile],
     runs: Iterable[RunOutput],
     run_sources: Sequence[str] | None = None,
+    precomputed: Mapping[str, ScoredPair] | None = None,
 ) -> ScoringResult:
     """Match runs to conversations and score each; unmatched or duplicate runs are skipped.
 
     ``run_sources`` (parallel to ``runs``) names each run in skip messages; by
     default a run is named by conversation id, EM and mode. When two
     conversations share an id the first wins and runs are scored against it.
+    ``precomputed`` holds scores already made by ``score_pair``, by conversation
+    id: one is used only for the very conversation and run objects it was made
+    from (a conversation's score depends on nothing else), so the result is the
+    same as scoring them here.
     """
+    documents: dict[str, ConversationFile] = {}
     prepared: dict[str, PreparedConversation] = {}
     skipped: list[Problem] = []
     for conversation in conversations:
-        if conversation.conversationId in prepared:
+        if conversation.conversationId in documents:
             skipped.append(
                 Problem(
                     source=conversation.conversationId,
@@ -408,14 +429,17 @@ def score_runs(
                 )
             )
             continue
-        prepared[conversation.conversationId] = prepare_conversation(conversation)
+        documents[conversation.conversationId] = conversation
+        known = (precomputed or {}).get(conversation.conversationId)
+        if known is None or known.conversation is not conversation:  # scored already: not prepared again
+            prepared[conversation.conversationId] = prepare_conversation(conversation)
 
     scores: list[ConversationScore] = []
     seen: set[tuple[str, str, str]] = set()
     for i, run in enumerate(runs):
         source = run_sources[i] if run_sources is not None else f"{run.conversationId}/{run.em_model}/{run.mode}"
-        target = prepared.get(run.conversationId)
-        if target is None:
+        document = documents.get(run.conversationId)
+        if document is None:
             skipped.append(
                 Problem(
                     source=source,
@@ -436,7 +460,13 @@ def score_runs(
             )
             continue
         seen.add(key)
-        scores.append(score_conversation_output(target, run))
+        known = (precomputed or {}).get(run.conversationId)
+        if known is not None and known.run is run and known.conversation is document:
+            scores.append(known.score)
+        else:
+            if run.conversationId not in prepared:
+                prepared[run.conversationId] = prepare_conversation(document)
+            scores.append(score_conversation_output(prepared[run.conversationId], run))
     scores.sort(key=lambda s: (s.record.em_model, s.record.mode, s.record.conversationId))
     return ScoringResult(scores=scores, skipped=skipped)
 

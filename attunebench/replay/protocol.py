@@ -881,19 +881,28 @@ class Replayer:
             raise
 
     async def replay_claimed(
-        self, conversations: Sequence[ConversationFile], claim: Callable[[], int | None], open_conversations: int
+        self,
+        conversations: Sequence[ConversationFile],
+        claim: Callable[[], int | None],
+        open_conversations: int,
+        on_done: Callable[[int, ReplayResult], None] | None = None,
     ) -> list[tuple[int, ReplayResult]]:
         """Replay the conversations ``claim()`` hands out (their positions; None when none is left), keeping
         ``open_conversations`` of them in progress; (position, result) pairs in the order they finished.
 
         For several processes sharing one list of work: each takes the next conversation only when it has
         room for one, so none holds work another could start, and all stop together when the work ends.
+        ``on_done(position, result)`` is called as each conversation finishes, so its result can be passed on
+        (and its file and score prepared) while the others still run.
         """
 
         async def worker() -> list[tuple[int, ReplayResult]]:
             done: list[tuple[int, ReplayResult]] = []
             while (position := claim()) is not None:
-                done.append((position, await self.replay(conversations[position])))
+                result = await self.replay(conversations[position])
+                done.append((position, result))
+                if on_done is not None:
+                    on_done(position, result)
             return done
 
         workers = [asyncio.ensure_future(worker()) for _ in range(max(1, open_conversations))]

@@ -6,7 +6,7 @@ benchmark share. Pure: no Django.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -88,14 +88,25 @@ def make_replayer(
     )
 
 
-def write_outputs(results: Sequence[ReplayResult], out_dir: str | Path) -> list[Path]:
-    """Canonical, byte-stable run files (SPEC 3.2) in ``out_dir``."""
+def render_output(result: ReplayResult) -> tuple[str, str]:
+    """A result's run file: (file name, canonical text), as ``write_outputs`` writes it."""
+    return document_filename(result.output), dumps_canonical(result.output)
+
+
+def write_outputs(
+    results: Sequence[ReplayResult], out_dir: str | Path, rendered: Mapping[str, tuple[str, str]] | None = None
+) -> list[Path]:
+    """Canonical, byte-stable run files (SPEC 3.2) in ``out_dir``.
+
+    ``rendered`` holds files already made by ``render_output``, by conversation id (a replay renders each
+    conversation's file as it finishes, so the run's end only writes them)."""
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for result in results:
-        path = folder / document_filename(result.output)
-        path.write_text(dumps_canonical(result.output), encoding="utf-8")
+        name, text = (rendered or {}).get(result.conversation_id) or render_output(result)
+        path = folder / name
+        path.write_text(text, encoding="utf-8")
         paths.append(path)
     return paths
 

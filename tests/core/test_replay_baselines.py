@@ -137,3 +137,24 @@ def test_baselines_see_only_what_the_context_holds():
 def test_unknown_baseline_is_rejected():
     with pytest.raises(ValueError, match="unknown baseline"):
         make_baseline("baseline:oracle")
+
+
+def test_scores_and_files_made_as_conversations_finish_equal_those_made_at_the_end(tmp_path):
+    """``attune eval`` scores and renders each conversation as it finishes: the report and the files are the
+    same as when everything is done at the end, and a score made for another run object is not used."""
+    from attunebench.metrics.engine import score_pair, score_runs
+    from attunebench.replay.run import render_output
+
+    conversations = synth_conversations(6, seed=11)
+    results = run_baseline("baseline:prior", conversations)
+    runs = [r.output for r in results]
+    ahead = {c.conversationId: score_pair(c, run) for c, run in zip(conversations, runs, strict=True)}
+    at_the_end = score_runs(conversations, runs)
+    assert score_runs(conversations, runs, precomputed=ahead).report() == at_the_end.report()
+    other = [run.model_copy(update={"mode": "omniscient"}) for run in runs]  # other runs: their own scores
+    assert score_runs(conversations, other, precomputed=ahead).report() == score_runs(conversations, other).report()
+
+    rendered = {r.conversation_id: render_output(r) for r in results}
+    ahead_paths = write_outputs(results, tmp_path / "ahead", rendered)
+    end_paths = write_outputs(results, tmp_path / "end")
+    assert [p.read_bytes() for p in ahead_paths] == [p.read_bytes() for p in end_paths]

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -117,6 +118,28 @@ def test_several_processes_write_the_same_run_files_and_scores_as_one(tmp_path):
     # The same calls made, in total, as one process made.
     made = [line for line in (one.stdout + three.stdout).splitlines() if line.startswith("conversations 5/5")]
     assert len(made) == 2 and made[0].split("| cost")[0] == made[1].split("| cost")[0]
+
+    # Recorded alike: three processes score each conversation and make its call rows as it finishes, one
+    # process does both at the end; the stored scores and calls are the same, value for value.
+    def stored(data: Path) -> tuple[list[tuple[object, ...]], ...]:
+        with sqlite3.connect(data / "attune.sqlite3") as db:
+            return tuple(
+                sorted(db.execute(query))
+                for query in (
+                    "SELECT c.conversation_id, s.composite_score, s.coverage, s.post_coverage, s.metrics "
+                    "FROM scoring_conversationscore s JOIN collection_conversation c ON c.id = s.conversation_id",
+                    "SELECT composite_score, metrics FROM scoring_runscore",
+                    "SELECT c.conversation_id, t.sequence, t.call_type, t.turn_number, t.role, t.model, t.attempt, "
+                    "t.messages, t.raw_reply, t.parsed, t.parse_error, t.error, t.prompt_tokens, "
+                    "t.completion_tokens, t.cost_usd, t.transport_attempts, t.cached FROM scoring_calltranscript t "
+                    "JOIN scoring_runconversation r ON r.id = t.run_conversation_id "
+                    "JOIN collection_conversation c ON c.id = r.conversation_id",
+                )
+            )
+
+    scores_one, run_one, calls_one = stored(tmp_path / "data1")
+    assert len(scores_one) == 5 and len(run_one) == 1 and len(calls_one) == int(made[0].split(" made")[0].split()[-1])
+    assert stored(tmp_path / "data3") == (scores_one, run_one, calls_one)
 
 
 def test_registry_caps_are_shared_out_so_the_processes_together_keep_to_them():
@@ -320,9 +343,19 @@ def test_replay_claimed_replays_each_handed_out_conversation_once():
     conversations = synth_conversations(7, seed=2, min_turns=1, max_turns=4)
     replayer = make_replayer(spec_from_name("baseline:random"), ReplayConfig(), dataset=conversations)
     queue = [6, 0, 3, 5, 1, 2, 4]
-    pairs = run_sync(replayer.replay_claimed(conversations, lambda: queue.pop(0) if queue else None, 3))
+    passed_on: list[tuple[int, object]] = []
+    pairs = run_sync(
+        replayer.replay_claimed(
+            conversations,
+            lambda: queue.pop(0) if queue else None,
+            3,
+            on_done=lambda position, result: passed_on.append((position, result)),
+        )
+    )
     assert sorted(position for position, _ in pairs) == list(range(7))
     assert all(result.conversation_id == conversations[p].conversationId for p, result in pairs)
+    # Each passed on once, the very result returned.
+    assert sorted(passed_on, key=lambda pair: pair[0]) == sorted(pairs, key=lambda pair: pair[0])
 
 
 def test_processes_sharing_the_list_replay_uneven_conversations_each_once_within_the_cap(tmp_path):

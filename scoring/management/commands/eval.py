@@ -228,6 +228,10 @@ class Command(BaseCommand):
         from attunebench.replay.protocol import ReplayConfig
 
         self.stderr.style_func = None  # progress goes to stderr: plain text, not Django's red error style
+        self.rendered: dict[str, tuple[str, str]] = {}  # run files made during the replay, by conversation id
+        self.scored: dict[str, Any] = {}  # scores made during the replay (ScoredPair), by conversation id
+        self.call_values: dict[str, Any] = {}  # call rows made during the replay for recording, likewise
+        self.recording = False  # whether the run is recorded in the database (decided before the replay)
         if options["concurrency"] < 1:
             raise CommandError("--concurrency must be at least 1")
         if options["processes"] is not None and options["processes"] < 1:
@@ -277,6 +281,7 @@ class Command(BaseCommand):
         record_plan = (
             None if options["no_record"] or through_celery or options["retry_failed"] else self._record_plan(options)
         )
+        self.recording = record_plan is not None
         started_at = timezone.now()
         kept: list[Any] = []
         to_replay = conversations
@@ -389,6 +394,8 @@ class Command(BaseCommand):
                 run_provenance=cli_provenance(em, config, {**options, "out_resolved": out}, sys.argv[1:]),
                 concurrency=options["concurrency"],
                 started_at=started_at,
+                scored={conversation_id: pair.score for conversation_id, pair in self.scored.items()},
+                call_values_made=self.call_values,
             )
         except RecordError as exc:
             raise CommandError(f"{exc} (the run files in {out} are written)") from None
@@ -509,6 +516,7 @@ class Command(BaseCommand):
         errors = context.Array("c", ERROR_BYTES * processes, lock=False)
         stop = context.Value("b", 0, lock=False)  # set when one share failed: the others stop sending
         taken = context.Value("q", 0)  # how many of the shared list have been taken (under its own lock)
+        finished_queue = context.Queue()  # each conversation's result, sent back as it finishes
         global _SHARE_JOB
         _SHARE_JOB = (
             em,
@@ -521,6 +529,14 @@ class Command(BaseCommand):
             errors,
             longest_first(conversations),
             taken,
+            finished_queue,
+        )
+        received: dict[int, Any] = {}  # position -> result, as the children send them
+        receiving = FinishedResults(
+            finished_queue,
+            processes,
+            received,
+            lambda position, result: self._prepare_end(result, conversations[position]),
         )
         started = time.perf_counter()
         interactive = sys.stderr.isatty()
@@ -538,6 +554,7 @@ class Command(BaseCommand):
         try:
             with ProcessPoolExecutor(processes, mp_context=context) as pool:
                 futures = [pool.submit(_replay_share, index) for index in range(processes)]
+                receiving.start()
                 last_logged, pending, prepared = time.perf_counter(), set(futures), False
                 while pending:
                     _, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
@@ -553,7 +570,9 @@ class Command(BaseCommand):
                         self.stderr.write(line())
                         last_logged = time.perf_counter()
                 wait(futures)
+                receiving.finish(failed=any(f.exception() for f in futures))
         finally:
+            receiving.finish(failed=True)  # an interrupted run: stop receiving (nothing when already finished)
             _SHARE_JOB = None
             if interactive:
                 self.stderr.write("")  # end the progress line
@@ -571,17 +590,32 @@ class Command(BaseCommand):
             )
         if failures:  # the share that failed, not the ones stopped because of it
             raise next((e for e in failures if not isinstance(e, Abandoned)), failures[0])
-        shares = [future.result() for future in futures]
-        placed: list[tuple[int, Any]] = [pair for share in shares for pair in share]
-        if sorted(position for position, _ in placed) != list(range(len(conversations))):
+        placed = [position for future in futures for position in future.result()]
+        if sorted(placed) != list(range(len(conversations))) or sorted(received) != sorted(placed):
             # Every conversation is replayed once, by one process: anything else would score a wrong set.
             raise CommandError(
                 f"the replay processes returned {len(placed)} results for {len(conversations)} conversations "
                 "(some twice or none); no run files were written"
             )
-        results = [result for _, result in sorted(placed, key=lambda pair: pair[0])]
+        receiving.raise_error()
+        results = [received[position] for position in range(len(conversations))]
         self.stdout.write(line(results))
         return results
+
+    def _prepare_end(self, result: Any, conversation: Any) -> None:
+        """While the replay goes on, make a finished conversation's run file and score (``_finish``, ``_score``
+        and recording then use them), so that little is left to do after the last answer. Called from the
+        thread receiving the replay processes' results."""
+        from attunebench.metrics.engine import score_pair
+        from attunebench.replay.run import render_output
+
+        if result.scoreable:
+            self.rendered[result.conversation_id] = render_output(result)
+            self.scored[result.conversation_id] = score_pair(conversation, result.output)
+        if self.recording:  # its calls' rows, as the database takes them
+            from scoring.transcripts import call_values
+
+            self.call_values[result.conversation_id] = call_values(result.calls)
 
     def _finish(self, results: list[Any], out: Path) -> list[Any]:
         from attunebench.replay.run import write_outputs
@@ -590,7 +624,7 @@ class Command(BaseCommand):
         # about the model, so it is neither written nor scored; running again retries it.
         self.replay_results = results  # every conversation's result, recorded in the database after this
         scoreable = [r for r in results if r.scoreable]
-        paths = write_outputs(scoreable, out)
+        paths = write_outputs(scoreable, out, self.rendered)
         failed = sum(len(r.failures) for r in scoreable)
         self.stdout.write(
             f"Wrote {len(paths)} run files to {out}" + (f" ({failed} failed calls listed in them)" if failed else "")
@@ -667,7 +701,7 @@ class Command(BaseCommand):
         from attunebench.metrics.engine import score_runs
         from attunebench.metrics.report import format_leaderboard
 
-        result = score_runs(conversations, runs)
+        result = score_runs(conversations, runs, precomputed=self.scored)
         report = result.report()
         self.stdout.write(format_leaderboard(report))
         self.stdout.write(post_coverage_summary(report))
@@ -702,8 +736,9 @@ def post_coverage_summary(report: ScoringReport) -> str:
 # -- several processes (``--processes``) ---------------------------------------
 
 # The job of the forked children: (em, config, conversations, options, processes, progress, stop, errors, the
-# positions of the conversations in the order they are taken, the shared count of those taken).
-_SHARE_JOB: tuple[Any, Any, list[Any], dict[str, Any], int, Any, Any, Any, list[int], Any] | None = None
+# positions of the conversations in the order they are taken, the shared count of those taken, the queue each
+# finished conversation's result is sent back on).
+_SHARE_JOB: tuple[Any, Any, list[Any], dict[str, Any], int, Any, Any, Any, list[int], Any, Any] | None = None
 # What each child keeps current in its row of the shared progress array (summed over children).
 PROGRESS_FIELDS = (
     "done",
@@ -720,6 +755,59 @@ PROGRESS_FIELDS = (
 )
 #: Bytes of each child's last error in the shared text array.
 ERROR_BYTES = 256
+
+
+class FinishedResults:
+    """The thread that receives the replay processes' results as each conversation finishes.
+
+    It files each result under its position and hands it to ``prepare`` (its run file and score are made
+    then, while the others still run); ``finish`` waits until every process said it is done (or, after a
+    failure, stops at once). An error in ``prepare`` is kept and raised by ``raise_error``, never swallowed:
+    the thread goes on draining the queue meanwhile, so no process blocks on a full pipe.
+    """
+
+    def __init__(self, queue: Any, processes: int, received: dict[int, Any], prepare: Any) -> None:
+        import threading
+
+        self.queue, self.processes, self.received, self.prepare = queue, processes, received, prepare
+        self.error: BaseException | None = None
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._receive, name="replay-results", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _receive(self) -> None:
+        import queue
+
+        done = 0
+        while done < self.processes:
+            try:
+                _, position, result = self.queue.get(timeout=0.1)
+            except queue.Empty:
+                if self.stopping.is_set():
+                    return
+                continue
+            if position is None:
+                done += 1
+                continue
+            self.received[position] = result
+            if self.error is None:
+                try:
+                    self.prepare(position, result)
+                except Exception as exc:  # raised in the main thread by raise_error
+                    self.error = exc
+
+    def finish(self, failed: bool) -> None:
+        """Wait for the last results; after a failure, only stop the thread."""
+        if failed:
+            self.stopping.set()
+        if self.thread.is_alive():
+            self.thread.join()
+
+    def raise_error(self) -> None:
+        if self.error is not None:
+            raise self.error
 
 
 def watch_from_counts(counts: dict[str, float], last_error: str) -> Any:
@@ -894,10 +982,11 @@ def take_next(order: list[int], taken: Any, stop: Any) -> int | None:
     return order[next_up]
 
 
-def _replay_share(index: int) -> list[tuple[int, Any]]:
+def _replay_share(index: int) -> list[int]:
     """In a forked child: replay conversations taken from the shared list (``take_next``) until none is left.
 
-    Returns (position in the conversations, result) pairs; while it runs, its
+    Sends each (index, position in the conversations, result) on the results queue as the conversation
+    finishes, then (index, None, None); returns the positions it replayed. While it runs, its
     counts and adaptive (level, ceiling) are written to its row of the shared
     progress array every quarter second, from this thread (never the loop's),
     and it stops (``Abandoned``) once the parent says another share failed.
@@ -910,7 +999,7 @@ def _replay_share(index: int) -> list[tuple[int, Any]]:
     assert _SHARE_JOB is not None, "no share job: _replay_share runs only in children of _in_processes"
     from attunebench.replay.failures import FailureWatch
 
-    em, config, conversations, options, processes, progress, stop, errors, order, taken = _SHARE_JOB
+    em, config, conversations, options, processes, progress, stop, errors, order, taken, finished = _SHARE_JOB
     cache = call_cache(options)
     concurrency = split_concurrency(options["concurrency"], processes)[index]
     # The registry's caps are for the whole run: each process keeps to its share of them.
@@ -953,8 +1042,13 @@ def _replay_share(index: int) -> list[tuple[int, Any]]:
     run_sync(warm_up([em, config.judge]))
     report()
     replay = replayer.replay_claimed(
-        conversations, lambda: take_next(order, taken, stop), open_conversations(concurrency, len(order), processes)
+        conversations,
+        lambda: take_next(order, taken, stop),
+        open_conversations(concurrency, len(order), processes),
+        # A queue's put hands the result to its feeder thread: the event loop does not wait on the pipe.
+        on_done=lambda position, result: finished.put((index, position, result)),
     )
     results = run_sync_beating(replay, 0.25, report)
     report()
-    return results
+    finished.put((index, None, None))
+    return [position for position, _ in results]
