@@ -6,7 +6,10 @@ parsing (HTTP framing, chunk decoding, the client's iterators): about 0.1 ms of 
 hundred replies at once fills a core. Here the request is written and the response read on an asyncio
 transport of our own that is paused between reads: after each read the reader waits ``pace`` seconds, during
 which the provider's next events wait in the kernel's socket buffer, then takes all of them in one read and
-decodes them at once. A reader of the reply cannot tell 50 ms batches from single tokens.
+decodes them at once. A reader of the reply cannot tell 50 ms batches from single tokens. The HTTP/1.1 itself
+(the request's bytes, the answer's head, chunked or sized or close-delimited bodies, whether the connection can
+carry the next request) is h11's, an I/O-free protocol library handed each batch's bytes at once; an answer it
+cannot parse fails the reply with h11's reason.
 
 The request is the one litellm and ``openai_compatible.stream_chat_text`` send an OpenAI-compatible server (the
 served model name, the messages, ``stream: true``, the key as a bearer token), over HTTP/1.1 or HTTPS (the
@@ -26,6 +29,8 @@ import urllib.request
 import weakref
 from collections.abc import AsyncGenerator
 from urllib.parse import urlsplit
+
+import h11
 
 from attunebench.replay.openai_compatible import StreamFailed, served_model_name, sse_text
 
@@ -71,6 +76,7 @@ class _Connection(asyncio.Protocol):
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.buffer = bytearray()
+        self.http = h11.Connection(our_role=h11.CLIENT)  # the HTTP/1.1 state of the connection, across requests
         self.ended = False
         self.failure: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
@@ -129,66 +135,60 @@ class _Connection(asyncio.Protocol):
         self.ended = True
 
 
-class _Body:
-    """Decodes a response body as it arrives: chunked, of a given length, or up to the connection's end."""
+class _Exchange:
+    """One request and its answer on a connection, framed by h11: the answer's bytes are handed over a batch at a
+    time and come back as its status, then its body's bytes (chunked, of a given length or up to the close)."""
 
-    def __init__(self, headers: dict[str, str]) -> None:
-        self.chunked = "chunked" in headers.get("transfer-encoding", "").lower()
-        length = headers.get("content-length")
+    def __init__(self, http: h11.Connection) -> None:
+        self.http = http
+        self.status = 0  # the answer's status once its head has arrived (interim 1xx answers are passed over)
+        self.complete = False  # the whole body has arrived
+        self.ended = False  # the server closed the connection
+        self.received = False  # a byte of the answer has arrived
+
+    def request(self, target: str, headers: list[tuple[str, str]], body: bytes) -> bytes:
+        """The request's bytes, to be written."""
+        events = (h11.Request(method="POST", target=target, headers=headers), h11.Data(data=body), h11.EndOfMessage())
         try:
-            self.left = None if self.chunked or length is None else int(length)
-        except ValueError:
-            raise StreamFailed(f"a response with a bad content-length: {length!r}") from None
-        self.chunk_left = 0  # bytes of the current chunk still to come
-        self.chunk_crlf = False  # the current chunk's data ended; its CRLF is next
-        self.complete = self.left == 0
+            return b"".join(self.http.send(event) or b"" for event in events)
+        except h11.LocalProtocolError as exc:
+            raise StreamFailed(f"a request that cannot be sent: {exc}") from None
 
-    def take(self, raw: bytearray) -> bytes:
-        """The body bytes that can be decoded from ``raw`` (removed from it); what is cut short stays there."""
-        if not self.chunked:
-            size = len(raw) if self.left is None else min(self.left, len(raw))
-            out = bytes(raw[:size])
-            del raw[:size]
-            if self.left is not None:
-                self.left -= size
-                self.complete = self.left == 0
-            return out
-        decoded = bytearray()
-        while not self.complete:
-            if self.chunk_left:
-                size = min(self.chunk_left, len(raw))
-                decoded += raw[:size]
-                del raw[:size]
-                self.chunk_left -= size
-                if self.chunk_left:
-                    break
-                self.chunk_crlf = True
-            if self.chunk_crlf:
-                if len(raw) < 2:
-                    break
-                if raw[:2] != b"\r\n":
-                    raise StreamFailed("a chunked response whose chunk does not end in CRLF")
-                del raw[:2]
-                self.chunk_crlf = False
-            line_end = raw.find(b"\r\n")
-            if line_end < 0:
-                break
+    def take(self, raw: bytearray, ended: bool) -> bytes:
+        """The body bytes decoded from ``raw`` (which is emptied: h11 keeps what is cut short), and the connection's
+        end when ``ended``; StreamFailed on an answer that is not HTTP/1.1."""
+        if raw:
+            self.received = True
+            self.http.receive_data(bytes(raw))
+            raw.clear()
+        body = self._events()
+        if ended and not self.ended:
+            self.ended = True
+            self.http.receive_data(b"")
             try:
-                size = int(bytes(raw[:line_end]).split(b";")[0].strip(), 16)
-            except ValueError:
-                raise StreamFailed(
-                    f"a chunked response with a bad chunk size: {bytes(raw[:line_end])[:40]!r}"
-                ) from None
-            if size:
-                del raw[: line_end + 2]
-                self.chunk_left = size
-                continue
-            end = raw.find(b"\r\n\r\n", line_end)  # the last chunk, then trailers (if any) and an empty line
-            if end < 0:
-                break
-            del raw[: end + 4]
-            self.complete = True
-        return bytes(decoded)
+                body += self._events()
+            except StreamFailed:
+                if not self.status:
+                    raise StreamFailed("the connection closed in the middle of the answer's headers") from None
+                # a body cut short by the close: the caller says what was missing
+        return body
+
+    def _events(self) -> bytes:
+        """Every event h11 can parse from what it holds: the body's bytes returned, the rest noted."""
+        body: list[bytes] = []
+        try:
+            while True:
+                event = self.http.next_event()
+                if type(event) is h11.Data:
+                    body.append(event.data)
+                elif type(event) is h11.Response:
+                    self.status = event.status_code
+                elif type(event) is h11.EndOfMessage:
+                    self.complete = True
+                elif event is h11.NEED_DATA or event is h11.PAUSED or type(event) is h11.ConnectionClosed:
+                    return b"".join(body)
+        except h11.RemoteProtocolError as exc:
+            raise StreamFailed(f"an answer that is not valid HTTP/1.1: {exc}") from None
 
 
 async def _connection(key: tuple[str, str, int], deadline: float) -> tuple[_Connection, bool]:
@@ -220,6 +220,19 @@ async def _connection(key: tuple[str, str, int], deadline: float) -> tuple[_Conn
     return connection, False
 
 
+def _ready_for_next(connection: _Connection) -> bool:
+    """Whether h11 agrees the connection can carry another request (both sides done, no close asked for, nothing
+    left over); if so, it is readied for one."""
+    http = connection.http
+    if connection.ended or http.trailing_data[0]:
+        return False
+    try:
+        http.start_next_cycle()
+    except h11.LocalProtocolError:  # a side must close: HTTP/1.0, "Connection: close"
+        return False
+    return True
+
+
 def _give_back(key: tuple[str, str, int], connection: _Connection) -> None:
     idle = _idle.setdefault(asyncio.get_running_loop(), {}).setdefault(key, [])
     if len(idle) < MAX_IDLE:
@@ -228,29 +241,16 @@ def _give_back(key: tuple[str, str, int], connection: _Connection) -> None:
         connection.close()
 
 
-async def _response_head(connection: _Connection, deadline: float) -> tuple[int, dict[str, str]] | None:
-    """The status and headers (names in lower case); None when the connection ended before any byte came."""
+async def _answer_head(connection: _Connection, exchange: _Exchange, deadline: float) -> bytes | None:
+    """Wait for the answer's status (``exchange.status``) and return the body bytes that came with its head; None
+    when the connection ended before any byte came."""
     while True:
-        end = connection.buffer.find(b"\r\n\r\n")
-        if end >= 0:
-            lines = bytes(connection.buffer[:end]).decode("latin-1").split("\r\n")
-            del connection.buffer[: end + 4]
-            try:
-                status = int(lines[0].split(" ", 2)[1])
-            except (IndexError, ValueError):
-                raise StreamFailed(f"an answer that is not HTTP: {lines[0][:100]!r}") from None
-            if 100 <= status < 200:  # an interim answer: the real one follows
-                continue
-            headers: dict[str, str] = {}
-            for line in lines[1:]:
-                name, _, value = line.partition(":")
-                headers[name.strip().lower()] = value.strip()
-            if lines[0].startswith("HTTP/1.0"):
-                headers.setdefault("connection", "close")
-            return status, headers
-        if connection.ended:
-            if not connection.buffer:
-                return None
+        if connection.ended and not connection.buffer and not exchange.received:
+            return None
+        body = exchange.take(connection.buffer, connection.ended)
+        if exchange.status:
+            return body
+        if exchange.ended:  # a guard: h11 itself fails a head the close cut short
             raise StreamFailed("the connection closed in the middle of the answer's headers")
         await connection.more(deadline)
 
@@ -275,22 +275,27 @@ async def stream_chat_text(
     key = (parts.scheme, host, parts.port or (443 if https else 80))
     target = parts.path + (f"?{parts.query}" if parts.query else "")
     body = json.dumps({"model": served_model_name(litellm_model), "messages": messages, "stream": True}).encode()
-    request = (
-        f"POST {target} HTTP/1.1\r\nHost: {parts.netloc.rpartition('@')[2]}\r\n"
-        f"Authorization: Bearer {api_key}\r\nAccept: text/event-stream\r\nAccept-Encoding: identity\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nUser-Agent: attune\r\n\r\n"
-    ).encode("latin-1") + body
+    headers = [
+        ("Host", parts.netloc.rpartition("@")[2]),
+        ("Authorization", f"Bearer {api_key}"),
+        ("Accept", "text/event-stream"),
+        ("Accept-Encoding", "identity"),
+        ("Content-Type", "application/json"),
+        ("Content-Length", str(len(body))),
+        ("User-Agent", "attune"),
+    ]
     deadline = asyncio.get_running_loop().time() + timeout
     for _ in range(2):
         connection, reused = await _connection(key, deadline)
         assert connection.transport is not None
-        connection.transport.write(request)
+        exchange = _Exchange(connection.http)
         try:
-            head = await _response_head(connection, deadline)
+            connection.transport.write(exchange.request(target, headers, body))
+            first = await _answer_head(connection, exchange, deadline)
         except BaseException:
             connection.close()
             raise
-        if head is not None:
+        if first is not None:
             break
         connection.close()
         if not reused:
@@ -298,33 +303,31 @@ async def stream_chat_text(
         # a kept-alive connection the server had closed meanwhile: asked again once on a new one
     else:  # pragma: no cover - the second round always takes a new connection, which breaks or raises
         raise StreamFailed(f"{api_base} closed the connection without answering")
-    status, headers = head
-    decoder = _Body(headers)
     reusable = False
     try:
-        if status != 200:
-            detail = decoder.take(connection.buffer)
-            while not decoder.complete and not connection.ended and len(detail) < 300:
+        if exchange.status != 200:
+            detail = first
+            while not exchange.complete and not exchange.ended and len(detail) < 300:
                 await connection.more(deadline)
-                detail += decoder.take(connection.buffer)
-            raise StreamFailed(f"{api_base} answered {status}: {detail[:300].decode('utf-8', 'replace')}")
-        events = b""
+                detail += exchange.take(connection.buffer, connection.ended)
+            raise StreamFailed(f"{api_base} answered {exchange.status}: {detail[:300].decode('utf-8', 'replace')}")
+        events = first
         while True:
-            events += decoder.take(connection.buffer)
+            events += exchange.take(connection.buffer, connection.ended)
             text, events, done = sse_text(events)
             if done:
                 # The body's end follows [DONE] at once: a connection read to it serves the next reply.
-                reusable = decoder.complete and not connection.buffer and headers.get("connection") != "close"
+                reusable = exchange.complete
                 if text:
                     yield text
                 return
             if text:
                 yield text
-            if decoder.complete or connection.ended:  # what was buffered is decoded: no more will come
+            if exchange.complete or exchange.ended:  # what was buffered is decoded: no more will come
                 raise StreamFailed(f"{api_base} ended the stream before [DONE]")
             await connection.more(deadline, after=pace)
     finally:
-        if reusable:
+        if reusable and _ready_for_next(connection):
             _give_back(key, connection)
         else:
             connection.close()

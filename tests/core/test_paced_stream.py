@@ -10,11 +10,12 @@ import ssl
 import subprocess
 from collections.abc import Awaitable, Callable
 
+import h11
 import pytest
 
 from attunebench.replay import paced_stream
 from attunebench.replay.openai_compatible import StreamFailed, sse_text
-from attunebench.replay.paced_stream import _Body, reachable_directly, stream_chat_text
+from attunebench.replay.paced_stream import _Exchange, reachable_directly, stream_chat_text
 
 
 def events(*texts: str, done: bool = True) -> bytes:
@@ -129,19 +130,31 @@ def test_the_text_arrives_whole_in_every_framing_and_the_request_is_the_one_lite
     }
 
 
+def exchange() -> _Exchange:
+    """An exchange whose request has been written, ready to read the answer."""
+    ex = _Exchange(h11.Connection(our_role=h11.CLIENT))
+    ex.request("/v1/chat/completions", [("Host", "x"), ("Content-Length", "2")], b"{}")
+    return ex
+
+
 def test_chunked_bodies_decode_however_the_network_cuts_them():
     body = events(*TEXTS) + b"data: " + b"x" * 300 + b"\n\n"
     framed = chunked(body, size=17)[:-5] + b"0;ext=1\r\nTrailer: yes\r\n\r\n"  # a chunk extension and a trailer
+    framed = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + framed
     for piece in (1, 2, 7, 64, len(framed)):
-        decoder = _Body({"transfer-encoding": "chunked"})
+        decoder = exchange()
         raw = bytearray()
         out = b""
         for start in range(0, len(framed), piece):
             raw += framed[start : start + piece]
-            out += decoder.take(raw)
-        assert out == body and decoder.complete and not raw
-    with pytest.raises(StreamFailed, match="chunk size"):
-        _Body({"transfer-encoding": "chunked"}).take(bytearray(b"zz\r\n"))
+            out += decoder.take(raw, ended=False)
+        assert out == body and decoder.status == 200 and decoder.complete and not raw
+    with pytest.raises(StreamFailed, match=r"not valid HTTP/1\.1.*chunk"):
+        exchange().take(bytearray(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"), ended=False)
+    with pytest.raises(StreamFailed, match=r"not valid HTTP/1\.1"):
+        exchange().take(bytearray(b"SSH-2.0-OpenSSH\r\n\r\n"), ended=False)
+    with pytest.raises(StreamFailed, match="middle of the answer's headers"):
+        exchange().take(bytearray(b"HTTP/1.1 200 OK\r\nContent-"), ended=True)
 
 
 def test_a_refusal_an_error_event_or_a_cut_stream_fails_the_reply():
