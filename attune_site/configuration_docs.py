@@ -81,13 +81,14 @@ DESCRIPTIONS: dict[str, str] = {
     "ATTUNE_MAX_REQUEST_BYTES": "Largest request body accepted; a larger one is refused with 413 before it is "
     "read. File uploads are refused whatever their size.",
     "ATTUNE_MAX_FORM_FIELDS": "Most fields one form or query string may carry; more is a 400.",
-    "ATTUNE_WEB_WORKERS": "Web server processes (default 2 with `REDIS_URL`, else 1: without Redis the reply locks "
-    "and chat rate limits live in one process's memory).",
+    "ATTUNE_WEB_WORKERS": "Web server processes (default with `REDIS_URL`: two per usable core, 2 to 8; else 1: "
+    "without Redis the reply locks and chat rate limits live in one process's memory).",
     "ATTUNE_WEB_THREADS": "Threads per web process. A streaming reply holds one thread while it waits; a fifth of "
     "them (at least 2) are kept for page loads, and a reply beyond the rest gets the retry message at once "
     "([Serving many participants](../participant-load.md)).",
     "ATTUNE_DB_POOL_SIZE": "Postgres connections each process shares between its threads (the web server, "
-    "`attune serve` and compose use 20; 0 is one connection per thread, kept 60 s).",
+    "`attune serve` and compose share 48 between their processes, 5 to 20 each; 0 is one connection per thread, "
+    "kept 60 s).",
     "ATTUNE_LOG_LEVEL": "Log level of Attune's loggers.",
     "ATTUNE_EMAIL_HOST": "Mail server that emails a study's safety contact when a participant may be at risk; "
     "unset, the emails go to the log.",

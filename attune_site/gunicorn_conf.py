@@ -11,7 +11,7 @@ import socket
 
 from attune_site.datadir import data_dir
 from attune_site.log_format import format_from_env, level_from_env, logging_config
-from attune_site.serving import web_threads, web_workers
+from attune_site.serving import web_pool_size, web_threads, web_workers
 
 wsgi_app = "attune_site.wsgi:application"
 worker_class = "gthread"
@@ -32,7 +32,7 @@ graceful_timeout = 30
 # Each worker shares a bounded pool of database connections between its threads (settings read this before
 # the workers load the application; an operator's own value wins, blank means this default as everywhere).
 if not os.environ.get("ATTUNE_DB_POOL_SIZE", "").strip():
-    os.environ["ATTUNE_DB_POOL_SIZE"] = "20"
+    os.environ["ATTUNE_DB_POOL_SIZE"] = str(web_pool_size(workers))
 # No runtime control socket (gunicorn 25.1+): Attune does not use ``gunicornc``, and every server on a machine
 # would otherwise share one socket path in the home directory.
 control_socket_disable = True
