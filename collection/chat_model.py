@@ -26,9 +26,9 @@ from contextlib import aclosing, contextmanager, suppress
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import connection, models
 from prometheus_client import Gauge
 
+from collection.entry_reads import sql_column, sql_table
 from collection.models import Conversation, OriginalModel, Topic, Turn
 
 logger = logging.getLogger("attune.chat")
@@ -137,15 +137,7 @@ def _thread_sql() -> str:
     and subtopic, and the earlier turns' messages in order (none: one row with them NULL). A fixed SQL
     string built once per process from the models' own names (as ``collection.entry_reads`` does): the ORM
     rebuilt three queries' SQL on every reply."""
-    q = connection.ops.quote_name
-
-    def table(model: type[models.Model]) -> str:
-        return q(model._meta.db_table)
-
-    def column(model: type[models.Model], name: str) -> str:
-        field = model._meta.get_field(name)
-        assert isinstance(field, models.Field) and field.column, f"{model.__name__}.{name} is not a column"
-        return q(field.column)
+    table, column = sql_table, sql_column
 
     return (
         f"SELECT m.*, t.{column(Topic, 'category')} AS reply_category, t.{column(Topic, 'subtopic')} AS reply_subtopic,"

@@ -28,18 +28,22 @@ from django.db import connection, models
 from collection.models import Consent, Conversation, Participant, ParticipantProfile, Study, Turn
 
 
+def sql_table(model: type[models.Model]) -> str:
+    """A model's table name, quoted for the default database (fixed SQL built from the models' own names)."""
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def sql_column(model: type[models.Model], name: str) -> str:
+    """A model field's column name, quoted for the default database."""
+    field = model._meta.get_field(name)
+    assert isinstance(field, models.Field) and field.column, f"{model.__name__}.{name} is not a column"
+    return connection.ops.quote_name(field.column)
+
+
 @functools.cache
 def _statements() -> dict[str, str]:
     """The SQL of each read (the default database's quoting; Attune uses one database)."""
-    q = connection.ops.quote_name
-
-    def table(model: type[models.Model]) -> str:
-        return q(model._meta.db_table)
-
-    def column(model: type[models.Model], name: str) -> str:
-        field = model._meta.get_field(name)
-        assert isinstance(field, models.Field) and field.column, f"{model.__name__}.{name} is not a column"
-        return q(field.column)
+    table, column = sql_table, sql_column
 
     participant_id = column(Participant, "id")
     study_id = column(Study, "id")
@@ -108,15 +112,7 @@ def _columns(model: type[models.Model], alias: str) -> tuple[str, _Columns]:
 @functools.cache
 def _entry_statement() -> tuple[str, list[_Columns]]:
     """The participant (with consent and profile), study, latest conversation and its last turn: one row."""
-    q = connection.ops.quote_name
-
-    def table(model: type[models.Model]) -> str:
-        return q(model._meta.db_table)
-
-    def column(model: type[models.Model], name: str) -> str:
-        field = model._meta.get_field(name)
-        assert isinstance(field, models.Field) and field.column, f"{model.__name__}.{name} is not a column"
-        return q(field.column)
+    table, column = sql_table, sql_column
 
     statements = _statements()
     consented, profiled = statements["consented"], statements["profiled"]

@@ -62,17 +62,7 @@ def do_score_evaluation_run(run_id: int, scored: Mapping[str, EngineScore] | Non
 def _store_scores(run_id: int, scores: list[tuple[int, EngineScore]]) -> int:
     """Write one run's ready scores, in conversation order as the full pass writes them, and its aggregate."""
     records = [folded_record(score.record) for _, score in scores]
-    rows: list[ScoreRow] = [
-        (
-            run_id,
-            pk,
-            score.record.composite_score,
-            score.record.coverage,
-            score.record.post_coverage,
-            score.record.model_copy(update={"details": score.details}),
-        )
-        for pk, score in scores
-    ]
+    rows = [_score_row(run_id, pk, score) for pk, score in scores]
     with transaction.atomic():
         for start in range(0, len(rows), SCORE_BATCH):
             _upsert(rows[start : start + SCORE_BATCH])
@@ -164,15 +154,20 @@ def _score_chunk(
         score = score_conversation_output(target, run)
         records[run_id].append(folded_record(score.record))
         scored[run_id].append(pk)
-        yield (
-            run_id,
-            pk,
-            score.record.composite_score,
-            score.record.coverage,
-            # None only from a scorer that predates post-conversation coverage.
-            score.record.post_coverage,
-            score.record.model_copy(update={"details": score.details}),
-        )
+        yield _score_row(run_id, pk, score)
+
+
+def _score_row(run_id: int, pk: int, score: EngineScore) -> ScoreRow:
+    """One ConversationScore row of a scored output, its details kept in the stored metrics."""
+    return (
+        run_id,
+        pk,
+        score.record.composite_score,
+        score.record.coverage,
+        # None only from a scorer that predates post-conversation coverage.
+        score.record.post_coverage,
+        score.record.model_copy(update={"details": score.details}),
+    )
 
 
 def _upsert(rows: list[ScoreRow]) -> None:
