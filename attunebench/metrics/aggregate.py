@@ -40,13 +40,24 @@ def pooled_binary_metrics(records: Iterable[ConversationRecord], variant: Binary
     """Confusion counts pooled over every scored turn, then re-derived (SPEC 5.4)."""
     tp = fp = tn = fn = 0
     for record in records:
-        for turn in record.turns:
-            counts = turn[variant]
-            tp += counts["tp"]
-            fp += counts["fp"]
-            tn += counts["tn"]
-            fn += counts["fn"]
+        counts = _pooled_counts(record, variant)
+        tp += counts["tp"]
+        fp += counts["fp"]
+        tn += counts["tn"]
+        fn += counts["fn"]
     return BinaryScores(tp=tp, fp=fp, tn=tn, fn=fn, **confusion_metrics(tp, fp, tn, fn))
+
+
+def _pooled_counts(record: ConversationRecord, variant: BinaryVariant) -> dict[str, int]:
+    """One record's confusion counts of a variant, summed over its turns."""
+    tp = fp = tn = fn = 0
+    for turn in record.turns:
+        counts = turn[variant]
+        tp += counts["tp"]
+        fp += counts["fp"]
+        tn += counts["tn"]
+        fn += counts["fn"]
+    return {"tp": tp, "fp": fp, "tn": tn, "fn": fn}
 
 
 def folded_record(record: ConversationRecord) -> ConversationRecord:
@@ -56,16 +67,8 @@ def folded_record(record: ConversationRecord) -> ConversationRecord:
     folded record aggregates exactly like the whole one while its size no longer
     grows with the conversation: what a job scoring a whole study keeps per run.
     """
-    pooled: dict[str, Any] = {}
-    for variant in ("binary_om", "binary_human"):
-        tp = fp = tn = fn = 0
-        for turn in record.turns:
-            counts = turn[variant]
-            tp += counts["tp"]
-            fp += counts["fp"]
-            tn += counts["tn"]
-            fn += counts["fn"]
-        pooled[variant] = {"tp": tp, "fp": fp, "tn": tn, "fn": fn}
+    variants: tuple[BinaryVariant, ...] = ("binary_om", "binary_human")
+    pooled: dict[str, Any] = {variant: _pooled_counts(record, variant) for variant in variants}
     return record.model_copy(update={"turns": [pooled]})
 
 

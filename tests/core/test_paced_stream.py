@@ -16,17 +16,7 @@ import pytest
 from attunebench.replay import paced_stream
 from attunebench.replay.openai_compatible import StreamFailed, sse_text
 from attunebench.replay.paced_stream import _Exchange, reachable_directly, stream_chat_text
-
-
-def events(*texts: str, done: bool = True) -> bytes:
-    """Server-sent chat completion chunks, one per text, then ``[DONE]``."""
-    body = b"".join(
-        b"data: "
-        + json.dumps({"object": "chat.completion.chunk", "choices": [{"delta": {"content": t}}]}).encode()
-        + b"\n\n"
-        for t in texts
-    )
-    return body + (b"data: [DONE]\n\n" if done else b"")
+from tests.core.test_openai_stream import events
 
 
 def chunked(body: bytes, size: int = 40) -> bytes:
