@@ -172,6 +172,8 @@ def test_an_urgent_message_flags_the_conversation_for_the_research_team_and_emai
     page.goto(f"/s/{participant.token}/")
     send(page, URGENT)
     expect(page.get_by_role("region", name="Before we go on")).to_be_visible()
+    # choosing while the reply still streams keeps the chat page; the questions come once it is complete
+    expect(page.get_by_text("The reply is complete.")).to_be_visible()
     page.get_by_role("button", name="Continue the study").click()
     expect(page.get_by_role("heading", name="How you feel and what the reply did")).to_be_visible()
     person.close()
