@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,10 +121,12 @@ def cached_prompt_tokens(usage: Any) -> int:
     OpenAI-shaped usage (litellm's too) has ``prompt_tokens_details.cached_tokens``; Anthropic's, through
     litellm, also ``cache_read_input_tokens``.
     """
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = details.get("cached_tokens") if isinstance(details, dict) else getattr(details, "cached_tokens", None)
-    if not cached:
-        cached = getattr(usage, "cache_read_input_tokens", None)
+    if isinstance(usage, Mapping):  # usage read as JSON
+        details, cached = usage.get("prompt_tokens_details"), usage.get("cache_read_input_tokens")
+    else:
+        details, cached = getattr(usage, "prompt_tokens_details", None), getattr(usage, "cache_read_input_tokens", None)
+    in_details = details.get("cached_tokens") if isinstance(details, dict) else getattr(details, "cached_tokens", None)
+    cached = in_details or cached
     try:
         return max(0, int(cached or 0))
     except (TypeError, ValueError):

@@ -13,12 +13,16 @@ after a warm-up:
                        with ``litellm.register_model``
 - sdk_ms               the OpenAI SDK's ``chat.completions.create`` alone, as
                        ``attunebench.replay.openai_compatible`` makes it
+- direct_ms            ``attunebench.replay.direct_call.chat_completion`` alone: the same
+                       request on a kept-alive connection of our own, the answer read as JSON
 - replay_ms            the replay's path for an ``openai/...`` model at its own
-                       api_base (the SDK route): ``Scheduler.submit`` +
+                       api_base (the direct route): ``Scheduler.submit`` +
                        ``LiteLLMBackend.complete`` (error mapping, cost) + parsing the reply
+- replay_sdk_ms        the same path through the OpenAI SDK, as for a server behind a
+                       proxy (and, before ``direct_call``, for every such server)
 - replay_litellm_ms    the same path with ``"client": "litellm"`` (the route of
                        every other provider)
-- ours_ms              replay_ms - sdk_ms: the part of a call that is our code
+- ours_ms              replay_ms - direct_ms: the part of a call that is the replay's own code
 
 Target: replay_ms and replay_litellm_ms <= 10 on this machine.
 The machine is shared: the load average is printed with the figures.
@@ -43,6 +47,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from figures import figures_line
 from proc_cpu import reference_loop_s
 
+from attunebench.replay import direct_call
 from attunebench.replay import prompts as P
 from attunebench.replay.llm import EMSpec, LiteLLMBackend, load_litellm, register_unlisted
 from attunebench.replay.openai_compatible import chat_completion
@@ -101,17 +106,37 @@ def main() -> None:
                 timeout=30.0,
             )
 
-        def replay_of(model: EMSpec) -> Callable[[], Awaitable[object]]:
+        async def direct() -> object:
+            return await direct_call.chat_completion(
+                api_base=api_base,
+                api_key="NO_KEY",
+                litellm_model="openai/fake-em",
+                messages=messages,
+                params={"temperature": 0},
+                timeout=30.0,
+            )
+
+        def replay_of(model: EMSpec, sdk_route: bool = False) -> Callable[[], Awaitable[object]]:
+            direct_suits = direct_call.suits
+
             async def replay() -> object:
                 completion = await scheduler.submit(model.provider, lambda: backend.complete(model, messages, ctx))
                 return parse_reply(ctx, completion.text)
 
-            return replay
+            async def through_the_sdk() -> object:
+                # As for a server behind a proxy, which the direct route leaves to the OpenAI SDK.
+                direct_call.suits = lambda api_base: False  # type: ignore[assignment]
+                try:
+                    return await replay()
+                finally:
+                    direct_call.suits = direct_suits  # type: ignore[assignment]
+
+            return through_the_sdk if sdk_route else replay
 
         async def measure() -> list[float]:
             before = await cpu_per_call(unlisted, options.calls)
             register_unlisted(litellm, spec.litellm_model)
-            paths = (listed, sdk, replay_of(spec), replay_of(via_litellm))
+            paths = (listed, sdk, direct, replay_of(spec), replay_of(spec, sdk_route=True), replay_of(via_litellm))
             # Rounds of every path in turn, the best of each kept: a path measured once, first or last,
             # would take the machine's slow or fast minute for its own.
             best = [float("inf")] * len(paths)
@@ -120,13 +145,13 @@ def main() -> None:
                     best[index] = min(best[index], await cpu_per_call(call, options.calls))
             return [before, *best]
 
-        unlisted_ms, litellm_ms, sdk_ms, replay_ms, replay_litellm_ms = asyncio.run(measure())
+        unlisted_ms, litellm_ms, sdk_ms, direct_ms, replay_ms, replay_sdk_ms, replay_litellm_ms = asyncio.run(measure())
     finally:
         process.kill()
         process.wait()
     load = os.getloadavg()
     reference = reference_loop_s()
-    ours = replay_ms - sdk_ms
+    ours = replay_ms - direct_ms
     print(
         f"CPU per call, best of {options.rounds} rounds of {options.calls} sequential calls, "
         f"litellm {version('litellm')}, openai {version('openai')}; "
@@ -136,16 +161,20 @@ def main() -> None:
     print(f"  litellm.acompletion, model unknown to litellm:       {unlisted_ms:.2f} ms/call")
     print(f"  litellm.acompletion, model registered (public API):  {litellm_ms:.2f} ms/call")
     print(f"  OpenAI SDK chat.completions.create:                  {sdk_ms:.2f} ms/call")
-    print(f"  replay path, OpenAI-compatible server (SDK route):   {replay_ms:.2f} ms/call (target <= 10)")
+    print(f"  direct_call.chat_completion (our own connection):    {direct_ms:.2f} ms/call")
+    print(f"  replay path, OpenAI-compatible server (direct):      {replay_ms:.2f} ms/call (target <= 10)")
+    print(f"  replay path, the same server behind a proxy (SDK):   {replay_sdk_ms:.2f} ms/call")
     print(f"  replay path through litellm (client: litellm):       {replay_litellm_ms:.2f} ms/call (target <= 10)")
-    print(f"  our share (SDK route - SDK alone):                   {ours:.2f} ms/call")
+    print(f"  the replay's own share (direct route - call alone):  {ours:.2f} ms/call")
     print(
         figures_line(
             "replay_call_cpu",
             litellm_unlisted_ms=unlisted_ms,
             litellm_ms=litellm_ms,
             sdk_ms=sdk_ms,
+            direct_ms=direct_ms,
             replay_ms=replay_ms,
+            replay_sdk_ms=replay_sdk_ms,
             replay_litellm_ms=replay_litellm_ms,
             ours_ms=ours,
             load1=load[0],

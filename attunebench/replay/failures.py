@@ -67,6 +67,22 @@ def never_connected(exc: BaseException) -> bool:
     return False
 
 
+def retry_after_s(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds a provider asks to wait before the next try, from its retry-after-ms or Retry-After header (names
+    in any case); None without one, or for an HTTP-date Retry-After (the scheduler's own backoff then)."""
+    if not headers:
+        return None
+    lowered = {str(k).lower(): v for k, v in dict(headers).items()}
+    try:
+        if "retry-after-ms" in lowered:
+            return float(lowered["retry-after-ms"]) / 1000
+        if "retry-after" in lowered:
+            return float(lowered["retry-after"])
+    except (TypeError, ValueError):
+        return None
+    return None
+
+
 def reason_of(exc: BaseException) -> str:
     """The kind of a transport failure (one of ``REASONS``)."""
     if isinstance(exc, TransientCallError):

@@ -48,9 +48,9 @@ from typing import Any, Final, Protocol
 
 from attunebench import pricing
 from attunebench.pricing import PriceOverride
-from attunebench.replay import openai_compatible
+from attunebench.replay import direct_call, openai_compatible
 from attunebench.replay.cache import make_key, normalise_endpoint
-from attunebench.replay.failures import never_connected
+from attunebench.replay.failures import never_connected, retry_after_s
 from attunebench.replay.prompts import CallContext
 from attunebench.replay.scheduler import PermanentCallError, ProviderLimits, TransientCallError
 
@@ -359,8 +359,10 @@ async def warm_up(specs: Collection[EMSpec | None] | None = None) -> None:
     handling without sending anything, so the cost falls before the first request, in start-up.
     In the loop that will make the calls: litellm's background logging is bound to its event loop.
     A warm-up that fails only leaves the first call slower: it is logged, and the real calls report
-    whatever is wrong. Models called through the OpenAI SDK (``uses_openai_sdk``) get the SDK's
-    own warm-up instead (``openai_compatible.warm_up``), as does a process that does not know its models.
+    whatever is wrong. Models on the direct route (``uses_openai_sdk``) need no litellm: their own
+    connections (``direct_call``) have only their TLS settings to make, made here; one behind a proxy,
+    which goes through the OpenAI SDK, gets the SDK's own warm-up (``openai_compatible.warm_up``), as does
+    a process that does not know its models.
     """
     models: set[tuple[str, str | None]]
     if specs is None:
@@ -371,11 +373,14 @@ async def warm_up(specs: Collection[EMSpec | None] | None = None) -> None:
             for s in specs
             if s is not None and not s.is_offline and not uses_openai_sdk(s)
         }
-    if specs is None or any(s is not None and uses_openai_sdk(s) for s in specs):
+    direct = [s for s in specs or () if s is not None and uses_openai_sdk(s)]
+    if specs is None or any(not direct_call.suits(str(s.api_base)) for s in direct):
         try:
             await openai_compatible.warm_up()
         except Exception as exc:  # an optimisation only, as below
             log.warning("OpenAI SDK warm-up failed (the first call will be slower): %s", exc)
+    if any(direct_call.suits(str(s.api_base)) for s in direct):
+        direct_call.warm_up([str(s.api_base) for s in direct])
     if not models:
         return
     litellm = load_litellm()
@@ -492,18 +497,7 @@ def _retry_after(exc: BaseException) -> float | None:
     documented attribute, as on the OpenAI SDK's errors they subclass, which
     the OpenAI-compatible route raises as they are).
     """
-    headers: Mapping[str, str] | None = getattr(getattr(exc, "response", None), "headers", None)
-    if not headers:
-        return None
-    lowered = {str(k).lower(): v for k, v in dict(headers).items()}
-    try:
-        if "retry-after-ms" in lowered:
-            return float(lowered["retry-after-ms"]) / 1000
-        if "retry-after" in lowered:
-            return float(lowered["retry-after"])
-    except (TypeError, ValueError):
-        return None  # an HTTP-date Retry-After: fall back to our own backoff
-    return None
+    return retry_after_s(getattr(getattr(exc, "response", None), "headers", None))
 
 
 def classify_error(exc: BaseException) -> Exception:
@@ -538,6 +532,20 @@ class LiteLLMBackend:
         worker, whose environment is the one that counts); without it the spec's key is read here."""
         key = api_key if api_key is not None else spec.api_key()
         try:
+            if uses_openai_sdk(spec) and direct_call.suits(str(spec.api_base)):
+                try:
+                    answer = await direct_call.chat_completion(
+                        api_base=str(spec.api_base),
+                        api_key=key or NO_KEY,
+                        litellm_model=spec.litellm_model,
+                        messages=messages,
+                        params=spec.answer_params(),
+                        timeout=spec.timeout,
+                    )
+                except direct_call.DirectRouteUnsuited:
+                    pass  # a redirect: the SDK below follows it
+                else:
+                    return _completion_of_json(spec, answer)
             if uses_openai_sdk(spec):
                 response = await openai_compatible.chat_completion(
                     api_base=str(spec.api_base),
@@ -579,6 +587,29 @@ def _litellm_arguments(spec: EMSpec, messages: list[dict[str, str]], key: str | 
     if key:
         kwargs["api_key"] = key
     return kwargs
+
+
+def _completion_of_json(spec: EMSpec, answer: Mapping[str, Any]) -> Completion:
+    """``_completion`` of a chat completion read as JSON (``direct_call``): the same fields, from dicts."""
+    choice = answer["choices"][0]
+    message = choice.get("message") if isinstance(choice, dict) else None
+    text = message.get("content") if isinstance(message, dict) else None
+    usage = answer.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+
+    def tokens(name: str) -> int:
+        try:
+            return int(usage.get(name) or 0)
+        except (TypeError, ValueError):
+            return 0
+
+    prompt_tokens, completion_tokens = tokens("prompt_tokens"), tokens("completion_tokens")
+    return Completion(
+        text=text if isinstance(text, str) else None,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost_usd=call_cost(spec, prompt_tokens, completion_tokens, pricing.cached_prompt_tokens(usage)),
+    )
 
 
 def _completion(spec: EMSpec, response: Any) -> Completion:

@@ -142,6 +142,7 @@ class _Exchange:
     def __init__(self, http: h11.Connection) -> None:
         self.http = http
         self.status = 0  # the answer's status once its head has arrived (interim 1xx answers are passed over)
+        self.headers: list[tuple[bytes, bytes]] = []  # the answer's headers (names lower-cased), with its status
         self.complete = False  # the whole body has arrived
         self.ended = False  # the server closed the connection
         self.received = False  # a byte of the answer has arrived
@@ -183,6 +184,7 @@ class _Exchange:
                     body.append(event.data)
                 elif type(event) is h11.Response:
                     self.status = event.status_code
+                    self.headers = list(event.headers)
                 elif type(event) is h11.EndOfMessage:
                     self.complete = True
                 elif event is h11.NEED_DATA or event is h11.PAUSED or type(event) is h11.ConnectionClosed:
@@ -235,7 +237,10 @@ def _ready_for_next(connection: _Connection) -> bool:
 
 def _give_back(key: tuple[str, str, int], connection: _Connection) -> None:
     idle = _idle.setdefault(asyncio.get_running_loop(), {}).setdefault(key, [])
-    if len(idle) < MAX_IDLE:
+    if len(idle) < MAX_IDLE and connection.transport is not None:
+        # Read while idle: a close by the server (its keep-alive timeout) is seen when it happens, so the
+        # connection is not handed out again to carry a request nobody reads.
+        connection.transport.resume_reading()
         idle.append(connection)
     else:
         connection.close()

@@ -1,20 +1,28 @@
 """What the tests that call a provider share: the smallest real request the replay sends (a one-turn draft
-call), and the two routes an OpenAI-compatible server's calls can take."""
+call), and the three routes an OpenAI-compatible server's calls can take."""
 
 from __future__ import annotations
 
 import pytest
 
+from attunebench.replay import direct_call
 from attunebench.replay import prompts as P
 from attunebench.replay.aio import run_sync
 from attunebench.replay.llm import Completion, EMSpec, LiteLLMBackend
 from attunebench.replay.scheduler import Scheduler
 
-#: Each route's model parameters: none (the OpenAI SDK, the default for ``openai/...`` at an api_base of its
-#: own), or litellm asked for by name.
-ROUTES: dict[str, dict[str, str]] = {"openai-sdk": {}, "litellm": {"client": "litellm"}}
-#: Runs a test once per route, its model parameters as the argument ``route``.
-BOTH_ROUTES = pytest.mark.parametrize("route", list(ROUTES.values()), ids=list(ROUTES))
+#: Each route's model parameters: none (the direct route, the default for ``openai/...`` at an api_base of its
+#: own: our own HTTP connection, or the OpenAI SDK for a server it does not suit), or litellm asked for by name.
+ROUTES: dict[str, dict[str, str]] = {"direct": {}, "openai-sdk": {}, "litellm": {"client": "litellm"}}
+
+
+def take_route(name: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The model parameters of route ``name``. The OpenAI SDK's is the direct route's for a server its own
+    connections do not suit (one behind a proxy: ``direct_call.suits``), which ``monkeypatch`` makes every
+    server for the test."""
+    if name == "openai-sdk":
+        monkeypatch.setattr(direct_call, "suits", lambda api_base: False)
+    return ROUTES[name]
 
 
 def draft_context() -> P.CallContext:

@@ -19,7 +19,7 @@ from attunebench.replay.llm import (
 )
 from attunebench.replay.scheduler import PermanentCallError, Scheduler
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer
-from tests.core.replay_calls import BOTH_ROUTES, draft_call
+from tests.core.replay_calls import ROUTES, draft_call, take_route
 
 ALLOWED = frozenset(DEFAULT_PROVIDER_KEY_ENV)
 
@@ -30,13 +30,18 @@ def server():
         yield running
 
 
+@pytest.fixture(params=sorted(ROUTES))
+def route(request, monkeypatch) -> dict[str, str]:
+    """The model parameters of one route: a test that takes it runs on each."""
+    return take_route(request.param, monkeypatch)
+
+
 def _spec(server, **params) -> EMSpec:
     return EMSpec(
         name="fake/em", litellm_model="openai/fake-em", api_base=server.url, params={"timeout": 10.0, **params}
     )
 
 
-@BOTH_ROUTES
 def test_an_ambient_provider_key_is_never_sent_to_a_models_own_api_base(server, monkeypatch, route):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-ambient-must-not-leave")
     server.reset()
@@ -44,7 +49,6 @@ def test_an_ambient_provider_key_is_never_sent_to_a_models_own_api_base(server, 
     assert server.stats()["bearer_tokens"] == {NO_KEY: 1}
 
 
-@BOTH_ROUTES
 def test_a_named_provider_key_is_sent_to_the_api_base(server, monkeypatch, route):
     monkeypatch.setenv("GROQ_API_KEY", "gsk-configured")
     server.reset()

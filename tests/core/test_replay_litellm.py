@@ -1,9 +1,10 @@
 """The replay engine's model calls against the local fake OpenAI-compatible server.
 
 No real provider is ever reached: every spec points at the fake server's
-api_base on 127.0.0.1. Every test that makes a model runs on both routes it can take:
-the OpenAI SDK straight (the default for ``openai/...`` at an api_base) and
-litellm (``"client": "litellm"``, the route of every other provider).
+api_base on 127.0.0.1. Every test that makes a model runs on each route it can take:
+the direct route (the default for ``openai/...`` at an api_base: our own HTTP
+connection, or the OpenAI SDK for a server behind a proxy) and litellm
+(``"client": "litellm"``, the route of every other provider).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from attunebench.replay import direct_call
 from attunebench.replay import prompts as P
 from attunebench.replay.aio import run_sync
 from attunebench.replay.cache import FileCache, MemoryCache
@@ -26,7 +28,7 @@ from attunebench.replay.protocol import ReplayConfig, Replayer, planned_calls
 from attunebench.replay.scheduler import RetriesExhausted, Scheduler
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer, http_json, root_url
 from devtools.replay_fixtures import marked_conversation
-from tests.core.replay_calls import ROUTES, draft_call, draft_context
+from tests.core.replay_calls import ROUTES, draft_call, draft_context, take_route
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +53,9 @@ def clean_server(server):
 
 
 @pytest.fixture(params=sorted(ROUTES))
-def route(request) -> dict[str, str]:
-    """The model parameters of one route (every test that makes a model runs on both)."""
-    return ROUTES[request.param]
+def route(request, monkeypatch) -> dict[str, str]:
+    """The model parameters of one route (every test that makes a model runs on each)."""
+    return take_route(request.param, monkeypatch)
 
 
 @pytest.fixture
@@ -110,6 +112,9 @@ def test_a_process_that_replayed_exits_without_unclosed_session_warnings(tmp_pat
     script.write_text(
         textwrap.dedent(f"""
         ROUTE = {route!r}
+        from attunebench.replay import direct_call
+        if not {direct_call.suits("http://127.0.0.1/")!r}:  # this test's route is the OpenAI SDK's
+            direct_call.suits = lambda api_base: False
         from attunebench.replay.aio import run_sync
         from attunebench.replay.llm import EMSpec, LiteLLMBackend, warm_up
         from attunebench.replay.protocol import ReplayConfig, Replayer

@@ -18,7 +18,7 @@ from attunebench.replay.aio import run_sync
 from attunebench.replay.llm import EMSpec, LiteLLMBackend, uses_openai_sdk, warm_up
 from attunebench.replay.scheduler import PermanentCallError, Scheduler
 from devtools.fake_llm_server import FakeConfig, FakeLLMServer
-from tests.core.replay_calls import BOTH_ROUTES, draft_call, draft_context
+from tests.core.replay_calls import ROUTES, draft_call, draft_context, take_route
 
 EVERY_ANSWER_PARAM = {
     "temperature": 0.3,
@@ -39,6 +39,12 @@ EVERY_ANSWER_PARAM = {
 def server():
     with FakeLLMServer(FakeConfig()) as running:
         yield running
+
+
+@pytest.fixture(params=sorted(ROUTES))
+def route(request, monkeypatch) -> dict[str, str]:
+    """The model parameters of one route: a test that takes it runs on each."""
+    return take_route(request.param, monkeypatch)
 
 
 def _sent(server, spec: EMSpec) -> dict:
@@ -79,7 +85,7 @@ def test_an_unknown_client_is_refused_with_the_choices():
         EMSpec(name="m", litellm_model="openai/served", params={"client": "sdk"})
 
 
-def test_both_routes_send_the_server_the_same_request(server):
+def test_every_route_sends_the_server_the_same_request(server, monkeypatch):
     direct = EMSpec(name="m", litellm_model="openai/fake-em", api_base=server.url, params=EVERY_ANSWER_PARAM)
     through_litellm = EMSpec(
         name="m",
@@ -94,6 +100,8 @@ def test_both_routes_send_the_server_the_same_request(server):
     # model, so it sends them as given too.
     assert sent == {"model": "fake-em", **EVERY_ANSWER_PARAM}
     assert _sent(server, through_litellm) == sent
+    take_route("openai-sdk", monkeypatch)  # the same model behind a proxy: through the OpenAI SDK
+    assert _sent(server, direct) == sent
 
 
 def test_the_route_is_not_part_of_the_cache_key(server):
@@ -111,9 +119,8 @@ def _at_fake(server, route: dict) -> EMSpec:
     return EMSpec(name="m", litellm_model="openai/fake-em", api_base=server.url, params={"timeout": 10.0, **route})
 
 
-@BOTH_ROUTES
 @pytest.mark.parametrize("broken", ["html", "empty"])
-def test_a_200_that_is_no_chat_completion_is_a_passing_failure_on_both_routes(server, route, broken):
+def test_a_200_that_is_no_chat_completion_is_a_passing_failure_on_every_route(server, route, broken):
     """A gateway's maintenance page or an empty answer is retried like a 500, never taken for an answer or
     allowed to stop the replay."""
     server.reset()
@@ -125,8 +132,7 @@ def test_a_200_that_is_no_chat_completion_is_a_passing_failure_on_both_routes(se
     assert sum(scheduler.stats.errors.values()) == 1  # the broken answer was one failed try, then retried
 
 
-@BOTH_ROUTES
-def test_an_error_object_under_status_200_is_the_servers_refusal_on_both_routes(server, route):
+def test_an_error_object_under_status_200_is_the_servers_refusal_on_every_route(server, route):
     server.reset()
     server.configure(script=["error-json"])
     with pytest.raises(PermanentCallError, match="upstream unavailable"):
@@ -134,11 +140,13 @@ def test_an_error_object_under_status_200_is_the_servers_refusal_on_both_routes(
     assert server.stats()["requests"] == 1  # not asked again
 
 
-def test_the_sdk_warm_up_sends_nothing_and_a_failed_one_is_logged(server, caplog, monkeypatch):
+def test_a_warm_up_sends_nothing_and_a_failed_sdk_warm_up_is_logged(server, caplog, monkeypatch):
     from attunebench.replay import openai_compatible
 
     spec = EMSpec(name="m", litellm_model="openai/fake-em", api_base=server.url, params={"timeout": 10.0})
     server.reset()
+    run_sync(warm_up([spec]))  # the direct route's: nothing to send
+    take_route("openai-sdk", monkeypatch)  # behind a proxy: the OpenAI SDK's warm-up
     run_sync(warm_up([spec]))
     assert server.stats()["requests"] == 0
 
