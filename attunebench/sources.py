@@ -11,9 +11,8 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import IO, NamedTuple, TypeVar
+from typing import IO, Any, NamedTuple, TypeVar
 
-from attunebench import publication
 from attunebench.canonical import (
     CanonicalError,
     ConversationFile,
@@ -24,6 +23,17 @@ from attunebench.canonical import (
 )
 
 T = TypeVar("T")
+
+#: The file that marks a published dataset folder (``publication.PUBLICATION_FILE``): looked for before the
+#: publication module, and with it pyarrow and numpy, is imported, so reading plain files never imports them
+#: (a third of a second before ``attune eval``'s first request).
+PUBLICATION_MARKER = "publication.json"
+
+
+def _publication() -> Any:
+    from attunebench import publication
+
+    return publication
 
 
 class RawDocument(NamedTuple):
@@ -94,13 +104,13 @@ def iter_documents(
         path = Path(given)
         if not path.exists():
             yield Problem(source=str(path), path="", message="no such file or folder")
-        elif path.is_dir() and publication.is_publication(path):
+        elif path.is_dir() and (path / PUBLICATION_MARKER).is_file() and _publication().is_publication(path):
             # A published dataset folder: its conversations and run outputs are the canonical texts
             # its Parquet tables carry, read in table order (see attunebench/publication.py).
             for table, column in PUBLISHED_TABLES:
                 if table not in published_tables:
                     continue
-                for source, text in publication.read_texts(path, table, column):
+                for source, text in _publication().read_texts(path, table, column):
                     yield RawDocument(source, text.encode("utf-8"))
         elif path.is_dir():
             found = False

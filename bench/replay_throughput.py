@@ -149,7 +149,7 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=200.0)
     parser.add_argument("--spread-ms", type=float, default=0.0, help="latency drawn from latency +- spread/2")
     parser.add_argument("--concurrency", default="32,64", help="comma-separated values, one eval run each")
-    parser.add_argument("--processes", type=int, help="attune eval --processes (default: its own, the CPU count)")
+    parser.add_argument("--processes", type=int, help="attune eval --processes (default: its own, the usable cores)")
     parser.add_argument(
         "--via-litellm",
         action="store_true",
@@ -239,7 +239,7 @@ def main() -> None:
     print(
         f"attune eval, {options.conversations} conversations x {options.turns} turns, no judge, "
         f"latency {options.latency_ms:.0f} ms (+- {options.spread_ms / 2:.0f}), longest chain {chain} calls, "
-        f"--processes {options.processes or 'default (CPU count)'}, "
+        f"--processes {options.processes or 'default (the usable cores)'}, "
         f"calls through {'litellm' if options.via_litellm else 'the OpenAI SDK'}; "
         f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; "
         "machine speed: a fixed mix of Python work (bench/proc_cpu.py) took "

@@ -47,7 +47,7 @@ def test_never_more_processes_than_slots_or_conversations():
     assert process_count(4, 32, 40) == 4
     assert process_count(8, 3, 40) == 3  # each process needs at least one slot
     assert process_count(8, 32, 2) == 2  # and at least one conversation
-    assert process_count(None, 32, 40) == max(1, min(os.cpu_count() or 1, 32, 40))
+    assert process_count(None, 32, 40) == max(1, min(len(os.sched_getaffinity(0)), 32, 40))  # the usable cores
 
 
 def eval_env(data: Path) -> dict[str, str]:

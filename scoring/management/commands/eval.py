@@ -115,7 +115,7 @@ class Command(BaseCommand):
             "--processes",
             type=int,
             default=None,
-            help="replay in this many processes (default: the number of CPUs). The --concurrency cap and a "
+            help="replay in this many processes (default: the cores it may run on). The --concurrency cap and a "
             "registered model's in-flight and per-minute limits are split across them, and each takes the next "
             "conversation (longest first) from one shared list whenever it has room, so all of them work until "
             "the work ends; one event loop's CPU per call otherwise caps throughput at high concurrency. Scores "
@@ -908,11 +908,16 @@ def shared_progress(progress: Any, processes: int) -> dict[str, float]:
 
 
 def process_count(requested: int | None, concurrency: int, conversations: int) -> int:
-    """How many processes to replay in: as asked (default the CPU count), never more than
-    the concurrency (each needs a slot) nor the conversations (each needs a share)."""
+    """How many processes to replay in: as asked (default the cores this process may run on, which a
+    container's CPU set or a task set narrows below the machine's CPU count), never more than the concurrency
+    (each needs a slot) nor the conversations (each needs a share)."""
     import os
 
-    wanted = requested if requested is not None else (os.cpu_count() or 1)
+    try:  # the cores counted as the web server counts them (attune_site.serving.usable_cores)
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # platforms without affinity
+        usable = os.cpu_count() or 1
+    wanted = requested if requested is not None else usable
     return max(1, min(wanted, concurrency, conversations))
 
 
