@@ -16,7 +16,7 @@ sends). For each run:
 - exit_s               command start -> exit (the whole quick check)
 
 The first run is the first time this data directory sees the model: the command
-asks litellm once whether the model's calls go through the OpenAI SDK and keeps
+asks litellm once whether the model's calls take the direct route (no litellm) and keeps
 the answer (``attunebench.replay.llm.remember_routes_in``), so only that run
 imports litellm. ``--via-litellm`` adds one run through litellm, the route that
 needs it, for comparison. ``--root`` times another checkout's ``attune eval``

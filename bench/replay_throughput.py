@@ -50,7 +50,7 @@ highest efficiency: the shared machine's speed drifts by half within an hour,
 so a single run can land on a slow or a fast minute. The machine speed is then
 taken after each round.
 
-``--via-litellm`` sends the calls through litellm instead of the OpenAI SDK
+``--via-litellm`` sends the calls through litellm instead of the direct route (our own HTTP connections)
 (the default route of an ``openai/...`` model at an api_base), to compare.
 
 Usage: python bench/replay_throughput.py [--conversations 40 --turns 8 --latency-ms 200 --spread-ms 0
@@ -153,7 +153,7 @@ def main() -> None:
     parser.add_argument(
         "--via-litellm",
         action="store_true",
-        help="attune eval --via-litellm: calls through litellm, not the OpenAI SDK",
+        help="attune eval --via-litellm: calls through litellm, not the direct route",
     )
     parser.add_argument(
         "--repeat", type=int, default=1, help="rounds of every concurrency, interleaved; figures are their medians"
@@ -240,7 +240,7 @@ def main() -> None:
         f"attune eval, {options.conversations} conversations x {options.turns} turns, no judge, "
         f"latency {options.latency_ms:.0f} ms (+- {options.spread_ms / 2:.0f}), longest chain {chain} calls, "
         f"--processes {options.processes or 'default (the usable cores)'}, "
-        f"calls through {'litellm' if options.via_litellm else 'the OpenAI SDK'}; "
+        f"calls through {'litellm' if options.via_litellm else 'the direct route'}; "
         f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; "
         "machine speed: a fixed mix of Python work (bench/proc_cpu.py) took "
         + ", ".join(f"{s:.2f}" for s in speeds)

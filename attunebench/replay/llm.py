@@ -3,9 +3,9 @@
 ``EMSpec`` is the pure description of an evaluated model or judge (what the
 Django ``EvaluatedModel`` registry row holds). ``LiteLLMBackend`` calls
 ``litellm.acompletion`` with the spec's parameters (or, for a model on an
-OpenAI-compatible server of its own that litellm has no rules for, the OpenAI
-SDK: ``uses_openai_sdk``) and turns provider errors into the scheduler's
-transient/permanent errors.
+OpenAI-compatible server of its own that litellm has no rules for, the direct
+route: ``uses_openai_sdk``, ``direct_call``) and turns provider errors into the
+scheduler's transient/permanent errors.
 
 Choices:
 - litellm is used through its public API only: ``litellm.acompletion`` with
@@ -520,8 +520,9 @@ def classify_error(exc: BaseException) -> Exception:
 
 class LiteLLMBackend:
     """Calls any provider litellm supports; an OpenAI-compatible server of the model's own (``openai/...`` at an
-    ``api_base``) serving a model litellm has no rules for straight through the OpenAI SDK, which is what litellm
-    would use for it, without litellm's per-call bookkeeping (``uses_openai_sdk``)."""
+    ``api_base``) serving a model litellm has no rules for straight, without litellm's per-call bookkeeping
+    (``uses_openai_sdk``): on a connection of our own (``direct_call``), or through the OpenAI SDK, which is
+    what litellm would use for it, when the server is behind a proxy or redirects."""
 
     cacheable = True
 

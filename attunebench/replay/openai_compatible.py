@@ -28,8 +28,10 @@ directly (the SDK litellm itself uses for it), through its public API:
   costs about 80 ms of CPU (bench/replay_first_call.py), which the first wave
   of answers would otherwise wait behind.
 
-A model can still be sent through litellm with the parameter
-``"client": "litellm"``. Pure: no Django.
+Such calls now go over connections of our own (``direct_call``: the same request
+and the same errors, a fifth of the CPU); the SDK carries them still for a server
+behind a proxy and for an answer that redirects. A model can still be sent
+through litellm with the parameter ``"client": "litellm"``. Pure: no Django.
 """
 
 from __future__ import annotations
