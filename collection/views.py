@@ -9,6 +9,7 @@ identity: the participant only sees "Model".
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Callable, Iterator
@@ -618,10 +619,10 @@ def _reply_events(participant: Participant, conversation: Conversation, turn: Tu
                     do_record_calls(flow.study_of(participant), turn, calls)
         # takes a connection again, for this write only
         flow.do_save_reply(turn, guarded.text, guarded.outcome, guarded.leaks, guarded.record.answered_by)
-        try:  # straight to the step the saved reply leads to (its annotation), not through the study link's redirect
+        # Straight to the step the saved reply leads to (its annotation), not through the study link's redirect;
+        # a link that stopped working while the reply streamed keeps the study link, which says so.
+        with contextlib.suppress(Http404):
             next_url = current_step_url(participant.token)
-        except Http404:  # the link stopped working while the reply streamed: the study link says so
-            pass
         yield _event({"type": "done", "next": next_url})
     finally:
         cache.delete(lock_key)
