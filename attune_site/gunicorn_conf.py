@@ -11,7 +11,7 @@ import socket
 
 from attune_site.datadir import data_dir
 from attune_site.log_format import format_from_env, level_from_env, logging_config
-from attune_site.serving import GIL_SWITCH_SECONDS, web_pool_size, web_threads, web_workers
+from attune_site.serving import web_pool_size, web_threads, web_workers
 
 wsgi_app = "attune_site.wsgi:application"
 worker_class = "gthread"
@@ -46,13 +46,8 @@ logconfig_dict = logging_config(level_from_env(), format_from_env())
 
 def post_worker_init(worker: object) -> None:
     """With live models on, load litellm before the worker takes requests (it takes seconds to import):
-    otherwise the first participants' replies in each worker would wait for the import. Each worker's
-    threads hand the interpreter lock on sooner than Python's default (attune_site/serving.py says why)."""
-    import sys
-
+    otherwise the first participants' replies in each worker would wait for the import."""
     from django.conf import settings
-
-    sys.setswitchinterval(GIL_SWITCH_SECONDS)
 
     if settings.ATTUNE_ALLOW_LIVE_MODELS:
         from attunebench.replay.llm import load_litellm

@@ -41,14 +41,6 @@ from attune_site.env import env_int, env_str
 #: Database connections shared by all the web processes of a host when no pool size is set.
 WEB_CONNECTIONS = 48
 
-#: How long a thread may hold the interpreter lock while another waits for it (Python's default is 5 ms).
-#: A page request waits on Postgres or Redis about ten times, and after each answer it waits for the lock
-#: again; while a busy thread holds it (another request rendering its page, a reply's batch), that wait
-#: lasts until the holder is made to let go. A worker holds dozens of streaming replies and requests, so
-#: those waits add up to most of a slow request's time under load; a shorter interval lets the waiting
-#: thread in sooner, at the cost of more switches for the busy ones.
-GIL_SWITCH_SECONDS = 0.001
-
 
 def usable_cores() -> int:
     """Cores this process may run on (its affinity, which a container's CPU set narrows)."""
