@@ -9,6 +9,7 @@ identity: the participant only sees "Model".
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Callable, Iterator
@@ -166,10 +167,15 @@ def to_current_step(token: str) -> HttpResponse:
     request, so the browser skips the study link's own redirect (a whole request less per form). The
     withdrawn page lives at the study link itself, so a withdrawn participant is sent there.
     """
+    return redirect(current_step_url(token))
+
+
+def current_step_url(token: str) -> str:
+    """The address of the step the study link would send the participant to now (see ``to_current_step``)."""
     participant, position = flow.enter(token)
     if position.step == flow.WITHDRAWN:
-        return redirect("collection:resume", token=token)
-    return redirect(flow.step_url(participant, position))
+        return reverse("collection:resume", kwargs={"token": token})
+    return flow.step_url(participant, position)
 
 
 def post_only(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
@@ -613,6 +619,10 @@ def _reply_events(participant: Participant, conversation: Conversation, turn: Tu
                     do_record_calls(flow.study_of(participant), turn, calls)
         # takes a connection again, for this write only
         flow.do_save_reply(turn, guarded.text, guarded.outcome, guarded.leaks, guarded.record.answered_by)
+        # Straight to the step the saved reply leads to (its annotation), not through the study link's redirect;
+        # a link that stopped working while the reply streamed keeps the study link, which says so.
+        with contextlib.suppress(Http404):
+            next_url = current_step_url(participant.token)
         yield _event({"type": "done", "next": next_url})
     finally:
         cache.delete(lock_key)
@@ -670,6 +680,8 @@ def chat_reply(request: HttpRequest, token: str, turn_number: int) -> HttpRespon
         return render(request, "participant/paused.html", context, status=503)
     if outcome["type"] == "error":
         return redirect(reverse("collection:chat", kwargs={"token": token}) + "?reply=failed")
+    if outcome["type"] == "done":  # where the saved reply leads, as the streaming page's continue link
+        return redirect(outcome["next"])
     return redirect("collection:resume", token=token)
 
 

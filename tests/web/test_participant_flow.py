@@ -329,6 +329,7 @@ def test_message_is_saved_before_the_model_is_called_and_survives_a_failure(walk
     assert Turn.objects.get(pk=turn.pk).llm_response == reply.strip()
     # Pieces that arrive together are sent together: how many depends on speed (see test_live_models).
     assert [e["type"] for e in events if e["type"] != "delta"] == ["start", "done"]
+    assert events[-1]["next"] == walker.url("turn/1/")  # the continue link skips the study link's redirect
     assert walker.current().endswith("/turn/1/")
 
 
@@ -364,7 +365,8 @@ def test_send_without_javascript_redirects_to_the_chat_with_a_get_reply_button(w
     assert sent.status_code == 302 and sent.url.endswith("/chat/")
     html = walker.body(walker.get(sent.url))
     assert "Get the reply" in html and "No script here" in html
-    assert walker.post(walker.url("chat/reply/1/")).url == walker.url()
+    # straight to the reply's annotation, where the study link would send the participant, without its redirect
+    assert walker.post(walker.url("chat/reply/1/")).url == walker.url("turn/1/")
     assert walker.current().endswith("/turn/1/")
 
 
