@@ -17,7 +17,8 @@ import math
 
 import numpy as np
 
-# Groups at most this long are summed together in arrays; longer ones go through exact_row_sums in chunks.
+# Groups at most this long are summed together in arrays; longer ones (a row's thousands of values) go through
+# math.fsum one at a time, which costs little per value.
 SMALL_GROUP = 32
 
 
@@ -44,8 +45,10 @@ def exact_row_sums(matrix: np.ndarray) -> np.ndarray:
         first, e = _two_sum(first, e)
         second, e = _two_sum(second, e)
         lost |= e != 0
-    # total + first + second is the exact sum; fsum of three floats rounds it once, as fsum of the row would.
-    out = np.array([math.fsum(parts) for parts in zip(total.tolist(), first.tolist(), second.tolist(), strict=True)])
+    # total + first + second is the exact sum, rounded once: by the one addition where second is 0, else by fsum.
+    out = total + first
+    for row in np.flatnonzero(second != 0).tolist():
+        out[row] = math.fsum((total[row], first[row], second[row]))
     for row in np.flatnonzero(lost).tolist():
         out[row] = math.fsum(matrix[row].tolist())
     return out
@@ -74,11 +77,9 @@ def group_fsums(values: np.ndarray, groups: np.ndarray, n_groups: int) -> tuple[
         sizes = np.bincount(groups, minlength=n_groups)
         starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
         position = np.arange(groups.size) - starts[groups]
-        for low, high in ((1, SMALL_GROUP), (SMALL_GROUP + 1, None)):
-            chosen = (sizes >= low) & (sizes <= high if high is not None else True)
-            ids = np.flatnonzero(chosen)
-            if not ids.size:
-                continue
+        chosen = (sizes >= 1) & (sizes <= SMALL_GROUP)
+        ids = np.flatnonzero(chosen)
+        if ids.size:
             slot = np.full(n_groups, -1)
             slot[ids] = np.arange(ids.size)
             members = chosen[groups]
@@ -88,6 +89,11 @@ def group_fsums(values: np.ndarray, groups: np.ndarray, n_groups: int) -> tuple[
             for c in range(n_columns):
                 padded[rows + c, position[members]] = ordered[members, c]
             sums[ids] = exact_row_sums(padded).reshape(ids.size, n_columns)
+        large = np.flatnonzero(sizes > SMALL_GROUP).tolist()
+        for c in range(n_columns if large else 0):
+            listed = ordered[:, c].tolist()  # a missing value is -0.0 here, which changes no sum
+            for g in large:
+                sums[g, c] = math.fsum(listed[starts[g] : starts[g] + sizes[g]])
     sums[counts == 0] = 0.0
     return (sums[:, 0], counts[:, 0]) if flat else (sums, counts)
 
