@@ -22,6 +22,7 @@ import numpy as np
 from attunebench import catalogue as cat
 from attunebench.canonical import ConversationFile
 from attunebench.metrics.aggregate import mean_or_none, standard_error
+from attunebench.metrics.columns import exact_row_sums, group_means
 from attunebench.metrics.comparison import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_SEED,
@@ -33,7 +34,7 @@ from attunebench.metrics.comparison import (
     split_comparable,
 )
 from attunebench.metrics.composite import CAPABILITIES, capability_scores, composite_parts, hp_perspective
-from attunebench.metrics.keys import is_human
+from attunebench.metrics.keys import METRIC_KEYS, is_human
 from attunebench.metrics.results import (
     Analysis,
     BehaviourJudgementParts,
@@ -103,13 +104,23 @@ DISCRIMINATION_METRICS: tuple[str, ...] = (
     "panas_baseline_adjusted",
     "four_branch_normalized",
 )
-# Per-turn metrics followed along the conversation (SPEC 6: behaviour accuracy drifts down).
-TURN_POSITION_METRICS: dict[str, Callable[[TurnScores], float | None]] = {
+# The per-turn scores the turn-position analysis reads (by their keys in a turn's scores), each read into one
+# array over every scored turn.
+TURN_FIELDS: dict[str, tuple[str, ...]] = {
+    "emotion_f1": ("emotion_f1",),
+    "emotion_va_score": ("emotion_va_score",),
+    "binary_om_accuracy": ("binary_om", "accuracy"),
+    "binary_human_accuracy": ("binary_human", "accuracy"),
+    "pairwise_accuracy": ("pairwise_accuracy",),
+}
+# Per-turn metrics followed along the conversation (SPEC 6: behaviour accuracy drifts down), each computed
+# from those arrays elementwise (the same arithmetic per turn as on one turn's values).
+TURN_POSITION_METRICS: dict[str, Callable[[Mapping[str, np.ndarray]], np.ndarray]] = {
     "emotion_f1": lambda t: t["emotion_f1"],
     "emotion_va_score": lambda t: t["emotion_va_score"],
-    "binary_om_accuracy": lambda t: t["binary_om"]["accuracy"],
-    "binary_human_accuracy": lambda t: t["binary_human"]["accuracy"],
-    "behaviour_accuracy": lambda t: (t["binary_om"]["accuracy"] + t["binary_human"]["accuracy"]) / 2,
+    "binary_om_accuracy": lambda t: t["binary_om_accuracy"],
+    "binary_human_accuracy": lambda t: t["binary_human_accuracy"],
+    "behaviour_accuracy": lambda t: (t["binary_om_accuracy"] + t["binary_human_accuracy"]) / 2,
     "pairwise_accuracy": lambda t: t["pairwise_accuracy"],
 }
 GROUPS: tuple[str, str] = ("anxiety_depression", "none")
@@ -128,18 +139,6 @@ def _num(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def conversation_values(record: ConversationRecord) -> dict[str, float | None]:
-    """The per-conversation values the analyses use: report metrics plus capabilities (nulls left out)."""
-    metrics = record.metrics()
-    values: dict[str, float | None] = {
-        k: v
-        for k, v in (("coverage", record.coverage), ("post_coverage", record.post_coverage), *metrics.items())
-        if v is not None
-    }
-    values.update(capability_scores(metrics))
-    return values
-
-
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm step-down adjusted p-values (same order as given).
 
@@ -155,10 +154,6 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def _mean_of(records: Sequence[ConversationRecord], key: str) -> float | None:
-    return mean_or_none(r.metric(key) for r in records)
-
-
 def _rows(report: ScoringReport) -> dict[tuple[str, str], list[ConversationRecord]]:
     rows: dict[tuple[str, str], list[ConversationRecord]] = {}
     for record in report.conversations:
@@ -166,21 +161,114 @@ def _rows(report: ScoringReport) -> dict[tuple[str, str], list[ConversationRecor
     return dict(sorted(rows.items()))
 
 
+# The columns of a RecordTable: what conversation_values gives, then the holistic parts the profile shows.
+PARTS: tuple[str, ...] = ("panas", "convq", "four_branch")
+TABLE_COLUMNS: tuple[str, ...] = (
+    "coverage",
+    "post_coverage",
+    *METRIC_KEYS,
+    *CAPABILITIES,
+    *(f"part:{p}" for p in PARTS),
+)
+
+
+class RecordTable:
+    """Every record's per-conversation values, read from its model once, as one (record × column) array.
+
+    Why: the profile, the discrimination tests, the bootstrap and the breakdowns each read every record's
+    metrics and capability scores; at thousands of conversations × dozens of rows, reading them through the
+    records' models once per analysis (instead of once per analysis and per record) was a large part of the
+    time. Records are grouped by row as :func:`_rows` groups them; a missing value is NaN.
+    """
+
+    def __init__(self, report: ScoringReport) -> None:
+        rows = _rows(report)
+        self.report = report
+        self.keys = list(rows)
+        self.records = [record for records in rows.values() for record in records]
+        self.spans: dict[tuple[str, str], tuple[int, int]] = {}
+        start = 0
+        for key, records in rows.items():
+            self.spans[key] = (start, start + len(records))
+            start += len(records)
+        self.column = {name: i for i, name in enumerate(TABLE_COLUMNS)}
+        data = []
+        for record in self.records:
+            fields = vars(record)  # the record's field values by name: what record.metrics() reads, without copying
+            caps = capability_scores(fields)
+            parts = composite_parts(fields)
+            data.append(
+                (
+                    record.coverage,
+                    record.post_coverage,
+                    *(fields[name] for name in METRIC_KEYS),
+                    *(caps[name] for name in CAPABILITIES),
+                    *(parts[name] for name in PARTS),
+                )
+            )
+        self.values = np.array(data, dtype=float).reshape(len(data), len(TABLE_COLUMNS))  # None reads as NaN
+        self.row_of = {id(record): i for i, record in enumerate(self.records)}
+        self._cells: tuple[list[str], dict[tuple[int, int], int]] | None = None
+
+    def cells(self) -> tuple[list[str], dict[tuple[int, int], int]]:
+        """The conversations of every row (sorted), and (row, conversation) -> its record's index.
+
+        A later record of the same row and conversation replaces an earlier one.
+        """
+        if self._cells is None:
+            universe = sorted({r.conversationId for r in self.records})
+            position = {cid: i for i, cid in enumerate(universe)}
+            cells: dict[tuple[int, int], int] = {}
+            for r_i, key in enumerate(self.keys):
+                start, stop = self.spans[key]
+                for index in range(start, stop):
+                    cells[(r_i, position[self.records[index].conversationId])] = index
+            self._cells = (universe, cells)
+        return self._cells
+
+    def columns(self, names: Sequence[str]) -> np.ndarray:
+        """The (record × name) values of the named columns; a name the table does not hold is all NaN."""
+        out = np.full((len(self.records), len(names)), np.nan)
+        for i, name in enumerate(names):
+            if name in self.column:
+                out[:, i] = self.values[:, self.column[name]]
+        return out
+
+    def row_mean(self, key: tuple[str, str], name: str) -> float | None:
+        """mean_or_none of a column over one row's records."""
+        start, stop = self.spans[key]
+        values = self.values[start:stop, self.column[name]]
+        return mean_or_none(values[~np.isnan(values)].tolist())
+
+    @classmethod
+    def of(cls, report: ScoringReport, table: RecordTable | None) -> RecordTable:
+        """``table`` when it was built from ``report``, else a new table of it."""
+        return table if table is not None and table.report is report else cls(report)
+
+
 # ---------------------------------------------------------------------------
 # Capability profile
 # ---------------------------------------------------------------------------
 
 
-def capability_profile(report: ScoringReport) -> list[ProfileRow]:
-    """Per row: the five capability scores and the metrics each is made of (SPEC 6)."""
+def capability_profile(report: ScoringReport, table: RecordTable | None = None) -> list[ProfileRow]:
+    """Per row: the five capability scores and the metrics each is made of (SPEC 6).
+
+    ``table`` is the report's :class:`RecordTable` when the caller built it already.
+    """
+    table = RecordTable.of(report, table)
     aggregates = {(a.em_model, a.mode): a for a in report.aggregates}
     out = []
-    for (em_model, mode), records in _rows(report).items():
-        agg = aggregates.get((em_model, mode))
-        caps = [capability_scores(r.metrics()) for r in records]
-        parts = [composite_parts(r.metrics()) for r in records]
-        human_acc = _mean_of(records, "avg_binary_human_accuracy")
-        human_acc_hp = _mean_of(records, "avg_binary_human_accuracy_hp")
+    for key in table.keys:
+        em_model, mode = key
+        start, stop = table.spans[key]
+
+        def mean(name: str, key: tuple[str, str] = key) -> float | None:
+            return table.row_mean(key, name)
+
+        agg = aggregates.get(key)
+        human_acc = mean("avg_binary_human_accuracy")
+        human_acc_hp = mean("avg_binary_human_accuracy_hp")
         gap, alignment = hp_perspective(human_acc, human_acc_hp)
         out.append(
             ProfileRow(
@@ -188,40 +276,40 @@ def capability_profile(report: ScoringReport) -> list[ProfileRow]:
                 mode=mode,
                 label=row_label(em_model, mode),
                 human_baseline=is_human(em_model),
-                n_conversations=len(records),
-                coverage=mean_or_none(r.coverage for r in records),
-                composite_score=_mean_of(records, "composite_score"),
+                n_conversations=stop - start,
+                coverage=mean("coverage"),
+                composite_score=mean("composite_score"),
                 se_composite=agg.se_composite if agg else None,
-                capabilities=CapabilityScores(**{name: mean_or_none(c[name] for c in caps) for name in CAPABILITIES}),
+                capabilities=CapabilityScores(**{name: mean(name) for name in CAPABILITIES}),
                 components=CapabilityComponents(
                     emotion_tracking=EmotionTrackingParts(
-                        emotion_f1=_mean_of(records, "avg_emotion_f1"),
-                        emotion_va_score=_mean_of(records, "avg_emotion_va_score"),
-                        emotion_f1_intensity=_mean_of(records, "avg_emotion_f1_intensity"),
-                        emotion_intensity_mae=_mean_of(records, "avg_emotion_intensity_mae"),
+                        emotion_f1=mean("avg_emotion_f1"),
+                        emotion_va_score=mean("avg_emotion_va_score"),
+                        emotion_f1_intensity=mean("avg_emotion_f1_intensity"),
+                        emotion_intensity_mae=mean("avg_emotion_intensity_mae"),
                     ),
                     behaviour_judgement=BehaviourJudgementParts(
-                        binary_om_accuracy=_mean_of(records, "avg_binary_om_accuracy"),
+                        binary_om_accuracy=mean("avg_binary_om_accuracy"),
                         binary_human_accuracy=human_acc,
-                        binary_om_accuracy_hp=_mean_of(records, "avg_binary_om_accuracy_hp"),
+                        binary_om_accuracy_hp=mean("avg_binary_om_accuracy_hp"),
                         binary_human_accuracy_hp=human_acc_hp,
                         hp_perspective_gap=gap,
                         hp_perspective_alignment=alignment,
                     ),
                     preference_prediction=PreferencePredictionParts(
-                        pairwise_accuracy=_mean_of(records, "avg_pairwise_accuracy"),
-                        pairwise_kendall_tau=_mean_of(records, "avg_pairwise_kendall_tau"),
+                        pairwise_accuracy=mean("avg_pairwise_accuracy"),
+                        pairwise_kendall_tau=mean("avg_pairwise_kendall_tau"),
                     ),
                     response_quality=ResponseQualityParts(
-                        response_similarity=_mean_of(records, "avg_response_similarity"),
-                        response_preference_alignment=_mean_of(records, "avg_response_preference_alignment"),
-                        draft_judge_score=_mean_of(records, "avg_draft_judge_score"),
-                        draft_binary_alignment=_mean_of(records, "avg_draft_binary_alignment"),
+                        response_similarity=mean("avg_response_similarity"),
+                        response_preference_alignment=mean("avg_response_preference_alignment"),
+                        draft_judge_score=mean("avg_draft_judge_score"),
+                        draft_binary_alignment=mean("avg_draft_binary_alignment"),
                     ),
                     holistic_comprehension=HolisticComprehensionParts(
-                        panas=mean_or_none(p["panas"] for p in parts),
-                        conversation_questions=mean_or_none(p["convq"] for p in parts),
-                        four_branch_normalized=mean_or_none(p["four_branch"] for p in parts),
+                        panas=mean("part:panas"),
+                        conversation_questions=mean("part:convq"),
+                        four_branch_normalized=mean("part:four_branch"),
                     ),
                 ),
             )
@@ -466,27 +554,26 @@ def _shared_tests(x: np.ndarray, y: np.ndarray) -> list[PairResult]:
 
 
 def discrimination(
-    report: ScoringReport, metrics: Sequence[str] = DISCRIMINATION_METRICS, alpha: float = ALPHA
+    report: ScoringReport,
+    metrics: Sequence[str] = DISCRIMINATION_METRICS,
+    alpha: float = ALPHA,
+    table: RecordTable | None = None,
 ) -> Discrimination:
     """Per metric: paired Wilcoxon test for every pair of rows, Holm-corrected (SPEC 6).
 
     Each metric's values are one (row × conversation) array; the pairs of rows that share the same
-    conversations (at scale, nearly all) are tested together (:func:`_shared_tests`).
+    conversations (at scale, nearly all) are tested together (:func:`_shared_tests`). ``table`` is the
+    report's :class:`RecordTable` when the caller built it already.
     """
-    rows = _rows(report)
-    keys = list(rows)
-    universe = sorted({r.conversationId for records in rows.values() for r in records})
+    table = RecordTable.of(report, table)
+    keys = table.keys
+    universe, cells = table.cells()
     position = {cid: i for i, cid in enumerate(universe)}
-    cells: dict[tuple[int, int], int] = {}  # (row, conversation) -> its record; a later record replaces an earlier
-    table: list[list[float | None]] = []
     order: dict[tuple[str, str], list[int]] = {}  # each row's conversations in its records' order
-    for r_i, key in enumerate(keys):
-        for record in rows[key]:
-            vals = conversation_values(record)
-            cells[(r_i, position[record.conversationId])] = len(table)
-            table.append([vals.get(metric) for metric in metrics])
-        order[key] = list(dict.fromkeys(position[r.conversationId] for r in rows[key]))
-    by_metric = np.array(table, dtype=float).reshape(len(table), len(metrics))  # None reads as NaN: left out
+    for key in keys:
+        start, stop = table.spans[key]
+        order[key] = list(dict.fromkeys(position[r.conversationId] for r in table.records[start:stop]))
+    by_metric = table.columns(metrics)  # NaN: no value, left out
     where = (np.array([c[0] for c in cells], dtype=int), np.array([c[1] for c in cells], dtype=int))
     chosen = np.array(list(cells.values()), dtype=int)
     out: dict[str, MetricDiscrimination] = {}
@@ -504,8 +591,9 @@ def discrimination(
             left = values[np.ix_(np.array([i for i, _ in members]), shared)]
             right = values[np.ix_(np.array([j for _, j in members]), shared)]
             tests = _shared_tests(left, right)
+            sums = exact_row_sums(left - right).tolist()  # each pair's math.fsum of its differences
             for k, pair in enumerate(members):
-                mean_difference = _num(math.fsum((left[k] - right[k]).tolist()) / shared.size) if shared.size else None
+                mean_difference = _num(sums[k] / shared.size) if shared.size else None
                 found[pair] = (int(shared.size), mean_difference, tests[k])
         ordered = [(i, j) for i in range(len(keys)) for j in range(i + 1, len(keys))]
         tested_p = [p for pair in ordered if (p := found[pair][2][1]) is not None]
@@ -527,7 +615,10 @@ def discrimination(
                     note=note,
                 )
             )
-        scores = {key: [float(values[r_i, i]) for i in order[key] if present[r_i, i]] for r_i, key in enumerate(keys)}
+        scores = {}
+        for r_i, key in enumerate(keys):
+            in_order = np.array(order[key], dtype=int)
+            scores[key] = values[r_i, in_order][present[r_i, in_order]].tolist()
         n_different = sum(1 for pair in pairs if pair.different)
         ratio, ratio_note = variance_ratio([scores[key] for key in keys])
         note = None
@@ -559,6 +650,7 @@ def bootstrap(
     seed: int = DEFAULT_SEED,
     confidence: float = CONFIDENCE,
     min_conversations: int = MIN_CONVERSATIONS_FOR_CI,
+    table: RecordTable | None = None,
 ) -> Bootstrap:
     """Percentile CIs of each row's composite and capabilities, resampling conversations.
 
@@ -571,13 +663,13 @@ def bootstrap(
     A row with fewer than ``min_conversations`` conversations gets its estimate
     but no interval (low and high null). When the report has a
     ``baseline:prior`` row, each row also gets its skill over it per replicate,
-    (row − prior) / (scale − prior), so the skill interval is paired too.
+    (row − prior) / (scale − prior), so the skill interval is paired too. ``table`` is the report's
+    :class:`RecordTable` when the caller built it already.
     """
-    rows = _rows(report)
-    keys = list(rows)
+    table = RecordTable.of(report, table)
+    keys = table.keys
     metrics = ("composite_score", *CAPABILITIES)
-    universe = sorted({r.conversationId for records in rows.values() for r in records})
-    position = {cid: i for i, cid in enumerate(universe)}
+    universe, cells = table.cells()
     n_u, n_rows = len(universe), len(keys)
 
     prior_keys = [key for key in keys if key[0] == PRIOR_BASELINE]
@@ -600,13 +692,8 @@ def bootstrap(
         return result([], {}, "nothing to resample")
 
     values = np.full((len(metrics), n_rows, n_u), np.nan)
-    for r_i, key in enumerate(keys):
-        for record in rows[key]:
-            vals = conversation_values(record)
-            for m_i, metric in enumerate(metrics):
-                v = vals.get(metric)
-                if v is not None:
-                    values[m_i, r_i, position[record.conversationId]] = v
+    where = (np.array([c[0] for c in cells], dtype=int), np.array([c[1] for c in cells], dtype=int))
+    values[:, where[0], where[1]] = table.columns(metrics)[np.array(list(cells.values()), dtype=int)].T
 
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, n_u, size=(n_resamples, n_u))
@@ -756,18 +843,25 @@ class RowValues:
     values once) rather than once per breakdown saves most of their time at thousands of conversations.
     """
 
-    def __init__(self, report: ScoringReport, pool: Sequence[str]) -> None:
-        cached: dict[int, ConversationValues] = {}
-
-        def values_of(record: ConversationRecord) -> ConversationValues:
-            found = cached.get(id(record))
-            if found is None:
-                found = cached[id(record)] = _values_of(record)
-            return found
-
+    def __init__(self, report: ScoringReport, pool: Sequence[str], table: RecordTable | None = None) -> None:
+        table = RecordTable.of(report, table)
         self.pool = list(pool)
-        self.rows = {key: per_conversation(records, values_of) for key, records in _rows(report).items()}
-        self.pooled = per_conversation(_pooled_records(report, pool), values_of)
+        self.rows = {key: _per_conversation(table, range(*table.spans[key])) for key in table.keys}
+        self.pooled = _per_conversation(table, [table.row_of[id(r)] for r in _pooled_records(report, pool)])
+
+
+def _per_conversation(table: RecordTable, indices: Iterable[int]) -> dict[str, ConversationValues]:
+    """:func:`per_conversation` of the table's records at ``indices``, averaged in arrays (the same means)."""
+    chosen = np.fromiter(indices, dtype=np.int64)
+    cids = [table.records[i].conversationId for i in chosen.tolist()]
+    names = sorted(set(cids))
+    slot = {cid: i for i, cid in enumerate(names)}
+    groups = np.array([slot[cid] for cid in cids], dtype=np.int64)
+    means = group_means(table.columns(BREAKDOWN_METRICS)[chosen], groups, len(names))[0].tolist()
+    return {
+        cid: {m: None if math.isnan(v := means[g][j]) else v for j, m in enumerate(BREAKDOWN_METRICS)}
+        for g, cid in enumerate(names)
+    }
 
 
 def _summary(values: Sequence[ConversationValues]) -> dict[str, Any]:
@@ -817,6 +911,13 @@ def pooled_rows(report: ScoringReport, pool: Sequence[str] | None = None) -> tup
         left = sorted(set(labels) - set(models))
         return sorted(models), (f"baselines left out of the pooled lines: {', '.join(left)}" if left else None)
     return sorted(labels), "only baselines were scored, so the pooled lines pool the baselines" if labels else None
+
+
+def _chosen_pool(report: ScoringReport, pool: Sequence[str] | None, prepared: RowValues | None) -> list[str]:
+    """:func:`pooled_rows` of ``pool``; the prepared values' pool when they were made for it (already chosen)."""
+    if prepared is not None and pool is not None and list(pool) == prepared.pool:
+        return prepared.pool
+    return pooled_rows(report, pool)[0]
 
 
 def _pooled_records(report: ScoringReport, pool: Sequence[str]) -> list[ConversationRecord]:
@@ -919,7 +1020,7 @@ def breakdown_by(
 
     ``prepared`` is the report's :class:`RowValues` when the caller computed them already.
     """
-    chosen = pooled_rows(report, pool)[0]
+    chosen = _chosen_pool(report, pool, prepared)
     per_row, overall, tests, note = _breakdown(report, info, field, chosen, prepared)
     if field == "category":
         return CategoryBreakdown(
@@ -1004,7 +1105,7 @@ def participant_groups(
     The pooled test uses one value per conversation (its mean over the pooled
     rows) so that a conversation replayed by many models is not counted many times.
     """
-    chosen = pooled_rows(report, pool)[0]
+    chosen = _chosen_pool(report, pool, prepared)
     values = prepared if prepared is not None and prepared.pool == list(chosen) else RowValues(report, chosen)
     per_row = [
         GroupRow(em_model=em_model, mode=mode, **compare_groups(row_values, info).model_dump())
@@ -1018,56 +1119,98 @@ def participant_groups(
     )
 
 
-def turn_position(report: ScoringReport, info: Mapping[str, Mapping[str, Any]]) -> TurnPosition:
+def _turn_field(turns: Sequence[TurnScores], path: tuple[str, ...]) -> np.ndarray:
+    """One score of every turn (``path``: its key, or a key and the key inside it) as an array; None reads as NaN."""
+    if len(path) == 1:
+        (key,) = path
+        return np.array([t[key] for t in turns], dtype=float)  # type: ignore[literal-required]
+    outer, inner = path
+    return np.array([t[outer][inner] for t in turns], dtype=float)  # type: ignore[literal-required]
+
+
+def turn_position(
+    report: ScoringReport, info: Mapping[str, Mapping[str, Any]], table: RecordTable | None = None
+) -> TurnPosition:
     """Early vs late half of each conversation, and a per-turn-index curve, per row.
 
     A turn at 0-based position i of n GT turns is early if (i + 0.5)/n < 0.5 and
     late if > 0.5; the middle turn of an odd-length conversation is in neither.
     The late − early difference is tested with a paired Wilcoxon test over
     conversations that have both halves scored.
+
+    Every record's turns are read once into arrays (one value per scored turn and
+    metric) and grouped there: walking them in Python per row was most of the
+    analyses' time at thousands of conversations. Each mean is still
+    ``math.fsum(values) / len(values)`` (:func:`attunebench.metrics.columns.group_means`). ``table`` is the
+    report's :class:`RecordTable` when the caller built it already (for its grouping of the records by row).
     """
-    rows_out = []
+    table = RecordTable.of(report, table)
+    keys = table.keys
+    records = table.records
+    lengths: list[int] = []
+    n_turns: list[int] = []
+    turns: list[TurnScores] = []
     approximated = 0
-    for (em_model, mode), records in _rows(report).items():
-        halves: dict[str, dict[str, list[float]]] = {
-            h: {m: [] for m in TURN_POSITION_METRICS} for h in ("early", "late")
-        }
-        paired: dict[str, tuple[list[float], list[float]]] = {m: ([], []) for m in TURN_POSITION_METRICS}
-        curve: dict[int, dict[str, list[float]]] = {}
-        for r in records:
-            n = info.get(r.conversationId, {}).get("n_gt_turns")
-            if not n:
-                approximated += 1
-                n = max((t["turn_index"] for t in r.turns), default=-1) + 1
-            conv_halves: dict[str, dict[str, list[float]]] = {
-                h: {m: [] for m in TURN_POSITION_METRICS} for h in ("early", "late")
-            }
-            for t in r.turns:
-                rel = (t["turn_index"] + 0.5) / n
-                half = "early" if rel < 0.5 else "late" if rel > 0.5 else None
-                point = curve.setdefault(t["turn_index"] + 1, {m: [] for m in TURN_POSITION_METRICS})
-                for m, get in TURN_POSITION_METRICS.items():
-                    value = get(t)
-                    if value is None:
-                        continue
-                    point[m].append(value)
-                    if half:
-                        halves[half][m].append(value)
-                        conv_halves[half][m].append(value)
-            for m in TURN_POSITION_METRICS:
-                e, l_ = conv_halves["early"][m], conv_halves["late"][m]
-                if e and l_:
-                    paired[m][0].append(math.fsum(e) / len(e))
-                    paired[m][1].append(math.fsum(l_) / len(l_))
+    for r in records:
+        n = info.get(r.conversationId, {}).get("n_gt_turns")
+        if not n:
+            approximated += 1
+            n = max((t["turn_index"] for t in r.turns), default=-1) + 1
+        n_turns.append(n)
+        lengths.append(len(r.turns))
+        turns.extend(r.turns)
+    n_records = len(records)
+    record_of = np.repeat(np.arange(n_records), lengths)
+    row_sizes = [table.spans[key][1] - table.spans[key][0] for key in keys]
+    row_of_record = np.repeat(np.arange(len(keys)), row_sizes)
+    row_of = row_of_record[record_of]
+    index = np.array([t["turn_index"] for t in turns], dtype=np.int64)
+    relative = (index + 0.5) / np.array(n_turns, dtype=float)[record_of]
+    half = np.where(relative < 0.5, 0, np.where(relative > 0.5, 1, -1))  # 0 early, 1 late, -1 neither
+    in_half = half >= 0
+    fields = {name: _turn_field(turns, path) for name, path in TURN_FIELDS.items()}
+    # one column per metric; a missing score reads as NaN and is left out
+    values = np.column_stack([rule(fields) for rule in TURN_POSITION_METRICS.values()]) if turns else np.empty((0, 6))
+
+    # the curve: one point per (row, turn index) that has a scored turn, in turn order
+    low = int(index.min()) if index.size else 0
+    width = int(index.max()) - low + 1 if index.size else 1
+    points, point_of = np.unique(row_of * width + (index - low), return_inverse=True)
+    curve_means, curve_counts = group_means(values, point_of, points.size)
+    # each row's halves, and each record's (for the paired test)
+    halves = group_means(values[in_half], row_of[in_half] * 2 + half[in_half], 2 * len(keys))[0]
+    record_means, record_counts = group_means(values[in_half], record_of[in_half] * 2 + half[in_half], 2 * n_records)
+    column = {m: j for j, m in enumerate(TURN_POSITION_METRICS)}
+
+    pairs: list[tuple[list[float], list[float]]] = []
+    n_paired: list[int] = []
+    spans = np.concatenate(([0], np.cumsum(row_sizes)))
+    for r_i in range(len(keys)):
+        for m in TURN_POSITION_METRICS:
+            means, counts = record_means[:, column[m]], record_counts[:, column[m]]
+            start, stop = 2 * spans[r_i], 2 * spans[r_i + 1]
+            early_means, late_means = means[start:stop:2], means[start + 1 : stop : 2]
+            both = (counts[start:stop:2] > 0) & (counts[start + 1 : stop : 2] > 0)
+            pairs.append((late_means[both].tolist(), early_means[both].tolist()))
+            n_paired.append(int(both.sum()))
+    tested = iter(paired_tests(pairs))
+    paired_n = iter(n_paired)
+
+    def number(value: float) -> float | None:
+        return None if math.isnan(value) else float(value)
+
+    point_row, point_index = points // width, points % width + low + 1
+    rows_out = []
+    for r_i, (em_model, mode) in enumerate(keys):
         metrics_out = {}
         for m in TURN_POSITION_METRICS:
-            early, late = mean_or_none(halves["early"][m]), mean_or_none(halves["late"][m])
-            _, p, note = paired_test(paired[m][1], paired[m][0])
+            early, late = number(halves[2 * r_i, column[m]]), number(halves[2 * r_i + 1, column[m]])
+            _, p, note = next(tested)
             metrics_out[m] = HalfComparison(
                 early=early,
                 late=late,
                 late_minus_early=None if early is None or late is None else late - early,
-                n_paired_conversations=len(paired[m][0]),
+                n_paired_conversations=next(paired_n),
                 p=p,
                 note=note,
             )
@@ -1078,11 +1221,11 @@ def turn_position(report: ScoringReport, info: Mapping[str, Mapping[str, Any]]) 
                 halves=TurnHalves(**metrics_out),
                 curve=[
                     CurvePoint(
-                        turn=idx,
-                        n=len(values["pairwise_accuracy"]),
-                        **{m: mean_or_none(v) for m, v in values.items()},
+                        turn=int(point_index[k]),
+                        n=int(curve_counts[k, column["pairwise_accuracy"]]),
+                        **{m: number(curve_means[k, j]) for m, j in column.items()},
                     )
-                    for idx, values in sorted(curve.items())
+                    for k in np.flatnonzero(point_row == r_i).tolist()
                 ],
             )
         )
@@ -1201,8 +1344,9 @@ def analyze(
     report = split.compared
     info = _conversation_info(full, conversations)
     pool_labels, pool_note = pooled_rows(report, pool)
-    prepared = RowValues(report, pool_labels)  # shared by the breakdowns: each record's values computed once
-    profile = capability_profile(report)
+    table = RecordTable(report)  # every record's values read once, for every analysis below
+    prepared = RowValues(report, pool_labels, table)  # shared by the breakdowns
+    profile = capability_profile(report, table)
     notes = []
     if len(profile) < 2:
         notes.append("fewer than 2 compared (model, mode) rows: comparisons between models are empty")
@@ -1220,12 +1364,12 @@ def analyze(
         rows=[row.label for row in profile],
         capability_profile=profile,
         independence=rank_independence(profile),
-        discrimination=discrimination(report, alpha=alpha),
-        bootstrap=bootstrap(report, n_resamples=n_bootstrap, seed=seed),
+        discrimination=discrimination(report, alpha=alpha, table=table),
+        bootstrap=bootstrap(report, n_resamples=n_bootstrap, seed=seed, table=table),
         breakdowns=Breakdowns(
             by_category=breakdown_by(report, info, "category", pool_labels, prepared),
             by_participant_group=participant_groups(report, info, pool_labels, prepared),
-            by_turn_position=turn_position(report, info),
+            by_turn_position=turn_position(report, info, table),
             by_original_model=breakdown_by(report, info, "original_model", pool_labels, prepared),
             pooled_rows=pool_labels,
             pool_note=pool_note,

@@ -90,8 +90,12 @@ def _rows(records: Iterable[ConversationRecord]) -> dict[tuple[str, str], list[C
     return dict(sorted(rows.items()))
 
 
+def _order(record: ConversationRecord) -> tuple[str, str, str]:
+    return (record.em_model, record.mode, record.conversationId)
+
+
 def _report(records: Sequence[ConversationRecord]) -> ScoringReport:
-    ordered = sorted(records, key=lambda r: (r.em_model, r.mode, r.conversationId))
+    ordered = sorted(records, key=_order)
     return ScoringReport(conversations=ordered, aggregates=aggregate_rows(ordered))
 
 
@@ -164,8 +168,12 @@ def split_comparable(report: ScoringReport, reference: Iterable[str] | None = No
                 reason=reason,
             )
         )
+    whole = len(compared) == len(report.conversations) and all(
+        a is b for a, b in zip(sorted(compared, key=_order), report.conversations, strict=True)
+    )
     return ComparableSplit(
-        compared=_report(compared),
+        # Every record compared, in the report's order: the report itself, its aggregates not computed again.
+        compared=report if whole else _report(compared),
         apart=_report(apart),
         reference=tuple(sorted(ref)),
         collapsed=collapsed,

@@ -13,13 +13,15 @@ stored without details.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from django.core.cache import cache
-from django.db.models import Count, Max, Q, QuerySet
+from django.db.models import Count, Max, Q, QuerySet, TextField
+from django.db.models.functions import Cast
 from pydantic import ConfigDict, Field, ValidationError
 
 from attunebench import catalogue as cat
@@ -276,49 +278,92 @@ def stored_record(metrics: Mapping[str, Any]) -> Mapping[str, Any]:
     return inner if isinstance(inner, Mapping) else metrics
 
 
+DB_DETAILS = ("category", "original_model", "participant_group", "n_gt_turns")  # read from the database, not the score
+
+
 def build_report(runs: Sequence[EvaluationRun], model_identity: bool = False) -> tuple[ScoringReport, list[str]]:
     """The scorer's report over the runs' stored scores, each record carrying DB details.
 
     A stored record missing keys the scorer defines, or holding a value of the
     wrong type, is skipped with a message rather than crashing the dashboard:
     it was written by an older scorer.
+
+    Each stored record is read as JSON text and validated from it in one pass
+    (:func:`_record_from_text`); decoding it into Python objects first and
+    validating those cost three times as much, and at thousands of
+    conversations × dozens of rows that was most of a first computation.
+    A record that does not read that way (stored by an older scorer) takes the
+    tolerant path, :func:`_record_from_stored`.
     """
     run_by_pk = {r.pk: r for r in runs}
-    scores = list(_current_scores(runs).values_list("run_id", "conversation_id", "metrics", "post_coverage"))
+    scores = list(
+        _current_scores(runs)
+        .annotate(metrics_text=Cast("metrics", output_field=TextField()))
+        .values_list("run_id", "conversation_id", "metrics_text", "post_coverage")
+    )
     info = conversation_info({s[1] for s in scores}, model_identity)
     records: list[ConversationRecord] = []
     skipped: list[str] = []
-    required = set(CONVERSATION_KEYS) - {"conversationId", "em_model", "mode", *POST_KEYS}
-    for run_pk, conversation_pk, metrics, post_coverage in scores:
+    for run_pk, conversation_pk, text, post_coverage in scores:
         run = run_by_pk[run_pk]
         meta = info.get(conversation_pk, {})
-        stored = stored_record(metrics or {})
-        where = f"run {run_pk}, conversation {meta.get('conversationId')}"
-        missing = required - stored.keys()
-        if missing:
-            skipped.append(f"{where}: stored score lacks {', '.join(sorted(missing))}")
-            continue
-        stored_details = stored.get("details")
-        details = {k: v for k, v in (stored_details or {}).items() if k in ConversationDetails.model_fields}
-        details.update({k: meta.get(k) for k in ("category", "original_model", "participant_group", "n_gt_turns")})
-        fields = {k: stored[k] for k in CONVERSATION_KEYS if k in stored}
-        fields.update(
-            {
-                "conversationId": meta.get("conversationId", str(conversation_pk)),
-                "em_model": run.evaluated_model.name,
-                "mode": run.mode,
-                # The column is what the scorer reported; None means "not known" for a score stored before it existed.
-                "post_coverage": post_coverage,
-                "details": details,
-            }
-        )
-        try:
-            records.append(ConversationRecord.model_validate(fields))
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
-            skipped.append(f"{where}: stored score does not read as a record ({problems})")
+        identity = {
+            "conversationId": meta.get("conversationId", str(conversation_pk)),
+            "em_model": run.evaluated_model.name,
+            "mode": run.mode,
+            # The column is what the scorer reported; None means "not known" for a score stored before it existed.
+            "post_coverage": post_coverage,
+        }
+        record = _record_from_text(text, identity, meta)
+        if record is None:
+            where = f"run {run_pk}, conversation {meta.get('conversationId')}"
+            stored = stored_record(json.loads(text) if text else {})
+            record = _record_from_stored(stored, identity, meta, where, skipped)
+        if record is not None:
+            records.append(record)
     records.sort(key=lambda r: (r.em_model, r.mode, r.conversationId))
     return ScoringReport(conversations=records, aggregates=aggregate_rows(records)), skipped
+
+
+def _record_from_text(
+    text: str | None, identity: Mapping[str, Any], meta: Mapping[str, Any]
+) -> ConversationRecord | None:
+    """The record of a stored score written whole by the current scorer, validated from its JSON text; else None.
+
+    The same record :func:`_record_from_stored` makes of it: the stored keys validated as the record's,
+    then the run's identity and the database's details put in their place.
+    """
+    if not text:
+        return None
+    try:
+        record = ConversationRecord.model_validate_json(text)
+    except ValidationError:
+        return None
+    stored_details = record.details.model_dump(exclude_unset=True) if record.details else {}
+    details = ConversationDetails.model_validate({**stored_details, **{k: meta.get(k) for k in DB_DETAILS}})
+    return record.model_copy(update={**identity, "details": details})
+
+
+def _record_from_stored(
+    stored: Mapping[str, Any], identity: Mapping[str, Any], meta: Mapping[str, Any], where: str, skipped: list[str]
+) -> ConversationRecord | None:
+    """The record of a stored score of any scorer's version, or None with the reason in ``skipped``."""
+    required = set(CONVERSATION_KEYS) - {"conversationId", "em_model", "mode", *POST_KEYS}
+    missing = required - stored.keys()
+    if missing:
+        skipped.append(f"{where}: stored score lacks {', '.join(sorted(missing))}")
+        return None
+    stored_details = stored.get("details")
+    details = {k: v for k, v in (stored_details or {}).items() if k in ConversationDetails.model_fields}
+    details.update({k: meta.get(k) for k in DB_DETAILS})
+    fields = {k: stored[k] for k in CONVERSATION_KEYS if k in stored}
+    fields.update({**identity, "details": details})
+    try:
+        return ConversationRecord.model_validate(fields)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
+        skipped.append(f"{where}: stored score does not read as a record ({problems})")
+        return None
 
 
 def _current_scores(runs: Sequence[EvaluationRun]) -> QuerySet[ConversationScore]:
