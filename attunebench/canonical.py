@@ -22,6 +22,8 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     ValidationError,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
     field_validator,
     model_serializer,
     model_validator,
@@ -713,7 +715,29 @@ class ConversationFile(_Strict):
 # Evaluated-model run output (SPEC 3.2)
 # ---------------------------------------------------------------------------
 
-BinaryAnswers = dict[str, YesNoNa]
+# Answers already in their canonical spelling: what the replay writes, the fast path of BinaryAnswers.
+_CANONICAL_ANSWERS: Final = frozenset({cat.YES, cat.NO, cat.NOT_APPLICABLE, None})
+_STR_ONLY: Final = frozenset({str})
+
+
+def _answers_at_once(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """Accept a question id -> answer object in one pass when every answer is already canonical.
+
+    A run stores hundreds of answers per turn, nearly always written as yes/no/na by the replay; two set
+    comparisons check them all at a fraction of one validator call each. Anything else (another accepted
+    spelling, a boolean, a bad value, a non-string key) goes through the per-answer validation, which
+    normalises it or names the bad answer's path as before.
+    """
+    if value.__class__ is dict:
+        try:
+            if {*value.values()} <= _CANONICAL_ANSWERS and {*map(type, value)} <= _STR_ONLY:
+                return dict(value)
+        except TypeError:  # an unhashable answer: the per-answer validation names it
+            pass
+    return handler(value)
+
+
+BinaryAnswers = Annotated[dict[str, YesNoNa], WrapValidator(_answers_at_once)]
 
 
 def _selection_key(value: Any) -> str:

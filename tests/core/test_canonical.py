@@ -693,6 +693,31 @@ class TestRunOutput:
             "file: turns[0].em_pairwise_selections: expected a comparison index such as '0', got 'first'",
         ]
 
+    def test_answers_in_canonical_spelling_are_kept_and_others_normalised_in_one_object(self) -> None:
+        data = minimal_run()
+        data["turns"][0]["em_binary_om_assessment"] = {"B1": "yes", "B2": None, "B3": "na"}
+        data["turns"][0]["em_binary_human_prediction"] = {"B1": "yes", "B2": "Y", "B3": True, "B4": 0}
+        data["turns"][0]["em_draft_binary_assessment"] = {"B1": "no", "B2": " N/A "}
+        turn = parse_run(data, "file").turns[0]
+        assert turn.em_binary_om_assessment == {"B1": "yes", "B2": None, "B3": "na"}
+        assert turn.em_binary_human_prediction == {"B1": "yes", "B2": "yes", "B3": "yes", "B4": "no"}
+        assert turn.em_draft_binary_assessment == {"B1": "no", "B2": "na"}
+
+    def test_a_bad_answer_among_canonical_ones_is_named_by_its_path(self) -> None:
+        data = minimal_run()
+        data["turns"][0]["em_binary_human_prediction_hp"] = {"B1": "yes", "B2": ["yes"], "B3": "no"}
+        data["turns"][0]["em_draft_binary_assessment"] = {"B1": "yes", "B2": "perhaps"}
+        assert problems_of(data, parse_run) == [
+            'file: turns[0].em_binary_human_prediction_hp.B2: expected yes/no/na, got ["yes"]',
+            "file: turns[0].em_draft_binary_assessment.B2: expected yes/no/na, got 'perhaps'",
+        ]
+
+    def test_answers_that_are_not_an_object_are_refused(self) -> None:
+        data = minimal_run()
+        data["turns"][0]["em_binary_om_assessment"] = ["yes", "no"]
+        (problem,) = problems_of(data, parse_run)
+        assert problem.startswith("file: turns[0].em_binary_om_assessment: ")
+
     def test_duplicate_run_turns(self) -> None:
         data = minimal_run()
         data["turns"].append(copy.deepcopy(data["turns"][0]))
