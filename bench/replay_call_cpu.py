@@ -40,6 +40,7 @@ import time
 from collections.abc import Awaitable, Callable
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -96,25 +97,21 @@ def main() -> None:
         async def listed() -> object:
             return await litellm.acompletion(model="openai/fake-em", **common)
 
+        # one request, sent by the SDK route and by the direct route
+        request: dict[str, Any] = {
+            "api_base": api_base,
+            "api_key": "NO_KEY",
+            "litellm_model": "openai/fake-em",
+            "messages": messages,
+            "params": {"temperature": 0},
+            "timeout": 30.0,
+        }
+
         async def sdk() -> object:
-            return await chat_completion(
-                api_base=api_base,
-                api_key="NO_KEY",
-                litellm_model="openai/fake-em",
-                messages=messages,
-                params={"temperature": 0},
-                timeout=30.0,
-            )
+            return await chat_completion(**request)
 
         async def direct() -> object:
-            return await direct_call.chat_completion(
-                api_base=api_base,
-                api_key="NO_KEY",
-                litellm_model="openai/fake-em",
-                messages=messages,
-                params={"temperature": 0},
-                timeout=30.0,
-            )
+            return await direct_call.chat_completion(**request)
 
         def replay_of(model: EMSpec, sdk_route: bool = False) -> Callable[[], Awaitable[object]]:
             direct_suits = direct_call.suits

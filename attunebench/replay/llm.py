@@ -533,29 +533,21 @@ class LiteLLMBackend:
         worker, whose environment is the one that counts); without it the spec's key is read here."""
         key = api_key if api_key is not None else spec.api_key()
         try:
-            if uses_openai_sdk(spec) and direct_call.suits(str(spec.api_base)):
-                try:
-                    answer = await direct_call.chat_completion(
-                        api_base=str(spec.api_base),
-                        api_key=key or NO_KEY,
-                        litellm_model=spec.litellm_model,
-                        messages=messages,
-                        params=spec.answer_params(),
-                        timeout=spec.timeout,
-                    )
-                except direct_call.DirectRouteUnsuited:
-                    pass  # a redirect: the SDK below follows it
-                else:
-                    return _completion_of_json(spec, answer)
             if uses_openai_sdk(spec):
-                response = await openai_compatible.chat_completion(
-                    api_base=str(spec.api_base),
-                    api_key=key or NO_KEY,
-                    litellm_model=spec.litellm_model,
-                    messages=messages,
-                    params=spec.answer_params(),
-                    timeout=spec.timeout,
-                )
+                request: dict[str, Any] = {
+                    "api_base": str(spec.api_base),
+                    "api_key": key or NO_KEY,
+                    "litellm_model": spec.litellm_model,
+                    "messages": messages,
+                    "params": spec.answer_params(),
+                    "timeout": spec.timeout,
+                }
+                if direct_call.suits(request["api_base"]):
+                    try:
+                        return _completion_of_json(spec, await direct_call.chat_completion(**request))
+                    except direct_call.DirectRouteUnsuited:
+                        pass  # a redirect: the SDK below follows it
+                response = await openai_compatible.chat_completion(**request)
             else:
                 response = await load_litellm().acompletion(**_litellm_arguments(spec, messages, key))
         except (TransientCallError, PermanentCallError):
