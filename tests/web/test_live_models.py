@@ -258,6 +258,27 @@ def test_a_live_rewrite_is_priced_into_the_spend(client, participant, live):
     assert LiveCall.objects.filter(turn=turn, succeeded=False).count() == 1
 
 
+def test_a_rewrite_by_a_model_its_server_answers_as_given_arrives_and_is_counted(client, participant, live):
+    # a model litellm has no rules for, at a server of its own: the chat's direct route, for the rewrite too
+    live.rewrite = "When you say exams make you anxious, I can hear how much they weigh on you. What feels heaviest?"
+    walker, conversation = live_walker(client, participant, live, model=UNPRICED)
+    walker.send("I feel anxious about exams.", 1)
+    assert walker.reply(1)[-1]["type"] == "done"
+    turn = Turn.objects.get(conversation=conversation, turn_number=1)
+    assert improved_reply(turn) == live.rewrite
+    asked = live.requests[-1]  # what the server was sent: the served name, the rewrite instructions, no stream
+    assert asked["model"] == "attune-unpriced-model" and not asked.get("stream")
+    assert asked["messages"][0]["content"].startswith("Rewrite the assistant's last reply")
+    assert "I feel anxious about exams." in asked["messages"][1]["content"]
+    spend = study_spend(participant.study)
+    assert (spend.calls, spend.calls_unpriced) == (2, 2)  # the reply and the rewrite
+    # the server fails: the call is counted as failed and the participant gets the offline rewrite
+    live.fail_next = 1
+    assert improved_reply(turn) == offline_rewrite(turn.user_message, turn.llm_response)
+    assert LiveCall.objects.filter(turn=turn, succeeded=False).count() == 1
+    assert study_spend(participant.study).calls == 3
+
+
 def test_the_demo_keeps_its_offline_models(client, participant, settings):
     settings.ATTUNE_ALLOW_LIVE_MODELS = True
     assert all(m.is_offline for m in OriginalModel.objects.all())
