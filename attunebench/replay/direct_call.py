@@ -30,7 +30,6 @@ import json
 import zlib
 from collections.abc import Mapping
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 from attunebench.replay import paced_stream
 from attunebench.replay.failures import retry_after_s
@@ -70,28 +69,16 @@ async def chat_completion(
 ) -> dict[str, Any]:
     """One chat completion, as the server's JSON (a dict with a non-empty ``choices`` list); failures raise the
     scheduler's errors (see the module docstring), a redirect ``DirectRouteUnsuited``."""
-    parts = urlsplit(api_base.rstrip("/") + "/chat/completions")
-    https = parts.scheme == "https"
-    key = (parts.scheme, parts.hostname or "", parts.port or (443 if https else 80))
-    target = parts.path + (f"?{parts.query}" if parts.query else "")
     try:
         body = json.dumps(
             {"model": served_model_name(litellm_model), "messages": messages, **params},
             ensure_ascii=False,
             separators=(",", ":"),
         ).encode()
-    except (TypeError, ValueError) as exc:
-        raise PermanentCallError(f"a request that cannot be sent as JSON: {exc}", sent=False) from exc
-    headers = [
-        ("Host", parts.netloc.rpartition("@")[2]),
-        ("Authorization", f"Bearer {api_key}"),
-        ("Accept", "application/json"),
-        ("Accept-Encoding", "identity"),
-        ("Content-Type", "application/json"),
-        ("Content-Length", str(len(body))),
-        ("User-Agent", "attune"),
-    ]
-    status, answer_headers, answer = await _exchange(api_base, key, target, headers, body, timeout)
+        post = paced_stream.chat_post(api_base, api_key, body, accept="application/json")
+    except (TypeError, ValueError, StreamFailed) as exc:
+        raise PermanentCallError(f"a request that cannot be sent: {exc}", sent=False) from exc
+    status, answer_headers, answer = await _exchange(post, timeout)
     if 200 <= status < 300:
         return _chat_completion(api_base, status, answer_headers, answer)
     if 300 <= status < 400:
@@ -99,53 +86,32 @@ async def chat_completion(
     raise _status_error(status, answer_headers, answer)
 
 
-async def _exchange(
-    api_base: str,
-    key: tuple[str, str, int],
-    target: str,
-    headers: list[tuple[str, str]],
-    body: bytes,
-    timeout: float,
-) -> tuple[int, dict[bytes, bytes], bytes]:
+async def _exchange(post: paced_stream.Post, timeout: float) -> tuple[int, dict[bytes, bytes], bytes]:
     """Send the request and read its whole answer: (status, headers, body)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    for _ in range(2):
-        try:
-            connection, reused = await paced_stream._connection(key, deadline)
-        except StreamFailed as exc:  # refused, unknown host, TLS refused, or no connection in time: never sent
-            raise TransientCallError("connection", f"{api_base}: {exc}", sent=False) from exc
-        assert connection.transport is not None
-        exchange = paced_stream._Exchange(connection.http)
-        reusable = False
-        try:
-            try:
-                request = exchange.request(target, headers, body)
-            except StreamFailed as exc:
-                raise PermanentCallError(f"{api_base}: {exc}", sent=False) from None
-            connection.transport.write(request)
-            received = await paced_stream._answer_head(connection, exchange, deadline)
-            if received is None:
-                if reused:
-                    continue  # a kept-alive connection the server had closed meanwhile: asked again on a new one
-                raise TransientCallError("connection", f"{api_base} closed the connection without answering")
-            while not exchange.complete and not exchange.ended:
-                await connection.more(deadline)
-                received += exchange.take(connection.buffer, connection.ended)
-            if not exchange.complete:
-                raise TransientCallError("connection", f"{api_base} closed the connection in the middle of the answer")
-            reusable = True
-            return exchange.status, dict(exchange.headers), received
-        except StreamFailed as exc:
-            if loop.time() >= deadline:
-                raise TransientCallError("timeout", f"no answer from {api_base} within {timeout:g} s") from None
-            raise TransientCallError("connection", f"{api_base}: {exc}") from None
-        finally:
-            if reusable and paced_stream._ready_for_next(connection):
-                paced_stream._give_back(key, connection)
-            else:
-                connection.close()
-    raise TransientCallError("connection", f"{api_base} closed the connection without answering")
+    try:
+        answer = await paced_stream.send(post, deadline)
+    except paced_stream.NotSent as exc:  # refused, unknown host, TLS refused, or no connection in time
+        raise TransientCallError("connection", f"{post.api_base}: {exc}", sent=False) from exc
+    except StreamFailed as exc:
+        raise _broken(post.api_base, exc, loop.time() >= deadline, timeout) from None
+    reusable = False
+    try:
+        body = await answer.body(deadline)
+        reusable = True
+        return answer.status, answer.headers, body
+    except StreamFailed as exc:
+        raise _broken(post.api_base, exc, loop.time() >= deadline, timeout) from None
+    finally:
+        answer.release(reusable)
+
+
+def _broken(api_base: str, exc: StreamFailed, late: bool, timeout: float) -> TransientCallError:
+    """A sent request whose answer did not come whole: a timeout past the deadline, else a broken connection."""
+    if late:
+        return TransientCallError("timeout", f"no answer from {api_base} within {timeout:g} s")
+    return TransientCallError("connection", f"{api_base}: {exc}")
 
 
 def _decoded(headers: Mapping[bytes, bytes], body: bytes) -> bytes:
@@ -214,10 +180,3 @@ def _status_error(status: int, headers: Mapping[bytes, bytes], body: bytes) -> E
     if status == 408:
         return TransientCallError("timeout", message, status=status)
     return PermanentCallError(f"{SDK_ERROR_NAMES.get(status, 'APIStatusError')}: {message}", status=status)
-
-
-def warm_up(api_bases: list[str]) -> None:
-    """Make what the first call to these servers would otherwise make while the first answers wait: the TLS
-    settings (certificate roots read, tens of milliseconds) for an https one. Sends nothing."""
-    if any(urlsplit(api_base).scheme == "https" for api_base in api_bases):
-        paced_stream._tls_context()

@@ -48,7 +48,7 @@ from typing import Any, Final, Protocol
 
 from attunebench import pricing
 from attunebench.pricing import PriceOverride
-from attunebench.replay import direct_call, openai_compatible
+from attunebench.replay import direct_call, openai_compatible, paced_stream
 from attunebench.replay.cache import make_key, normalise_endpoint
 from attunebench.replay.failures import never_connected, retry_after_s
 from attunebench.replay.prompts import CallContext
@@ -360,7 +360,7 @@ async def warm_up(specs: Collection[EMSpec | None] | None = None) -> None:
     In the loop that will make the calls: litellm's background logging is bound to its event loop.
     A warm-up that fails only leaves the first call slower: it is logged, and the real calls report
     whatever is wrong. Models on the direct route (``uses_openai_sdk``) need no litellm: their own
-    connections (``direct_call``) have only their TLS settings to make, made here; one behind a proxy,
+    connections have only their TLS settings to make (``paced_stream.warm_up``); one behind a proxy,
     which goes through the OpenAI SDK, gets the SDK's own warm-up (``openai_compatible.warm_up``), as does
     a process that does not know its models.
     """
@@ -379,8 +379,7 @@ async def warm_up(specs: Collection[EMSpec | None] | None = None) -> None:
             await openai_compatible.warm_up()
         except Exception as exc:  # an optimisation only, as below
             log.warning("OpenAI SDK warm-up failed (the first call will be slower): %s", exc)
-    if any(direct_call.suits(str(s.api_base)) for s in direct):
-        direct_call.warm_up([str(s.api_base) for s in direct])
+    paced_stream.warm_up(str(s.api_base) for s in direct if direct_call.suits(str(s.api_base)))
     if not models:
         return
     litellm = load_litellm()

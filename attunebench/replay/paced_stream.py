@@ -16,7 +16,11 @@ served model name, the messages, ``stream: true``, the key as a bearer token), o
 system's certificate checks, with certifi's roots or ``SSL_CERT_FILE``); connections are kept alive and reused
 per event loop. A server reached through a proxy (``HTTP_PROXY`` and the like) is left to the HTTP client
 library: :func:`reachable_directly` says which. Failures raise ``openai_compatible.StreamFailed``, as the
-library route does. Pure: no Django.
+library route does.
+
+The replay's plain (not streamed) calls go on the same connections (``direct_call``): :func:`chat_post` makes
+the request, :func:`send` sends it and waits for its answer's head, and the :class:`Answer` reads the body and
+gives the connection back. Pure: no Django.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ import os
 import ssl
 import urllib.request
 import weakref
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterable
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import h11
@@ -41,6 +46,50 @@ _idle: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str,
     weakref.WeakKeyDictionary()
 )
 _tls: ssl.SSLContext | None = None
+
+
+class NotSent(StreamFailed):
+    """No connection to the server could be made: nothing of the request left."""
+
+
+@dataclass(frozen=True)
+class Post:
+    """A POST to an OpenAI-compatible server's chat completions, ready for a connection of our own."""
+
+    api_base: str
+    key: tuple[str, str, int]  # the connections it may go on: (scheme, host, port)
+    head: h11.Request
+    body: bytes
+
+
+def chat_post(api_base: str, api_key: str, body: bytes, accept: str) -> Post:
+    """The POST of the JSON ``body`` to ``api_base``'s chat completions, the key as a bearer token, as the
+    HTTP client libraries send it; StreamFailed for a request no HTTP/1.1 can carry (a key holding a newline)."""
+    parts = urlsplit(api_base.rstrip("/") + "/chat/completions")
+    https = parts.scheme == "https"
+    key = (parts.scheme, parts.hostname or "", parts.port or (443 if https else 80))
+    headers = [
+        ("Host", parts.netloc.rpartition("@")[2]),
+        ("Authorization", f"Bearer {api_key}"),
+        ("Accept", accept),
+        ("Accept-Encoding", "identity"),
+        ("Content-Type", "application/json"),
+        ("Content-Length", str(len(body))),
+        ("User-Agent", "attune"),
+    ]
+    target = parts.path + (f"?{parts.query}" if parts.query else "")
+    try:
+        head = h11.Request(method="POST", target=target, headers=headers)
+    except h11.LocalProtocolError as exc:
+        raise StreamFailed(f"a request that cannot be sent: {exc}") from None
+    return Post(api_base, key, head, body)
+
+
+def warm_up(api_bases: Iterable[str]) -> None:
+    """Make what the first call to these servers would otherwise make while the first answers wait: the TLS
+    settings (certificate roots read, tens of milliseconds) for an https one. Sends nothing."""
+    if any(urlsplit(api_base).scheme == "https" for api_base in api_bases):
+        _tls_context()
 
 
 def reachable_directly(api_base: str) -> bool:
@@ -147,9 +196,9 @@ class _Exchange:
         self.ended = False  # the server closed the connection
         self.received = False  # a byte of the answer has arrived
 
-    def request(self, target: str, headers: list[tuple[str, str]], body: bytes) -> bytes:
+    def request(self, post: Post) -> bytes:
         """The request's bytes, to be written."""
-        events = (h11.Request(method="POST", target=target, headers=headers), h11.Data(data=body), h11.EndOfMessage())
+        events = (post.head, h11.Data(data=post.body), h11.EndOfMessage())
         try:
             return b"".join(self.http.send(event) or b"" for event in events)
         except h11.LocalProtocolError as exc:
@@ -260,6 +309,82 @@ async def _answer_head(connection: _Connection, exchange: _Exchange, deadline: f
         await connection.more(deadline)
 
 
+class Answer:
+    """The answer to a :class:`Post` on a connection of our own, from its head on; :meth:`release` ends it."""
+
+    def __init__(self, post: Post, connection: _Connection, exchange: _Exchange, first: bytes) -> None:
+        self.post = post
+        self.first = first  # the body bytes that came with the head
+        self._connection = connection
+        self._exchange = exchange
+
+    @property
+    def status(self) -> int:
+        return self._exchange.status
+
+    @property
+    def headers(self) -> dict[bytes, bytes]:
+        """The answer's headers, names lower-cased."""
+        return dict(self._exchange.headers)
+
+    @property
+    def over(self) -> bool:
+        """Whether no more of the body will come: it is complete, or the connection ended."""
+        return self._exchange.complete or self._exchange.ended
+
+    @property
+    def complete(self) -> bool:
+        return self._exchange.complete
+
+    async def more(self, deadline: float, after: float = 0.0) -> bytes:
+        """The body bytes that arrive next, reading nothing for the first ``after`` seconds (``_Connection.more``);
+        StreamFailed at ``deadline``."""
+        await self._connection.more(deadline, after=after)
+        return self._exchange.take(self._connection.buffer, self._connection.ended)
+
+    async def body(self, deadline: float) -> bytes:
+        """The whole body, ``first`` included; StreamFailed when the connection ends before it does."""
+        received = self.first
+        while not self.over:
+            received += await self.more(deadline)
+        if not self.complete:
+            raise StreamFailed("the connection closed in the middle of the answer")
+        return received
+
+    def release(self, reusable: bool) -> None:
+        """Keep the connection for the next request when ``reusable`` (the answer was read to its end) and h11
+        agrees it can carry one; else close it."""
+        if reusable and _ready_for_next(self._connection):
+            _give_back(self.post.key, self._connection)
+        else:
+            self._connection.close()
+
+
+async def send(post: Post, deadline: float) -> Answer:
+    """Send ``post`` on a kept-alive connection to its server, or a new one, and wait for its answer's head; once
+    more on a new connection when a kept-alive one turns out to have been closed by the server meanwhile.
+    StreamFailed on failure (NotSent when no connection could be made), the connection closed."""
+    for _ in range(2):
+        try:
+            connection, reused = await _connection(post.key, deadline)
+        except StreamFailed as exc:
+            raise NotSent(str(exc)) from exc
+        assert connection.transport is not None
+        exchange = _Exchange(connection.http)
+        try:
+            connection.transport.write(exchange.request(post))
+            first = await _answer_head(connection, exchange, deadline)
+        except BaseException:
+            connection.close()
+            raise
+        if first is not None:
+            return Answer(post, connection, exchange, first)
+        connection.close()
+        if not reused:
+            break
+    raise StreamFailed("the server closed the connection without answering")
+
+
 async def stream_chat_text(
     *,
     api_base: str,
@@ -274,65 +399,30 @@ async def stream_chat_text(
     A status other than 200, an error event, a stream that ends before ``[DONE]`` or an answer not complete
     within ``timeout`` seconds raises StreamFailed.
     """
-    parts = urlsplit(api_base.rstrip("/") + "/chat/completions")
-    https = parts.scheme == "https"
-    host = parts.hostname or ""
-    key = (parts.scheme, host, parts.port or (443 if https else 80))
-    target = parts.path + (f"?{parts.query}" if parts.query else "")
     body = json.dumps({"model": served_model_name(litellm_model), "messages": messages, "stream": True}).encode()
-    headers = [
-        ("Host", parts.netloc.rpartition("@")[2]),
-        ("Authorization", f"Bearer {api_key}"),
-        ("Accept", "text/event-stream"),
-        ("Accept-Encoding", "identity"),
-        ("Content-Type", "application/json"),
-        ("Content-Length", str(len(body))),
-        ("User-Agent", "attune"),
-    ]
+    post = chat_post(api_base, api_key, body, accept="text/event-stream")
     deadline = asyncio.get_running_loop().time() + timeout
-    for _ in range(2):
-        connection, reused = await _connection(key, deadline)
-        assert connection.transport is not None
-        exchange = _Exchange(connection.http)
-        try:
-            connection.transport.write(exchange.request(target, headers, body))
-            first = await _answer_head(connection, exchange, deadline)
-        except BaseException:
-            connection.close()
-            raise
-        if first is not None:
-            break
-        connection.close()
-        if not reused:
-            raise StreamFailed(f"{api_base} closed the connection without answering")
-        # a kept-alive connection the server had closed meanwhile: asked again once on a new one
-    else:  # pragma: no cover - the second round always takes a new connection, which breaks or raises
-        raise StreamFailed(f"{api_base} closed the connection without answering")
+    answer = await send(post, deadline)
     reusable = False
     try:
-        if exchange.status != 200:
-            detail = first
-            while not exchange.complete and not exchange.ended and len(detail) < 300:
-                await connection.more(deadline)
-                detail += exchange.take(connection.buffer, connection.ended)
-            raise StreamFailed(f"{api_base} answered {exchange.status}: {detail[:300].decode('utf-8', 'replace')}")
-        events = first
+        if answer.status != 200:
+            detail = answer.first
+            while not answer.over and len(detail) < 300:
+                detail += await answer.more(deadline)
+            raise StreamFailed(f"{api_base} answered {answer.status}: {detail[:300].decode('utf-8', 'replace')}")
+        events = answer.first
         while True:
-            events += exchange.take(connection.buffer, connection.ended)
             text, events, done = sse_text(events)
             if done:
                 # The body's end follows [DONE] at once: a connection read to it serves the next reply.
-                reusable = exchange.complete
+                reusable = answer.complete
                 if text:
                     yield text
                 return
             if text:
                 yield text
-            if exchange.complete or exchange.ended:  # what was buffered is decoded: no more will come
+            if answer.over:  # what was buffered is decoded: no more will come
                 raise StreamFailed(f"{api_base} ended the stream before [DONE]")
-            await connection.more(deadline, after=pace)
+            events += await answer.more(deadline, after=pace)
     finally:
-        if reusable and _ready_for_next(connection):
-            _give_back(key, connection)
-        else:
-            connection.close()
+        answer.release(reusable)

@@ -15,7 +15,7 @@ import pytest
 
 from attunebench.replay import paced_stream
 from attunebench.replay.openai_compatible import StreamFailed, sse_text
-from attunebench.replay.paced_stream import _Exchange, reachable_directly, stream_chat_text
+from attunebench.replay.paced_stream import _Exchange, chat_post, reachable_directly, stream_chat_text
 from tests.core.test_openai_stream import events
 
 
@@ -123,7 +123,7 @@ def test_the_text_arrives_whole_in_every_framing_and_the_request_is_the_one_lite
 def exchange() -> _Exchange:
     """An exchange whose request has been written, ready to read the answer."""
     ex = _Exchange(h11.Connection(our_role=h11.CLIENT))
-    ex.request("/v1/chat/completions", [("Host", "x"), ("Content-Length", "2")], b"{}")
+    ex.request(chat_post("http://x/v1", "key", b"{}", accept="text/event-stream"))
     return ex
 
 

@@ -269,3 +269,18 @@ def test_a_redirect_is_followed_through_the_sdk():
     got, served = call([moved, moved, as_json(200, COMPLETION)], sdk=False)
     assert got[0].text == '{"response": "Go on."}'
     assert served.lines[-1] == "POST /v2/chat/completions HTTP/1.1"
+
+
+def test_a_key_no_http_request_can_carry_is_refused_before_any_connection():
+    # nobody listens at port 9: the refusal must come before a connection is tried
+    request = direct_call.chat_completion(
+        api_base="http://127.0.0.1:9/v1",
+        api_key="sk-one\nHost: elsewhere",
+        litellm_model="openai/m-1",
+        messages=[{"role": "user", "content": "Hello"}],
+        params={},
+        timeout=5.0,
+    )
+    with pytest.raises(PermanentCallError, match="a request that cannot be sent") as caught:
+        asyncio.run(request)
+    assert caught.value.sent is False
