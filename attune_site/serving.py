@@ -34,20 +34,11 @@ other participants' page loads.
 
 from __future__ import annotations
 
-import os
-
 from attune_site.env import env_int, env_str
+from attunebench.machine import usable_cores
 
 #: Database connections shared by all the web processes of a host when no pool size is set.
 WEB_CONNECTIONS = 48
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (its affinity, which a container's CPU set narrows)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # platforms without affinity
-        return os.cpu_count() or 1
 
 
 def web_workers() -> int:

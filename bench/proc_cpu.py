@@ -38,11 +38,6 @@ def tree_cpu_s(pid: int) -> float:
     return sum(tree_cpu_by_process(pid).values())
 
 
-def usable_cores() -> int:
-    """The CPUs this process may run on (its affinity), which a container can hold below the machine's count."""
-    return len(os.sched_getaffinity(0))
-
-
 class CpuTrace:
     """CPU seconds of process trees over wall time, sampled in a thread, to read off any window afterwards.
 

@@ -73,9 +73,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from proc_cpu import CpuTrace, reference_loop_s, tree_cpu_s, usable_cores
+from proc_cpu import CpuTrace, reference_loop_s, tree_cpu_s
 
 from attunebench.canonical import dumps_canonical
+from attunebench.machine import usable_cores
 from attunebench.replay.protocol import critical_path_calls
 from attunebench.synth import document_filename, synth_conversations
 from devtools.fake_llm_server import http_json, root_url, start_subprocess

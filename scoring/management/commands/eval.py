@@ -25,6 +25,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from attunebench import catalogue as cat
+from attunebench.machine import usable_cores
 from attunebench.replay.failures import DEFAULT_STOP_AFTER, REASONS
 from scoring.cli_runs import cli_provenance
 
@@ -911,13 +912,7 @@ def process_count(requested: int | None, concurrency: int, conversations: int) -
     """How many processes to replay in: as asked (default the cores this process may run on, which a
     container's CPU set or a task set narrows below the machine's CPU count), never more than the concurrency
     (each needs a slot) nor the conversations (each needs a share)."""
-    import os
-
-    try:  # the cores counted as the web server counts them (attune_site.serving.usable_cores)
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:  # platforms without affinity
-        usable = os.cpu_count() or 1
-    wanted = requested if requested is not None else usable
+    wanted = requested if requested is not None else usable_cores()
     return max(1, min(wanted, concurrency, conversations))
 
 
