@@ -2,11 +2,8 @@
 
 Live rewrites use the model named by ``settings.ATTUNE_ALTERNATE_MODEL`` (or, when
 that is unset, the conversation's own original model) and only when
-``ATTUNE_ALLOW_LIVE_MODELS`` is on. A model an OpenAI-compatible server answers as
-given (the chat's direct route) is called on a kept-alive connection of our own, as
-replies and replay calls are: litellm's call costs tens of milliseconds of a
-worker's CPU, paid while participants are submitting their answers. Every other
-model goes through ``litellm.completion``. If the live call fails the failure is
+``ATTUNE_ALLOW_LIVE_MODELS`` is on, called on the reply's own route
+(``collection.chat_model.complete_text``). If the live call fails the failure is
 logged with its cause and the offline rewrite is used, because a participant must
 never be stuck on an annotation page by a provider outage; the offline rewrite is
 always available.
@@ -15,22 +12,18 @@ always available.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import time
 
 from django.conf import settings
 
-from collection.chat_model import LiveAttempt, uses_direct_stream, uses_live_model
+from collection.chat_model import LiveAttempt, complete_text, uses_live_model
 from collection.identity_guard import identity_scanner
 from collection.live_spend import do_record_calls
 from collection.models import Turn
 from collection.study_flow import claim_live_call
 
 logger = logging.getLogger("attune.alternates")
-
-#: How long past the call's own time limit the worker waits for the loop thread to say it is over.
-DIRECT_GRACE_SECONDS = 5.0
 
 REWRITE_INSTRUCTIONS = (
     "Rewrite the assistant's last reply so that it is more emotionally attuned: acknowledge the "
@@ -105,7 +98,7 @@ def improved_reply(turn: Turn) -> str:
         logger.info("rewrite of turn %s: calling %s", turn.pk, model)
         started = time.perf_counter()
         try:
-            attempt.text = _live_text(model, api_base, messages).strip()
+            attempt.text = complete_text(model, api_base, messages).strip()
             attempt.succeeded = True
             logger.info("rewrite of turn %s: %s answered in %.2f s", turn.pk, model, time.perf_counter() - started)
         except Exception:  # provider failure: report it, then fall back so the participant can go on
@@ -117,39 +110,6 @@ def improved_reply(turn: Turn) -> str:
         if attempt.succeeded:
             logger.warning("live rewrite for turn %s was empty; using the offline rewrite", turn.pk)
     return _screened(turn, offline_rewrite(turn.user_message, turn.llm_response))
-
-
-def _live_text(model: str, api_base: str, messages: list[dict[str, str]]) -> str:
-    """The model's answer to ``messages``; a provider failure raises."""
-    timeout = settings.ATTUNE_CHAT_TIMEOUT_SECONDS
-    if uses_direct_stream(model, api_base):
-        from attunebench.replay import aio, direct_call
-
-        if direct_call.suits(api_base):
-            try:
-                answer = aio.run_sync(
-                    direct_call.chat_completion(
-                        api_base=api_base,
-                        # the key litellm would send this server: OPENAI_API_KEY, as for any ``openai/...`` model
-                        api_key=os.environ.get("OPENAI_API_KEY") or "none",
-                        litellm_model=model,
-                        messages=messages,
-                        params={},
-                        timeout=timeout,
-                    ),
-                    timeout + DIRECT_GRACE_SECONDS,
-                )
-            except direct_call.DirectRouteUnsuited:
-                pass  # a redirect: litellm follows it
-            else:
-                return str((answer["choices"][0].get("message") or {}).get("content") or "")
-    from attunebench.replay.llm import imported_litellm
-
-    litellm = imported_litellm()  # heavy: imported only when a live model is used
-    response = litellm.completion(
-        model=model, messages=messages, api_base=api_base or None, timeout=timeout, num_retries=0, max_retries=0
-    )
-    return str(response.choices[0].message.content or "")
 
 
 def _screened(turn: Turn, text: str) -> str:

@@ -235,6 +235,54 @@ def uses_direct_stream(litellm_model: str, api_base: str) -> bool:
     )
 
 
+def _direct_route_key() -> str:
+    """The key litellm would send an OpenAI-compatible server: OPENAI_API_KEY, as for any ``openai/...`` model."""
+    return os.environ.get("OPENAI_API_KEY") or "none"
+
+
+def complete_text(litellm_model: str, api_base: str, messages: list[dict[str, str]]) -> str:
+    """A live model's whole answer to ``messages``, not streamed (a worker's suggested rewrite); a provider failure
+    raises. On the reply's route: one chat completion on our own kept-alive connections for a model on the direct
+    route (``attunebench.replay.direct_call``), litellm for every other model, or when the server is behind a proxy
+    or redirects."""
+    timeout = settings.ATTUNE_CHAT_TIMEOUT_SECONDS
+    if uses_direct_stream(litellm_model, api_base):
+        from attunebench.replay import direct_call
+
+        if direct_call.suits(api_base):
+            call = direct_call.chat_completion(
+                api_base=api_base,
+                api_key=_direct_route_key(),
+                litellm_model=litellm_model,
+                messages=messages,
+                params={},
+                timeout=timeout,
+            )
+            # on the chat loop, whose connections the replies keep alive
+            future = asyncio.run_coroutine_threadsafe(call, _background_loop())
+            try:
+                answer = future.result(timeout + _LOOP_GRACE_SECONDS)
+            except direct_call.DirectRouteUnsuited:
+                pass  # a redirect: litellm follows it
+            except BaseException:
+                future.cancel()  # the wait ended first: the call is not left running
+                raise
+            else:
+                return str((answer["choices"][0].get("message") or {}).get("content") or "")
+    from attunebench.replay.llm import imported_litellm
+
+    litellm = imported_litellm()  # heavy: imported only when a live model is used
+    response = litellm.completion(
+        model=litellm_model,
+        messages=messages,
+        api_base=api_base or None,
+        timeout=timeout,
+        num_retries=0,
+        max_retries=0,
+    )
+    return str(response.choices[0].message.content or "")
+
+
 async def _provider_text(
     litellm_model: str, api_base: str, messages: list[dict[str, str]]
 ) -> AsyncGenerator[str, None]:
@@ -244,8 +292,7 @@ async def _provider_text(
     if uses_direct_stream(litellm_model, api_base):
         from attunebench.replay import openai_compatible, paced_stream
 
-        # The key litellm would send this server: OPENAI_API_KEY, as for any ``openai/...`` model.
-        key = os.environ.get("OPENAI_API_KEY") or "none"
+        key = _direct_route_key()
         if paced_stream.reachable_directly(api_base):
             # One read of the socket per batch: the tokens of the last BATCH_SECONDS decoded together.
             text_stream = paced_stream.stream_chat_text(
