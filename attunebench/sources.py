@@ -11,7 +11,7 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import IO, Any, NamedTuple, TypeVar
+from typing import IO, NamedTuple, TypeVar
 
 from attunebench.canonical import (
     CanonicalError,
@@ -30,10 +30,10 @@ T = TypeVar("T")
 PUBLICATION_MARKER = "publication.json"
 
 
-def _publication() -> Any:
+def _is_publication(path: Path) -> bool:
     from attunebench import publication
 
-    return publication
+    return publication.is_publication(path)
 
 
 class RawDocument(NamedTuple):
@@ -104,13 +104,15 @@ def iter_documents(
         path = Path(given)
         if not path.exists():
             yield Problem(source=str(path), path="", message="no such file or folder")
-        elif path.is_dir() and (path / PUBLICATION_MARKER).is_file() and _publication().is_publication(path):
+        elif path.is_dir() and (path / PUBLICATION_MARKER).is_file() and _is_publication(path):
             # A published dataset folder: its conversations and run outputs are the canonical texts
             # its Parquet tables carry, read in table order (see attunebench/publication.py).
+            from attunebench import publication
+
             for table, column in PUBLISHED_TABLES:
                 if table not in published_tables:
                     continue
-                for source, text in _publication().read_texts(path, table, column):
+                for source, text in publication.read_texts(path, table, column):
                     yield RawDocument(source, text.encode("utf-8"))
         elif path.is_dir():
             found = False
