@@ -448,6 +448,30 @@ def _sign_flip_result(nonzero: np.ndarray) -> PairResult:
     return (min(r_plus, float(ranks.sum()) - r_plus), _exact_sign_flip_p(nonzero), None)
 
 
+def _batch_tests(x: np.ndarray, y: np.ndarray, method: str) -> list[PairResult]:
+    """(statistic, p, note) of each row of ``x`` against the same row of ``y``: rows of one length and scipy method.
+
+    What ``scipy.stats.wilcoxon`` gives each row. The rows scipy answers by its normal approximation (every
+    method but "exact") are ranked here in arrays (:func:`attunebench.metrics.signed_rank.normal_approximation`,
+    the same floats), unless a difference is not finite; the rest go through scipy in one call.
+    """
+    from scipy import stats
+
+    from attunebench.metrics.signed_rank import MAX_DIFFERENCES, normal_approximation
+
+    diffs = x - y
+    if method != "exact" and diffs.shape[1] <= MAX_DIFFERENCES and np.isfinite(diffs).all():
+        statistic, pvalue = normal_approximation(diffs)
+    else:
+        tested = stats.wilcoxon(x, y, axis=1)
+        statistic, pvalue = np.asarray(tested.statistic), np.asarray(tested.pvalue)
+    results: list[PairResult] = []
+    for s, pv in zip(statistic.tolist(), pvalue.tolist(), strict=True):
+        p = _num(pv)
+        results.append((None, None, "test undefined for these values") if p is None else (_num(s), p, None))
+    return results
+
+
 def paired_tests(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> list[PairResult]:
     """:func:`paired_test` of each pair, the pairs that need scipy tested in one array call per kind.
 
@@ -456,7 +480,6 @@ def paired_tests(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> li
     was nearly all of its time. Rows of one call share their length and scipy's method, so each
     row's result is what its own call gives.
     """
-    from scipy import stats
 
     results: list[PairResult | None] = []
     batches: dict[tuple[int, str], list[int]] = {}
@@ -477,15 +500,12 @@ def paired_tests(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> li
             continue
         results.append(None)
         batches.setdefault((diffs.size, _scipy_method(diffs)), []).append(index)
-    for members in batches.values():
-        tested = stats.wilcoxon(
-            np.stack([arrays[i][0] for i in members]), np.stack([arrays[i][1] for i in members]), axis=1
+    for (_, method), members in batches.items():
+        tested = _batch_tests(
+            np.stack([arrays[i][0] for i in members]), np.stack([arrays[i][1] for i in members]), method
         )
-        for row, index in enumerate(members):
-            p = _num(tested.pvalue[row])
-            results[index] = (
-                (None, None, "test undefined for these values") if p is None else (_num(tested.statistic[row]), p, None)
-            )
+        for index, result in zip(members, tested, strict=True):
+            results[index] = result
     done = [result for result in results if result is not None]
     if len(done) != len(results):
         raise RuntimeError("a paired test was left without a result")
@@ -524,7 +544,6 @@ def _shared_tests(x: np.ndarray, y: np.ndarray) -> list[PairResult]:
     (rare at scale); the rest are grouped by scipy's method and tested in one array call each, exactly
     as :func:`paired_tests` groups them, so every result is what the pair's own call gives.
     """
-    from scipy import stats
 
     n_pairs, n = x.shape
     if n < 2:
@@ -543,13 +562,9 @@ def _shared_tests(x: np.ndarray, y: np.ndarray) -> list[PairResult]:
                 results[k] = _sign_flip_result(kept)
                 continue
         batches.setdefault(_scipy_method(diffs[k]), []).append(k)
-    for members in batches.values():
-        tested = stats.wilcoxon(x[members], y[members], axis=1)
-        for row, k in enumerate(members):
-            p = _num(tested.pvalue[row])
-            results[k] = (
-                (None, None, "test undefined for these values") if p is None else (_num(tested.statistic[row]), p, None)
-            )
+    for method, members in batches.items():
+        for k, result in zip(members, _batch_tests(x[members], y[members], method), strict=True):
+            results[k] = result
     return [r if r is not None else (None, None, "test undefined for these values") for r in results]
 
 
