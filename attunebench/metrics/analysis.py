@@ -448,8 +448,10 @@ def _sign_flip_result(nonzero: np.ndarray) -> PairResult:
     return (min(r_plus, float(ranks.sum()) - r_plus), _exact_sign_flip_p(nonzero), None)
 
 
-def _batch_tests(x: np.ndarray, y: np.ndarray, method: str) -> list[PairResult]:
+def _batch_tests(x: np.ndarray, y: np.ndarray, method: str, diffs: np.ndarray | None = None) -> list[PairResult]:
     """(statistic, p, note) of each row of ``x`` against the same row of ``y``: rows of one length and scipy method.
+
+    ``diffs`` is ``x - y`` when the caller has it already.
 
     What ``scipy.stats.wilcoxon`` gives each row. The rows scipy answers by its normal approximation (every
     method but "exact") are ranked here in arrays (:func:`attunebench.metrics.signed_rank.normal_approximation`,
@@ -459,7 +461,8 @@ def _batch_tests(x: np.ndarray, y: np.ndarray, method: str) -> list[PairResult]:
 
     from attunebench.metrics.signed_rank import MAX_DIFFERENCES, normal_approximation
 
-    diffs = x - y
+    if diffs is None:
+        diffs = x - y
     if method != "exact" and diffs.shape[1] <= MAX_DIFFERENCES and np.isfinite(diffs).all():
         statistic, pvalue = normal_approximation(diffs)
     else:
@@ -535,35 +538,39 @@ def variance_ratio(groups: Sequence[Sequence[float]]) -> tuple[float | None, str
     return _num(stats.f_oneway(*groups).statistic), None
 
 
-def _shared_tests(x: np.ndarray, y: np.ndarray) -> list[PairResult]:
+def _shared_tests(x: np.ndarray, y: np.ndarray, diffs: np.ndarray) -> list[PairResult]:
     """:func:`paired_test` of each row of ``x`` against the same row of ``y`` (one length, no missing values).
 
-    Why: at thousands of conversations the discrimination analysis tests hundreds of pairs of rows per
-    metric, and building each pair's differences in Python was most of its time. Rows whose non-zero
-    differences are few enough for the exact sign-flip path go through :func:`paired_tests` one by one
-    (rare at scale); the rest are grouped by scipy's method and tested in one array call each, exactly
-    as :func:`paired_tests` groups them, so every result is what the pair's own call gives.
+    ``diffs`` is ``x - y``. Why: at thousands of conversations the discrimination analysis tests hundreds of
+    pairs of rows per metric, and building each pair's differences in Python was most of its time. Rows whose
+    non-zero differences are few enough for the exact sign-flip path go through it one by one (rare at scale);
+    the rest are grouped by scipy's method and tested together (:func:`_batch_tests`), exactly as
+    :func:`paired_tests` groups them, so every result is what the pair's own call gives.
     """
-
     n_pairs, n = x.shape
     if n < 2:
         return [(None, None, "fewer than 2 shared conversations")] * n_pairs
-    diffs = x - y
     nonzero = np.count_nonzero(diffs, axis=1)
     results: list[PairResult | None] = [None] * n_pairs
     batches: dict[str, list[int]] = {}
-    for k in range(n_pairs):
+    for k in np.flatnonzero(nonzero <= EXACT_SIGN_FLIP_MAX).tolist():
         if nonzero[k] == 0:
             results[k] = (0.0, 1.0, "identical scores on every shared conversation")
             continue
-        if nonzero[k] <= EXACT_SIGN_FLIP_MAX:
-            kept = diffs[k][diffs[k] != 0]
-            if nonzero[k] < n or np.unique(np.abs(kept)).size < kept.size:  # zeros or ties: the exact sign flip
-                results[k] = _sign_flip_result(kept)
-                continue
+        kept = diffs[k][diffs[k] != 0]
+        if nonzero[k] < n or np.unique(np.abs(kept)).size < kept.size:  # zeros or ties: the exact sign flip
+            results[k] = _sign_flip_result(kept)
+            continue
         batches.setdefault(_scipy_method(diffs[k]), []).append(k)
+    many = np.flatnonzero(nonzero > EXACT_SIGN_FLIP_MAX).tolist()
+    if n > 50:  # scipy's method for more than 50 differences, whatever they are
+        batches.setdefault("asymptotic", []).extend(many)
+    else:
+        for k in many:
+            batches.setdefault(_scipy_method(diffs[k]), []).append(k)
     for method, members in batches.items():
-        for k, result in zip(members, _batch_tests(x[members], y[members], method), strict=True):
+        tested = _batch_tests(x[members], y[members], method, diffs[members])
+        for k, result in zip(members, tested, strict=True):
             results[k] = result
     return [r if r is not None else (None, None, "test undefined for these values") for r in results]
 
@@ -603,10 +610,12 @@ def discrimination(
         found: dict[tuple[int, int], tuple[int, float | None, PairResult]] = {}
         for mask_bytes, members in groups.items():
             shared = np.flatnonzero(np.frombuffer(mask_bytes, dtype=bool))
-            left = values[np.ix_(np.array([i for i, _ in members]), shared)]
-            right = values[np.ix_(np.array([j for _, j in members]), shared)]
-            tests = _shared_tests(left, right)
-            sums = exact_row_sums(left - right).tolist()  # each pair's math.fsum of its differences
+            columns = values[:, shared]
+            left = columns[[i for i, _ in members]]
+            right = columns[[j for _, j in members]]
+            diffs = left - right
+            tests = _shared_tests(left, right, diffs)
+            sums = exact_row_sums(diffs).tolist()  # each pair's math.fsum of its differences
             for k, pair in enumerate(members):
                 mean_difference = _num(sums[k] / shared.size) if shared.size else None
                 found[pair] = (int(shared.size), mean_difference, tests[k])
