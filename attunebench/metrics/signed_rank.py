@@ -49,18 +49,22 @@ def normal_approximation(diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     starts = np.flatnonzero(starts_tie)
     sizes = np.diff(starts, append=n_rows * n)
     negatives = np.add.reduceat((keys & np.uint64(1)).ravel(), starts).astype(np.int64)
-    row = starts // n
+    groups_per_row = np.count_nonzero(starts_tie, axis=1)
+    row = np.repeat(np.arange(n_rows), groups_per_row)
     position = starts - row * n  # where the group starts in its sorted row
-    zero = magnitude.ravel()[starts] == 0  # the zeros: the first group of a row that has any
-    n_zero = np.zeros(n_rows, dtype=np.int64)
-    n_zero[row[zero]] = sizes[zero]
+    row_groups = np.concatenate(([0], np.cumsum(groups_per_row)[:-1]))  # each row's first group
+    zero = magnitude[:, 0] == 0  # a row's zeros: its first group, when it has any
+    n_zero = np.where(zero, sizes[row_groups], 0)
     # Twice the group's average rank among the row's non-zero differences: ranks first … first + size − 1.
     twice_rank = 2 * (position - n_zero[row]) + sizes + 1
-    positives = np.where(zero, 0, sizes - negatives)
-    ties = np.where(zero, 0, sizes**3 - sizes)
-    row_groups = np.flatnonzero(position == 0)
+    positives = sizes - negatives
+    positives[row_groups[zero]] = 0
     twice_r_plus = np.add.reduceat(twice_rank * positives, row_groups)
-    tie_term = np.add.reduceat(ties, row_groups)
+    tied = np.flatnonzero(sizes > 1)
+    tied_sizes = sizes[tied]
+    ties = tied_sizes * tied_sizes * tied_sizes - tied_sizes
+    ties[magnitude.ravel()[starts[tied]] == 0] = 0  # zeros are dropped, not tied
+    tie_term = np.bincount(row[tied], weights=ties, minlength=n_rows)
     nonzero = n - n_zero
     r_plus = twice_r_plus / 2
     r_minus = (nonzero * (nonzero + 1) - twice_r_plus) / 2
