@@ -69,6 +69,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="Rewrite waits while a large replay is queued")
     parser.add_argument("--database", default=DEFAULT_DATABASE)
     parser.add_argument("--redis", default=DEFAULT_REDIS)
+    parser.add_argument("--data-dir", type=Path, default=ROOT / "data" / "bench-interactive")
     parser.add_argument("--layout", choices=["reserved", "shared"], default="reserved")
     parser.add_argument("--conversations", type=int, default=200)
     parser.add_argument("--turns", type=int, default=4)
@@ -87,7 +88,7 @@ def main() -> int:
         "DATABASE_URL": options.database,
         "REDIS_URL": options.redis,
         "PYTHONPATH": str(ROOT),
-        "ATTUNE_DATA_DIR": str(ROOT / "data" / "bench-interactive"),
+        "ATTUNE_DATA_DIR": str(options.data_dir),
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     }
     fresh_database(options.database, env)

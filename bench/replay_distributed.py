@@ -76,6 +76,7 @@ class Harness:
     workers: int = 2
     threads: int = 32
     lease_seconds: int = 15
+    data_dir: Path = ROOT / "data" / "bench"
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def env(self) -> dict[str, str]:
@@ -84,7 +85,7 @@ class Harness:
             "DATABASE_URL": self.database,
             "REDIS_URL": self.redis,
             "PYTHONPATH": str(ROOT),
-            "ATTUNE_DATA_DIR": str(ROOT / "data" / "bench"),
+            "ATTUNE_DATA_DIR": str(self.data_dir),
             "ATTUNE_REPLAY_LEASE_SECONDS": str(self.lease_seconds),
             "ATTUNE_REPLAY_CONCURRENCY": "1024",
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
@@ -221,6 +222,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Replay through 2 Celery workers on Postgres + Redis")
     parser.add_argument("--database", default=DEFAULT_DATABASE)
     parser.add_argument("--redis", default=DEFAULT_REDIS)
+    parser.add_argument("--data-dir", type=Path, default=Harness.data_dir, help="the workers' data directory")
     parser.add_argument("--cap", type=int, default=32, help="the provider's max_concurrency, shared by the workers")
     parser.add_argument("--conversations", type=int, default=40)
     parser.add_argument("--turns", type=int, default=8)
@@ -233,7 +235,7 @@ def main() -> None:
         options.conversations, options.turns, options.latency_ms, options.cap = 9, 2, 50.0, 8
     latency = options.latency_ms / 1000
 
-    harness = Harness(options.database, options.redis)
+    harness = Harness(options.database, options.redis, data_dir=options.data_dir)
     harness.fresh_database()
     from attunebench.replay.protocol import critical_path_calls
     from devtools.fake_llm_server import http_json, root_url, start_subprocess

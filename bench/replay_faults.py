@@ -111,6 +111,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Replay under faults and a killed worker")
     parser.add_argument("--database", default=DEFAULT_DATABASE)
     parser.add_argument("--redis", default=DEFAULT_REDIS)
+    parser.add_argument("--data-dir", type=Path, default=Harness.data_dir, help="the workers' data directory")
     parser.add_argument("--cap", type=int, default=32)
     parser.add_argument("--conversations", type=int, default=40)
     parser.add_argument("--turns", type=int, default=8)
@@ -123,7 +124,7 @@ def main() -> None:
     if options.smoke:
         options.conversations, options.turns, options.latency_ms, options.cap = 9, 2, 50.0, 8
 
-    harness = Harness(options.database, options.redis)
+    harness = Harness(options.database, options.redis, data_dir=options.data_dir)
     harness.fresh_database()
     from devtools.fake_llm_server import http_json, root_url, start_subprocess
     from scoring.models import EvaluatedModel

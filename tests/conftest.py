@@ -29,6 +29,20 @@ if not os.environ.get("ATTUNE_PSEUDONYM_KEY"):
     _settings.ATTUNE_PSEUDONYM_KEY = stored_secret_key(_settings.DATA_DIR, PSEUDONYM_KEY_FILE)
 
 
+def _hash_passwords_quickly() -> None:
+    """Accounts made here are hashed by production's algorithm at few iterations (``tests.passwords``); a hash
+    made at production's count (by a child process) still checks, by the hasher listed after it."""
+    from django.conf import settings
+    from django.contrib.auth.hashers import get_hashers, get_hashers_by_algorithm
+
+    settings.PASSWORD_HASHERS = ["tests.passwords.QuickPBKDF2PasswordHasher", *settings.PASSWORD_HASHERS]
+    get_hashers.cache_clear()
+    get_hashers_by_algorithm.cache_clear()
+
+
+_hash_passwords_quickly()
+
+
 @pytest.fixture(autouse=True)
 def _tasks_in_process_unless_marked_celery(request):
     """Only tests marked ``celery`` hand tasks to a real worker.
