@@ -111,6 +111,40 @@ def test_an_access_log_switched_on_is_written_to_its_file_in_its_format_beside_t
     assert "/chat/" not in stream.getvalue()
 
 
+def test_the_served_configuration_writes_no_access_line_unless_one_is_asked_for(tmp_path, monkeypatch):
+    # attune serve's configuration carries a logging dictionary (gunicorn counts any as asking for an access
+    # log): without --access-logfile no request leaves a line anywhere, in the error stream or elsewhere.
+    monkeypatch.setenv("ATTUNE_DB_POOL_SIZE", "20")
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "metrics"))
+    conf = importlib.import_module("attune_site.gunicorn_conf")
+    kept = {
+        name: (logging.getLogger(name).handlers[:], logging.getLogger(name).propagate)
+        for name in ("", "gunicorn.access", "gunicorn.error")
+    }
+    stream = io.StringIO()
+    try:
+        cfg = Config()
+        cfg.set("logger_class", conf.logger_class)
+        cfg.set("logconfig_dict", conf.logconfig_dict)
+        logger = cfg.logger_class(cfg)
+        for handler in logging.getLogger().handlers:
+            if isinstance(handler, logging.StreamHandler):
+                handler.setStream(stream)
+        environ = {"REQUEST_METHOD": "GET", "RAW_URI": "/healthz", "PATH_INFO": "/healthz", "QUERY_STRING": ""}
+        response = SimpleNamespace(status="200 OK", headers=[], sent=10)
+        logger.access(response, SimpleNamespace(headers=[]), environ, timedelta(microseconds=100))
+        enabled = logger.access_log_enabled
+        cfg.set("accesslog", str(tmp_path / "access.log"))
+        logger.setup(cfg)
+        enabled_with_a_file = logger.access_log_enabled
+    finally:
+        for name, (handlers, propagate) in kept.items():
+            logging.getLogger(name).handlers[:] = handlers
+            logging.getLogger(name).propagate = propagate
+    assert stream.getvalue() == ""
+    assert not enabled and enabled_with_a_file
+
+
 @pytest.mark.django_db
 def test_djangos_request_log_names_no_study_link(demo_defaults):
     console = next(h for h in logging.getLogger().handlers if any(isinstance(f, RedactStudyLinks) for f in h.filters))

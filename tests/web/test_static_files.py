@@ -51,3 +51,12 @@ def test_collected_files_get_hashed_names_compressed_copies_and_a_long_cache_lif
 
 def test_a_file_missing_from_the_manifest_keeps_its_name_instead_of_failing_the_page(collected):
     assert static("participant/not-collected-yet.css") == "/static/participant/not-collected-yet.css"
+
+
+def test_an_address_worked_out_once_is_the_same_each_time_and_follows_debug(collected, settings):
+    hashed = static(CSS)
+    assert static(CSS) == hashed != f"/static/{CSS}"
+    settings.DEBUG = True  # Django names the unhashed file while debugging, read at each call
+    assert static(CSS) == f"/static/{CSS}"
+    settings.DEBUG = False
+    assert static(CSS) == hashed
