@@ -1,6 +1,6 @@
 """How long a participant's suggested rewrite waits for a worker while a large replay is queued.
 
-Setup: a database of its own (``--database``, dropped and migrated afresh), Redis (``--redis``, emptied),
+Setup: a database of its own (``--database``, a fresh copy of the migrated template), Redis (``--redis``, emptied),
 the fake provider in a subprocess (``--latency-ms`` per call), ``--conversations`` synthetic conversations
 imported and a run of all of them started against the fake model. Then a simulated participant stores a
 reply every ``--interval`` seconds through the participant actions (``devtools/participant_turns.py``):

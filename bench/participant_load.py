@@ -62,6 +62,7 @@ import psycopg
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench_db import migrated_copy  # noqa: E402
 from proc_cpu import tree_cpu_s  # noqa: E402
 
 from devtools.fake_llm_server import start_subprocess  # noqa: E402
@@ -561,8 +562,6 @@ def main() -> None:
         sys.exit("participant_load.py needs DATABASE_URL pointing at a Postgres server (a database beside it is used)")
 
     name = f"attune_participant_load_{os.getpid()}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
     data_dir = Path(tempfile.mkdtemp(prefix="attune-load-"))
     fake, api_base = start_subprocess(
         "--stream-ms", str(options.reply_seconds * 1000), "--stream-words", str(options.reply_tokens)
@@ -586,7 +585,7 @@ def main() -> None:
     worker = None
     watch = ConnectionWatch(admin_url, name)
     try:
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=REPO, env=env, check=True)
+        migrated_copy(env["DATABASE_URL"], env)
         setup = SETUP.replace("API_BASE", repr(api_base)).replace("SLUG", repr(SLUG))
         setup = setup.replace("TURNS", str(options.turns))
         subprocess.run([sys.executable, "manage.py", "shell", "-c", setup], cwd=REPO, env=env, check=True)

@@ -18,7 +18,7 @@ Settings as ``attune serve`` runs them: a pool of Postgres connections (ATTUNE_D
 cache and session store when REDIS_URL is set. The first participant warms the process and is not counted.
 Printed per kind: requests, mean and median CPU ms, and queries per request.
 
-Setup: a database of its own (``--database``, default beside DATABASE_URL's), dropped and migrated afresh.
+Setup: a database of its own (``--database``, default beside DATABASE_URL's), a fresh copy of the migrated template.
 Usage: DATABASE_URL=postgresql://... [REDIS_URL=redis://...] python bench/participant_request_cpu.py
        [--participants 12 --turns 3]
 The last line is machine-readable.

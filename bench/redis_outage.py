@@ -52,6 +52,7 @@ import psycopg
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench_db import migrated_copy  # noqa: E402
 from participant_load import fill as fill_form  # noqa: E402
 from participant_load import free_port, main_form, with_database  # noqa: E402
 
@@ -279,8 +280,6 @@ def main() -> None:
         sys.exit("redis_outage.py needs DATABASE_URL pointing at a Postgres server (a database beside it is used)")
 
     name = f"attune_redis_outage_{os.getpid()}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
     database = with_database(admin_url, name)
     data_dir = Path(tempfile.mkdtemp(prefix="attune-outage-"))
     redis = PrivateRedis(data_dir)
@@ -298,7 +297,7 @@ def main() -> None:
     }
     server = worker = None
     try:
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=REPO, env=env, check=True)
+        migrated_copy(env["DATABASE_URL"], env)
         setup = SETUP.replace("SLUG", repr(SLUG))
         subprocess.run([sys.executable, "manage.py", "shell", "-c", setup], cwd=REPO, env=env, check=True)
         port = free_port()

@@ -1,6 +1,6 @@
 """Replay throughput through Celery: 2 worker processes on Postgres + Redis, one shared provider cap.
 
-Setup: a database of its own (``--database``, dropped and migrated afresh),
+Setup: a database of its own (``--database``, a fresh copy of the migrated template),
 Redis (``--redis``; its queues and the ``attune:*`` keys are cleared), the
 fake server in a subprocess (200 ms latency), 40 synthetic conversations of
 8 turns imported, the fake model registered with ``max_concurrency`` = the cap

@@ -44,6 +44,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(ROOT))
 
+from bench_db import migrated_copy  # noqa: E402
 from figures import figures_line  # noqa: E402
 
 STEPS = ("import", "runs", "score", "analyses", "dashboard", "api", "export_jsonl", "export_parquet")
@@ -268,7 +269,7 @@ def measure_size(args: argparse.Namespace, size: int, url: str) -> dict[tuple[st
 
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env.update(DATABASE_URL=url, PYTHONPATH=str(ROOT), DJANGO_SETTINGS_MODULE="attune_site.settings")
-    _fresh_database(url, env)
+    migrated_copy(url, env)
     out: dict[tuple[str, str], float] = {}
     with tempfile.TemporaryDirectory(prefix="attune-study-scale-") as work:
         with open(Path(work) / "conversations.jsonl", "w", encoding="utf-8") as handle:
@@ -288,39 +289,6 @@ def measure_size(args: argparse.Namespace, size: int, url: str) -> dict[tuple[st
             shown = ", ".join(f"{k}={v:.3g}" for k, v in figures.items())
             print(f"  {size} conversations, {step}: {shown}", flush=True)
     return out
-
-
-def _fresh_database(url: str, env: dict[str, str]) -> None:
-    """Drop and recreate the study's database as a copy of an empty, migrated template (migrated once a run)."""
-    import psycopg
-
-    name = url.rsplit("/", 1)[1]
-    template = name + "_template"
-    server = url.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        migrated = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (template,)).fetchone()
-    if not migrated or not _TEMPLATE_READY:
-        with psycopg.connect(server, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{template}"')
-        migrate_env = {**env, "DATABASE_URL": url.rsplit("/", 1)[0] + "/" + template}
-        subprocess.run(
-            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=migrate_env, check=True
-        )
-        _TEMPLATE_READY.append(True)
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-
-
-def _drop_template(url: str) -> None:
-    import psycopg
-
-    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}_template" WITH (FORCE)')
-
-
-_TEMPLATE_READY: list[bool] = []  # the template is migrated afresh once per run of the bench, then copied
 
 
 def main() -> int:
@@ -352,7 +320,6 @@ def main() -> int:
         n_runs = size * args.models * 12
         print(f"{size} conversations × {args.models} models × 4 modes × 3 strategies = {n_runs} runs", flush=True)
         results[size] = measure_size(args, size, url)
-    _drop_template(url)
     small, large = results[sizes[0]], results[sizes[1]]
     print(f"\n| figure | {sizes[0]} conversations | {sizes[1]} conversations | ratio |")
     print("|---|---|---|---|")

@@ -15,7 +15,7 @@ three is printed:
 - unnest_ms   plain ``bulk_create``: Django 5.2's ``UNNEST`` of one array per column,
               whose elements psycopg escapes in Python
 
-Setup: a database of its own (``--database``), dropped and migrated afresh.
+Setup: a database of its own (``--database``), a fresh copy of the migrated template.
 Usage: python bench/transcript_insert.py [--rounds 40 --database URL]
 The last line is machine-readable.
 """
