@@ -27,7 +27,6 @@ from django.utils import timezone
 from attunebench import catalogue as cat
 from attunebench.machine import usable_cores
 from attunebench.replay.failures import DEFAULT_STOP_AFTER, REASONS
-from scoring.cli_runs import cli_provenance
 
 if TYPE_CHECKING:
     from attunebench.metrics.results import ScoringReport
@@ -304,6 +303,8 @@ class Command(BaseCommand):
             if not to_replay:
                 runs = []
             elif through_celery:
+                from scoring.cli_runs import cli_provenance
+
                 runs = self._through_celery(em, options, to_replay, cli_provenance(em, config, options, sys.argv[1:]))
                 out.mkdir(parents=True, exist_ok=True)
                 from attunebench.canonical import dumps_canonical
@@ -400,7 +401,7 @@ class Command(BaseCommand):
         """Record the replay as a finished run in the database (``scoring.cli_runs``) and say where it is."""
         from django.urls import reverse
 
-        from scoring.cli_runs import RecordError, do_record_cli_run
+        from scoring.cli_runs import RecordError, cli_provenance, do_record_cli_run
 
         try:
             run = do_record_cli_run(
