@@ -21,6 +21,7 @@ from django.template.loader import get_template
 from django.urls import get_resolver
 
 from attunebench.replay.llm import WARM_UP_MODEL
+from attunebench.safety import screen_text
 
 logger = logging.getLogger("attune.warmup")
 
@@ -94,6 +95,10 @@ def warm_up(live_models: bool | None = None) -> dict[str, float]:
         except TemplateDoesNotExist:
             logger.warning("warm-up: template %s not found", name)
     timings["templates"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    screen_text("warm-up")  # compiles the risk screen's patterns (compiled on first use): every message is screened
+    timings["safety"] = time.perf_counter() - start
 
     if settings.ATTUNE_ALLOW_LIVE_MODELS if live_models is None else live_models:
         start = time.perf_counter()

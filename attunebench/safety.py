@@ -77,7 +77,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Level = Literal["none", "concern", "urgent"]
 LEVELS: tuple[Level, ...] = ("none", "concern", "urgent")
@@ -132,6 +132,32 @@ def higher(a: Level, b: Level) -> Level:
 # --- building blocks -------------------------------------------------------------------------------------
 
 _FLAGS = re.IGNORECASE
+
+
+class _Pattern:
+    """A regular expression compiled on its first use, then used as the compiled one.
+
+    Why: the screen's patterns take a noticeable part of a second to compile, and every process that sets up
+    Django imports this module (the chat's screen is part of the collection app) while most never screen a
+    message (``attune eval``, workers of other queues). The first ``screen_text`` compiles them all.
+    """
+
+    def __init__(self, source: str, flags: int = 0) -> None:
+        self.source, self.flags = source, flags
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for what the instance lacks (search, finditer, ...): compile once, then keep each method looked up
+        # on the instance, so later uses are plain attribute reads. Special names (copy's, pickle's) stay unknown.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        compiled = self.__dict__.get("_compiled")
+        if compiled is None:
+            compiled = self.__dict__["_compiled"] = re.compile(self.source, self.flags)
+        value = getattr(compiled, name)
+        self.__dict__[name] = value
+        return value
+
+
 _PERSON = (
     r"(?:step)?(?:dad|father|mum|mom|mother|parent|brother|sister|son|daughter|husband|wife|partner|boyfriend"
     r"|girlfriend|bf|gf|ex|boss|manager|teacher|coach|flatmate|roommate|housemate|neighbou?r|friend|colleague"
@@ -207,7 +233,7 @@ class _Rule:
 
     signal: str
     level: Level
-    pattern: re.Pattern[str]
+    pattern: _Pattern
     role: str
     person: str = "self"
     third_drop: bool = False
@@ -239,7 +265,7 @@ def _r(
     return _Rule(
         signal,
         level,
-        re.compile(pattern, _FLAGS),
+        _Pattern(pattern, _FLAGS),
         role,
         person=person,
         third_drop=third_drop,
@@ -733,17 +759,17 @@ _RULES: tuple[_Rule, ...] = (
 # --- context -----------------------------------------------------------------------------------------------
 
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "ʼ": "'", "`": "'", "“": '"', "”": '"', "„": '"', "«": '"', "»": '"'})
-_CLAUSE_BREAK = re.compile(
+_CLAUSE_BREAK = _Pattern(
     r"[.!?;,:\n]|\b(?:but|and|because|though|although|however|except|then|pero|mais|aber|y|et|und|ma)\b", _FLAGS
 )
-_SENTENCE_BREAK = re.compile(r"[.!?\n]+")
-_NEGATOR = re.compile(
+_SENTENCE_BREAK = _Pattern(r"[.!?\n]+")
+_NEGATOR = _Pattern(
     r"\b(?:not|never|no|nobody|noone|nothing|neither|nor|without|cannot|nah|nunca|jam[aá]s|ne|pas|jamais|nicht|nie"
     r"|niemals|kein\w*|n[aã]o|non|mai|dont|wont|cant|didnt|doesnt|isnt|wasnt|arent|werent|couldnt|wouldnt"
     r"|shouldnt|havent|hasnt|aint)\b|\b\w+n't\b",
     _FLAGS,
 )
-_NOT_NEGATION = re.compile(
+_NOT_NEGATION = _Pattern(
     r"\b(?:can'?t|cannot|couldn'?t)\s+stop\b|\bnot\s+(?:sure|joking|kidding|even|only)\b|\bno\s+longer\b"
     r"|\b(?:don'?t|do\s+not)\s+know\s+(?:why|if|how|what|whether|where)\b|\bnothing\s+(?:else|left)\b"
     r"|\bno\s+matter\b|\bnever\s+(?:again|felt|been\s+so)\b|\b(?:doesn'?t|does\s+not)\s+matter\b"
@@ -753,35 +779,35 @@ _NOT_NEGATION = re.compile(
     _FLAGS,
 )
 #: Negations that belong to the act itself ("make sure I don't wake up", "I'm not coming back").
-_OWN_NEGATION = re.compile(
+_OWN_NEGATION = _Pattern(
     r"\b(?:don'?t|do\s+not|never|not|won'?t)\s+(?:wake\s+up|coming\s+back|come\s+back|be\s+coming\s+back|exist)\b",
     _FLAGS,
 )
 #: A negation that is a streak, not a denial: "I haven't self harmed in a week".
-_STREAK = re.compile(r"^\s+(?:in|for)\s+(?:a|an|\d+|one|two|three|four|five|six|several|a\s+few)\b", _FLAGS)
-_REPORTED_QUESTION = re.compile(r"\b(?:asked|asks|ask|asking)\s+(?:me\s+)?(?:if|whether)\b", _FLAGS)
-_TOLD_TO = re.compile(r"\b(?:tell|tells|telling|told|says|said)\s+(?:me\s+)?to\s+(?:go\s+)?$", _FLAGS)
-_PAST = re.compile(r"\b(?:used\s+to|no\s+longer|back\s+when|in\s+the\s+past)\b", _FLAGS)
-_LAUGH = re.compile(
+_STREAK = _Pattern(r"^\s+(?:in|for)\s+(?:a|an|\d+|one|two|three|four|five|six|several|a\s+few)\b", _FLAGS)
+_REPORTED_QUESTION = _Pattern(r"\b(?:asked|asks|ask|asking)\s+(?:me\s+)?(?:if|whether)\b", _FLAGS)
+_TOLD_TO = _Pattern(r"\b(?:tell|tells|telling|told|says|said)\s+(?:me\s+)?to\s+(?:go\s+)?$", _FLAGS)
+_PAST = _Pattern(r"\b(?:used\s+to|no\s+longer|back\s+when|in\s+the\s+past)\b", _FLAGS)
+_LAUGH = _Pattern(
     r"\blo+l+\b|\blmf?ao+\b|\brofl\b|\b(?:ha){2,}h?\b|\b(?:he){2,}\b|\b(?:ja){2,}\b|\bjk\b|\bjust\s+kidding\b|\bmdr\b"
     r"|\bxd+\b|[😂🤣😆😅😹💀]",
     _FLAGS,
 )
-_MEDIA = re.compile(
+_MEDIA = _Pattern(
     r"\b(?:film|films|movie|movies|song|songs|lyrics?|book|books|novel|novels|article|articles|news|podcast|show"
     r"|shows|series|episode|documentary|game|games|scene|character|characters|lecture|lectures|dissertation|essay"
     r"|thesis|seminar|training|volunteer|prevention|rates|statistics|hamlet|poem|poetry|película|libro|canción"
     r"|chanson|livre|roman|lied|buch|filme?)\b|\b13\s+reasons\s+why\b",
     _FLAGS,
 )
-_ACCIDENT = re.compile(
+_ACCIDENT = _Pattern(
     r"\b(?:chopping|cooking|shaving|slicing|peeling|by\s+accident|accidentally|accident|tripp(?:ed|ing)|slipp(?:ed|ing)"
     r"|fell|playing|training|gym|football|rugby|hiking|gardening|ironing|baking|paper\s+cut"
     r"|on\s+(?:a|the|my)\s+(?:glass|tin|can|oven|stove|hob|iron|kettle|pan|grill|radiator|tray|barbecue|bbq|candle"
     r"|cooker|toaster))\b",
     _FLAGS,
 )
-_PLAYFUL = re.compile(
+_PLAYFUL = _Pattern(
     r"\b(?:by\s+accident|accidentally|as\s+a\s+joke|jokingly|playfully|for\s+fun|play[\s-]?fight\w*|messing\s+(?:about"
     r"|around)|in\s+(?:the|a)\s+game|at\s+(?:football|rugby|training|practice|chess|cards)|tickl\w*|wrestl\w*"
     r"|rough[\s-]?hous\w*|sparring|boxing|karate|judo|martial\s+arts"
@@ -789,20 +815,20 @@ _PLAYFUL = re.compile(
     r"|with\s+(?:his|her|their)\s+words)\b",
     _FLAGS,
 )
-_TRIFLE = re.compile(
+_TRIFLE = _Pattern(
     r"\b(?:ate|eats|eating|eaten|borrow\w*|took\s+my|takes\s+my|stole\s+my|nicked\s+my|finished\s+my|drank\s+my"
     r"|used\s+my|forgot|forgets|leftovers|cheese|jeans|charger|remote|snack\w*|biscuits?|chocolate|spoil\w*"
     r"|parking|tv|wifi|homework|late\s+again|emotionally|feelings|pride|ego)\b",
     _FLAGS,
 )
-_THIRD_REFL = re.compile(r"\b(?:himself|herself|themselves|themself)\b|\b(?:his|her|their)\s+(?:own\s+)?life\b", _FLAGS)
-_FIRST_IN_MATCH = re.compile(r"\b(?:i|me|my|myself|mine|i'm|im|i've|ive|i'll|i'd)\b", _FLAGS)
-_THIRD_IN_MATCH = re.compile(
+_THIRD_REFL = _Pattern(r"\b(?:himself|herself|themselves|themself)\b|\b(?:his|her|their)\s+(?:own\s+)?life\b", _FLAGS)
+_FIRST_IN_MATCH = _Pattern(r"\b(?:i|me|my|myself|mine|i'm|im|i've|ive|i'll|i'd)\b", _FLAGS)
+_THIRD_IN_MATCH = _Pattern(
     r"\b(?:he|she|they|he's|she's|they're|hes|shes|him|wants|wishes|says|talks|harms|cuts|hangs|kills|hanged)\b"
     r"|\bis\s+(?:\w+\s+)?suicidal\b",
     _FLAGS,
 )
-_SUBJECT = re.compile(
+_SUBJECT = _Pattern(
     r"(?P<first>\b(?:i|i'm|im|i've|ive|i'd|i'll|me|my|myself)\b)"
     r"|(?P<third>\b(?:he|she|they|he's|she's|they're|hes|shes|theyre|he'd|she'd|he'll|she'll|him|them|his|their"
     r"|someone|somebody|people)\b|\b(?:my|our|his|her|their|a|the|one\s+of\s+my)\s+(?:[\w-]+\s+)?"
@@ -813,15 +839,15 @@ _SUBJECT = re.compile(
     r"|hairdresser|tattooist|tattoo\s+artist)\b)",
     _FLAGS,
 )
-_ADVERBS = re.compile(
+_ADVERBS = _Pattern(
     r"\s*(?:(?:just|really|still|always|also|even|sometimes|often|honestly|actually|kind\s+of|kinda|so|truly)\s+)*",
     _FLAGS,
 )
-_QUOTED = re.compile(r"\"[^\"\n]{1,400}\"")
+_QUOTED = _Pattern(r"\"[^\"\n]{1,400}\"")
 
 # --- amplifiers: never a signal alone, they make one urgent ---
 
-_TIME = re.compile(
+_TIME = _Pattern(
     r"\b(?:tonight|tomorrow|today|tmrw|this\s+(?:weekend|week|evening|afternoon|morning|friday|saturday|sunday"
     r"|monday|tuesday|wednesday|thursday)|next\s+week|soon|right\s+now|later\s+today|in\s+(?:an|a\s+few|\d+)\s+"
     r"(?:hours?|minutes?|days?)|(?:by|on|this|next)\s+(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
@@ -834,7 +860,7 @@ _TIME = re.compile(
     r"|cette\s+nuit|heute(?:\s+nacht)?|morgen|stanotte|stasera|domani|amanhã|hoje)\b",
     _FLAGS,
 )
-_PLACE = re.compile(
+_PLACE = _Pattern(
     r"\b(?:i'?m|im|i\s+am)\s+(?:\w+\s+)?(?:on|at|up\s+on|standing\s+on|sitting\s+on|by|near|on\s+top\s+of)\s+"
     r"(?:the|a|my|this)\s+(?:[\w-]+\s+)?(?:roof|rooftop|ledge|bridge|edge|cliff|cliffs|balcony|platform|tracks"
     r"|railway|top\s+floor|window\s*sill|car\s+park)\b"
@@ -842,14 +868,14 @@ _PLACE = re.compile(
     r"|bridge|cliffs?|cliff\s+edge|river|sea|roof|motorway)\b",
     _FLAGS,
 )
-_RESOLVE = re.compile(
+_RESOLVE = _Pattern(
     r"\bi'?ve\s+(?:decided|made\s+up\s+my\s+mind)(?!\s+(?:to|that|on|what|whether|if|against|not)\b)"
     r"|\bi\s+(?:have\s+)?decided(?=\s*(?:[.!]|$))|\bi\s+mean\s+it\b|\bnot\s+(?:joking|kidding)\b|\bi'?m\s+serious\b"
     r"|\bmake\s+it\s+happen\b|\bmade\s+(?:my\s+)?peace\b|\bmind\s+is\s+made\s+up\b|\bno\s+(?:going|turning)\s+back\b"
     r"|\bya\s+lo\s+decid[ií]\b|\bc'est\s+d[ée]cid[ée]\b|\bich\s+habe\s+(?:mich\s+)?entschieden\b",
     _FLAGS,
 )
-_MEANS_WORD = re.compile(
+_MEANS_WORD = _Pattern(
     rf"\b(?:{_DRUG}|{_BLADE}|guns?|rifle|pistol|shotgun|rope|noose|knife|bleach|pastillas|tabletten|médicaments)\b",
     _FLAGS,
 )

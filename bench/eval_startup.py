@@ -15,14 +15,15 @@ sends). For each run:
                        machine shared with other jobs, where the wall clock also counts their turns
 - exit_s               command start -> exit (the whole quick check)
 
-The first run is the first time this data directory sees the model: the command
-asks litellm once whether the model's calls take the direct route (no litellm) and keeps
-the answer (``attunebench.replay.llm.remember_routes_in``), so only that run
+The first run is the first time this data directory sees the model. For ``fake-em`` the
+direct route is decided without litellm (``attunebench.replay.llm.route_without_litellm``);
+a name that rule leaves to litellm (``--model-name`` with ``gpt`` in it, say) makes that
+run ask litellm once and keep the answer (``remember_routes_in``), so only that run
 imports litellm. ``--via-litellm`` adds one run through litellm, the route that
 needs it, for comparison. ``--root`` times another checkout's ``attune eval``
 (e.g. the main branch, for a before/after).
 
-Usage: python bench/eval_startup.py [--repeat 3 --via-litellm --root PATH]
+Usage: python bench/eval_startup.py [--repeat 3 --via-litellm --root PATH --model-name NAME]
 The last line is machine-readable (medians of the runs after the first).
 """
 
@@ -48,13 +49,15 @@ from attunebench.synth import document_filename, synth_conversations  # noqa: E4
 from devtools.fake_llm_server import http_json, root_url, start_subprocess  # noqa: E402
 
 
-def one_run(root: Path, api_base: str, folder: Path, out: Path, data: Path, via_litellm: bool) -> dict[str, float]:
+def one_run(
+    root: Path, api_base: str, folder: Path, out: Path, data: Path, via_litellm: bool, model: str = "fake-em"
+) -> dict[str, float]:
     """One ``attune eval`` process: its time (and CPU) to the first request, and to its exit."""
     control = root_url(api_base)
     http_json(f"{control}/stats/reset", {})
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.update({"PYTHONPATH": str(root), "ATTUNE_DATA_DIR": str(data)})
-    command = [sys.executable, "-m", "attune_site.cli", "eval", "--model", "openai/fake-em", "--api-base", api_base]
+    command = [sys.executable, "-m", "attune_site.cli", "eval", "--model", f"openai/{model}", "--api-base", api_base]
     command += ["--conversations", str(folder), "--no-cache", "--concurrency", "8", "--out", str(out)]
     if via_litellm:
         command.append("--via-litellm")
@@ -80,6 +83,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=4, help="runs (the first one learns the model's route)")
     parser.add_argument("--via-litellm", action="store_true", help="one more run with --via-litellm")
     parser.add_argument("--root", type=Path, default=BENCH.parent, help="the checkout whose attune eval to time")
+    parser.add_argument(
+        "--model-name", default="fake-em", help="the served model's name (one with gpt in it is asked of litellm)"
+    )
     parser.add_argument("--smoke", action="store_true", help="two runs: the path, not the timing")
     options = parser.parse_args()
     if options.smoke:
@@ -100,7 +106,11 @@ def main() -> None:
             one_run(options.root, api_base, folder, Path(tmp) / "setup", data, via_litellm=True)
             (data / "litellm-routes.json").unlink(missing_ok=True)  # the model's route is not known yet
             for number in range(options.repeat):
-                runs.append(one_run(options.root, api_base, folder, Path(tmp) / f"out-{number}", data, False))
+                runs.append(
+                    one_run(
+                        options.root, api_base, folder, Path(tmp) / f"out-{number}", data, False, options.model_name
+                    )
+                )
             if options.via_litellm:
                 litellm_run = one_run(options.root, api_base, folder, Path(tmp) / "out-litellm", data, True)
     finally:

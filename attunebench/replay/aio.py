@@ -94,3 +94,9 @@ def run_sync(coroutine: Coroutine[Any, Any, T], timeout: float | None = None) ->
 def run_sync_beating(coroutine: Coroutine[Any, Any, T], interval: float, beat: Callable[[], bool]) -> T:
     """``run_sync`` that calls ``beat()`` every ``interval`` seconds meanwhile (see ``LoopThread.run_beating``)."""
     return process_loop().run_beating(coroutine, interval, beat)
+
+
+def start_sync(coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    """Start a coroutine on the process loop and return at once: the caller does other work meanwhile and waits
+    with ``result()`` (or stops it with ``cancel()``)."""
+    return asyncio.run_coroutine_threadsafe(coroutine, process_loop().loop)

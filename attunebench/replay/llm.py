@@ -37,9 +37,11 @@ Choices:
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -466,22 +468,71 @@ def uses_openai_sdk(spec: EMSpec) -> bool:
     model = spec.litellm_model
     if model in _uses_sdk:
         return _uses_sdk[model]
+    if route_without_litellm(model):
+        _uses_sdk[model] = True
+        return True
     installation = _litellm_installation() if _routes_file is not None else None
     kept = _kept_routes(installation).get(model) if installation else None
     if kept is not None:
         _uses_sdk[model] = kept
     else:
-        litellm = load_litellm()
-        served = openai_compatible.served_model_name(model)
-        listed = any(n in litellm.model_cost and n not in _registered_unlisted for n in (model, served))
-
-        def supported(name: str) -> set[str]:
-            return set(litellm.get_supported_openai_params(model=name, custom_llm_provider="openai") or ())
-
-        _uses_sdk[model] = not listed and supported(served) == supported(_GENERIC_MODEL)
+        _uses_sdk[model] = route_by_litellm(model)
         if installation:
             _keep_route(installation, model, _uses_sdk[model])
     return _uses_sdk[model]
+
+
+def route_by_litellm(model: str) -> bool:
+    """litellm's own answer for ``openai/<name>`` at a server of its own (imports litellm: seconds of CPU): the
+    direct route when litellm does not list the model and gives it the parameters of a made-up name."""
+    litellm = load_litellm()
+    served = openai_compatible.served_model_name(model)
+    listed = any(n in litellm.model_cost and n not in _registered_unlisted for n in (model, served))
+
+    def supported(name: str) -> set[str]:
+        return set(litellm.get_supported_openai_params(model=name, custom_llm_provider="openai") or ())
+
+    return not listed and supported(served) == supported(_GENERIC_MODEL)
+
+
+#: Parts of a served name that litellm's OpenAI rules read as a family with rules of its own (``gpt-*``:
+#: ``gpt-4``, ``gpt-5``, ...; ``o<digit>``: the o-series), or as another endpoint (``responses/``).
+_FAMILY_MARKERS: Final = re.compile(r"gpt|(^|/)o\d|responses/", re.IGNORECASE)
+#: litellm's packaged price list: its ``model_cost`` when ``LITELLM_LOCAL_MODEL_COST_MAP`` is true.
+_LITELLM_PRICE_FILE: Final = "model_prices_and_context_window_backup.json"
+
+
+def route_without_litellm(model: str) -> bool:
+    """True when litellm's answer (``route_by_litellm``) is known to be the direct route without importing it;
+    False means only litellm can say.
+
+    The rule, for litellm's local price list (``LITELLM_LOCAL_MODEL_COST_MAP`` true, as ``attune`` sets it):
+    a name that appears nowhere in that list (not even quoted inside an entry) is not listed, so litellm's
+    OpenAI rules pick a model-specific configuration only by the name's form; a name with none of the forms
+    those rules look for (``_FAMILY_MARKERS``) gets the parameters of a made-up name. Anything else goes to
+    litellm. ``tests/core/test_replay_route_rule.py`` checks the two agree on names of every kind.
+    """
+    if os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "").lower() != "true":
+        return False  # litellm fetches its price list from the network: only it knows what is listed
+    served = openai_compatible.served_model_name(model)
+    if not served or _FAMILY_MARKERS.search(served):
+        return False
+    prices = _litellm_price_list()
+    return prices is not None and not any(json.dumps(n, ensure_ascii=False).encode() in prices for n in {model, served})
+
+
+@functools.cache
+def _litellm_price_list() -> bytes | None:
+    """The bytes of litellm's packaged price list, read once per process; None when there is none to read."""
+    import importlib.util
+
+    found = importlib.util.find_spec("litellm")
+    if found is None or not found.origin:
+        return None
+    try:
+        return (Path(found.origin).parent / _LITELLM_PRICE_FILE).read_bytes()
+    except OSError:
+        return None
 
 
 def needs_litellm(spec: EMSpec | None) -> bool:

