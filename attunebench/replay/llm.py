@@ -42,6 +42,7 @@ import json
 import logging
 import os
 import re
+import sys
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -517,6 +518,9 @@ def route_without_litellm(model: str) -> bool:
     served = openai_compatible.served_model_name(model)
     if not served or _FAMILY_MARKERS.search(served):
         return False
+    litellm = sys.modules.get("litellm")
+    if litellm is not None:  # loaded already: its own list, with the models registered with it since
+        return not any(n in litellm.model_cost and n not in _registered_unlisted for n in (model, served))
     prices = _litellm_price_list()
     return prices is not None and not any(json.dumps(n, ensure_ascii=False).encode() in prices for n in {model, served})
 

@@ -27,7 +27,8 @@ print("loaded", "litellm" in sys.modules, litellm.num_retries, litellm.telemetry
 """
 
 
-# ``attune eval``'s preparation: nothing for offline baselines, litellm and a frozen heap for a live model.
+# ``attune eval``'s preparation: nothing for offline baselines; a frozen heap without litellm for a model on the
+# direct route (a served name litellm has no rules for); litellm and a frozen heap for a model litellm calls.
 EVAL_CHECK = """
 import gc
 import sys
@@ -38,7 +39,9 @@ from attunebench.replay.protocol import ReplayConfig
 from scoring.management.commands.eval import load_for_replay
 offline = load_for_replay(spec_from_name("baseline:random"), ReplayConfig(judge=spec_from_name("baseline:lexicon")))
 print("offline", offline, gc.get_freeze_count(), "litellm" in sys.modules)
-live = load_for_replay(EMSpec(name="openai/fake", api_base="http://127.0.0.1:9/v1"), ReplayConfig())
+direct = load_for_replay(EMSpec(name="openai/fake", api_base="http://127.0.0.1:9/v1"), ReplayConfig())
+print("direct", direct, gc.get_freeze_count() > 0, "litellm" in sys.modules)
+live = load_for_replay(EMSpec(name="openai/gpt-4o-mini", api_base="http://127.0.0.1:9/v1"), ReplayConfig())
 print("live", live, gc.get_freeze_count() > 300_000, "litellm" in sys.modules)
 """
 
@@ -64,5 +67,11 @@ def test_the_worker_start_signal_loads_and_configures_litellm_and_freezes_the_he
     assert lines[-2] == "frozen True True"
 
 
-def test_eval_freezes_the_start_up_heap_before_a_live_replay_and_leaves_an_offline_one_alone(tmp_path):
-    assert run_fresh(EVAL_CHECK, tmp_path)[-2:] == ["offline False 0 False", "live True True True"]
+def test_eval_freezes_the_start_up_heap_before_a_live_replay_loads_litellm_only_for_its_route_and_leaves_an_offline_one_alone(
+    tmp_path,
+):
+    assert run_fresh(EVAL_CHECK, tmp_path)[-3:] == [
+        "offline False 0 False",
+        "direct True True False",
+        "live True True True",
+    ]
