@@ -66,83 +66,73 @@ def test_gunicorn_writes_no_access_log_by_default_and_redacts_one_switched_on(tm
     )
 
 
-def test_an_access_log_switched_on_is_written_to_its_file_in_its_format_beside_the_shared_logging(
-    tmp_path, monkeypatch
-):
-    # gunicorn, then each worker's Django, apply the shared logging configuration after the file is opened:
-    # the lines must still land there, once, in the operator's format, and not in the error stream's format.
+@pytest.fixture
+def served_config(tmp_path, monkeypatch):
+    """attune serve's gunicorn configuration, and the loggers it reconfigures put back afterwards."""
     monkeypatch.setenv("ATTUNE_DB_POOL_SIZE", "20")
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "metrics"))
-    conf = importlib.import_module("attune_site.gunicorn_conf")
-    root = logging.getLogger()
     kept = {
         name: (logging.getLogger(name).handlers[:], logging.getLogger(name).propagate)
         for name in ("", "gunicorn.access", "gunicorn.error")
     }
+    conf = importlib.import_module("attune_site.gunicorn_conf")
+    cfg = Config()
+    cfg.set("logger_class", conf.logger_class)
+    cfg.set("logconfig_dict", conf.logconfig_dict)
+    yield cfg
+    for name, (handlers, propagate) in kept.items():
+        logging.getLogger(name).handlers[:] = handlers
+        logging.getLogger(name).propagate = propagate
+
+
+def error_stream_into(stream: io.StringIO) -> None:
+    """Point the root logger's stream handlers (the error stream) at ``stream``."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler):
+            handler.setStream(stream)
+
+
+def test_an_access_log_switched_on_is_written_to_its_file_in_its_format_beside_the_shared_logging(
+    served_config, tmp_path
+):
+    # gunicorn, then each worker's Django, apply the shared logging configuration after the file is opened:
+    # the lines must still land there, once, in the operator's format, and not in the error stream's format.
+    served_config.set("accesslog", str(tmp_path / "access.log"))
+    served_config.set("access_log_format", "%(m)s %(U)s %(s)s %(D)s")
+    logger = served_config.logger_class(served_config)
+    logging.config.dictConfig(settings.LOGGING)  # as each worker does when it loads the application
     stream = io.StringIO()
-    try:
-        cfg = Config()
-        cfg.set("logger_class", conf.logger_class)
-        cfg.set("logconfig_dict", conf.logconfig_dict)
-        cfg.set("accesslog", str(tmp_path / "access.log"))
-        cfg.set("access_log_format", "%(m)s %(U)s %(s)s %(D)s")
-        logger = cfg.logger_class(cfg)
-        logging.config.dictConfig(settings.LOGGING)  # as each worker does when it loads the application
-        for handler in root.handlers:
-            if isinstance(handler, logging.StreamHandler):
-                handler.setStream(stream)
-        environ = {
-            "REQUEST_METHOD": "GET",
-            "RAW_URI": f"/s/{TOKEN}/chat/",
-            "PATH_INFO": f"/s/{TOKEN}/chat/",
-            "QUERY_STRING": "",
-            "SERVER_PROTOCOL": "HTTP/1.1",
-            "REMOTE_ADDR": "127.0.0.1",
-        }
-        response = SimpleNamespace(status="200 OK", headers=[], sent=10)
-        logger.access(response, SimpleNamespace(headers=[]), environ, timedelta(microseconds=12345))
-        for handler in logger.access_log.handlers:
-            handler.flush()
-    finally:
-        for name, (handlers, propagate) in kept.items():
-            logging.getLogger(name).handlers[:] = handlers
-            logging.getLogger(name).propagate = propagate
+    error_stream_into(stream)
+    environ = {
+        "REQUEST_METHOD": "GET",
+        "RAW_URI": f"/s/{TOKEN}/chat/",
+        "PATH_INFO": f"/s/{TOKEN}/chat/",
+        "QUERY_STRING": "",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "REMOTE_ADDR": "127.0.0.1",
+    }
+    response = SimpleNamespace(status="200 OK", headers=[], sent=10)
+    logger.access(response, SimpleNamespace(headers=[]), environ, timedelta(microseconds=12345))
+    for handler in logger.access_log.handlers:
+        handler.flush()
     assert (tmp_path / "access.log").read_text() == "GET /s/[link]/chat/ 200 12345\n"
     assert "/chat/" not in stream.getvalue()
 
 
-def test_the_served_configuration_writes_no_access_line_unless_one_is_asked_for(tmp_path, monkeypatch):
+def test_the_served_configuration_writes_no_access_line_unless_one_is_asked_for(served_config, tmp_path):
     # attune serve's configuration carries a logging dictionary (gunicorn counts any as asking for an access
     # log): without --access-logfile no request leaves a line anywhere, in the error stream or elsewhere.
-    monkeypatch.setenv("ATTUNE_DB_POOL_SIZE", "20")
-    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "metrics"))
-    conf = importlib.import_module("attune_site.gunicorn_conf")
-    kept = {
-        name: (logging.getLogger(name).handlers[:], logging.getLogger(name).propagate)
-        for name in ("", "gunicorn.access", "gunicorn.error")
-    }
+    logger = served_config.logger_class(served_config)
     stream = io.StringIO()
-    try:
-        cfg = Config()
-        cfg.set("logger_class", conf.logger_class)
-        cfg.set("logconfig_dict", conf.logconfig_dict)
-        logger = cfg.logger_class(cfg)
-        for handler in logging.getLogger().handlers:
-            if isinstance(handler, logging.StreamHandler):
-                handler.setStream(stream)
-        environ = {"REQUEST_METHOD": "GET", "RAW_URI": "/healthz", "PATH_INFO": "/healthz", "QUERY_STRING": ""}
-        response = SimpleNamespace(status="200 OK", headers=[], sent=10)
-        logger.access(response, SimpleNamespace(headers=[]), environ, timedelta(microseconds=100))
-        enabled = logger.access_log_enabled
-        cfg.set("accesslog", str(tmp_path / "access.log"))
-        logger.setup(cfg)
-        enabled_with_a_file = logger.access_log_enabled
-    finally:
-        for name, (handlers, propagate) in kept.items():
-            logging.getLogger(name).handlers[:] = handlers
-            logging.getLogger(name).propagate = propagate
+    error_stream_into(stream)
+    environ = {"REQUEST_METHOD": "GET", "RAW_URI": "/healthz", "PATH_INFO": "/healthz", "QUERY_STRING": ""}
+    response = SimpleNamespace(status="200 OK", headers=[], sent=10)
+    logger.access(response, SimpleNamespace(headers=[]), environ, timedelta(microseconds=100))
+    enabled = logger.access_log_enabled
+    served_config.set("accesslog", str(tmp_path / "access.log"))
+    logger.setup(served_config)
     assert stream.getvalue() == ""
-    assert not enabled and enabled_with_a_file
+    assert not enabled and logger.access_log_enabled
 
 
 @pytest.mark.django_db
