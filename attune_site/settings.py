@@ -70,8 +70,8 @@ MIDDLEWARE = [
     # First: every line logged while a request is served carries its id (attune_site/log_format.py).
     "attune_site.log_format.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    # The Content-Security-Policy header on every response (policy below; built once per process).
-    "attune_site.csp_header.CSPMiddleware",
+    # The Content-Security-Policy header on every response (policy below).
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Participant request latency for /metrics (attune_site/request_metrics.py).
     "attune_site.request_metrics.ParticipantLatencyMiddleware",
