@@ -49,25 +49,31 @@ class StudyLinkRedactingLogger(Logger):
     def setup(self, cfg: Any) -> None:
         super().setup(cfg)
         self.access_log.propagate = cfg.accesslog is None
+        self._asked_for_access_log = asked_for_access_log(cfg)
 
-    def _compute_access_log_enabled(self) -> bool:
-        """On only when an operator asked for an access log: a file (``--access-logfile``), syslog, a logging
-        configuration file of their own, or a logging dictionary that configures ``gunicorn.access``.
-
-        gunicorn also counts any ``logconfig_dict`` as asking, and Attune's own (attune_site/log_format.py,
-        which leaves ``gunicorn.access`` out) would then make every request build its log line and write it
-        to the server's error stream: a line per request that nobody asked for, and CPU on every request.
-        """
-        cfg = self.cfg
-        configured = "gunicorn.access" in ((cfg.logconfig_dict or {}).get("loggers") or {})
-        return bool(
-            cfg.accesslog
-            or cfg.logconfig
-            or cfg.logconfig_json
-            or configured
-            or (cfg.syslog and not cfg.disable_redirect_access_to_syslog)
-        )
+    @property
+    def access_log_enabled(self) -> bool:
+        """Read by gunicorn before it builds a request's access line: on only when an operator asked for one."""
+        return self._asked_for_access_log
 
     def atoms(self, resp: Any, req: Any, environ: dict[str, Any], request_time: timedelta) -> dict[str, Any]:
         atoms = super().atoms(resp, req, environ, request_time)
         return {key: redact(value) if isinstance(value, str) else value for key, value in atoms.items()}
+
+
+def asked_for_access_log(cfg: Any) -> bool:
+    """Whether gunicorn's settings ask for an access log: a file (``--access-logfile``), syslog, a logging
+    configuration file of the operator's own, or a logging dictionary that configures ``gunicorn.access``.
+
+    gunicorn also counts any ``logconfig_dict`` as asking, and Attune's own (attune_site/log_format.py, which
+    leaves ``gunicorn.access`` out) would then make every request build its log line and write it to the
+    server's error stream: a line per request that nobody asked for, and CPU on every request.
+    """
+    configured = "gunicorn.access" in ((cfg.logconfig_dict or {}).get("loggers") or {})
+    return bool(
+        cfg.accesslog
+        or cfg.logconfig
+        or cfg.logconfig_json
+        or configured
+        or (cfg.syslog and not cfg.disable_redirect_access_to_syslog)
+    )
