@@ -553,21 +553,16 @@ def _shared_tests(x: np.ndarray, y: np.ndarray, diffs: np.ndarray) -> list[PairR
     nonzero = np.count_nonzero(diffs, axis=1)
     results: list[PairResult | None] = [None] * n_pairs
     batches: dict[str, list[int]] = {}
-    for k in np.flatnonzero(nonzero <= EXACT_SIGN_FLIP_MAX).tolist():
+    for k in range(n_pairs):
         if nonzero[k] == 0:
             results[k] = (0.0, 1.0, "identical scores on every shared conversation")
             continue
-        kept = diffs[k][diffs[k] != 0]
-        if nonzero[k] < n or np.unique(np.abs(kept)).size < kept.size:  # zeros or ties: the exact sign flip
-            results[k] = _sign_flip_result(kept)
-            continue
+        if nonzero[k] <= EXACT_SIGN_FLIP_MAX:
+            kept = diffs[k][diffs[k] != 0]
+            if nonzero[k] < n or np.unique(np.abs(kept)).size < kept.size:  # zeros or ties: the exact sign flip
+                results[k] = _sign_flip_result(kept)
+                continue
         batches.setdefault(_scipy_method(diffs[k]), []).append(k)
-    many = np.flatnonzero(nonzero > EXACT_SIGN_FLIP_MAX).tolist()
-    if n > 50:  # scipy's method for more than 50 differences, whatever they are
-        batches.setdefault("asymptotic", []).extend(many)
-    else:
-        for k in many:
-            batches.setdefault(_scipy_method(diffs[k]), []).append(k)
     for method, members in batches.items():
         tested = _batch_tests(x[members], y[members], method, diffs[members])
         for k, result in zip(members, tested, strict=True):
