@@ -488,12 +488,18 @@ def route_by_litellm(model: str) -> bool:
     direct route when litellm does not list the model and gives it the parameters of a made-up name."""
     litellm = load_litellm()
     served = openai_compatible.served_model_name(model)
-    listed = any(n in litellm.model_cost and n not in _registered_unlisted for n in (model, served))
+    listed = _listed_by(litellm, model, served)
 
     def supported(name: str) -> set[str]:
         return set(litellm.get_supported_openai_params(model=name, custom_llm_provider="openai") or ())
 
     return not listed and supported(served) == supported(_GENERIC_MODEL)
+
+
+def _listed_by(litellm: Any, model: str, served: str) -> bool:
+    """Whether litellm's price list names the model (as given or as served), not counting the models Attune
+    described to it itself (``register_unlisted``: no price, so not listed)."""
+    return any(n in litellm.model_cost and n not in _registered_unlisted for n in (model, served))
 
 
 #: Parts of a served name that litellm's OpenAI rules read as a family with rules of its own (``gpt-*``:
@@ -520,7 +526,7 @@ def route_without_litellm(model: str) -> bool:
         return False
     litellm = sys.modules.get("litellm")
     if litellm is not None:  # loaded already: its own list, with the models registered with it since
-        return not any(n in litellm.model_cost and n not in _registered_unlisted for n in (model, served))
+        return not _listed_by(litellm, model, served)
     prices = _litellm_price_list()
     return prices is not None and not any(json.dumps(n, ensure_ascii=False).encode() in prices for n in {model, served})
 
