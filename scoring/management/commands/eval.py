@@ -284,6 +284,7 @@ class Command(BaseCommand):
         # conversations with their files takes a good part of a second): the replay itself starts only once both
         # passed, so a run that could not be recorded is refused before it costs more than that one call. A retry
         # replays only some conversations, so it is not recorded as a whole run: its files are the record.
+        preflight_started = time.perf_counter()
         preflight = self._start_preflight(em, config, to_replay) if not options["no_preflight"] and to_replay else None
         try:
             record_plan = (
@@ -298,7 +299,7 @@ class Command(BaseCommand):
         self.recording = record_plan is not None
         started_at = timezone.now()
         if preflight is not None:
-            self._check_preflight(preflight)
+            self._check_preflight(preflight, preflight_started)
         try:
             if not to_replay:
                 runs = []
@@ -337,12 +338,11 @@ class Command(BaseCommand):
 
         if em.is_offline and (config.judge is None or config.judge.is_offline):
             return None
-        self.preflight_started = time.perf_counter()
         return start_sync(preflight(em, config.judge, conversations[0], mode=config.mode))
 
-    def _check_preflight(self, running: Any) -> None:
-        """The preflight's outcome: fail in seconds, with what and where, before the replay starts."""
-        started = self.preflight_started
+    def _check_preflight(self, running: Any, started: float) -> None:
+        """The preflight's outcome (``started`` at that ``perf_counter``): fail in seconds, with what and where,
+        before the replay starts."""
         results = running.result()
         for result in results:
             self.stderr.write(f"preflight {'ok' if result.ok else 'FAILED'}: {result.line()}")
