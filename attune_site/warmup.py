@@ -21,7 +21,7 @@ from django.template.loader import get_template
 from django.urls import get_resolver
 
 from attunebench.replay.llm import WARM_UP_MODEL
-from attunebench.safety import screen_text
+from attunebench.safety import compile_patterns
 
 logger = logging.getLogger("attune.warmup")
 
@@ -97,7 +97,7 @@ def warm_up(live_models: bool | None = None) -> dict[str, float]:
     timings["templates"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    screen_text("warm-up")  # compiles the risk screen's patterns (compiled on first use): every message is screened
+    compile_patterns()  # the risk screen's, otherwise compiled on first use: every message is screened
     timings["safety"] = time.perf_counter() - start
 
     if settings.ATTUNE_ALLOW_LIVE_MODELS if live_models is None else live_models:

@@ -135,27 +135,40 @@ _FLAGS = re.IGNORECASE
 
 
 class _Pattern:
-    """A regular expression compiled on its first use, then used as the compiled one.
+    """A regular expression compiled on its first use (or by :func:`compile_patterns`), then used as the
+    compiled one.
 
     Why: the screen's patterns take a noticeable part of a second to compile, and every process that sets up
     Django imports this module (the chat's screen is part of the collection app) while most never screen a
-    message (``attune eval``, workers of other queues). The first ``screen_text`` compiles them all.
+    message (``attune eval``, workers of other queues). A web server compiles them all in its warm-up.
     """
+
+    made: list[_Pattern] = []  # every pattern of the screen, for compile_patterns
 
     def __init__(self, source: str, flags: int = 0) -> None:
         self.source, self.flags = source, flags
+        _Pattern.made.append(self)
+
+    def compiled(self) -> re.Pattern[str]:
+        found = self.__dict__.get("_compiled")
+        if found is None:
+            found = self.__dict__["_compiled"] = re.compile(self.source, self.flags)
+        return found
 
     def __getattr__(self, name: str) -> Any:
         # Only for what the instance lacks (search, finditer, ...): compile once, then keep each method looked up
         # on the instance, so later uses are plain attribute reads. Special names (copy's, pickle's) stay unknown.
         if name.startswith("__"):
             raise AttributeError(name)
-        compiled = self.__dict__.get("_compiled")
-        if compiled is None:
-            compiled = self.__dict__["_compiled"] = re.compile(self.source, self.flags)
-        value = getattr(compiled, name)
+        value = getattr(self.compiled(), name)
         self.__dict__[name] = value
         return value
+
+
+def compile_patterns() -> None:
+    """Compile every pattern of the screen now: a server's warm-up, so no participant's message waits for it."""
+    for pattern in _Pattern.made:
+        pattern.compiled()
 
 
 _PERSON = (

@@ -277,8 +277,9 @@ def test_chat_bubbles_and_text_boxes_follow_the_writing_direction(walker):
 
 def test_warm_up_builds_urls_templates_and_the_risk_screen(settings):
     from attune_site.warmup import warm_up
-    from attunebench.safety import _RULES
+    from attunebench.safety import _RULES, _Pattern
 
     timings = warm_up(live_models=False)
     assert set(timings) == {"urls", "templates", "safety"}
     assert all("_compiled" in vars(rule.pattern) for rule in _RULES)  # the first message compiles nothing
+    assert all("_compiled" in vars(pattern) for pattern in _Pattern.made)  # nor does any later one
